@@ -1,0 +1,293 @@
+"""`strata`: the command line. Exit codes: 0 completed, 1 error, 2 usage, 3 incomplete, 4 awaiting approval,
+5 unknown effects pending. User errors are one line plus a hint, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import anyio
+import click
+
+from agent.cli.render import printer
+from agent.cli.views import event_view, receipt_view, session_view, show_view
+from agent.models import model_from_spec
+from agent.outcome import EXIT_ERROR, RunOutcome
+from agent.reconcile import person, reconcile
+from agent.session import LiveSession, Runtime, resume_session, runtime, start_session
+from config import Settings, load_settings
+from core.errors import StrataError
+from core.events import StoredEvent
+from core.policy import PermissionRule, parse_rule
+from core.state import fold
+from memory.leases import make_liveness
+from memory.records import RECEIPT_STATUSES, SessionRecord
+from observability import configure_logging
+
+T = TypeVar("T")
+
+
+def _fail(err: StrataError) -> NoReturn:
+    click.echo(f"strata: error: {err.message}", err=True)
+    if err.hint:
+        click.echo(f"hint: {err.hint}", err=True)
+    sys.exit(err.exit_code)
+
+
+def _run(fn: Callable[[], Awaitable[T]]) -> T:
+    try:
+        return anyio.run(fn)
+    except StrataError as err:
+        _fail(err)
+    except KeyboardInterrupt:
+        click.echo("strata: interrupted", err=True)
+        sys.exit(130)
+
+
+def _settings(**flags: Any) -> Settings:
+    try:
+        return load_settings(**flags)
+    except StrataError as err:
+        _fail(err)
+
+
+def _rules(allow: tuple[str, ...], deny: tuple[str, ...]) -> list[PermissionRule]:
+    try:
+        return [parse_rule("allow", r) for r in allow] + [parse_rule("deny", r) for r in deny]
+    except StrataError as err:
+        _fail(err)
+
+
+def _display_status(rt: Runtime, rec: SessionRecord) -> str:
+    if rec.status == "active" and (rec.lease is None or not make_liveness(rt.clock)(rec.lease)):
+        return "interrupted"
+    return rec.status
+
+
+def _emit_json(obj: dict[str, Any]) -> None:
+    click.echo(json.dumps(obj, ensure_ascii=False, sort_keys=False))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--verbose", is_flag=True, help="Log what the runtime does to stderr.")
+def cli(verbose: bool) -> None:
+    """Strata: an event-sourced agent runtime. A model proposes tool calls; Strata decides, durably and
+    auditably, what actually runs."""
+    configure_logging(verbose)
+
+
+def _observer(as_json: bool) -> Callable[[StoredEvent], None]:
+    if as_json:
+        return lambda item: _emit_json(event_view(item))
+    return printer(click.echo)
+
+
+async def _drive(live: LiveSession, prompt: str | None, as_json: bool) -> RunOutcome:
+    try:
+        outcome = await live.run(prompt)
+    except BaseException:
+        try:
+            await live.release(None)
+        except StrataError:
+            pass
+        raise
+    await live.release(None)
+    if as_json:
+        _emit_json({"type": "result", "session_id": outcome.session_id, "status": outcome.status,
+                    "reason": outcome.reason, "unknown_receipts": outcome.unknown_receipts,
+                    "exit_code": outcome.exit_code})
+    else:
+        if outcome.unknown_receipts:
+            click.echo(f"{outcome.unknown_receipts} effect(s) with unknown outcome await reconciliation: "
+                       f"strata receipts {outcome.session_id} --status unknown")
+        click.echo(f"inspect: strata show {outcome.session_id}    resume: strata resume {outcome.session_id} PROMPT")
+    return outcome
+
+
+_allow = click.option("--allow", multiple=True, metavar="RULE",
+                      help="Allow a tool, optionally with a pattern: bash, 'bash(git status*)'. Repeatable.")
+_deny = click.option("--deny", multiple=True, metavar="RULE", help="Deny a tool (beats allow). Repeatable.")
+_json = click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+
+
+@cli.command()
+@click.option("--model", "model_spec", metavar="M", help="script:PATH (offline) or anthropic:NAME.")
+@click.option("--workspace", type=click.Path(path_type=Path), default=".", show_default=True,
+              help="Directory the tools may touch.")
+@_allow
+@_deny
+@click.option("--max-turns", type=int, default=None, help="Stop as incomplete after this many model turns.")
+@_json
+@click.argument("prompt")
+def run(model_spec: str | None, workspace: Path, allow: tuple[str, ...], deny: tuple[str, ...],
+        max_turns: int | None, as_json: bool, prompt: str) -> None:
+    """Run a headless session on PROMPT."""
+    settings = _settings(model=model_spec, max_turns=max_turns)
+    rules = _rules(allow, deny)
+
+    async def main() -> RunOutcome:
+        model = model_from_spec(settings.model)
+        async with runtime(settings) as rt:
+            live = await start_session(rt, model=model, workspace=workspace, mode="headless", rules=rules,
+                                       prompt=prompt, max_turns=settings.max_turns, observer=_observer(as_json))
+            return await _drive(live, None, as_json)
+
+    sys.exit(_run(main).exit_code)
+
+
+@cli.command()
+@click.argument("session_id")
+@click.argument("prompt", required=False)
+@click.option("--model", "model_spec", metavar="M", help="Override the session's recorded model.")
+@_allow
+@_deny
+@_json
+def resume(session_id: str, prompt: str | None, model_spec: str | None, allow: tuple[str, ...],
+           deny: tuple[str, ...], as_json: bool) -> None:
+    """Resume session SESSION_ID by id, optionally with a new PROMPT."""
+    settings = _settings()
+    rules = _rules(allow, deny)
+
+    async def main() -> RunOutcome:
+        async with runtime(settings) as rt:
+            model = model_from_spec(model_spec) if model_spec else model_from_spec
+            live = await resume_session(rt, session_id, model=model, rules=rules, observer=_observer(as_json))
+            return await _drive(live, prompt, as_json)
+
+    sys.exit(_run(main).exit_code)
+
+
+@cli.command()
+@_json
+def sessions(as_json: bool) -> None:
+    """List sessions, oldest first."""
+    settings = _settings()
+
+    async def main() -> None:
+        async with runtime(settings) as rt:
+            records = await rt.store.list_sessions()
+            unknown: dict[str, int] = {}
+            for r in await rt.store.list_receipts(status="unknown"):
+                unknown[r.session_id] = unknown.get(r.session_id, 0) + 1
+            views = [session_view(r, _display_status(rt, r), unknown.get(r.id, 0)) for r in records]
+        if as_json:
+            for v in views:
+                _emit_json(v)
+            return
+        if not views:
+            click.echo("no sessions yet")
+            return
+        for v in views:
+            flag = f"  unknown:{v['unknown_receipts']}" if v["unknown_receipts"] else ""
+            click.echo(f"{v['id']}  {v['status']:<12} {v['mode']:<9} {v['updated_at'][:19]}  {v['title'][:40]}{flag}")
+
+    _run(main)
+
+
+@cli.command()
+@click.argument("session_id")
+@_json
+def show(session_id: str, as_json: bool) -> None:
+    """Show a session and its conversation as the next model request would carry it."""
+    settings = _settings()
+
+    async def main() -> None:
+        async with runtime(settings) as rt:
+            rec = await rt.store.get_session(session_id)
+            state = fold(await rt.store.read_events(session_id))
+            view = show_view(rec, _display_status(rt, rec), state)
+        if as_json:
+            _emit_json(view)
+            return
+        s = view["session"]
+        click.echo(f"session {s['id']}  {s['status']}  mode {s['mode']}  model {s['model']}")
+        click.echo(f"workspace {s['workspace']}")
+        click.echo(f"turns {s['turns']}  tool calls {s['tool_calls']}  denials {s['denials']}  "
+                   f"unknown outcomes {s['unknown_outcomes']}")
+        for m in view["messages"]:
+            for block in m["content"]:
+                if block["type"] == "text":
+                    click.echo(f"{m['role']}: {block['text']}")
+                elif block["type"] == "tool_use":
+                    click.echo(f"{m['role']}: -> {block['name']} {json.dumps(block['input'])[:100]} [{block['id']}]")
+                else:
+                    first = block["content"].strip().splitlines()[0] if block["content"].strip() else ""
+                    mark = "error" if block["is_error"] else "ok"
+                    click.echo(f"{m['role']}: <- [{block['tool_use_id']}] {mark}: {first[:100]}")
+        if view["open_batch"]:
+            click.echo(f"open batch {view['open_batch']['batch_id']}: resume the session to finish it")
+
+    _run(main)
+
+
+@cli.command()
+@click.argument("session_id", required=False)
+@click.option("--status", type=click.Choice(RECEIPT_STATUSES), default=None)
+@_json
+def receipts(session_id: str | None, status: str | None, as_json: bool) -> None:
+    """List effect receipts (of one session, or all)."""
+    settings = _settings()
+
+    async def main() -> None:
+        async with runtime(settings) as rt:
+            if session_id is not None:
+                await rt.store.get_session(session_id)
+            rows = await rt.store.list_receipts(session_id, status)  # type: ignore[arg-type]
+        if as_json:
+            for r in rows:
+                _emit_json(receipt_view(r))
+            return
+        if not rows:
+            click.echo("no receipts")
+        for r in rows:
+            extra = f"  ({r.reconciled_by}: {r.note})" if r.reconciled_by else ""
+            click.echo(f"{r.id}  {r.status:<10} {r.tool:<10} call {r.call_id}  session {r.session_id}{extra}")
+
+    _run(main)
+
+
+@cli.command(name="reconcile")
+@click.argument("receipt_id")
+@click.option("--applied", "verdict", flag_value="applied", help="The effect happened.")
+@click.option("--not-applied", "verdict", flag_value="not_applied", help="The effect did not happen.")
+@click.option("--note", default=None, help="Why you decided so.")
+def reconcile_cmd(receipt_id: str, verdict: str | None, note: str | None) -> None:
+    """Decide the outcome of an unknown effect. The call is never re-run."""
+    if verdict is None:
+        raise click.UsageError("say what happened: --applied or --not-applied")
+    settings = _settings()
+
+    async def main() -> None:
+        async with runtime(settings) as rt:
+            before, after = await reconcile(rt.store, rt.clock, receipt_id, applied=verdict == "applied", note=note,
+                                            by=person())
+        click.echo(f"receipt {after.id} ({after.tool}, call {after.call_id}): {before.status} -> {after.status}")
+        click.echo(f"the model hears of it when the session resumes: strata resume {after.session_id}")
+
+    _run(main)
+
+
+@cli.command()
+def demo() -> None:
+    """Run the offline demo: a scripted session that is killed mid-batch and resumed by id."""
+    from agent.demo import run_demo
+
+    try:
+        code = run_demo(click.echo)
+    except StrataError as err:
+        _fail(err)
+    sys.exit(code)
+
+
+def main() -> None:
+    try:
+        cli.main(prog_name="strata", standalone_mode=True)
+    except SystemExit:
+        raise
+    except Exception as exc:  # a bug, not a user error: say so plainly, keep the detail for a report
+        click.echo(f"strata: internal error: {type(exc).__name__}: {exc}", err=True)
+        click.echo("hint: rerun with --verbose and report it with the command you ran", err=True)
+        sys.exit(EXIT_ERROR)

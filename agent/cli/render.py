@@ -1,0 +1,65 @@
+"""Human-readable rendering of committed events (plain lines; the interactive terminal lands with the chat
+issue)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from core.events import (
+    AssistantMessage,
+    BatchProposed,
+    CallResult,
+    SessionEnded,
+    SessionResumed,
+    SessionStarted,
+    StoredEvent,
+    UserMessage,
+)
+from core.messages import TextBlock
+
+_MARK = {"ok": "ok", "error": "error", "denied": "DENIED", "timeout": "TIMEOUT", "unknown": "UNKNOWN"}
+
+
+def _short(value: object, limit: int = 90) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _first_line(text: str, limit: int = 100) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def event_lines(item: StoredEvent) -> list[str]:
+    ev = item.event
+    match ev:
+        case SessionStarted():
+            return [f"session {ev.session_id}", f"  workspace {ev.workspace}", f"  model {ev.model}"]
+        case SessionResumed():
+            note = f" (finishing open batch {ev.open_batch_id})" if ev.open_batch_id else ""
+            return [f"resumed{note}"]
+        case UserMessage():
+            who = "user" if ev.source == "user" else "strata"
+            return [f"{who}: {_first_line(ev.text)}"]
+        case AssistantMessage():
+            return [f"assistant: {b.text}" for b in ev.content if isinstance(b, TextBlock)]
+        case BatchProposed():
+            lines = [f"assistant: {b.text}" for b in ev.content if isinstance(b, TextBlock)]
+            return lines + [f"  -> {c.tool} {_short(c.input)}  [{c.call_id}]" for c in ev.calls]
+        case CallResult():
+            if ev.status == "denied":
+                return [f"  <- {ev.tool} DENIED by {ev.check}: {_first_line(r)}" for r in ev.reasons]
+            return [f"  <- {ev.tool} {_MARK[ev.status]}: {_first_line(ev.content)}"]
+        case SessionEnded():
+            return [f"session {ev.status}" + (f": {ev.reason}" if ev.reason else "")]
+        case _:
+            return []
+
+
+def printer(echo: Callable[[str], None]) -> Callable[[StoredEvent], None]:
+    def observe(item: StoredEvent) -> None:
+        for line in event_lines(item):
+            echo(line)
+
+    return observe

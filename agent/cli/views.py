@@ -1,0 +1,78 @@
+"""Machine-readable shapes of the CLI's `--json` output. Part of the contract: fields are added, never renamed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.clock import iso
+from core.events import StoredEvent
+from core.state import SessionState
+from memory.records import Receipt, SessionRecord
+
+
+def session_view(rec: SessionRecord, display_status: str, unknown_receipts: int = 0) -> dict[str, Any]:
+    return {
+        "id": rec.id,
+        "status": display_status,
+        "stored_status": rec.status,
+        "mode": rec.mode,
+        "model": rec.model,
+        "workspace": rec.workspace,
+        "title": rec.title,
+        "parent_id": rec.parent_id,
+        "created_at": iso(rec.created_at),
+        "updated_at": iso(rec.updated_at),
+        "lease_owner": None if rec.lease is None else {"pid": rec.lease.pid, "host": rec.lease.host},
+        "unknown_receipts": unknown_receipts,
+    }
+
+
+def receipt_view(r: Receipt) -> dict[str, Any]:
+    return {
+        "id": r.id,
+        "session_id": r.session_id,
+        "call_id": r.call_id,
+        "tool": r.tool,
+        "status": r.status,
+        "idempotency_key": r.idempotency_key,
+        "args_sha256": r.args_sha256,
+        "resource_keys": list(r.resource_keys),
+        "created_at": iso(r.created_at),
+        "updated_at": iso(r.updated_at),
+        "outcome_sha256": r.outcome_sha256,
+        "note": r.note,
+        "reconciled_by": r.reconciled_by,
+    }
+
+
+def open_batch_view(state: SessionState) -> dict[str, Any] | None:
+    batch = state.open_batch
+    if batch is None:
+        return None
+    return {
+        "batch_id": batch.batch_id,
+        "calls": [
+            {"call_id": c.call_id, "tool": c.tool, "input": c.input,
+             "result": None if c.call_id not in batch.results else batch.results[c.call_id].status}
+            for c in batch.calls
+        ],
+    }
+
+
+def show_view(rec: SessionRecord, display_status: str, state: SessionState) -> dict[str, Any]:
+    session = session_view(rec, display_status)
+    session.update({
+        "turns": state.counters.assistant_turns,
+        "tool_calls": state.counters.tool_calls,
+        "denials": state.counters.denials,
+        "unknown_outcomes": state.counters.unknown_outcomes,
+        "rules": [{"action": r.action, "rule": r.text(), "source": r.source} for r in state.rules],
+        "ended": state.ended,
+        "last_seq": state.last_seq,
+    })
+    return {"session": session, "messages": [m.to_api() for m in state.messages], "open_batch": open_batch_view(state)}
+
+
+def event_view(item: StoredEvent) -> dict[str, Any]:
+    return {"type": "event", "seq": item.seq, "turn": item.turn, "at": iso(item.at),
+            **item.event.model_dump(mode="json")}

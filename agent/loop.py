@@ -1,0 +1,147 @@
+"""AgenticLoop: six phases per turn (ARCHITECTURE.md section 3).
+
+    perceive  build the request from folded state (agent/phases/perceive.py)
+    plan      one model call, typed into AssistantMessage or BatchProposed (agent/phases/plan.py)
+    commit    stage the BatchProposed; the writer makes it durable before the first dispatch, and nothing runs
+              if that commit fails
+    act       ToolCallProcessor runs the calls (tool_executor/executor.py)
+    observe   each CallResult staged as it finishes; BatchCompleted closes the round and is its checkpoint
+    reflect   a proposal to finish becomes completion only through verify_turn (agent/verify.py)
+
+The live state is kept current by applying each committed event with `core.state.apply`, the function `fold`
+uses, so a resumed session and a live one cannot differ."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from agent.outcome import RunOutcome, RunStatus
+from agent.phases.perceive import perceive
+from agent.phases.plan import propose
+from agent.prompts import SYSTEM_PROMPT
+from agent.verify import verify_turn
+from core.errors import ModelError
+from core.events import (
+    AssistantMessage,
+    BatchCompleted,
+    BatchProposed,
+    SessionEnded,
+    StoredEvent,
+    TurnVerified,
+    UserMessage,
+)
+from core.faults import fault_point
+from core.ids import IdFactory
+from core.model import ModelAdapter
+from core.state import SessionState, apply
+from core.tools import BoundToolPlan
+from memory.records import Receipt
+from memory.session_writer import SessionWriter
+from memory.store import EventStore
+from tool_executor import ToolCallProcessor
+
+Observer = Callable[[StoredEvent], None]
+
+
+class AgenticLoop:
+    def __init__(self, *, store: EventStore, state: SessionState, model: ModelAdapter, plan: BoundToolPlan,
+                 processor: ToolCallProcessor, ids: IdFactory, system: str = SYSTEM_PROMPT,
+                 observer: Observer | None = None) -> None:
+        self.store = store
+        self.state = state
+        self.model = model
+        self.plan = plan
+        self.processor = processor
+        self._ids = ids
+        self._system = system
+        self._observer = observer
+        self.writer = SessionWriter(store, state.session_id, on_commit=self._applied)
+
+    def _applied(self, stored: list[StoredEvent]) -> None:
+        for item in stored:
+            apply(self.state, item)
+            if self._observer is not None:
+                self._observer(item)
+
+    async def run(self, prompt: str | None = None) -> RunOutcome:
+        """Drive the session until the model finishes, a guard stops it, or the model path fails."""
+        state = self.state
+        if state.ended == "completed" and prompt is None and state.open_batch is None:
+            return await self._end("completed", "already completed; nothing to do without a new prompt")
+        if state.open_batch is not None:
+            await self._finish_open_batch()
+        await self._report_reconciliations()
+        if prompt is not None:
+            self.writer.stage(UserMessage(text=prompt), state.turn)
+        while True:
+            if self.writer.dirty:
+                await self.writer.flush()  # user input is durable before the model sees it
+            if state.turn >= state.max_turns:
+                return await self._end("incomplete", f"turn limit of {state.max_turns} reached")
+            turn = state.turn + 1
+            request = perceive(state, self.plan, self._system)
+            try:
+                response = await self.model.complete(request)
+            except ModelError as exc:
+                return await self._end("failed", f"model error: {exc}")
+            proposal = propose(response, batch_id=self._ids.uuid7())
+            if isinstance(proposal, AssistantMessage):
+                self.writer.stage(proposal, turn)
+                return await self._reflect(turn)
+            self.writer.stage(proposal, turn)  # commit: durable before any dispatch (writer barrier)
+            await self.processor.run_batch(proposal, session_id=state.session_id, mode=state.mode,
+                                           model=state.model, turn=turn, rules=state.rules, writer=self.writer)
+            await self._close_batch(proposal.batch_id, turn)
+
+    async def _close_batch(self, batch_id: str, turn: int) -> None:
+        fault_point("before_batch_completed")
+        self.writer.stage(BatchCompleted(batch_id=batch_id), turn)
+        await self.writer.flush()
+        fault_point("after_batch_completed")
+
+    async def _finish_open_batch(self) -> None:
+        """Resume: calls with a result keep it; calls with a receipt are settled from it (never re-run);
+        the rest go through the whole pipeline again."""
+        batch = self.state.open_batch
+        assert batch is not None
+        pending = {c.call_id for c in batch.pending()}
+        receipts: dict[str, Receipt] = {
+            r.call_id: r for r in await self.store.list_receipts(self.state.session_id) if r.call_id in pending}
+        event = BatchProposed(batch_id=batch.batch_id, content=batch.content, calls=batch.calls)
+        turn = self.state.turn
+        await self.processor.run_batch(event, session_id=self.state.session_id, mode=self.state.mode,
+                                       model=self.state.model, turn=turn, rules=self.state.rules,
+                                       writer=self.writer, done=dict(batch.results), receipts=receipts)
+        await self._close_batch(batch.batch_id, turn)
+
+    async def _report_reconciliations(self) -> None:
+        """Tell the model the reconciled outcome of calls it was told were unknown."""
+        if not self.state.unknown_receipts:
+            return
+        lines, ids = [], []
+        for receipt_id, call_id in self.state.unknown_receipts.items():
+            receipt = await self.store.get_receipt(receipt_id)
+            if receipt.status in ("done", "failed"):
+                verdict = "applied" if receipt.status == "done" else "NOT applied"
+                by = f" by {receipt.reconciled_by}" if receipt.reconciled_by else ""
+                note = f" ({receipt.note})" if receipt.note else ""
+                lines.append(f"- call {call_id} ({receipt.tool}): reconciled as {verdict}{by}{note}")
+                ids.append(receipt_id)
+        if ids:
+            text = "Reconciliation of earlier calls whose outcome was unknown:\n" + "\n".join(lines)
+            self.writer.stage(UserMessage(text=text, source="runtime", reconciled_receipts=tuple(ids)),
+                              self.state.turn)
+
+    async def _reflect(self, turn: int) -> RunOutcome:
+        verification = verify_turn(self.state)
+        self.writer.stage(TurnVerified(), turn)
+        reason = "; ".join(verification.notes)
+        return await self._end("completed", reason, turn=turn)
+
+    async def _end(self, status: RunStatus, reason: str, turn: int | None = None) -> RunOutcome:
+        self.writer.stage(SessionEnded(status=status, reason=reason), self.state.turn if turn is None else turn)
+        self.writer.stage_status(status)
+        await self.writer.flush()
+        unknown = await self.store.list_receipts(self.state.session_id, status="unknown")
+        return RunOutcome(session_id=self.state.session_id, status=status, reason=reason,
+                          unknown_receipts=len(unknown))

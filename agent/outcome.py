@@ -1,0 +1,33 @@
+"""How a run ended, and the documented exit codes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+EXIT_COMPLETED = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INCOMPLETE = 3
+EXIT_AWAITING_APPROVAL = 4
+EXIT_UNKNOWN_PENDING = 5
+
+RunStatus = Literal["completed", "incomplete", "failed"]
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    session_id: str
+    status: RunStatus
+    reason: str
+    unknown_receipts: int
+
+    @property
+    def exit_code(self) -> int:
+        if self.status == "failed":
+            return EXIT_ERROR
+        if self.status == "incomplete":
+            return EXIT_INCOMPLETE
+        if self.unknown_receipts:
+            return EXIT_UNKNOWN_PENDING
+        return EXIT_COMPLETED

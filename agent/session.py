@@ -1,0 +1,158 @@
+"""Session services: start a session, resume one by id under a lease, keep the lease alive, release it.
+This is the composition root the surfaces (CLI, demo, tests) share."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+from agent.loop import AgenticLoop, Observer
+from agent.outcome import RunOutcome
+from config import Settings
+from core.clock import Clock, SystemClock
+from core.errors import StrataError, UsageError
+from core.events import Mode, RulesAdded, SessionResumed, SessionStarted, UserMessage
+from core.ids import IdFactory
+from core.model import ModelAdapter
+from core.policy import PermissionRule
+from core.state import FoldError, SessionState, fold
+from core.tools import BoundToolPlan, ToolSpec
+from memory import SessionRecord, SqliteEventStore, Write
+from memory.leases import LEASE_TTL, make_liveness, new_holder
+from memory.records import LeaseHolder, SessionStatus
+from memory.store import EventStore
+from tool_executor import ToolCallProcessor, builtin_tools
+
+
+@dataclass
+class Runtime:
+    """The injected parts every session uses."""
+
+    store: EventStore
+    clock: Clock
+    ids: IdFactory
+    tools: list[ToolSpec]
+
+    @classmethod
+    async def open(cls, settings: Settings, clock: Clock | None = None,
+                   tools: list[ToolSpec] | None = None) -> Runtime:
+        clock = clock or SystemClock()
+        store = await SqliteEventStore.open(settings.db_path, durability=settings.durability, clock=clock)
+        return cls(store=store, clock=clock, ids=IdFactory(clock), tools=tools or builtin_tools())
+
+    async def close(self) -> None:
+        await self.store.close()
+
+    def plan(self, mode: Mode) -> BoundToolPlan:
+        return BoundToolPlan(self.tools, mode)
+
+
+@dataclass
+class LiveSession:
+    runtime: Runtime
+    state: SessionState
+    holder: LeaseHolder
+    loop: AgenticLoop
+
+    @property
+    def id(self) -> str:
+        return self.state.session_id
+
+    async def run(self, prompt: str | None = None) -> RunOutcome:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._heartbeat)
+            try:
+                return await self.loop.run(prompt)
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _heartbeat(self) -> None:
+        period = LEASE_TTL.total_seconds() / 3
+        while True:
+            await anyio.sleep(period)
+            self.holder = self.holder.model_copy(update={"expires_at": self.runtime.clock.now() + LEASE_TTL})
+            await self.runtime.store.renew_lease(self.id, self.holder)
+
+    async def release(self, status: SessionStatus | None) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.runtime.store.release_lease(self.id, self.holder.token, status)
+
+
+def _workspace(path: Path) -> Path:
+    resolved = Path(os.path.realpath(path))
+    if not resolved.is_dir():
+        raise UsageError(f"workspace {path} is not a directory")
+    return resolved
+
+
+def _loop(rt: Runtime, state: SessionState, model: ModelAdapter, plan: BoundToolPlan,
+          observer: Observer | None) -> AgenticLoop:
+    processor = ToolCallProcessor(plan, workspace=Path(state.workspace), ids=rt.ids)
+    return AgenticLoop(store=rt.store, state=state, model=model, plan=plan, processor=processor, ids=rt.ids,
+                       observer=observer)
+
+
+async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mode: Mode,
+                        rules: list[PermissionRule], prompt: str, max_turns: int,
+                        observer: Observer | None = None) -> LiveSession:
+    ws = _workspace(workspace)
+    plan = rt.plan(mode)
+    session_id = rt.ids.session_id()
+    holder = new_holder(rt.ids.uuid7(), rt.clock)
+    now = rt.clock.now()
+    record = SessionRecord(id=session_id, created_at=now, updated_at=now, mode=mode, workspace=str(ws),
+                           model=model.name, title=prompt.strip().splitlines()[0][:80] if prompt.strip() else "",
+                           status="active", lease=holder)
+    started = SessionStarted(session_id=session_id, mode=mode, workspace=str(ws), model=model.name,
+                             rules=tuple(rules), max_turns=max_turns, plan_digest=plan.digest)
+    first = Write(events=[(started, 0), (UserMessage(text=prompt), 0)])
+    stored = await rt.store.create_session(record, first)
+    state = fold(stored)
+    live = LiveSession(rt, state, holder, _loop(rt, state, model, plan, observer))
+    if observer is not None:
+        for item in stored:
+            observer(item)
+    return live
+
+
+async def resume_session(rt: Runtime, session_id: str, *, model: ModelAdapter | Callable[[str], ModelAdapter],
+                         rules: list[PermissionRule], observer: Observer | None = None) -> LiveSession:
+    """Take the lease (or fail with SessionActive), fold the log, record the resume."""
+    holder = new_holder(rt.ids.uuid7(), rt.clock)
+    await rt.store.acquire_lease(session_id, holder, make_liveness(rt.clock), rt.clock.now())
+    try:
+        events = await rt.store.read_events(session_id)
+        try:
+            state = fold(events)
+        except FoldError as exc:
+            raise StrataError(f"session {session_id} has an inconsistent log: {exc}",
+                              hint="the log was left untouched; report this with `strata show`") from None
+        if callable(model) and not hasattr(model, "complete"):
+            model = model(state.model)  # a factory: rebuild the session's recorded model
+        plan = rt.plan(state.mode)
+        live = LiveSession(rt, state, holder, _loop(rt, state, model, plan, observer))
+        open_batch = state.open_batch.batch_id if state.open_batch else None
+        live.loop.writer.stage(SessionResumed(plan_digest=plan.digest, open_batch_id=open_batch), state.turn)
+        if rules:
+            live.loop.writer.stage(RulesAdded(rules=tuple(rules)), state.turn)
+            await live.loop.writer.flush()  # applied to state now: an open batch re-checks with them
+        return live
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await rt.store.release_lease(session_id, holder.token, None)
+        raise
+
+
+@asynccontextmanager
+async def runtime(settings: Settings, clock: Clock | None = None) -> AsyncIterator[Runtime]:
+    rt = await Runtime.open(settings, clock)
+    try:
+        yield rt
+    finally:
+        with anyio.CancelScope(shield=True):
+            await rt.close()

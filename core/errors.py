@@ -1,0 +1,102 @@
+"""Strata's error tree. Every error a user can meet is one of these, carries typed fields, and renders as one
+clear line plus an optional hint (never a traceback).
+
+    StrataError                      base: .message, .hint, .exit_code
+    ├── misuse (exit 2 for usage, 1 for config)
+    │   ├── UsageError               a bad command line or argument
+    │   ├── ConfigError              a bad setting: file, key, reason
+    │   └── ScriptError              a malformed scripted-model file (path, entry, reason)
+    ├── run failures (exit 1)
+    │   ├── StoreError               the database cannot be used (corrupt, locked, missing, unwritable)
+    │   │   └── PersistError         a commit failed; nothing that depended on it ran
+    │   ├── SessionNotFound          no session with that id
+    │   ├── SessionActive            another live process holds the session's lease
+    │   ├── ReceiptError             a receipt cannot be reconciled as asked
+    │   └── ModelError               the model path failed (retryable or not)
+    └── control signals the loop catches on purpose
+        └── (added by later issues: ApprovalRequired, ...)
+"""
+
+from __future__ import annotations
+
+
+class StrataError(Exception):
+    """Base of every error Strata reports to a user."""
+
+    exit_code: int = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(StrataError):
+    exit_code = 2
+
+
+class ConfigError(StrataError):
+    def __init__(self, message: str, *, file: str | None = None, key: str | None = None,
+                 hint: str | None = None) -> None:
+        where = ", ".join(p for p in (file and f"file {file}", key and f"key {key}") if p)
+        super().__init__(f"{where}: {message}" if where else message, hint=hint)
+        self.file = file
+        self.key = key
+
+
+class ScriptError(StrataError):
+    exit_code = 2
+
+    def __init__(self, path: str, reason: str, *, entry: str | None = None) -> None:
+        where = f"{path}" + (f" at {entry}" if entry else "")
+        super().__init__(f"invalid model script {where}: {reason}",
+                         hint="a script is a JSON list of assistant turns, each a list of content blocks")
+        self.path = path
+        self.entry = entry
+        self.reason = reason
+
+
+class StoreError(StrataError):
+    def __init__(self, message: str, *, path: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.path = path
+
+
+class PersistError(StoreError):
+    """A durable commit failed. Whatever waited on that commit (a tool dispatch) did not start."""
+
+    def __init__(self, message: str, *, session_id: str | None = None, path: str | None = None) -> None:
+        super().__init__(message, path=path,
+                         hint="no tool ran after the failed commit; fix the database and `strata resume` the session")
+        self.session_id = session_id
+
+
+class SessionNotFound(StrataError):
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"no session with id {session_id!r}", hint="`strata sessions` lists the sessions")
+        self.session_id = session_id
+
+
+class SessionActive(StrataError):
+    def __init__(self, session_id: str, owner: str) -> None:
+        super().__init__(f"session {session_id} is active in another process ({owner})",
+                         hint="wait for it to finish, or stop that process; a dead owner's lease is recovered")
+        self.session_id = session_id
+        self.owner = owner
+
+
+class ReceiptError(StrataError):
+    def __init__(self, message: str, *, receipt_id: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.receipt_id = receipt_id
+
+
+class ModelError(StrataError):
+    def __init__(self, message: str, *, retryable: bool = False, request_id: str | None = None,
+                 hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.retryable = retryable
+        self.request_id = request_id

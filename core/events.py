@@ -1,0 +1,142 @@
+"""The state log's events: frozen pydantic models in one discriminated union on a hand-written `kind` tag.
+
+Sequence numbers, times and turns are assigned by the store inside the append transaction and live on the
+`StoredEvent` envelope, never on the event itself. Bump `SCHEMA_VERSION` with any incompatible change and
+teach `fold` to read the old shape."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from core.messages import ContentBlock, TextBlock, ToolUseBlock
+from core.policy import PermissionRule
+
+SCHEMA_VERSION = 1
+
+Mode = Literal["interactive", "ipc", "headless", "daemon", "mcp"]
+CallStatus = Literal["ok", "error", "denied", "timeout", "unknown"]
+EndStatus = Literal["completed", "incomplete", "failed"]
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PlannedCall(_Event):
+    call_id: str
+    tool: str
+    input: dict[str, Any]
+    input_sha256: str
+
+
+class SessionStarted(_Event):
+    kind: Literal["session_started"] = "session_started"
+    session_id: str
+    mode: Mode
+    workspace: str
+    model: str
+    rules: tuple[PermissionRule, ...] = ()
+    max_turns: int
+    plan_digest: str
+    parent_id: str | None = None
+
+
+class UserMessage(_Event):
+    """Text the user (or the runtime on the user's behalf, e.g. a reconciliation notice) adds to the next
+    user message."""
+
+    kind: Literal["user_message"] = "user_message"
+    text: str
+    source: Literal["user", "runtime"] = "user"
+    reconciled_receipts: tuple[str, ...] = ()
+    """Receipts whose reconciled outcome this (runtime) message reports to the model."""
+
+
+class AssistantMessage(_Event):
+    """A model turn with no tool calls: a proposal to finish."""
+
+    kind: Literal["assistant_message"] = "assistant_message"
+    content: tuple[ContentBlock, ...]
+
+
+class BatchProposed(_Event):
+    """A model turn with tool calls. Committed durably before any of its calls runs."""
+
+    kind: Literal["batch_proposed"] = "batch_proposed"
+    batch_id: str
+    content: tuple[ContentBlock, ...]
+    calls: tuple[PlannedCall, ...]
+
+
+class CallResult(_Event):
+    kind: Literal["call_result"] = "call_result"
+    batch_id: str
+    call_id: str
+    tool: str
+    status: CallStatus
+    content: str
+    is_error: bool
+    check: str | None = None
+    reasons: tuple[str, ...] = ()
+    receipt_id: str | None = None
+    duration_ms: float | None = None
+
+
+class BatchCompleted(_Event):
+    kind: Literal["batch_completed"] = "batch_completed"
+    batch_id: str
+
+
+class RulesAdded(_Event):
+    """Permission rules added on resume (`strata resume ID --allow RULE`)."""
+
+    kind: Literal["rules_added"] = "rules_added"
+    rules: tuple[PermissionRule, ...]
+
+
+class SessionResumed(_Event):
+    kind: Literal["session_resumed"] = "session_resumed"
+    plan_digest: str
+    open_batch_id: str | None = None
+
+
+class TurnVerified(_Event):
+    kind: Literal["turn_verified"] = "turn_verified"
+
+
+class SessionEnded(_Event):
+    kind: Literal["session_ended"] = "session_ended"
+    status: EndStatus
+    reason: str = ""
+
+
+Event = Annotated[
+    SessionStarted | UserMessage | AssistantMessage | BatchProposed | CallResult | BatchCompleted
+    | RulesAdded | SessionResumed | TurnVerified | SessionEnded,
+    Field(discriminator="kind"),
+]
+
+EventAdapter: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+class StoredEvent(BaseModel):
+    """An event as the store holds it: the envelope is assigned by the store in the append transaction."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    session_id: str
+    seq: int
+    at: datetime
+    turn: int
+    event: Event
+
+
+def text_block(text: str) -> TextBlock:
+    return TextBlock(text=text)
+
+
+def tool_uses(content: tuple[ContentBlock, ...]) -> list[ToolUseBlock]:
+    return [b for b in content if isinstance(b, ToolUseBlock)]

@@ -1,0 +1,29 @@
+"""Fault injection for crash tests only: `STRATA_FAULT=<point>[:<n>]` kills this process with SIGKILL the n-th
+time (default first) execution reaches `<point>`. Points: after_commit, after_receipt, after_dispatch,
+before_batch_completed, after_batch_completed. Unset in normal use, so each point costs one dict lookup."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+_counts: dict[str, int] = {}
+
+
+def _target() -> tuple[str, int] | None:
+    spec = os.environ.get("STRATA_FAULT")
+    if not spec:
+        return None
+    name, _, n = spec.partition(":")
+    return name, int(n or "1")
+
+
+_TARGET = _target()
+
+
+def fault_point(name: str) -> None:
+    if _TARGET is None or _TARGET[0] != name:
+        return
+    _counts[name] = _counts.get(name, 0) + 1
+    if _counts[name] == _TARGET[1]:
+        os.kill(os.getpid(), signal.SIGKILL)

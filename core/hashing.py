@@ -1,0 +1,25 @@
+"""Canonical JSON and digests: the one place that decides how a value is hashed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no insignificant whitespace, UTF-8 kept: equal values give equal text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def sha256_json(value: Any) -> str:
+    return sha256_text(canonical_json(value))
+
+
+def idempotency_key(session_id: str, call_id: str, args_sha256: str) -> str:
+    """Stable across resume and fork: derived only from the session, the call and its arguments."""
+    return "idem_" + sha256_text(f"{session_id}\x1f{call_id}\x1f{args_sha256}")[:32]

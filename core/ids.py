@@ -1,0 +1,40 @@
+"""Sortable ids (UUIDv7 layout) from an injected clock and randomness."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable
+
+from core.clock import Clock, SystemClock
+
+
+class IdFactory:
+    def __init__(self, clock: Clock | None = None, randbytes: Callable[[int], bytes] = os.urandom) -> None:
+        self._clock = clock or SystemClock()
+        self._rand = randbytes
+        self._last_ms = -1
+        self._seq = 0
+
+    def uuid7(self) -> str:
+        ms = int(self._clock.now().timestamp() * 1000)
+        if ms <= self._last_ms:
+            ms = self._last_ms
+            self._seq += 1
+        else:
+            self._seq = 0
+        self._last_ms = ms
+        rand = int.from_bytes(self._rand(10), "big")
+        # 48 bits time, 4 bits version, 12 bits counter (monotonic within a millisecond), 2 bits variant, 62 random
+        value = (ms & ((1 << 48) - 1)) << 80
+        value |= 0x7 << 76
+        value |= (self._seq & 0xFFF) << 64
+        value |= 0b10 << 62
+        value |= rand & ((1 << 62) - 1)
+        return str(uuid.UUID(int=value))
+
+    def session_id(self) -> str:
+        return self.uuid7()
+
+    def receipt_id(self) -> str:
+        return "rcpt_" + self.uuid7().replace("-", "")

@@ -1,0 +1,97 @@
+"""The scripted model: the offline default. Turn k of a session is answered by entry k of a JSON list, where k
+is the number of assistant messages already in the session, so a resumed session continues where it stopped.
+Past the end it answers with a short final text. A malformed script is a `ScriptError` naming the entry."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from core.errors import ScriptError
+from core.messages import ContentBlock, TextBlock, ToolUseBlock
+from core.model.base import ModelRequest, ModelResponse
+
+FINAL_TEXT = "Done: the script has no more turns."
+
+_TEXT_KEYS = {"type", "text"}
+_TOOL_KEYS = {"type", "name", "input", "id"}
+
+
+def parse_script(raw: Any, source: str) -> list[tuple[ContentBlock, ...]]:
+    """Validate a decoded script strictly and turn it into content blocks with deterministic tool ids."""
+    if not isinstance(raw, list):
+        raise ScriptError(source, f"expected a JSON list of turns, got {type(raw).__name__}")
+    turns: list[tuple[ContentBlock, ...]] = []
+    for k, turn in enumerate(raw):
+        where = f"turn {k}"
+        if not isinstance(turn, list) or not turn:
+            raise ScriptError(source, "a turn must be a non-empty list of content blocks", entry=where)
+        blocks: list[ContentBlock] = []
+        seen_ids: set[str] = set()
+        for j, block in enumerate(turn):
+            at = f"{where}, block {j}"
+            if not isinstance(block, dict):
+                raise ScriptError(source, "a content block must be an object", entry=at)
+            kind = block.get("type")
+            if kind == "text":
+                extra = set(block) - _TEXT_KEYS
+                if extra or not isinstance(block.get("text"), str):
+                    raise ScriptError(source, "a text block is {\"type\": \"text\", \"text\": string}"
+                                      + (f"; unexpected keys {sorted(extra)}" if extra else ""), entry=at)
+                blocks.append(TextBlock(text=block["text"]))
+            elif kind == "tool_use":
+                extra = set(block) - _TOOL_KEYS
+                if extra:
+                    raise ScriptError(source, f"unexpected keys {sorted(extra)} in a tool_use block", entry=at)
+                name, args = block.get("name"), block.get("input", {})
+                if not isinstance(name, str) or not name:
+                    raise ScriptError(source, "a tool_use block needs a non-empty string \"name\"", entry=at)
+                if not isinstance(args, dict):
+                    raise ScriptError(source, "a tool_use block's \"input\" must be an object", entry=at)
+                call_id = block.get("id", f"toolu_s{k:05d}_{j:02d}")
+                if not isinstance(call_id, str) or not call_id or call_id in seen_ids:
+                    raise ScriptError(source, "a tool_use \"id\" must be a unique non-empty string", entry=at)
+                seen_ids.add(call_id)
+                blocks.append(ToolUseBlock(id=call_id, name=name, input=args))
+            else:
+                raise ScriptError(source, f"unknown block type {kind!r} (expected \"text\" or \"tool_use\")",
+                                  entry=at)
+        turns.append(tuple(blocks))
+    return turns
+
+
+def load_script(path: Path) -> list[tuple[ContentBlock, ...]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScriptError(str(path), f"cannot read it ({exc.strerror or exc})") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ScriptError(str(path), f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+    return parse_script(raw, str(path))
+
+
+class ScriptedModel:
+    def __init__(self, turns: Sequence[tuple[ContentBlock, ...]], name: str = "script") -> None:
+        self._turns = list(turns)
+        self._name = name
+
+    @classmethod
+    def from_file(cls, path: Path) -> ScriptedModel:
+        return cls(load_script(path), name=f"script:{path}")
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        k = request.turn
+        if k < len(self._turns):
+            content = self._turns[k]
+        else:
+            content = (TextBlock(text=FINAL_TEXT),)
+        has_tools = any(isinstance(b, ToolUseBlock) for b in content)
+        return ModelResponse(content=content, stop_reason="tool_use" if has_tools else "end_turn")

@@ -1,0 +1,189 @@
+"""Folded session state and `fold`, the only restore path.
+
+`fold(events)` is pure: it builds a fresh `SessionState` from the log and touches nothing else. The loop keeps
+its state current by applying each event it commits with the same `apply`, so the live state and a restored
+state cannot drift apart."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import assert_never
+
+from core.events import (
+    AssistantMessage,
+    BatchCompleted,
+    BatchProposed,
+    CallResult,
+    EndStatus,
+    Mode,
+    PlannedCall,
+    RulesAdded,
+    SessionEnded,
+    SessionResumed,
+    SessionStarted,
+    StoredEvent,
+    TurnVerified,
+    UserMessage,
+)
+from core.messages import ContentBlock, Message, TextBlock, ToolResultBlock
+from core.policy import PermissionRule
+
+
+class FoldError(ValueError):
+    """The log breaks an invariant of the state machine (a corrupt or hand-edited log)."""
+
+
+@dataclass
+class OpenBatch:
+    batch_id: str
+    content: tuple[ContentBlock, ...]
+    calls: tuple[PlannedCall, ...]
+    results: dict[str, CallResult] = field(default_factory=dict)
+    proposed_seq: int = 0
+
+    def pending(self) -> list[PlannedCall]:
+        return [c for c in self.calls if c.call_id not in self.results]
+
+
+@dataclass
+class Counters:
+    """Guard counters: restored by fold, so limits hold across resume."""
+
+    assistant_turns: int = 0
+    tool_calls: int = 0
+    denials: int = 0
+    unknown_outcomes: int = 0
+    verified_turns: int = 0
+    resumes: int = 0
+
+
+@dataclass
+class SessionState:
+    session_id: str = ""
+    mode: Mode = "headless"
+    workspace: str = ""
+    model: str = ""
+    max_turns: int = 0
+    plan_digest: str = ""
+    parent_id: str | None = None
+    rules: list[PermissionRule] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    open_batch: OpenBatch | None = None
+    counters: Counters = field(default_factory=Counters)
+    unknown_receipts: dict[str, str] = field(default_factory=dict)
+    """Receipt id -> call id of calls the model was told have an unknown outcome, until it hears the
+    reconciled one."""
+    ended: EndStatus | None = None
+    end_reason: str = ""
+    last_seq: int = 0
+    started: bool = False
+
+    @property
+    def turn(self) -> int:
+        return self.counters.assistant_turns
+
+
+def apply(state: SessionState, stored: StoredEvent) -> None:
+    """Apply one event to `state` in place. Raises FoldError on an impossible sequence."""
+    if stored.seq <= state.last_seq:
+        raise FoldError(f"seq {stored.seq} does not follow {state.last_seq}")
+    ev = stored.event
+    if not state.started and not isinstance(ev, SessionStarted):
+        raise FoldError(f"log starts with {ev.kind}, not session_started")
+    state.last_seq = stored.seq
+    match ev:
+        case SessionStarted():
+            if state.started:
+                raise FoldError("second session_started")
+            state.started = True
+            state.session_id = ev.session_id
+            state.mode = ev.mode
+            state.workspace = ev.workspace
+            state.model = ev.model
+            state.max_turns = ev.max_turns
+            state.plan_digest = ev.plan_digest
+            state.parent_id = ev.parent_id
+            state.rules = list(ev.rules)
+        case UserMessage():
+            _require_no_open_batch(state, ev.kind)
+            state.ended = None
+            for receipt_id in ev.reconciled_receipts:
+                state.unknown_receipts.pop(receipt_id, None)
+            block = TextBlock(text=ev.text)
+            last = state.messages[-1] if state.messages else None
+            if last is not None and last.role == "user":
+                state.messages[-1] = Message(role="user", content=(*last.content, block))
+            else:
+                state.messages.append(Message(role="user", content=(block,)))
+        case AssistantMessage():
+            _require_no_open_batch(state, ev.kind)
+            state.messages.append(Message(role="assistant", content=ev.content))
+            state.counters.assistant_turns += 1
+        case BatchProposed():
+            _require_no_open_batch(state, ev.kind)
+            if not ev.calls:
+                raise FoldError(f"batch {ev.batch_id} has no calls")
+            state.open_batch = OpenBatch(ev.batch_id, ev.content, ev.calls, proposed_seq=stored.seq)
+            state.counters.assistant_turns += 1
+        case CallResult():
+            batch = state.open_batch
+            if batch is None or batch.batch_id != ev.batch_id:
+                raise FoldError(f"call_result for batch {ev.batch_id}, which is not open")
+            if ev.call_id not in {c.call_id for c in batch.calls}:
+                raise FoldError(f"call_result for {ev.call_id}, which batch {ev.batch_id} did not propose")
+            if ev.call_id in batch.results:
+                raise FoldError(f"second call_result for {ev.call_id}")
+            batch.results[ev.call_id] = ev
+            state.counters.tool_calls += 1
+            if ev.status == "denied":
+                state.counters.denials += 1
+            elif ev.status == "unknown":
+                state.counters.unknown_outcomes += 1
+                if ev.receipt_id is not None:
+                    state.unknown_receipts[ev.receipt_id] = ev.call_id
+        case BatchCompleted():
+            batch = state.open_batch
+            if batch is None or batch.batch_id != ev.batch_id:
+                raise FoldError(f"batch_completed for {ev.batch_id}, which is not open")
+            missing = batch.pending()
+            if missing:
+                raise FoldError(f"batch {ev.batch_id} completed without results for "
+                                f"{', '.join(c.call_id for c in missing)}")
+            state.messages.append(Message(role="assistant", content=batch.content))
+            results = tuple(
+                ToolResultBlock(tool_use_id=c.call_id, content=batch.results[c.call_id].content,
+                                is_error=batch.results[c.call_id].is_error)
+                for c in batch.calls
+            )
+            state.messages.append(Message(role="user", content=results))
+            state.open_batch = None
+        case RulesAdded():
+            state.rules.extend(ev.rules)
+        case SessionResumed():
+            state.counters.resumes += 1
+            state.plan_digest = ev.plan_digest
+            state.ended = None
+        case TurnVerified():
+            state.counters.verified_turns += 1
+        case SessionEnded():
+            _require_no_open_batch(state, ev.kind)
+            state.ended = ev.status
+            state.end_reason = ev.reason
+        case _:
+            assert_never(ev)
+
+
+def _require_no_open_batch(state: SessionState, kind: str) -> None:
+    if state.open_batch is not None:
+        raise FoldError(f"{kind} while batch {state.open_batch.batch_id} is open")
+
+
+def fold(events: Iterable[StoredEvent]) -> SessionState:
+    """Restore a session's state from its log. Pure: a fresh state, nothing else touched."""
+    state = SessionState()
+    for stored in events:
+        apply(state, stored)
+    if not state.started:
+        raise FoldError("empty log")
+    return state

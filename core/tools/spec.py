@@ -1,0 +1,68 @@
+"""A tool's declaration: handler, input schema, safety level, PII class, effect class, resource keys."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from core.tools.context import ToolContext
+
+SafetyLevel = Literal["read", "write", "execute", "network", "admin"]
+PiiClass = Literal["none", "internal", "personal", "sensitive"]
+EffectClass = Literal["read_only", "idempotent", "effectful"]
+
+SAFETY_ORDER: tuple[SafetyLevel, ...] = ("read", "write", "execute", "network", "admin")
+PII_ORDER: tuple[PiiClass, ...] = ("none", "internal", "personal", "sensitive")
+
+
+class ToolError(Exception):
+    """A handler's clean failure: reported to the model as an error result, no traceback."""
+
+
+class ToolTimeout(ToolError):
+    """A handler's own deadline passed (e.g. bash's timeout_s). Treated like the dispatch deadline: an
+    effectful call that timed out has an unknown outcome."""
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    text: str
+    is_error: bool = False
+
+
+ProbeVerdict = Literal["applied", "not_applied", "undecided"]
+
+Handler = Callable[[Mapping[str, Any], ToolContext], Awaitable[ToolOutput]]
+ResourceKeys = Callable[[Mapping[str, Any], ToolContext], list[str]]
+Probe = Callable[[Mapping[str, Any], ToolContext], Awaitable[ProbeVerdict]]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+    handler: Handler
+    safety: SafetyLevel
+    effect: EffectClass
+    pii: PiiClass = "none"
+    timeout_s: float = 30.0
+    path_args: tuple[str, ...] = ()
+    """Arguments that name workspace paths; the scope check confines them."""
+    primary_arg: str | None = None
+    """The argument a rule pattern such as `bash(git status*)` is matched against."""
+    resource_keys: ResourceKeys | None = None
+    probe: Probe | None = field(default=None, compare=False)
+
+    def identity(self) -> dict[str, Any]:
+        """What the plan digest covers: everything that decides how a call is checked and run."""
+        return {
+            "name": self.name,
+            "schema": self.input_schema,
+            "safety": self.safety,
+            "effect": self.effect,
+            "pii": self.pii,
+            "timeout_s": self.timeout_s,
+            "path_args": list(self.path_args),
+        }

@@ -1,0 +1,29 @@
+"""The event store: SQLite (durable) and in-memory (tests), one protocol, effect receipts, leases."""
+
+from memory.memory_store import InMemoryEventStore
+from memory.records import (
+    LeaseHolder,
+    NewReceipt,
+    Receipt,
+    ReceiptStatus,
+    ReceiptUpdate,
+    SessionRecord,
+    SessionStatus,
+    Write,
+)
+from memory.sqlite_store import SqliteEventStore
+from memory.store import EventStore
+
+__all__ = [
+    "EventStore",
+    "InMemoryEventStore",
+    "LeaseHolder",
+    "NewReceipt",
+    "Receipt",
+    "ReceiptStatus",
+    "ReceiptUpdate",
+    "SessionRecord",
+    "SessionStatus",
+    "SqliteEventStore",
+    "Write",
+]

@@ -1,0 +1,176 @@
+"""An in-memory `EventStore` for tests: the same contract as the SQLite store (it passes the same conformance
+suite), nothing durable. `fail_on_commit` makes chosen commits fail, to simulate a full disk."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from core.clock import Clock, SystemClock
+from core.errors import PersistError, ReceiptError, SessionActive, SessionNotFound
+from core.events import StoredEvent
+from memory.leases import describe
+from memory.records import (
+    LeaseHolder,
+    Receipt,
+    ReceiptStatus,
+    ReceiptUpdate,
+    SessionRecord,
+    SessionStatus,
+    Write,
+)
+from memory.store import LivenessCheck
+
+
+class InMemoryEventStore:
+    def __init__(self, clock: Clock | None = None,
+                 fail_on_commit: Callable[[str, Write], bool] | None = None) -> None:
+        self.path = ":memory:"
+        self.commits = 0
+        self._clock = clock or SystemClock()
+        self._sessions: dict[str, SessionRecord] = {}
+        self._events: dict[str, list[StoredEvent]] = {}
+        self._receipts: dict[str, Receipt] = {}
+        self._fail = fail_on_commit
+
+    async def close(self) -> None:
+        return None
+
+    def _check_fail(self, session_id: str, write: Write) -> None:
+        if self._fail is not None and self._fail(session_id, write):
+            raise PersistError("commit failed: simulated full disk (database or disk is full)",
+                               session_id=session_id, path=self.path)
+
+    def _apply(self, session_id: str, write: Write, now: datetime) -> list[StoredEvent]:
+        # Validate everything first so a failing write leaves nothing behind.
+        keys = {r.idempotency_key for r in self._receipts.values()}
+        calls = {(r.session_id, r.call_id) for r in self._receipts.values()}
+        for new in write.new_receipts:
+            if new.id in self._receipts or new.idempotency_key in keys or (session_id, new.call_id) in calls:
+                raise PersistError(f"commit failed: receipt for {new.call_id} already exists",
+                                   session_id=session_id, path=self.path)
+        for u in write.receipt_updates:
+            current = self._receipts.get(u.id)
+            if current is None or current.status not in u.expect:
+                raise ReceiptError(f"receipt {u.id} is not in the expected state", receipt_id=u.id)
+        log = self._events[session_id]
+        seq = log[-1].seq if log else 0
+        stored = []
+        for event, turn in write.events:
+            seq += 1
+            stored.append(StoredEvent(session_id=session_id, seq=seq, at=now, turn=turn, event=event))
+        log.extend(stored)
+        for new in write.new_receipts:
+            self._receipts[new.id] = Receipt(
+                id=new.id, session_id=session_id, call_id=new.call_id, tool=new.tool, status="dispatched",
+                idempotency_key=new.idempotency_key, args_sha256=new.args_sha256,
+                resource_keys=new.resource_keys, created_at=now, updated_at=now)
+        for u in write.receipt_updates:
+            self._receipts[u.id] = self._updated(self._receipts[u.id], u, now)
+        rec = self._sessions[session_id]
+        self._sessions[session_id] = rec.model_copy(
+            update={"updated_at": now, "status": write.status or rec.status})
+        return stored
+
+    @staticmethod
+    def _updated(r: Receipt, u: ReceiptUpdate, now: datetime) -> Receipt:
+        return r.model_copy(update={
+            "status": u.status, "updated_at": now,
+            "outcome_sha256": u.outcome_sha256 if u.outcome_sha256 is not None else r.outcome_sha256,
+            "note": u.note if u.note is not None else r.note,
+            "reconciled_by": u.reconciled_by if u.reconciled_by is not None else r.reconciled_by,
+        })
+
+    async def create_session(self, record: SessionRecord, first: Write) -> list[StoredEvent]:
+        self._check_fail(record.id, first)
+        if record.id in self._sessions:
+            raise PersistError(f"commit failed: session {record.id} exists", session_id=record.id)
+        now = self._clock.now()
+        self._sessions[record.id] = record.model_copy(update={"created_at": now, "updated_at": now})
+        self._events[record.id] = []
+        try:
+            stored = self._apply(record.id, first, now)
+        except BaseException:
+            del self._sessions[record.id], self._events[record.id]
+            raise
+        self.commits += 1
+        return stored
+
+    async def commit(self, session_id: str, write: Write) -> list[StoredEvent]:
+        if session_id not in self._sessions:
+            raise PersistError(f"commit failed: no session {session_id}", session_id=session_id)
+        self._check_fail(session_id, write)
+        stored = self._apply(session_id, write, self._clock.now())
+        self.commits += 1
+        return stored
+
+    async def copy_events(self, source_id: str, target: SessionRecord, upto_seq: int) -> None:
+        now = self._clock.now()
+        self._sessions[target.id] = target.model_copy(update={"created_at": now, "updated_at": now, "lease": None})
+        self._events[target.id] = [e.model_copy(update={"session_id": target.id})
+                                   for e in self._events[source_id] if e.seq <= upto_seq]
+        self.commits += 1
+
+    async def update_receipt(self, update: ReceiptUpdate) -> Receipt:
+        current = self._receipts.get(update.id)
+        if current is None:
+            raise ReceiptError(f"no receipt with id {update.id!r}", receipt_id=update.id,
+                               hint="`strata receipts` lists them")
+        if current.status not in update.expect:
+            raise ReceiptError(f"receipt {update.id} is {current.status}; only "
+                               f"{' or '.join(update.expect)} receipts can be changed this way",
+                               receipt_id=update.id)
+        self._receipts[update.id] = self._updated(current, update, self._clock.now())
+        self.commits += 1
+        return self._receipts[update.id]
+
+    async def acquire_lease(self, session_id: str, holder: LeaseHolder, alive: LivenessCheck,
+                            now: datetime) -> SessionRecord:
+        rec = await self.get_session(session_id)
+        if rec.lease is not None and rec.lease.token != holder.token and alive(rec.lease):
+            raise SessionActive(session_id, describe(rec.lease))
+        rec = rec.model_copy(update={"lease": holder, "status": "active", "updated_at": self._clock.now()})
+        self._sessions[session_id] = rec
+        self.commits += 1
+        return rec
+
+    async def renew_lease(self, session_id: str, holder: LeaseHolder) -> None:
+        rec = await self.get_session(session_id)
+        if rec.lease is not None and rec.lease.token == holder.token:
+            self._sessions[session_id] = rec.model_copy(update={"lease": holder})
+
+    async def release_lease(self, session_id: str, token: str, status: SessionStatus | None) -> None:
+        rec = await self.get_session(session_id)
+        if rec.lease is None or rec.lease.token != token:
+            return
+        self._sessions[session_id] = rec.model_copy(
+            update={"lease": None, "status": status or rec.status, "updated_at": self._clock.now()})
+
+    async def read_events(self, session_id: str, after_seq: int = 0,
+                          upto_seq: int | None = None) -> list[StoredEvent]:
+        if session_id not in self._events:
+            return []
+        return [e for e in self._events[session_id]
+                if e.seq > after_seq and (upto_seq is None or e.seq <= upto_seq)]
+
+    async def get_session(self, session_id: str) -> SessionRecord:
+        try:
+            return self._sessions[session_id]
+        except KeyError:
+            raise SessionNotFound(session_id) from None
+
+    async def list_sessions(self) -> list[SessionRecord]:
+        return sorted(self._sessions.values(), key=lambda r: (r.created_at, r.id))
+
+    async def list_receipts(self, session_id: str | None = None,
+                            status: ReceiptStatus | None = None) -> list[Receipt]:
+        out = [r for r in self._receipts.values()
+               if (session_id is None or r.session_id == session_id) and (status is None or r.status == status)]
+        return sorted(out, key=lambda r: (r.created_at, r.id))
+
+    async def get_receipt(self, receipt_id: str) -> Receipt:
+        try:
+            return self._receipts[receipt_id]
+        except KeyError:
+            raise ReceiptError(f"no receipt with id {receipt_id!r}", receipt_id=receipt_id,
+                               hint="`strata receipts` lists them") from None

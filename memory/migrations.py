@@ -1,0 +1,105 @@
+"""Ordered, named schema migrations, recorded in the database (`schema_migrations`, `PRAGMA user_version`)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+from core.errors import StoreError
+
+
+def _statements(script: str) -> list[str]:
+    """Split a script into statements (sqlite3.complete_statement keeps trigger bodies whole), so a migration
+    runs inside our transaction; `executescript` would commit first."""
+    out, buf = [], ""
+    for line in script.splitlines(keepends=True):
+        if line.strip().startswith("--"):
+            continue
+        buf += line
+        if sqlite3.complete_statement(buf):
+            out.append(buf.strip())
+            buf = ""
+    return out
+
+
+def _m001_initial(conn: sqlite3.Connection) -> None:
+    for statement in _statements(
+        """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            mode TEXT NOT NULL,
+            workspace TEXT NOT NULL,
+            model TEXT NOT NULL,
+            title TEXT NOT NULL DEFAULT '',
+            parent_id TEXT,
+            fork_seq INTEGER,
+            status TEXT NOT NULL,
+            lease_token TEXT,
+            lease_pid INTEGER,
+            lease_host TEXT,
+            lease_proc_start TEXT,
+            lease_expires TEXT
+        );
+        CREATE TABLE events (
+            session_id TEXT NOT NULL REFERENCES sessions(id),
+            seq INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            at TEXT NOT NULL,
+            turn INTEGER NOT NULL,
+            payload TEXT NOT NULL,
+            schema_version INTEGER NOT NULL,
+            PRIMARY KEY (session_id, seq)
+        ) WITHOUT ROWID;
+        CREATE TABLE receipts (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES sessions(id),
+            call_id TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            status TEXT NOT NULL,
+            idempotency_key TEXT NOT NULL UNIQUE,
+            args_sha256 TEXT NOT NULL,
+            resource_keys TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            outcome_sha256 TEXT,
+            note TEXT,
+            reconciled_by TEXT,
+            UNIQUE (session_id, call_id)
+        );
+        CREATE INDEX receipts_by_status ON receipts(status);
+        -- The state log is append-only: the database itself refuses edits and deletes.
+        CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+            BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+        CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+            BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+        """
+    ):
+        conn.execute(statement)
+
+
+Migration = tuple[str, Callable[[sqlite3.Connection], None]]
+
+MIGRATIONS: tuple[Migration, ...] = (("001_initial", _m001_initial),)
+
+
+def migrate(conn: sqlite3.Connection, path: str, now: str) -> int:
+    """Bring the schema up to date in one transaction per migration. Returns the resulting version."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > len(MIGRATIONS):
+        raise StoreError(f"{path} has schema version {version}, newer than this Strata knows "
+                         f"({len(MIGRATIONS)})", path=path, hint="upgrade Strata to open this database")
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    for index in range(version, len(MIGRATIONS)):
+        name, step = MIGRATIONS[index]
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            step(conn)
+            conn.execute("INSERT INTO schema_migrations(name, applied_at) VALUES (?, ?)", (name, now))
+            conn.execute(f"PRAGMA user_version = {index + 1}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return len(MIGRATIONS)

@@ -1,0 +1,74 @@
+"""A session's write-ahead buffer. Events and receipt changes are staged and committed together, so one
+durable commit carries as much as the guarantees allow:
+
+- a *barrier* (a `BatchProposed`, a new receipt) must be durable before any tool dispatch; `ensure_durable()`
+  commits the buffer if it holds one;
+- anything else (a read-only call's result, a denial) may wait for the next commit, because it can be
+  recomputed on resume.
+
+After each commit the stored events are handed to `on_commit` (the loop applies them to its live state with the
+same `apply` that `fold` uses)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from core.events import BatchProposed, Event, StoredEvent
+from core.faults import fault_point
+from memory.records import NewReceipt, ReceiptUpdate, SessionStatus, Write
+from memory.store import EventStore
+
+
+class SessionWriter:
+    def __init__(self, store: EventStore, session_id: str,
+                 on_commit: Callable[[list[StoredEvent]], None] | None = None) -> None:
+        self.store = store
+        self.session_id = session_id
+        self._on_commit = on_commit
+        self._pending = Write()
+        self._barrier = False
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self._pending)
+
+    @property
+    def has_barrier(self) -> bool:
+        return self._barrier
+
+    def stage(self, event: Event, turn: int) -> None:
+        self._pending.events.append((event, turn))
+        if isinstance(event, BatchProposed):
+            self._barrier = True
+
+    def stage_receipt(self, receipt: NewReceipt) -> None:
+        self._pending.new_receipts.append(receipt)
+        self._barrier = True
+
+    def stage_receipt_update(self, update: ReceiptUpdate) -> None:
+        self._pending.receipt_updates.append(update)
+
+    def stage_status(self, status: SessionStatus) -> None:
+        self._pending.status = status
+
+    async def flush(self) -> list[StoredEvent]:
+        """Commit everything staged in one durable transaction. On failure nothing is kept staged either:
+        the caller must stop (PersistError propagates)."""
+        if not self._pending:
+            return []
+        write, self._pending, self._barrier = self._pending, Write(), False
+        stored = await self.store.commit(self.session_id, write)
+        if self._on_commit is not None and stored:
+            self._on_commit(stored)
+        if any(isinstance(e, BatchProposed) for e, _ in write.events):
+            fault_point("after_commit")
+        return stored
+
+    async def ensure_durable(self) -> None:
+        """Called before a tool dispatch: commits the buffer if it holds a barrier."""
+        if self._barrier:
+            await self.flush()
+
+    async def commit(self, event: Event, turn: int) -> list[StoredEvent]:
+        self.stage(event, turn)
+        return await self.flush()

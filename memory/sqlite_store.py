@@ -1,0 +1,345 @@
+"""The SQLite event store: WAL, `synchronous=FULL` by default, one writer connection per process, all access
+through aiosqlite. A commit runs as one transaction in one hop to aiosqlite's worker thread, so a durable commit
+costs one fsync and one thread round trip whatever it carries."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import aiosqlite
+
+from core.clock import Clock, SystemClock, iso
+from core.errors import PersistError, ReceiptError, SessionActive, SessionNotFound, StoreError
+from core.events import SCHEMA_VERSION, EventAdapter, StoredEvent
+from memory.leases import describe
+from memory.migrations import migrate
+from memory.records import (
+    LeaseHolder,
+    Receipt,
+    ReceiptStatus,
+    ReceiptUpdate,
+    SessionRecord,
+    SessionStatus,
+    Write,
+)
+from memory.store import LivenessCheck
+
+T = TypeVar("T")
+Durability = Literal["full", "normal"]
+
+_SESSION_COLS = ("id, created_at, updated_at, mode, workspace, model, title, parent_id, fork_seq, status, "
+                 "lease_token, lease_pid, lease_host, lease_proc_start, lease_expires")
+_RECEIPT_COLS = ("id, session_id, call_id, tool, status, idempotency_key, args_sha256, resource_keys, "
+                 "created_at, updated_at, outcome_sha256, note, reconciled_by")
+
+
+class _RaceLost(Exception):
+    pass
+
+
+class SqliteEventStore:
+    def __init__(self, db: aiosqlite.Connection, path: str, clock: Clock) -> None:
+        self._db = db
+        self.path = path
+        self._clock = clock
+        self._last_seq: dict[str, int] = {}
+        self.commits = 0
+        self._pending_seq: tuple[str, int] | None = None
+
+    @classmethod
+    async def open(cls, path: Path, *, durability: Durability = "full", clock: Clock | None = None,
+                   busy_timeout_ms: int = 5000) -> SqliteEventStore:
+        """Open (creating if absent) and migrate. A corrupt, locked or unreadable file is reported, never
+        recreated."""
+        clock = clock or SystemClock()
+        where = str(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the data directory {path.parent}: {exc.strerror}", path=where) from None
+        try:
+            db = await aiosqlite.connect(where, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise _store_error(exc, where) from None
+        store = cls(db, where, clock)
+        try:
+            def setup(conn: sqlite3.Connection) -> None:
+                conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+                conn.execute("PRAGMA schema_version").fetchone()  # fails fast on a non-database file
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise StoreError(f"{where}: could not switch to WAL journal mode (got {mode})", path=where)
+                conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
+                conn.execute("PRAGMA foreign_keys = ON")
+                migrate(conn, where, iso(clock.now()))
+
+            await store._run(setup)
+        except StoreError:
+            await db.close()
+            raise
+        except sqlite3.Error as exc:
+            await db.close()
+            raise _store_error(exc, where) from None
+        return store
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn` with the raw connection on aiosqlite's worker thread, in one round trip."""
+        db = self._db
+        runner = getattr(db, "_execute", None)
+        if runner is not None:
+            return await runner(fn, db._conn)
+        raise StoreError("this aiosqlite version lacks the single-hop transaction hook", path=self.path,
+                         hint="install aiosqlite>=0.20,<0.23")
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    # -- writes --------------------------------------------------------------------------------------------
+
+    def _append(self, conn: sqlite3.Connection, session_id: str, write: Write, at: str) -> list[StoredEvent]:
+        seq = self._last_seq.get(session_id)
+        if seq is None:
+            seq = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?",
+                               (session_id,)).fetchone()[0]
+        rows = []
+        stored = []
+        at_dt = datetime.fromisoformat(at)
+        for event, turn in write.events:
+            seq += 1
+            rows.append((session_id, seq, event.kind, at, turn, event.model_dump_json(), SCHEMA_VERSION))
+            stored.append(StoredEvent.model_construct(session_id=session_id, seq=seq, at=at_dt, turn=turn,
+                                                      event=event))
+        if rows:
+            conn.executemany("INSERT INTO events(session_id, seq, kind, at, turn, payload, schema_version) "
+                             "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        if write.new_receipts:
+            conn.executemany(
+                f"INSERT INTO receipts({_RECEIPT_COLS}) VALUES (?, ?, ?, ?, 'dispatched', ?, ?, ?, ?, ?, "
+                "NULL, NULL, NULL)",
+                [(r.id, session_id, r.call_id, r.tool, r.idempotency_key, r.args_sha256,
+                  json.dumps(list(r.resource_keys)), at, at) for r in write.new_receipts])
+        for update in write.receipt_updates:
+            self._update_receipt(conn, update, at)
+        conn.execute("UPDATE sessions SET updated_at = ?, status = COALESCE(?, status) WHERE id = ?",
+                     (at, write.status, session_id))
+        self._pending_seq = (session_id, seq)
+        return stored
+
+    @staticmethod
+    def _update_receipt(conn: sqlite3.Connection, u: ReceiptUpdate, at: str) -> None:
+        marks = ",".join("?" for _ in u.expect)
+        cur = conn.execute(
+            "UPDATE receipts SET status = ?, updated_at = ?, outcome_sha256 = COALESCE(?, outcome_sha256), "
+            "note = COALESCE(?, note), reconciled_by = COALESCE(?, reconciled_by) "
+            f"WHERE id = ? AND status IN ({marks})",
+            (u.status, at, u.outcome_sha256, u.note, u.reconciled_by, u.id, *u.expect))
+        if cur.rowcount != 1:
+            raise _RaceLost(u.id)
+
+    async def _transaction(self, session_id: str | None, body: Callable[[sqlite3.Connection, str], T]) -> T:
+        at = iso(self._clock.now())
+
+        def run(conn: sqlite3.Connection) -> T:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = body(conn, at)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return result
+
+        self._pending_seq = None
+        try:
+            result = await self._run(run)
+        except _RaceLost as exc:
+            raise ReceiptError(f"receipt {exc.args[0]} is not in the expected state", receipt_id=exc.args[0]) from None
+        except sqlite3.Error as exc:
+            raise PersistError(f"commit to {self.path} failed: {exc}", session_id=session_id,
+                               path=self.path) from None
+        self.commits += 1
+        if self._pending_seq is not None:
+            sid, seq = self._pending_seq
+            self._last_seq[sid] = seq
+        return result
+
+    async def create_session(self, record: SessionRecord, first: Write) -> list[StoredEvent]:
+        def body(conn: sqlite3.Connection, at: str) -> list[StoredEvent]:
+            lease = record.lease
+            conn.execute(
+                f"INSERT INTO sessions({_SESSION_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (record.id, at, at, record.mode, record.workspace, record.model, record.title, record.parent_id,
+                 record.fork_seq, record.status, lease and lease.token, lease and lease.pid,
+                 lease and lease.host, lease and lease.proc_start, lease and iso(lease.expires_at)))
+            self._last_seq[record.id] = 0
+            return self._append(conn, record.id, first, at)
+
+        return await self._transaction(record.id, body)
+
+    async def commit(self, session_id: str, write: Write) -> list[StoredEvent]:
+        return await self._transaction(session_id, lambda conn, at: self._append(conn, session_id, write, at))
+
+    async def copy_events(self, source_id: str, target: SessionRecord, upto_seq: int) -> None:
+        """Copy a session's state log up to `upto_seq` into a new session (fork)."""
+        def body(conn: sqlite3.Connection, at: str) -> None:
+            conn.execute(
+                f"INSERT INTO sessions({_SESSION_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, "
+                "NULL, NULL)",
+                (target.id, at, at, target.mode, target.workspace, target.model, target.title, target.parent_id,
+                 target.fork_seq, target.status))
+            conn.execute(
+                "INSERT INTO events(session_id, seq, kind, at, turn, payload, schema_version) "
+                "SELECT ?, seq, kind, at, turn, payload, schema_version FROM events "
+                "WHERE session_id = ? AND seq <= ?", (target.id, source_id, upto_seq))
+
+        await self._transaction(target.id, body)
+
+    async def update_receipt(self, update: ReceiptUpdate) -> Receipt:
+        def body(conn: sqlite3.Connection, at: str) -> None:
+            if conn.execute("SELECT 1 FROM receipts WHERE id = ?", (update.id,)).fetchone() is None:
+                raise _RaceLost(update.id)
+            self._update_receipt(conn, update, at)
+
+        try:
+            await self._transaction(None, body)
+        except ReceiptError:
+            current = await self._maybe_receipt(update.id)
+            if current is None:
+                raise ReceiptError(f"no receipt with id {update.id!r}", receipt_id=update.id,
+                                   hint="`strata receipts` lists them") from None
+            raise ReceiptError(f"receipt {update.id} is {current.status}; only "
+                               f"{' or '.join(update.expect)} receipts can be changed this way",
+                               receipt_id=update.id) from None
+        return await self.get_receipt(update.id)
+
+    # -- leases --------------------------------------------------------------------------------------------
+
+    async def acquire_lease(self, session_id: str, holder: LeaseHolder, alive: LivenessCheck,
+                            now: datetime) -> SessionRecord:
+        def body(conn: sqlite3.Connection, at: str) -> None:
+            row = conn.execute(f"SELECT {_SESSION_COLS} FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            if row is None:
+                raise SessionNotFound(session_id)
+            current = _session(row).lease
+            if current is not None and current.token != holder.token and alive(current):
+                raise SessionActive(session_id, describe(current))
+            conn.execute(
+                "UPDATE sessions SET lease_token = ?, lease_pid = ?, lease_host = ?, lease_proc_start = ?, "
+                "lease_expires = ?, status = 'active', updated_at = ? WHERE id = ?",
+                (holder.token, holder.pid, holder.host, holder.proc_start, iso(holder.expires_at), at, session_id))
+
+        await self._transaction(session_id, body)
+        return await self.get_session(session_id)
+
+    async def renew_lease(self, session_id: str, holder: LeaseHolder) -> None:
+        def body(conn: sqlite3.Connection, at: str) -> None:
+            conn.execute("UPDATE sessions SET lease_expires = ? WHERE id = ? AND lease_token = ?",
+                         (iso(holder.expires_at), session_id, holder.token))
+
+        await self._transaction(session_id, body)
+
+    async def release_lease(self, session_id: str, token: str, status: SessionStatus | None) -> None:
+        def body(conn: sqlite3.Connection, at: str) -> None:
+            conn.execute(
+                "UPDATE sessions SET lease_token = NULL, lease_pid = NULL, lease_host = NULL, "
+                "lease_proc_start = NULL, lease_expires = NULL, status = COALESCE(?, status), updated_at = ? "
+                "WHERE id = ? AND lease_token = ?", (status, at, session_id, token))
+
+        await self._transaction(session_id, body)
+
+    # -- reads ---------------------------------------------------------------------------------------------
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            return await self._run(fn)
+        except sqlite3.Error as exc:
+            raise _store_error(exc, self.path) from None
+
+    async def read_events(self, session_id: str, after_seq: int = 0,
+                          upto_seq: int | None = None) -> list[StoredEvent]:
+        def fn(conn: sqlite3.Connection) -> list[Any]:
+            return conn.execute(
+                "SELECT seq, at, turn, payload FROM events WHERE session_id = ? AND seq > ? AND seq <= ? "
+                "ORDER BY seq", (session_id, after_seq, upto_seq if upto_seq is not None else 2**62)).fetchall()
+
+        rows = await self._read(fn)
+        return [StoredEvent(session_id=session_id, seq=seq, at=datetime.fromisoformat(at), turn=turn,
+                            event=EventAdapter.validate_json(payload)) for seq, at, turn, payload in rows]
+
+    async def get_session(self, session_id: str) -> SessionRecord:
+        row = await self._read(lambda conn: conn.execute(
+            f"SELECT {_SESSION_COLS} FROM sessions WHERE id = ?", (session_id,)).fetchone())
+        if row is None:
+            raise SessionNotFound(session_id)
+        return _session(row)
+
+    async def list_sessions(self) -> list[SessionRecord]:
+        rows = await self._read(lambda conn: conn.execute(
+            f"SELECT {_SESSION_COLS} FROM sessions ORDER BY created_at, id").fetchall())
+        return [_session(r) for r in rows]
+
+    async def list_receipts(self, session_id: str | None = None,
+                            status: ReceiptStatus | None = None) -> list[Receipt]:
+        clauses, params = [], []
+        if session_id is not None:
+            clauses.append("session_id = ?")
+            params.append(session_id)
+        if status is not None:
+            clauses.append("status = ?")
+            params.append(status)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        rows = await self._read(lambda conn: conn.execute(
+            f"SELECT {_RECEIPT_COLS} FROM receipts {where} ORDER BY created_at, id", params).fetchall())
+        return [_receipt(r) for r in rows]
+
+    async def _maybe_receipt(self, receipt_id: str) -> Receipt | None:
+        row = await self._read(lambda conn: conn.execute(
+            f"SELECT {_RECEIPT_COLS} FROM receipts WHERE id = ?", (receipt_id,)).fetchone())
+        return _receipt(row) if row else None
+
+    async def get_receipt(self, receipt_id: str) -> Receipt:
+        receipt = await self._maybe_receipt(receipt_id)
+        if receipt is None:
+            raise ReceiptError(f"no receipt with id {receipt_id!r}", receipt_id=receipt_id,
+                               hint="`strata receipts` lists them")
+        return receipt
+
+
+def _session(row: Any) -> SessionRecord:
+    (sid, created, updated, mode, workspace, model, title, parent, fork_seq, status,
+     token, pid, host, proc_start, expires) = row
+    lease = None
+    if token:
+        lease = LeaseHolder(token=token, pid=pid, host=host, proc_start=proc_start or "",
+                            expires_at=datetime.fromisoformat(expires))
+    return SessionRecord(id=sid, created_at=datetime.fromisoformat(created), updated_at=datetime.fromisoformat(updated),
+                         mode=mode, workspace=workspace, model=model, title=title, parent_id=parent,
+                         fork_seq=fork_seq, status=status, lease=lease)
+
+
+def _receipt(row: Any) -> Receipt:
+    (rid, sid, call_id, tool, status, key, args_sha, keys, created, updated, outcome, note, by) = row
+    return Receipt(id=rid, session_id=sid, call_id=call_id, tool=tool, status=status, idempotency_key=key,
+                   args_sha256=args_sha, resource_keys=tuple(json.loads(keys)),
+                   created_at=datetime.fromisoformat(created), updated_at=datetime.fromisoformat(updated),
+                   outcome_sha256=outcome, note=note, reconciled_by=by)
+
+
+def _store_error(exc: sqlite3.Error, path: str) -> StoreError:
+    text = str(exc)
+    if "not a database" in text or "malformed" in text:
+        return StoreError(f"{path} is not a usable Strata database ({text}); it was left untouched", path=path,
+                          hint="move the file aside or set STRATA_HOME to another directory")
+    if "locked" in text or "busy" in text:
+        return StoreError(f"{path} is locked by another process ({text})", path=path,
+                          hint="retry when the other process is done")
+    if "readonly" in text or "read-only" in text or "unable to open" in text:
+        return StoreError(f"cannot use {path}: {text}", path=path,
+                          hint="check the file and directory permissions, or set STRATA_HOME")
+    return StoreError(f"database error on {path}: {text}", path=path)

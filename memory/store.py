@@ -1,0 +1,67 @@
+"""The `EventStore` protocol. Both the SQLite store and the in-memory fake pass one conformance suite
+(`tests/memory/test_store_conformance.py`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Protocol
+
+from core.events import StoredEvent
+from memory.records import (
+    LeaseHolder,
+    Receipt,
+    ReceiptStatus,
+    ReceiptUpdate,
+    SessionRecord,
+    SessionStatus,
+    Write,
+)
+
+LivenessCheck = Callable[[LeaseHolder], bool]
+"""Decides whether a lease's owner still runs (see memory/leases.py)."""
+
+
+class EventStore(Protocol):
+    path: str
+    commits: int
+    """Durable commits made through this store object (read by benchmarks and tests)."""
+
+    async def create_session(self, record: SessionRecord, first: Write) -> list[StoredEvent]:
+        """Insert the session row and its first events in one commit."""
+        ...
+
+    async def commit(self, session_id: str, write: Write) -> list[StoredEvent]:
+        """Append events and receipt changes atomically and durably; seq, time and envelope assigned here.
+        Raises PersistError if the commit does not hold; then nothing of `write` is stored."""
+        ...
+
+    async def read_events(self, session_id: str, after_seq: int = 0,
+                          upto_seq: int | None = None) -> list[StoredEvent]: ...
+
+    async def get_session(self, session_id: str) -> SessionRecord: ...
+
+    async def list_sessions(self) -> list[SessionRecord]:
+        """Oldest first."""
+        ...
+
+    async def list_receipts(self, session_id: str | None = None,
+                            status: ReceiptStatus | None = None) -> list[Receipt]: ...
+
+    async def get_receipt(self, receipt_id: str) -> Receipt: ...
+
+    async def update_receipt(self, update: ReceiptUpdate) -> Receipt:
+        """A standalone guarded status change (reconciliation). ReceiptError if the row is not in
+        `update.expect`."""
+        ...
+
+    async def acquire_lease(self, session_id: str, holder: LeaseHolder, alive: LivenessCheck,
+                            now: datetime) -> SessionRecord:
+        """Take the lease atomically, or raise SessionActive naming the live owner."""
+        ...
+
+    async def renew_lease(self, session_id: str, holder: LeaseHolder) -> None: ...
+
+    async def release_lease(self, session_id: str, token: str, status: SessionStatus | None) -> None: ...
+
+    async def close(self) -> None: ...

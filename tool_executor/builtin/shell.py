@@ -1,0 +1,89 @@
+"""The bash tool: `bash -c COMMAND` in the workspace, in its own process group, killed (the whole group) when
+the deadline passes or the call is cancelled."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+from anyio.abc import Process
+
+from core.tools import ToolContext, ToolError, ToolOutput, ToolSpec, ToolTimeout
+
+MAX_OUTPUT = 256 * 1024
+DEFAULT_TIMEOUT_S = 120.0
+MAX_TIMEOUT_S = 600.0
+
+
+def _kill_group(proc: Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+async def _read_capped(proc: Process) -> bytes:
+    assert proc.stdout is not None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in proc.stdout:
+        if size < MAX_OUTPUT:
+            chunks.append(chunk[: MAX_OUTPUT - size])
+        size += len(chunk)
+    data = b"".join(chunks)
+    if size > MAX_OUTPUT:
+        data += f"\n[output truncated: {size - MAX_OUTPUT} more bytes]".encode()
+    return data
+
+
+async def bash(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+    command: str = args["command"]
+    timeout = min(float(args.get("timeout_s", DEFAULT_TIMEOUT_S)), MAX_TIMEOUT_S)
+    env = {k: v for k, v in os.environ.items() if k != "STRATA_FAULT"}
+    try:
+        proc = await anyio.open_process(["/bin/bash", "-c", command], cwd=str(ctx.workspace),
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, start_new_session=True, env=env)
+    except OSError as exc:
+        raise ToolError(f"cannot start bash: {exc.strerror or exc}") from None
+    try:
+        with anyio.fail_after(timeout):
+            output = await _read_capped(proc)
+            code = await proc.wait()
+    except TimeoutError:
+        _kill_group(proc)
+        with anyio.CancelScope(shield=True):
+            await proc.wait()
+        raise ToolTimeout(f"command timed out after {timeout:g} s; its process group was killed") from None
+    except BaseException:
+        _kill_group(proc)
+        with anyio.CancelScope(shield=True):
+            await proc.wait()
+        raise
+    finally:
+        # The command is done, but it may have left children running in its group: they go too.
+        _kill_group(proc)
+        with contextlib.suppress(Exception):
+            await proc.aclose()
+    text = output.decode("utf-8", errors="replace")
+    return ToolOutput(f"exit code {code}\n{text}", is_error=code != 0)
+
+
+def _shell_key(args: Mapping[str, Any], ctx: ToolContext) -> list[str]:
+    return [f"shell:{os.path.realpath(ctx.workspace)}"]
+
+
+def shell_tools() -> list[ToolSpec]:
+    return [
+        ToolSpec("bash", "Run a bash command in the workspace. Output is stdout and stderr together.",
+                 {"type": "object",
+                  "properties": {"command": {"type": "string", "minLength": 1},
+                                 "timeout_s": {"type": "number", "exclusiveMinimum": 0,
+                                               "maximum": MAX_TIMEOUT_S}},
+                  "required": ["command"], "additionalProperties": False},
+                 bash, safety="execute", effect="effectful", primary_arg="command", resource_keys=_shell_key,
+                 timeout_s=MAX_TIMEOUT_S + 5),
+    ]

@@ -1,0 +1,71 @@
+"""The one `tool_result` shape. Ok, error, denied, timeout and unknown outcomes all become a `CallResult` event
+with the same fields; `is_error` is set for everything but ok. Denials say that no effect started."""
+
+from __future__ import annotations
+
+from core.events import CallResult, PlannedCall
+from memory.records import Receipt
+from tool_executor.verdicts import Deny
+
+MAX_RESULT_CHARS = 64 * 1024
+
+
+def _cap(text: str) -> str:
+    if len(text) <= MAX_RESULT_CHARS:
+        return text
+    cut = len(text) - MAX_RESULT_CHARS
+    return text[:MAX_RESULT_CHARS] + f"\n[result truncated: {cut} more characters not shown]"
+
+
+def denied(batch_id: str, call: PlannedCall, deny: Deny) -> CallResult:
+    lines = [f"Denied by the {deny.check} check; the call was not run and no effect started."]
+    lines += [f"- {r}" for r in deny.reasons]
+    return CallResult(batch_id=batch_id, call_id=call.call_id, tool=call.tool, status="denied",
+                      content="\n".join(lines), is_error=True, check=deny.check, reasons=deny.reasons)
+
+
+def finished(batch_id: str, call: PlannedCall, text: str, *, is_error: bool, receipt_id: str | None,
+             duration_ms: float) -> CallResult:
+    return CallResult(batch_id=batch_id, call_id=call.call_id, tool=call.tool,
+                      status="error" if is_error else "ok", content=_cap(text), is_error=is_error,
+                      receipt_id=receipt_id, duration_ms=round(duration_ms, 3))
+
+
+def timed_out(batch_id: str, call: PlannedCall, detail: str, *, effectful: bool, receipt_id: str | None,
+              duration_ms: float) -> CallResult:
+    if effectful:
+        text = (f"Outcome unknown: {detail}. The work may or may not have taken effect. It will not be re-run; "
+                f"it awaits reconciliation (receipt {receipt_id}).")
+        status = "unknown"
+    else:
+        text = f"Timed out: {detail}."
+        status = "timeout"
+    return CallResult(batch_id=batch_id, call_id=call.call_id, tool=call.tool, status=status, content=text,
+                      is_error=True, check="dispatch", receipt_id=receipt_id, duration_ms=round(duration_ms, 3))
+
+
+def after_crash(batch_id: str, call: PlannedCall, receipt: Receipt) -> CallResult:
+    """The result of a call whose process stopped after its receipt was committed."""
+    if receipt.status == "done":
+        text = (f"The process stopped while this call ran; it was later reconciled as applied"
+                f"{_by(receipt)}. It was not re-run.")
+        return CallResult(batch_id=batch_id, call_id=call.call_id, tool=call.tool, status="ok", content=text,
+                          is_error=False, receipt_id=receipt.id)
+    if receipt.status == "failed":
+        text = (f"The process stopped while this call ran; it was later reconciled as not applied"
+                f"{_by(receipt)}. It was not re-run; propose it again if it is still needed.")
+        return CallResult(batch_id=batch_id, call_id=call.call_id, tool=call.tool, status="error", content=text,
+                          is_error=True, receipt_id=receipt.id)
+    text = ("Outcome unknown: the process stopped after this call was dispatched, so it may or may not have "
+            f"taken effect. It was not re-run; it awaits reconciliation (receipt {receipt.id}).")
+    return CallResult(batch_id=batch_id, call_id=call.call_id, tool=call.tool, status="unknown", content=text,
+                      is_error=True, check="receipt", receipt_id=receipt.id)
+
+
+def _by(receipt: Receipt) -> str:
+    parts = []
+    if receipt.reconciled_by:
+        parts.append(f" by {receipt.reconciled_by}")
+    if receipt.note:
+        parts.append(f" (note: {receipt.note})")
+    return "".join(parts)
