@@ -21,5 +21,8 @@ def sha256_json(value: Any) -> str:
 
 
 def idempotency_key(session_id: str, call_id: str, args_sha256: str) -> str:
-    """Stable across resume and fork: derived only from the session, the call and its arguments."""
-    return "idem_" + sha256_text(f"{session_id}\x1f{call_id}\x1f{args_sha256}")[:32]
+    """Stable across resume and fork: derived only from the session, the call and its arguments. It starts
+    with the (time-ordered) session id so that stored keys sort by session, and stays short enough for any
+    external API's idempotency header."""
+    digest = sha256_text(call_id + "\x1f" + args_sha256)[:32]
+    return f"{session_id}.{digest}"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Callable
 
 from core.clock import Clock, SystemClock
@@ -24,14 +23,10 @@ class IdFactory:
         else:
             self._seq = 0
         self._last_ms = ms
-        rand = int.from_bytes(self._rand(10), "big")
+        rand = int.from_bytes(self._rand(8), "big")
         # 48 bits time, 4 bits version, 12 bits counter (monotonic within a millisecond), 2 bits variant, 62 random
-        value = (ms & ((1 << 48) - 1)) << 80
-        value |= 0x7 << 76
-        value |= (self._seq & 0xFFF) << 64
-        value |= 0b10 << 62
-        value |= rand & ((1 << 62) - 1)
-        return str(uuid.UUID(int=value))
+        h = f"{ms & 0xFFFFFFFFFFFF:012x}7{self._seq & 0xFFF:03x}{(0b10 << 62) | (rand & ((1 << 62) - 1)):016x}"
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
     def session_id(self) -> str:
         return self.uuid7()

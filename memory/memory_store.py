@@ -44,11 +44,15 @@ class InMemoryEventStore:
     def _apply(self, session_id: str, write: Write, now: datetime) -> list[StoredEvent]:
         # Validate everything first so a failing write leaves nothing behind.
         keys = {r.idempotency_key for r in self._receipts.values()}
+        ids = set(self._receipts)
         calls = {(r.session_id, r.call_id) for r in self._receipts.values()}
         for new in write.new_receipts:
-            if new.id in self._receipts or new.idempotency_key in keys or (session_id, new.call_id) in calls:
+            if new.id in ids or new.idempotency_key in keys or (session_id, new.call_id) in calls:
                 raise PersistError(f"commit failed: receipt for {new.call_id} already exists",
                                    session_id=session_id, path=self.path)
+            ids.add(new.id)
+            keys.add(new.idempotency_key)
+            calls.add((session_id, new.call_id))
         for u in write.receipt_updates:
             current = self._receipts.get(u.id)
             if current is None or current.status not in u.expect:
@@ -105,6 +109,8 @@ class InMemoryEventStore:
         return stored
 
     async def copy_events(self, source_id: str, target: SessionRecord, upto_seq: int) -> None:
+        if target.id in self._sessions:
+            raise PersistError(f"commit failed: session {target.id} exists", session_id=target.id)
         now = self._clock.now()
         self._sessions[target.id] = target.model_copy(update={"created_at": now, "updated_at": now, "lease": None})
         self._events[target.id] = [e.model_copy(update={"session_id": target.id})

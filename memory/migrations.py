@@ -53,9 +53,9 @@ def _m001_initial(conn: sqlite3.Connection) -> None:
             PRIMARY KEY (session_id, seq)
         ) WITHOUT ROWID;
         CREATE TABLE receipts (
-            id TEXT PRIMARY KEY,
-            session_id TEXT NOT NULL REFERENCES sessions(id),
+            session_id TEXT NOT NULL,
             call_id TEXT NOT NULL,
+            id TEXT NOT NULL UNIQUE,
             tool TEXT NOT NULL,
             status TEXT NOT NULL,
             idempotency_key TEXT NOT NULL UNIQUE,
@@ -66,9 +66,11 @@ def _m001_initial(conn: sqlite3.Connection) -> None:
             outcome_sha256 TEXT,
             note TEXT,
             reconciled_by TEXT,
-            UNIQUE (session_id, call_id)
-        );
-        CREATE INDEX receipts_by_status ON receipts(status);
+            PRIMARY KEY (session_id, call_id)
+        ) WITHOUT ROWID;
+        -- Every b-tree a commit touches is another page in the WAL, so there are no more indexes than the
+        -- guarantees need, and their keys are time-ordered (uuid7 session ids lead them) so that inserts land on
+        -- the rightmost pages instead of dirtying random ones.
         -- The state log is append-only: the database itself refuses edits and deletes.
         CREATE TRIGGER events_no_update BEFORE UPDATE ON events
             BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;

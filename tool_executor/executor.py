@@ -64,7 +64,7 @@ class ToolCallProcessor:
         spec = self.plan[tool]
         for step in (
             lambda: check_scope(spec, args, self.workspace),
-            lambda: check_policy(spec, args, rules, mode),
+            lambda: check_policy(spec, args, rules, mode, self.workspace),
             lambda: check_schema(self._validators[tool], args),
         ):
             outcome = step()

@@ -16,7 +16,10 @@ def resolve_in_workspace(workspace: Path, raw: str) -> Path:
     if "\x00" in raw:
         raise OutsideWorkspace(f"path {raw!r} contains a NUL byte")
     root = Path(os.path.realpath(workspace))
-    candidate = Path(raw).expanduser() if raw.startswith("~") else Path(raw)
+    try:
+        candidate = Path(raw).expanduser() if raw.startswith("~") else Path(raw)
+    except RuntimeError:
+        raise OutsideWorkspace(f"path {raw!r} names a home directory that cannot be resolved") from None
     if not candidate.is_absolute():
         candidate = root / candidate
     resolved = Path(os.path.realpath(candidate))

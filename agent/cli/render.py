@@ -27,7 +27,8 @@ def _short(value: object, limit: int = 90) -> str:
 
 
 def _first_line(text: str, limit: int = 100) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
+    """The start of `text` on one line (line breaks shown as ' | '), cut at `limit`."""
+    line = " | ".join(part.strip() for part in text.strip().splitlines() if part.strip())
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 

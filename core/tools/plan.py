@@ -22,6 +22,9 @@ class BoundToolPlan(Mapping[str, ToolSpec]):
         self.mode = mode
         self.digest = "plan_" + sha256_json(
             {"mode": mode, "tools": [specs[n].identity() for n in sorted(specs)]})[:32]
+        self._definitions = tuple(
+            MappingProxyType({"name": s.name, "description": s.description, "input_schema": s.input_schema})
+            for s in (specs[n] for n in sorted(specs)))
 
     def __getitem__(self, name: str) -> ToolSpec:
         return self._tools[name]
@@ -32,9 +35,6 @@ class BoundToolPlan(Mapping[str, ToolSpec]):
     def __len__(self) -> int:
         return len(self._tools)
 
-    def tool_definitions(self) -> list[Mapping[str, object]]:
+    def tool_definitions(self) -> tuple[Mapping[str, object], ...]:
         """Tool definitions as the model sees them (name, description, input schema), in a stable order."""
-        return [
-            {"name": s.name, "description": s.description, "input_schema": s.input_schema}
-            for s in (self._tools[n] for n in sorted(self._tools))
-        ]
+        return self._definitions

@@ -52,6 +52,9 @@ class ToolSpec:
     """Arguments that name workspace paths; the scope check confines them."""
     primary_arg: str | None = None
     """The argument a rule pattern such as `bash(git status*)` is matched against."""
+    primary_kind: Literal["text", "path", "command"] = "text"
+    """How rule patterns read the primary argument: a path is matched in its resolved forms (so no spelling
+    slips past a rule); a shell command with control operators never matches an allow pattern."""
     resource_keys: ResourceKeys | None = None
     probe: Probe | None = field(default=None, compare=False)
 

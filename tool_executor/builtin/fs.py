@@ -34,6 +34,12 @@ def _rel(ctx: ToolContext, path: Path) -> str:
     return str(path.relative_to(root)) if path != root else "."
 
 
+def _umask() -> int:
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Write via a temp file in the same directory, fsync, rename over the target, fsync the directory."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -45,6 +51,8 @@ def atomic_write(path: Path, data: bytes) -> None:
             os.fsync(fh.fileno())
         if path.exists():
             os.chmod(tmp, path.stat().st_mode & 0o7777)
+        else:
+            os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -214,19 +222,19 @@ _PATH = {"type": "string", "minLength": 1, "description": "a path relative to th
 def fs_tools() -> list[ToolSpec]:
     return [
         ToolSpec("read_file", "Read a UTF-8 text file in the workspace.", _schema({"path": _PATH}, ["path"]),
-                 read_file, safety="read", effect="read_only", path_args=("path",), primary_arg="path",
+                 read_file, safety="read", effect="read_only", path_args=("path",), primary_arg="path", primary_kind="path",
                  resource_keys=_fs_key, timeout_s=30),
         ToolSpec("write_file", "Write a file in the workspace (atomically), creating parent directories.",
                  _schema({"path": _PATH, "content": {"type": "string"}}, ["path", "content"]),
-                 write_file, safety="write", effect="effectful", path_args=("path",), primary_arg="path",
+                 write_file, safety="write", effect="effectful", path_args=("path",), primary_arg="path", primary_kind="path",
                  resource_keys=_fs_key, timeout_s=30),
         ToolSpec("edit_file", "Replace one exact, unique occurrence of `old` with `new` in a workspace file.",
                  _schema({"path": _PATH, "old": {"type": "string", "minLength": 1}, "new": {"type": "string"}},
                          ["path", "old", "new"]),
-                 edit_file, safety="write", effect="effectful", path_args=("path",), primary_arg="path",
+                 edit_file, safety="write", effect="effectful", path_args=("path",), primary_arg="path", primary_kind="path",
                  resource_keys=_fs_key, timeout_s=30),
         ToolSpec("list_dir", "List a directory in the workspace.", _schema({"path": _PATH}, ["path"]),
-                 list_dir, safety="read", effect="read_only", path_args=("path",), primary_arg="path",
+                 list_dir, safety="read", effect="read_only", path_args=("path",), primary_arg="path", primary_kind="path",
                  resource_keys=_fs_key, timeout_s=30),
         ToolSpec("glob", "Find workspace files matching a glob pattern such as **/*.py.",
                  _schema({"pattern": {"type": "string", "minLength": 1}}, ["pattern"]),

@@ -11,6 +11,9 @@ from core.tools import ToolSpec
 from tool_executor.verdicts import Deny, Pass, Verdict
 
 
+_PASS = Pass()
+
+
 def make_validator(spec: ToolSpec) -> Draft202012Validator:
     """Built once per tool when the executor is assembled; a broken schema fails there, not per call."""
     Draft202012Validator.check_schema(dict(spec.input_schema))
@@ -18,6 +21,8 @@ def make_validator(spec: ToolSpec) -> Draft202012Validator:
 
 
 def check_schema(validator: Draft202012Validator, args: Mapping[str, Any]) -> Verdict:
+    if validator.is_valid(args):
+        return _PASS
     errors = sorted(validator.iter_errors(dict(args)), key=lambda e: (list(map(str, e.absolute_path)), e.message))
     if not errors:
         return Pass()

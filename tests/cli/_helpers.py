@@ -1,0 +1,271 @@
+"""Helpers for the real-process CLI tests: scripted turns whose effects can be counted, parsing of `--json`
+output, and the invariants every crashed-and-resumed session must satisfy."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+EFFECTS_LOG = "effects.log"
+# The built-in tools' declared effect classes (tool_executor/builtin): these take a receipt before they run.
+EFFECTFUL_TOOLS = frozenset({"bash", "write_file", "edit_file"})
+ALLOW_EFFECTS = ("--allow", "bash", "--allow", "write_file")
+
+
+# -- scripted turns ----------------------------------------------------------------------------------------------
+
+def marker(call_id: str) -> str:
+    return f"MARK-{call_id}"
+
+
+def bash_mark(call_id: str, *, sleep_before: float | None = None) -> dict[str, Any]:
+    """A bash call whose only effect is appending its unique marker line to effects.log."""
+    cmd = f"echo {marker(call_id)} >> {EFFECTS_LOG}"
+    if sleep_before is not None:
+        cmd = f"sleep {sleep_before}; {cmd}"
+    return tool_use(call_id, "bash", command=cmd)
+
+
+def tool_use(call_id: str, name: str, **args: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": call_id, "name": name, "input": args}
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"type": "text", "text": value}
+
+
+@dataclass(frozen=True)
+class Call:
+    call_id: str
+    tool: str
+    input: dict[str, Any]
+    batch: int
+
+    @property
+    def effectful(self) -> bool:
+        return self.tool in EFFECTFUL_TOOLS
+
+
+def script_calls(turns: Sequence[Sequence[dict[str, Any]]]) -> list[Call]:
+    """Every tool call of a script, in proposal order."""
+    return [Call(b["id"], b["name"], b["input"], k) for k, turn in enumerate(turns)
+            for b in turn if b["type"] == "tool_use"]
+
+
+def batches(turns: Sequence[Sequence[dict[str, Any]]]) -> list[list[Call]]:
+    calls = script_calls(turns)
+    return [[c for c in calls if c.batch == k] for k, turn in enumerate(turns)
+            if any(b["type"] == "tool_use" for b in turn)]
+
+
+# -- output parsing ----------------------------------------------------------------------------------------------
+
+def json_lines(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def events_of(stdout: str) -> list[dict[str, Any]]:
+    """The committed events a `--json` run printed (one object per line; the final `result` line is not one)."""
+    return [obj for obj in json_lines(stdout) if obj.get("type") == "event"]
+
+
+def result_line(stdout: str) -> dict[str, Any] | None:
+    found = [obj for obj in json_lines(stdout) if obj.get("type") == "result"]
+    assert len(found) <= 1, found
+    return found[0] if found else None
+
+
+def call_results(events: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for ev in events:
+        if ev["kind"] == "call_result":
+            assert ev["call_id"] not in out, f"two call_result events for {ev['call_id']}"
+            out[ev["call_id"]] = ev
+    return out
+
+
+def effect_counts(workspace: Path) -> Counter[str]:
+    log = workspace / EFFECTS_LOG
+    if not log.exists():
+        return Counter()
+    return Counter(line for line in log.read_text().splitlines() if line.strip())
+
+
+def assert_clean_stderr(*procs: subprocess.CompletedProcess[str]) -> None:
+    for proc in procs:
+        assert "Traceback" not in proc.stderr, f"{proc.args}:\n{proc.stderr}"
+        assert "internal error" not in proc.stderr, f"{proc.args}:\n{proc.stderr}"
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("strata: error")]
+
+
+def parallel(fn: Callable[[T], R], items: Sequence[T], workers: int | None = None) -> list[R]:
+    """Run `fn` over `items` in threads (each call drives real subprocesses); results in input order."""
+    workers = workers or max(2, os.cpu_count() or 2)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(fn, items))
+
+
+# -- the conversation as `strata show --json` gives it ------------------------------------------------------------
+
+def check_pairing(messages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Every tool_use has exactly one tool_result, in the next message, which is a user message whose
+    tool_results come first; no tool_result answers anything else. Returns tool_use_id -> tool_result block."""
+    results: dict[str, dict[str, Any]] = {}
+    for i, msg in enumerate(messages):
+        assert msg["role"] in ("user", "assistant"), msg
+        assert isinstance(msg["content"], list) and msg["content"], msg
+        if i > 0:
+            assert msg["role"] != messages[i - 1]["role"], f"two {msg['role']} messages in a row at {i}"
+        uses = [b for b in msg["content"] if b["type"] == "tool_use"]
+        if msg["role"] == "user":
+            assert not uses, f"tool_use in a user message at {i}"
+        if not uses:
+            continue
+        assert i + 1 < len(messages), f"tool_use at message {i} has no next message"
+        nxt = messages[i + 1]
+        assert nxt["role"] == "user", nxt
+        kinds = [b["type"] for b in nxt["content"]]
+        n = len([k for k in kinds if k == "tool_result"])
+        assert kinds[:n] == ["tool_result"] * n, f"tool_results are not first in message {i + 1}: {kinds}"
+        answered = [b["tool_use_id"] for b in nxt["content"] if b["type"] == "tool_result"]
+        assert sorted(answered) == sorted(u["id"] for u in uses), (answered, [u["id"] for u in uses])
+        assert len(set(answered)) == len(answered), answered
+        for b in nxt["content"]:
+            if b["type"] == "tool_result":
+                assert b["tool_use_id"] not in results
+                results[b["tool_use_id"]] = b
+    all_results = [b for m in messages for b in m["content"] if b["type"] == "tool_result"]
+    assert len(all_results) == len(results), "a tool_result answers no tool_use of the message before it"
+    return results
+
+
+# -- a crashed run and its resume ---------------------------------------------------------------------------------
+
+@dataclass
+class CrashCase:
+    """One killed `strata run --json` and everything observed about it before and after `strata resume`."""
+
+    name: str
+    turns: list[list[dict[str, Any]]]
+    workspace: Path
+    run: subprocess.CompletedProcess[str] | None = None
+    session_id: str = ""
+    receipts_before: list[dict[str, Any]] = field(default_factory=list)
+    resume: subprocess.CompletedProcess[str] | None = None
+    show: dict[str, Any] = field(default_factory=dict)
+    receipts_after: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def calls(self) -> list[Call]:
+        return script_calls(self.turns)
+
+    @property
+    def killed_events(self) -> list[dict[str, Any]]:
+        assert self.run is not None
+        return events_of(self.run.stdout)
+
+    @property
+    def resume_events(self) -> list[dict[str, Any]]:
+        assert self.resume is not None
+        return events_of(self.resume.stdout)
+
+    def receipt_status(self, when: str) -> dict[str, str]:
+        rows = self.receipts_before if when == "before" else self.receipts_after
+        return {r["call_id"]: r["status"] for r in rows}
+
+
+def settle(cases: Sequence[CrashCase], cli: Any) -> None:
+    """After the killed runs: find each session by its workspace, list receipts, resume, show, list again."""
+    by_workspace = {s["workspace"]: s for s in cli.json_lines("sessions", "--json")}
+    for case in cases:
+        assert case.run is not None
+        assert_clean_stderr(case.run)
+        session = by_workspace.get(os.path.realpath(case.workspace))
+        assert session is not None, f"{case.name}: no session for {case.workspace}; run stderr: {case.run.stderr}"
+        case.session_id = session["id"]
+    receipts = cli.json_lines("receipts", "--json")
+    for case in cases:
+        case.receipts_before = [r for r in receipts if r["session_id"] == case.session_id]
+    parallel(lambda c: setattr(c, "resume", cli.run("resume", c.session_id, "--json")), cases)
+    parallel(lambda c: setattr(c, "show", cli.show(c.session_id)), cases)
+    receipts = cli.json_lines("receipts", "--json")
+    for case in cases:
+        case.receipts_after = [r for r in receipts if r["session_id"] == case.session_id]
+
+
+def check_invariants(case: CrashCase, *, exact_output: bool = True) -> None:
+    """What must hold after any kill and a resume (ARCHITECTURE.md sections 5 and 6). `exact_output`: the kill
+    came from a fault point, which fires after the committed events were printed, so the killed run's output
+    holds every event it committed (a kill at a random moment may fall between a commit and its printing)."""
+    assert case.resume is not None
+    assert_clean_stderr(case.resume)
+    killed = call_results(case.killed_events)
+    calls = {c.call_id: c for c in case.calls}
+
+    # The conversation is valid: every tool_use has one tool_result, together and first in the next message,
+    # and every call the script proposed got one; no batch is left open.
+    messages = case.show["messages"]
+    results = check_pairing(messages)
+    assert set(results) == set(calls), (sorted(results), sorted(calls))
+    assert case.show["open_batch"] is None
+    assert case.show["session"]["ended"] == "completed", case.show["session"]
+
+    # Results finished before the kill were kept, and such calls were not run again by the resume.
+    for call_id, ev in killed.items():
+        assert results[call_id]["content"] == ev["content"], call_id
+        assert results[call_id]["is_error"] == ev["is_error"], call_id
+    rerun = call_results(case.resume_events)
+    assert not set(rerun) & set(killed), f"resume produced second results for {sorted(set(rerun) & set(killed))}"
+    if exact_output:
+        assert set(rerun) | set(killed) == set(calls), sorted(set(calls) - set(rerun) - set(killed))
+
+    # Receipts: one per effectful call that passed its checks, never for read-only calls.
+    after = case.receipt_status("after")
+    assert len(after) == len(case.receipts_after), "two receipts for one call"
+    assert all(calls[cid].effectful for cid in after), after
+    assert "dispatched" not in after.values(), after
+
+    # Unknown receipts exist exactly where the kill fell after the receipt's commit and before the result's:
+    # the calls with a `dispatched` receipt when the process died, whose result the killed run never committed.
+    dispatched_before = {cid for cid, st in case.receipt_status("before").items() if st == "dispatched"}
+    unknown = {cid for cid, st in after.items() if st == "unknown"}
+    assert unknown == dispatched_before, (unknown, dispatched_before)
+    assert not unknown & set(killed), unknown & set(killed)
+    for cid in unknown:
+        assert results[cid]["is_error"] is True
+        assert "unknown" in results[cid]["content"].lower(), results[cid]
+        assert rerun[cid]["status"] == "unknown", rerun[cid]  # settled by the resume, not run again
+    for cid, status in case.receipt_status("before").items():
+        if status in ("done", "failed"):
+            assert after[cid] == status, (cid, status, after[cid])
+
+    # No effect ran twice; every effect reported ok ran exactly once; nothing ran that no call asked for.
+    counts = effect_counts(case.workspace)
+    assert set(counts) <= {marker(c.call_id) for c in calls.values() if c.tool == "bash"}, counts
+    for c in calls.values():
+        if c.tool == "bash":
+            assert counts[marker(c.call_id)] <= 1, (c.call_id, counts)
+            if not results[c.call_id]["is_error"]:
+                assert counts[marker(c.call_id)] == 1, (c.call_id, counts)
+        elif c.tool == "write_file" and not results[c.call_id]["is_error"]:
+            assert (case.workspace / c.input["path"]).read_text() == c.input["content"]
+
+    # The exit code says whether unknown effects remain.
+    summary = result_line(case.resume.stdout)
+    assert summary is not None, case.resume.stdout
+    assert summary["unknown_receipts"] == len(unknown)
+    assert case.resume.returncode == summary["exit_code"] == (5 if unknown else 0), (
+        case.resume.returncode, summary, case.resume.stderr)

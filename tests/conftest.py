@@ -1,0 +1,81 @@
+"""Shared fixtures: a fresh Strata home and workspace per test, and a runner for the real `strata` process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def strata_home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    return home
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    return ws
+
+
+class StrataCLI:
+    """Runs the real `strata` command (python -m agent) as a subprocess against one Strata home."""
+
+    def __init__(self, home: Path, cwd: Path) -> None:
+        self.home = home
+        self.cwd = cwd
+
+    def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_")}
+        env["STRATA_HOME"] = str(self.home)
+        env["PYTHONPATH"] = str(REPO)
+        if extra:
+            env.update(extra)
+        return env
+
+    def argv(self, args: Sequence[str]) -> list[str]:
+        return [sys.executable, "-m", "agent", *args]
+
+    def run(self, *args: str, env: dict[str, str] | None = None, timeout: float = 60,
+            input: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(self.argv(args), cwd=self.cwd, env=self.env(env), capture_output=True, text=True,
+                              timeout=timeout, input=input)
+
+    def popen(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        return subprocess.Popen(self.argv(args), cwd=self.cwd, env=self.env(env), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    def json_lines(self, *args: str) -> list[dict[str, Any]]:
+        proc = self.run(*args)
+        assert proc.returncode == 0, proc.stderr
+        return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+    def show(self, session_id: str) -> dict[str, Any]:
+        (view,) = self.json_lines("show", session_id, "--json")
+        return view
+
+
+@pytest.fixture
+def cli(strata_home: Path, tmp_path: Path) -> StrataCLI:
+    return StrataCLI(strata_home, tmp_path)
+
+
+def write_script(path: Path, turns: list[list[dict[str, Any]]]) -> Path:
+    path.write_text(json.dumps(turns), encoding="utf-8")
+    return path

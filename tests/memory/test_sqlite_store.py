@@ -1,0 +1,194 @@
+"""What only the SQLite store promises: durability settings, recorded migrations, an append-only log enforced by
+the database, refusal to touch a file it cannot use, and data that outlives the process."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
+from contextlib import closing, contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.clock import SteppingClock
+from core.errors import StoreError
+from core.events import SCHEMA_VERSION, AssistantMessage, SessionStarted, UserMessage
+from core.messages import TextBlock
+from memory import LeaseHolder, NewReceipt, ReceiptUpdate, SessionRecord, SqliteEventStore, Write
+from memory.migrations import MIGRATIONS
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@contextmanager
+def raw(path: Path) -> Iterator[sqlite3.Connection]:
+    """A second, plain sqlite3 connection to the same file, as another process would have."""
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        yield conn
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "strata.db"
+
+
+@pytest.fixture
+async def store(db_path: Path) -> AsyncIterator[SqliteEventStore]:
+    s = await SqliteEventStore.open(db_path, clock=SteppingClock(start=T0))
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+def record(session_id: str) -> SessionRecord:
+    return SessionRecord(id=session_id, created_at=T0, updated_at=T0, mode="headless", workspace="/ws",
+                         model="script:test", status="idle")
+
+
+def first_write(session_id: str) -> Write:
+    return Write(events=[(SessionStarted(session_id=session_id, mode="headless", workspace="/ws",
+                                         model="script:test", max_turns=5, plan_digest="p"), 0),
+                         (UserMessage(text="hello"), 0)])
+
+
+async def pragma(store: SqliteEventStore, name: str) -> Any:
+    return await store._run(lambda conn: conn.execute(f"PRAGMA {name}").fetchone()[0])
+
+
+async def test_wal_and_synchronous_full_by_default(store: SqliteEventStore, db_path: Path) -> None:
+    """The store runs in WAL mode (visible to any connection) with synchronous=FULL on its own connection."""
+    with raw(db_path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert await pragma(store, "journal_mode") == "wal"
+    assert await pragma(store, "synchronous") == 2  # FULL
+    assert await pragma(store, "busy_timeout") == 5000
+    assert await pragma(store, "foreign_keys") == 1
+
+
+async def test_durability_normal_sets_synchronous_normal(tmp_path: Path) -> None:
+    """durability="normal" trades the fsync per commit for synchronous=NORMAL, still in WAL mode."""
+    s = await SqliteEventStore.open(tmp_path / "strata.db", durability="normal")
+    try:
+        assert await pragma(s, "synchronous") == 1  # NORMAL
+        assert await pragma(s, "journal_mode") == "wal"
+    finally:
+        await s.close()
+
+
+async def test_open_creates_missing_directories(tmp_path: Path) -> None:
+    """Opening a database under directories that do not exist yet creates them."""
+    path = tmp_path / "a" / "b" / "strata.db"
+    s = await SqliteEventStore.open(path)
+    await s.close()
+    assert path.is_file()
+
+
+async def test_migrations_are_recorded(store: SqliteEventStore, db_path: Path) -> None:
+    """Every migration is named in schema_migrations, in order, and user_version equals their count."""
+    with raw(db_path) as conn:
+        names = [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY rowid")]
+        assert names == [name for name, _ in MIGRATIONS]
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert {"sessions", "events", "receipts", "schema_migrations"} <= tables
+
+
+async def test_reopen_keeps_data_and_does_not_migrate_again(store: SqliteEventStore, db_path: Path) -> None:
+    """Reopening an existing database keeps its sessions and applies no migration twice."""
+    await store.create_session(record("s1"), first_write("s1"))
+    await store.close()
+    again = await SqliteEventStore.open(db_path)
+    try:
+        assert [r.id for r in await again.list_sessions()] == ["s1"]
+        assert len(await again.read_events("s1")) == 2
+    finally:
+        await again.close()
+    with raw(db_path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == len(MIGRATIONS)
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+
+
+async def test_non_database_file_is_refused_and_left_untouched(db_path: Path) -> None:
+    """A file that is not SQLite is a StoreError saying so; its bytes are unchanged and no side files appear."""
+    junk = b"this is not a database, just bytes\x00\xff\x01" * 300
+    db_path.write_bytes(junk)
+    with pytest.raises(StoreError) as info:
+        await SqliteEventStore.open(db_path)
+    assert "not a usable Strata database" in str(info.value)
+    assert info.value.path == str(db_path)
+    assert info.value.hint
+    assert db_path.read_bytes() == junk
+    assert sorted(p.name for p in db_path.parent.iterdir()) == ["strata.db"]
+
+
+async def test_database_from_a_newer_strata_is_refused(db_path: Path) -> None:
+    """A schema version beyond the known migrations is a StoreError, and the version is not rewritten."""
+    with raw(db_path) as conn:
+        conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 7}")
+    with pytest.raises(StoreError, match="newer"):
+        await SqliteEventStore.open(db_path)
+    with raw(db_path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) + 7
+
+
+async def test_events_table_rejects_update_and_delete(store: SqliteEventStore, db_path: Path) -> None:
+    """The database itself refuses to edit or delete a stored event (append-only triggers)."""
+    await store.create_session(record("s1"), first_write("s1"))
+    with raw(db_path) as conn:
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+            conn.execute("UPDATE events SET payload = '{}' WHERE session_id = 's1' AND seq = 1")
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+            conn.execute("DELETE FROM events WHERE session_id = 's1'")
+        assert conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 2
+    assert [e.seq for e in await store.read_events("s1")] == [1, 2]
+
+
+async def test_event_rows_carry_kind_and_schema_version(store: SqliteEventStore, db_path: Path) -> None:
+    """Each event row records its kind, turn and the schema version it was written with."""
+    await store.create_session(record("s1"), first_write("s1"))
+    await store.commit("s1", Write(events=[(AssistantMessage(content=(TextBlock(text="hi"),)), 1)]))
+    with raw(db_path) as conn:
+        rows = conn.execute("SELECT seq, kind, turn, schema_version FROM events ORDER BY seq").fetchall()
+    assert rows == [(1, "session_started", 0, SCHEMA_VERSION), (2, "user_message", 0, SCHEMA_VERSION),
+                    (3, "assistant_message", 1, SCHEMA_VERSION)]
+
+
+async def test_everything_is_durable_across_close_and_reopen(store: SqliteEventStore, db_path: Path) -> None:
+    """Sessions, events, receipts and leases read back identically from a new store on the same file, and the
+    log continues at the next seq."""
+    await store.create_session(record("s1"), first_write("s1"))
+    await store.commit("s1", Write(events=[(UserMessage(text="more"), 1)], status="awaiting_approval",
+                                   new_receipts=[NewReceipt(id="r1", call_id="c1", tool="write_file",
+                                                            idempotency_key="K1", args_sha256="a",
+                                                            resource_keys=("file:/ws/x", "file:/ws/y"))]))
+    await store.update_receipt(ReceiptUpdate(id="r1", status="unknown", note="deadline passed"))
+    lease = LeaseHolder(token="tok", pid=77, host="h", proc_start="9", expires_at=T0 + timedelta(seconds=60))
+    await store.acquire_lease("s1", lease, lambda _: True, T0)
+    before = (await store.list_sessions(), await store.read_events("s1"), await store.list_receipts())
+    await store.close()
+
+    again = await SqliteEventStore.open(db_path)
+    try:
+        after = (await again.list_sessions(), await again.read_events("s1"), await again.list_receipts())
+        assert after == before
+        assert after[0][0].lease == lease
+        assert [e.seq for e in await again.commit("s1", Write(events=[(UserMessage(text="next"), 2)]))] == [4]
+    finally:
+        await again.close()
+
+
+async def test_commits_counts_one_per_commit(store: SqliteEventStore) -> None:
+    """`commits` goes up by one per durable transaction, whatever it carries, and not for reads."""
+    assert store.commits == 0
+    await store.create_session(record("s1"), first_write("s1"))
+    assert store.commits == 1
+    for n in range(3):
+        await store.commit("s1", Write(events=[(UserMessage(text=f"m{n}"), n), (UserMessage(text="x"), n)]))
+    assert store.commits == 4
+    await store.read_events("s1")
+    await store.list_sessions()
+    await store.list_receipts()
+    assert store.commits == 4

@@ -1,0 +1,501 @@
+"""One conformance suite for the `EventStore` contract, run against the SQLite store (a real file) and the
+in-memory fake: whatever one store promises, the other keeps."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import anyio
+import pytest
+
+from core.clock import SteppingClock
+from core.errors import PersistError, ReceiptError, SessionActive, SessionNotFound
+from core.events import (
+    AssistantMessage,
+    BatchCompleted,
+    BatchProposed,
+    CallResult,
+    Event,
+    PlannedCall,
+    SessionStarted,
+    StoredEvent,
+    UserMessage,
+)
+from core.messages import TextBlock, ToolUseBlock
+from memory import (
+    InMemoryEventStore,
+    LeaseHolder,
+    NewReceipt,
+    ReceiptUpdate,
+    SessionRecord,
+    SqliteEventStore,
+    Write,
+)
+from memory.store import EventStore
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture(params=["sqlite", "memory"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[EventStore]:
+    clock = SteppingClock(start=T0)
+    s: EventStore
+    if request.param == "sqlite":
+        s = await SqliteEventStore.open(tmp_path / "strata.db", clock=clock)
+    else:
+        s = InMemoryEventStore(clock=clock)
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+def record(session_id: str, **extra: object) -> SessionRecord:
+    return SessionRecord(id=session_id, created_at=T0, updated_at=T0, mode="headless", workspace="/ws",
+                         model="script:test", status="idle", **extra)  # type: ignore[arg-type]
+
+
+def started(session_id: str) -> SessionStarted:
+    return SessionStarted(session_id=session_id, mode="headless", workspace="/ws", model="script:test",
+                          max_turns=10, plan_digest="plan-1")
+
+
+def user(text: str) -> UserMessage:
+    return UserMessage(text=text)
+
+
+def assistant(text: str) -> AssistantMessage:
+    return AssistantMessage(content=(TextBlock(text=text),))
+
+
+def batch(batch_id: str, *call_ids: str) -> BatchProposed:
+    calls = tuple(PlannedCall(call_id=c, tool="write_file", input={"path": c}, input_sha256=f"sha-{c}")
+                  for c in call_ids)
+    content = tuple(ToolUseBlock(id=c.call_id, name=c.tool, input=c.input) for c in calls)
+    return BatchProposed(batch_id=batch_id, content=content, calls=calls)
+
+
+def receipt(receipt_id: str, call_id: str, key: str | None = None) -> NewReceipt:
+    return NewReceipt(id=receipt_id, call_id=call_id, tool="write_file", idempotency_key=key or f"idem-{receipt_id}",
+                      args_sha256=f"sha-{call_id}", resource_keys=("file:/ws/a",))
+
+
+def events(*items: Event, turn: int = 0) -> Write:
+    return Write(events=[(e, turn) for e in items])
+
+
+def holder(token: str, *, pid: int = 4242, host: str = "host-a") -> LeaseHolder:
+    return LeaseHolder(token=token, pid=pid, host=host, proc_start="100", expires_at=T0 + timedelta(minutes=1))
+
+
+def alive(_: LeaseHolder) -> bool:
+    return True
+
+
+def dead(_: LeaseHolder) -> bool:
+    return False
+
+
+async def new_session(store: EventStore, session_id: str = "s1", *more: Event) -> list[StoredEvent]:
+    return await store.create_session(record(session_id), events(started(session_id), *more))
+
+
+# -- sessions and events ------------------------------------------------------------------------------------
+
+
+async def test_create_session_numbers_first_events_from_one(store: EventStore) -> None:
+    """create_session stores the row and its first events with seq 1..n and the store's envelope."""
+    stored = await new_session(store, "s1", user("hello"), assistant("hi"))
+    assert [e.seq for e in stored] == [1, 2, 3]
+    assert {e.session_id for e in stored} == {"s1"}
+    assert [e.event.kind for e in stored] == ["session_started", "user_message", "assistant_message"]
+    rec = await store.get_session("s1")
+    assert (rec.id, rec.mode, rec.workspace, rec.model, rec.status) == ("s1", "headless", "/ws", "script:test", "idle")
+    assert rec.created_at.tzinfo is not None
+
+
+async def test_commit_appends_with_increasing_seq_and_store_envelope(store: EventStore) -> None:
+    """Each commit continues the seq after the last stored event; session_id, seq, turn and at come from the store."""
+    first = await new_session(store, "s1")
+    second = await store.commit("s1", Write(events=[(user("do it"), 0), (batch("b1", "c1"), 1)]))
+    third = await store.commit("s1", events(CallResult(batch_id="b1", call_id="c1", tool="write_file", status="ok",
+                                                       content="written", is_error=False), turn=1))
+    assert [e.seq for e in first + second + third] == [1, 2, 3, 4]
+    assert [e.turn for e in second] == [0, 1]
+    assert third[0].turn == 1
+    assert all(e.session_id == "s1" for e in second + third)
+    assert all(e.at.tzinfo is not None for e in first + second + third)
+    assert second[0].at == second[1].at, "events of one commit share the commit's time"
+    assert first[0].at < second[0].at < third[0].at
+
+
+async def test_commit_returns_exactly_what_read_events_reads(store: EventStore) -> None:
+    """The events a commit returns equal the ones read back later (payload and envelope round-trip)."""
+    stored = await new_session(store, "s1", user("hello"))
+    stored += await store.commit("s1", events(batch("b1", "c1", "c2"), turn=1))
+    stored += await store.commit("s1", events(BatchCompleted(batch_id="b1"), turn=1))
+    assert await store.read_events("s1") == stored
+
+
+async def test_read_events_after_and_upto(store: EventStore) -> None:
+    """read_events honours after_seq (exclusive) and upto_seq (inclusive)."""
+    await new_session(store, "s1", user("a"), user("b"), user("c"), user("d"))
+    assert [e.seq for e in await store.read_events("s1")] == [1, 2, 3, 4, 5]
+    assert [e.seq for e in await store.read_events("s1", after_seq=2)] == [3, 4, 5]
+    assert [e.seq for e in await store.read_events("s1", upto_seq=3)] == [1, 2, 3]
+    assert [e.seq for e in await store.read_events("s1", after_seq=1, upto_seq=4)] == [2, 3, 4]
+    assert await store.read_events("s1", after_seq=5) == []
+
+
+async def test_read_events_of_unknown_session_is_empty(store: EventStore) -> None:
+    """Reading the log of a session that does not exist gives an empty list."""
+    assert await store.read_events("nope") == []
+
+
+async def test_logs_of_sessions_are_separate(store: EventStore) -> None:
+    """Each session has its own seq numbering and its own log."""
+    await new_session(store, "s1", user("one"))
+    await new_session(store, "s2")
+    more = await store.commit("s2", events(user("two")))
+    assert [e.seq for e in more] == [2]
+    assert [e.event.text for e in await store.read_events("s2") if isinstance(e.event, UserMessage)] == ["two"]
+    assert [e.event.text for e in await store.read_events("s1") if isinstance(e.event, UserMessage)] == ["one"]
+
+
+async def test_list_sessions_oldest_first(store: EventStore) -> None:
+    """list_sessions orders by creation time, not by id."""
+    for sid in ("s-b", "s-c", "s-a"):
+        await new_session(store, sid)
+    assert [r.id for r in await store.list_sessions()] == ["s-b", "s-c", "s-a"]
+
+
+async def test_get_session_of_missing_id_raises_session_not_found(store: EventStore) -> None:
+    """An unknown session id is SessionNotFound carrying the id."""
+    with pytest.raises(SessionNotFound) as info:
+        await store.get_session("missing")
+    assert info.value.session_id == "missing"
+
+
+async def test_create_session_with_existing_id_fails_and_keeps_original(store: EventStore) -> None:
+    """Creating a session whose id exists is a PersistError; the existing session and its log are untouched."""
+    original = await new_session(store, "s1", user("original"))
+    with pytest.raises(PersistError):
+        await store.create_session(record("s1"), events(started("s1"), user("impostor")))
+    assert await store.read_events("s1") == original
+
+
+async def test_commit_to_missing_session_raises_persist_error(store: EventStore) -> None:
+    """Appending events to a session that does not exist fails and stores nothing."""
+    with pytest.raises(PersistError):
+        await store.commit("ghost", events(user("hello")))
+    assert await store.read_events("ghost") == []
+
+
+async def test_commit_sets_session_status(store: EventStore) -> None:
+    """A Write's status changes the session row in the same commit; a write without one keeps it."""
+    await new_session(store, "s1")
+    await store.commit("s1", Write(events=[(user("x"), 0)], status="completed"))
+    assert (await store.get_session("s1")).status == "completed"
+    await store.commit("s1", events(user("y")))
+    assert (await store.get_session("s1")).status == "completed"
+
+
+async def test_commit_counter_counts_successful_commits(store: EventStore) -> None:
+    """`commits` counts one per durable commit; a failed commit (a receipt id already taken) is not counted."""
+    await new_session(store, "s1")
+    await store.commit("s1", Write(events=[(batch("b1", "c1"), 1)], new_receipts=[receipt("r1", "c1")]))
+    assert store.commits == 2
+    with pytest.raises(PersistError):
+        await store.commit("s1", Write(new_receipts=[receipt("r1", "c2", key="other")]))
+    assert store.commits == 2
+    await store.update_receipt(ReceiptUpdate(id="r1", status="done"))
+    assert store.commits == 3
+
+
+def _busy(seconds: float) -> None:
+    """Keep the event loop busy (CPU work, not a sleep), as a daemon rendering output or parsing would."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+async def test_concurrent_commits_to_different_sessions_keep_each_log_consistent(store: EventStore) -> None:
+    """Commits to two sessions in flight at once, finishing while the event loop is busy, do not confuse either
+    session's seq numbering: later commits to both sessions still succeed."""
+    await new_session(store, "s1")
+    await new_session(store, "s2")
+
+    async def busy_loop() -> None:
+        _busy(0.2)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(store.commit, "s1", events(user("to s1")))
+        tg.start_soon(store.commit, "s2", events(user("to s2")))
+        tg.start_soon(busy_loop)
+    for sid in ("s1", "s2"):
+        tail = await store.commit(sid, events(user("after")))
+        assert [e.seq for e in tail] == [3]
+        assert [e.seq for e in await store.read_events(sid)] == [1, 2, 3]
+
+
+# -- receipts -----------------------------------------------------------------------------------------------
+
+
+async def test_new_receipt_is_inserted_as_dispatched(store: EventStore) -> None:
+    """A NewReceipt committed with its batch is a 'dispatched' row with every field kept and times stamped."""
+    await new_session(store, "s1")
+    await store.commit("s1", Write(events=[(batch("b1", "c1"), 1)], new_receipts=[receipt("r1", "c1")]))
+    r = await store.get_receipt("r1")
+    assert (r.id, r.session_id, r.call_id, r.tool, r.status) == ("r1", "s1", "c1", "write_file", "dispatched")
+    assert (r.idempotency_key, r.args_sha256, r.resource_keys) == ("idem-r1", "sha-c1", ("file:/ws/a",))
+    assert r.created_at == r.updated_at
+    assert r.created_at.tzinfo is not None
+    assert (r.outcome_sha256, r.note, r.reconciled_by) == (None, None, None)
+
+
+async def test_list_receipts_filters_by_session_and_status(store: EventStore) -> None:
+    """list_receipts filters by session, by status, by both, or lists all (oldest first)."""
+    await new_session(store, "s1")
+    await new_session(store, "s2")
+    await store.commit("s1", Write(new_receipts=[receipt("r1", "c1")]))
+    await store.commit("s1", Write(new_receipts=[receipt("r2", "c2")]))
+    await store.commit("s2", Write(new_receipts=[receipt("r3", "c1")]))
+    await store.update_receipt(ReceiptUpdate(id="r2", status="done"))
+    assert [r.id for r in await store.list_receipts()] == ["r1", "r2", "r3"]
+    assert [r.id for r in await store.list_receipts(session_id="s1")] == ["r1", "r2"]
+    assert [r.id for r in await store.list_receipts(status="dispatched")] == ["r1", "r3"]
+    assert [r.id for r in await store.list_receipts(session_id="s1", status="dispatched")] == ["r1"]
+    assert await store.list_receipts(session_id="s2", status="done") == []
+
+
+async def test_receipt_update_with_wrong_expect_in_commit_changes_nothing(store: EventStore) -> None:
+    """A ReceiptUpdate whose `expect` does not match raises ReceiptError; neither the receipt nor the Write's
+    events are stored."""
+    await new_session(store, "s1")
+    await store.commit("s1", Write(new_receipts=[receipt("r1", "c1")]))
+    before = await store.get_receipt("r1")
+    log = await store.read_events("s1")
+    with pytest.raises(ReceiptError) as info:
+        await store.commit("s1", Write(events=[(user("should vanish"), 1)],
+                                       receipt_updates=[ReceiptUpdate(id="r1", status="done", expect=("unknown",))],
+                                       status="completed"))
+    assert info.value.receipt_id == "r1"
+    assert await store.get_receipt("r1") == before
+    assert await store.read_events("s1") == log
+    assert (await store.get_session("s1")).status == "idle"
+    assert [e.seq for e in await store.commit("s1", events(user("next")))] == [2]
+
+
+async def test_receipt_update_in_commit_applies_with_events(store: EventStore) -> None:
+    """A matching ReceiptUpdate commits together with the call's result."""
+    await new_session(store, "s1")
+    await store.commit("s1", Write(events=[(batch("b1", "c1"), 1)], new_receipts=[receipt("r1", "c1")]))
+    result = CallResult(batch_id="b1", call_id="c1", tool="write_file", status="ok", content="ok", is_error=False,
+                        receipt_id="r1")
+    await store.commit("s1", Write(events=[(result, 1)],
+                                   receipt_updates=[ReceiptUpdate(id="r1", status="done", outcome_sha256="out")]))
+    r = await store.get_receipt("r1")
+    assert (r.status, r.outcome_sha256) == ("done", "out")
+    assert r.updated_at > r.created_at
+    assert [e.event.kind for e in await store.read_events("s1")] == ["session_started", "batch_proposed",
+                                                                     "call_result"]
+
+
+async def test_duplicate_idempotency_key_in_later_commit_fails_atomically(store: EventStore) -> None:
+    """A second receipt with an existing idempotency key is a PersistError and nothing of that Write is stored."""
+    await new_session(store, "s1")
+    await store.commit("s1", Write(events=[(batch("b1", "c1"), 1)], new_receipts=[receipt("r1", "c1", key="K")]))
+    log = await store.read_events("s1")
+    with pytest.raises(PersistError):
+        await store.commit("s1", Write(events=[(BatchCompleted(batch_id="zzz"), 2), (user("vanish"), 2)],
+                                       new_receipts=[receipt("r2", "c2", key="K")], status="failed"))
+    assert await store.read_events("s1") == log
+    assert [r.id for r in await store.list_receipts()] == ["r1"]
+    assert (await store.get_session("s1")).status == "idle"
+    assert [e.seq for e in await store.commit("s1", events(user("next")))] == [3]
+
+
+async def test_duplicate_idempotency_key_within_one_write_fails_atomically(store: EventStore) -> None:
+    """Two new receipts sharing an idempotency key in one Write fail the whole Write."""
+    await new_session(store, "s1")
+    with pytest.raises(PersistError):
+        await store.commit("s1", Write(events=[(batch("b1", "c1", "c2"), 1)],
+                                       new_receipts=[receipt("r1", "c1", key="K"), receipt("r2", "c2", key="K")]))
+    assert await store.list_receipts() == []
+    assert [e.seq for e in await store.read_events("s1")] == [1]
+
+
+async def test_redispatch_of_same_call_is_refused(store: EventStore) -> None:
+    """A second receipt for the same call with the same key (a re-dispatch after resume) is a PersistError."""
+    await new_session(store, "s1")
+    await store.commit("s1", Write(new_receipts=[receipt("r1", "c1", key="K")]))
+    await store.update_receipt(ReceiptUpdate(id="r1", status="unknown"))
+    with pytest.raises(PersistError):
+        await store.commit("s1", Write(events=[(user("vanish"), 1)], new_receipts=[receipt("r2", "c1", key="K")]))
+    assert [(r.id, r.status) for r in await store.list_receipts()] == [("r1", "unknown")]
+    assert [e.seq for e in await store.read_events("s1")] == [1]
+
+
+async def test_failed_first_write_leaves_no_session(store: EventStore) -> None:
+    """If the first Write of create_session fails (here: a receipt id already taken), no session row is left."""
+    await new_session(store, "s1")
+    await store.commit("s1", Write(new_receipts=[receipt("r1", "c1")]))
+    with pytest.raises(PersistError):
+        await store.create_session(record("s2"), Write(events=[(started("s2"), 0)],
+                                                       new_receipts=[receipt("r1", "c9", key="other")]))
+    with pytest.raises(SessionNotFound):
+        await store.get_session("s2")
+    assert await store.read_events("s2") == []
+    assert [r.id for r in await store.list_sessions()] == ["s1"]
+
+
+async def test_update_receipt_reconciles_an_unknown_outcome(store: EventStore) -> None:
+    """update_receipt moves dispatched -> unknown -> done, keeping note and reconciler, guarded by `expect`."""
+    await new_session(store, "s1")
+    await store.commit("s1", Write(new_receipts=[receipt("r1", "c1")]))
+    unknown = await store.update_receipt(ReceiptUpdate(id="r1", status="unknown", note="process died"))
+    assert (unknown.status, unknown.note) == ("unknown", "process died")
+    done = await store.update_receipt(ReceiptUpdate(id="r1", status="done", expect=("unknown",),
+                                                    reconciled_by="alice", outcome_sha256="abc"))
+    assert (done.status, done.reconciled_by, done.outcome_sha256) == ("done", "alice", "abc")
+    assert done.note == "process died", "a None field in an update keeps the stored value"
+    assert done.updated_at > unknown.updated_at
+    assert await store.get_receipt("r1") == done
+    assert [r.id for r in await store.list_receipts(status="done")] == ["r1"]
+
+
+async def test_update_receipt_with_wrong_expect_raises_and_changes_nothing(store: EventStore) -> None:
+    """A standalone reconciliation of a receipt in another state raises ReceiptError naming it."""
+    await new_session(store, "s1")
+    await store.commit("s1", Write(new_receipts=[receipt("r1", "c1")]))
+    before = await store.get_receipt("r1")
+    with pytest.raises(ReceiptError) as info:
+        await store.update_receipt(ReceiptUpdate(id="r1", status="done", expect=("unknown",)))
+    assert info.value.receipt_id == "r1"
+    assert "dispatched" in str(info.value)
+    assert await store.get_receipt("r1") == before
+
+
+async def test_update_or_get_of_missing_receipt_raises(store: EventStore) -> None:
+    """An unknown receipt id is a ReceiptError on read and on update."""
+    with pytest.raises(ReceiptError):
+        await store.get_receipt("nope")
+    with pytest.raises(ReceiptError) as info:
+        await store.update_receipt(ReceiptUpdate(id="nope", status="done"))
+    assert info.value.receipt_id == "nope"
+    assert await store.list_receipts() == []
+
+
+# -- leases -------------------------------------------------------------------------------------------------
+
+
+async def test_acquire_lease_on_session_held_by_live_holder_raises(store: EventStore) -> None:
+    """A second holder meets SessionActive while the first one's owner is alive; the lease is unchanged."""
+    await new_session(store, "s1")
+    first = holder("tok-1", pid=111)
+    await store.acquire_lease("s1", first, alive, T0)
+    with pytest.raises(SessionActive) as info:
+        await store.acquire_lease("s1", holder("tok-2"), alive, T0)
+    assert info.value.session_id == "s1"
+    assert "111" in info.value.owner
+    assert (await store.get_session("s1")).lease == first
+
+
+async def test_acquire_lease_when_owner_is_dead_succeeds(store: EventStore) -> None:
+    """A lease whose owner the liveness check finds dead is taken over, and the session becomes active."""
+    await new_session(store, "s1")
+    await store.acquire_lease("s1", holder("tok-1"), alive, T0)
+    second = holder("tok-2", pid=222)
+    rec = await store.acquire_lease("s1", second, dead, T0)
+    assert rec.lease == second
+    assert rec.status == "active"
+    assert (await store.get_session("s1")).lease == second
+
+
+async def test_acquire_lease_on_free_session_and_reacquire_by_same_token(store: EventStore) -> None:
+    """A free session is leased without asking liveness; the same token may acquire again."""
+    await new_session(store, "s1")
+    me = holder("tok-1")
+
+    def never_asked(_: LeaseHolder) -> bool:
+        raise AssertionError("liveness consulted for a free session or for the holder itself")
+
+    assert (await store.acquire_lease("s1", me, never_asked, T0)).lease == me
+    assert (await store.acquire_lease("s1", me, never_asked, T0)).lease == me
+
+
+async def test_release_then_acquire_by_another_holder(store: EventStore) -> None:
+    """After release (with the owner's token) the lease is free, the status is set, and another holder takes it."""
+    await new_session(store, "s1")
+    await store.acquire_lease("s1", holder("tok-1"), alive, T0)
+    await store.release_lease("s1", "tok-1", "completed")
+    rec = await store.get_session("s1")
+    assert (rec.lease, rec.status) == (None, "completed")
+    other = holder("tok-2")
+    assert (await store.acquire_lease("s1", other, alive, T0)).lease == other
+
+
+async def test_release_with_wrong_token_is_a_no_op(store: EventStore) -> None:
+    """Releasing with a token that does not own the lease changes neither the lease nor the status."""
+    await new_session(store, "s1")
+    mine = holder("tok-1")
+    await store.acquire_lease("s1", mine, alive, T0)
+    await store.release_lease("s1", "not-mine", "failed")
+    rec = await store.get_session("s1")
+    assert (rec.lease, rec.status) == (mine, "active")
+    with pytest.raises(SessionActive):
+        await store.acquire_lease("s1", holder("tok-2"), alive, T0)
+
+
+async def test_renew_lease_only_by_its_holder(store: EventStore) -> None:
+    """renew_lease extends the expiry for the token that holds the lease and ignores any other token."""
+    await new_session(store, "s1")
+    await store.acquire_lease("s1", holder("tok-1"), alive, T0)
+    later = T0 + timedelta(hours=1)
+    renewed = holder("tok-1").model_copy(update={"expires_at": later})
+    await store.renew_lease("s1", renewed)
+    lease = (await store.get_session("s1")).lease
+    assert lease is not None and lease.expires_at == later
+    await store.renew_lease("s1", holder("tok-x").model_copy(update={"expires_at": T0 + timedelta(days=9)}))
+    lease = (await store.get_session("s1")).lease
+    assert lease is not None and (lease.token, lease.expires_at) == ("tok-1", later)
+
+
+async def test_acquire_lease_on_missing_session_raises(store: EventStore) -> None:
+    """A lease on an unknown session is SessionNotFound, not a new row."""
+    with pytest.raises(SessionNotFound):
+        await store.acquire_lease("ghost", holder("tok-1"), alive, T0)
+    assert await store.list_sessions() == []
+
+
+# -- fork -----------------------------------------------------------------------------------------------------
+
+
+async def test_copy_events_forks_the_log_up_to_a_seq(store: EventStore) -> None:
+    """copy_events copies events 1..upto_seq into a new session (same seq, turn, time, payload), leaving the source
+    untouched; the fork's next commit continues after the fork point."""
+    await new_session(store, "src", user("a"), user("b"))
+    await store.acquire_lease("src", holder("tok-1"), alive, T0)
+    await store.commit("src", events(user("c"), user("d")))
+    source = await store.read_events("src")
+    fork = record("dst", parent_id="src", fork_seq=3, lease=holder("tok-9"))
+    await store.copy_events("src", fork, upto_seq=3)
+    copied = await store.read_events("dst")
+    assert copied == [e.model_copy(update={"session_id": "dst"}) for e in source[:3]]
+    assert await store.read_events("src") == source
+    rec = await store.get_session("dst")
+    assert (rec.parent_id, rec.fork_seq, rec.lease) == ("src", 3, None)
+    assert [e.seq for e in await store.commit("dst", events(user("fork tail")))] == [4]
+    assert [r.id for r in await store.list_sessions()] == ["src", "dst"]
+
+
+async def test_copy_events_onto_existing_session_fails_and_keeps_it(store: EventStore) -> None:
+    """A fork whose target id already exists is refused; the existing session's log is never overwritten."""
+    await new_session(store, "src", user("a"))
+    existing = await new_session(store, "dst", user("mine"), user("also mine"))
+    with pytest.raises(PersistError):
+        await store.copy_events("src", record("dst", parent_id="src", fork_seq=2), upto_seq=2)
+    assert await store.read_events("dst") == existing
