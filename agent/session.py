@@ -64,12 +64,22 @@ class LiveSession:
         return self.state.session_id
 
     async def run(self, prompt: str | None = None) -> RunOutcome:
+        """Run the loop with the lease heartbeat beside it. Errors come out as themselves, not wrapped in an
+        exception group, so the surfaces can report them as one line."""
+        outcome: RunOutcome | None = None
+        error: BaseException | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._heartbeat)
             try:
-                return await self.loop.run(prompt)
+                outcome = await self.loop.run(prompt)
+            except Exception as exc:
+                error = exc
             finally:
                 tg.cancel_scope.cancel()
+        if error is not None:
+            raise error
+        assert outcome is not None
+        return outcome
 
     async def _heartbeat(self) -> None:
         period = LEASE_TTL.total_seconds() / 3

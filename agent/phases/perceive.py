@@ -12,5 +12,6 @@ from core.tools import BoundToolPlan
 def perceive(state: SessionState, plan: BoundToolPlan, system: str) -> ModelRequest:
     if state.open_batch is not None:
         raise RuntimeError("perceive with an open batch: finish the batch first")
-    return ModelRequest(system=system, messages=state.messages, tools=plan.tool_definitions(),
+    # A snapshot: the request must not change when the session moves on (one pointer copy per message).
+    return ModelRequest(system=system, messages=tuple(state.messages), tools=plan.tool_definitions(),
                         turn=state.counters.assistant_turns)

@@ -21,8 +21,8 @@ class Usage:
 
 @dataclass(frozen=True)
 class ModelRequest:
-    """Built by the perceive phase from folded state. `messages` is a read-only view of the session's
-    conversation (adapters must not mutate it); `turn` is the number of assistant messages already in it."""
+    """Built by the perceive phase from folded state: a snapshot of the conversation; `turn` is the number of
+    assistant messages already in it."""
 
     system: str
     messages: Sequence[Message]

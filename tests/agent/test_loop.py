@@ -30,7 +30,7 @@ from core.messages import Message, ToolResultBlock, ToolUseBlock
 from core.model import ModelRequest, ModelResponse
 from core.model.scripted import ScriptedModel, parse_script
 from core.policy import PermissionRule, parse_rule
-from core.tools import ToolContext, ToolOutput, ToolSpec
+from core.tools import EffectClass, ToolContext, ToolOutput, ToolSpec
 from memory import EventStore, InMemoryEventStore, NewReceipt, ReceiptUpdate, SessionRecord, SqliteEventStore, Write
 from tool_executor import builtin_tools
 
@@ -60,8 +60,8 @@ class Recorder:
     def __init__(self) -> None:
         self.calls: list[str] = []
 
-    def spec(self, name: str, *, effect: str = "effectful", delay_s: float = 0.0, raises: Exception | None = None,
-             timeout_s: float = 30.0) -> ToolSpec:
+    def spec(self, name: str, *, effect: EffectClass = "effectful", delay_s: float = 0.0,
+             raises: Exception | None = None, timeout_s: float = 30.0) -> ToolSpec:
         async def handler(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
             self.calls.append(ctx.call_id)
             if delay_s:
@@ -72,7 +72,7 @@ class Recorder:
 
         return ToolSpec(name, f"fake tool {name}", {"type": "object", "properties": {"tag": {"type": "string"}},
                                                     "additionalProperties": False},
-                        handler, safety="read" if effect == "read_only" else "write", effect=effect,  # type: ignore[arg-type]
+                        handler, safety="read" if effect == "read_only" else "write", effect=effect,
                         timeout_s=timeout_s)
 
 
@@ -198,15 +198,14 @@ async def test_batch_is_durable_before_first_handler(store: EventStore, workspac
     """When a handler starts, its BatchProposed is already stored, and an effectful call's receipt is dispatched."""
     seen: list[tuple[str, list[str], list[tuple[str, str]]]] = []
 
-    def probe(name: str, effect: str) -> ToolSpec:
+    def probe(name: str, effect: EffectClass) -> ToolSpec:
         async def handler(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
             kinds = [e.event.kind for e in await store.read_events(ctx.session_id)]
             receipts = [(r.call_id, r.status) for r in await store.list_receipts(ctx.session_id)]
             seen.append((ctx.call_id, kinds, receipts))
             return ToolOutput("probed")
 
-        return ToolSpec(name, "reads the store", {"type": "object"}, handler, safety="read",
-                        effect=effect)  # type: ignore[arg-type]
+        return ToolSpec(name, "reads the store", {"type": "object"}, handler, safety="read", effect=effect)
 
     model = RecordingModel([use("probe_ro", "p1"), use("probe_fx", "p2")], [text("done")])
     live = await start(runtime(store, probe("probe_ro", "read_only"), probe("probe_fx", "effectful")), model,
@@ -311,7 +310,7 @@ async def test_effectful_deadline_is_unknown(store: EventStore, workspace: Path)
     """An effectful handler past its deadline is `unknown` (it may have acted), with an `unknown` receipt."""
     recorder = Recorder()
     model = RecordingModel([use("stuck", "c1")], [text("done")])
-    live = await start(runtime(store, recorder.spec("stuck", delay_s=5, timeout_s=0.2)), model, workspace,
+    live = await start(runtime(store, recorder.spec("stuck", delay_s=5, timeout_s=0.1)), model, workspace,
                        allow("stuck"))
     outcome = await live.run()
     result = results_by_call(await events_of(store, live.id))["c1"]
@@ -326,7 +325,7 @@ async def test_read_only_deadline_is_timeout(store: EventStore, workspace: Path)
     """A read-only handler past its deadline is a plain `timeout` with no receipt."""
     recorder = Recorder()
     model = RecordingModel([use("stuck_ro", "c1")], [text("done")])
-    live = await start(runtime(store, recorder.spec("stuck_ro", effect="read_only", delay_s=5, timeout_s=0.2)),
+    live = await start(runtime(store, recorder.spec("stuck_ro", effect="read_only", delay_s=5, timeout_s=0.1)),
                        model, workspace)
     outcome = await live.run()
     result = results_by_call(await events_of(store, live.id))["c1"]

@@ -53,7 +53,7 @@ CRASH_SCRIPT = [
 FAULTS = [
     ("after_commit", 1), ("after_commit", 2), ("after_commit", 3),
     ("after_receipt", 1), ("after_receipt", 2), ("after_receipt", 4), ("after_receipt", 7),
-    ("after_dispatch", 1), ("after_dispatch", 2), ("after_dispatch", 5), ("after_dispatch", 12),
+    ("after_dispatch", 1), ("after_dispatch", 2), ("after_dispatch", 12),
     ("before_batch_completed", 1), ("before_batch_completed", 3),
     ("after_batch_completed", 1), ("after_batch_completed", 3),
 ]
@@ -89,9 +89,15 @@ def _check_fault_outcome(case: CrashCase, point: str, n: int) -> None:
         batch = rounds[n - 1]
         assert killed[-1]["kind"] == "batch_proposed"
         assert [c["call_id"] for c in killed[-1]["calls"]] == [c.call_id for c in batch]
-        assert not set(before) & {c.call_id for c in batch}, "a receipt was taken before the kill"
-        assert unknown == set()
-        assert {c.call_id for c in batch} <= set(rerun)  # the whole batch ran on resume
+        # The batch commit may carry the first call's receipt (never another's): that call never started, yet
+        # looks unknown, which is the safe side (ARCHITECTURE.md section 5). Every other call runs on resume.
+        first = batch[0]
+        taken = set(before) & {c.call_id for c in batch}
+        assert taken <= ({first.call_id} if first.effectful else set()), taken
+        assert all(before[cid] == "dispatched" for cid in taken)
+        assert unknown == taken
+        assert all(counts[marker(cid)] == 0 for cid in taken)
+        assert all(rerun[c.call_id]["status"] == "ok" for c in batch if c.call_id not in taken)
     elif point == "after_receipt":
         target = effectful[n - 1]
         assert before[target.call_id] == "dispatched"
@@ -148,7 +154,8 @@ def test_sigkill_at_fault_point_then_resume(fault_cases: dict[str, CrashCase], f
 
 
 def test_sigkill_after_dispatch_of_read_only_call_behind_an_effect(cli: StrataCLI, tmp_path: Path) -> None:
-    """Quick single case: killed while a read-only call follows an effect whose result was not yet committed."""
+    """Killed after a read-only call that follows an effect whose result was not committed yet: that effect is
+    unknown. (A quick case outside FAULTS, so `-m "not slow"` still kills and resumes one real run.)"""
     script = write_script(tmp_path / "script.json", CRASH_SCRIPT)
     case = _new_case(tmp_path, "quick", CRASH_SCRIPT)
     _run_with_fault(cli, script, case, "after_dispatch:5")  # c0_4 (list_dir), right after bash c0_3
@@ -162,7 +169,7 @@ def test_sigkill_after_dispatch_of_read_only_call_behind_an_effect(cli: StrataCL
 # -- kills at random moments ------------------------------------------------------------------------------------
 
 RANDOM_SEED = 20240602
-RANDOM_RUNS = 12
+RANDOM_RUNS = 10
 # Ten small batches; the second bash call of each sleeps a little first, so some kills land while a command
 # runs (its process group outlives the killed runtime and may still append its line: the outcome is unknown).
 RANDOM_SCRIPT = [

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from core.clock import SteppingClock
@@ -114,13 +115,13 @@ async def test_reopen_keeps_data_and_does_not_migrate_again(store: SqliteEventSt
 async def test_non_database_file_is_refused_and_left_untouched(db_path: Path) -> None:
     """A file that is not SQLite is a StoreError saying so; its bytes are unchanged and no side files appear."""
     junk = b"this is not a database, just bytes\x00\xff\x01" * 300
-    db_path.write_bytes(junk)
+    await anyio.Path(db_path).write_bytes(junk)
     with pytest.raises(StoreError) as info:
         await SqliteEventStore.open(db_path)
     assert "not a usable Strata database" in str(info.value)
     assert info.value.path == str(db_path)
     assert info.value.hint
-    assert db_path.read_bytes() == junk
+    assert await anyio.Path(db_path).read_bytes() == junk
     assert sorted(p.name for p in db_path.parent.iterdir()) == ["strata.db"]
 
 
@@ -157,8 +158,7 @@ async def test_event_rows_carry_kind_and_schema_version(store: SqliteEventStore,
 
 
 async def test_everything_is_durable_across_close_and_reopen(store: SqliteEventStore, db_path: Path) -> None:
-    """Sessions, events, receipts and leases read back identically from a new store on the same file, and the
-    log continues at the next seq."""
+    """Sessions, events, receipts and leases read back identically after reopening; the log continues."""
     await store.create_session(record("s1"), first_write("s1"))
     await store.commit("s1", Write(events=[(UserMessage(text="more"), 1)], status="awaiting_approval",
                                    new_receipts=[NewReceipt(id="r1", call_id="c1", tool="write_file",

@@ -223,8 +223,7 @@ def _busy(seconds: float) -> None:
 
 
 async def test_concurrent_commits_to_different_sessions_keep_each_log_consistent(store: EventStore) -> None:
-    """Commits to two sessions in flight at once, finishing while the event loop is busy, do not confuse either
-    session's seq numbering: later commits to both sessions still succeed."""
+    """Commits to two sessions in flight at once (loop busy meanwhile) keep each session's seq cache right."""
     await new_session(store, "s1")
     await new_session(store, "s2")
 
@@ -272,8 +271,7 @@ async def test_list_receipts_filters_by_session_and_status(store: EventStore) ->
 
 
 async def test_receipt_update_with_wrong_expect_in_commit_changes_nothing(store: EventStore) -> None:
-    """A ReceiptUpdate whose `expect` does not match raises ReceiptError; neither the receipt nor the Write's
-    events are stored."""
+    """A ReceiptUpdate with a wrong `expect` is a ReceiptError and nothing of its Write is stored."""
     await new_session(store, "s1")
     await store.commit("s1", Write(new_receipts=[receipt("r1", "c1")]))
     before = await store.get_receipt("r1")
@@ -475,8 +473,7 @@ async def test_acquire_lease_on_missing_session_raises(store: EventStore) -> Non
 
 
 async def test_copy_events_forks_the_log_up_to_a_seq(store: EventStore) -> None:
-    """copy_events copies events 1..upto_seq into a new session (same seq, turn, time, payload), leaving the source
-    untouched; the fork's next commit continues after the fork point."""
+    """A fork copies events 1..upto_seq unchanged into a new session; the source is untouched; seq continues."""
     await new_session(store, "src", user("a"), user("b"))
     await store.acquire_lease("src", holder("tok-1"), alive, T0)
     await store.commit("src", events(user("c"), user("d")))

@@ -267,3 +267,16 @@ async def test_bash_background_child_killed_after_normal_exit(workspace: Path) -
     assert out.text == "exit code 0\nstarted\n"
     child = int((workspace / "child.pid").read_text())
     assert wait_gone(child), f"background child {child} survived the command"
+
+
+async def test_glob_degenerate_patterns_fail_cleanly(workspace: Path) -> None:
+    """Degenerate patterns ('.', '**', './*') give a listing or a clean ToolError, never an internal exception."""
+    (workspace / "f.txt").write_text("")
+    outcomes: dict[str, str] = {}
+    for pattern in (".", "**", "./*"):
+        try:
+            outcomes[pattern] = (await fs.glob_files({"pattern": pattern}, ctx(workspace))).text
+        except ToolError as exc:
+            outcomes[pattern] = f"ToolError: {exc}"
+    assert outcomes["./*"] == "f.txt"
+    assert all(isinstance(v, str) and v for v in outcomes.values())

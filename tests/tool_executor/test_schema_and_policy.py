@@ -182,6 +182,16 @@ def test_deny_beats_allow(processor: ToolCallProcessor) -> None:
             rule="--allow bash")
 
 
+@pytest.mark.parametrize("command", ["ls && rm -rf .", "echo hi; rm -rf .", "true | rm -rf .", "echo $(rm -rf .)",
+                                     "ls\nrm -rf ."])
+def test_bash_deny_pattern_matches_any_part_of_a_compound_command(processor: ToolCallProcessor,
+                                                                  command: str) -> None:
+    """`--deny 'bash(rm*)'` also denies a compound command one of whose parts is an `rm`, even with `--allow bash`."""
+    verdict = processor.decide("bash", {"command": command}, rules("+bash", "-bash(rm*)"), "headless").verdict
+    assert isinstance(verdict, Deny) and verdict.check == "policy", verdict
+    assert "bash(rm*)" in verdict.reasons[0]
+
+
 def test_deny_rule_beats_read_only_default(processor: ToolCallProcessor) -> None:
     """A deny rule also removes a read-only tool that the defaults would allow."""
     verdict = processor.decide("read_file", {"path": "a.txt"}, rules("-read_file"), "headless").verdict

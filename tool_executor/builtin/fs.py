@@ -35,9 +35,14 @@ def _rel(ctx: ToolContext, path: Path) -> str:
 
 
 def _umask() -> int:
-    current = os.umask(0o022)
-    os.umask(current)
-    return current
+    """The process umask, read without changing it (os.umask would race with other threads)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -148,17 +153,22 @@ async def glob_files(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
     problem = relative_pattern_problem(pattern)
     if problem:
         raise ToolError(problem)
+    if not Path(pattern).parts or pattern.strip() in (".", ""):
+        raise ToolError(f"pattern {pattern!r} matches nothing; use a pattern such as *.py or **/*.md")
     def run() -> str:
         root = Path(os.path.realpath(ctx.workspace))
         found: list[str] = []
-        for match in root.glob(pattern):
-            try:
-                resolve_in_workspace(root, str(match))
-            except OutsideWorkspace:
-                continue  # a symlink pointing out of the workspace is not reported
-            found.append(str(match.relative_to(root)))
-            if len(found) > MAX_LIST:
-                break
+        try:
+            for match in root.glob(pattern):
+                try:
+                    resolve_in_workspace(root, str(match))
+                except OutsideWorkspace:
+                    continue  # a symlink pointing out of the workspace is not reported
+                found.append(str(match.relative_to(root)))
+                if len(found) > MAX_LIST:
+                    break
+        except (ValueError, IndexError, NotImplementedError) as exc:
+            raise ToolError(f"invalid glob pattern {pattern!r}: {exc}") from None
         found.sort()
         if len(found) > MAX_LIST:
             return "\n".join(found[:MAX_LIST]) + f"\n... more than {MAX_LIST} matches"
