@@ -24,12 +24,12 @@ def parse_script(raw: Any, source: str) -> list[tuple[ContentBlock, ...]]:
     if not isinstance(raw, list):
         raise ScriptError(source, f"expected a JSON list of turns, got {type(raw).__name__}")
     turns: list[tuple[ContentBlock, ...]] = []
+    seen_ids: set[str] = set()  # tool_use ids are unique in the whole script, as in a session
     for k, turn in enumerate(raw):
         where = f"turn {k}"
         if not isinstance(turn, list) or not turn:
             raise ScriptError(source, "a turn must be a non-empty list of content blocks", entry=where)
         blocks: list[ContentBlock] = []
-        seen_ids: set[str] = set()
         for j, block in enumerate(turn):
             at = f"{where}, block {j}"
             if not isinstance(block, dict):

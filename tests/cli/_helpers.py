@@ -269,3 +269,18 @@ def check_invariants(case: CrashCase, *, exact_output: bool = True) -> None:
     assert summary["unknown_receipts"] == len(unknown)
     assert case.resume.returncode == summary["exit_code"] == (5 if unknown else 0), (
         case.resume.returncode, summary, case.resume.stderr)
+
+
+# -- running strata with the no-traceback rule checked ------------------------------------------------------------
+
+def strata(cli: Any, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real `strata`; whatever it exits with, its stderr never carries a traceback."""
+    proc = cli.run(*args, env=env)
+    assert_clean_stderr(proc)
+    return proc
+
+
+def strata_json(cli: Any, *args: str) -> list[dict[str, Any]]:
+    proc = strata(cli, *args)
+    assert proc.returncode == 0, (args, proc.returncode, proc.stderr)
+    return json_lines(proc.stdout)
