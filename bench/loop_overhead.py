@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Mapping
@@ -24,16 +23,14 @@ from typing import Any
 import aiosqlite
 import anyio
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from agent.session import Runtime, start_session  # noqa: E402
-from core.clock import SystemClock  # noqa: E402
-from core.ids import IdFactory  # noqa: E402
-from core.messages import TextBlock, ToolUseBlock  # noqa: E402
-from core.model.scripted import ScriptedModel  # noqa: E402
-from core.policy import PermissionRule  # noqa: E402
-from core.tools import ToolContext, ToolOutput, ToolSpec  # noqa: E402
-from memory import SqliteEventStore  # noqa: E402
+from agent.session import Runtime, start_session
+from core.clock import SystemClock
+from core.ids import IdFactory
+from core.messages import TextBlock, ToolUseBlock
+from core.model.scripted import ScriptedModel
+from core.policy import PermissionRule
+from core.tools import ToolContext, ToolOutput, ToolSpec
+from memory import SqliteEventStore
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
           "additionalProperties": False}

@@ -31,6 +31,8 @@ class InMemoryEventStore:
         self._sessions: dict[str, SessionRecord] = {}
         self._events: dict[str, list[StoredEvent]] = {}
         self._receipts: dict[str, Receipt] = {}
+        self._keys: set[str] = set()
+        self._calls: set[tuple[str, str]] = set()
         self._fail = fail_on_commit
 
     async def close(self) -> None:
@@ -43,16 +45,18 @@ class InMemoryEventStore:
 
     def _apply(self, session_id: str, write: Write, now: datetime) -> list[StoredEvent]:
         # Validate everything first so a failing write leaves nothing behind.
-        keys = {r.idempotency_key for r in self._receipts.values()}
-        ids = set(self._receipts)
-        calls = {(r.session_id, r.call_id) for r in self._receipts.values()}
+        ids: set[str] = set()
+        keys: set[str] = set()
+        calls: set[tuple[str, str]] = set()
         for new in write.new_receipts:
-            if new.id in ids or new.idempotency_key in keys or (session_id, new.call_id) in calls:
+            call = (session_id, new.call_id)
+            if (new.id in self._receipts or new.id in ids or new.idempotency_key in self._keys
+                    or new.idempotency_key in keys or call in self._calls or call in calls):
                 raise PersistError(f"commit failed: receipt for {new.call_id} already exists",
                                    session_id=session_id, path=self.path)
             ids.add(new.id)
             keys.add(new.idempotency_key)
-            calls.add((session_id, new.call_id))
+            calls.add(call)
         for u in write.receipt_updates:
             current = self._receipts.get(u.id)
             if current is None or current.status not in u.expect:
@@ -65,6 +69,8 @@ class InMemoryEventStore:
             stored.append(StoredEvent(session_id=session_id, seq=seq, at=now, turn=turn, event=event))
         log.extend(stored)
         for new in write.new_receipts:
+            self._keys.add(new.idempotency_key)
+            self._calls.add((session_id, new.call_id))
             self._receipts[new.id] = Receipt(
                 id=new.id, session_id=session_id, call_id=new.call_id, tool=new.tool, status="dispatched",
                 idempotency_key=new.idempotency_key, args_sha256=new.args_sha256,

@@ -193,7 +193,8 @@ class SqliteEventStore:
         return await self._transaction(record.id, body)
 
     async def commit(self, session_id: str, write: Write) -> list[StoredEvent]:
-        return await self._transaction(session_id, lambda conn, at, done: self._append(conn, session_id, write, at, done))
+        return await self._transaction(
+            session_id, lambda conn, at, done: self._append(conn, session_id, write, at, done))
 
     async def copy_events(self, source_id: str, target: SessionRecord, upto_seq: int) -> None:
         """Copy a session's state log up to `upto_seq` into a new session (fork)."""

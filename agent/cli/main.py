@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Awaitable, Callable
@@ -89,10 +90,8 @@ async def _drive(live: LiveSession, prompt: str | None, as_json: bool) -> RunOut
     try:
         outcome = await live.run(prompt)
     except BaseException:
-        try:
+        with contextlib.suppress(StrataError):
             await live.release(None)
-        except StrataError:
-            pass
         raise
     await live.release(None)
     if as_json:

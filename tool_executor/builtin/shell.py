@@ -84,6 +84,7 @@ def shell_tools() -> list[ToolSpec]:
                                  "timeout_s": {"type": "number", "exclusiveMinimum": 0,
                                                "maximum": MAX_TIMEOUT_S}},
                   "required": ["command"], "additionalProperties": False},
-                 bash, safety="execute", effect="effectful", primary_arg="command", primary_kind="command", resource_keys=_shell_key,
+                 bash, safety="execute", effect="effectful", primary_arg="command", primary_kind="command",
+                 resource_keys=_shell_key,
                  timeout_s=MAX_TIMEOUT_S + 5),
     ]

@@ -10,7 +10,6 @@ from jsonschema import Draft202012Validator
 from core.tools import ToolSpec
 from tool_executor.verdicts import Deny, Pass, Verdict
 
-
 _PASS = Pass()
 
 
