@@ -97,6 +97,10 @@ def migrate(conn: sqlite3.Connection, path: str, now: str) -> int:
         name, step = MIGRATIONS[index]
         conn.execute("BEGIN IMMEDIATE")
         try:
+            # Another process may have migrated while we waited for the write lock: read the version again.
+            if conn.execute("PRAGMA user_version").fetchone()[0] > index:
+                conn.execute("COMMIT")
+                continue
             step(conn)
             conn.execute("INSERT INTO schema_migrations(name, applied_at) VALUES (?, ?)", (name, now))
             conn.execute(f"PRAGMA user_version = {index + 1}")

@@ -1,8 +1,8 @@
 """A session's write-ahead buffer. Events and receipt changes are staged and committed together, so one
 durable commit carries as much as the guarantees allow:
 
-- a *barrier* (a `BatchProposed`, a new receipt) must be durable before any tool dispatch; `ensure_durable()`
-  commits the buffer if it holds one;
+- a *barrier* (a `BatchProposed`, a new receipt, a finished effect's receipt update) must be durable before
+  any tool dispatch; `ensure_durable()` commits the buffer if it holds one;
 - anything else (a read-only call's result, a denial) may wait for the next commit, because it can be
   recomputed on resume.
 
@@ -46,7 +46,10 @@ class SessionWriter:
         self._barrier = True
 
     def stage_receipt_update(self, update: ReceiptUpdate) -> None:
+        """A finished effect's outcome is a barrier too: it cannot be recomputed, so it is durable before the
+        next tool starts (it usually rides along with that tool's receipt, so this costs no extra commit)."""
         self._pending.receipt_updates.append(update)
+        self._barrier = True
 
     def stage_status(self, status: SessionStatus) -> None:
         self._pending.status = status

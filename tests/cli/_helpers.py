@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tests.conftest import StrataCLI
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -107,6 +109,19 @@ def assert_clean_stderr(*procs: subprocess.CompletedProcess[str]) -> None:
         assert "internal error" not in proc.stderr, f"{proc.args}:\n{proc.stderr}"
 
 
+def strata(cli: StrataCLI, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real `strata`; whatever it exits with, its stderr never carries a traceback."""
+    proc = cli.run(*args, env=env)
+    assert_clean_stderr(proc)
+    return proc
+
+
+def strata_json(cli: StrataCLI, *args: str) -> list[dict[str, Any]]:
+    proc = strata(cli, *args)
+    assert proc.returncode == 0, (args, proc.returncode, proc.stderr)
+    return json_lines(proc.stdout)
+
+
 def error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("strata: error")]
 
@@ -187,21 +202,21 @@ class CrashCase:
         return {r["call_id"]: r["status"] for r in rows}
 
 
-def settle(cases: Sequence[CrashCase], cli: Any) -> None:
+def settle(cases: Sequence[CrashCase], cli: StrataCLI) -> None:
     """After the killed runs: find each session by its workspace, list receipts, resume, show, list again."""
-    by_workspace = {s["workspace"]: s for s in cli.json_lines("sessions", "--json")}
+    by_workspace = {s["workspace"]: s for s in strata_json(cli, "sessions", "--json")}
     for case in cases:
         assert case.run is not None
         assert_clean_stderr(case.run)
         session = by_workspace.get(os.path.realpath(case.workspace))
         assert session is not None, f"{case.name}: no session for {case.workspace}; run stderr: {case.run.stderr}"
         case.session_id = session["id"]
-    receipts = cli.json_lines("receipts", "--json")
+    receipts = strata_json(cli, "receipts", "--json")
     for case in cases:
         case.receipts_before = [r for r in receipts if r["session_id"] == case.session_id]
     parallel(lambda c: setattr(c, "resume", cli.run("resume", c.session_id, "--json")), cases)
-    parallel(lambda c: setattr(c, "show", cli.show(c.session_id)), cases)
-    receipts = cli.json_lines("receipts", "--json")
+    parallel(lambda c: setattr(c, "show", strata_json(cli, "show", c.session_id, "--json")[0]), cases)
+    receipts = strata_json(cli, "receipts", "--json")
     for case in cases:
         case.receipts_after = [r for r in receipts if r["session_id"] == case.session_id]
 
@@ -269,18 +284,3 @@ def check_invariants(case: CrashCase, *, exact_output: bool = True) -> None:
     assert summary["unknown_receipts"] == len(unknown)
     assert case.resume.returncode == summary["exit_code"] == (5 if unknown else 0), (
         case.resume.returncode, summary, case.resume.stderr)
-
-
-# -- running strata with the no-traceback rule checked ------------------------------------------------------------
-
-def strata(cli: Any, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the real `strata`; whatever it exits with, its stderr never carries a traceback."""
-    proc = cli.run(*args, env=env)
-    assert_clean_stderr(proc)
-    return proc
-
-
-def strata_json(cli: Any, *args: str) -> list[dict[str, Any]]:
-    proc = strata(cli, *args)
-    assert proc.returncode == 0, (args, proc.returncode, proc.stderr)
-    return json_lines(proc.stdout)

@@ -23,8 +23,8 @@ import pytest
 from tests.cli._helpers import (
     ALLOW_EFFECTS,
     CrashCase,
-    batches,
     bash_mark,
+    batches,
     call_results,
     check_invariants,
     effect_counts,
@@ -33,6 +33,7 @@ from tests.cli._helpers import (
     parallel,
     script_calls,
     settle,
+    strata_json,
     text,
     tool_use,
 )
@@ -85,10 +86,23 @@ def _check_fault_outcome(case: CrashCase, point: str, n: int) -> None:
     counts = effect_counts(case.workspace)
     rerun = call_results(case.resume_events)
 
+    proposals = [e for e in killed if e["kind"] == "batch_proposed"]
+    completed = [e["batch_id"] for e in killed if e["kind"] == "batch_completed"]
+
+    def in_round(k: int) -> None:
+        """The kill fell inside round k: its batch is the last proposed, every earlier one was completed."""
+        assert len(proposals) == k + 1, (point, n, len(proposals))
+        assert [c["call_id"] for c in proposals[-1]["calls"]] == [c.call_id for c in rounds[k]]
+        assert completed == [p["batch_id"] for p in proposals[:k]]
+
+    def round_of(call_id: str) -> int:
+        (k,) = [k for k, batch in enumerate(rounds) if any(c.call_id == call_id for c in batch)]
+        return k
+
     if point == "after_commit":
+        in_round(n - 1)
         batch = rounds[n - 1]
         assert killed[-1]["kind"] == "batch_proposed"
-        assert [c["call_id"] for c in killed[-1]["calls"]] == [c.call_id for c in batch]
         # The batch commit may carry the first call's receipt (never another's): that call never started, yet
         # looks unknown, which is the safe side (ARCHITECTURE.md section 5). Every other call runs on resume.
         first = batch[0]
@@ -100,14 +114,16 @@ def _check_fault_outcome(case: CrashCase, point: str, n: int) -> None:
         assert all(rerun[c.call_id]["status"] == "ok" for c in batch if c.call_id not in taken)
     elif point == "after_receipt":
         target = effectful[n - 1]
+        in_round(round_of(target.call_id))
         assert before[target.call_id] == "dispatched"
-        assert unknown == {target.call_id}
+        assert unknown == {target.call_id}  # earlier results of the batch shared the receipt's commit
         if target.tool == "bash":
             assert counts[marker(target.call_id)] == 0  # killed before its handler started
         else:
             assert not (case.workspace / target.input["path"]).exists()
     elif point == "after_dispatch":
         target = calls[n - 1]
+        in_round(round_of(target.call_id))
         assert target.call_id not in killed_results
         if target.tool == "bash":
             assert counts[marker(target.call_id)] == 1  # it ran; the kill came after
@@ -116,17 +132,17 @@ def _check_fault_outcome(case: CrashCase, point: str, n: int) -> None:
         else:
             assert target.call_id not in before and rerun[target.call_id]["status"] == "ok"  # re-run on resume
     elif point == "before_batch_completed":
+        in_round(n - 1)
         batch = rounds[n - 1]
-        assert not any(e["kind"] == "batch_completed" and e["batch_id"] == killed[-1]["batch_id"] for e in killed)
         for c in batch:
             if c.tool == "bash":
                 assert counts[marker(c.call_id)] == 1  # every call of the batch ran before the kill
         assert unknown <= {c.call_id for c in batch if c.effectful}
     elif point == "after_batch_completed":
-        batch = rounds[n - 1]
+        assert len(proposals) == n and completed == [p["batch_id"] for p in proposals]
         assert killed[-1]["kind"] == "batch_completed"
-        assert set(killed_results) >= {c.call_id for c in batch}
-        assert unknown == set()
+        assert set(killed_results) == {c.call_id for batch in rounds[:n] for c in batch}
+        assert unknown == set() and "dispatched" not in before.values()
     else:
         raise AssertionError(point)
 
@@ -136,7 +152,7 @@ def fault_cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CrashCase
     base = tmp_path_factory.mktemp("crash-faults")
     cli = StrataCLI(base / "home", base)
     script = write_script(base / "script.json", CRASH_SCRIPT)
-    assert cli.json_lines("sessions", "--json") == []  # creates the database before the parallel runs
+    assert strata_json(cli, "sessions", "--json") == []  # creates the database before the parallel runs
     cases = {f"{p}:{n}": _new_case(base, f"{p}-{n}", CRASH_SCRIPT) for p, n in FAULTS}
     parallel(lambda item: _run_with_fault(cli, script, item[1], item[0]), list(cases.items()))
     settle(list(cases.values()), cli)
@@ -153,17 +169,22 @@ def test_sigkill_at_fault_point_then_resume(fault_cases: dict[str, CrashCase], f
     check_invariants(case)
 
 
-def test_sigkill_after_dispatch_of_read_only_call_behind_an_effect(cli: StrataCLI, tmp_path: Path) -> None:
-    """Killed after a read-only call that follows an effect whose result was not committed yet: that effect is
-    unknown. (A quick case outside FAULTS, so `-m "not slow"` still kills and resumes one real run.)"""
+def test_finished_effect_is_kept_when_killed_during_a_following_read_only_call(cli: StrataCLI, tmp_path: Path) -> None:
+    """An effect that finished before the kill keeps its result even if a read-only call ran at the kill."""
+    # Bash c0_3 finishes, then list_dir c0_4 is dispatched and the process is killed. c0_3's effect certainly
+    # happened and the runtime had its result before dispatching anything else, so "a crash keeps finished
+    # results" (ARCHITECTURE.md section 3, Observe) needs that result durable before the next dispatch: c0_3 must
+    # be `done`, not `unknown`. (A quick case outside FAULTS, so `-m "not slow"` still kills and resumes a run.)
     script = write_script(tmp_path / "script.json", CRASH_SCRIPT)
     case = _new_case(tmp_path, "quick", CRASH_SCRIPT)
     _run_with_fault(cli, script, case, "after_dispatch:5")  # c0_4 (list_dir), right after bash c0_3
     settle([case], cli)
     _check_fault_outcome(case, "after_dispatch", 5)
     check_invariants(case)
-    assert case.receipt_status("after")["c0_3"] == "unknown"
     assert effect_counts(case.workspace)[marker("c0_3")] == 1
+    kept = sorted(call_results(case.killed_events))
+    assert "c0_3" in kept, f"the finished effect's result was not committed before the next dispatch: {kept}"
+    assert case.receipt_status("after")["c0_3"] == "done"
 
 
 # -- kills at random moments ------------------------------------------------------------------------------------
@@ -227,7 +248,7 @@ def test_sigkill_at_random_moments_then_resume(tmp_path: Path) -> None:
     rng = random.Random(RANDOM_SEED)
     cli = StrataCLI(tmp_path / "home", tmp_path)
     script = write_script(tmp_path / "script.json", RANDOM_SCRIPT)
-    assert cli.json_lines("sessions", "--json") == []
+    assert strata_json(cli, "sessions", "--json") == []
     items = [_Killed(_new_case(tmp_path, f"random-{i}", RANDOM_SCRIPT), rng.uniform(0, MAX_DELAY_S))
              for i in range(RANDOM_RUNS)]
     parallel(lambda item: _run_and_kill(cli, script, item), items)

@@ -20,6 +20,8 @@ from tests.cli._helpers import (
     assert_clean_stderr,
     check_pairing,
     error_lines,
+    strata,
+    strata_json,
     text,
     tool_use,
 )
@@ -40,10 +42,10 @@ def _script(tmp_path: Path) -> Path:
 @pytest.fixture
 def session(cli: StrataCLI, workspace: Path, tmp_path: Path) -> Iterator[str]:
     """A completed headless session whose next turn is the long command; the command is killed afterwards."""
-    proc = cli.run("run", "--model", f"script:{_script(tmp_path)}", "--workspace", str(workspace), *ALLOW_EFFECTS,
+    proc = strata(cli, "run", "--model", f"script:{_script(tmp_path)}", "--workspace", str(workspace), *ALLOW_EFFECTS,
                    "start")
     assert proc.returncode == 0, proc.stderr
-    (row,) = cli.json_lines("sessions", "--json")
+    (row,) = strata_json(cli, "sessions", "--json")
     try:
         yield row["id"]
     finally:
@@ -61,7 +63,7 @@ def _kill_sleeper(pid_file: Path) -> None:
 
 
 def _row(cli: StrataCLI, session_id: str) -> dict[str, Any]:
-    (row,) = [r for r in cli.json_lines("sessions", "--json") if r["id"] == session_id]
+    (row,) = [r for r in strata_json(cli, "sessions", "--json") if r["id"] == session_id]
     return row
 
 
@@ -94,10 +96,10 @@ def _assert_recovered(cli: StrataCLI, session_id: str, third: subprocess.Complet
     """The third process took the dead owner's lease and finished the session; the killed call is unknown."""
     assert_clean_stderr(third)
     assert "is active" not in third.stderr
-    unknown = cli.json_lines("receipts", session_id, "--status", "unknown", "--json")
+    unknown = strata_json(cli, "receipts", session_id, "--status", "unknown", "--json")
     assert [r["call_id"] for r in unknown] == ["call_sleep"]  # dispatched when its owner died: never re-run
     assert third.returncode == 5, (third.returncode, third.stdout, third.stderr)
-    view = cli.show(session_id)
+    (view,) = strata_json(cli, "show", session_id, "--json")
     assert view["session"]["ended"] == "completed" and view["session"]["lease_owner"] is None
     results = check_pairing(view["messages"])
     assert results["call_sleep"]["is_error"] and "unknown" in results["call_sleep"]["content"].lower()
@@ -111,7 +113,7 @@ def test_second_resume_is_refused_while_the_first_is_active_then_a_third_recover
     try:
         active = _wait_active(cli, session, first)
         assert active["lease_owner"]["pid"] == first.pid
-        second = cli.run("resume", session, "me too")
+        second = strata(cli, "resume", session, "me too")
         _assert_refused(second, session, first.pid)
         # The refused process changed nothing: the first still runs and still holds the lease.
         assert first.poll() is None
@@ -121,10 +123,9 @@ def test_second_resume_is_refused_while_the_first_is_active_then_a_third_recover
         killed = _kill(first)
     assert killed.returncode == -signal.SIGKILL
     assert _row(cli, session)["status"] != "active"  # a dead owner's lease does not count as active
-    _assert_recovered(cli, session, cli.run("resume", session))
+    _assert_recovered(cli, session, strata(cli, "resume", session))
 
 
-@pytest.mark.slow
 def test_two_resumes_started_together_one_proceeds(cli: StrataCLI, session: str) -> None:
     """Two resumes racing for the same session: exactly one takes the lease, the other exits 1 (is active)."""
     procs = [cli.popen("resume", session, f"racer {i}") for i in range(2)]
@@ -143,4 +144,4 @@ def test_two_resumes_started_together_one_proceeds(cli: StrataCLI, session: str)
     finally:
         for p in procs:
             _kill(p)
-    _assert_recovered(cli, session, cli.run("resume", session))
+    _assert_recovered(cli, session, strata(cli, "resume", session))
