@@ -7,12 +7,17 @@ times and their ratio, and flatness with session length, ending with one line:
 
     overhead_ratio=<float> commits_per_effectful_call=<float>
 
-Usage: python bench/loop_overhead.py [--batches N] [--k K] [--rounds R] [--long-events E]
+Both databases are kept across rounds and warmed up first, so both are measured in the same steady state.
+Flatness compares, in the same database and alternating, calls in a session ~200 events long with calls in one
+~10,000 events long.
+
+Usage: python bench/loop_overhead.py [--batches N] [--k K] [--rounds R] [--window W] [--long-events E]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import tempfile
 import time
@@ -23,7 +28,7 @@ from typing import Any
 import aiosqlite
 import anyio
 
-from agent.session import Runtime, start_session
+from agent.session import Runtime, resume_session, start_session
 from core.clock import SystemClock
 from core.ids import IdFactory
 from core.messages import TextBlock, ToolUseBlock
@@ -54,13 +59,13 @@ RULES = [PermissionRule(action="allow", tool="noop_write")]
 def _turns(batches: int, k: int, tool: str) -> list[tuple[Any, ...]]:
     turns = []
     for b in range(batches):
-        turns.append(tuple(ToolUseBlock(id=f"toolu_{b}_{j}", name=tool, input={"n": j}) for j in range(k)))
+        turns.append(tuple(ToolUseBlock(id=f"toolu_{b:06d}_{j:02d}", name=tool, input={"n": j}) for j in range(k)))
     turns.append((TextBlock(text="done"),))
     return turns
 
 
 class _TimedModel(ScriptedModel):
-    """Records when each turn is requested, so per-batch times can be read off a single long run."""
+    """Records when each turn is requested, so per-batch times can be read off a run."""
 
     def __init__(self, turns: list[tuple[Any, ...]]) -> None:
         super().__init__(turns, name="bench")
@@ -71,85 +76,130 @@ class _TimedModel(ScriptedModel):
         return await super().complete(request)
 
 
-async def run_session(db: Path, batches: int, k: int, tool: str) -> tuple[float, int, _TimedModel, int]:
-    """One session of `batches` batches of `k` calls. Returns (seconds, commits, model, events)."""
-    clock = SystemClock()
-    store = await SqliteEventStore.open(db, durability="full", clock=clock)
-    rt = Runtime(store=store, clock=clock, ids=IdFactory(clock), tools=TOOLS)
-    model = _TimedModel(_turns(batches, k, tool))
-    workspace = db.parent
-    try:
-        live = await start_session(rt, model=model, workspace=workspace, mode="headless", rules=RULES,
+def _segments(*sizes: int, k: int) -> list[tuple[Any, ...]]:
+    """A script of several runs: `sizes[i]` batches of k effectful calls, then a final text, and so on.
+    Each `resume ID PROMPT` plays the next segment (turn k is answered by entry k)."""
+    turns: list[tuple[Any, ...]] = []
+    for size in sizes:
+        base = len(turns)
+        turns += [tuple(ToolUseBlock(id=f"toolu_{base + b:06d}_{j:02d}", name="noop_write", input={"n": j})
+                        for j in range(k)) for b in range(size)]
+        turns.append((TextBlock(text="done"),))
+    return turns
+
+
+class Bench:
+    """One durable store for the runtime and one raw database for the floor, both kept across rounds so that
+    both are measured in the same steady state (WAL checkpoints included), not one fresh and one aged."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+
+    async def __aenter__(self) -> Bench:
+        clock = SystemClock()
+        self.store = await SqliteEventStore.open(self.tmp / "strata.db", durability="full", clock=clock)
+        self.rt = Runtime(store=self.store, clock=clock, ids=IdFactory(clock), tools=TOOLS)
+        self.raw = await aiosqlite.connect(str(self.tmp / "raw.db"))
+        await self.raw.execute("PRAGMA journal_mode=WAL")
+        await self.raw.execute("PRAGMA synchronous=FULL")
+        await self.raw.execute("CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, payload TEXT)")
+        await self.raw.commit()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.raw.close()
+        await self.store.close()
+
+    async def session(self, batches: int, k: int, tool: str) -> tuple[float, int]:
+        """A new session of `batches` batches of k calls. Returns (seconds in the loop, commits for calls)."""
+        model = _TimedModel(_turns(batches, k, tool))
+        live = await start_session(self.rt, model=model, workspace=self.tmp, mode="headless", rules=RULES,
                                    prompt="bench", max_turns=batches + 5)
-        before = store.commits
+        before = self.store.commits
         t0 = time.perf_counter()
         outcome = await live.loop.run()
         elapsed = time.perf_counter() - t0
+        commits = self.store.commits - before - 1  # the closing commit (answer, verify, end) is no call's
+        await live.release(None)
         assert outcome.status == "completed", outcome
-        commits = store.commits - before - 1  # the final commit (answer + verify + end) is not a tool call's
-        events = live.state.last_seq
-    finally:
-        await store.close()
-    return elapsed, commits, model, events
+        return elapsed, commits
 
-
-async def raw_commits(db: Path, n: int) -> float:
-    """The floor: n aiosqlite commits, WAL + synchronous=FULL, each one small insert."""
-    conn = await aiosqlite.connect(str(db), isolation_level=None)
-    try:
-        await conn.execute("PRAGMA journal_mode=WAL")
-        await conn.execute("PRAGMA synchronous=FULL")
-        await conn.execute("CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, payload TEXT)")
+    async def raw_commits(self, n: int) -> float:
+        """The floor: n aiosqlite commits, WAL + synchronous=FULL, each one small insert and commit()."""
         payload = "x" * 300
         t0 = time.perf_counter()
         for _ in range(n):
-            await conn.execute("BEGIN")
-            await conn.execute("INSERT INTO t(payload) VALUES (?)", (payload,))
-            await conn.execute("COMMIT")
+            await self.raw.execute("INSERT INTO t(payload) VALUES (?)", (payload,))
+            await self.raw.commit()
         return time.perf_counter() - t0
-    finally:
-        await conn.close()
+
+    async def play(self, session_id: str | None, model: _TimedModel, first: bool) -> tuple[str, list[float]]:
+        """Run the next segment of a segmented script (a new session, or a resume). Returns per-batch times."""
+        start = len(model.stamps)
+        if session_id is None:
+            live = await start_session(self.rt, model=model, workspace=self.tmp, mode="headless", rules=RULES,
+                                       prompt="bench", max_turns=10**6)
+            await live.loop.run()
+        else:
+            live = await resume_session(self.rt, session_id, model=model, rules=[])
+            await live.loop.run("more")
+        await live.release(None)
+        stamps = model.stamps[start:]
+        return live.id, [b - a for a, b in itertools.pairwise(stamps)]
 
 
 async def main(args: argparse.Namespace) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="strata-bench-"))
     print(f"strata loop overhead benchmark (durable: WAL, synchronous=FULL) in {tmp}")
+    k = args.k
+    async with Bench(tmp) as bench:
+        # Read-only batches: commits per batch.
+        _, ro_commits = await bench.session(50, 8, "noop_read")
+        print(f"read-only batches of 8 calls: {ro_commits / 50:.2f} commits per batch")
 
-    # Read-only batches: commits per batch.
-    _, ro_commits, _, _ = await run_session(tmp / "ro.db", 50, 8, "noop_read")
-    print(f"read-only batches of 8 calls: {ro_commits / 50:.2f} commits per batch")
+        # Warm both databases up (untimed), then alternate rounds of runtime and raw floor.
+        _, commits = await bench.session(args.batches, k, "noop_write")
+        await bench.raw_commits(commits)
+        ratios, per_call, floor_per_commit, cpc = [], [], [], []
+        for _ in range(args.rounds):
+            secs, commits = await bench.session(args.batches, k, "noop_write")
+            raw = await bench.raw_commits(commits)
+            calls = args.batches * k
+            per_call.append(secs / calls)
+            floor_per_commit.append(raw / commits)
+            cpc.append(commits / calls)
+            ratios.append((secs / calls) / ((raw / commits) * (commits / calls)))
+        commits_per_call = statistics.median(cpc)
+        ratio = statistics.median(ratios)
+        floor = statistics.median(floor_per_commit)
+        print(f"effectful batches of k={k}: {commits_per_call:.3f} commits per call (target (k+1)/k = "
+              f"{(k + 1) / k:.3f})")
+        print(f"runtime per effectful call: {statistics.median(per_call) * 1e3:.3f} ms "
+              f"(median of {args.rounds} rounds)")
+        print(f"raw aiosqlite FULL commit:  {floor * 1e3:.3f} ms; floor per call = "
+              f"{floor * commits_per_call * 1e3:.3f} ms")
+        print(f"overhead ratio per round: {', '.join(f'{x:.2f}' for x in ratios)}")
 
-    # Effectful batches, alternating with the raw floor.
-    ratios, per_call, floor_per_commit, cpc = [], [], [], []
-    for r in range(args.rounds):
-        secs, commits, _, _ = await run_session(tmp / f"fx{r}.db", args.batches, args.k, "noop_write")
-        calls = args.batches * args.k
-        raw = await raw_commits(tmp / f"raw{r}.db", commits)
-        per_call.append(secs / calls)
-        floor_per_commit.append(raw / commits)
-        cpc.append(commits / calls)
-        ratios.append((secs / calls) / ((raw / commits) * (commits / calls)))
-    commits_per_call = statistics.median(cpc)
-    ratio = statistics.median(ratios)
-    print(f"effectful batches of k={args.k}: {commits_per_call:.3f} commits per call (target (k+1)/k = "
-          f"{(args.k + 1) / args.k:.3f})")
-    print(f"runtime per effectful call: {statistics.median(per_call) * 1e3:.3f} ms (median of {args.rounds} rounds)")
-    print(f"raw aiosqlite FULL commit:  {statistics.median(floor_per_commit) * 1e3:.3f} ms; floor per call = "
-          f"{statistics.median(floor_per_commit) * commits_per_call * 1e3:.3f} ms")
-    print(f"overhead ratio per round: {', '.join(f'{x:.2f}' for x in ratios)}")
-
-    # Flatness: per-batch time early in a long session vs at its end.
-    batches = max(50, args.long_events // (args.k + 2))
-    secs, _, model, events = await run_session(tmp / "long.db", batches, args.k, "noop_write")
-    gaps = [b - a for a, b in zip(model.stamps, model.stamps[1:], strict=False)]
-    per_batch_events = args.k + 2
-    early_start = max(0, 200 // per_batch_events)
-    window = min(200, len(gaps) // 4)
-    early = statistics.median(gaps[early_start:early_start + window])
-    late = statistics.median(gaps[-window:])
-    print(f"long session: {events} events; per call at ~{early_start * per_batch_events} events "
-          f"{early / args.k * 1e3:.3f} ms, at ~{events} events {late / args.k * 1e3:.3f} ms; "
-          f"late/early = {late / early:.3f}")
+        # Flatness: per-call cost in a session ~10,000 events long vs one ~200 events long, same database,
+        # alternating so that both meet the same database state.
+        per_batch = k + 2
+        fill_long = args.long_events // per_batch
+        fill_short = 200 // per_batch
+        window = args.window
+        long_model = _TimedModel(_segments(fill_long, *([window] * args.rounds), k=k))
+        long_id, _ = await bench.play(None, long_model, True)
+        early, late = [], []
+        for _ in range(args.rounds):
+            short_model = _TimedModel(_segments(fill_short, window, k=k))
+            short_id, _ = await bench.play(None, short_model, True)
+            _, gaps = await bench.play(short_id, short_model, False)
+            early += gaps
+            _, gaps = await bench.play(long_id, long_model, False)
+            late += gaps
+        long_events = (await bench.store.read_events(long_id))[-1].seq
+        e, lt = statistics.median(early) / k, statistics.median(late) / k
+        print(f"per call in a session at ~200 events: {e * 1e3:.3f} ms; at ~{long_events} events: {lt * 1e3:.3f} ms;"
+              f" ratio {lt / e:.3f}")
     print(f"overhead_ratio={ratio:.3f} commits_per_effectful_call={commits_per_call:.3f}")
 
 
@@ -158,5 +208,6 @@ if __name__ == "__main__":
     parser.add_argument("--batches", type=int, default=300)
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--window", type=int, default=100, help="batches timed per flatness sample")
     parser.add_argument("--long-events", type=int, default=10_000)
     anyio.run(main, parser.parse_args())

@@ -21,8 +21,7 @@ def sha256_json(value: Any) -> str:
 
 
 def idempotency_key(session_id: str, call_id: str, args_sha256: str) -> str:
-    """Stable across resume and fork: derived only from the session, the call and its arguments. It starts
-    with the (time-ordered) session id so that stored keys sort by session, and stays short enough for any
-    external API's idempotency header."""
-    digest = sha256_text(call_id + "\x1f" + args_sha256)[:32]
-    return f"{session_id}.{digest}"
+    """Stable across resume and fork: derived only from the session, the call and its arguments. It reads
+    `<session>:<call>:<args digest prefix>`, so stored keys sort by session (session ids are time-ordered) and
+    a person can tell which call it guards."""
+    return f"{session_id}:{call_id}:{args_sha256[:16]}"

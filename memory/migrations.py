@@ -26,7 +26,8 @@ def _m001_initial(conn: sqlite3.Connection) -> None:
     for statement in _statements(
         """
         CREATE TABLE sessions (
-            id TEXT PRIMARY KEY,
+            num INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
             created_at TEXT NOT NULL,
             updated_at TEXT NOT NULL,
             mode TEXT NOT NULL,
@@ -42,20 +43,24 @@ def _m001_initial(conn: sqlite3.Connection) -> None:
             lease_proc_start TEXT,
             lease_expires TEXT
         );
+        -- The state log. `key` is (session num << 40) | seq: one b-tree, clustered by session then seq, whose
+        -- primary key is the (session, seq) uniqueness guard, so an append dirties one leaf page and no index.
         CREATE TABLE events (
-            session_id TEXT NOT NULL REFERENCES sessions(id),
+            key INTEGER PRIMARY KEY,
             seq INTEGER NOT NULL,
             kind TEXT NOT NULL,
             at TEXT NOT NULL,
             turn INTEGER NOT NULL,
             payload TEXT NOT NULL,
-            schema_version INTEGER NOT NULL,
-            PRIMARY KEY (session_id, seq)
-        ) WITHOUT ROWID;
+            schema_version INTEGER NOT NULL
+        );
+        CREATE VIEW session_events AS
+            SELECT s.id AS session_id, e.seq, e.kind, e.at, e.turn, e.payload, e.schema_version
+            FROM events e JOIN sessions s ON e.key >> 40 = s.num;
         CREATE TABLE receipts (
+            id TEXT PRIMARY KEY,
             session_id TEXT NOT NULL,
             call_id TEXT NOT NULL,
-            id TEXT NOT NULL UNIQUE,
             tool TEXT NOT NULL,
             status TEXT NOT NULL,
             idempotency_key TEXT NOT NULL UNIQUE,
@@ -65,12 +70,13 @@ def _m001_initial(conn: sqlite3.Connection) -> None:
             updated_at TEXT NOT NULL,
             outcome_sha256 TEXT,
             note TEXT,
-            reconciled_by TEXT,
-            PRIMARY KEY (session_id, call_id)
+            reconciled_by TEXT
         ) WITHOUT ROWID;
         -- Every b-tree a commit touches is another page in the WAL, so there are no more indexes than the
-        -- guarantees need, and their keys are time-ordered (uuid7 session ids lead them) so that inserts land on
-        -- the rightmost pages instead of dirtying random ones.
+        -- guarantees need, and their keys are time-ordered (receipt ids are uuid7; idempotency keys start with
+        -- the uuid7 session id and the call id) so that inserts land on the rightmost pages instead of dirtying
+        -- random ones. One receipt per call follows from the key: it is derived from session, call and
+        -- arguments, and a call's arguments never change.
         -- The state log is append-only: the database itself refuses edits and deletes.
         CREATE TRIGGER events_no_update BEFORE UPDATE ON events
             BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;

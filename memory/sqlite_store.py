@@ -30,12 +30,14 @@ from memory.records import (
 from memory.store import LivenessCheck
 
 T = TypeVar("T")
+SEQ_BITS = 40
+SEQ_MASK = (1 << SEQ_BITS) - 1
 Durability = Literal["full", "normal"]
 
 # `updated_at` is read as the later of the row's own stamp and the session's last event, so that a commit does not
 # have to touch the sessions row (one page fewer in the WAL per commit).
-_SESSION_SELECT = ("id, created_at, MAX(updated_at, COALESCE((SELECT at FROM events e WHERE e.session_id = sessions.id "
-                   "ORDER BY seq DESC LIMIT 1), '')), mode, workspace, model, title, parent_id, fork_seq, status, "
+_SESSION_SELECT = ("id, created_at, MAX(updated_at, COALESCE((SELECT at FROM events e WHERE e.key BETWEEN "
+                   "sessions.num << 40 AND (sessions.num << 40) | 1099511627775 ORDER BY e.key DESC LIMIT 1), '')), mode, workspace, model, title, parent_id, fork_seq, status, "
                    "lease_token, lease_pid, lease_host, lease_proc_start, lease_expires")
 _SESSION_COLS = ("id, created_at, updated_at, mode, workspace, model, title, parent_id, fork_seq, status, "
                  "lease_token, lease_pid, lease_host, lease_proc_start, lease_expires")
@@ -53,6 +55,7 @@ class SqliteEventStore:
         self.path = path
         self._clock = clock
         self._last_seq: dict[str, int] = {}
+        self._nums: dict[str, int] = {}
         self.commits = 0
 
     @classmethod
@@ -105,22 +108,32 @@ class SqliteEventStore:
 
     # -- writes --------------------------------------------------------------------------------------------
 
+    def _num(self, conn: sqlite3.Connection, session_id: str) -> int:
+        num = self._nums.get(session_id)
+        if num is None:
+            row = conn.execute("SELECT num FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            if row is None:
+                raise sqlite3.IntegrityError(f"no session {session_id}")
+            num = self._nums[session_id] = row[0]
+        return num
+
     def _append(self, conn: sqlite3.Connection, session_id: str, write: Write, at: str,
                 committed: list[Callable[[], None]]) -> list[StoredEvent]:
+        base = self._num(conn, session_id) << SEQ_BITS
         seq = self._last_seq.get(session_id)
         if seq is None:
-            seq = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?",
-                               (session_id,)).fetchone()[0]
+            seq = conn.execute("SELECT COALESCE(MAX(key), ?) FROM events WHERE key BETWEEN ? AND ?",
+                               (base, base, base | SEQ_MASK)).fetchone()[0] & SEQ_MASK
         rows = []
         stored = []
         at_dt = datetime.fromisoformat(at)
         for event, turn in write.events:
             seq += 1
-            rows.append((session_id, seq, event.kind, at, turn, event.model_dump_json(), SCHEMA_VERSION))
+            rows.append((base | seq, seq, event.kind, at, turn, event.model_dump_json(), SCHEMA_VERSION))
             stored.append(StoredEvent.model_construct(session_id=session_id, seq=seq, at=at_dt, turn=turn,
                                                       event=event))
         if rows:
-            conn.executemany("INSERT INTO events(session_id, seq, kind, at, turn, payload, schema_version) "
+            conn.executemany("INSERT INTO events(key, seq, kind, at, turn, payload, schema_version) "
                              "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
         if write.new_receipts:
             conn.executemany(
@@ -164,6 +177,7 @@ class SqliteEventStore:
                     conn.execute("ROLLBACK")
                 if session_id is not None:
                     self._last_seq.pop(session_id, None)
+                    self._nums.pop(session_id, None)
                 raise
             for callback in committed:
                 callback()
@@ -188,6 +202,7 @@ class SqliteEventStore:
                  record.fork_seq, record.status, lease and lease.token, lease and lease.pid,
                  lease and lease.host, lease and lease.proc_start, lease and iso(lease.expires_at)))
             self._last_seq.pop(record.id, None)
+            self._nums.pop(record.id, None)
             return self._append(conn, record.id, first, at, committed)
 
         return await self._transaction(record.id, body)
@@ -204,10 +219,12 @@ class SqliteEventStore:
                 "NULL, NULL)",
                 (target.id, at, at, target.mode, target.workspace, target.model, target.title, target.parent_id,
                  target.fork_seq, target.status))
+            source = self._num(conn, source_id) << SEQ_BITS
+            target_base = self._num(conn, target.id) << SEQ_BITS
             conn.execute(
-                "INSERT INTO events(session_id, seq, kind, at, turn, payload, schema_version) "
-                "SELECT ?, seq, kind, at, turn, payload, schema_version FROM events "
-                "WHERE session_id = ? AND seq <= ?", (target.id, source_id, upto_seq))
+                "INSERT INTO events(key, seq, kind, at, turn, payload, schema_version) "
+                "SELECT ? | seq, seq, kind, at, turn, payload, schema_version FROM events "
+                "WHERE key > ? AND key <= ?", (target_base, source, source | min(upto_seq, SEQ_MASK)))
 
         await self._transaction(target.id, body)
 
@@ -275,9 +292,14 @@ class SqliteEventStore:
     async def read_events(self, session_id: str, after_seq: int = 0,
                           upto_seq: int | None = None) -> list[StoredEvent]:
         def fn(conn: sqlite3.Connection) -> list[Any]:
+            try:
+                base = self._num(conn, session_id) << SEQ_BITS
+            except sqlite3.IntegrityError:
+                return []
+            upto = SEQ_MASK if upto_seq is None else max(0, min(upto_seq, SEQ_MASK))
             return conn.execute(
-                "SELECT seq, at, turn, payload FROM events WHERE session_id = ? AND seq > ? AND seq <= ? "
-                "ORDER BY seq", (session_id, after_seq, upto_seq if upto_seq is not None else 2**62)).fetchall()
+                "SELECT seq, at, turn, payload FROM events WHERE key > ? AND key <= ? ORDER BY key",
+                (base | max(0, after_seq), base | upto)).fetchall()
 
         rows = await self._read(fn)
         return [StoredEvent(session_id=session_id, seq=seq, at=datetime.fromisoformat(at), turn=turn,
