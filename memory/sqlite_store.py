@@ -37,7 +37,8 @@ Durability = Literal["full", "normal"]
 # `updated_at` is read as the later of the row's own stamp and the session's last event, so that a commit does not
 # have to touch the sessions row (one page fewer in the WAL per commit).
 _SESSION_SELECT = ("id, created_at, MAX(updated_at, COALESCE((SELECT at FROM events e WHERE e.key BETWEEN "
-                   "sessions.num << 40 AND (sessions.num << 40) | 1099511627775 ORDER BY e.key DESC LIMIT 1), '')), mode, workspace, model, title, parent_id, fork_seq, status, "
+                   "sessions.num << 40 AND (sessions.num << 40) | 1099511627775 ORDER BY e.key DESC LIMIT 1), "
+                   "'')), mode, workspace, model, title, parent_id, fork_seq, status, "
                    "lease_token, lease_pid, lease_host, lease_proc_start, lease_expires")
 _SESSION_COLS = ("id, created_at, updated_at, mode, workspace, model, title, parent_id, fork_seq, status, "
                  "lease_token, lease_pid, lease_host, lease_proc_start, lease_expires")
