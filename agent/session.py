@@ -130,9 +130,12 @@ async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mo
     return live
 
 
-async def resume_session(rt: Runtime, session_id: str, *, model: ModelAdapter | Callable[[str], ModelAdapter],
-                         rules: list[PermissionRule], observer: Observer | None = None) -> LiveSession:
-    """Take the lease (or fail with SessionActive), fold the log, record the resume."""
+async def resume_session(rt: Runtime, session_id: str, *, rules: list[PermissionRule],
+                         model: ModelAdapter | None = None,
+                         model_factory: Callable[[str], ModelAdapter] | None = None,
+                         observer: Observer | None = None) -> LiveSession:
+    """Take the lease (or fail with SessionActive), fold the log, record the resume. The model is `model`, or
+    `model_factory` applied to the model the session recorded."""
     holder = new_holder(rt.ids.uuid7(), rt.clock)
     await rt.store.acquire_lease(session_id, holder, make_liveness(rt.clock), rt.clock.now())
     try:
@@ -142,8 +145,10 @@ async def resume_session(rt: Runtime, session_id: str, *, model: ModelAdapter | 
         except FoldError as exc:
             raise StrataError(f"session {session_id} has an inconsistent log: {exc}",
                               hint="the log was left untouched; report this with `strata show`") from None
-        if callable(model) and not hasattr(model, "complete"):
-            model = model(state.model)  # a factory: rebuild the session's recorded model
+        if model is None:
+            if model_factory is None:
+                raise UsageError("no model to resume with")
+            model = model_factory(state.model)
         plan = rt.plan(state.mode)
         live = LiveSession(rt, state, holder, _loop(rt, state, model, plan, observer))
         open_batch = state.open_batch.batch_id if state.open_batch else None

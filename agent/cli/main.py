@@ -152,8 +152,9 @@ def resume(session_id: str, prompt: str | None, model_spec: str | None, allow: t
 
     async def main() -> RunOutcome:
         async with runtime(settings) as rt:
-            model = model_from_spec(model_spec) if model_spec else model_from_spec
-            live = await resume_session(rt, session_id, model=model, rules=rules, observer=_observer(as_json))
+            model = model_from_spec(model_spec) if model_spec else None
+            live = await resume_session(rt, session_id, model=model, model_factory=model_from_spec, rules=rules,
+                                        observer=_observer(as_json))
             return await _drive(live, prompt, as_json)
 
     sys.exit(_run(main).exit_code)
