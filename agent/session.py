@@ -133,7 +133,7 @@ async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mo
 async def resume_session(rt: Runtime, session_id: str, *, rules: list[PermissionRule],
                          model: ModelAdapter | None = None,
                          model_factory: Callable[[str], ModelAdapter] | None = None,
-                         observer: Observer | None = None) -> LiveSession:
+                         max_turns: int | None = None, observer: Observer | None = None) -> LiveSession:
     """Take the lease (or fail with SessionActive), fold the log, record the resume. The model is `model`, or
     `model_factory` applied to the model the session recorded."""
     holder = new_holder(rt.ids.uuid7(), rt.clock)
@@ -152,10 +152,12 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
         plan = rt.plan(state.mode)
         live = LiveSession(rt, state, holder, _loop(rt, state, model, plan, observer))
         open_batch = state.open_batch.batch_id if state.open_batch else None
-        live.loop.writer.stage(SessionResumed(plan_digest=plan.digest, open_batch_id=open_batch), state.turn)
+        live.loop.writer.stage(SessionResumed(plan_digest=plan.digest, open_batch_id=open_batch,
+                                              max_turns=max_turns), state.turn)
         if rules:
             live.loop.writer.stage(RulesAdded(rules=tuple(rules)), state.turn)
-            await live.loop.writer.flush()  # applied to state now: an open batch re-checks with them
+        # Applied to state now: an open batch is re-checked with the new rules, and the new limit holds.
+        await live.loop.writer.flush()
         return live
     except BaseException:
         with anyio.CancelScope(shield=True):

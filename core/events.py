@@ -101,6 +101,8 @@ class SessionResumed(_Event):
     kind: Literal["session_resumed"] = "session_resumed"
     plan_digest: str
     open_batch_id: str | None = None
+    max_turns: int | None = None
+    """A new turn limit given on resume (`strata resume --max-turns`); None keeps the current one."""
 
 
 class TurnVerified(_Event):

@@ -163,6 +163,8 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
         case SessionResumed():
             state.counters.resumes += 1
             state.plan_digest = ev.plan_digest
+            if ev.max_turns is not None:
+                state.max_turns = ev.max_turns
             state.ended = None
         case TurnVerified():
             state.counters.verified_turns += 1

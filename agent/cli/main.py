@@ -143,9 +143,11 @@ def run(model_spec: str | None, workspace: Path, allow: tuple[str, ...], deny: t
 @click.option("--model", "model_spec", metavar="M", help="Override the session's recorded model.")
 @_allow
 @_deny
+@click.option("--max-turns", type=click.IntRange(min=1), default=None,
+              help="A new limit on the session's total model turns (to continue an incomplete session).")
 @_json
 def resume(session_id: str, prompt: str | None, model_spec: str | None, allow: tuple[str, ...],
-           deny: tuple[str, ...], as_json: bool) -> None:
+           deny: tuple[str, ...], max_turns: int | None, as_json: bool) -> None:
     """Resume session SESSION_ID by id, optionally with a new PROMPT."""
     settings = _settings()
     rules = _rules(allow, deny)
@@ -154,7 +156,7 @@ def resume(session_id: str, prompt: str | None, model_spec: str | None, allow: t
         async with runtime(settings) as rt:
             model = model_from_spec(model_spec) if model_spec else None
             live = await resume_session(rt, session_id, model=model, model_factory=model_from_spec, rules=rules,
-                                        observer=_observer(as_json))
+                                        max_turns=max_turns, observer=_observer(as_json))
             return await _drive(live, prompt, as_json)
 
     sys.exit(_run(main).exit_code)

@@ -247,6 +247,26 @@ def test_turn_limit_exits_3_incomplete(cli: StrataCLI, workspace: Path, tmp_path
     assert row["status"] == "incomplete"
 
 
+def test_resume_with_a_higher_turn_limit_continues_an_incomplete_session(
+        cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    """An incomplete session stays incomplete on a plain resume; `resume --max-turns N` lets it finish."""
+    (workspace / "a.txt").write_text("a\n")
+    script = write_script(tmp_path / "script.json",
+                          [[tool_use(f"t{k}", "read_file", path="a.txt")] for k in range(3)])
+    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--max-turns", "1",
+                 "--json", "keep going")
+    assert run.returncode == 3, run.stderr
+    sid = result_line(run.stdout)["session_id"]
+    again = strata(cli, "resume", sid, "--json")
+    assert again.returncode == 3, again.stderr
+    more = strata(cli, "resume", sid, "--max-turns", "10", "--json")
+    assert more.returncode == 0, more.stderr
+    assert result_line(more.stdout)["status"] == "completed"
+    view = cli.show(sid)
+    assert view["session"]["turns"] == 4  # three tool turns and the final answer
+    assert view["session"]["status"] == "completed"
+
+
 def test_timed_out_effect_exits_5_unknown_pending(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
     """An effectful call that passes its deadline is unknown (never re-run); the run exits 5."""
     slow = tool_use("slow", "bash", command=f"sleep 5; echo {marker('slow')} >> effects.log", timeout_s=0.5)

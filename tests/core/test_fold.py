@@ -427,3 +427,11 @@ def test_counters_agree_with_the_log(log: list[StoredEvent]) -> None:
     assert state.counters.resumes == kinds.count("session_resumed")
     assert state.counters.verified_turns == kinds.count("turn_verified")
     assert state.last_seq == log[-1].seq
+
+
+def test_session_resumed_written_before_max_turns_existed_still_folds() -> None:
+    """A session_resumed payload without `max_turns` (schema before it was added) parses, with no new limit."""
+    from core.events import EventAdapter
+
+    event = EventAdapter.validate_json('{"kind":"session_resumed","plan_digest":"p","open_batch_id":null}')
+    assert event.kind == "session_resumed" and event.max_turns is None
