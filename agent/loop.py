@@ -67,7 +67,10 @@ class AgenticLoop:
         """Drive the session until the model finishes, a guard stops it, or the model path fails."""
         state = self.state
         if state.ended == "completed" and prompt is None and state.open_batch is None:
-            return await self._end("completed", "already completed; nothing to do without a new prompt")
+            # Nothing to do: no end event is written again, only the row's status is set back.
+            self.writer.stage_status("completed")
+            await self.writer.flush()
+            return await self._outcome("completed", "already completed; nothing to do without a new prompt")
         if state.open_batch is not None:
             await self._finish_open_batch()
         await self._report_reconciliations()
@@ -142,6 +145,9 @@ class AgenticLoop:
         self.writer.stage(SessionEnded(status=status, reason=reason), self.state.turn if turn is None else turn)
         self.writer.stage_status(status)
         await self.writer.flush()
+        return await self._outcome(status, reason)
+
+    async def _outcome(self, status: RunStatus, reason: str) -> RunOutcome:
         unknown = await self.store.list_receipts(self.state.session_id, status="unknown")
         return RunOutcome(session_id=self.state.session_id, status=status, reason=reason,
                           unknown_receipts=len(unknown))

@@ -21,6 +21,11 @@ def _target() -> tuple[str, int] | None:
 _TARGET = _target()
 
 
+def armed(name: str) -> bool:
+    """Whether `name` is the configured fault point (lets callers skip work that only a fault needs)."""
+    return _TARGET is not None and _TARGET[0] == name
+
+
 def fault_point(name: str) -> None:
     if _TARGET is None or _TARGET[0] != name:
         return

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from core.events import BatchProposed, Event, StoredEvent
-from core.faults import fault_point
+from core.faults import armed, fault_point
 from memory.records import NewReceipt, ReceiptUpdate, SessionStatus, Write
 from memory.store import EventStore
 
@@ -63,7 +63,7 @@ class SessionWriter:
         stored = await self.store.commit(self.session_id, write)
         if self._on_commit is not None and stored:
             self._on_commit(stored)
-        if any(isinstance(e, BatchProposed) for e, _ in write.events):
+        if armed("after_commit") and any(isinstance(e, BatchProposed) for e, _ in write.events):
             fault_point("after_commit")
         return stored
 
