@@ -120,12 +120,14 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
             _require_no_open_batch(state, ev.kind)
             state.messages.append(Message(role="assistant", content=ev.content))
             state.counters.assistant_turns += 1
+            state.ended = None  # the session runs again (e.g. resumed with a higher turn limit)
         case BatchProposed():
             _require_no_open_batch(state, ev.kind)
             if not ev.calls:
                 raise FoldError(f"batch {ev.batch_id} has no calls")
             state.open_batch = OpenBatch(ev.batch_id, ev.content, ev.calls, proposed_seq=stored.seq)
             state.counters.assistant_turns += 1
+            state.ended = None
         case CallResult():
             batch = state.open_batch
             if batch is None or batch.batch_id != ev.batch_id:
@@ -165,7 +167,6 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
             state.plan_digest = ev.plan_digest
             if ev.max_turns is not None:
                 state.max_turns = ev.max_turns
-            state.ended = None
         case TurnVerified():
             state.counters.verified_turns += 1
         case SessionEnded():

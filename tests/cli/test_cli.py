@@ -267,6 +267,22 @@ def test_resume_with_a_higher_turn_limit_continues_an_incomplete_session(
     assert view["session"]["status"] == "completed"
 
 
+def test_resume_of_a_completed_session_without_prompt_does_nothing(
+        cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    """A prompt-less resume of a completed session calls no model, adds no turn, and leaves it completed."""
+    script = write_script(tmp_path / "script.json", [[text("finished")]])
+    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "go")
+    assert run.returncode == 0, run.stderr
+    sid = result_line(run.stdout)["session_id"]
+    before = cli.show(sid)
+    again = strata(cli, "resume", sid, "--json")
+    assert again.returncode == 0, again.stderr
+    after = cli.show(sid)
+    assert after["messages"] == before["messages"]
+    assert after["session"]["turns"] == before["session"]["turns"] == 1
+    assert after["session"]["status"] == "completed"
+
+
 def test_timed_out_effect_exits_5_unknown_pending(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
     """An effectful call that passes its deadline is unknown (never re-run); the run exits 5."""
     slow = tool_use("slow", "bash", command=f"sleep 5; echo {marker('slow')} >> effects.log", timeout_s=0.5)
