@@ -1,7 +1,9 @@
-"""Session permission rules given with `--allow` / `--deny` (e.g. `bash`, `bash(git status*)`).
+"""Permission rules: from flags (`--allow RULE`, `--deny RULE`, e.g. `bash`, `bash(git status*)`) and from config
+(`[[policy.rules]]` with a tool glob, optional glob patterns per argument, and an action).
 
-A rule names a tool and optionally a glob over the tool's primary argument (the command for `bash`, the path
-for file tools). Deny beats allow. The pipeline issue extends this with config rules and `ask`."""
+A rule names a tool (a glob) and optionally patterns: `pattern` is matched against the tool's primary argument
+(the command for `bash`, the path for file tools); `args` maps argument names to globs. Every pattern must match
+for the rule to apply. Deny beats ask beats allow (tool_executor/checks/policy.py)."""
 
 from __future__ import annotations
 
@@ -9,13 +11,14 @@ import fnmatch
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import UsageError
 
-RuleAction = Literal["allow", "deny"]
+RuleAction = Literal["allow", "ask", "deny"]
+RULE_ACTIONS: tuple[RuleAction, ...] = ("allow", "ask", "deny")
 
-_RULE = re.compile(r"^(?P<tool>[A-Za-z0-9_.:*-]+)(?:\((?P<pattern>.*)\))?$", re.DOTALL)
+_RULE = re.compile(r"^(?P<tool>[A-Za-z0-9_.:*?\[\]-]+)(?:\((?P<pattern>.*)\))?$", re.DOTALL)
 
 
 class PermissionRule(BaseModel):
@@ -24,13 +27,25 @@ class PermissionRule(BaseModel):
     action: RuleAction
     tool: str
     pattern: str | None = None
+    """Glob over the tool's primary argument (flag form `tool(pattern)`)."""
+    args: dict[str, str] = Field(default_factory=dict)
+    """Globs per named argument (config form `args = { path = "docs/*" }`)."""
     source: str = "flag"
+    """Where the rule came from: `flag`, `resume`, a config file path, `grant`."""
 
     def text(self) -> str:
-        return self.tool + (f"({self.pattern})" if self.pattern is not None else "")
+        out = self.tool + (f"({self.pattern})" if self.pattern is not None else "")
+        if self.args:
+            out += "{" + ", ".join(f"{k}={v!r}" for k, v in sorted(self.args.items())) + "}"
+        return out
+
+    def matches_tool(self, tool: str) -> bool:
+        return fnmatch.fnmatchcase(tool, self.tool)
 
     def matches(self, tool: str, primary: str | None) -> bool:
-        if not fnmatch.fnmatchcase(tool, self.tool):
+        """Tool name and primary-argument pattern only (argument patterns are read by the policy check, which
+        knows how each argument is spelled)."""
+        if not self.matches_tool(tool):
             return False
         if self.pattern is None:
             return True
