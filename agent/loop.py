@@ -25,6 +25,7 @@ from core.events import (
     AssistantMessage,
     BatchCompleted,
     BatchProposed,
+    CallsParked,
     SessionEnded,
     StoredEvent,
     TurnVerified,
@@ -38,7 +39,7 @@ from core.tools import BoundToolPlan
 from memory.records import Receipt
 from memory.session_writer import SessionWriter
 from memory.store import EventStore
-from tool_executor import ToolCallProcessor
+from tool_executor import BatchRun, CallEnv, ToolCallProcessor
 
 Observer = Callable[[StoredEvent], None]
 
@@ -72,7 +73,9 @@ class AgenticLoop:
             await self.writer.flush()
             return await self._outcome("completed", "already completed; nothing to do without a new prompt")
         if state.open_batch is not None:
-            await self._finish_open_batch()
+            parked = await self._finish_open_batch()
+            if parked is not None:
+                return parked
         await self._report_reconciliations()
         if prompt is not None:
             self.writer.stage(UserMessage(text=prompt), state.turn)
@@ -92,8 +95,9 @@ class AgenticLoop:
                 self.writer.stage(proposal, turn)
                 return await self._reflect(turn)
             self.writer.stage(proposal, turn)  # commit: durable before any dispatch (writer barrier)
-            await self.processor.run_batch(proposal, session_id=state.session_id, mode=state.mode,
-                                           model=state.model, turn=turn, rules=state.rules, writer=self.writer)
+            run = await self.processor.run_batch(proposal, env=CallEnv.from_state(state, turn), writer=self.writer)
+            if run.parked:
+                return await self._park(proposal.batch_id, run, turn)
             await self._close_batch(proposal.batch_id, turn)
 
     async def _close_batch(self, batch_id: str, turn: int) -> None:
@@ -102,9 +106,18 @@ class AgenticLoop:
         await self.writer.flush()
         fault_point("after_batch_completed")
 
-    async def _finish_open_batch(self) -> None:
+    async def _park(self, batch_id: str, run: BatchRun, turn: int) -> RunOutcome:
+        """Calls wait for a person (`--on-ask park`): the batch stays open, the session is awaiting_approval."""
+        self.writer.stage(CallsParked(batch_id=batch_id, calls=tuple(run.parked)), turn)
+        self.writer.stage_status("awaiting_approval")
+        await self.writer.flush()
+        names = ", ".join(f"{p.call_id} ({p.tool})" for p in run.parked)
+        return await self._outcome("awaiting_approval", f"waiting for approval of {names}")
+
+    async def _finish_open_batch(self) -> RunOutcome | None:
         """Resume: calls with a result keep it; calls with a receipt are settled from it (never re-run);
-        the rest go through the whole pipeline again."""
+        the rest go through the whole pipeline again (approval included). Returns an outcome if calls are still
+        waiting for approval."""
         batch = self.state.open_batch
         assert batch is not None
         pending = {c.call_id for c in batch.pending()}
@@ -112,10 +125,12 @@ class AgenticLoop:
             r.call_id: r for r in await self.store.list_receipts(self.state.session_id) if r.call_id in pending}
         event = BatchProposed(batch_id=batch.batch_id, content=batch.content, calls=batch.calls)
         turn = self.state.turn
-        await self.processor.run_batch(event, session_id=self.state.session_id, mode=self.state.mode,
-                                       model=self.state.model, turn=turn, rules=self.state.rules,
-                                       writer=self.writer, done=dict(batch.results), receipts=receipts)
+        run = await self.processor.run_batch(event, env=CallEnv.from_state(self.state, turn), writer=self.writer,
+                                             done=dict(batch.results), receipts=receipts)
+        if run.parked:
+            return await self._park(batch.batch_id, run, turn)
         await self._close_batch(batch.batch_id, turn)
+        return None
 
     async def _report_reconciliations(self) -> None:
         """Tell the model the reconciled outcome of calls it was told were unknown."""

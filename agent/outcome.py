@@ -12,7 +12,7 @@ EXIT_INCOMPLETE = 3
 EXIT_AWAITING_APPROVAL = 4
 EXIT_UNKNOWN_PENDING = 5
 
-RunStatus = Literal["completed", "incomplete", "failed"]
+RunStatus = Literal["completed", "incomplete", "failed", "awaiting_approval"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,8 @@ class RunOutcome:
             return EXIT_ERROR
         if self.status == "incomplete":
             return EXIT_INCOMPLETE
+        if self.status == "awaiting_approval":
+            return EXIT_AWAITING_APPROVAL
         if self.unknown_receipts:
             return EXIT_UNKNOWN_PENDING
         return EXIT_COMPLETED

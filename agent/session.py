@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
@@ -17,6 +17,7 @@ from config import Settings
 from core.clock import Clock, SystemClock
 from core.errors import StrataError, UsageError
 from core.events import Mode, RulesAdded, SessionResumed, SessionStarted, UserMessage
+from core.hooks import HookSet
 from core.ids import IdFactory
 from core.model import ModelAdapter
 from core.policy import PermissionRule
@@ -26,7 +27,7 @@ from memory import SessionRecord, SqliteEventStore, Write
 from memory.leases import LEASE_TTL, make_liveness, new_holder
 from memory.records import LeaseHolder, SessionStatus
 from memory.store import EventStore
-from tool_executor import ToolCallProcessor, builtin_tools
+from tool_executor import Approver, OnAsk, ResourceLocks, ToolCallProcessor, builtin_tools
 
 
 @dataclass
@@ -37,13 +38,18 @@ class Runtime:
     clock: Clock
     ids: IdFactory
     tools: list[ToolSpec]
+    hooks: HookSet = field(default_factory=HookSet)
+    locks: ResourceLocks | None = None
+    config_rules: tuple[PermissionRule, ...] = ()
+    """Policy rules from config files: applied on every run as the config stands then, not recorded."""
 
     @classmethod
-    async def open(cls, settings: Settings, clock: Clock | None = None,
-                   tools: list[ToolSpec] | None = None) -> Runtime:
+    async def open(cls, settings: Settings, clock: Clock | None = None, tools: list[ToolSpec] | None = None,
+                   hooks: HookSet | None = None, lock_timeout_s: float = 30.0) -> Runtime:
         clock = clock or SystemClock()
         store = await SqliteEventStore.open(settings.db_path, durability=settings.durability, clock=clock)
-        return cls(store=store, clock=clock, ids=IdFactory(clock), tools=tools or builtin_tools())
+        return cls(store=store, clock=clock, ids=IdFactory(clock), tools=tools or builtin_tools(),
+                   hooks=hooks or HookSet(), locks=ResourceLocks(settings.home / "locks", lock_timeout_s))
 
     async def close(self) -> None:
         await self.store.close()
@@ -100,16 +106,28 @@ def _workspace(path: Path) -> Path:
     return resolved
 
 
+@dataclass(frozen=True)
+class Asking:
+    """Who decides an `ask`: a person through `approver` (interactive), or nobody, and then `on_ask` says
+    whether the call is denied or parked for `strata approve`."""
+
+    approver: Approver | None = None
+    on_ask: OnAsk | None = None
+    """None: the session's own setting (recorded when it started; "deny" by default)."""
+
+
 def _loop(rt: Runtime, state: SessionState, model: ModelAdapter, plan: BoundToolPlan,
-          observer: Observer | None) -> AgenticLoop:
-    processor = ToolCallProcessor(plan, workspace=Path(state.workspace), ids=rt.ids)
+          observer: Observer | None, asking: Asking) -> AgenticLoop:
+    processor = ToolCallProcessor(plan, workspace=Path(state.workspace), ids=rt.ids, hooks=rt.hooks,
+                                  approver=asking.approver, on_ask=asking.on_ask or state.on_ask, locks=rt.locks,
+                                  config_rules=rt.config_rules)
     return AgenticLoop(store=rt.store, state=state, model=model, plan=plan, processor=processor, ids=rt.ids,
                        observer=observer)
 
 
 async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mode: Mode,
                         rules: list[PermissionRule], prompt: str, max_turns: int,
-                        observer: Observer | None = None) -> LiveSession:
+                        observer: Observer | None = None, asking: Asking | None = None) -> LiveSession:
     ws = _workspace(workspace)
     plan = rt.plan(mode)
     session_id = rt.ids.session_id()
@@ -119,11 +137,12 @@ async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mo
                            model=model.name, title=prompt.strip().splitlines()[0][:80] if prompt.strip() else "",
                            status="active", lease=holder)
     started = SessionStarted(session_id=session_id, mode=mode, workspace=str(ws), model=model.name,
-                             rules=tuple(rules), max_turns=max_turns, plan_digest=plan.digest)
+                             rules=tuple(rules), max_turns=max_turns, plan_digest=plan.digest,
+                             on_ask=(asking.on_ask if asking else None) or "deny")
     first = Write(events=[(started, 0), (UserMessage(text=prompt), 0)])
     stored = await rt.store.create_session(record, first)
     state = fold(stored)
-    live = LiveSession(rt, state, holder, _loop(rt, state, model, plan, observer))
+    live = LiveSession(rt, state, holder, _loop(rt, state, model, plan, observer, asking or Asking()))
     if observer is not None:
         for item in stored:
             observer(item)
@@ -133,7 +152,8 @@ async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mo
 async def resume_session(rt: Runtime, session_id: str, *, rules: list[PermissionRule],
                          model: ModelAdapter | None = None,
                          model_factory: Callable[[str], ModelAdapter] | None = None,
-                         max_turns: int | None = None, observer: Observer | None = None) -> LiveSession:
+                         max_turns: int | None = None, observer: Observer | None = None,
+                         asking: Asking | None = None) -> LiveSession:
     """Take the lease (or fail with SessionActive), fold the log, record the resume. The model is `model`, or
     `model_factory` applied to the model the session recorded."""
     holder = new_holder(rt.ids.uuid7(), rt.clock)
@@ -150,10 +170,11 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
                 raise UsageError("no model to resume with")
             model = model_factory(state.model)
         plan = rt.plan(state.mode)
-        live = LiveSession(rt, state, holder, _loop(rt, state, model, plan, observer))
+        live = LiveSession(rt, state, holder, _loop(rt, state, model, plan, observer, asking or Asking()))
         open_batch = state.open_batch.batch_id if state.open_batch else None
+        on_ask = asking.on_ask if asking and asking.on_ask != state.on_ask else None
         live.loop.writer.stage(SessionResumed(plan_digest=plan.digest, open_batch_id=open_batch,
-                                              max_turns=max_turns), state.turn)
+                                              max_turns=max_turns, on_ask=on_ask), state.turn)
         if rules:
             live.loop.writer.stage(RulesAdded(rules=tuple(rules)), state.turn)
         # Applied to state now: an open batch is re-checked with the new rules, and the new limit holds.

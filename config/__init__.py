@@ -1,5 +1,50 @@
-"""Settings: built-in defaults and environment (`STRATA_*`). The pipeline issue adds TOML files and trust."""
+"""Configuration: TOML files validated by pydantic, layered as built-in defaults < user file < project file <
+environment (`STRATA_*`) < flags, and project trust (a project's hooks and allow rules apply only once trusted)."""
 
-from config.settings import Settings, load_settings
+from config._read import ConfigDoc, read_config_file
+from config.hooks import HOOK_EVENTS, HookSpec
+from config.loader import LoadedConfig, Secrets, load_config, load_settings, untrusted_notice
+from config.schema import ConfigFile, HookEntry, RuleEntry
+from config.settings import (
+    SETTING_KEYS,
+    Durability,
+    OnAsk,
+    Settings,
+    default_home,
+    env_var,
+    flag_name,
+    project_config_path,
+    user_config_path,
+)
+from config.trust import TrustRecord, TrustState, is_trusted, trust_project, trust_state, trust_store_path, untrust
 
-__all__ = ["Settings", "load_settings"]
+__all__ = [
+    "HOOK_EVENTS",
+    "SETTING_KEYS",
+    "ConfigDoc",
+    "ConfigFile",
+    "Durability",
+    "HookEntry",
+    "HookSpec",
+    "LoadedConfig",
+    "OnAsk",
+    "RuleEntry",
+    "Secrets",
+    "Settings",
+    "TrustRecord",
+    "TrustState",
+    "default_home",
+    "env_var",
+    "flag_name",
+    "is_trusted",
+    "load_config",
+    "load_settings",
+    "project_config_path",
+    "read_config_file",
+    "trust_project",
+    "trust_state",
+    "trust_store_path",
+    "untrust",
+    "untrusted_notice",
+    "user_config_path",
+]

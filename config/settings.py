@@ -1,18 +1,26 @@
-"""Effective settings. Precedence so far: built-in defaults < environment (`STRATA_*`) < flags (applied by the
-CLI). Every bad value is a ConfigError naming where it came from, the key and the reason."""
+"""Effective scalar settings and the paths they are read from. `config/loader.py` layers them: built-in defaults
+(`config/defaults.toml`) < user file < project file < environment (`STRATA_*`) < flags.
+
+The value types here are shared with the file schema (`config/schema.py`), so a value is checked by the same
+constraint whichever layer it comes from."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from core.errors import ConfigError
+from pydantic import BaseModel, ConfigDict, Field
 
 Durability = Literal["full", "normal"]
+OnAsk = Literal["deny", "park"]
+"""What `ask` means in a mode with no human: a denial, or the session parked as `awaiting_approval`."""
+
+MaxTurns = Annotated[int, Field(ge=1, le=1_000_000)]
+ModelSpec = Annotated[str, Field(min_length=1)]
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+HookSeconds = Annotated[float, Field(gt=0, le=600, allow_inf_nan=False)]
+RepairBudget = Annotated[int, Field(ge=0)]
 
 
 class Settings(BaseModel):
@@ -20,40 +28,58 @@ class Settings(BaseModel):
 
     home: Path
     durability: Durability = "full"
-    max_turns: int = Field(default=50, ge=1, le=1_000_000)
-    model: str | None = None
+    max_turns: MaxTurns = 50
+    model: ModelSpec | None = None
     """Default model when `--model` is not given (e.g. `script:/path/turns.json`)."""
+    on_ask: OnAsk = "deny"
+    lock_timeout_s: Seconds = 30.0
+    """How long a call waits for its resource locks before it fails."""
+    hook_timeout_s: HookSeconds = 10.0
+    """Timeout of a hook command that does not set its own `timeout_s`."""
+    repair_budget: RepairBudget = 2
+    """How many times Stop hooks may send the model back to repair its work before the session ends."""
 
     @property
     def db_path(self) -> Path:
         return self.home / "strata.db"
 
 
-_ENV_KEYS = {"STRATA_DURABILITY": "durability", "STRATA_MAX_TURNS": "max_turns", "STRATA_MODEL": "model"}
+SETTING_KEYS: tuple[str, ...] = tuple(k for k in Settings.model_fields if k != "home")
+"""The scalar keys a config file, a `STRATA_*` variable or a flag may set (`home` comes from the environment)."""
+
+DEFAULTS_SOURCE = "built-in defaults"
+
+
+def env_var(key: str) -> str:
+    return f"STRATA_{key.upper()}"
+
+
+def flag_name(key: str) -> str:
+    return f"--{key.replace('_', '-')}"
+
+
+def _user_home(env: Mapping[str, str]) -> Path:
+    return Path(env["HOME"]) if env.get("HOME") else Path.home()
+
+
+def home_with_source(env: Mapping[str, str]) -> tuple[Path, str]:
+    """Strata's data directory and where that choice came from."""
+    if env.get("STRATA_HOME"):
+        return Path(env["STRATA_HOME"]).expanduser(), "environment variable STRATA_HOME"
+    if env.get("XDG_DATA_HOME"):
+        return Path(env["XDG_DATA_HOME"]).expanduser() / "strata", "environment variable XDG_DATA_HOME"
+    return _user_home(env) / ".local" / "share" / "strata", DEFAULTS_SOURCE
 
 
 def default_home(env: Mapping[str, str]) -> Path:
-    if env.get("STRATA_HOME"):
-        return Path(env["STRATA_HOME"]).expanduser()
-    data = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data).expanduser() / "strata"
+    return home_with_source(env)[0]
 
 
-def load_settings(env: Mapping[str, str] | None = None, **flags: object) -> Settings:
-    env = os.environ if env is None else env
-    values: dict[str, object] = {"home": default_home(env)}
-    sources: dict[str, str] = {"home": "STRATA_HOME"}
-    for var, key in _ENV_KEYS.items():
-        if env.get(var):
-            values[key] = env[var]
-            sources[key] = f"environment variable {var}"
-    for key, value in flags.items():
-        if value is not None:
-            values[key] = value
-            sources[key] = f"flag --{key.replace('_', '-')}"
-    try:
-        return Settings.model_validate(values)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        key = str(err["loc"][0]) if err["loc"] else "?"
-        raise ConfigError(err["msg"], file=sources.get(key, "built-in defaults"), key=key) from None
+def user_config_path(env: Mapping[str, str]) -> Path:
+    base = Path(env["XDG_CONFIG_HOME"]).expanduser() if env.get("XDG_CONFIG_HOME") else _user_home(env) / ".config"
+    return base / "strata" / "config.toml"
+
+
+def project_config_path(workspace: Path) -> Path:
+    """The project file of a workspace, absolute with symlinks resolved (the key trust is recorded under)."""
+    return (workspace.expanduser().resolve() / ".strata" / "config.toml").resolve()

@@ -2,7 +2,7 @@
 clear line plus an optional hint (never a traceback).
 
     StrataError                      base: .message, .hint, .exit_code
-    ├── misuse (exit 2 for usage, 1 for config)
+    ├── misuse (exit 2)
     │   ├── UsageError               a bad command line or argument
     │   ├── ConfigError              a bad setting: file, key, reason
     │   └── ScriptError              a malformed scripted-model file (path, entry, reason)
@@ -39,6 +39,8 @@ class UsageError(StrataError):
 
 
 class ConfigError(StrataError):
+    exit_code = 2
+
     def __init__(self, message: str, *, file: str | None = None, key: str | None = None,
                  hint: str | None = None) -> None:
         where = ", ".join(p for p in (file and f"file {file}", key and f"key {key}") if p)
@@ -95,8 +97,16 @@ class ReceiptError(StrataError):
 
 
 class ModelError(StrataError):
+    """The model path failed. The message is one line: what failed, the request id, what to do. `retryable` says
+    the last fault was transient (so the retries ran out, or their time budget did); `attempts` is how many
+    requests were sent; `error_kind` is a `core.model.ModelErrorKind`."""
+
     def __init__(self, message: str, *, retryable: bool = False, request_id: str | None = None,
+                 status_code: int | None = None, error_kind: str | None = None, attempts: int = 1,
                  hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.retryable = retryable
         self.request_id = request_id
+        self.status_code = status_code
+        self.error_kind = error_kind
+        self.attempts = attempts

@@ -19,6 +19,7 @@ SCHEMA_VERSION = 1
 Mode = Literal["interactive", "ipc", "headless", "daemon", "mcp"]
 CallStatus = Literal["ok", "error", "denied", "timeout", "unknown"]
 EndStatus = Literal["completed", "incomplete", "failed"]
+OnAsk = Literal["deny", "park"]
 
 
 class _Event(BaseModel):
@@ -42,6 +43,8 @@ class SessionStarted(_Event):
     max_turns: int
     plan_digest: str
     parent_id: str | None = None
+    on_ask: OnAsk = "deny"
+    """What `ask` means with no person to ask: deny, or park for `strata approve`."""
 
 
 class UserMessage(_Event):
@@ -85,6 +88,66 @@ class CallResult(_Event):
     duration_ms: float | None = None
 
 
+class ParkedCall(_Event):
+    """A call that waits for a person's decision (`--on-ask park`): exactly what was asked about."""
+
+    call_id: str
+    tool: str
+    input: dict[str, Any]
+    """The arguments as they stood when approval was asked (after any rewrite)."""
+    input_sha256: str
+    plan_digest: str
+    reasons: tuple[str, ...]
+    asked_by: str
+    """The policy rule or hook that asked."""
+
+
+class CallsParked(_Event):
+    """Calls of the open batch that wait for approval; the session is `awaiting_approval` and the batch stays
+    open until `strata resume`."""
+
+    kind: Literal["calls_parked"] = "calls_parked"
+    batch_id: str
+    calls: tuple[ParkedCall, ...]
+
+
+ApprovalScope = Literal["once", "session"]
+
+
+class ApprovalGranted(_Event):
+    """A person approved one call, bound to its argument sha256 and the plan digest: a changed call needs a new
+    approval."""
+
+    kind: Literal["approval_granted"] = "approval_granted"
+    call_id: str
+    tool: str
+    args_sha256: str
+    plan_digest: str
+    approver: str
+    scope: ApprovalScope = "once"
+    asked_by: str = ""
+
+
+class ApprovalRejected(_Event):
+    kind: Literal["approval_rejected"] = "approval_rejected"
+    call_id: str
+    tool: str
+    args_sha256: str
+    approver: str
+    reason: str = ""
+
+
+class GrantAdded(_Event):
+    """"Always for this session": later calls of `tool` asked by the same rule or hook are approved. Restored
+    on resume."""
+
+    kind: Literal["grant_added"] = "grant_added"
+    tool: str
+    asked_by: str
+    approver: str
+    call_id: str
+
+
 class BatchCompleted(_Event):
     kind: Literal["batch_completed"] = "batch_completed"
     batch_id: str
@@ -103,6 +166,8 @@ class SessionResumed(_Event):
     open_batch_id: str | None = None
     max_turns: int | None = None
     """A new turn limit given on resume (`strata resume --max-turns`); None keeps the current one."""
+    on_ask: OnAsk | None = None
+    """A new `--on-ask` given on resume; None keeps the session's."""
 
 
 class TurnVerified(_Event):
@@ -117,7 +182,8 @@ class SessionEnded(_Event):
 
 Event = Annotated[
     SessionStarted | UserMessage | AssistantMessage | BatchProposed | CallResult | BatchCompleted
-    | RulesAdded | SessionResumed | TurnVerified | SessionEnded,
+    | RulesAdded | SessionResumed | TurnVerified | SessionEnded | CallsParked | ApprovalGranted | ApprovalRejected
+    | GrantAdded,
     Field(discriminator="kind"),
 ]
 

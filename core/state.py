@@ -8,15 +8,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import assert_never
+from typing import Literal, assert_never
 
 from core.events import (
+    ApprovalGranted,
+    ApprovalRejected,
     AssistantMessage,
     BatchCompleted,
     BatchProposed,
     CallResult,
+    CallsParked,
     EndStatus,
+    GrantAdded,
     Mode,
+    OnAsk,
+    ParkedCall,
     PlannedCall,
     RulesAdded,
     SessionEnded,
@@ -46,6 +52,26 @@ class OpenBatch:
         return [c for c in self.calls if c.call_id not in self.results]
 
 
+@dataclass(frozen=True)
+class Approval:
+    """A person's recorded decision on one call, bound to the arguments and plan it was made for."""
+
+    decision: Literal["approved", "rejected"]
+    args_sha256: str
+    approver: str
+    plan_digest: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Grant:
+    """"Always for this session": calls of `tool` asked by `asked_by` are approved by `approver`."""
+
+    tool: str
+    asked_by: str
+    approver: str
+
+
 @dataclass
 class Counters:
     """Guard counters: restored by fold, so limits hold across resume."""
@@ -67,6 +93,7 @@ class SessionState:
     max_turns: int = 0
     plan_digest: str = ""
     parent_id: str | None = None
+    on_ask: OnAsk = "deny"
     rules: list[PermissionRule] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
     open_batch: OpenBatch | None = None
@@ -74,6 +101,11 @@ class SessionState:
     unknown_receipts: dict[str, str] = field(default_factory=dict)
     """Receipt id -> call id of calls the model was told have an unknown outcome, until it hears the
     reconciled one."""
+    parked: dict[str, ParkedCall] = field(default_factory=dict)
+    """Calls of the open batch waiting for a person's decision (`--on-ask park`)."""
+    approvals: dict[str, Approval] = field(default_factory=dict)
+    """Recorded decisions on calls that have no result yet, by call id."""
+    grants: list[Grant] = field(default_factory=list)
     ended: EndStatus | None = None
     end_reason: str = ""
     last_seq: int = 0
@@ -104,6 +136,7 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
             state.max_turns = ev.max_turns
             state.plan_digest = ev.plan_digest
             state.parent_id = ev.parent_id
+            state.on_ask = ev.on_ask
             state.rules = list(ev.rules)
         case UserMessage():
             _require_no_open_batch(state, ev.kind)
@@ -137,6 +170,8 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
             if ev.call_id in batch.results:
                 raise FoldError(f"second call_result for {ev.call_id}")
             batch.results[ev.call_id] = ev
+            state.parked.pop(ev.call_id, None)
+            state.approvals.pop(ev.call_id, None)
             state.counters.tool_calls += 1
             if ev.status == "denied":
                 state.counters.denials += 1
@@ -160,6 +195,23 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
             )
             state.messages.append(Message(role="user", content=results))
             state.open_batch = None
+            state.parked.clear()
+        case CallsParked():
+            batch = state.open_batch
+            if batch is None or batch.batch_id != ev.batch_id:
+                raise FoldError(f"calls_parked for batch {ev.batch_id}, which is not open")
+            pending = {c.call_id for c in batch.pending()}
+            for parked in ev.calls:
+                if parked.call_id not in pending:
+                    raise FoldError(f"calls_parked names {parked.call_id}, which is not a pending call")
+                state.parked[parked.call_id] = parked
+                state.approvals.pop(parked.call_id, None)  # a new question: an older answer no longer stands
+        case ApprovalGranted():
+            state.approvals[ev.call_id] = Approval("approved", ev.args_sha256, ev.approver, ev.plan_digest)
+        case ApprovalRejected():
+            state.approvals[ev.call_id] = Approval("rejected", ev.args_sha256, ev.approver, reason=ev.reason)
+        case GrantAdded():
+            state.grants.append(Grant(ev.tool, ev.asked_by, ev.approver))
         case RulesAdded():
             state.rules.extend(ev.rules)
         case SessionResumed():
@@ -167,6 +219,8 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
             state.plan_digest = ev.plan_digest
             if ev.max_turns is not None:
                 state.max_turns = ev.max_turns
+            if ev.on_ask is not None:
+                state.on_ask = ev.on_ask
         case TurnVerified():
             state.counters.verified_turns += 1
         case SessionEnded():

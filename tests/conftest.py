@@ -44,6 +44,7 @@ class StrataCLI:
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_")}
         env["STRATA_HOME"] = str(self.home)
+        env["XDG_CONFIG_HOME"] = str(self.home / "xdg-config")  # never the machine's own user config
         env["PYTHONPATH"] = str(REPO)
         if extra:
             env.update(extra)

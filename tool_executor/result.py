@@ -10,7 +10,7 @@ from tool_executor.verdicts import Deny
 MAX_RESULT_CHARS = 64 * 1024
 
 
-def _cap(text: str) -> str:
+def cap(text: str) -> str:
     if len(text) <= MAX_RESULT_CHARS:
         return text
     cut = len(text) - MAX_RESULT_CHARS
@@ -27,7 +27,7 @@ def denied(batch_id: str, call: PlannedCall, deny: Deny) -> CallResult:
 def finished(batch_id: str, call: PlannedCall, text: str, *, is_error: bool, receipt_id: str | None,
              duration_ms: float) -> CallResult:
     return CallResult(batch_id=batch_id, call_id=call.call_id, tool=call.tool,
-                      status="error" if is_error else "ok", content=_cap(text), is_error=is_error,
+                      status="error" if is_error else "ok", content=cap(text), is_error=is_error,
                       receipt_id=receipt_id, duration_ms=round(duration_ms, 3))
 
 
@@ -42,6 +42,13 @@ def timed_out(batch_id: str, call: PlannedCall, detail: str, *, effectful: bool,
         status = "timeout"
     return CallResult(batch_id=batch_id, call_id=call.call_id, tool=call.tool, status=status, content=text,
                       is_error=True, check="dispatch", receipt_id=receipt_id, duration_ms=round(duration_ms, 3))
+
+
+def busy(batch_id: str, call: PlannedCall, detail: str, *, receipt_id: str | None, duration_ms: float) -> CallResult:
+    """A lock timeout: the call never started."""
+    text = f"Not run: {detail}. No effect started; propose it again later if it is still needed."
+    return CallResult(batch_id=batch_id, call_id=call.call_id, tool=call.tool, status="error", content=text,
+                      is_error=True, check="lock", receipt_id=receipt_id, duration_ms=round(duration_ms, 3))
 
 
 def after_crash(batch_id: str, call: PlannedCall, receipt: Receipt) -> CallResult:

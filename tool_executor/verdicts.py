@@ -1,11 +1,12 @@
-"""What a check decides: pass, or deny with the deciding check and every reason."""
+"""What a check decides: pass, ask a person, or deny, with the deciding check and every reason."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
 
-CheckName = Literal["resolve", "scope", "policy", "schema", "receipt", "dispatch"]
+CheckName = Literal["resolve", "scope", "middleware", "policy", "schema", "hook", "approval", "receipt", "lock",
+                    "dispatch"]
 
 
 @dataclass(frozen=True)
@@ -15,9 +16,20 @@ class Pass:
 
 
 @dataclass(frozen=True)
+class Ask:
+    """The call needs a person's approval. `asked_by` names the policy rule or hook that asked; a grant for the
+    session is scoped to it."""
+
+    check: CheckName
+    asked_by: str
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Deny:
     check: CheckName
     reasons: tuple[str, ...]
 
 
 Verdict = Pass | Deny
+PolicyVerdict = Pass | Ask | Deny

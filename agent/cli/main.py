@@ -17,11 +17,12 @@ from agent.cli.render import printer
 from agent.cli.views import event_view, receipt_view, session_view, show_view
 from agent.models import model_from_spec
 from agent.outcome import EXIT_ERROR, RunOutcome
-from agent.reconcile import person, reconcile
-from agent.session import LiveSession, Runtime, resume_session, runtime, start_session
-from config import Settings, load_settings
+from agent.reconcile import ProbeOutcome, person, probe_receipts, reconcile
+from agent.session import Asking, LiveSession, Runtime, resume_session, runtime, start_session
+from config import LoadedConfig, Settings, load_config, load_settings
 from core.errors import StrataError
 from core.events import StoredEvent
+from core.hooks import HookSet
 from core.policy import PermissionRule, parse_rule
 from core.state import fold
 from memory.leases import make_liveness
@@ -53,6 +54,25 @@ def _settings(**flags: Any) -> Settings:
         return load_settings(**flags)
     except StrataError as err:
         _fail(err)
+
+
+def _config(workspace: Path | None, **flags: Any) -> LoadedConfig:
+    """Effective config for a session in `workspace`; its notices (an untrusted project file) go to stderr."""
+    try:
+        loaded = load_config(workspace=workspace, flags=flags)
+    except StrataError as err:
+        _fail(err)
+    for notice in loaded.notices:
+        click.echo(f"strata: notice: {notice}", err=True)
+    return loaded
+
+
+def _apply_config(rt: Runtime, loaded: LoadedConfig) -> None:
+    """Hooks and policy rules from config (user file, trusted project file) for the sessions `rt` drives."""
+    rt.hooks = HookSet(tuple(h.to_hook() for h in loaded.hooks))
+    rt.config_rules = loaded.rules
+    if rt.locks is not None:
+        rt.locks.timeout_s = loaded.settings.lock_timeout_s
 
 
 def _rules(allow: tuple[str, ...], deny: tuple[str, ...]) -> list[PermissionRule]:
@@ -94,11 +114,19 @@ async def _drive(live: LiveSession, prompt: str | None, as_json: bool) -> RunOut
             await live.release(None)
         raise
     await live.release(None)
+    parked = [{"call_id": p.call_id, "tool": p.tool, "input": p.input, "reasons": list(p.reasons),
+               "asked_by": p.asked_by} for p in live.state.parked.values()
+              if p.call_id not in live.state.approvals] if outcome.status == "awaiting_approval" else []
     if as_json:
         _emit_json({"type": "result", "session_id": outcome.session_id, "status": outcome.status,
                     "reason": outcome.reason, "unknown_receipts": outcome.unknown_receipts,
-                    "exit_code": outcome.exit_code})
+                    "exit_code": outcome.exit_code, "parked": parked})
     else:
+        for p in parked:
+            click.echo(f"waiting for approval: {p['tool']} {json.dumps(p['input'], ensure_ascii=False)} "
+                       f"(asked by {p['asked_by']})")
+            click.echo(f"  approve: strata approve {outcome.session_id} {p['call_id']}    "
+                       f"deny: strata deny {outcome.session_id} {p['call_id']} --reason TEXT")
         if outcome.unknown_receipts:
             click.echo(f"{outcome.unknown_receipts} effect(s) with unknown outcome await reconciliation: "
                        f"strata receipts {outcome.session_id} --status unknown")
@@ -110,6 +138,9 @@ _allow = click.option("--allow", multiple=True, metavar="RULE",
                       help="Allow a tool, optionally with a pattern: bash, 'bash(git status*)'. Repeatable.")
 _deny = click.option("--deny", multiple=True, metavar="RULE", help="Deny a tool (beats allow). Repeatable.")
 _json = click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+_on_ask = click.option("--on-ask", type=click.Choice(["deny", "park"]), default=None,
+                       help="What `ask` means with no person at the terminal: deny the call (default), or park the "
+                            "session (exit 4) until `strata approve` / `strata deny`.")
 
 
 @cli.command()
@@ -119,19 +150,23 @@ _json = click.option("--json", "as_json", is_flag=True, help="One JSON object pe
 @_allow
 @_deny
 @click.option("--max-turns", type=int, default=None, help="Stop as incomplete after this many model turns.")
+@_on_ask
 @_json
 @click.argument("prompt")
 def run(model_spec: str | None, workspace: Path, allow: tuple[str, ...], deny: tuple[str, ...],
-        max_turns: int | None, as_json: bool, prompt: str) -> None:
+        max_turns: int | None, on_ask: str | None, as_json: bool, prompt: str) -> None:
     """Run a headless session on PROMPT."""
-    settings = _settings(model=model_spec, max_turns=max_turns)
+    loaded = _config(workspace, model=model_spec, max_turns=max_turns, on_ask=on_ask)
+    settings = loaded.settings
     rules = _rules(allow, deny)
 
     async def main() -> RunOutcome:
         model = model_from_spec(settings.model)
         async with runtime(settings) as rt:
+            _apply_config(rt, loaded)
             live = await start_session(rt, model=model, workspace=workspace, mode="headless", rules=rules,
-                                       prompt=prompt, max_turns=settings.max_turns, observer=_observer(as_json))
+                                       prompt=prompt, max_turns=settings.max_turns, observer=_observer(as_json),
+                                       asking=Asking(on_ask=settings.on_ask))
             return await _drive(live, None, as_json)
 
     sys.exit(_run(main).exit_code)
@@ -145,18 +180,22 @@ def run(model_spec: str | None, workspace: Path, allow: tuple[str, ...], deny: t
 @_deny
 @click.option("--max-turns", type=click.IntRange(min=1), default=None,
               help="A new limit on the session's total model turns (to continue an incomplete session).")
+@_on_ask
 @_json
 def resume(session_id: str, prompt: str | None, model_spec: str | None, allow: tuple[str, ...],
-           deny: tuple[str, ...], max_turns: int | None, as_json: bool) -> None:
+           deny: tuple[str, ...], max_turns: int | None, on_ask: str | None, as_json: bool) -> None:
     """Resume session SESSION_ID by id, optionally with a new PROMPT."""
     settings = _settings()
     rules = _rules(allow, deny)
 
     async def main() -> RunOutcome:
         async with runtime(settings) as rt:
+            record = await rt.store.get_session(session_id)
+            _apply_config(rt, _config(Path(record.workspace), on_ask=on_ask))
             model = model_from_spec(model_spec) if model_spec else None
             live = await resume_session(rt, session_id, model=model, model_factory=model_from_spec, rules=rules,
-                                        max_turns=max_turns, observer=_observer(as_json))
+                                        max_turns=max_turns, observer=_observer(as_json),
+                                        asking=Asking(on_ask=on_ask))  # type: ignore[arg-type]  # None: the session's
             return await _drive(live, prompt, as_json)
 
     sys.exit(_run(main).exit_code)
@@ -252,24 +291,57 @@ def receipts(session_id: str | None, status: str | None, as_json: bool) -> None:
 
 
 @cli.command(name="reconcile")
-@click.argument("receipt_id")
+@click.argument("target", required=False)
 @click.option("--applied", "verdict", flag_value="applied", help="The effect happened.")
 @click.option("--not-applied", "verdict", flag_value="not_applied", help="The effect did not happen.")
 @click.option("--note", default=None, help="Why you decided so.")
-def reconcile_cmd(receipt_id: str, verdict: str | None, note: str | None) -> None:
-    """Decide the outcome of an unknown effect. The call is never re-run."""
+@click.option("--probe", is_flag=True, help="Let each tool's probe decide unknown receipts (of session TARGET, or "
+                                             "all sessions).")
+def reconcile_cmd(target: str | None, verdict: str | None, note: str | None, probe: bool) -> None:
+    """Decide the outcome of an unknown effect: `reconcile RECEIPT --applied|--not-applied`, or
+    `reconcile --probe [SESSION]`. The call is never re-run."""
+    if probe:
+        if verdict is not None:
+            raise click.UsageError("--probe decides by itself; leave out --applied / --not-applied")
+        _reconcile_by_probe(target)
+        return
+    if target is None:
+        raise click.UsageError("name the receipt to reconcile (see `strata receipts --status unknown`), or use --probe")
     if verdict is None:
         raise click.UsageError("say what happened: --applied or --not-applied")
     settings = _settings()
 
     async def main() -> None:
         async with runtime(settings) as rt:
-            before, after = await reconcile(rt.store, rt.clock, receipt_id, applied=verdict == "applied", note=note,
+            before, after = await reconcile(rt.store, rt.clock, target, applied=verdict == "applied", note=note,
                                             by=person())
         click.echo(f"receipt {after.id} ({after.tool}, call {after.call_id}): {before.status} -> {after.status}")
         click.echo(f"the model hears of it when the session resumes: strata resume {after.session_id}")
 
     _run(main)
+
+
+def _reconcile_by_probe(session_id: str | None) -> None:
+    settings = _settings()
+
+    async def main() -> list[ProbeOutcome]:
+        async with runtime(settings) as rt:
+            if session_id is not None:
+                await rt.store.get_session(session_id)
+            return await probe_receipts(rt.store, rt.clock, rt.tools, session_id)
+
+    outcomes = _run(main)
+    if not outcomes:
+        click.echo("no unknown receipts to probe")
+    for o in outcomes:
+        r = o.receipt
+        if o.after is not None:
+            click.echo(f"receipt {r.id} ({r.tool}, call {r.call_id}): {r.status} -> {o.after.status} "
+                       f"({o.verdict.replace('_', ' ')}: {o.note})")
+        else:
+            click.echo(f"receipt {r.id} ({r.tool}, call {r.call_id}): {o.verdict}: {o.note}")
+    for sid in sorted({o.receipt.session_id for o in outcomes if o.after is not None}):
+        click.echo(f"the model hears of it when the session resumes: strata resume {sid}")
 
 
 @cli.command()
@@ -293,3 +365,18 @@ def main() -> None:
         click.echo(f"strata: internal error: {type(exc).__name__}: {exc}", err=True)
         click.echo("hint: rerun with --verbose and report it with the command you ran", err=True)
         sys.exit(EXIT_ERROR)
+
+
+from agent.cli.config_cmds import config_group, trust  # noqa: E402  (registered last, after the group exists)
+
+cli.add_command(trust)
+cli.add_command(config_group)
+
+from agent.cli.approval_cmds import approve, deny  # noqa: E402
+
+cli.add_command(approve)
+cli.add_command(deny)
+
+from agent.cli.timeline_cmd import timeline  # noqa: E402
+
+cli.add_command(timeline)

@@ -3,8 +3,13 @@
 from core.tools.context import ToolContext
 from core.tools.plan import BoundToolPlan
 from core.tools.spec import (
+    PII_ORDER,
+    SAFETY_ORDER,
     EffectClass,
     PiiClass,
+    Probe,
+    ProbeResult,
+    ProbeVerdict,
     SafetyLevel,
     ToolError,
     ToolOutput,
@@ -13,9 +18,14 @@ from core.tools.spec import (
 )
 
 __all__ = [
+    "PII_ORDER",
+    "SAFETY_ORDER",
     "BoundToolPlan",
     "EffectClass",
     "PiiClass",
+    "Probe",
+    "ProbeResult",
+    "ProbeVerdict",
     "SafetyLevel",
     "ToolContext",
     "ToolError",

@@ -33,9 +33,17 @@ class ToolOutput:
 
 ProbeVerdict = Literal["applied", "not_applied", "undecided"]
 
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What a reconciliation probe read from the world about an effect whose outcome is unknown."""
+
+    verdict: ProbeVerdict
+    note: str
+
 Handler = Callable[[Mapping[str, Any], ToolContext], Awaitable[ToolOutput]]
 ResourceKeys = Callable[[Mapping[str, Any], ToolContext], list[str]]
-Probe = Callable[[Mapping[str, Any], ToolContext], Awaitable[ProbeVerdict]]
+Probe = Callable[[Mapping[str, Any], ToolContext], Awaitable[ProbeResult]]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import pytest
 from core.ids import IdFactory
 from core.policy import parse_rule
 from core.tools import BoundToolPlan, ToolContext, ToolError
-from tool_executor import Decision, Deny, Pass, ToolCallProcessor, builtin_tools
+from tool_executor import Checked, Deny, Pass, ToolCallProcessor, builtin_tools
 from tool_executor.builtin import fs
 from tool_executor.paths import OutsideWorkspace, resolve_in_workspace
 
@@ -43,8 +43,8 @@ def ctx(workspace: Path) -> ToolContext:
                        idempotency_key="idem_test", deadline_s=30)
 
 
-def decide(processor: ToolCallProcessor, tool: str, args: Mapping[str, Any], allow: tuple[str, ...] = ()) -> Decision:
-    return processor.decide(tool, args, [parse_rule("allow", a) for a in allow], "headless")
+def decide(processor: ToolCallProcessor, tool: str, args: Mapping[str, Any], allow: tuple[str, ...] = ()) -> Checked:
+    return processor.check(tool, args, [parse_rule("allow", a) for a in allow], "headless")
 
 
 def assert_scope_denied(decision: Decision, *fragments: str) -> None:

@@ -6,13 +6,16 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import pytest
 
 from core.events import Mode
 from core.ids import IdFactory
 from core.policy import PermissionRule, parse_rule
 from core.tools import BoundToolPlan
-from tool_executor import Decision, Deny, Pass, ToolCallProcessor, builtin_tools
+from core.events import PlannedCall
+from core.hashing import sha256_json
+from tool_executor import CallEnv, Checked, Decision, Deny, Pass, ToolCallProcessor, builtin_tools
 
 BUILTIN_NAMES = "bash, edit_file, glob, grep, list_dir, read_file, write_file"
 NO_HUMAN_MODES: tuple[Mode, ...] = ("headless", "daemon", "mcp")
@@ -34,7 +37,15 @@ def rules(*specs: str) -> list[PermissionRule]:
     return [parse_rule("allow" if s[0] == "+" else "deny", s[1:]) for s in specs]
 
 
-def reasons(decision: Decision) -> tuple[str, ...]:
+def decide(processor: ToolCallProcessor, tool: str, args: dict[str, Any], rules: list[PermissionRule],
+           mode: Mode) -> Decision:
+    """Steps 1-7 with no person to ask (approver None, `on_ask` deny), as in headless mode."""
+    call = PlannedCall(call_id="toolu_t", tool=tool, input=args, input_sha256=sha256_json(args))
+    env = CallEnv(session_id="s", mode=mode, model="m", turn=1, plan_digest="p", rules=rules)
+    return anyio.run(processor.decide, call, env)
+
+
+def reasons(decision: Decision | Checked) -> tuple[str, ...]:
     assert isinstance(decision.verdict, Deny), decision.verdict
     return decision.verdict.reasons
 
@@ -44,7 +55,7 @@ def reasons(decision: Decision) -> tuple[str, ...]:
 
 def test_schema_lists_every_error_for_read_file(processor: ToolCallProcessor) -> None:
     """A wrong type and an extra key are both reported, as two separate reasons."""
-    decision = processor.decide("read_file", {"path": 3, "extra": True}, [], "headless")
+    decision = decide(processor, "read_file", {"path": 3, "extra": True}, [], "headless")
     assert isinstance(decision.verdict, Deny) and decision.verdict.check == "schema"
     got = reasons(decision)
     assert len(got) == 2
@@ -54,7 +65,7 @@ def test_schema_lists_every_error_for_read_file(processor: ToolCallProcessor) ->
 
 def test_schema_lists_both_missing_fields_for_write_file(processor: ToolCallProcessor) -> None:
     """write_file with neither path nor content names both missing properties."""
-    decision = processor.decide("write_file", {}, rules("+write_file"), "headless")
+    decision = decide(processor, "write_file", {}, rules("+write_file"), "headless")
     assert isinstance(decision.verdict, Deny) and decision.verdict.check == "schema"
     got = reasons(decision)
     assert len(got) == 2
@@ -72,14 +83,14 @@ def test_schema_repairs_nothing(processor: ToolCallProcessor) -> None:
     ]
     for tool, args in cases:
         before = copy.deepcopy(args)
-        decision = processor.decide(tool, args, rules("+bash", "+edit_file"), "headless")
+        decision = decide(processor, tool, args, rules("+bash", "+edit_file"), "headless")
         assert isinstance(decision.verdict, Deny) and decision.verdict.check == "schema", (tool, args)
         assert args == before
 
 
 def test_bash_timeout_above_maximum_is_denied(processor: ToolCallProcessor) -> None:
     """A timeout_s above the tool's maximum is a schema error, not silently clamped."""
-    decision = processor.decide("bash", {"command": "true", "timeout_s": 10_000}, rules("+bash"), "headless")
+    decision = decide(processor, "bash", {"command": "true", "timeout_s": 10_000}, rules("+bash"), "headless")
     assert isinstance(decision.verdict, Deny) and decision.verdict.check == "schema"
     assert any(r.startswith("timeout_s:") for r in reasons(decision))
 
@@ -89,7 +100,7 @@ def test_bash_timeout_above_maximum_is_denied(processor: ToolCallProcessor) -> N
 
 def test_unknown_tool_is_denied_naming_the_known_tools(processor: ToolCallProcessor) -> None:
     """An unknown tool is denied by resolve, and the reason lists the tools the session does have."""
-    decision = processor.decide("delete_everything", {"path": "../x"}, rules("+*"), "headless")
+    decision = processor.check("delete_everything", {"path": "../x"}, rules("+*"), "headless")
     assert decision.spec is None
     assert isinstance(decision.verdict, Deny) and decision.verdict.check == "resolve"
     (reason,) = decision.verdict.reasons
@@ -110,7 +121,7 @@ def test_unknown_tool_is_denied_naming_the_known_tools(processor: ToolCallProces
 def test_read_only_tools_allowed_by_default(processor: ToolCallProcessor, mode: Mode, tool: str,
                                             args: dict[str, Any]) -> None:
     """Read-only tools pass in every mode with no rules, and the verdict names the default that allowed them."""
-    decision = processor.decide(tool, args, [], mode)
+    decision = decide(processor, tool, args, [], mode)
     assert isinstance(decision.verdict, Pass)
     assert decision.verdict.rule is not None and "default" in decision.verdict.rule
 
@@ -124,19 +135,19 @@ def test_read_only_tools_allowed_by_default(processor: ToolCallProcessor, mode: 
 def test_effectful_tools_need_allow_without_a_human(processor: ToolCallProcessor, mode: Mode, tool: str,
                                                     args: dict[str, Any]) -> None:
     """In modes with no human, write_file/edit_file/bash are denied by policy until `--allow TOOL` is given."""
-    denied = processor.decide(tool, args, [], mode)
+    denied = decide(processor, tool, args, [], mode)
     assert isinstance(denied.verdict, Deny) and denied.verdict.check == "policy"
-    assert f"--allow {tool}" in denied.verdict.reasons[0]
-    allowed = processor.decide(tool, args, rules(f"+{tool}"), mode)
-    assert allowed.verdict == Pass(rule=f"--allow {tool}")
+    assert any(f"--allow {tool}" in r for r in denied.verdict.reasons)
+    allowed = decide(processor, tool, args, rules(f"+{tool}"), mode)
+    assert allowed.verdict == Pass(rule=f"allow rule {tool!r} (flag)")
 
 
 def test_allow_rule_for_one_tool_does_not_allow_another(processor: ToolCallProcessor) -> None:
     """`--allow write_file` allows write_file only; edit_file and bash stay denied."""
     allow = rules("+write_file")
-    assert isinstance(processor.decide("write_file", {"path": "b", "content": ""}, allow, "headless").verdict, Pass)
+    assert isinstance(decide(processor, "write_file", {"path": "b", "content": ""}, allow, "headless").verdict, Pass)
     for tool, args in (("edit_file", {"path": "a.txt", "old": "a", "new": "b"}), ("bash", {"command": "ls"})):
-        verdict = processor.decide(tool, args, allow, "headless").verdict
+        verdict = decide(processor, tool, args, allow, "headless").verdict
         assert isinstance(verdict, Deny) and verdict.check == "policy"
 
 
@@ -150,9 +161,9 @@ def test_allow_rule_for_one_tool_does_not_allow_another(processor: ToolCallProce
 def test_bash_pattern_rule_allows_only_matching_commands(processor: ToolCallProcessor, command: str,
                                                          allowed: bool) -> None:
     """`bash(git status*)` allows exactly the commands its pattern matches; others fall back to the default."""
-    verdict = processor.decide("bash", {"command": command}, rules("+bash(git status*)"), "headless").verdict
+    verdict = decide(processor, "bash", {"command": command}, rules("+bash(git status*)"), "headless").verdict
     if allowed:
-        assert verdict == Pass(rule="--allow bash(git status*)")
+        assert verdict == Pass(rule="allow rule 'bash(git status*)' (flag)")
     else:
         assert isinstance(verdict, Deny) and verdict.check == "policy"
 
@@ -168,18 +179,18 @@ def test_bash_pattern_rule_allows_only_matching_commands(processor: ToolCallProc
 ])
 def test_bash_pattern_rule_does_not_allow_chained_commands(processor: ToolCallProcessor, command: str) -> None:
     """A prefix rule such as `bash(git status*)` must not allow a second command chained after the prefix."""
-    verdict = processor.decide("bash", {"command": command}, rules("+bash(git status*)"), "headless").verdict
+    verdict = decide(processor, "bash", {"command": command}, rules("+bash(git status*)"), "headless").verdict
     assert isinstance(verdict, Deny) and verdict.check == "policy", verdict
 
 
 def test_deny_beats_allow(processor: ToolCallProcessor) -> None:
     """A matching deny rule wins over any allow rule, whichever order they were given in."""
     for order in (("+bash", "-bash(rm*)"), ("-bash(rm*)", "+bash")):
-        denied = processor.decide("bash", {"command": "rm -rf ."}, rules(*order), "headless").verdict
+        denied = decide(processor, "bash", {"command": "rm -rf ."}, rules(*order), "headless").verdict
         assert isinstance(denied, Deny) and denied.check == "policy"
         assert "bash(rm*)" in denied.reasons[0]
-        assert processor.decide("bash", {"command": "ls"}, rules(*order), "headless").verdict == Pass(
-            rule="--allow bash")
+        assert decide(processor, "bash", {"command": "ls"}, rules(*order), "headless").verdict == Pass(
+            rule="allow rule 'bash' (flag)")
 
 
 @pytest.mark.parametrize("command", ["ls && rm -rf .", "echo hi; rm -rf .", "true | rm -rf .", "echo $(rm -rf .)",
@@ -187,14 +198,14 @@ def test_deny_beats_allow(processor: ToolCallProcessor) -> None:
 def test_bash_deny_pattern_matches_any_part_of_a_compound_command(processor: ToolCallProcessor,
                                                                   command: str) -> None:
     """`--deny 'bash(rm*)'` also denies a compound command one of whose parts is an `rm`, even with `--allow bash`."""
-    verdict = processor.decide("bash", {"command": command}, rules("+bash", "-bash(rm*)"), "headless").verdict
+    verdict = decide(processor, "bash", {"command": command}, rules("+bash", "-bash(rm*)"), "headless").verdict
     assert isinstance(verdict, Deny) and verdict.check == "policy", verdict
     assert "bash(rm*)" in verdict.reasons[0]
 
 
 def test_deny_rule_beats_read_only_default(processor: ToolCallProcessor) -> None:
     """A deny rule also removes a read-only tool that the defaults would allow."""
-    verdict = processor.decide("read_file", {"path": "a.txt"}, rules("-read_file"), "headless").verdict
+    verdict = decide(processor, "read_file", {"path": "a.txt"}, rules("-read_file"), "headless").verdict
     assert isinstance(verdict, Deny) and verdict.check == "policy"
 
 
@@ -202,7 +213,7 @@ def test_deny_rule_beats_read_only_default(processor: ToolCallProcessor) -> None
                                   "secrets//key.pem"])
 def test_path_deny_rule_is_not_bypassed_by_spelling(processor: ToolCallProcessor, path: str) -> None:
     """`--deny 'write_file(secrets/*)'` holds for every spelling of a path into secrets/, not only the literal."""
-    verdict = processor.decide("write_file", {"path": path, "content": "x"},
+    verdict = decide(processor, "write_file", {"path": path, "content": "x"},
                                rules("+write_file", "-write_file(secrets/*)"), "headless").verdict
     assert isinstance(verdict, Deny) and verdict.check == "policy", verdict
 
@@ -210,7 +221,7 @@ def test_path_deny_rule_is_not_bypassed_by_spelling(processor: ToolCallProcessor
 def test_path_deny_rule_holds_for_absolute_spelling(processor: ToolCallProcessor) -> None:
     """An absolute path into a denied directory is denied like the relative one."""
     absolute = str(processor.workspace / "secrets" / "key.pem")
-    verdict = processor.decide("write_file", {"path": absolute, "content": "x"},
+    verdict = decide(processor, "write_file", {"path": absolute, "content": "x"},
                                rules("+write_file", "-write_file(secrets/*)"), "headless").verdict
     assert isinstance(verdict, Deny) and verdict.check == "policy", verdict
 
@@ -237,25 +248,25 @@ ORDER_CASES = [
     Case("scope before deny rule", "read_file", {"path": "/etc/passwd"}, ("-read_file",), "scope", "/etc/passwd"),
     Case("glob pattern is scope", "glob", {"pattern": "/etc/*", "bogus": 1}, (), "scope", "is absolute"),
     Case("policy before schema (default)", "write_file", {"path": "b.txt", "bogus": 1}, (), "policy",
-         "not allowed by default in headless mode"),
+         "needs approval by default"),
     Case("policy before schema (deny rule)", "bash", {"command": 42}, ("+bash", "-bash"), "policy",
-         "denied by rule --deny 'bash'"),
+         "denied by deny rule 'bash'"),
     Case("schema after an allow", "write_file", {"path": "b.txt"}, ("+write_file",), "schema",
          "'content' is a required property"),
     Case("schema for a read-only tool", "grep", {"pattern": "x", "path": 1}, (), "schema",
          "is not of type 'string'"),
-    Case("all pass (read-only default)", "read_file", {"path": "a.txt"}, (), None, "default: read-only"),
+    Case("all pass (read-only default)", "read_file", {"path": "a.txt"}, (), None, "default: read tools"),
     Case("all pass (allow rule)", "write_file", {"path": "b.txt", "content": ""}, ("+write_file",), None,
-         "--allow write_file"),
+         "allow rule 'write_file'"),
     Case("all pass (pattern rule)", "bash", {"command": "git status"}, ("+bash(git*)",), None,
-         "--allow bash(git*)"),
+         "allow rule 'bash(git*)'"),
 ]
 
 
 @pytest.mark.parametrize("case", ORDER_CASES, ids=[c.name for c in ORDER_CASES])
 def test_check_order(processor: ToolCallProcessor, case: Case) -> None:
     """Each call stops at the first failing check in the order resolve, scope, policy, schema, with its reason."""
-    decision = processor.decide(case.tool, case.args, rules(*case.rules), "headless")
+    decision = processor.check(case.tool, case.args, rules(*case.rules), "headless")
     if case.check is None:
         assert isinstance(decision.verdict, Pass)
         assert decision.verdict.rule is not None and case.says in decision.verdict.rule

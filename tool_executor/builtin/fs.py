@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 
-from core.tools import ToolContext, ToolError, ToolOutput, ToolSpec
+from core.tools import ProbeResult, ToolContext, ToolError, ToolOutput, ToolSpec
 from tool_executor.paths import OutsideWorkspace, relative_pattern_problem, resolve_in_workspace
 
 MAX_LIST = 1000
@@ -208,6 +208,48 @@ async def grep(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
     return ToolOutput(await anyio.to_thread.run_sync(run))
 
 
+async def probe_write(args: Mapping[str, Any], ctx: ToolContext) -> ProbeResult:
+    """Does the file now hold exactly the bytes the call meant to write?"""
+    path = _path(ctx, args["path"])
+    want = args["content"].encode("utf-8")
+
+    def run() -> ProbeResult:
+        try:
+            got = path.read_bytes()
+        except FileNotFoundError:
+            return ProbeResult("not_applied", f"{_rel(ctx, path)} does not exist")
+        except OSError as exc:
+            return ProbeResult("undecided", f"cannot read {_rel(ctx, path)}: {exc.strerror or exc}")
+        if got == want:
+            return ProbeResult("applied", f"{_rel(ctx, path)} holds the intended {len(want)} bytes")
+        return ProbeResult("not_applied", f"{_rel(ctx, path)} does not hold the intended bytes "
+                                          f"({len(got)} bytes, expected {len(want)})")
+
+    return await anyio.to_thread.run_sync(run)
+
+
+async def probe_edit(args: Mapping[str, Any], ctx: ToolContext) -> ProbeResult:
+    """Is the replacement in the file and the original text gone? Undecided when the texts overlap."""
+    path = _path(ctx, args["path"])
+    old, new = args["old"], args["new"]
+
+    def run() -> ProbeResult:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            return ProbeResult("undecided", f"cannot read {_rel(ctx, path)}: {exc}")
+        if old in new or (new and new in old):
+            return ProbeResult("undecided", "the old and new text contain each other; decide by hand")
+        has_old, has_new = text.count(old), (new in text) if new else False
+        if has_old == 0 and (has_new or not new):
+            return ProbeResult("applied", f"{_rel(ctx, path)} holds the new text and not the old one")
+        if has_old == 1 and not has_new:
+            return ProbeResult("not_applied", f"{_rel(ctx, path)} still holds the old text once and not the new one")
+        return ProbeResult("undecided", f"{_rel(ctx, path)} holds the old text {has_old} time(s); decide by hand")
+
+    return await anyio.to_thread.run_sync(run)
+
+
 def _fs_key(args: Mapping[str, Any], ctx: ToolContext, name: str = "path", default: str | None = None) -> list[str]:
     raw = args.get(name, default)
     if not isinstance(raw, str):
@@ -239,13 +281,13 @@ def fs_tools() -> list[ToolSpec]:
                  _schema({"path": _PATH, "content": {"type": "string"}}, ["path", "content"]),
                  write_file, safety="write", effect="effectful", path_args=("path",),
                  primary_arg="path", primary_kind="path",
-                 resource_keys=_fs_key, timeout_s=30),
+                 resource_keys=_fs_key, timeout_s=30, probe=probe_write),
         ToolSpec("edit_file", "Replace one exact, unique occurrence of `old` with `new` in a workspace file.",
                  _schema({"path": _PATH, "old": {"type": "string", "minLength": 1}, "new": {"type": "string"}},
                          ["path", "old", "new"]),
                  edit_file, safety="write", effect="effectful", path_args=("path",),
                  primary_arg="path", primary_kind="path",
-                 resource_keys=_fs_key, timeout_s=30),
+                 resource_keys=_fs_key, timeout_s=30, probe=probe_edit),
         ToolSpec("list_dir", "List a directory in the workspace.", _schema({"path": _PATH}, ["path"]),
                  list_dir, safety="read", effect="read_only", path_args=("path",),
                  primary_arg="path", primary_kind="path",

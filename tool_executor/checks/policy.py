@@ -1,28 +1,30 @@
-"""Step 4: allow/deny. Session rules (`--allow`, `--deny`) over per-mode defaults; deny beats allow.
+"""Step 4: policy. Rules from config and flags over per-mode defaults; deny beats ask beats allow.
 
-Defaults: read-only tools are allowed in every mode; anything else needs an allow rule in a mode with no human
-(headless, daemon, mcp). The pipeline issue adds config rules, `ask`, approval and parking.
+Defaults: tools of safety level `read` are allowed in every mode; anything else (write, execute, network,
+admin) asks. Whether an `ask` reaches a person, parks the call or becomes a denial is the approval step's
+business (a mode with no human denies it unless the operator chose `--on-ask park`).
 
-A rule's pattern is matched against the tool's primary argument, read according to its kind:
-- path: the workspace-relative and the absolute form of the resolved path (symlinks followed), never the raw
-  spelling, so `./secrets/x`, `sub/../secrets/x` and `/abs/ws/secrets/x` all meet a `secrets/*` rule;
-- command: an allow pattern matches only a simple command (no `;`, `&`, `|`, newline, backquote, `$(`,
-  redirection); a deny pattern matches the whole command or any of its simple parts;
-- text: the argument as given."""
+A rule's patterns are matched against arguments read according to their kind:
+- path arguments: the workspace-relative and the absolute form of the resolved path (symlinks followed), never
+  the raw spelling, so `./secrets/x`, `sub/../secrets/x` and `/abs/ws/secrets/x` all meet a `secrets/*` rule;
+- a command (bash's `command`): an allow pattern matches only a simple command (no `;`, `&`, `|`, newline,
+  backquote, `$(`, redirection); a deny or ask pattern matches the whole command or any of its simple parts;
+- anything else: the argument as given (numbers and booleans as their JSON text)."""
 
 from __future__ import annotations
 
+import fnmatch
+import json
 import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from core.events import Mode
 from core.policy import PermissionRule
 from core.tools import ToolSpec
 from tool_executor.paths import OutsideWorkspace, resolve_in_workspace
-from tool_executor.verdicts import Deny, Pass, Verdict
+from tool_executor.verdicts import Ask, Deny, Pass, PolicyVerdict
 
 _CONTROL = re.compile(r"[;&|\n`<>]|\$\(")
 
@@ -37,10 +39,12 @@ def _path_forms(raw: str, workspace: Path) -> list[str]:
     return [rel, str(resolved)]
 
 
-def _candidates(spec: ToolSpec, value: str, workspace: Path, action: str) -> list[str]:
-    if spec.primary_kind == "path":
+def _forms(spec: ToolSpec, name: str, value: Any, workspace: Path, action: str) -> list[str]:
+    if not isinstance(value, str):
+        return [] if value is None else [json.dumps(value)]
+    if name in spec.path_args or (name == spec.primary_arg and spec.primary_kind == "path"):
         return _path_forms(value, workspace)
-    if spec.primary_kind == "command":
+    if name == spec.primary_arg and spec.primary_kind == "command":
         if action == "allow":
             return [] if _CONTROL.search(value) else [value]
         parts = [p.strip() for p in re.split(r"[;&|\n`<>()$]+", value) if p.strip()]
@@ -48,28 +52,41 @@ def _candidates(spec: ToolSpec, value: str, workspace: Path, action: str) -> lis
     return [value]
 
 
-def _matches(rule: PermissionRule, spec: ToolSpec, args: Mapping[str, Any], workspace: Path) -> bool:
-    if rule.pattern is None:
-        return rule.matches(spec.name, None)
-    value = args.get(spec.primary_arg) if spec.primary_arg else None
-    if not isinstance(value, str):
+def rule_matches(rule: PermissionRule, spec: ToolSpec, args: Mapping[str, Any], workspace: Path) -> bool:
+    if not rule.matches_tool(spec.name):
         return False
-    return any(rule.matches(spec.name, c) for c in _candidates(spec, value, workspace, rule.action))
+    patterns = dict(rule.args)
+    if rule.pattern is not None:
+        if not spec.primary_arg:
+            return False
+        patterns.setdefault(spec.primary_arg, rule.pattern)
+    for name, glob in patterns.items():
+        forms = _forms(spec, name, args.get(name), workspace, rule.action)
+        if not any(fnmatch.fnmatchcase(f, glob) for f in forms):
+            return False
+    return True
 
 
-def check_policy(spec: ToolSpec, args: Mapping[str, Any], rules: Sequence[PermissionRule], mode: Mode,
-                 workspace: Path) -> Verdict:
-    denies = [r for r in rules if r.action == "deny" and _matches(r, spec, args, workspace)]
+def _label(rule: PermissionRule) -> str:
+    return f"{rule.action} rule {rule.text()!r} ({rule.source})"
+
+
+def check_policy(spec: ToolSpec, args: Mapping[str, Any], rules: Sequence[PermissionRule], mode: str,
+                 workspace: Path) -> PolicyVerdict:
+    matching = [r for r in rules if rule_matches(r, spec, args, workspace)]
+    denies = [r for r in matching if r.action == "deny"]
     if denies:
-        return Deny("policy", tuple(f"denied by rule --deny {r.text()!r} ({r.source})" for r in denies))
-    allow = next((r for r in rules if r.action == "allow" and _matches(r, spec, args, workspace)), None)
+        return Deny("policy", tuple(f"denied by {_label(r)}" for r in denies))
+    asks = [r for r in matching if r.action == "ask"]
+    if asks:
+        return Ask("policy", _label(asks[0]), tuple(f"{_label(r)} asks for approval" for r in asks))
+    allow = next((r for r in matching if r.action == "allow"), None)
     if allow is not None:
-        return Pass(rule=f"--allow {allow.text()}")
-    if spec.effect == "read_only":
-        return Pass(rule=f"default: read-only tools are allowed in {mode} mode")
-    hint = f"the operator can allow it with --allow {spec.name}"
-    if spec.primary_kind == "command" and isinstance(args.get(spec.primary_arg or ""), str) \
-            and _CONTROL.search(args[spec.primary_arg or ""]):
-        hint += " (pattern rules never allow commands joined with ; & | or using $( ` < >)"
-    return Deny("policy", (f"{spec.name} ({spec.safety}, {spec.effect}) is not allowed by default in {mode} mode; "
-                           f"{hint}",))
+        return Pass(rule=_label(allow))
+    if spec.safety == "read":
+        return Pass(rule=f"default: {spec.safety} tools are allowed in {mode} mode")
+    reason = f"{spec.name} ({spec.safety}, {spec.effect}) needs approval by default"
+    value = args.get(spec.primary_arg or "")
+    if spec.primary_kind == "command" and isinstance(value, str) and _CONTROL.search(value):
+        reason += " (pattern rules never allow commands joined with ; & | or using $( ` < >)"
+    return Ask("policy", f"default: {spec.safety} tools ask in every mode", (reason,))

@@ -1,0 +1,53 @@
+"""Decisions on parked calls, recorded from any terminal (`strata approve` / `strata deny`).
+
+The decision is appended to the session's log under the session lease (so it never races a running session),
+bound to the argument sha256 and plan digest the call was parked with. `strata resume` then runs the call if,
+and only if, it still has exactly those arguments under that plan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import anyio
+
+from agent.session import Runtime
+from core.errors import UsageError
+from core.events import ApprovalGranted, ApprovalRejected, ParkedCall
+from core.state import fold
+from memory import Write
+from memory.leases import make_liveness, new_holder
+
+
+@dataclass(frozen=True)
+class Recorded:
+    call: ParkedCall
+    approved: bool
+    still_waiting: tuple[str, ...]
+    """Parked calls of the session that have no decision yet."""
+
+
+async def record_decision(rt: Runtime, session_id: str, call_id: str, *, approve: bool, approver: str,
+                          reason: str = "") -> Recorded:
+    holder = new_holder(rt.ids.uuid7(), rt.clock)
+    await rt.store.acquire_lease(session_id, holder, make_liveness(rt.clock), rt.clock.now())
+    try:
+        state = fold(await rt.store.read_events(session_id))
+        parked = state.parked.get(call_id)
+        if parked is None:
+            waiting = ", ".join(state.parked) or "none"
+            raise UsageError(f"call {call_id} of session {session_id} is not waiting for approval",
+                             hint=f"calls waiting for approval: {waiting} (see `strata show {session_id}`)")
+        if approve:
+            event: ApprovalGranted | ApprovalRejected = ApprovalGranted(
+                call_id=call_id, tool=parked.tool, args_sha256=parked.input_sha256, plan_digest=parked.plan_digest,
+                approver=approver, scope="once", asked_by=parked.asked_by)
+        else:
+            event = ApprovalRejected(call_id=call_id, tool=parked.tool, args_sha256=parked.input_sha256,
+                                     approver=approver, reason=reason)
+        waiting_ids = tuple(c for c in state.parked if c != call_id and c not in state.approvals)
+        await rt.store.commit(session_id, Write(events=[(event, state.turn)],
+                                                status="awaiting_approval" if waiting_ids else "idle"))
+        return Recorded(parked, approve, waiting_ids)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await rt.store.release_lease(session_id, holder.token, None)

@@ -1,0 +1,177 @@
+"""`strata trust [DIR]` and `strata config show`: reviewing and trusting a project's config, and seeing every
+effective setting with where it came from. A bad config file is a usage error (exit 2): one line naming the file,
+the key and the reason."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from agent.outcome import EXIT_USAGE
+from config import (
+    HOOK_EVENTS,
+    ConfigFile,
+    HookSpec,
+    LoadedConfig,
+    default_home,
+    load_config,
+    project_config_path,
+    trust_project,
+    untrust,
+    user_config_path,
+)
+from config.settings import SETTING_KEYS
+from core.errors import ConfigError, StrataError
+from core.policy import PermissionRule
+
+
+def _fail(err: StrataError) -> NoReturn:
+    click.echo(f"strata: error: {err.message}", err=True)
+    if err.hint:
+        click.echo(f"hint: {err.hint}", err=True)
+    sys.exit(EXIT_USAGE if isinstance(err, ConfigError) else err.exit_code)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+@click.command()
+@click.argument("directory", required=False, default=".", type=click.Path(path_type=Path))
+@click.option("--revoke", is_flag=True, help="Forget the trust given to DIR's project config.")
+def trust(directory: Path, revoke: bool) -> None:
+    """Trust a project's config after reviewing it.
+
+    Records the sha256 of DIR/.strata/config.toml (DIR defaults to the current directory): its hooks and allow
+    rules apply from then on, until the file is edited."""
+    home = default_home(os.environ)
+    workspace = directory.resolve()
+    command = f"strata trust {shlex.quote(str(workspace))}"
+    try:
+        if revoke:
+            path = project_config_path(workspace)
+            if untrust(home, workspace):
+                click.echo(f"no longer trusted: {path}")
+            else:
+                click.echo(f"{path} was not trusted")
+            return
+        record = trust_project(home, workspace)
+    except StrataError as err:
+        _fail(err)
+    click.echo(f"trusted {record.path}")
+    click.echo(f"sha256 {record.sha256}")
+    for line in _summary(record.config):
+        click.echo(f"  {line}")
+    click.echo(f"editing the file revokes its trust; review the change and run `{command}` again")
+
+
+def _summary(data: ConfigFile) -> list[str]:
+    hooks = [(event, i, h) for event in HOOK_EVENTS for i, h in enumerate(getattr(data.hooks, event))]
+    settings = [key for key in SETTING_KEYS if getattr(data, key) is not None]
+    lines = [f"{_plural(len(hooks), 'hook')}, {_plural(len(data.policy.rules), 'rule')}, "
+             f"{_plural(len(settings), 'setting')}"]
+    for event, i, h in hooks:
+        timeout = f" (timeout {h.timeout_s:g}s)" if h.timeout_s is not None else ""
+        lines.append(f"hook {event}[{i}] on {h.matcher}: {h.command}{timeout}")
+    for i, r in enumerate(data.policy.rules):
+        rule = PermissionRule(action=r.action, tool=r.tool, pattern=r.pattern, args=dict(r.args))
+        lines.append(f"rule {i}: {r.action} {rule.text()}")
+    lines.extend(f"setting {key} = {getattr(data, key)!r}" for key in settings)
+    if data.secrets.env or data.secrets.values:
+        lines.append(f"secrets: {_plural(len(data.secrets.env), 'variable name')}, "
+                     f"{_plural(len(data.secrets.values), 'value')} (not shown)")
+    return lines
+
+
+@click.group(name="config")
+def config_group() -> None:
+    """Inspect the effective configuration."""
+
+
+@config_group.command(name="show")
+@click.option("--workspace", type=click.Path(path_type=Path), default=".", show_default=True,
+              help="The workspace whose .strata/config.toml is the project layer.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object.")
+def show_config(workspace: Path, as_json: bool) -> None:
+    """Show every effective setting and where it came from, and the rules and hooks with their source and whether
+    they are active."""
+    try:
+        loaded = load_config(workspace=workspace, env=os.environ)
+    except StrataError as err:
+        _fail(err)
+    view = config_view(loaded, workspace.resolve(), user_config_path(os.environ))
+    if as_json:
+        click.echo(json.dumps(view, ensure_ascii=False))
+        return
+    for line in _text(view):
+        click.echo(line)
+
+
+def config_view(loaded: LoadedConfig, workspace: Path, user_file: Path) -> dict[str, Any]:
+    """The stable `config show --json` shape."""
+    project_file = loaded.project_file or project_config_path(workspace)
+    return {
+        "workspace": str(workspace),
+        "files": {
+            "user": {"path": str(user_file), "found": str(user_file) in loaded.files},
+            "project": {"path": str(project_file), "found": loaded.project_file is not None,
+                        "trust": loaded.project_trust, "sha256": loaded.project_sha256},
+        },
+        "settings": {key: {"value": _plain(getattr(loaded.settings, key)), "source": source}
+                     for key, source in loaded.sources.items()},
+        "rules": [_rule_view(r, True) for r in loaded.rules] + [_rule_view(r, False) for r in loaded.ignored_rules],
+        "hooks": [_hook_view(h, True) for h in loaded.hooks] + [_hook_view(h, False) for h in loaded.ignored_hooks],
+        "secrets": {"env": list(loaded.secrets.env), "values": len(loaded.secrets.values)},
+        "notices": list(loaded.notices),
+    }
+
+
+def _plain(value: object) -> object:
+    return str(value) if isinstance(value, Path) else value
+
+
+def _rule_view(rule: PermissionRule, active: bool) -> dict[str, Any]:
+    return {"action": rule.action, "tool": rule.tool, "pattern": rule.pattern, "args": dict(rule.args),
+            "text": rule.text(), "source": rule.source, "active": active}
+
+
+def _hook_view(hook: HookSpec, active: bool) -> dict[str, Any]:
+    return {"event": hook.event, "name": hook.name, "matcher": hook.matcher, "command": hook.command,
+            "timeout_s": hook.timeout_s, "source": hook.source, "active": active}
+
+
+_INACTIVE = "ignored (project not trusted)"
+
+
+def _text(view: dict[str, Any]) -> list[str]:
+    user, project = view["files"]["user"], view["files"]["project"]
+    trust = {"trusted": "trusted", "untrusted": "not trusted", "changed": "changed since trusted"}
+    lines = [f"workspace {view['workspace']}", "files:",
+             f"  user     {user['path']} ({'read' if user['found'] else 'not found'})",
+             f"  project  {project['path']} ("
+             + (trust[project["trust"]] if project["found"] else "not found") + ")",
+             "settings:"]
+    width = max(len(k) for k in view["settings"])
+    for key, item in view["settings"].items():
+        value = "(not set)" if item["value"] is None else str(item["value"])
+        lines.append(f"  {key:<{width}}  {value:<24}  {item['source']}")
+    lines.append("rules:" if view["rules"] else "rules: none")
+    for r in view["rules"]:
+        state = "active" if r["active"] else _INACTIVE
+        lines.append(f"  {r['action']:<5}  {r['text']}  from {r['source']}  {state}")
+    lines.append("hooks:" if view["hooks"] else "hooks: none")
+    for h in view["hooks"]:
+        state = "active" if h["active"] else _INACTIVE
+        lines.append(f"  {h['name']} on {h['matcher']}: {h['command']} (timeout {h['timeout_s']:g}s)  "
+                     f"from {h['source']}  {state}")
+    secrets = view["secrets"]
+    lines.append(f"secrets: env {', '.join(secrets['env']) or '(none)'}; {_plural(secrets['values'], 'value')} "
+                 "(not shown)")
+    lines.extend(f"notice: {n}" for n in view["notices"])
+    return lines

@@ -1,0 +1,179 @@
+"""Reading one config file, and turning any problem with it into one ConfigError line: the file, the key as a
+dotted path (`policy.rules[2].action`, entries counted from 0) and the reason. TOML syntax errors name the line
+and column instead of a key. Secret values are never echoed back."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+import tomllib
+import types
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from config.schema import ConfigFile
+from core.errors import ConfigError
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+@dataclass(frozen=True)
+class ConfigDoc:
+    """A validated config file and the sha256 of exactly the bytes that were parsed."""
+
+    path: Path
+    source: str
+    sha256: str
+    data: ConfigFile
+
+
+def read_config_file(path: Path, *, source: str | None = None) -> ConfigDoc:
+    """Read and validate `path`. `source` is how errors and `sources` name it (default: the path)."""
+    label = source or str(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the file: {exc.strerror or exc}", file=label) from None
+    return parse_config(raw, path=path, source=label)
+
+
+def parse_config(raw: bytes, *, path: Path, source: str) -> ConfigDoc:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text (byte {exc.start})", file=source) from None
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML: {exc}", file=source) from None
+    try:
+        data = ConfigFile.model_validate(table)
+    except ValidationError as exc:
+        raise validation_error(exc, file=source, order=list(table)) from None
+    return ConfigDoc(path=path, source=source, sha256=hashlib.sha256(raw).hexdigest(), data=data)
+
+
+def validation_error(exc: ValidationError, *, file: str, order: Sequence[str] = ()) -> ConfigError:
+    """The first problem in file order (`order`: the file's top-level keys as written), the others counted."""
+    rank = {key: i for i, key in enumerate(order)}
+    errors = sorted(exc.errors(), key=lambda e: rank.get(str(e["loc"][0]), len(rank)) if e["loc"] else len(rank))
+    err = errors[0]
+    loc = tuple(p for p in err["loc"] if p != "[key]")
+    reason = describe(err, ConfigFile)
+    if len(errors) > 1:
+        reason += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''} in this file)"
+    return ConfigError(reason, file=file, key=dotted(loc) or None)
+
+
+def dotted(loc: tuple[int | str, ...]) -> str:
+    """`("policy", "rules", 2, "action")` -> `policy.rules[2].action`; keys that are not bare words are quoted."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif not _BARE_KEY.match(part):
+            out += f"[{json.dumps(part)}]"
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+_REASONS = {
+    "missing": "missing required key",
+    "model_type": "must be a table",
+    "model_attributes_type": "must be a table",
+    "dict_type": "must be a table",
+    "list_type": "must be an array",
+    "string_type": "must be a string",
+    "int_type": "must be an integer",
+    "int_from_float": "must be an integer",
+    "int_parsing": "must be an integer",
+    "float_parsing": "must be a number",
+    "finite_number": "must be a finite number",
+    "float_type": "must be a number",
+    "string_too_short": "must not be empty",
+}
+_BOUNDS = {"greater_than": "must be greater than {gt}", "greater_than_equal": "must be at least {ge}",
+           "less_than": "must be less than {lt}", "less_than_equal": "must be at most {le}"}
+
+
+def describe(err: Any, root: type[BaseModel] | None = None, *, origin: str | None = None) -> str:
+    """A pydantic error as a short reason, with the offending value (and where it came from) unless the value
+    is a secret. `root`: the model validated, to list the keys allowed beside an unknown one."""
+    kind = err["type"]
+    loc = tuple(p for p in err["loc"] if p != "[key]")
+    if kind == "extra_forbidden":
+        return _unknown_key(str(loc[-1]), _allowed_keys(root, loc[:-1]) if root else [])
+    if kind == "literal_error":
+        reason = f"must be one of {err['ctx']['expected']}"
+    elif kind == "string_too_short" and err.get("ctx", {}).get("min_length", 1) > 1:
+        reason = f"must be at least {err['ctx']['min_length']} characters"
+    elif kind in _REASONS:
+        reason = _REASONS[kind]
+    elif kind in _BOUNDS:
+        reason = _BOUNDS[kind].format(**{k: _shown(v) for k, v in err["ctx"].items()})
+    else:
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        reason = msg[:1].lower() + msg[1:]
+    if kind == "missing" or loc[:2] == ("secrets", "values"):
+        return reason
+    return f"{reason} (got {_shown(err['input'])}{f' from {origin}' if origin else ''})"
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return repr(int(value))
+    if isinstance(value, str | int | float):
+        return repr(value)
+    if isinstance(value, datetime | date | time):
+        return "a date/time"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return type(value).__name__
+
+
+def _unknown_key(key: str, allowed: list[str]) -> str:
+    close = difflib.get_close_matches(key, allowed, n=1)
+    if close:
+        return f"unknown key {key!r} (did you mean {close[0]!r}?)"
+    if allowed:
+        return f"unknown key {key!r} (allowed here: {', '.join(allowed)})"
+    return f"unknown key {key!r}"
+
+
+def _allowed_keys(root: type[BaseModel], parent: tuple[int | str, ...]) -> list[str]:
+    """The keys of the table at `parent` (walking the schema's annotations: models, lists, optionals)."""
+    node: Any = root
+    for part in parent:
+        node = _unwrap(node)
+        if isinstance(part, int):
+            args = typing.get_args(node)
+            node = args[0] if args else None
+        elif isinstance(node, type) and issubclass(node, BaseModel) and part in node.model_fields:
+            node = node.model_fields[part].annotation
+        else:
+            return []
+    node = _unwrap(node)
+    if isinstance(node, type) and issubclass(node, BaseModel):
+        return list(node.model_fields)
+    return []
+
+
+def _unwrap(node: Any) -> Any:
+    """`X | None` -> X."""
+    if isinstance(node, types.UnionType) or typing.get_origin(node) is typing.Union:
+        rest = [a for a in typing.get_args(node) if a is not type(None)]
+        return rest[0] if len(rest) == 1 else node
+    return node

@@ -1,0 +1,41 @@
+"""A configured hook as the runtime receives it: which event, which tools, the shell command, its effective timeout,
+and the file and entry it came from (so a verdict can name the hook that gave it)."""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import get_args
+
+from pydantic import BaseModel, ConfigDict
+
+from core.hooks import Hook, HookEvent
+
+HOOK_EVENTS: tuple[HookEvent, ...] = get_args(HookEvent)
+
+
+class HookSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    event: HookEvent
+    matcher: str
+    """Glob over the tool name (`*` for every tool; `stop` hooks have no tool and always match)."""
+    command: str
+    """A shell command line."""
+    timeout_s: float
+    """The entry's own `timeout_s`, or the effective `hook_timeout_s` setting."""
+    source: str
+    """The config file that declared it, or `built-in defaults`."""
+    index: int
+    """Position among its file's entries for this event: the entry is `hooks.<event>[index]` in `source`."""
+
+    @property
+    def name(self) -> str:
+        return f"hooks.{self.event}[{self.index}]"
+
+    def matches(self, tool: str | None) -> bool:
+        return tool is None or fnmatch.fnmatchcase(tool, self.matcher)
+
+    def to_hook(self) -> Hook:
+        """The runtime's hook (`core.hooks.Hook`), run by the command runner in tool_executor/hooks."""
+        return Hook(name=self.name, event=self.event, matcher=self.matcher, command=self.command,
+                    timeout_s=self.timeout_s, source=self.source)

@@ -1,0 +1,181 @@
+"""Loading the effective configuration. Precedence, lowest first:
+
+    built-in defaults (config/defaults.toml) < user ($XDG_CONFIG_HOME/strata/config.toml)
+        < project (<workspace>/.strata/config.toml) < environment (STRATA_*) < flags
+
+Scalars override; policy rules, hooks and secrets accumulate across files. A project file that is not trusted
+(`config/trust.py`) still contributes its settings and its `ask`/`deny` rules, never its hooks or `allow` rules;
+what was ignored is said once in `notices`. Every effective scalar records where it came from in `sources`."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from config._read import ConfigDoc, describe, parse_config, read_config_file
+from config.hooks import HOOK_EVENTS, HookSpec
+from config.settings import (
+    DEFAULTS_SOURCE,
+    SETTING_KEYS,
+    Settings,
+    env_var,
+    flag_name,
+    home_with_source,
+    project_config_path,
+    user_config_path,
+)
+from config.trust import TrustState, trust_state
+from core.errors import ConfigError
+from core.policy import PermissionRule
+
+DEFAULTS_FILE = "defaults.toml"
+
+
+class Secrets(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    values: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()
+    """Names of environment variables whose values are secrets."""
+
+
+class LoadedConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    settings: Settings
+    rules: tuple[PermissionRule, ...] = ()
+    """Active policy rules, lowest precedence file first; each rule's `source` is its file."""
+    hooks: tuple[HookSpec, ...] = ()
+    """Active hooks, lowest precedence file first."""
+    secrets: Secrets = Secrets()
+    sources: dict[str, str]
+    """Setting key -> where its effective value came from: `built-in defaults`, a file path,
+    `environment variable STRATA_X`, `flag --x`."""
+    notices: tuple[str, ...] = ()
+    project_file: Path | None = None
+    """The workspace's project file, when it exists."""
+    project_trusted: bool = False
+    """True only when a project file exists and its current sha256 is the trusted one."""
+    project_sha256: str | None = None
+    project_trust: TrustState | None = None
+    """`trusted`, `untrusted`, or `changed` (trusted once, edited since); None without a project file."""
+    ignored_rules: tuple[PermissionRule, ...] = ()
+    """`allow` rules of an untrusted project file (shown by `strata config show`, never applied)."""
+    ignored_hooks: tuple[HookSpec, ...] = ()
+    """Hooks of an untrusted project file."""
+    files: tuple[str, ...] = ()
+    """Config files that were read, lowest precedence first (the built-in defaults not included)."""
+
+
+def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
+                flags: Mapping[str, object] | None = None) -> LoadedConfig:
+    """The effective config for a workspace (None: no project layer). `env` defaults to the process environment;
+    `flags` maps setting keys to command-line values (None values are ignored)."""
+    env = os.environ if env is None else env
+    given = {k: v for k, v in (flags or {}).items() if v is not None}
+    unknown = sorted(set(given) - set(Settings.model_fields))
+    if unknown:
+        raise ConfigError(f"unknown setting (known: {', '.join(Settings.model_fields)})", key=unknown[0])
+
+    home, home_source = home_with_source(env)
+    if "home" in given:
+        home, home_source = Path(str(given["home"])).expanduser(), f"flag {flag_name('home')}"
+
+    defaults = _defaults()
+    user = _read_if_present(user_config_path(env))
+    project = _read_if_present(project_config_path(workspace)) if workspace is not None else None
+    state: TrustState = trust_state(home, project.path, project.sha256) if project else "untrusted"
+    docs = [d for d in (defaults, user, project) if d is not None]
+
+    values: dict[str, object] = {"home": home}
+    sources: dict[str, str] = {"home": home_source}
+    for doc in docs:
+        for key in SETTING_KEYS:
+            if (value := getattr(doc.data, key)) is not None:
+                values[key], sources[key] = value, doc.source
+    for key in SETTING_KEYS:
+        if env.get(var := env_var(key)):
+            values[key], sources[key] = env[var], f"environment variable {var}"
+    for key, value in given.items():
+        if key != "home":
+            values[key], sources[key] = value, f"flag {flag_name(key)}"
+    sources = {key: sources.get(key, DEFAULTS_SOURCE) for key in Settings.model_fields}
+    settings = _validate(values, sources)
+
+    rules: list[PermissionRule] = []
+    ignored_rules: list[PermissionRule] = []
+    hooks: list[HookSpec] = []
+    ignored_hooks: list[HookSpec] = []
+    secret_values: dict[str, None] = {}
+    secret_env: dict[str, None] = {}
+    for doc in docs:
+        untrusted = doc is project and state != "trusted"
+        for r in doc.data.policy.rules:
+            rule = PermissionRule(action=r.action, tool=r.tool, pattern=r.pattern, args=dict(r.args),
+                                  source=doc.source)
+            (ignored_rules if untrusted and r.action == "allow" else rules).append(rule)
+        for event in HOOK_EVENTS:
+            for index, h in enumerate(getattr(doc.data.hooks, event)):
+                timeout = h.timeout_s if h.timeout_s is not None else settings.hook_timeout_s
+                spec = HookSpec(event=event, matcher=h.matcher, command=h.command, timeout_s=timeout,
+                                source=doc.source, index=index)
+                (ignored_hooks if untrusted else hooks).append(spec)
+        secret_values.update(dict.fromkeys(doc.data.secrets.values))
+        secret_env.update(dict.fromkeys(doc.data.secrets.env))
+
+    notices: list[str] = []
+    if project is not None and (ignored_rules or ignored_hooks):
+        notices.append(untrusted_notice(project.path, state, hooks=len(ignored_hooks), allow_rules=len(ignored_rules)))
+
+    return LoadedConfig(
+        settings=settings, rules=tuple(rules), hooks=tuple(hooks),
+        secrets=Secrets(values=tuple(secret_values), env=tuple(secret_env)), sources=sources,
+        notices=tuple(notices), project_file=project.path if project else None,
+        project_trusted=state == "trusted" and project is not None,
+        project_sha256=project.sha256 if project else None, project_trust=state if project else None,
+        ignored_rules=tuple(ignored_rules),
+        ignored_hooks=tuple(ignored_hooks), files=tuple(d.source for d in (user, project) if d is not None),
+    )
+
+
+def load_settings(env: Mapping[str, str] | None = None, **flags: object) -> Settings:
+    """The effective settings without a project layer (defaults < user file < environment < flags)."""
+    return load_config(workspace=None, env=env, flags=flags).settings
+
+
+def untrusted_notice(path: Path, state: TrustState, *, hooks: int, allow_rules: int) -> str:
+    parts = [f"{n} {word}{'s' if n != 1 else ''}" for n, word in ((hooks, "hook"), (allow_rules, "allow rule")) if n]
+    what = " and ".join(parts) + (" are" if hooks + allow_rules > 1 else " is")
+    command = f"strata trust {shlex.quote(str(path.parent.parent))}"
+    if state == "changed":
+        return (f"project config {path} changed since it was trusted: its {what} ignored; "
+                f"run `{command}` again after reviewing it")
+    return f"project config {path} is not trusted: its {what} ignored; run `{command}` after reviewing it"
+
+
+def _defaults() -> ConfigDoc:
+    resource = resources.files("config").joinpath(DEFAULTS_FILE)
+    doc = parse_config(resource.read_bytes(), path=Path(str(resource)), source=str(resource))
+    return dataclasses.replace(doc, source=DEFAULTS_SOURCE)
+
+
+def _read_if_present(path: Path) -> ConfigDoc | None:
+    return read_config_file(path) if path.exists() else None
+
+
+def _validate(values: dict[str, object], sources: dict[str, str]) -> Settings:
+    try:
+        return Settings.model_validate(values)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = str(err["loc"][0]) if err["loc"] else None
+        origin = sources.get(key or "", DEFAULTS_SOURCE)
+        if origin.startswith(("environment variable", "flag")):
+            raise ConfigError(describe(err, origin=origin), key=key) from None
+        raise ConfigError(describe(err), file=origin, key=key) from None

@@ -1,0 +1,129 @@
+"""The shape of one config file (`config/defaults.toml`, the user file, a project's `.strata/config.toml`).
+
+Every table forbids unknown keys and every value is checked strictly (a TOML string is not a number), so a typo is
+an error naming the key rather than a setting silently ignored. Scalars are optional here: a file sets only what
+it overrides. Lists of rules and hooks accumulate across files (`config/loader.py`)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from config.settings import Durability, HookSeconds, MaxTurns, ModelSpec, OnAsk, RepairBudget, Seconds
+from core.policy import RuleAction
+
+_TOOL_GLOB = re.compile(r"^[A-Za-z0-9_.:*?\[\]!-]+$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def unclosed_bracket(glob: str) -> bool:
+    """True when a `[` opens a character class that never closes (fnmatch would silently match it literally)."""
+    i, n = 0, len(glob)
+    while i < n:
+        if glob[i] == "[":
+            j = i + 1
+            if j < n and glob[j] == "!":
+                j += 1
+            if j < n and glob[j] == "]":
+                j += 1
+            while j < n and glob[j] != "]":
+                j += 1
+            if j >= n:
+                return True
+            i = j
+        i += 1
+    return False
+
+
+def _glob(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    if unclosed_bracket(value):
+        raise ValueError("invalid glob: a '[' is never closed by ']'")
+    return value
+
+
+def _tool_glob(value: str) -> str:
+    _glob(value)
+    if not _TOOL_GLOB.match(value):
+        raise ValueError("a tool glob may use only letters, digits, '_', '.', ':', '-' and the wildcards * ? [ ] !")
+    return value
+
+
+def _command(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    if "\x00" in value:
+        raise ValueError("must not contain a NUL character")
+    return value
+
+
+def _env_name(value: str) -> str:
+    if not _ENV_NAME.match(value):
+        raise ValueError("not a valid environment variable name")
+    return value
+
+
+Glob = Annotated[str, AfterValidator(_glob)]
+ToolGlob = Annotated[str, AfterValidator(_tool_glob)]
+ArgName = Annotated[str, Field(min_length=1)]
+Command = Annotated[str, AfterValidator(_command)]
+EnvName = Annotated[str, AfterValidator(_env_name)]
+SecretValue = Annotated[str, Field(min_length=4)]
+"""Shorter values would mask ordinary text wherever it appears."""
+
+
+class _Table(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class RuleEntry(_Table):
+    """`[[policy.rules]]`: `{ tool = "bash", args = { command = "git *" }, action = "allow" }`."""
+
+    tool: ToolGlob
+    action: RuleAction
+    pattern: Glob | None = None
+    """Glob over the tool's primary argument (the command for `bash`, the path for file tools)."""
+    args: dict[ArgName, Glob] = Field(default_factory=dict)
+
+
+class PolicySection(_Table):
+    rules: list[RuleEntry] = Field(default_factory=list)
+
+
+class HookEntry(_Table):
+    """`[[hooks.pre_tool_use]]` and friends: `{ matcher = "write_*", command = "python3 check.py", timeout_s = 5 }`."""
+
+    matcher: ToolGlob = "*"
+    command: Command
+    """Run by the shell."""
+    timeout_s: HookSeconds | None = None
+    """None: the top-level `hook_timeout_s`."""
+
+
+class HooksSection(_Table):
+    pre_tool_use: list[HookEntry] = Field(default_factory=list)
+    post_tool_use: list[HookEntry] = Field(default_factory=list)
+    stop: list[HookEntry] = Field(default_factory=list)
+
+
+class SecretsSection(_Table):
+    values: list[SecretValue] = Field(default_factory=list)
+    """Extra secret values to mask wherever they appear."""
+    env: list[EnvName] = Field(default_factory=list)
+    """Names of environment variables whose values are secrets to mask."""
+
+
+class ConfigFile(_Table):
+    durability: Durability | None = None
+    max_turns: MaxTurns | None = None
+    model: ModelSpec | None = None
+    on_ask: OnAsk | None = None
+    lock_timeout_s: Seconds | None = None
+    hook_timeout_s: HookSeconds | None = None
+    repair_budget: RepairBudget | None = None
+    policy: PolicySection = Field(default_factory=PolicySection)
+    hooks: HooksSection = Field(default_factory=HooksSection)
+    secrets: SecretsSection = Field(default_factory=SecretsSection)

@@ -1,0 +1,140 @@
+"""Project trust. A project's `.strata/config.toml` comes with the code it sits in, so whoever wrote the
+repository wrote it. Until `strata trust DIR` records the file's sha256, its hooks (shell commands) and its rules
+that loosen policy (`allow`) are ignored; rules that only tighten (`ask`, `deny`) and plain settings apply.
+Editing the file changes its sha256 and so revokes trust until it is reviewed and trusted again.
+
+The record is `<home>/trusted_projects.json`, written atomically:
+
+    {"version": 1,
+     "projects": {"/abs/path/.strata/config.toml": {"sha256": "<hex>", "trusted_at": "2025-01-01T12:00:00Z"}}}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from config._read import ConfigDoc, read_config_file
+from config.schema import ConfigFile
+from config.settings import project_config_path
+from core.errors import ConfigError, UsageError
+
+TRUST_FILE = "trusted_projects.json"
+TrustState = Literal["trusted", "untrusted", "changed"]
+
+
+class TrustRecord(BaseModel):
+    """What `trust_project` recorded, with the validated content that was trusted."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: Path
+    sha256: str
+    trusted_at: datetime
+    config: ConfigFile
+
+
+class _Entry(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    trusted_at: datetime
+
+
+class _Store(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: Literal[1] = 1
+    projects: dict[str, _Entry] = Field(default_factory=dict)
+
+
+def trust_store_path(home: Path) -> Path:
+    return home / TRUST_FILE
+
+
+def trust_project(home: Path, workspace: Path, *, now: datetime | None = None) -> TrustRecord:
+    """Validate the workspace's project file and record its sha256. A malformed file is refused (ConfigError)."""
+    path = project_config_path(workspace)
+    if not path.is_file():
+        raise UsageError(f"no project config at {path}", hint="a project's config is its .strata/config.toml")
+    doc: ConfigDoc = read_config_file(path)
+    at = now or datetime.now(UTC)
+    store = _read(home)
+    projects = dict(store.projects)
+    projects[str(path)] = _Entry(sha256=doc.sha256, trusted_at=at)
+    _write(home, _Store(projects=projects))
+    return TrustRecord(path=path, sha256=doc.sha256, trusted_at=at, config=doc.data)
+
+
+def untrust(home: Path, workspace: Path) -> bool:
+    """Forget the workspace's project file. False when it was not trusted."""
+    key = str(project_config_path(workspace))
+    store = _read(home)
+    if key not in store.projects:
+        return False
+    _write(home, _Store(projects={k: v for k, v in store.projects.items() if k != key}))
+    return True
+
+
+def trust_state(home: Path, path: Path, sha256: str) -> TrustState:
+    entry = _read(home).projects.get(str(path))
+    if entry is None:
+        return "untrusted"
+    return "trusted" if entry.sha256 == sha256 else "changed"
+
+
+def is_trusted(home: Path, path: Path, sha256: str) -> bool:
+    return trust_state(home, path, sha256) == "trusted"
+
+
+def trusted_projects(home: Path) -> dict[str, str]:
+    """Project file path -> recorded sha256."""
+    return {k: v.sha256 for k, v in _read(home).projects.items()}
+
+
+def _read(home: Path) -> _Store:
+    path = trust_store_path(home)
+    hint = f"delete {path} and run `strata trust DIR` again for each project you trust"
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return _Store()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the trust record: {exc.strerror or exc}", file=str(path)) from None
+    try:
+        return _Store.model_validate_json(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        reason = str(err["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"corrupt trust record: {reason}", file=str(path), hint=hint) from None
+
+
+def _write(home: Path, store: _Store) -> None:
+    """Write to a temporary file beside the record, fsync, then rename over it: readers see old or new, never half."""
+    target = trust_store_path(home)
+    body = json.dumps(store.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=home, prefix=f".{TRUST_FILE}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(body)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        dir_fd = os.open(home, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as exc:
+        raise ConfigError(f"cannot write the trust record: {exc.strerror or exc}", file=str(target)) from None

@@ -1,0 +1,130 @@
+"""Hook inputs and verdicts. Each hook gets one input object (adding a field never breaks a hook) and answers
+with a tagged verdict that carries its reason.
+
+PreToolUse:  HookAllow | HookBlock(reason) | HookRewrite(input, tool?) | HookAsk(reason)
+PostToolUse: HookAllow | HookAddContext(text) | HookWithhold(reason)
+Stop:        HookAllow | HookRepair(instruction)
+
+A hook that crashes, times out or answers something malformed is read as HookBlock (fail closed); the runner
+that calls it says which of those happened."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+HookEvent = Literal["pre_tool_use", "post_tool_use", "stop"]
+
+
+@dataclass(frozen=True)
+class PreToolUseInput:
+    session_id: str
+    call_id: str
+    turn: int
+    mode: str
+    workspace: str
+    tool: str
+    input: Mapping[str, Any]
+    safety: str
+    effect: str
+
+
+@dataclass(frozen=True)
+class PostToolUseInput:
+    session_id: str
+    call_id: str
+    turn: int
+    mode: str
+    workspace: str
+    tool: str
+    input: Mapping[str, Any]
+    status: str
+    content: str
+    is_error: bool
+
+
+@dataclass(frozen=True)
+class StopInput:
+    session_id: str
+    turn: int
+    mode: str
+    workspace: str
+    final_text: str
+    repairs_used: int
+    repair_budget: int
+
+
+@dataclass(frozen=True)
+class HookAllow:
+    """No objection. It does not waive an `ask` from policy or another hook."""
+
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class HookBlock:
+    reason: str
+
+
+@dataclass(frozen=True)
+class HookRewrite:
+    input: Mapping[str, Any]
+    tool: str | None = None
+    """A different tool to call instead; rejected if its safety level or PII class is lower."""
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class HookAsk:
+    reason: str
+
+
+@dataclass(frozen=True)
+class HookAddContext:
+    text: str
+
+
+@dataclass(frozen=True)
+class HookWithhold:
+    reason: str
+
+
+@dataclass(frozen=True)
+class HookRepair:
+    instruction: str
+
+
+PreToolUseVerdict = HookAllow | HookBlock | HookRewrite | HookAsk
+PostToolUseVerdict = HookAllow | HookAddContext | HookWithhold
+StopVerdict = HookAllow | HookRepair | HookBlock
+
+
+@dataclass(frozen=True)
+class Hook:
+    """A hook registered in code (`fn`) or from config (a command run by a runner in tool_executor/hooks)."""
+
+    name: str
+    event: HookEvent
+    matcher: str = "*"
+    """Tool-name glob (ignored for `stop`)."""
+    fn: Callable[[Any], Awaitable[Any]] | None = field(default=None, compare=False)
+    command: str | None = None
+    timeout_s: float = 10.0
+    source: str = "code"
+
+    def describe(self) -> str:
+        return f"hook {self.name} ({self.source})"
+
+
+@dataclass(frozen=True)
+class HookSet:
+    hooks: tuple[Hook, ...] = ()
+
+    def for_event(self, event: HookEvent, tool: str | None = None) -> list[Hook]:
+        return [h for h in self.hooks
+                if h.event == event and (tool is None or fnmatch.fnmatchcase(tool, h.matcher))]
+
+    def __add__(self, other: HookSet) -> HookSet:
+        return HookSet(self.hooks + other.hooks)

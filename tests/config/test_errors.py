@@ -1,0 +1,152 @@
+"""Every malformed config file is one ConfigError line naming the file, the key (a dotted path, entries counted
+from 0) and the reason; a TOML syntax error names the line and column. A project file that is not trusted is
+still checked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from config import trust_project
+from core.errors import ConfigError
+from tests.config._layout import Layout
+
+RULE = '[[policy.rules]]\ntool = "bash"\naction = "allow"\n'
+
+# (name, file text, key named, reason fragment)
+MALFORMED = [
+    ("unknown top-level key", "max_turn = 5\n", "max_turn", "unknown key 'max_turn' (did you mean 'max_turns'?)"),
+    ("unknown table", "[mcp]\nx = 1\n", "mcp", "unknown key 'mcp'"),
+    ("unknown key in a hook", '[[hooks.pre_tool_use]]\ncommand = "x"\nmatchr = "*"\n', "hooks.pre_tool_use[0].matchr",
+     "did you mean 'matcher'"),
+    ("unknown hook event", "[hooks]\npre = []\n", "hooks.pre", "allowed here: pre_tool_use, post_tool_use, stop"),
+    ("wrong type: string for int", 'max_turns = "5"\n', "max_turns", "must be an integer (got '5')"),
+    ("wrong type: bool for int", "max_turns = true\n", "max_turns", "must be an integer (got true)"),
+    ("wrong type: float for int", "repair_budget = 1.5\n", "repair_budget", "must be an integer (got 1.5)"),
+    ("wrong type: date", "max_turns = 1979-05-27\n", "max_turns", "must be an integer (got a date/time)"),
+    ("wrong type: table expected", "policy = 5\n", "policy", "must be a table (got 5)"),
+    ("wrong type: array expected", '[policy]\nrules = { tool = "x" }\n', "policy.rules", "must be an array"),
+    ("bad enum: durability", 'durability = "fast"\n', "durability", "must be one of 'full' or 'normal' (got 'fast')"),
+    ("bad enum: on_ask", 'on_ask = "maybe"\n', "on_ask", "must be one of 'deny' or 'park'"),
+    ("bad enum: rule action", RULE * 2 + '[[policy.rules]]\ntool = "bash"\naction = "permit"\n',
+     "policy.rules[2].action", "must be one of 'allow', 'ask' or 'deny' (got 'permit')"),
+    ("out of range: max_turns", "max_turns = 0\n", "max_turns", "must be at least 1 (got 0)"),
+    ("out of range: lock timeout", "lock_timeout_s = -1\n", "lock_timeout_s", "must be greater than 0"),
+    ("not finite: lock timeout", "lock_timeout_s = nan\n", "lock_timeout_s", "must be a finite number"),
+    ("out of range: repair budget", "repair_budget = -1\n", "repair_budget", "must be at least 0"),
+    ("out of range: hook timeout", '[[hooks.stop]]\ncommand = "x"\ntimeout_s = 601\n', "hooks.stop[0].timeout_s",
+     "must be at most 600 (got 601)"),
+    ("zero hook timeout", '[[hooks.post_tool_use]]\ncommand = "x"\ntimeout_s = 0\n',
+     "hooks.post_tool_use[0].timeout_s", "must be greater than 0"),
+    ("empty model", 'model = ""\n', "model", "must not be empty"),
+    ("empty hook command", '[[hooks.pre_tool_use]]\ncommand = "  "\n', "hooks.pre_tool_use[0].command",
+     "must not be empty"),
+    ("missing hook command", '[[hooks.pre_tool_use]]\nmatcher = "bash"\n', "hooks.pre_tool_use[0].command",
+     "missing required key"),
+    ("missing rule action", '[[policy.rules]]\ntool = "bash"\n', "policy.rules[0].action", "missing required key"),
+    ("bad glob in args", RULE.replace('action = "allow"', 'action = "allow"\nargs = { command = "[abc" }'),
+     "policy.rules[0].args.command", "a '[' is never closed"),
+    ("bad primary pattern", RULE + 'pattern = "x[y"\n', "policy.rules[0].pattern", "a '[' is never closed"),
+    ("empty pattern", RULE + 'pattern = ""\n', "policy.rules[0].pattern", "must not be empty"),
+    ("bad tool glob", '[[policy.rules]]\ntool = "ba sh"\naction = "deny"\n', "policy.rules[0].tool",
+     "a tool glob may use only"),
+    ("bad hook matcher", '[[hooks.pre_tool_use]]\nmatcher = ""\ncommand = "x"\n', "hooks.pre_tool_use[0].matcher",
+     "must not be empty"),
+    ("empty args key", RULE + 'args = { "" = "x" }\n', 'policy.rules[0].args[""]', "must not be empty"),
+    ("bad secret env name", '[secrets]\nenv = ["1X"]\n', "secrets.env[0]", "not a valid environment variable name"),
+    ("short secret value", '[secrets]\nvalues = ["abc"]\n', "secrets.values[0]", "at least 4 characters"),
+]
+
+
+@pytest.mark.parametrize("where", ["user", "project"])
+@pytest.mark.parametrize(("text", "key", "reason"), [m[1:] for m in MALFORMED], ids=[m[0] for m in MALFORMED])
+def test_malformed_file_names_file_key_and_reason(tmp_path: Path, where: str, text: str, key: str,
+                                                  reason: str) -> None:
+    """One line: `file PATH, key KEY: REASON`, with typed fields; an untrusted project file is checked too."""
+    layout = Layout.make(tmp_path)
+    path = layout.write_user(text) if where == "user" else layout.write_project(text)
+    with pytest.raises(ConfigError) as info:
+        layout.load()
+    err = info.value
+    assert (err.file, err.key) == (str(path), key)
+    assert str(err).startswith(f"file {path}, key {key}: ")
+    assert reason in str(err)
+    assert "\n" not in str(err) and err.hint is None
+    assert err.exit_code != 0
+
+
+@pytest.mark.parametrize(("text", "position"), [
+    ("max_turns = = 5\n", "line 1, column 13"),
+    ('durability = "full"\n[policy\n', "line 2, column 8"),
+    ('model = "unterminated\n', "line 1"),
+    ("max_turns = 5\nmax_turns = 6\n", "line 2"),
+])
+def test_toml_syntax_error_names_line_and_column(tmp_path: Path, text: str, position: str) -> None:
+    """A file that is not TOML is named with the parser's line and column (there is no key to name)."""
+    layout = Layout.make(tmp_path)
+    path = layout.write_project(text)
+    with pytest.raises(ConfigError) as info:
+        layout.load()
+    assert info.value.file == str(path) and info.value.key is None
+    assert str(info.value).startswith(f"file {path}: invalid TOML: ")
+    assert position in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_several_problems_are_counted_not_listed(tmp_path: Path) -> None:
+    """The first problem is named; the rest are counted, so the message stays one line."""
+    layout = Layout.make(tmp_path)
+    layout.write_user('max_turns = "x"\ndurability = 1\nfoo = 2\n')
+    with pytest.raises(ConfigError, match=r"key max_turns: .*\(and 2 more problems in this file\)$"):
+        layout.load()
+
+
+def test_secret_values_are_not_echoed(tmp_path: Path) -> None:
+    """An invalid secret value is reported by key, never by value."""
+    layout = Layout.make(tmp_path)
+    layout.write_user('[secrets]\nvalues = ["s3c"]\n')
+    with pytest.raises(ConfigError) as info:
+        layout.load()
+    assert "s3c" not in str(info.value)
+
+
+def test_not_utf8_is_an_error(tmp_path: Path) -> None:
+    """Bytes that are not UTF-8 are a clear error, not a crash."""
+    layout = Layout.make(tmp_path)
+    layout.project_file.parent.mkdir(parents=True)
+    layout.project_file.write_bytes(b"model = \"\xff\"\n")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        layout.load()
+
+
+def test_unreadable_config_path_is_an_error(tmp_path: Path) -> None:
+    """A config path that is a directory is reported with the file named."""
+    layout = Layout.make(tmp_path)
+    layout.user_file.mkdir(parents=True)
+    with pytest.raises(ConfigError, match="cannot read the file") as info:
+        layout.load()
+    assert info.value.file == str(layout.user_file)
+
+
+def test_malformed_project_file_is_never_trusted(tmp_path: Path) -> None:
+    """trust_project refuses a malformed file with the same error, and records nothing."""
+    layout = Layout.make(tmp_path)
+    layout.write_project('[[policy.rules]]\ntool = "bash"\naction = "permit"\n')
+    with pytest.raises(ConfigError, match=r"key policy.rules\[0\].action: must be one of"):
+        trust_project(layout.home, layout.workspace)
+    assert not (layout.home / "trusted_projects.json").exists()
+
+
+@pytest.mark.parametrize("content", ["not json", json.dumps({"version": 1, "projects": {"/x": {"sha256": "zz"}}}),
+                                     json.dumps({"version": 9})])
+def test_corrupt_trust_record_is_an_error(tmp_path: Path, content: str) -> None:
+    """A damaged trust record is named with a hint, never silently read as 'everything trusted'."""
+    layout = Layout.make(tmp_path)
+    layout.write_project("max_turns = 3\n")
+    (layout.home / "trusted_projects.json").write_text(content)
+    with pytest.raises(ConfigError, match="corrupt trust record") as info:
+        layout.load()
+    assert info.value.file == str(layout.home / "trusted_projects.json")
+    assert info.value.hint and "strata trust" in info.value.hint

@@ -1,0 +1,104 @@
+"""Resource locks: sorted acquisition, bounded waits with a clear `resource busy`, and exclusion across
+processes through file locks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tool_executor.locks import LockTimeout, ResourceLocks
+
+
+async def test_second_holder_waits_for_the_first(tmp_path: Path) -> None:
+    """Within one process a key is held by one call at a time; the second starts after the first releases."""
+    locks = ResourceLocks(tmp_path / "locks", timeout_s=5)
+    order: list[str] = []
+
+    async def hold(name: str, delay: float) -> None:
+        await anyio.sleep(delay)
+        async with locks.hold(["fs:/x"]):
+            order.append(f"{name}+")
+            await anyio.sleep(0.1)
+            order.append(f"{name}-")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hold, "a", 0)
+        tg.start_soon(hold, "b", 0.02)
+    assert order == ["a+", "a-", "b+", "b-"]
+
+
+async def test_opposite_key_orders_do_not_deadlock(tmp_path: Path) -> None:
+    """Keys are taken in sorted order, so [a, b] and [b, a] cannot wait on each other in a cycle."""
+    locks = ResourceLocks(tmp_path / "locks", timeout_s=5)
+    done: list[str] = []
+
+    async def hold(keys: list[str]) -> None:
+        for _ in range(20):
+            async with locks.hold(keys):
+                await anyio.sleep(0)
+        done.append(",".join(keys))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hold, ["a", "b"])
+            tg.start_soon(hold, ["b", "a"])
+    assert sorted(done) == ["a,b", "b,a"]
+
+
+async def test_timeout_names_the_busy_key(tmp_path: Path) -> None:
+    """A wait past the timeout raises LockTimeout saying `resource busy` and naming the key."""
+    locks = ResourceLocks(tmp_path / "locks", timeout_s=0.2)
+    held, release = anyio.Event(), anyio.Event()
+
+    async def holder() -> None:
+        async with locks.hold(["shell:/ws"]):
+            held.set()
+            await release.wait()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(holder)
+        await held.wait()
+        with pytest.raises(LockTimeout) as caught:
+            async with locks.hold(["fs:/a", "shell:/ws"]):
+                pass
+        release.set()
+    assert "resource busy" in str(caught.value) and "shell:/ws" in str(caught.value)
+    async with locks.hold(["fs:/a", "shell:/ws"]):  # released again: free for the next holder
+        pass
+
+
+async def test_another_process_holding_the_key_blocks_until_it_exits(tmp_path: Path) -> None:
+    """The lock is a file lock: a key held by another process is busy here until that process lets go."""
+    lock_dir = tmp_path / "locks"
+    ready = tmp_path / "ready"
+    holder = textwrap.dedent(f"""
+        import anyio, pathlib
+        from tool_executor.locks import ResourceLocks
+        async def main():
+            async with ResourceLocks(pathlib.Path({str(lock_dir)!r})).hold(["fs:/shared"]):
+                pathlib.Path({str(ready)!r}).write_text("held")
+                await anyio.sleep(1.0)
+        anyio.run(main)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", holder], cwd=Path(__file__).resolve().parents[2])
+    try:
+        deadline = time.monotonic() + 20
+        while not ready.exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            await anyio.sleep(0.01)
+        locks = ResourceLocks(lock_dir, timeout_s=0.2)
+        with pytest.raises(LockTimeout):
+            async with locks.hold(["fs:/shared"]):
+                pass
+        started = time.monotonic()
+        async with locks.hold(["fs:/shared"], timeout_s=20):
+            assert proc.poll() is not None or time.monotonic() - started > 0.1
+    finally:
+        proc.wait(timeout=20)
+    assert proc.returncode == 0

@@ -1,0 +1,203 @@
+"""Running hooks: Python callables registered in code and command hooks from (trusted) config.
+
+A command hook is run as `/bin/bash -c COMMAND` in the workspace, in its own process group, with the hook input
+as one JSON object on stdin; it answers one JSON object on stdout:
+
+    PreToolUse   {"decision": "allow" | "block" | "rewrite" | "ask", "reason": "...", "input": {...}, "tool": "..."}
+    PostToolUse  {"decision": "allow" | "add_context" | "withhold", "text": "...", "reason": "..."}
+    Stop         {"decision": "allow" | "repair", "instruction": "..."}
+
+Empty stdout with exit status 0 is "allow" (no opinion). Everything else fails closed: a non-zero exit, a
+timeout (the process group is killed), output that is not such an object, or a Python hook that raises or
+returns the wrong type all become a block whose reason says what went wrong."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+
+from core.hooks import (
+    Hook,
+    HookAddContext,
+    HookAllow,
+    HookAsk,
+    HookBlock,
+    HookRepair,
+    HookRewrite,
+    HookWithhold,
+    PostToolUseInput,
+    PostToolUseVerdict,
+    PreToolUseInput,
+    PreToolUseVerdict,
+    StopInput,
+    StopVerdict,
+)
+
+MAX_HOOK_OUTPUT = 256 * 1024
+
+_PRE = (HookAllow, HookBlock, HookRewrite, HookAsk)
+_POST = (HookAllow, HookAddContext, HookWithhold)
+_STOP = (HookAllow, HookRepair, HookBlock)
+
+
+class HookFailed(Exception):
+    """The hook crashed, timed out or answered something malformed; the caller fails closed."""
+
+
+def _payload(event: str, data: object) -> bytes:
+    body = {"hook": event, **dataclasses.asdict(data)}  # type: ignore[call-overload]
+    return json.dumps(body, default=str).encode()
+
+
+async def _run_command(hook: Hook, stdin: bytes, cwd: str) -> dict[str, Any] | None:
+    assert hook.command is not None
+    env = {k: v for k, v in os.environ.items() if k != "STRATA_FAULT"}
+    try:
+        proc = await anyio.open_process(["/bin/bash", "-c", hook.command], cwd=cwd, stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                        env=env)
+    except OSError as exc:
+        raise HookFailed(f"could not start: {exc.strerror or exc}") from None
+    out = bytearray()
+    err = bytearray()
+
+    async def pump(stream: Any, buf: bytearray) -> None:
+        async for chunk in stream:
+            if len(buf) < MAX_HOOK_OUTPUT:
+                buf.extend(chunk[: MAX_HOOK_OUTPUT - len(buf)])
+
+    try:
+        with anyio.fail_after(hook.timeout_s):
+            assert proc.stdin is not None
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await proc.stdin.send(stdin)
+            await proc.stdin.aclose()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(pump, proc.stdout, out)
+                tg.start_soon(pump, proc.stderr, err)
+            code = await proc.wait()
+    except TimeoutError:
+        raise HookFailed(f"timed out after {hook.timeout_s:g} s (its process group was killed)") from None
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with anyio.CancelScope(shield=True):
+            await proc.wait()
+            with contextlib.suppress(Exception):
+                await proc.aclose()
+    if code != 0:
+        tail = err.decode("utf-8", "replace").strip()[-300:]
+        raise HookFailed(f"exited with status {code}" + (f": {tail}" if tail else ""))
+    text = out.decode("utf-8", "replace").strip()
+    if not text:
+        return None
+    try:
+        answer = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise HookFailed(f"answered malformed JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    if not isinstance(answer, dict):
+        raise HookFailed("answered JSON that is not an object")
+    return answer
+
+
+def _text(answer: Mapping[str, Any], key: str, *, required: bool) -> str:
+    value = answer.get(key, "")
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise HookFailed(f"answer needs a non-empty string {key!r}")
+    return value
+
+
+def _pre_from_json(answer: Mapping[str, Any] | None) -> PreToolUseVerdict:
+    if answer is None:
+        return HookAllow()
+    decision = answer.get("decision")
+    if decision == "allow":
+        return HookAllow(_text(answer, "reason", required=False))
+    if decision == "block":
+        return HookBlock(_text(answer, "reason", required=True))
+    if decision == "ask":
+        return HookAsk(_text(answer, "reason", required=True))
+    if decision == "rewrite":
+        new_input = answer.get("input")
+        if not isinstance(new_input, dict):
+            raise HookFailed("a rewrite needs an 'input' object")
+        tool = answer.get("tool")
+        if tool is not None and not isinstance(tool, str):
+            raise HookFailed("'tool' must be a string")
+        return HookRewrite(new_input, tool, _text(answer, "reason", required=False))
+    raise HookFailed(f"unknown decision {decision!r} (expected allow, block, rewrite or ask)")
+
+
+def _post_from_json(answer: Mapping[str, Any] | None) -> PostToolUseVerdict:
+    if answer is None:
+        return HookAllow()
+    decision = answer.get("decision")
+    if decision == "allow":
+        return HookAllow()
+    if decision == "add_context":
+        return HookAddContext(_text(answer, "text", required=True))
+    if decision == "withhold":
+        return HookWithhold(_text(answer, "reason", required=True))
+    raise HookFailed(f"unknown decision {decision!r} (expected allow, add_context or withhold)")
+
+
+def _stop_from_json(answer: Mapping[str, Any] | None) -> StopVerdict:
+    if answer is None:
+        return HookAllow()
+    decision = answer.get("decision")
+    if decision == "allow":
+        return HookAllow()
+    if decision == "repair":
+        return HookRepair(_text(answer, "instruction", required=True))
+    raise HookFailed(f"unknown decision {decision!r} (expected allow or repair)")
+
+
+async def _call(hook: Hook, event: str, data: Any, cwd: str, kinds: tuple[type, ...],
+                parse: Any) -> Any:
+    if hook.fn is not None:
+        try:
+            with anyio.fail_after(hook.timeout_s):
+                verdict = await hook.fn(data)
+        except TimeoutError:
+            raise HookFailed(f"timed out after {hook.timeout_s:g} s") from None
+        except Exception as exc:
+            raise HookFailed(f"crashed ({type(exc).__name__}: {exc})") from None
+        if not isinstance(verdict, kinds):
+            raise HookFailed(f"returned {type(verdict).__name__}, not a verdict")
+        return verdict
+    return parse(await _run_command(hook, _payload(event, data), cwd))
+
+
+async def run_pre(hook: Hook, data: PreToolUseInput) -> PreToolUseVerdict:
+    """The hook's verdict; a failed hook becomes HookBlock saying how it failed."""
+    try:
+        verdict: PreToolUseVerdict = await _call(hook, "PreToolUse", data, data.workspace, _PRE, _pre_from_json)
+    except HookFailed as exc:
+        return HookBlock(f"{hook.describe()} failed, so the call is blocked (fail closed): {exc}")
+    return verdict
+
+
+async def run_post(hook: Hook, data: PostToolUseInput) -> PostToolUseVerdict:
+    """A failed PostToolUse hook withholds the result (fail closed: the model does not see unchecked output)."""
+    try:
+        verdict: PostToolUseVerdict = await _call(hook, "PostToolUse", data, data.workspace, _POST,
+                                                  _post_from_json)
+    except HookFailed as exc:
+        return HookWithhold(f"{hook.describe()} failed, so the result is withheld (fail closed): {exc}")
+    return verdict
+
+
+async def run_stop(hook: Hook, data: StopInput) -> StopVerdict:
+    try:
+        verdict: StopVerdict = await _call(hook, "Stop", data, data.workspace, _STOP, _stop_from_json)
+    except HookFailed as exc:
+        return HookBlock(f"{hook.describe()} failed: {exc}")
+    return verdict
