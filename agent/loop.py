@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import anyio
+
 from agent.outcome import RunOutcome, RunStatus
 from agent.phases.perceive import perceive
 from agent.phases.plan import propose
@@ -33,13 +35,14 @@ from core.events import (
 )
 from core.faults import fault_point
 from core.ids import IdFactory
-from core.model import ModelAdapter
+from core.model import ModelAdapter, ModelListener
 from core.state import SessionState, apply
 from core.tools import BoundToolPlan
-from memory.records import Receipt
+from memory.records import Receipt, ReceiptUpdate
 from memory.session_writer import SessionWriter
 from memory.store import EventStore
 from tool_executor import BatchRun, CallEnv, ToolCallProcessor
+from tool_executor import result as results
 
 Observer = Callable[[StoredEvent], None]
 
@@ -47,7 +50,7 @@ Observer = Callable[[StoredEvent], None]
 class AgenticLoop:
     def __init__(self, *, store: EventStore, state: SessionState, model: ModelAdapter, plan: BoundToolPlan,
                  processor: ToolCallProcessor, ids: IdFactory, system: str = SYSTEM_PROMPT,
-                 observer: Observer | None = None) -> None:
+                 observer: Observer | None = None, listener: ModelListener | None = None) -> None:
         self.store = store
         self.state = state
         self.model = model
@@ -56,6 +59,7 @@ class AgenticLoop:
         self._ids = ids
         self._system = system
         self._observer = observer
+        self._listener = listener
         self.writer = SessionWriter(store, state.session_id, on_commit=self._applied)
 
     def _applied(self, stored: list[StoredEvent]) -> None:
@@ -65,7 +69,38 @@ class AgenticLoop:
                 self._observer(item)
 
     async def run(self, prompt: str | None = None) -> RunOutcome:
-        """Drive the session until the model finishes, a guard stops it, or the model path fails."""
+        """Drive the session until the model finishes, a guard stops it, or the model path fails. If the run is
+        cancelled (Ctrl-C in the terminal), the open batch is closed before the cancellation goes on: finished
+        results are kept, started effects become `unknown`, calls not started are reported as not run."""
+        try:
+            return await self._run(prompt)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._close_interrupted()
+            raise
+
+    async def _close_interrupted(self) -> None:
+        await self.writer.flush()  # what finished before the interrupt is kept
+        batch = self.state.open_batch
+        if batch is not None:
+            pending = {c.call_id for c in batch.pending()}
+            receipts = {r.call_id: r for r in await self.store.list_receipts(self.state.session_id)
+                        if r.call_id in pending}
+            for call in batch.pending():
+                receipt = receipts.get(call.call_id)
+                if receipt is not None and receipt.status == "dispatched":
+                    self.writer.stage_receipt_update(ReceiptUpdate(
+                        id=receipt.id, status="unknown", note="interrupted by the user while running; not re-run"))
+                    self.writer.stage(results.interrupted(batch.batch_id, call, receipt.id), self.state.turn)
+                elif receipt is not None:
+                    self.writer.stage(results.after_crash(batch.batch_id, call, receipt), self.state.turn)
+                else:
+                    self.writer.stage(results.interrupted(batch.batch_id, call, None), self.state.turn)
+            self.writer.stage(BatchCompleted(batch_id=batch.batch_id), self.state.turn)
+        self.writer.stage_status("idle")
+        await self.writer.flush()
+
+    async def _run(self, prompt: str | None) -> RunOutcome:
         state = self.state
         if state.ended == "completed" and prompt is None and state.open_batch is None:
             # Nothing to do: no end event is written again, only the row's status is set back.
@@ -87,7 +122,7 @@ class AgenticLoop:
             turn = state.turn + 1
             request = perceive(state, self.plan, self._system)
             try:
-                response = await self.model.complete(request)
+                response = await self.model.complete(request, self._listener)
             except ModelError as exc:
                 return await self._end("failed", f"model error: {exc}")
             proposal = propose(response, batch_id=self._ids.uuid7())

@@ -1,15 +1,22 @@
-"""Choosing the model adapter from `--model` (`script:PATH`, `anthropic:NAME`)."""
+"""Choosing the model adapter from `--model` (`script:PATH`, `anthropic[:NAME]`)."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from core.errors import UsageError
 from core.model import ModelAdapter
 from core.model.scripted import ScriptedModel
 
+NO_API_KEY = ("no Anthropic API key: set ANTHROPIC_API_KEY (export ANTHROPIC_API_KEY=sk-ant-...), "
+              "or use --model script:PATH for the offline scripted model")
 
-def model_from_spec(spec: str | None) -> ModelAdapter:
+
+def model_from_spec(spec: str | None, env: Mapping[str, str] | None = None) -> ModelAdapter:
+    """Build the adapter `spec` names. `env` (default: the process environment) supplies ANTHROPIC_API_KEY and
+    ANTHROPIC_BASE_URL; the model path itself never reads the environment."""
     if not spec:
         raise UsageError("no model chosen",
                          hint="pass --model script:PATH for the offline scripted model (see examples/), "
@@ -18,6 +25,13 @@ def model_from_spec(spec: str | None) -> ModelAdapter:
     if kind == "script" and rest:
         return ScriptedModel.from_file(Path(rest).expanduser().resolve())
     if kind == "anthropic":
-        raise UsageError("the anthropic adapter is not built yet (it lands with the model-path issue)",
-                         hint="use --model script:PATH for now")
+        # Imported here so that commands which never call the API do not pay for loading the SDK.
+        from core.model.anthropic import DEFAULT_MODEL, AnthropicModel
+
+        env = os.environ if env is None else env
+        api_key = env.get("ANTHROPIC_API_KEY", "").strip()
+        if not api_key:
+            raise UsageError(NO_API_KEY)  # one line, no hint: it already says both ways forward
+        base_url = env.get("ANTHROPIC_BASE_URL", "").strip() or None
+        return AnthropicModel(rest.strip() or DEFAULT_MODEL, api_key=api_key, base_url=base_url)
     raise UsageError(f"unknown model {spec!r}", hint="use script:PATH or anthropic:NAME")

@@ -19,7 +19,7 @@ from core.errors import StrataError, UsageError
 from core.events import Mode, RulesAdded, SessionResumed, SessionStarted, UserMessage
 from core.hooks import HookSet
 from core.ids import IdFactory
-from core.model import ModelAdapter
+from core.model import ModelAdapter, ModelListener
 from core.policy import PermissionRule
 from core.state import FoldError, SessionState, fold
 from core.tools import BoundToolPlan, ToolSpec
@@ -117,32 +117,34 @@ class Asking:
 
 
 def _loop(rt: Runtime, state: SessionState, model: ModelAdapter, plan: BoundToolPlan,
-          observer: Observer | None, asking: Asking) -> AgenticLoop:
+          observer: Observer | None, asking: Asking, listener: ModelListener | None = None) -> AgenticLoop:
     processor = ToolCallProcessor(plan, workspace=Path(state.workspace), ids=rt.ids, hooks=rt.hooks,
                                   approver=asking.approver, on_ask=asking.on_ask or state.on_ask, locks=rt.locks,
                                   config_rules=rt.config_rules)
     return AgenticLoop(store=rt.store, state=state, model=model, plan=plan, processor=processor, ids=rt.ids,
-                       observer=observer)
+                       observer=observer, listener=listener)
 
 
 async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mode: Mode,
-                        rules: list[PermissionRule], prompt: str, max_turns: int,
-                        observer: Observer | None = None, asking: Asking | None = None) -> LiveSession:
+                        rules: list[PermissionRule], prompt: str | None, max_turns: int,
+                        observer: Observer | None = None, asking: Asking | None = None,
+                        listener: ModelListener | None = None) -> LiveSession:
     ws = _workspace(workspace)
     plan = rt.plan(mode)
     session_id = rt.ids.session_id()
     holder = new_holder(rt.ids.uuid7(), rt.clock)
     now = rt.clock.now()
+    title = prompt.strip().splitlines()[0][:80] if prompt and prompt.strip() else ""
     record = SessionRecord(id=session_id, created_at=now, updated_at=now, mode=mode, workspace=str(ws),
-                           model=model.name, title=prompt.strip().splitlines()[0][:80] if prompt.strip() else "",
-                           status="active", lease=holder)
+                           model=model.name, title=title, status="active", lease=holder)
     started = SessionStarted(session_id=session_id, mode=mode, workspace=str(ws), model=model.name,
                              rules=tuple(rules), max_turns=max_turns, plan_digest=plan.digest,
                              on_ask=(asking.on_ask if asking else None) or "deny")
-    first = Write(events=[(started, 0), (UserMessage(text=prompt), 0)])
+    # An interactive session may start before its first prompt (its id is shown at once); `run(prompt)` adds it.
+    first = Write(events=[(started, 0)] + ([(UserMessage(text=prompt), 0)] if prompt is not None else []))
     stored = await rt.store.create_session(record, first)
     state = fold(stored)
-    live = LiveSession(rt, state, holder, _loop(rt, state, model, plan, observer, asking or Asking()))
+    live = LiveSession(rt, state, holder, _loop(rt, state, model, plan, observer, asking or Asking(), listener))
     if observer is not None:
         for item in stored:
             observer(item)
@@ -153,7 +155,7 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
                          model: ModelAdapter | None = None,
                          model_factory: Callable[[str], ModelAdapter] | None = None,
                          max_turns: int | None = None, observer: Observer | None = None,
-                         asking: Asking | None = None) -> LiveSession:
+                         asking: Asking | None = None, listener: ModelListener | None = None) -> LiveSession:
     """Take the lease (or fail with SessionActive), fold the log, record the resume. The model is `model`, or
     `model_factory` applied to the model the session recorded."""
     holder = new_holder(rt.ids.uuid7(), rt.clock)
@@ -170,7 +172,7 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
                 raise UsageError("no model to resume with")
             model = model_factory(state.model)
         plan = rt.plan(state.mode)
-        live = LiveSession(rt, state, holder, _loop(rt, state, model, plan, observer, asking or Asking()))
+        live = LiveSession(rt, state, holder, _loop(rt, state, model, plan, observer, asking or Asking(), listener))
         open_batch = state.open_batch.batch_id if state.open_batch else None
         on_ask = asking.on_ask if asking and asking.on_ask != state.on_ask else None
         live.loop.writer.stage(SessionResumed(plan_digest=plan.digest, open_batch_id=open_batch,

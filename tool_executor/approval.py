@@ -73,9 +73,13 @@ def from_record(request: ApprovalRequest, grants: Sequence[Grant],
                 recorded: Approval | None) -> tuple[ApprovalOutcome | None, str]:
     """Steps 1 and 2: an outcome decided without asking anyone, or None and a note on why a record did not
     apply."""
-    for grant in grants:
-        if grant.tool == request.tool and grant.asked_by == request.asked_by:
-            return Approved(grant.approver, "grant"), ""
+    # An ask may be the union of several askers ("rule A + hook B"): grants must cover every one of them.
+    askers = request.asked_by.split(" + ")
+    covering = [next((g for g in grants if g.tool == request.tool and g.asked_by in (a, request.asked_by)), None)
+                for a in askers]
+    if all(g is not None for g in covering):
+        approvers = sorted({g.approver for g in covering if g is not None})
+        return Approved(", ".join(approvers), "grant"), ""
     if recorded is None:
         return None, ""
     if recorded.args_sha256 != request.input_sha256:

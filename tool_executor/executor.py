@@ -42,6 +42,7 @@ from core.events import (
 from core.faults import fault_point
 from core.hashing import idempotency_key, sha256_json, sha256_text
 from core.hooks import (
+    Hook,
     HookAddContext,
     HookAllow,
     HookAsk,
@@ -165,6 +166,7 @@ class ToolCallProcessor:
         """Rules from config files, checked beside the session's own (flag and resume) rules."""
         self._validators = {name: make_validator(spec) for name, spec in plan.items()}
         self._asking = anyio.Lock()
+        self._batch_grants: list[Grant] = []
         self._effects = anyio.Lock()
 
     # ---- steps 1-5 -------------------------------------------------------------------------------------------
@@ -233,9 +235,12 @@ class ToolCallProcessor:
     @staticmethod
     def _no_human(ask: Ask, tool: str, mode: str) -> Deny:
         """`ask` with no person to ask and no parking is a denial that says how to get the call through."""
-        return Deny(ask.check, (*ask.reasons, f"there is no person to approve it in {mode} mode: allow it with "
-                                f"--allow {tool} or a policy rule, or run with --on-ask park and approve it "
-                                "with `strata approve`"))
+        if ask.check == "hook":  # an allow rule cannot answer a hook's question
+            how = "run with --on-ask park and approve it with `strata approve`, or in `strata chat`"
+        else:
+            how = (f"allow it with --allow {tool} or a policy rule, or run with --on-ask park and approve it with "
+                   "`strata approve`")
+        return Deny(ask.check, (*ask.reasons, f"there is no person to approve it in {mode} mode: {how}"))
 
     # ---- steps 6-7 -------------------------------------------------------------------------------------------
 
@@ -251,8 +256,13 @@ class ToolCallProcessor:
             return done(checked.verdict)
         assert spec is not None
         ask: Ask | None = checked.verdict if isinstance(checked.verdict, Ask) else None
+        allowed: Pass = checked.verdict if isinstance(checked.verdict, Pass) else Pass()
         hook_ask: Ask | None = None
-        for hook in self.hooks.for_event("pre_tool_use", tool):
+        ran: list[Hook] = []
+        queue = self.hooks.for_event("pre_tool_use", tool)
+        while queue:
+            hook = queue.pop(0)
+            ran.append(hook)
             data = PreToolUseInput(session_id=env.session_id, call_id=call.call_id, turn=env.turn, mode=env.mode,
                                    workspace=str(self.workspace), tool=tool, input=args, safety=spec.safety,
                                    effect=spec.effect)
@@ -276,6 +286,7 @@ class ToolCallProcessor:
                     again = self.check(new_tool, verdict.input, env.rules, env.mode, call_id=call.call_id, env=env)
                     steps.extend(Step(s.check, s.outcome, f"after rewrite by {hook.name}: {s.detail}")
                                  for s in again.steps)
+                    changed_tool = again.tool != tool
                     tool, args, spec = again.tool, again.input, again.spec
                     if isinstance(again.verdict, Deny):
                         return done(Deny(again.verdict.check, tuple(
@@ -283,6 +294,9 @@ class ToolCallProcessor:
                     assert spec is not None
                     # The re-check replaces the policy verdict on the old arguments.
                     ask = again.verdict if isinstance(again.verdict, Ask) else None
+                    allowed = again.verdict if isinstance(again.verdict, Pass) else Pass()
+                    if changed_tool:  # the new tool's own guards run too (each hook at most once per call)
+                        queue = [h for h in self.hooks.for_event("pre_tool_use", tool) if h not in ran]
                 case HookAllow():
                     steps.append(Step("hook", "allow", hook.name))
         if hook_ask is not None:
@@ -291,7 +305,7 @@ class ToolCallProcessor:
                 return done(self._no_human(hook_ask, tool, env.mode))
             ask = _merge(ask, hook_ask)
         if ask is None:
-            return done(checked.verdict if isinstance(checked.verdict, Pass) and checked.tool == tool else Pass())
+            return done(allowed)
         return await self._approve(call, env, spec, tool, args, ask, steps)
 
     async def _approve(self, call: PlannedCall, env: CallEnv, spec: ToolSpec, tool: str,
@@ -301,7 +315,7 @@ class ToolCallProcessor:
                                   input_sha256=sha, safety=spec.safety, effect=spec.effect, pii=spec.pii,
                                   reasons=ask.reasons, asked_by=ask.asked_by, plan_digest=env.plan_digest)
         outcome: ApprovalOutcome | None
-        outcome, note = from_record(request, env.grants, env.approvals.get(call.call_id))
+        outcome, note = from_record(request, (*env.grants, *self._batch_grants), env.approvals.get(call.call_id))
         events: list[Event] = []
         if outcome is None and self.approver is None:
             if self.on_ask == "deny":  # a record answered it earlier in the path but not for these arguments
@@ -327,6 +341,7 @@ class ToolCallProcessor:
                 if answer.decision == "always":
                     events.append(GrantAdded(tool=tool, asked_by=ask.asked_by, approver=answer.approver,
                                              call_id=call.call_id))
+                    self._batch_grants.append(Grant(tool, ask.asked_by, answer.approver))
         match outcome:
             case Approved():
                 steps.append(Step("approval", "approved", f"{outcome.approver} ({outcome.via})"))
@@ -355,6 +370,7 @@ class ToolCallProcessor:
         done = done or {}
         receipts = receipts or {}
         run = BatchRun()
+        self._batch_grants = []  # "always" answers given during this batch, for its later calls
         group: list[PlannedCall] = []
 
         async def flush_group() -> None:

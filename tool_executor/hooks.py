@@ -172,6 +172,9 @@ async def _call(hook: Hook, event: str, data: Any, cwd: str, kinds: tuple[type, 
             raise HookFailed(f"crashed ({type(exc).__name__}: {exc})") from None
         if not isinstance(verdict, kinds):
             raise HookFailed(f"returned {type(verdict).__name__}, not a verdict")
+        if isinstance(verdict, HookRewrite) and (not isinstance(verdict.input, Mapping)
+                                                 or not (verdict.tool is None or isinstance(verdict.tool, str))):
+            raise HookFailed("a rewrite needs an input mapping (and a tool name string, if any)")
         return verdict
     return parse(await _run_command(hook, _payload(event, data), cwd))
 

@@ -51,6 +51,18 @@ def busy(batch_id: str, call: PlannedCall, detail: str, *, receipt_id: str | Non
                       is_error=True, check="lock", receipt_id=receipt_id, duration_ms=round(duration_ms, 3))
 
 
+def interrupted(batch_id: str, call: PlannedCall, receipt_id: str | None) -> CallResult:
+    """The user interrupted the turn (Ctrl-C): a started effect is unknown; a call not started never ran."""
+    if receipt_id is not None:
+        text = ("Outcome unknown: the user interrupted the turn while this call ran, so it may or may not have taken "
+                f"effect. It will not be re-run; it awaits reconciliation (receipt {receipt_id}).")
+        return CallResult(batch_id=batch_id, call_id=call.call_id, tool=call.tool, status="unknown", content=text,
+                          is_error=True, check="interrupt", receipt_id=receipt_id)
+    text = "Not run: the user interrupted the turn before this call finished; no effect of it was kept."
+    return CallResult(batch_id=batch_id, call_id=call.call_id, tool=call.tool, status="error", content=text,
+                      is_error=True, check="interrupt")
+
+
 def after_crash(batch_id: str, call: PlannedCall, receipt: Receipt) -> CallResult:
     """The result of a call whose process stopped after its receipt was committed."""
     if receipt.status == "done":

@@ -380,3 +380,7 @@ cli.add_command(deny)
 from agent.cli.timeline_cmd import timeline  # noqa: E402
 
 cli.add_command(timeline)
+
+from agent.cli.chat_cmd import chat  # noqa: E402
+
+cli.add_command(chat)

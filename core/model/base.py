@@ -1,4 +1,6 @@
-"""Typed model request and response, and the adapter protocol every model path implements."""
+"""Typed model request and response, the adapter protocol every model path implements, and the listener through
+which a model call reports live text and each attempt (so the terminal streams and the timeline has a row per
+attempt) without the adapter knowing who listens."""
 
 from __future__ import annotations
 
@@ -9,6 +11,17 @@ from typing import Literal, Protocol
 from core.messages import ContentBlock, Message, ToolUseBlock
 
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn"]
+
+ModelErrorKind = Literal[
+    # transient: retried within the policy's bounds
+    "overloaded", "rate_limited", "server_error", "connection", "timeout",
+    # permanent: sent once, never retried
+    "bad_request", "authentication", "permission", "not_found", "too_large", "unprocessable", "bad_response",
+    "other",
+]
+"""Why one attempt failed, in Strata's terms (not the SDK's exception classes)."""
+
+AttemptOutcome = Literal["ok", "retry", "error"]
 
 
 @dataclass(frozen=True)
@@ -35,16 +48,57 @@ class ModelResponse:
     content: tuple[ContentBlock, ...]
     stop_reason: StopReason
     usage: Usage = field(default_factory=Usage)
+    request_id: str | None = None
 
     @property
     def tool_uses(self) -> list[ToolUseBlock]:
         return [b for b in self.content if isinstance(b, ToolUseBlock)]
 
 
+@dataclass(frozen=True)
+class ModelAttempt:
+    """One request sent to the model. `outcome` is "ok" (the response is returned), "retry" (a transient fault; the
+    next attempt starts after `delay_s`) or "error" (the call fails with a `ModelError`)."""
+
+    number: int  # 1-based
+    outcome: AttemptOutcome
+    duration_ms: float
+    message: str  # one line: what happened
+    error_kind: ModelErrorKind | None = None
+    status_code: int | None = None
+    request_id: str | None = None
+    retry_after_s: float | None = None  # what the server asked for, if it did
+    delay_s: float | None = None  # the backoff chosen before the next attempt (outcome "retry" only)
+    usage: Usage | None = None
+
+
+class ModelListener(Protocol):
+    """Receives a model call's progress. Called in the calling task, so it must not block.
+
+    Text deltas of an attempt that ends with outcome "retry" are void: the next attempt starts the answer over,
+    and a renderer should discard what it showed for the failed attempt."""
+
+    def on_text(self, delta: str) -> None: ...
+
+    def on_attempt(self, attempt: ModelAttempt) -> None: ...
+
+
+class NullListener:
+    """A listener that ignores everything (the default when the caller passes none)."""
+
+    def on_text(self, delta: str) -> None:
+        pass
+
+    def on_attempt(self, attempt: ModelAttempt) -> None:
+        pass
+
+
 class ModelAdapter(Protocol):
     @property
     def name(self) -> str:
-        """The model's identity as recorded in the session (e.g. `script:demo.json`)."""
+        """The model's identity as recorded in the session (e.g. `script:demo.json`, `anthropic:claude-...`)."""
         ...
 
-    async def complete(self, request: ModelRequest) -> ModelResponse: ...
+    async def complete(self, request: ModelRequest, listener: ModelListener | None = None) -> ModelResponse:
+        """Answer one turn. Raises `core.errors.ModelError` when the model path fails (after any retries)."""
+        ...

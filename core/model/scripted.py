@@ -11,7 +11,7 @@ from typing import Any
 
 from core.errors import ScriptError
 from core.messages import ContentBlock, TextBlock, ToolUseBlock
-from core.model.base import ModelRequest, ModelResponse
+from core.model.base import ModelAttempt, ModelListener, ModelRequest, ModelResponse
 
 FINAL_TEXT = "Done: the script has no more turns."
 
@@ -87,11 +87,19 @@ class ScriptedModel:
     def name(self) -> str:
         return self._name
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
+    async def complete(self, request: ModelRequest, listener: ModelListener | None = None) -> ModelResponse:
+        """Answer turn `request.turn`; the listener sees each text block as one delta, then one ok attempt."""
         k = request.turn
         if k < len(self._turns):
             content = self._turns[k]
         else:
             content = (TextBlock(text=FINAL_TEXT),)
         has_tools = any(isinstance(b, ToolUseBlock) for b in content)
-        return ModelResponse(content=content, stop_reason="tool_use" if has_tools else "end_turn")
+        response = ModelResponse(content=content, stop_reason="tool_use" if has_tools else "end_turn")
+        if listener is not None:
+            for block in content:
+                if isinstance(block, TextBlock) and block.text:
+                    listener.on_text(block.text)
+            listener.on_attempt(ModelAttempt(number=1, outcome="ok", duration_ms=0.0,
+                                             message=f"scripted turn {k}", usage=response.usage))
+        return response

@@ -32,7 +32,8 @@ def test_headless_ask_is_denied_and_the_session_completes(cli: StrataCLI, worksp
     result = result_line(proc.stdout)
     assert result is not None and result["status"] == "completed"
     results = _results(cli, result["session_id"])
-    assert results["toolu_w"]["is_error"] and "no person to approve it in headless mode" in results["toolu_w"]["content"]
+    denied = results["toolu_w"]
+    assert denied["is_error"] and "no person to approve it in headless mode" in denied["content"]
     assert "--on-ask park" in results["toolu_w"]["content"]
     assert results["toolu_r"]["content"] == "alpha\n"
     assert not (workspace / "out.txt").exists()

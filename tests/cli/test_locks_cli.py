@@ -25,7 +25,7 @@ def test_two_processes_writing_one_file_do_not_interleave(cli: StrataCLI, worksp
         assert time.monotonic() < deadline, "A never wrote its first line"
         time.sleep(0.02)
     second = cli.run("run", "--model", f"script:{b}", "--workspace", str(workspace), "--allow", "bash", "b")
-    out, err = first.communicate(timeout=60)
+    _out, err = first.communicate(timeout=60)
     assert first.returncode == 0, err
     assert second.returncode == 0, second.stderr
     assert log.read_text().split() == ["A1", "A2", "B1", "B2"]

@@ -11,7 +11,7 @@ import pytest
 
 from core.errors import ScriptError
 from core.messages import Message, TextBlock, ToolUseBlock
-from core.model.base import ModelRequest
+from core.model.base import ModelAttempt, ModelRequest
 from core.model.scripted import FINAL_TEXT, ScriptedModel, load_script, parse_script
 
 TEXT = {"type": "text", "text": "hello"}
@@ -174,3 +174,27 @@ def test_model_name_records_the_script_path(tmp_path: Path) -> None:
     path = write(tmp_path, [[TEXT]])
     assert ScriptedModel.from_file(path).name == f"script:{path}"
     assert ScriptedModel([]).name == "script"
+
+
+class _Listener:
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.attempts: list[ModelAttempt] = []
+
+    def on_text(self, delta: str) -> None:
+        self.texts.append(delta)
+
+    def on_attempt(self, attempt: ModelAttempt) -> None:
+        self.attempts.append(attempt)
+
+
+async def test_listener_sees_each_text_block_then_one_ok_attempt() -> None:
+    """Text blocks reach the listener as deltas (tool calls do not), then one ok attempt; the answer is the same
+    with or without a listener."""
+    model = ScriptedModel(parse_script([[TEXT, TOOL, {"type": "text", "text": "bye"}]], "a.json"))
+    listener = _Listener()
+    response = await model.complete(request(0), listener)
+    assert listener.texts == ["hello", "bye"]
+    (attempt,) = listener.attempts
+    assert (attempt.number, attempt.outcome, attempt.error_kind, attempt.usage) == (1, "ok", None, response.usage)
+    assert response == await model.complete(request(0))

@@ -47,7 +47,7 @@ def decide(processor: ToolCallProcessor, tool: str, args: Mapping[str, Any], all
     return processor.check(tool, args, [parse_rule("allow", a) for a in allow], "headless")
 
 
-def assert_scope_denied(decision: Decision, *fragments: str) -> None:
+def assert_scope_denied(decision: Checked, *fragments: str) -> None:
     assert isinstance(decision.verdict, Deny), decision
     assert decision.verdict.check == "scope"
     text = " ".join(decision.verdict.reasons)

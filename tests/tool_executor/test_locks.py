@@ -3,16 +3,17 @@ processes through file locks."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from tool_executor.locks import LockTimeout, ResourceLocks
+
+REPO = str(Path(__file__).resolve().parents[2])
 
 
 async def test_second_holder_waits_for_the_first(tmp_path: Path) -> None:
@@ -41,7 +42,7 @@ async def test_opposite_key_orders_do_not_deadlock(tmp_path: Path) -> None:
     async def hold(keys: list[str]) -> None:
         for _ in range(20):
             async with locks.hold(keys):
-                await anyio.sleep(0)
+                await anyio.lowlevel.checkpoint()
         done.append(",".join(keys))
 
     with anyio.fail_after(10):
@@ -76,7 +77,7 @@ async def test_timeout_names_the_busy_key(tmp_path: Path) -> None:
 async def test_another_process_holding_the_key_blocks_until_it_exits(tmp_path: Path) -> None:
     """The lock is a file lock: a key held by another process is busy here until that process lets go."""
     lock_dir = tmp_path / "locks"
-    ready = tmp_path / "ready"
+    ready = anyio.Path(tmp_path / "ready")
     holder = textwrap.dedent(f"""
         import anyio, pathlib
         from tool_executor.locks import ResourceLocks
@@ -86,19 +87,15 @@ async def test_another_process_holding_the_key_blocks_until_it_exits(tmp_path: P
                 await anyio.sleep(1.0)
         anyio.run(main)
     """)
-    proc = subprocess.Popen([sys.executable, "-c", holder], cwd=Path(__file__).resolve().parents[2])
-    try:
-        deadline = time.monotonic() + 20
-        while not ready.exists():
-            assert proc.poll() is None and time.monotonic() < deadline
-            await anyio.sleep(0.01)
+    async with await anyio.open_process([sys.executable, "-c", holder], cwd=REPO) as proc:
+        with anyio.fail_after(20):
+            while not await ready.exists():
+                assert proc.returncode is None
+                await anyio.sleep(0.01)
         locks = ResourceLocks(lock_dir, timeout_s=0.2)
         with pytest.raises(LockTimeout):
             async with locks.hold(["fs:/shared"]):
                 pass
-        started = time.monotonic()
         async with locks.hold(["fs:/shared"], timeout_s=20):
-            assert proc.poll() is not None or time.monotonic() - started > 0.1
-    finally:
-        proc.wait(timeout=20)
-    assert proc.returncode == 0
+            pass  # granted once the other process let go
+        assert await proc.wait() == 0

@@ -9,12 +9,11 @@ from typing import Any
 import anyio
 import pytest
 
-from core.events import Mode
+from core.events import Mode, PlannedCall
+from core.hashing import sha256_json
 from core.ids import IdFactory
 from core.policy import PermissionRule, parse_rule
 from core.tools import BoundToolPlan
-from core.events import PlannedCall
-from core.hashing import sha256_json
 from tool_executor import CallEnv, Checked, Decision, Deny, Pass, ToolCallProcessor, builtin_tools
 
 BUILTIN_NAMES = "bash, edit_file, glob, grep, list_dir, read_file, write_file"

@@ -1,0 +1,97 @@
+"""`strata chat [--resume ID | --continue]`: the interactive terminal."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import click
+from rich.console import Console
+
+from agent.models import model_from_spec
+from agent.session import Asking, LiveSession, resume_session, runtime, start_session
+from agent.terminal.approver import TerminalApprover
+from agent.terminal.chat import Chat, ChatView, make_prompt
+from core.errors import UsageError
+
+DEFAULT_CHAT_MODEL = "anthropic"
+
+
+@click.command()
+@click.option("--model", "model_spec", metavar="M", help="anthropic:NAME (default) or script:PATH (offline).")
+@click.option("--workspace", type=click.Path(path_type=Path), default=".", show_default=True,
+              help="Directory the tools may touch (a new session).")
+@click.option("--resume", "resume_id", metavar="ID", default=None, help="Continue session ID.")
+@click.option("--continue", "continue_latest", is_flag=True, help="Continue the latest session of this workspace.")
+@click.option("--allow", multiple=True, metavar="RULE", help="Allow a tool without asking. Repeatable.")
+@click.option("--deny", multiple=True, metavar="RULE", help="Deny a tool. Repeatable.")
+@click.option("--max-turns", type=click.IntRange(min=1), default=None, help="Limit on model turns.")
+def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continue_latest: bool,
+         allow: tuple[str, ...], deny: tuple[str, ...], max_turns: int | None) -> None:
+    """Talk to an agent in this terminal; it asks before anything that writes, runs or reaches out."""
+    from agent.cli.main import _apply_config, _config, _rules, _run
+
+    if resume_id and continue_latest:
+        raise click.UsageError("use --resume ID or --continue, not both")
+    rules = _rules(allow, deny)
+    # NO_COLOR (no-color.org) here means plain text: no colours and no bold either.
+    console = Console(highlight=False, color_system=None if os.environ.get("NO_COLOR") else "auto")
+    view = ChatView(console)
+
+    async def main() -> None:
+        loaded = _config(workspace if not (resume_id or continue_latest) else None, model=model_spec,
+                         max_turns=max_turns)
+        settings = loaded.settings
+        async with runtime(settings) as rt:
+            target = resume_id
+            if continue_latest:
+                ws = str(await anyio.Path(workspace).resolve())
+                records = [r for r in await rt.store.list_sessions() if r.workspace == ws]
+                if not records:
+                    raise UsageError(f"no session in workspace {ws} to continue",
+                                     hint="start one with `strata chat`")
+                target = records[-1].id
+            record = await rt.store.get_session(target) if target is not None else None
+            # The model first: a missing API key is one line before the terminal is taken over.
+            model = model_from_spec(model_spec or (record.model if record else settings.model or DEFAULT_CHAT_MODEL))
+            session = Chat(console, make_prompt(str(settings.home / "chat_history")), view)
+            asking = Asking(approver=TerminalApprover(console, session.ask_line, on_interrupt=session.interrupt))
+            live: LiveSession
+            if record is not None:
+                _apply_config(rt, _config(Path(record.workspace)))
+                live = await resume_session(rt, record.id, rules=rules, model=model, max_turns=max_turns,
+                                            observer=view, listener=view, asking=asking)
+                _replay(console, live)
+            else:
+                _apply_config(rt, loaded)
+                live = await start_session(rt, model=model, workspace=workspace, mode="interactive", rules=rules,
+                                           prompt=None, max_turns=settings.max_turns, observer=view, listener=view,
+                                           asking=asking)
+            try:
+                if live.state.open_batch is not None:
+                    await session.turn(live, None)  # finish the batch a crash or an interrupt left open
+                await session.loop(live)
+            finally:
+                await live.release("idle")
+
+    _run(main)
+    sys.exit(0)
+
+
+def _replay(console: Console, live: LiveSession) -> None:
+    """The conversation so far, so a resumed chat shows its history."""
+    from agent.cli.render import _first_line
+
+    console.print(f"[dim]history of session {live.id}:[/]", highlight=False)
+    for message in live.state.messages:
+        for block in message.content:
+            if block.type == "text":
+                console.print(f"[dim]{message.role}: {_first_line(block.text, 200)}[/]", markup=True,
+                              highlight=False)
+            elif block.type == "tool_use":
+                console.print(f"[dim]  -> {block.name} {_first_line(str(block.input), 120)}[/]", highlight=False)
+            elif block.type == "tool_result":
+                mark = "error" if block.is_error else "ok"
+                console.print(f"[dim]  <- {mark}: {_first_line(block.content, 120)}[/]", highlight=False)

@@ -1,0 +1,63 @@
+"""The terminal approver: shows the whole call (tool, every argument in full, safety level, why it is asked and
+which rule or hook asked) and takes an explicit answer: y (yes, once), n (no), a (always for this session, for
+this tool and the same asking rule). Enter alone is not an answer. The person's identity is recorded with the
+decision; the model never reaches this prompt's input."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+
+from rich.console import Console
+from rich.markup import escape
+
+from agent.reconcile import person
+from tool_executor import ApprovalAnswer, ApprovalRequest
+
+AskLine = Callable[[str], Awaitable[str]]
+
+_CHOICES = {"y": "yes", "yes": "yes", "n": "no", "no": "no", "a": "always", "always": "always"}
+
+
+class TerminalApprover:
+    def __init__(self, console: Console, ask_line: AskLine, on_interrupt: Callable[[], None] | None = None) -> None:
+        self._console = console
+        self._ask_line = ask_line
+        self._on_interrupt = on_interrupt
+        self.identity = person("strata chat")
+
+    def _show(self, request: ApprovalRequest) -> None:
+        c = self._console
+        c.print(f"[bold yellow]approval needed[/]: [bold]{escape(request.tool)}[/]  (safety {request.safety}, "
+                f"effect {request.effect}, PII {request.pii})", highlight=False)
+        c.print(f"  asked by: {escape(request.asked_by)}", highlight=False)
+        for reason in request.reasons:
+            c.print(f"  why: {escape(reason)}", highlight=False)
+        c.print("  arguments (in full):", highlight=False)
+        body = json.dumps(dict(request.input), indent=2, ensure_ascii=False, sort_keys=True)
+        for line in body.splitlines():
+            c.print(f"    {escape(line)}", highlight=False, soft_wrap=True)
+        c.print(f"  call {request.call_id}, arguments sha256 {request.input_sha256[:16]}", highlight=False)
+        c.print(f"  [bold]y[/] yes, once   [bold]n[/] no   [bold]a[/] always for this session "
+                f"({escape(request.tool)} when asked by the same rule)", highlight=False)
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalAnswer:
+        self._show(request)
+        while True:
+            try:
+                raw = await self._ask_line("approve? [y/n/a] ")
+            except (KeyboardInterrupt, EOFError):
+                if self._on_interrupt is not None:
+                    self._on_interrupt()
+                return ApprovalAnswer("no", self.identity, "the person interrupted the approval prompt")
+            choice = _CHOICES.get(raw.strip().lower())
+            if choice is not None:
+                break
+            self._console.print("  answer y, n or a (Enter alone is not an answer)", highlight=False)
+        reason = ""
+        if choice == "no":
+            try:
+                reason = (await self._ask_line("reason for the model (optional): ")).strip()
+            except (KeyboardInterrupt, EOFError):
+                reason = ""
+        return ApprovalAnswer(choice, self.identity, reason)  # type: ignore[arg-type]

@@ -1,0 +1,200 @@
+"""The Anthropic adapter's wire mapping, kept apart from the client: Strata messages and tools into the Messages
+API's request shape (with prompt-cache breakpoints), and the streamed events back into a `ModelResponse`.
+
+The request side is plain dicts. The response side reads the SDK's stream events by attribute (`type`, `index`,
+`delta`, `usage`), so this module needs no SDK import; `core.model.anthropic` is the one module that has it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, assert_never, cast, get_args
+
+from core.messages import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
+from core.model.base import ModelListener, ModelRequest, ModelResponse, StopReason, Usage
+
+_STOP_REASONS: frozenset[str] = frozenset(get_args(StopReason))
+
+
+def _ephemeral() -> dict[str, str]:
+    return {"type": "ephemeral"}
+
+
+def request_params(model: str, max_tokens: int, request: ModelRequest, *, cache: bool = True) -> dict[str, Any]:
+    """The body of one Messages API call. With `cache`, three prompt-cache breakpoints: the last tool and the system
+    block (the stable prefix, shared by every turn of a session), and the last message block (so each turn reads
+    the conversation so far from the cache and writes only what is new)."""
+    params: dict[str, Any] = {"model": model, "max_tokens": max_tokens,
+                              "messages": [message_to_api(m) for m in request.messages]}
+    if request.system:
+        system: dict[str, Any] = {"type": "text", "text": request.system}
+        if cache:
+            system["cache_control"] = _ephemeral()
+        params["system"] = [system]
+    if request.tools:
+        tools = [tool_to_api(t) for t in request.tools]
+        if cache:
+            tools[-1]["cache_control"] = _ephemeral()
+        params["tools"] = tools
+    if cache and params["messages"]:
+        last = params["messages"][-1]["content"]
+        last[-1] = {**last[-1], "cache_control": _ephemeral()}
+    return params
+
+
+def message_to_api(message: Message) -> dict[str, Any]:
+    """A Strata message in the API's shape. Blank text blocks, which the API refuses, are left out when the
+    message has other content (a message of nothing but blank text is sent as is and refused loudly)."""
+    blocks = [b for b in message.content if not (isinstance(b, TextBlock) and not b.text.strip())]
+    return {"role": message.role, "content": [block_to_api(b) for b in (blocks or message.content)]}
+
+
+def block_to_api(block: ContentBlock) -> dict[str, Any]:
+    match block:
+        case TextBlock():
+            return {"type": "text", "text": block.text}
+        case ToolUseBlock():
+            return {"type": "tool_use", "id": block.id, "name": block.name, "input": _plain(block.input)}
+        case ToolResultBlock():
+            out: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.tool_use_id}
+            if block.content:
+                out["content"] = block.content
+            if block.is_error:
+                out["is_error"] = True
+            return out
+        case _:
+            assert_never(block)
+
+
+def tool_to_api(tool: Mapping[str, object]) -> dict[str, Any]:
+    """A tool definition as plain JSON data (the plan hands out read-only mappings); an empty description is
+    left out."""
+    out = _plain(tool)
+    if not out.get("description"):
+        out.pop("description", None)
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+class StreamIncomplete(Exception):
+    """The event stream ended without `message_stop`: the connection was cut, so the answer is unusable."""
+
+
+class BadToolInput(Exception):
+    """A tool_use block's streamed input is not a JSON object (typically cut off by max_tokens)."""
+
+    def __init__(self, tool: str, call_id: str, stop_reason: str | None) -> None:
+        super().__init__(f"tool_use {call_id} ({tool}) has input that is not a JSON object")
+        self.tool = tool
+        self.call_id = call_id
+        self.stop_reason = stop_reason
+
+
+@dataclass
+class _Text:
+    parts: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Tool:
+    id: str
+    name: str
+    initial: dict[str, Any]
+    parts: list[str] = field(default_factory=list)
+
+
+class StreamAccumulator:
+    """Folds one attempt's stream events into a response, passing text deltas to the listener as they arrive and
+    assembling each tool_use input from its `input_json_delta` pieces. Unknown event and block types are ignored,
+    as the API's versioning policy asks."""
+
+    def __init__(self, listener: ModelListener) -> None:
+        self._listener = listener
+        self._blocks: dict[int, _Text | _Tool] = {}
+        self._usage: dict[str, int] = {}
+        self.stop_reason: str | None = None
+        self.stopped = False
+
+    def feed(self, event: Any) -> None:
+        kind = getattr(event, "type", None)
+        if kind == "message_start":
+            self._take_usage(event.message.usage)
+        elif kind == "content_block_start":
+            block = event.content_block
+            if block.type == "text":
+                self._blocks[event.index] = _Text([block.text] if block.text else [])
+                if block.text:
+                    self._listener.on_text(block.text)
+            elif block.type == "tool_use":
+                self._blocks[event.index] = _Tool(block.id, block.name, dict(block.input or {}))
+        elif kind == "content_block_delta":
+            self._delta(self._blocks.get(event.index), event.delta)
+        elif kind == "message_delta":
+            self.stop_reason = event.delta.stop_reason
+            self._take_usage(event.usage)
+        elif kind == "message_stop":
+            self.stopped = True
+
+    def _delta(self, block: _Text | _Tool | None, delta: Any) -> None:
+        if delta.type == "text_delta" and isinstance(block, _Text) and delta.text:
+            block.parts.append(delta.text)
+            self._listener.on_text(delta.text)
+        elif delta.type == "input_json_delta" and isinstance(block, _Tool):
+            block.parts.append(delta.partial_json)
+
+    def _take_usage(self, usage: Any) -> None:
+        # message_delta counts are cumulative totals; a field it leaves out keeps its message_start value
+        for name in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
+            value = getattr(usage, name, None)
+            if isinstance(value, int):
+                self._usage[name] = value
+
+    def finish(self, request_id: str | None) -> ModelResponse:
+        if not self.stopped:
+            raise StreamIncomplete("the response stream ended before message_stop")
+        content: list[ContentBlock] = []
+        for index in sorted(self._blocks):
+            block = self._blocks[index]
+            if isinstance(block, _Text):
+                text = "".join(block.parts)
+                if text.strip():  # a blank text block would be refused when sent back next turn
+                    content.append(TextBlock(text=text))
+            else:
+                content.append(ToolUseBlock(id=block.id, name=block.name, input=self._tool_input(block)))
+        has_tools = any(isinstance(b, ToolUseBlock) for b in content)
+        usage = Usage(input_tokens=self._usage.get("input_tokens", 0),
+                      output_tokens=self._usage.get("output_tokens", 0),
+                      cache_read_tokens=self._usage.get("cache_read_input_tokens", 0),
+                      cache_write_tokens=self._usage.get("cache_creation_input_tokens", 0))
+        return ModelResponse(content=tuple(content), stop_reason=stop_reason(self.stop_reason, has_tools),
+                             usage=usage, request_id=request_id)
+
+    def _tool_input(self, block: _Tool) -> dict[str, Any]:
+        raw = "".join(block.parts)
+        if not raw.strip():
+            return block.initial
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = None
+        if not isinstance(value, dict):
+            raise BadToolInput(block.name, block.id, self.stop_reason)
+        return value
+
+
+def stop_reason(raw: str | None, has_tools: bool) -> StopReason:
+    """The API's stop reason in Strata's closed set; one Strata does not know is read from the content."""
+    if raw in _STOP_REASONS:
+        return cast(StopReason, raw)
+    if raw == "model_context_window_exceeded":
+        return "max_tokens"
+    return "tool_use" if has_tools else "end_turn"
+

@@ -1,0 +1,117 @@
+"""`strata chat` in a real pseudo-terminal: approvals show the whole call, `n` denies, `a` grants for the session
+(and the grant survives resume), Ctrl-C interrupts a slow tool and gives the prompt back, Ctrl-D leaves, and
+`strata chat --resume ID` shows the history and goes on."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from tests.cli._helpers import text, tool_use
+from tests.conftest import StrataCLI, write_script
+
+pytestmark = pytest.mark.slow
+
+APPROVE = r"approve\? \[y/n/a\]"
+
+
+def _spawn(cli: StrataCLI, *args: str) -> pexpect.spawn:
+    env = cli.env({"TERM": "xterm", "NO_COLOR": "1", "PROMPT_TOOLKIT_NO_CPR": "1"})
+    child = pexpect.spawn(sys.executable, ["-m", "agent", *args], cwd=str(cli.cwd), env=env, encoding="utf-8",
+                          timeout=30, dimensions=(60, 250))
+    return child
+
+
+def _script(tmp_path: Path) -> Path:
+    return write_script(tmp_path / "turns.json", [
+        [text("first a.txt"), tool_use("toolu_a", "write_file", path="a.txt", content="A\n")],
+        [tool_use("toolu_b", "write_file", path="b.txt", content="B\n")],
+        [text("wrote b")],
+        [tool_use("toolu_slow", "bash", command="sleep 30; echo late > late.txt")],
+        [tool_use("toolu_c", "write_file", path="c.txt", content="C\n")],
+        [text("all done")],
+        [text("continued after resume")],
+    ])
+
+
+def test_terminal_approvals_interrupt_and_resume(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    """The whole interactive path in a pty, then a headless resume that uses the grant, then chat --resume."""
+    script = _script(tmp_path)
+    child = _spawn(cli, "chat", "--model", f"script:{script}", "--workspace", str(workspace))
+    child.expect(r"session ([0-9a-f-]{36}) \(interactive\)")
+    session_id = child.match.group(1)
+    child.expect("strata>")
+    child.sendline("write the files")
+    # The first write: the whole call is shown, Enter alone is not an answer, `n` denies with a reason.
+    child.expect("approval needed: write_file")
+    child.expect(r"asked by: default: write tools ask in every mode")
+    child.expect(r'"content": "A\\n",')
+    child.expect(r'"path": "a.txt"')
+    child.expect(APPROVE)
+    child.sendline("")
+    child.expect("Enter alone is not an answer")
+    child.expect(APPROVE)
+    child.sendline("n")
+    child.expect("reason for the model")
+    child.sendline("not a.txt")
+    child.expect("write_file DENIED by approval")
+    # The second write: `a` grants write_file for the session.
+    child.expect("approval needed: write_file")
+    child.expect(APPROVE)
+    child.sendline("a")
+    child.expect("write_file ok")
+    child.expect("assistant: wrote b")
+    child.expect("strata>")
+    # A slow tool, approved once, then Ctrl-C: the turn stops, the prompt comes back.
+    child.sendline("now something slow")
+    child.expect("approval needed: bash")
+    child.expect(APPROVE)
+    child.sendline("y")
+    child.expect("-> bash")
+    time.sleep(0.8)
+    child.sendintr()
+    child.expect("bash UNKNOWN")
+    child.expect("interrupted")
+    child.expect("strata>")
+    child.sendcontrol("d")
+    child.expect(f"resume it: strata chat --resume {session_id}")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+    assert not (workspace / "a.txt").exists() and (workspace / "b.txt").read_text() == "B\n"
+    time.sleep(0.3)
+    assert not (workspace / "late.txt").exists(), "the interrupted command's process group was not killed"
+    view = cli.show(session_id)
+    results = {b["tool_use_id"]: b for m in view["messages"] for b in m["content"] if b["type"] == "tool_result"}
+    assert "not a.txt" in results["toolu_a"]["content"] and "rejected by person:" in results["toolu_a"]["content"]
+    assert results["toolu_slow"]["is_error"] and "interrupted" in results["toolu_slow"]["content"]
+    receipts = {r["call_id"]: r["status"] for r in cli.json_lines("receipts", session_id, "--json")}
+    assert receipts == {"toolu_b": "done", "toolu_slow": "unknown"}
+
+    # The "always" grant is in the log: a headless resume writes c.txt without anyone to ask.
+    resumed = cli.run("resume", session_id, "one more file")
+    assert resumed.returncode == 5, resumed.stderr  # completed, with the interrupted bash still unknown
+    assert (workspace / "c.txt").read_text() == "C\n"
+
+    # chat --resume shows the history and continues the same session.
+    child = _spawn(cli, "chat", "--resume", session_id)
+    child.expect(f"history of session {session_id}")
+    child.expect("wrote b")
+    child.expect("all done")
+    child.expect("strata>")
+    child.sendline("and now?")
+    child.expect("assistant: continued after resume")
+    child.expect("strata>")
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    last = cli.show(session_id)["messages"][-1]
+    assert last["role"] == "assistant" and last["content"][0]["text"] == "continued after resume"
+    assert json.loads(cli.run("sessions", "--json").stdout.splitlines()[-1])["id"] == session_id
