@@ -50,7 +50,8 @@ Observer = Callable[[StoredEvent], None]
 class AgenticLoop:
     def __init__(self, *, store: EventStore, state: SessionState, model: ModelAdapter, plan: BoundToolPlan,
                  processor: ToolCallProcessor, ids: IdFactory, system: str = SYSTEM_PROMPT,
-                 observer: Observer | None = None, listener: ModelListener | None = None) -> None:
+                 observer: Observer | None = None, listener: ModelListener | None = None,
+                 repair_budget: int = 2) -> None:
         self.store = store
         self.state = state
         self.model = model
@@ -60,6 +61,7 @@ class AgenticLoop:
         self._system = system
         self._observer = observer
         self._listener = listener
+        self.repair_budget = repair_budget
         self.writer = SessionWriter(store, state.session_id, on_commit=self._applied)
 
     def _applied(self, stored: list[StoredEvent]) -> None:
@@ -127,8 +129,10 @@ class AgenticLoop:
                 return await self._end("failed", f"model error: {exc}")
             proposal = propose(response, batch_id=self._ids.uuid7())
             if isinstance(proposal, AssistantMessage):
-                self.writer.stage(proposal, turn)
-                return await self._reflect(turn)
+                outcome = await self._reflect(proposal, turn)
+                if outcome is not None:
+                    return outcome
+                continue
             self.writer.stage(proposal, turn)  # commit: durable before any dispatch (writer barrier)
             run = await self.processor.run_batch(proposal, env=CallEnv.from_state(state, turn), writer=self.writer)
             if run.parked:
@@ -185,11 +189,22 @@ class AgenticLoop:
             self.writer.stage(UserMessage(text=text, source="runtime", reconciled_receipts=tuple(ids)),
                               self.state.turn)
 
-    async def _reflect(self, turn: int) -> RunOutcome:
-        verification = verify_turn(self.state)
+    async def _reflect(self, answer: AssistantMessage, turn: int) -> RunOutcome | None:
+        """Completion only through verify_turn: None means a repair was asked and the loop goes on. The answer
+        is committed with what verification decided (one commit)."""
+        verification = await verify_turn(self.state, answer, self.processor.hooks, budget=self.repair_budget,
+                                         workspace=self.state.workspace)
+        self.writer.stage(answer, turn)
+        if verification.action == "repair":
+            assert verification.repair is not None
+            self.writer.stage(verification.repair, turn)
+            await self.writer.flush()
+            fault_point("after_repair")
+            return None
+        if verification.action == "fail":
+            return await self._end("incomplete", verification.reason, turn=turn)
         self.writer.stage(TurnVerified(), turn)
-        reason = "; ".join(verification.notes)
-        return await self._end("completed", reason, turn=turn)
+        return await self._end("completed", "; ".join(verification.notes), turn=turn)
 
     async def _end(self, status: RunStatus, reason: str, turn: int | None = None) -> RunOutcome:
         self.writer.stage(SessionEnded(status=status, reason=reason), self.state.turn if turn is None else turn)

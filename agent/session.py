@@ -40,6 +40,7 @@ class Runtime:
     tools: list[ToolSpec]
     hooks: HookSet = field(default_factory=HookSet)
     locks: ResourceLocks | None = None
+    repair_budget: int = 2
     config_rules: tuple[PermissionRule, ...] = ()
     """Policy rules from config files: applied on every run as the config stands then, not recorded."""
 
@@ -122,7 +123,7 @@ def _loop(rt: Runtime, state: SessionState, model: ModelAdapter, plan: BoundTool
                                   approver=asking.approver, on_ask=asking.on_ask or state.on_ask, locks=rt.locks,
                                   config_rules=rt.config_rules)
     return AgenticLoop(store=rt.store, state=state, model=model, plan=plan, processor=processor, ids=rt.ids,
-                       observer=observer, listener=listener)
+                       observer=observer, listener=listener, repair_budget=rt.repair_budget)
 
 
 async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mode: Mode,

@@ -71,9 +71,9 @@ class _TimedModel(ScriptedModel):
         super().__init__(turns, name="bench")
         self.stamps: list[float] = []
 
-    async def complete(self, request):  # type: ignore[no-untyped-def]
+    async def complete(self, request, listener=None):  # type: ignore[no-untyped-def]
         self.stamps.append(time.perf_counter())
-        return await super().complete(request)
+        return await super().complete(request, listener)
 
 
 def _segments(*sizes: int, k: int) -> list[tuple[Any, ...]]:

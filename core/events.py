@@ -170,6 +170,19 @@ class SessionResumed(_Event):
     """A new `--on-ask` given on resume; None keeps the session's."""
 
 
+class RepairRequested(_Event):
+    """Verification asked the model to repair its answer: `instruction` becomes the next user message (from the
+    runtime). Counted against the repair budget, which survives resume."""
+
+    kind: Literal["repair_requested"] = "repair_requested"
+    reason: str
+    instruction: str
+    by: str
+    """`builtin:<check>` or the Stop hook that asked."""
+    receipts: tuple[str, ...] = ()
+    """Unknown receipts this repair reported to the model."""
+
+
 class TurnVerified(_Event):
     kind: Literal["turn_verified"] = "turn_verified"
 
@@ -183,7 +196,7 @@ class SessionEnded(_Event):
 Event = Annotated[
     SessionStarted | UserMessage | AssistantMessage | BatchProposed | CallResult | BatchCompleted
     | RulesAdded | SessionResumed | TurnVerified | SessionEnded | CallsParked | ApprovalGranted | ApprovalRejected
-    | GrantAdded,
+    | GrantAdded | RepairRequested,
     Field(discriminator="kind"),
 ]
 

@@ -24,6 +24,7 @@ from core.events import (
     OnAsk,
     ParkedCall,
     PlannedCall,
+    RepairRequested,
     RulesAdded,
     SessionEnded,
     SessionResumed,
@@ -82,6 +83,7 @@ class Counters:
     unknown_outcomes: int = 0
     verified_turns: int = 0
     resumes: int = 0
+    repairs: int = 0
 
 
 @dataclass
@@ -106,6 +108,10 @@ class SessionState:
     approvals: dict[str, Approval] = field(default_factory=dict)
     """Recorded decisions on calls that have no result yet, by call id."""
     grants: list[Grant] = field(default_factory=list)
+    repairs_used: int = 0
+    """Repairs asked since the person's last message (the budget is per request of the person)."""
+    reported_unknown: set[str] = field(default_factory=set)
+    """Unknown receipts verification has already pointed out to the model."""
     ended: EndStatus | None = None
     end_reason: str = ""
     last_seq: int = 0
@@ -141,14 +147,11 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
         case UserMessage():
             _require_no_open_batch(state, ev.kind)
             state.ended = None
+            if ev.source == "user":
+                state.repairs_used = 0
             for receipt_id in ev.reconciled_receipts:
                 state.unknown_receipts.pop(receipt_id, None)
-            block = TextBlock(text=ev.text)
-            last = state.messages[-1] if state.messages else None
-            if last is not None and last.role == "user":
-                state.messages[-1] = Message(role="user", content=(*last.content, block))
-            else:
-                state.messages.append(Message(role="user", content=(block,)))
+            _add_user_text(state, ev.text)
         case AssistantMessage():
             _require_no_open_batch(state, ev.kind)
             state.messages.append(Message(role="assistant", content=ev.content))
@@ -221,6 +224,12 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
                 state.max_turns = ev.max_turns
             if ev.on_ask is not None:
                 state.on_ask = ev.on_ask
+        case RepairRequested():
+            _require_no_open_batch(state, ev.kind)
+            state.counters.repairs += 1
+            state.repairs_used += 1
+            state.reported_unknown.update(ev.receipts)
+            _add_user_text(state, ev.instruction)
         case TurnVerified():
             state.counters.verified_turns += 1
         case SessionEnded():
@@ -229,6 +238,16 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
             state.end_reason = ev.reason
         case _:
             assert_never(ev)
+
+
+def _add_user_text(state: SessionState, text: str) -> None:
+    """Text joins the next user message (after tool results, if the last message holds them)."""
+    block = TextBlock(text=text)
+    last = state.messages[-1] if state.messages else None
+    if last is not None and last.role == "user":
+        state.messages[-1] = Message(role="user", content=(*last.content, block))
+    else:
+        state.messages.append(Message(role="user", content=(block,)))
 
 
 def _require_no_open_batch(state: SessionState, kind: str) -> None:

@@ -3,12 +3,14 @@ suite), nothing durable. `fail_on_commit` makes chosen commits fail, to simulate
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Collection
 from datetime import datetime
 
 from core.clock import Clock, SystemClock
 from core.errors import PersistError, ReceiptError, SessionActive, SessionNotFound
 from core.events import StoredEvent
+from core.timeline import GENESIS_HASH, TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
 from memory.leases import describe
 from memory.records import (
     LeaseHolder,
@@ -30,6 +32,7 @@ class InMemoryEventStore:
         self._clock = clock or SystemClock()
         self._sessions: dict[str, SessionRecord] = {}
         self._events: dict[str, list[StoredEvent]] = {}
+        self._timeline: dict[str, list[TimelineRow]] = {}
         self._receipts: dict[str, Receipt] = {}
         self._keys: set[str] = set()
         self._calls: set[tuple[str, str]] = set()
@@ -77,10 +80,26 @@ class InMemoryEventStore:
                 resource_keys=new.resource_keys, created_at=now, updated_at=now)
         for u in write.receipt_updates:
             self._receipts[u.id] = self._updated(self._receipts[u.id], u, now)
+        if write.timeline:
+            self._chain(session_id, write.timeline, now)
         rec = self._sessions[session_id]
         self._sessions[session_id] = rec.model_copy(
             update={"updated_at": now, "status": write.status or rec.status})
         return stored
+
+    def _chain(self, session_id: str, entries: list[TimelineEntry], now: datetime) -> None:
+        rows = self._timeline.setdefault(session_id, [])
+        seq, prev = (rows[-1].seq, rows[-1].hash) if rows else (0, GENESIS_HASH)
+        stamp = canonical_time(now)
+        for entry in entries:
+            seq += 1
+            e, data, digest = seal(session_id, seq, stamp, prev, entry)
+            # `data` as it reads back from JSON (tuples become lists), as the SQLite store returns it.
+            rows.append(TimelineRow(session_id=session_id, seq=seq, at=now, kind=e.kind, turn=e.turn,
+                                    call_id=e.call_id, tool=e.tool, decision=e.decision, check=e.check,
+                                    outcome=e.outcome, duration_ms=e.duration_ms, summary=e.summary,
+                                    data=json.loads(data), prev_hash=prev, hash=digest))
+            prev = digest
 
     @staticmethod
     def _updated(r: Receipt, u: ReceiptUpdate, now: datetime) -> Receipt:
@@ -102,6 +121,7 @@ class InMemoryEventStore:
             stored = self._apply(record.id, first, now)
         except BaseException:
             del self._sessions[record.id], self._events[record.id]
+            self._timeline.pop(record.id, None)
             raise
         self.commits += 1
         return stored
@@ -164,6 +184,17 @@ class InMemoryEventStore:
             return []
         return [e for e in self._events[session_id]
                 if e.seq > after_seq and (upto_seq is None or e.seq <= upto_seq)]
+
+    async def read_timeline(self, session_id: str, *, kinds: Collection[str] | None = None,
+                            tools: Collection[str] | None = None,
+                            decisions: Collection[TimelineDecision] | None = None, turn: int | None = None,
+                            since_seq: int | None = None, since_at: datetime | None = None,
+                            limit: int | None = None) -> list[TimelineRow]:
+        out = [r for r in self._timeline.get(session_id, ())
+               if (not kinds or r.kind in kinds) and (not tools or r.tool in tools)
+               and (not decisions or r.decision in decisions) and (turn is None or r.turn == turn)
+               and (since_seq is None or r.seq >= since_seq) and (since_at is None or r.at >= since_at)]
+        return out if limit is None else out[:max(0, limit)]
 
     async def get_session(self, session_id: str) -> SessionRecord:
         try:

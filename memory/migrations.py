@@ -87,9 +87,46 @@ def _m001_initial(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _m002_timeline(conn: sqlite3.Connection) -> None:
+    for statement in _statements(
+        """
+        -- The observation log, keyed like `events`: (session num << 40) | seq, so a session's rows are one
+        -- contiguous key range and an append dirties the rightmost leaf only. There is no secondary index: every
+        -- query is per session, so it is a range scan of that session's rows with the filter evaluated on the
+        -- small columns, which come first in the record (a scan stops reading a row at the last column it
+        -- needs; summary and data may be long). A commit stays one b-tree page or so heavier, not one per index.
+        CREATE TABLE timeline (
+            key INTEGER PRIMARY KEY,
+            kind TEXT NOT NULL,
+            turn INTEGER NOT NULL,
+            tool TEXT,
+            decision TEXT,
+            at TEXT NOT NULL,
+            call_id TEXT,
+            check_name TEXT,
+            outcome TEXT,
+            duration_ms REAL,
+            prev_hash TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            summary TEXT NOT NULL,
+            data TEXT NOT NULL
+        );
+        CREATE VIEW session_timeline AS
+            SELECT s.id AS session_id, t.key & 1099511627775 AS seq, t.at, t.turn, t.kind, t.call_id, t.tool,
+                   t.decision, t.check_name, t.outcome, t.duration_ms, t.summary, t.data, t.prev_hash, t.hash
+            FROM timeline t JOIN sessions s ON t.key >> 40 = s.num;
+        CREATE TRIGGER timeline_no_update BEFORE UPDATE ON timeline
+            BEGIN SELECT RAISE(ABORT, 'the timeline is append-only'); END;
+        CREATE TRIGGER timeline_no_delete BEFORE DELETE ON timeline
+            BEGIN SELECT RAISE(ABORT, 'the timeline is append-only'); END;
+        """
+    ):
+        conn.execute(statement)
+
+
 Migration = tuple[str, Callable[[sqlite3.Connection], None]]
 
-MIGRATIONS: tuple[Migration, ...] = (("001_initial", _m001_initial),)
+MIGRATIONS: tuple[Migration, ...] = (("001_initial", _m001_initial), ("002_timeline", _m002_timeline))
 
 
 def migrate(conn: sqlite3.Connection, path: str, now: str) -> int:

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from core.events import Event, Mode
+from core.timeline import TimelineEntry
 
 SessionStatus = Literal["active", "idle", "awaiting_approval", "completed", "incomplete", "failed"]
 ReceiptStatus = Literal["dispatched", "done", "failed", "unknown"]
@@ -83,12 +84,14 @@ class ReceiptUpdate:
 
 @dataclass
 class Write:
-    """One durable commit: events (with the turn they belong to), receipt rows, an optional status change."""
+    """One durable commit: events (with the turn they belong to), receipt rows, timeline rows (observations,
+    never replayed as state), an optional status change."""
 
     events: list[tuple[Event, int]] = field(default_factory=list)
     new_receipts: list[NewReceipt] = field(default_factory=list)
     receipt_updates: list[ReceiptUpdate] = field(default_factory=list)
     status: SessionStatus | None = None
+    timeline: list[TimelineEntry] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.events or self.new_receipts or self.receipt_updates or self.status)
+        return bool(self.events or self.new_receipts or self.receipt_updates or self.status or self.timeline)

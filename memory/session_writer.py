@@ -4,7 +4,9 @@ durable commit carries as much as the guarantees allow:
 - a *barrier* (a `BatchProposed`, a new receipt, a finished effect's receipt update) must be durable before
   any tool dispatch; `ensure_durable()` commits the buffer if it holds one;
 - anything else (a read-only call's result, a denial) may wait for the next commit, because it can be
-  recomputed on resume.
+  recomputed on resume;
+- timeline rows are never a barrier: they ride along with whatever commit comes next, so observing costs no
+  commit of its own (rows staged when the process dies are lost with the rest of the buffer).
 
 After each commit the stored events are handed to `on_commit` (the loop applies them to its live state with the
 same `apply` that `fold` uses)."""
@@ -15,6 +17,7 @@ from collections.abc import Callable
 
 from core.events import BatchProposed, Event, StoredEvent
 from core.faults import armed, fault_point
+from core.timeline import TimelineEntry
 from memory.records import NewReceipt, ReceiptUpdate, SessionStatus, Write
 from memory.store import EventStore
 
@@ -50,6 +53,11 @@ class SessionWriter:
         next tool starts (it usually rides along with that tool's receipt, so this costs no extra commit)."""
         self._pending.receipt_updates.append(update)
         self._barrier = True
+
+    def stage_timeline(self, entry: TimelineEntry) -> None:
+        """Stage an observation (already masked). Not a barrier: it is written with the next commit, in the same
+        transaction as that commit's events."""
+        self._pending.timeline.append(entry)
 
     def stage_status(self, status: SessionStatus) -> None:
         self._pending.status = status

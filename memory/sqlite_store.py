@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable
-from datetime import datetime
+from collections.abc import Callable, Collection
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import aiosqlite
+from pydantic import ValidationError
 
 from core.clock import Clock, SystemClock, iso
 from core.errors import PersistError, ReceiptError, SessionActive, SessionNotFound, StoreError
 from core.events import SCHEMA_VERSION, EventAdapter, StoredEvent
+from core.timeline import GENESIS_HASH, TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
 from memory.leases import describe
 from memory.migrations import migrate
 from memory.records import (
@@ -44,6 +46,9 @@ _SESSION_COLS = ("id, created_at, updated_at, mode, workspace, model, title, par
                  "lease_token, lease_pid, lease_host, lease_proc_start, lease_expires")
 _RECEIPT_COLS = ("id, session_id, call_id, tool, status, idempotency_key, args_sha256, resource_keys, "
                  "created_at, updated_at, outcome_sha256, note, reconciled_by")
+_TIMELINE_COLS = ("key, kind, turn, tool, decision, at, call_id, check_name, outcome, duration_ms, prev_hash, hash, "
+                  "summary, data")
+_TIMELINE_INSERT = f"INSERT INTO timeline({_TIMELINE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 class _RaceLost(Exception):
@@ -57,6 +62,8 @@ class SqliteEventStore:
         self._clock = clock
         self._last_seq: dict[str, int] = {}
         self._nums: dict[str, int] = {}
+        self._timeline_head: dict[str, tuple[int, str]] = {}
+        """Per session: the last timeline row's (seq, hash), kept like `_last_seq` (set only after COMMIT)."""
         self.commits = 0
 
     @classmethod
@@ -146,9 +153,32 @@ class SqliteEventStore:
             self._update_receipt(conn, update, at)
         if write.status is not None:
             conn.execute("UPDATE sessions SET status = ?, updated_at = ? WHERE id = ?", (write.status, at, session_id))
+        if write.timeline:
+            self._append_timeline(conn, session_id, base, write.timeline, at, committed)
         last = seq
         committed.append(lambda: self._last_seq.__setitem__(session_id, last))
         return stored
+
+    def _append_timeline(self, conn: sqlite3.Connection, session_id: str, base: int, entries: list[TimelineEntry],
+                         at: str, committed: list[Callable[[], None]]) -> None:
+        """Chain and insert timeline rows in the commit's transaction: seq, time and hashes are assigned here."""
+        head = self._timeline_head.get(session_id)
+        if head is None:
+            found = conn.execute("SELECT key, hash FROM timeline WHERE key BETWEEN ? AND ? ORDER BY key DESC LIMIT 1",
+                                 (base, base | SEQ_MASK)).fetchone()
+            head = (0, GENESIS_HASH) if found is None else (found[0] & SEQ_MASK, found[1])
+        seq, prev = head
+        stamp = canonical_time(datetime.fromisoformat(at))
+        rows = []
+        for entry in entries:
+            seq += 1
+            e, data, digest = seal(session_id, seq, stamp, prev, entry)
+            rows.append((base | seq, e.kind, e.turn, e.tool, e.decision, stamp, e.call_id, e.check, e.outcome,
+                         e.duration_ms, prev, digest, e.summary, data))
+            prev = digest
+        conn.executemany(_TIMELINE_INSERT, rows)
+        last = (seq, prev)
+        committed.append(lambda: self._timeline_head.__setitem__(session_id, last))
 
     @staticmethod
     def _update_receipt(conn: sqlite3.Connection, u: ReceiptUpdate, at: str) -> None:
@@ -179,6 +209,7 @@ class SqliteEventStore:
                 if session_id is not None:
                     self._last_seq.pop(session_id, None)
                     self._nums.pop(session_id, None)
+                    self._timeline_head.pop(session_id, None)
                 raise
             for callback in committed:
                 callback()
@@ -204,6 +235,7 @@ class SqliteEventStore:
                  lease and lease.host, lease and lease.proc_start, lease and iso(lease.expires_at)))
             self._last_seq.pop(record.id, None)
             self._nums.pop(record.id, None)
+            self._timeline_head.pop(record.id, None)
             return self._append(conn, record.id, first, at, committed)
 
         return await self._transaction(record.id, body)
@@ -306,6 +338,36 @@ class SqliteEventStore:
         return [StoredEvent(session_id=session_id, seq=seq, at=datetime.fromisoformat(at), turn=turn,
                             event=EventAdapter.validate_json(payload)) for seq, at, turn, payload in rows]
 
+    async def read_timeline(self, session_id: str, *, kinds: Collection[str] | None = None,
+                            tools: Collection[str] | None = None,
+                            decisions: Collection[TimelineDecision] | None = None, turn: int | None = None,
+                            since_seq: int | None = None, since_at: datetime | None = None,
+                            limit: int | None = None) -> list[TimelineRow]:
+        def fn(conn: sqlite3.Connection) -> list[Any]:
+            try:
+                base = self._num(conn, session_id) << SEQ_BITS
+            except sqlite3.IntegrityError:
+                return []
+            first = min(max(1, since_seq or 1), SEQ_MASK)
+            clauses, params = ["key BETWEEN ? AND ?"], [base | first, base | SEQ_MASK]
+            for column, values in (("kind", kinds), ("tool", tools), ("decision", decisions)):
+                if values:
+                    clauses.append(f"{column} IN ({','.join('?' for _ in values)})")
+                    params.extend(values)
+            if turn is not None:
+                clauses.append("turn = ?")
+                params.append(turn)
+            if since_at is not None:
+                clauses.append("at >= ?")
+                params.append(canonical_time(since_at))
+            sql = f"SELECT {_TIMELINE_COLS} FROM timeline WHERE {' AND '.join(clauses)} ORDER BY key"
+            if limit is not None:
+                sql += " LIMIT ?"
+                params.append(max(0, limit))
+            return conn.execute(sql, params).fetchall()
+
+        return [_timeline_row(session_id, r) for r in await self._read(fn)]
+
     async def get_session(self, session_id: str) -> SessionRecord:
         row = await self._read(lambda conn: conn.execute(
             f"SELECT {_SESSION_SELECT} FROM sessions WHERE id = ?", (session_id,)).fetchone())
@@ -363,6 +425,30 @@ def _receipt(row: Any) -> Receipt:
                    args_sha256=args_sha, resource_keys=tuple(json.loads(keys)),
                    created_at=datetime.fromisoformat(created), updated_at=datetime.fromisoformat(updated),
                    outcome_sha256=outcome, note=note, reconciled_by=by)
+
+
+_UNREADABLE = datetime.min.replace(tzinfo=UTC)
+
+
+def _timeline_row(session_id: str, row: Any) -> TimelineRow:
+    """A stored row exactly as the table holds it. A row edited behind the store's back into something the row
+    type does not allow is still read, unvalidated, so that `verify` can name it by its hash."""
+    key, kind, turn, tool, decision, at, call_id, check, outcome, duration, prev_hash, digest, summary, data = row
+    try:
+        stamp = datetime.fromisoformat(at)
+    except (TypeError, ValueError):
+        stamp = _UNREADABLE
+    try:
+        values = json.loads(data)
+    except (TypeError, ValueError):
+        values = {"unreadable": data}
+    fields = {"session_id": session_id, "seq": key & SEQ_MASK, "at": stamp, "kind": kind, "turn": turn,
+              "call_id": call_id, "tool": tool, "decision": decision, "check": check, "outcome": outcome,
+              "duration_ms": duration, "summary": summary, "data": values, "prev_hash": prev_hash, "hash": digest}
+    try:
+        return TimelineRow.model_validate(fields)
+    except ValidationError:
+        return TimelineRow.model_construct(**fields)
 
 
 def _store_error(exc: sqlite3.Error, path: str) -> StoreError:

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import Protocol
 
 from core.events import StoredEvent
+from core.timeline import TimelineDecision, TimelineRow
 from memory.records import (
     LeaseHolder,
     Receipt,
@@ -32,12 +33,23 @@ class EventStore(Protocol):
         ...
 
     async def commit(self, session_id: str, write: Write) -> list[StoredEvent]:
-        """Append events and receipt changes atomically and durably; seq, time and envelope assigned here.
-        Raises PersistError if the commit does not hold; then nothing of `write` is stored."""
+        """Append events, receipt changes and timeline rows atomically and durably; seq, time and envelope (and
+        the timeline's seq and hash chain) assigned here. Raises PersistError if the commit does not hold; then
+        nothing of `write` is stored."""
         ...
 
     async def read_events(self, session_id: str, after_seq: int = 0,
                           upto_seq: int | None = None) -> list[StoredEvent]: ...
+
+    async def read_timeline(self, session_id: str, *, kinds: Collection[str] | None = None,
+                            tools: Collection[str] | None = None,
+                            decisions: Collection[TimelineDecision] | None = None, turn: int | None = None,
+                            since_seq: int | None = None, since_at: datetime | None = None,
+                            limit: int | None = None) -> list[TimelineRow]:
+        """A session's timeline rows in seq order, exactly as stored. Filters combine with AND; an absent or
+        empty collection does not filter. `since_seq` and `since_at` are inclusive. Never read by `fold`;
+        an unknown session has an empty timeline."""
+        ...
 
     async def get_session(self, session_id: str) -> SessionRecord: ...
 

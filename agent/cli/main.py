@@ -71,6 +71,7 @@ def _apply_config(rt: Runtime, loaded: LoadedConfig) -> None:
     """Hooks and policy rules from config (user file, trusted project file) for the sessions `rt` drives."""
     rt.hooks = HookSet(tuple(h.to_hook() for h in loaded.hooks))
     rt.config_rules = loaded.rules
+    rt.repair_budget = loaded.settings.repair_budget
     if rt.locks is not None:
         rt.locks.timeout_s = loaded.settings.lock_timeout_s
 

@@ -27,7 +27,7 @@ from core.events import (
 from core.hashing import idempotency_key
 from core.ids import IdFactory
 from core.messages import Message, ToolResultBlock, ToolUseBlock
-from core.model import ModelRequest, ModelResponse
+from core.model import ModelListener, ModelRequest, ModelResponse
 from core.model.scripted import ScriptedModel, parse_script
 from core.policy import PermissionRule, parse_rule
 from core.tools import EffectClass, ToolContext, ToolOutput, ToolSpec
@@ -48,10 +48,10 @@ class RecordingModel:
     def name(self) -> str:
         return self._inner.name
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
+    async def complete(self, request: ModelRequest, listener: ModelListener | None = None) -> ModelResponse:
         # Snapshot the messages: the request's sequence is the live conversation and keeps growing afterwards.
         self.requests.append(dataclasses.replace(request, messages=tuple(request.messages)))
-        return await self._inner.complete(request)
+        return await self._inner.complete(request, listener)
 
 
 class Recorder:

@@ -3,6 +3,7 @@ in-memory fake: whatever one store promises, the other keeps."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -25,6 +26,7 @@ from core.events import (
     UserMessage,
 )
 from core.messages import TextBlock, ToolUseBlock
+from core.timeline import GENESIS_HASH, TimelineEntry, verify_chain
 from memory import (
     InMemoryEventStore,
     LeaseHolder,
@@ -496,3 +498,183 @@ async def test_copy_events_onto_existing_session_fails_and_keeps_it(store: Event
     with pytest.raises(PersistError):
         await store.copy_events("src", record("dst", parent_id="src", fork_seq=2), upto_seq=2)
     assert await store.read_events("dst") == existing
+
+
+# -- timeline -------------------------------------------------------------------------------------------------
+
+
+def call_row(call_id: str, tool: str, decision: str, *, turn: int = 1, **extra: object) -> TimelineEntry:
+    return TimelineEntry(kind="call", turn=turn, call_id=call_id, tool=tool, decision=decision,  # type: ignore[arg-type]
+                         check="policy", outcome="ok" if decision == "allowed" else "denied", duration_ms=2.5,
+                         summary=f"{tool} {call_id}", **extra)  # type: ignore[arg-type]
+
+
+async def seeded_timeline(store: EventStore) -> None:
+    """Session s1 with seven timeline rows over three commits (one of them with no events at all)."""
+    await store.create_session(record("s1"), Write(events=[(started("s1"), 0)],
+                                                   timeline=[TimelineEntry(kind="lifecycle", summary="started")]))
+    await store.commit("s1", Write(events=[(batch("b1", "c1", "c2"), 1)], timeline=[
+        TimelineEntry(kind="phase", turn=1, summary="plan"),
+        call_row("c1", "write_file", "allowed"),
+        call_row("c2", "bash", "denied"),
+    ]))
+    await store.commit("s1", Write(timeline=[
+        call_row("c3", "bash", "allowed", turn=2),
+        call_row("c4", "read_file", "denied", turn=2),
+        TimelineEntry(kind="approval", turn=2, call_id="c5", tool="bash", decision="approved", check="alice"),
+    ]))
+
+
+async def test_timeline_rows_get_seq_from_one_and_a_valid_chain_across_commits(store: EventStore) -> None:
+    """Timeline rows are numbered 1..n per session across commits and chain from the genesis hash."""
+    await seeded_timeline(store)
+    rows = await store.read_timeline("s1")
+    assert [r.seq for r in rows] == [1, 2, 3, 4, 5, 6, 7]
+    assert {r.session_id for r in rows} == {"s1"}
+    assert rows[0].prev_hash == GENESIS_HASH
+    assert all(b.prev_hash == a.hash for a, b in itertools.pairwise(rows))
+    assert verify_chain(rows).ok
+    assert verify_chain(rows).rows == 7
+
+
+async def test_timeline_rows_keep_the_entry_fields_and_share_the_commit_time(store: EventStore) -> None:
+    """Every field of an entry reads back as given; rows of one commit share that commit's time (the events')."""
+    await new_session(store, "s1")
+    entry = TimelineEntry(kind="call", turn=3, call_id="c1", tool="bash", decision="parked", check="policy: ask",
+                          outcome="awaiting approval", duration_ms=7, summary="ünïcode [MASKED:key:ab12]",
+                          data={"args_sha256": "abc", "keys": ("a", "b"), "n": 1.5, "nested": {"ok": True}})
+    stored = await store.commit("s1", Write(events=[(user("x"), 3)], timeline=[entry, TimelineEntry(kind="phase")]))
+    row, other = await store.read_timeline("s1")
+    assert (row.kind, row.turn, row.call_id, row.tool, row.decision, row.check, row.outcome) == (
+        "call", 3, "c1", "bash", "parked", "policy: ask", "awaiting approval")
+    assert row.duration_ms == 7.0 and isinstance(row.duration_ms, float)
+    assert row.summary == "ünïcode [MASKED:key:ab12]"
+    assert row.data == {"args_sha256": "abc", "keys": ["a", "b"], "n": 1.5, "nested": {"ok": True}}
+    assert row.at == other.at == stored[0].at
+    assert row.at.tzinfo is not None
+    assert (other.call_id, other.tool, other.decision, other.duration_ms, other.summary, other.data) == (
+        None, None, None, None, "", {})
+
+
+async def test_timeline_rows_are_not_events_and_add_no_commit(store: EventStore) -> None:
+    """Timeline rows ride in the commit they were written with: no extra commit, no event, no seq taken."""
+    await new_session(store, "s1")
+    before = store.commits
+    await store.commit("s1", Write(events=[(user("a"), 0)], timeline=[TimelineEntry(kind="phase")] * 50))
+    assert store.commits == before + 1
+    assert [e.seq for e in await store.read_events("s1")] == [1, 2]
+    assert [e.seq for e in await store.commit("s1", events(user("b")))] == [3]
+
+
+async def test_a_write_with_only_timeline_rows_is_a_commit(store: EventStore) -> None:
+    """A Write that holds nothing but timeline rows is truthy (SessionWriter.flush commits it)."""
+    assert Write(timeline=[TimelineEntry(kind="phase")])
+    assert not Write()
+
+
+async def test_timeline_data_that_is_not_json_is_stored_as_text(store: EventStore) -> None:
+    """An emitter's mistake (a set, a datetime, a non-string key in `data`) never fails the commit it rides
+    with: the value is stored as text, the events are stored, and the chain verifies."""
+    await new_session(store, "s1")
+    odd = TimelineEntry(kind="call", data={"when": T0, "tags": {"b"}, "nested": {1: ("x", None)}})
+    stored = await store.commit("s1", Write(events=[(user("kept"), 1)], timeline=[odd]))
+    assert [e.seq for e in stored] == [2]
+    (row,) = await store.read_timeline("s1")
+    assert row.data == {"when": str(T0), "tags": "{'b'}", "nested": {"1": ["x", None]}}
+    assert verify_chain([row]).ok
+
+
+async def test_read_timeline_filters_combine_with_and(store: EventStore) -> None:
+    """kinds, tools, decisions, turn, since_seq and since_at filter (together: AND); limit cuts; order is seq."""
+    await seeded_timeline(store)
+    rows = await store.read_timeline("s1")
+
+    async def seqs(**filters: object) -> list[int]:
+        return [r.seq for r in await store.read_timeline("s1", **filters)]  # type: ignore[arg-type]
+
+    assert await seqs(kinds=["call"]) == [3, 4, 5, 6]
+    assert await seqs(kinds=["call", "approval"]) == [3, 4, 5, 6, 7]
+    assert await seqs(tools=["bash"]) == [4, 5, 7]
+    assert await seqs(tools=["bash", "read_file"]) == [4, 5, 6, 7]
+    assert await seqs(decisions=["denied"]) == [4, 6]
+    assert await seqs(tools=["bash"], decisions=["denied"]) == [4]
+    assert await seqs(kinds=["call"], turn=2) == [5, 6]
+    assert await seqs(turn=0) == [1]
+    assert await seqs(since_seq=5) == [5, 6, 7]
+    assert await seqs(since_seq=5, decisions=["denied"]) == [6]
+    assert await seqs(since_at=rows[4].at) == [5, 6, 7]
+    assert await seqs(since_at=rows[4].at + timedelta(hours=1)) == []
+    assert await seqs(limit=2) == [1, 2]
+    assert await seqs(kinds=["call"], limit=1, since_seq=4) == [4]
+    assert await seqs(kinds=[], tools=None) == [1, 2, 3, 4, 5, 6, 7], "an empty collection does not filter"
+    assert await seqs(kinds=["nothing"]) == []
+    assert await seqs(since_seq=8) == []
+
+
+async def test_timeline_rows_of_a_failed_commit_are_not_kept(store: EventStore) -> None:
+    """A commit that fails stores none of its timeline rows; the next commit continues the chain where it was."""
+    await seeded_timeline(store)
+    await store.commit("s1", Write(new_receipts=[receipt("r1", "c1", key="K")]))
+    before = await store.read_timeline("s1")
+    with pytest.raises(PersistError):
+        await store.commit("s1", Write(new_receipts=[receipt("r2", "c2", key="K")],
+                                       timeline=[TimelineEntry(kind="receipt", summary="vanish")] * 3))
+    assert await store.read_timeline("s1") == before
+    await store.commit("s1", Write(timeline=[TimelineEntry(kind="phase", summary="after")]))
+    rows = await store.read_timeline("s1")
+    assert [r.seq for r in rows] == list(range(1, len(before) + 2))
+    assert rows[-1].summary == "after"
+    assert verify_chain(rows).ok
+
+
+async def test_timeline_of_a_failed_first_write_leaves_nothing(store: EventStore) -> None:
+    """A create_session that fails keeps no timeline rows for that id."""
+    await new_session(store, "s1")
+    await store.commit("s1", Write(new_receipts=[receipt("r1", "c1")]))
+    with pytest.raises(PersistError):
+        await store.create_session(record("s2"), Write(events=[(started("s2"), 0)],
+                                                       new_receipts=[receipt("r1", "c9", key="other")],
+                                                       timeline=[TimelineEntry(kind="lifecycle")]))
+    assert await store.read_timeline("s2") == []
+
+
+async def test_timeline_of_another_or_unknown_session_is_empty(store: EventStore) -> None:
+    """Each session has its own timeline; an unknown session's timeline is empty, not an error."""
+    await seeded_timeline(store)
+    await new_session(store, "s2")
+    assert await store.read_timeline("s2") == []
+    assert await store.read_timeline("ghost") == []
+    await store.commit("s2", Write(timeline=[TimelineEntry(kind="phase", summary="s2 row")]))
+    (row,) = await store.read_timeline("s2")
+    assert (row.session_id, row.seq, row.prev_hash) == ("s2", 1, GENESIS_HASH)
+    assert len(await store.read_timeline("s1")) == 7
+
+
+async def test_concurrent_commits_keep_each_timeline_chained(store: EventStore) -> None:
+    """Timeline rows committed to two sessions at once (loop busy meanwhile) keep both chains gap-free."""
+    await new_session(store, "s1")
+    await new_session(store, "s2")
+
+    async def busy_loop() -> None:
+        _busy(0.2)
+
+    async with anyio.create_task_group() as tg:
+        for sid in ("s1", "s2"):
+            tg.start_soon(store.commit, sid, Write(timeline=[TimelineEntry(kind="phase", summary=sid)] * 3))
+        tg.start_soon(busy_loop)
+    for sid in ("s1", "s2"):
+        await store.commit(sid, Write(timeline=[TimelineEntry(kind="phase", summary="after")]))
+        rows = await store.read_timeline(sid)
+        assert [r.seq for r in rows] == [1, 2, 3, 4]
+        assert verify_chain(rows).ok
+
+
+async def test_fork_does_not_copy_the_timeline(store: EventStore) -> None:
+    """A fork copies the state log, not the source's observations: its timeline starts at seq 1 from genesis."""
+    await seeded_timeline(store)
+    await store.copy_events("s1", record("dst", parent_id="s1", fork_seq=2), upto_seq=2)
+    assert await store.read_timeline("dst") == []
+    await store.commit("dst", Write(timeline=[TimelineEntry(kind="lifecycle", summary="forked")]))
+    (row,) = await store.read_timeline("dst")
+    assert (row.seq, row.prev_hash) == (1, GENESIS_HASH)
+    assert len(await store.read_timeline("s1")) == 7

@@ -1,0 +1,258 @@
+"""The session timeline's row shape and its hash chain: one definition shared by both stores, the read side and
+the CLI.
+
+A row's hash is `sha256(prev_hash || canonical JSON of the row without "hash")`, where `prev_hash` is the previous
+row's hash as its 64 lowercase hex characters (ASCII), the genesis value is 64 zeros, and the canonical JSON has
+sorted keys, no spaces, `ensure_ascii=False`, and the time as UTC ISO-8601 with microseconds
+(`2026-01-01T00:00:00.000000+00:00`). The hashed object holds: at, call_id, check, data, decision, duration_ms,
+kind, outcome, prev_hash, seq, session_id, summary, tool, turn. So anyone can re-check a chain with sha256sum.
+
+The chain proves that rows were not edited, removed or reordered after they were written; it proves an
+observation, not that an effect happened. Removing the newest rows cannot be seen from the chain alone."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from json import encoder
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+TimelineDecision = Literal["allowed", "denied", "approved", "rejected", "parked"]
+TIMELINE_DECISIONS: tuple[TimelineDecision, ...] = get_args(TimelineDecision)
+GENESIS_HASH = "0" * 64
+
+_TEXT_FIELDS = ("kind", "call_id", "tool", "check", "outcome", "summary")
+
+_encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+"""`core.hashing.canonical_json` with its encoder built once, not per call: the chain hashes every row inside the
+commit. tests/observability/test_timeline_chain.py pins the two to the same output."""
+_encode_str = encoder.encode_basestring  # that encoder's string escaping (ensure_ascii=False)
+
+
+class TimelineEntry(BaseModel):
+    """One observation, as an emitter stages it. `summary` and `data` arrive already masked; `data` should be
+    plain JSON (a value that is not is stored as text rather than failing the commit it rides with). The store
+    assigns session, seq, time and the chain."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: str
+    """What was observed: phase, model_attempt, call, hook, approval, receipt, lifecycle, ..."""
+    turn: int = 0
+    call_id: str | None = None
+    tool: str | None = None
+    decision: TimelineDecision | None = None
+    check: str | None = None
+    """The deciding check, rule, hook or approver."""
+    outcome: str | None = None
+    duration_ms: float | None = None
+    summary: str = ""
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class TimelineRow(BaseModel):
+    """A stored timeline row: the entry's fields plus the envelope and chain the store assigned."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    session_id: str
+    seq: int
+    """1-based per session, gap-free."""
+    at: datetime
+    kind: str
+    turn: int = 0
+    call_id: str | None = None
+    tool: str | None = None
+    decision: TimelineDecision | None = None
+    check: str | None = None
+    outcome: str | None = None
+    duration_ms: float | None = None
+    summary: str = ""
+    data: dict[str, Any] = Field(default_factory=dict)
+    prev_hash: str
+    hash: str
+
+
+def canonical_time(at: datetime) -> str:
+    """The one text form of a time in the chain (and in the SQLite store): UTC, microseconds, explicit offset."""
+    return at.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _value(x: object) -> str:
+    """One JSON value as `canonical_json` writes it, without building an encoder for the common types."""
+    kind = type(x)
+    if kind is str:
+        return _encode_str(x)
+    if x is None:
+        return "null"
+    if kind is int:
+        return int.__repr__(x)  # type: ignore[arg-type]
+    if kind is float and math.isfinite(x):  # type: ignore[arg-type]
+        return float.__repr__(x)  # type: ignore[arg-type]
+    return _encode(x)
+
+
+def _canonical(session_id: str, seq: int, at: str, prev_hash: str, row: TimelineEntry | TimelineRow,
+               data_json: str) -> str:
+    """`canonical_json` of the row without its hash, written field by field in sorted key order, with `data`
+    spliced in as already-canonical text: the hash is computed for every row inside the commit, so this builds
+    no dict and sorts nothing. tests/observability/test_timeline_chain.py pins it to `canonical_json` of the
+    whole object."""
+    call_id, check, decision, kind, outcome = row.call_id, row.check, row.decision, row.kind, row.outcome
+    summary, tool, turn, duration = row.summary, row.tool, row.turn, row.duration_ms
+    finite = duration is None or (type(duration) is float and math.isfinite(duration))
+    if finite and type(turn) is int and type(seq) is int:
+        try:
+            # Validated rows: text fields are str or None (encode_basestring raises TypeError otherwise).
+            return (f'{{"at":{_encode_str(at)},"call_id":{"null" if call_id is None else _encode_str(call_id)},'
+                    f'"check":{"null" if check is None else _encode_str(check)},"data":{data_json},'
+                    f'"decision":{"null" if decision is None else _encode_str(decision)},'
+                    f'"duration_ms":{"null" if duration is None else float.__repr__(duration)},'
+                    f'"kind":{_encode_str(kind)},"outcome":{"null" if outcome is None else _encode_str(outcome)},'
+                    f'"prev_hash":{_encode_str(prev_hash)},"seq":{int.__repr__(seq)},'
+                    f'"session_id":{_encode_str(session_id)},"summary":{_encode_str(summary)},'
+                    f'"tool":{"null" if tool is None else _encode_str(tool)},"turn":{int.__repr__(turn)}}}')
+        except TypeError:
+            pass
+    # Anything else (a row edited into other types behind the store's back): value by value.
+    if type(duration) is int:
+        duration = float(duration)
+    return (f'{{"at":{_value(at)},"call_id":{_value(call_id)},"check":{_value(check)},"data":{data_json},'
+            f'"decision":{_value(decision)},"duration_ms":{_value(duration)},"kind":{_value(kind)},'
+            f'"outcome":{_value(outcome)},"prev_hash":{_value(prev_hash)},"seq":{_value(seq)},'
+            f'"session_id":{_value(session_id)},"summary":{_value(summary)},"tool":{_value(tool)},'
+            f'"turn":{_value(turn)}}}')
+
+
+def _digest(prev_hash: str, canonical: str) -> str:
+    return hashlib.sha256((prev_hash + canonical).encode("utf-8")).hexdigest()
+
+
+def seal(session_id: str, seq: int, at: str, prev_hash: str,
+         entry: TimelineEntry) -> tuple[TimelineEntry, str, str]:
+    """Chain `entry` as row `seq` of `session_id`, written at `at` (a `canonical_time`) after a row whose hash is
+    `prev_hash`. Returns (the entry as it is stored, its `data` as canonical JSON, its hash); the stores call it
+    inside the append transaction and store exactly that. `data` is serialised once, for both the column and
+    the hash. An entry that cannot be stored as it is (data that is not JSON, text with lone surrogates from
+    bytes decoded with surrogateescape) is stored in a plain form instead: an observation must never be what
+    makes a commit fail."""
+    try:
+        data_json = _encode(entry.data) if entry.data else "{}"
+        return entry, data_json, _digest(prev_hash, _canonical(session_id, seq, at, prev_hash, entry, data_json))
+    except (TypeError, ValueError):  # UnicodeEncodeError is a ValueError
+        entry = _storable(entry)
+        data_json = _encode(entry.data)
+        return entry, data_json, _digest(prev_hash, _canonical(session_id, seq, at, prev_hash, entry, data_json))
+
+
+def _text(value: str) -> str:
+    return value.encode("utf-8", "replace").decode("utf-8")
+
+
+def _plain(value: Any) -> Any:
+    """`value` as JSON can hold it: string keys, lists, valid UTF-8; anything else becomes its text."""
+    if isinstance(value, str):
+        return _text(value)
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, dict):
+        return {_text(str(k)): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return _text(str(value))
+
+
+def _storable(entry: TimelineEntry) -> TimelineEntry:
+    update: dict[str, Any] = {name: _text(getattr(entry, name)) for name in _TEXT_FIELDS
+                              if getattr(entry, name) is not None}
+    update["data"] = _plain(entry.data)
+    return entry.model_copy(update=update)
+
+
+def _data_json(row: TimelineRow) -> str:
+    try:
+        return _encode(row.data)
+    except (TypeError, ValueError):  # not JSON: hash it the way `seal` would have stored it
+        return _encode(_plain(row.data))
+
+
+def row_hash(prev_hash: str, row: TimelineRow) -> str:
+    """Recompute a stored row's hash from its fields, chained after `prev_hash`."""
+    canonical = _canonical(row.session_id, row.seq, canonical_time(row.at), prev_hash, row, _data_json(row))
+    try:
+        return _digest(prev_hash, canonical)
+    except UnicodeEncodeError:  # text no store could have written: it cannot match
+        return ""
+
+
+
+# -- verification -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    ok: bool
+    first_bad_seq: int | None = None
+    """The first row that fails (for a removed row: the seq that is missing)."""
+    reason: str | None = None
+    """A sentence naming that row: "row 17 was changed (hash mismatch)", "row 17 is missing", ..."""
+    rows: int = 0
+    """Rows checked (up to and including the first bad one)."""
+    head: str = GENESIS_HASH
+    """The hash of the last good row: an anchor to compare with a copy kept elsewhere."""
+
+
+class ChainVerifier:
+    """Checks rows one at a time, in the order the store keeps them, so a long timeline can be verified in
+    pages. Stops at the first bad row."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.head = GENESIS_HASH
+        self._last_seq = 0
+        self.failure: VerifyResult | None = None
+
+    def feed(self, row: TimelineRow) -> bool:
+        """Check the next row; False once the chain is broken (later rows are not checked)."""
+        if self.failure is not None:
+            return False
+        self.rows += 1
+        expected = self._last_seq + 1
+        if row.seq < expected:
+            what = "appears twice" if row.seq == self._last_seq else f"is out of order (after row {self._last_seq})"
+            return self._fail(row.seq, f"row {row.seq} {what}")
+        if row_hash(row.prev_hash, row) != row.hash:
+            return self._fail(row.seq, f"row {row.seq} was changed (hash mismatch)")
+        if row.seq > expected:
+            missing = f"row {expected} is" if row.seq == expected + 1 else f"rows {expected}-{row.seq - 1} are"
+            return self._fail(expected, f"{missing} missing")
+        if row.prev_hash != self.head:
+            before = "the start of the chain" if expected == 1 else f"row {expected - 1}"
+            return self._fail(row.seq, f"row {row.seq} does not follow {before} (prev_hash mismatch: "
+                                       f"a row before it was replaced or removed)")
+        self._last_seq = row.seq
+        self.head = row.hash
+        return True
+
+    def _fail(self, seq: int, reason: str) -> bool:
+        self.failure = VerifyResult(ok=False, first_bad_seq=seq, reason=reason, rows=self.rows, head=self.head)
+        return False
+
+    def result(self) -> VerifyResult:
+        return self.failure or VerifyResult(ok=True, rows=self.rows, head=self.head)
+
+
+def verify_chain(rows: Iterable[TimelineRow]) -> VerifyResult:
+    """Check one session's rows in stored order: every hash matches its row, seqs run 1..n without a gap, and
+    each row links to the one before. Pure."""
+    verifier = ChainVerifier()
+    for row in rows:
+        if not verifier.feed(row):
+            break
+    return verifier.result()

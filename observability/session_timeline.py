@@ -1,0 +1,102 @@
+"""The timeline's read side: filtered loads, verification of the hash chain as the database holds it, and
+following a live session. Presentation stays with the surfaces; `timeline_record` is the one JSON shape of a
+row (the CLI's `--json` and exports use it)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Collection
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+
+from core.clock import SystemClock
+from core.timeline import ChainVerifier, TimelineDecision, TimelineRow, VerifyResult, canonical_time
+from memory.leases import make_liveness
+from memory.records import SessionRecord
+from memory.store import EventStore, LivenessCheck
+
+VERIFY_PAGE = 20_000
+"""Rows read per query while verifying, so a long timeline is checked in bounded memory."""
+
+
+def _aware(t: datetime | None) -> datetime | None:
+    """A time without an offset is read as UTC, the zone the timeline shows."""
+    return t.replace(tzinfo=UTC) if t is not None and t.tzinfo is None else t
+
+
+async def load_timeline(store: EventStore, session_id: str, *, kinds: Collection[str] | None = None,
+                        tools: Collection[str] | None = None, decisions: Collection[TimelineDecision] | None = None,
+                        turn: int | None = None, since_seq: int | None = None, since_at: datetime | None = None,
+                        limit: int | None = None) -> list[TimelineRow]:
+    """A session's timeline rows in seq order, filtered (filters combine with AND). SessionNotFound for an
+    unknown id, so a typo is not mistaken for an empty timeline."""
+    await store.get_session(session_id)
+    return await store.read_timeline(session_id, kinds=kinds, tools=tools, decisions=decisions, turn=turn,
+                                     since_seq=since_seq, since_at=_aware(since_at), limit=limit)
+
+
+async def verify_session(store: EventStore, session_id: str, *, page: int = VERIFY_PAGE) -> VerifyResult:
+    """Recompute the chain from the rows exactly as stored (the stores read them back unvalidated), page by
+    page. An edited, removed or moved row is named in the result."""
+    await store.get_session(session_id)
+    verifier = ChainVerifier()
+    since = 1
+    while True:
+        rows = await store.read_timeline(session_id, since_seq=since, limit=page)
+        for row in rows:
+            if not verifier.feed(row):
+                return verifier.result()
+        if len(rows) < page:
+            return verifier.result()
+        since = rows[-1].seq + 1
+
+
+def _driven(rec: SessionRecord, alive: LivenessCheck) -> bool:
+    return rec.status == "active" and rec.lease is not None and alive(rec.lease)
+
+
+async def follow(store: EventStore, session_id: str, *, poll_s: float = 0.5, alive: LivenessCheck | None = None,
+                 kinds: Collection[str] | None = None, tools: Collection[str] | None = None,
+                 decisions: Collection[TimelineDecision] | None = None, turn: int | None = None,
+                 since_seq: int | None = None, since_at: datetime | None = None) -> AsyncIterator[TimelineRow]:
+    """Yield the session's rows (filtered), then new ones as they are committed, until no live process drives
+    the session any more. The status is read before the rows, so the rows of a session's last commit are
+    always yielded before the iterator ends."""
+    await store.get_session(session_id)
+    alive = alive or make_liveness(SystemClock())
+    next_seq = max(1, since_seq or 1)
+    since_at = _aware(since_at)
+    while True:
+        rec = await store.get_session(session_id)
+        rows = await store.read_timeline(session_id, kinds=kinds, tools=tools, decisions=decisions, turn=turn,
+                                         since_seq=next_seq, since_at=since_at)
+        for row in rows:
+            yield row
+        if rows:
+            next_seq = rows[-1].seq + 1
+        if not _driven(rec, alive):
+            return
+        await anyio.sleep(poll_s)
+
+
+def timeline_record(row: TimelineRow) -> dict[str, Any]:
+    """A row as one JSON object: the hashed fields plus `hash`, so `sha256(prev_hash + canonical JSON of
+    the object without "hash")` re-checks it. Part of the CLI contract: fields are added, never renamed."""
+    return {
+        "session_id": row.session_id,
+        "seq": row.seq,
+        "at": canonical_time(row.at),
+        "turn": row.turn,
+        "kind": row.kind,
+        "call_id": row.call_id,
+        "tool": row.tool,
+        "decision": row.decision,
+        "check": row.check,
+        "outcome": row.outcome,
+        "duration_ms": row.duration_ms,
+        "summary": row.summary,
+        "data": row.data,
+        "prev_hash": row.prev_hash,
+        "hash": row.hash,
+    }

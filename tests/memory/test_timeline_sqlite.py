@@ -1,0 +1,160 @@
+"""What only the SQLite store promises about the timeline: the database refuses edits and deletes, the migration
+upgrades a database made before the timeline existed, the chain continues across processes, and filtered reads
+stay inside the session's key range."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
+from contextlib import closing, contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+import memory.migrations as migrations
+from core.clock import SteppingClock
+from core.errors import PersistError
+from core.events import SessionStarted, UserMessage
+from core.timeline import GENESIS_HASH, TimelineEntry, verify_chain
+from memory import SessionRecord, SqliteEventStore, Write
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@contextmanager
+def raw(path: Path) -> Iterator[sqlite3.Connection]:
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        yield conn
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "strata.db"
+
+
+@pytest.fixture
+async def store(db_path: Path) -> AsyncIterator[SqliteEventStore]:
+    s = await SqliteEventStore.open(db_path, clock=SteppingClock(start=T0))
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+def record(session_id: str) -> SessionRecord:
+    return SessionRecord(id=session_id, created_at=T0, updated_at=T0, mode="headless", workspace="/ws",
+                         model="script:test", status="idle")
+
+
+def first_write(session_id: str, *timeline: TimelineEntry) -> Write:
+    return Write(events=[(SessionStarted(session_id=session_id, mode="headless", workspace="/ws",
+                                         model="script:test", max_turns=5, plan_digest="p"), 0),
+                         (UserMessage(text="hello"), 0)], timeline=list(timeline))
+
+
+def phase(summary: str) -> TimelineEntry:
+    return TimelineEntry(kind="phase", summary=summary)
+
+
+async def test_timeline_table_rejects_update_and_delete(store: SqliteEventStore, db_path: Path) -> None:
+    """The database itself refuses to edit or delete a timeline row (append-only triggers)."""
+    await store.create_session(record("s1"), first_write("s1", phase("a"), phase("b")))
+    with raw(db_path) as conn:
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+            conn.execute("UPDATE timeline SET summary = 'edited' WHERE key & 1099511627775 = 1")
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+            conn.execute("DELETE FROM timeline")
+        assert conn.execute("SELECT seq, summary FROM session_timeline ORDER BY seq").fetchall() == [
+            (1, "a"), (2, "b")]
+    assert verify_chain(await store.read_timeline("s1")).ok
+
+
+async def test_migration_upgrades_a_database_made_before_the_timeline(db_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file at schema version 1 (written by the code before this table existed) gains the timeline on open;
+    its sessions and events are kept and new timeline rows chain from genesis."""
+    with monkeypatch.context() as m:
+        m.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:1])
+        old = await SqliteEventStore.open(db_path, clock=SteppingClock(start=T0))
+        await old.create_session(record("s1"), first_write("s1"))
+        before = await old.read_events("s1")
+        await old.close()
+    with raw(db_path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'timeline'").fetchone() is None
+
+    new = await SqliteEventStore.open(db_path, clock=SteppingClock(start=T0))
+    try:
+        assert await new.read_events("s1") == before
+        assert await new.read_timeline("s1") == []
+        await new.commit("s1", Write(events=[(UserMessage(text="more"), 1)], timeline=[phase("first row")]))
+        (row,) = await new.read_timeline("s1")
+        assert (row.seq, row.prev_hash, row.summary) == (1, GENESIS_HASH, "first row")
+        assert [e.seq for e in await new.read_events("s1")] == [1, 2, 3]
+    finally:
+        await new.close()
+    with raw(db_path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(migrations.MIGRATIONS) == 2
+        names = [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY rowid")]
+        assert names == ["001_initial", "002_timeline"]
+        triggers = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+        assert {"timeline_no_update", "timeline_no_delete", "events_no_update", "events_no_delete"} <= triggers
+
+
+async def test_chain_continues_after_reopen(store: SqliteEventStore, db_path: Path) -> None:
+    """A new store object (another process) reads the last row's hash from the table and chains after it."""
+    await store.create_session(record("s1"), first_write("s1", phase("a"), phase("b")))
+    await store.close()
+    again = await SqliteEventStore.open(db_path)
+    try:
+        await again.commit("s1", Write(timeline=[phase("c")]))
+        rows = await again.read_timeline("s1")
+    finally:
+        await again.close()
+    assert [r.seq for r in rows] == [1, 2, 3]
+    assert rows[2].prev_hash == rows[1].hash
+    assert verify_chain(rows).ok
+
+
+async def test_a_stale_chain_head_fails_the_commit_instead_of_forking_the_chain(store: SqliteEventStore,
+                                                                                db_path: Path) -> None:
+    """If another writer appended rows behind this store's back, its next commit fails (nothing stored) rather
+    than writing a second row 3; the commit after that reads the head again and chains correctly."""
+    await store.create_session(record("s1"), first_write("s1", phase("a")))
+    other = await SqliteEventStore.open(db_path)
+    try:
+        await other.commit("s1", Write(timeline=[phase("from another process")]))
+    finally:
+        await other.close()
+    with pytest.raises(PersistError):
+        await store.commit("s1", Write(timeline=[phase("stale")]))
+    await store.commit("s1", Write(timeline=[phase("fresh")]))
+    rows = await store.read_timeline("s1")
+    assert [(r.seq, r.summary) for r in rows] == [(1, "a"), (2, "from another process"), (3, "fresh")]
+    assert verify_chain(rows).ok
+
+
+async def test_filtered_reads_scan_only_the_sessions_key_range(store: SqliteEventStore) -> None:
+    """A filtered timeline query searches the integer primary key range of one session, never the whole table."""
+    await store.create_session(record("s1"), first_write("s1", phase("a")))
+    seen: list[str] = []
+    await store._run(lambda conn: conn.set_trace_callback(seen.append))
+    await store.read_timeline("s1", kinds=["call"], tools=["bash"], decisions=["denied"], turn=2, since_seq=1,
+                              since_at=T0, limit=10)
+    await store._run(lambda conn: conn.set_trace_callback(None))
+    (query,) = [q for q in seen if "FROM timeline" in q]
+    plan = await store._run(lambda conn: conn.execute(f"EXPLAIN QUERY PLAN {query}").fetchall())
+    details = " ".join(str(row[-1]) for row in plan)
+    assert "SEARCH timeline USING INTEGER PRIMARY KEY" in details, details
+    assert "TEMP B-TREE" not in details, details
+
+
+async def test_text_that_is_not_valid_unicode_does_not_fail_the_commit(store: SqliteEventStore) -> None:
+    """A lone surrogate (output decoded with surrogateescape) is replaced when the row is stored, so the row
+    stores and verifies instead of failing the commit it rides with."""
+    entry = TimelineEntry(kind="call", tool="bash\udcff", summary="bytes \udc80 here", data={"out": "x\udcfe"})
+    await store.create_session(record("s1"), first_write("s1", entry))
+    (row,) = await store.read_timeline("s1")
+    assert (row.tool, row.summary, row.data) == ("bash?", "bytes ? here", {"out": "x?"})
+    assert verify_chain([row]).ok
