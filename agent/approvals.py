@@ -14,6 +14,7 @@ from agent.session import Runtime
 from core.errors import UsageError
 from core.events import ApprovalGranted, ApprovalRejected, ParkedCall
 from core.state import fold
+from core.timeline import TimelineEntry
 from memory import Write
 from memory.leases import make_liveness, new_holder
 
@@ -45,7 +46,12 @@ async def record_decision(rt: Runtime, session_id: str, call_id: str, *, approve
             event = ApprovalRejected(call_id=call_id, tool=parked.tool, args_sha256=parked.input_sha256,
                                      approver=approver, reason=reason)
         waiting_ids = tuple(c for c in state.parked if c != call_id and c not in state.approvals)
-        await rt.store.commit(session_id, Write(events=[(event, state.turn)],
+        said = f"{'approved' if approve else 'denied'} by {approver}" + (f": {reason}" if reason else "")
+        row = TimelineEntry(kind="approval", turn=state.turn, call_id=call_id, tool=parked.tool,
+                            decision="approved" if approve else "rejected", check=approver,
+                            outcome="recorded", summary=rt.masker.mask(said),
+                            data={"args_sha256": parked.input_sha256, "plan_digest": parked.plan_digest})
+        await rt.store.commit(session_id, Write(events=[(event, state.turn)], timeline=[row],
                                                 status="awaiting_approval" if waiting_ids else "idle"))
         return Recorded(parked, approve, waiting_ids)
     finally:

@@ -13,6 +13,7 @@ uses, so a resumed session and a live one cannot differ."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import anyio
@@ -21,6 +22,7 @@ from agent.outcome import RunOutcome, RunStatus
 from agent.phases.perceive import perceive
 from agent.phases.plan import propose
 from agent.prompts import SYSTEM_PROMPT
+from agent.timeline_rows import LoopRecorder, RecordingListener
 from agent.verify import verify_turn
 from core.errors import ModelError
 from core.events import (
@@ -35,6 +37,7 @@ from core.events import (
 )
 from core.faults import fault_point
 from core.ids import IdFactory
+from core.masking import Masker
 from core.model import ModelAdapter, ModelListener
 from core.state import SessionState, apply
 from core.tools import BoundToolPlan
@@ -51,7 +54,7 @@ class AgenticLoop:
     def __init__(self, *, store: EventStore, state: SessionState, model: ModelAdapter, plan: BoundToolPlan,
                  processor: ToolCallProcessor, ids: IdFactory, system: str = SYSTEM_PROMPT,
                  observer: Observer | None = None, listener: ModelListener | None = None,
-                 repair_budget: int = 2) -> None:
+                 repair_budget: int = 2, masker: Masker | None = None) -> None:
         self.store = store
         self.state = state
         self.model = model
@@ -60,9 +63,10 @@ class AgenticLoop:
         self._ids = ids
         self._system = system
         self._observer = observer
-        self._listener = listener
         self.repair_budget = repair_budget
         self.writer = SessionWriter(store, state.session_id, on_commit=self._applied)
+        self.rec = LoopRecorder(self.writer, masker or Masker.from_env(os.urandom(32), {}))
+        self._listener = RecordingListener(self.rec, listener)
 
     def _applied(self, stored: list[StoredEvent]) -> None:
         for item in stored:
@@ -99,6 +103,7 @@ class AgenticLoop:
                 else:
                     self.writer.stage(results.interrupted(batch.batch_id, call, None), self.state.turn)
             self.writer.stage(BatchCompleted(batch_id=batch.batch_id), self.state.turn)
+        self.rec.lifecycle("interrupted", self.state.turn, "the person interrupted the turn")
         self.writer.stage_status("idle")
         await self.writer.flush()
 
@@ -123,6 +128,8 @@ class AgenticLoop:
                 return await self._end("incomplete", f"turn limit of {state.max_turns} reached")
             turn = state.turn + 1
             request = perceive(state, self.plan, self._system)
+            self.rec.turn = turn
+            self.rec.phase("perceive", turn, f"perceive: {len(request.messages)} messages, {len(request.tools)} tools")
             try:
                 response = await self.model.complete(request, self._listener)
             except ModelError as exc:
@@ -134,6 +141,9 @@ class AgenticLoop:
                     return outcome
                 continue
             self.writer.stage(proposal, turn)  # commit: durable before any dispatch (writer barrier)
+            self.rec.phase("commit", turn, f"commit: batch {proposal.batch_id} with {len(proposal.calls)} call(s)",
+                           batch_id=proposal.batch_id, calls=[c.call_id for c in proposal.calls])
+            self.rec.phase("act", turn, f"act: {', '.join(c.tool for c in proposal.calls)}")
             run = await self.processor.run_batch(proposal, env=CallEnv.from_state(state, turn), writer=self.writer)
             if run.parked:
                 return await self._park(proposal.batch_id, run, turn)
@@ -141,6 +151,7 @@ class AgenticLoop:
 
     async def _close_batch(self, batch_id: str, turn: int) -> None:
         fault_point("before_batch_completed")
+        self.rec.phase("observe", turn, f"observe: batch {batch_id} closed", batch_id=batch_id)
         self.writer.stage(BatchCompleted(batch_id=batch_id), turn)
         await self.writer.flush()
         fault_point("after_batch_completed")
@@ -148,6 +159,8 @@ class AgenticLoop:
     async def _park(self, batch_id: str, run: BatchRun, turn: int) -> RunOutcome:
         """Calls wait for a person (`--on-ask park`): the batch stays open, the session is awaiting_approval."""
         self.writer.stage(CallsParked(batch_id=batch_id, calls=tuple(run.parked)), turn)
+        self.rec.lifecycle("parked", turn, f"waiting for approval of {', '.join(p.call_id for p in run.parked)}",
+                           calls=[p.call_id for p in run.parked])
         self.writer.stage_status("awaiting_approval")
         await self.writer.flush()
         names = ", ".join(f"{p.call_id} ({p.tool})" for p in run.parked)
@@ -188,6 +201,7 @@ class AgenticLoop:
             text = "Reconciliation of earlier calls whose outcome was unknown:\n" + "\n".join(lines)
             self.writer.stage(UserMessage(text=text, source="runtime", reconciled_receipts=tuple(ids)),
                               self.state.turn)
+            self.rec.lifecycle("reconciliation_reported", self.state.turn, text, receipts=ids)
 
     async def _reflect(self, answer: AssistantMessage, turn: int) -> RunOutcome | None:
         """Completion only through verify_turn: None means a repair was asked and the loop goes on. The answer
@@ -195,6 +209,8 @@ class AgenticLoop:
         verification = await verify_turn(self.state, answer, self.processor.hooks, budget=self.repair_budget,
                                          workspace=self.state.workspace)
         self.writer.stage(answer, turn)
+        self.rec.phase("reflect", turn, f"reflect: {verification.action}"
+                       + (f" ({verification.reason})" if verification.reason else ""))
         if verification.action == "repair":
             assert verification.repair is not None
             self.writer.stage(verification.repair, turn)
@@ -208,6 +224,8 @@ class AgenticLoop:
 
     async def _end(self, status: RunStatus, reason: str, turn: int | None = None) -> RunOutcome:
         self.writer.stage(SessionEnded(status=status, reason=reason), self.state.turn if turn is None else turn)
+        self.rec.lifecycle("ended", self.state.turn if turn is None else turn, f"session {status}: {reason}"
+                           if reason else f"session {status}", status=status)
         self.writer.stage_status(status)
         await self.writer.flush()
         return await self._outcome(status, reason)

@@ -14,20 +14,24 @@ import anyio
 from agent.loop import AgenticLoop, Observer
 from agent.outcome import RunOutcome
 from config import Settings
+from config.masking_key import load_masking_key
 from core.clock import Clock, SystemClock
 from core.errors import StrataError, UsageError
 from core.events import Mode, RulesAdded, SessionResumed, SessionStarted, UserMessage
 from core.hooks import HookSet
 from core.ids import IdFactory
+from core.masking import Masker
 from core.model import ModelAdapter, ModelListener
 from core.policy import PermissionRule
 from core.state import FoldError, SessionState, fold
+from core.timeline import TimelineEntry
 from core.tools import BoundToolPlan, ToolSpec
 from memory import SessionRecord, SqliteEventStore, Write
 from memory.leases import LEASE_TTL, make_liveness, new_holder
 from memory.records import LeaseHolder, SessionStatus
 from memory.store import EventStore
 from tool_executor import Approver, OnAsk, ResourceLocks, ToolCallProcessor, builtin_tools
+from tool_executor.record import TimelineRecorder
 
 
 @dataclass
@@ -41,6 +45,8 @@ class Runtime:
     hooks: HookSet = field(default_factory=HookSet)
     locks: ResourceLocks | None = None
     repair_budget: int = 2
+    masker: Masker = field(default_factory=lambda: Masker.from_env(os.urandom(32), os.environ))
+    """The one masking module, keyed per Strata home (fingerprints correlate across runs of the same home)."""
     config_rules: tuple[PermissionRule, ...] = ()
     """Policy rules from config files: applied on every run as the config stands then, not recorded."""
 
@@ -49,8 +55,14 @@ class Runtime:
                    hooks: HookSet | None = None, lock_timeout_s: float = 30.0) -> Runtime:
         clock = clock or SystemClock()
         store = await SqliteEventStore.open(settings.db_path, durability=settings.durability, clock=clock)
+        try:
+            masker = Masker.from_env(load_masking_key(settings.home), os.environ)
+        except BaseException:
+            await store.close()
+            raise
         return cls(store=store, clock=clock, ids=IdFactory(clock), tools=tools or builtin_tools(),
-                   hooks=hooks or HookSet(), locks=ResourceLocks(settings.home / "locks", lock_timeout_s))
+                   hooks=hooks or HookSet(), locks=ResourceLocks(settings.home / "locks", lock_timeout_s),
+                   masker=masker)
 
     async def close(self) -> None:
         await self.store.close()
@@ -121,9 +133,9 @@ def _loop(rt: Runtime, state: SessionState, model: ModelAdapter, plan: BoundTool
           observer: Observer | None, asking: Asking, listener: ModelListener | None = None) -> AgenticLoop:
     processor = ToolCallProcessor(plan, workspace=Path(state.workspace), ids=rt.ids, hooks=rt.hooks,
                                   approver=asking.approver, on_ask=asking.on_ask or state.on_ask, locks=rt.locks,
-                                  config_rules=rt.config_rules)
+                                  config_rules=rt.config_rules, recorder=TimelineRecorder(rt.masker))
     return AgenticLoop(store=rt.store, state=state, model=model, plan=plan, processor=processor, ids=rt.ids,
-                       observer=observer, listener=listener, repair_budget=rt.repair_budget)
+                       observer=observer, listener=listener, repair_budget=rt.repair_budget, masker=rt.masker)
 
 
 async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mode: Mode,
@@ -142,7 +154,10 @@ async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mo
                              rules=tuple(rules), max_turns=max_turns, plan_digest=plan.digest,
                              on_ask=(asking.on_ask if asking else None) or "deny")
     # An interactive session may start before its first prompt (its id is shown at once); `run(prompt)` adds it.
-    first = Write(events=[(started, 0)] + ([(UserMessage(text=prompt), 0)] if prompt is not None else []))
+    first = Write(events=[(started, 0)] + ([(UserMessage(text=prompt), 0)] if prompt is not None else []),
+                  timeline=[TimelineEntry(kind="lifecycle", outcome="started",
+                                          summary=rt.masker.mask(f"session started ({mode}, {model.name})"),
+                                          data={"plan_digest": plan.digest, "workspace": str(ws)})])
     stored = await rt.store.create_session(record, first)
     state = fold(stored)
     live = LiveSession(rt, state, holder, _loop(rt, state, model, plan, observer, asking or Asking(), listener))
@@ -178,6 +193,11 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
         on_ask = asking.on_ask if asking and asking.on_ask != state.on_ask else None
         live.loop.writer.stage(SessionResumed(plan_digest=plan.digest, open_batch_id=open_batch,
                                               max_turns=max_turns, on_ask=on_ask), state.turn)
+        changed = plan.digest != state.plan_digest
+        live.loop.rec.lifecycle("resumed", state.turn, "session resumed" + (
+            f", finishing open batch {open_batch}" if open_batch else "") + (
+            "; the tool plan changed since the last run" if changed else ""),
+            plan_digest=plan.digest, previous_plan_digest=state.plan_digest)
         if rules:
             live.loop.writer.stage(RulesAdded(rules=tuple(rules)), state.turn)
         # Applied to state now: an open batch is re-checked with the new rules, and the new limit holds.

@@ -4,7 +4,8 @@ equal secrets correlate across rows without being revealed, and a different key 
 
 Every detector finds its matches on the whole text first; overlapping spans are merged (the longest names the
 kind) and only then replaced, so no secret is ever half masked. Text that is already masked stays as it is: a
-`[MASKED:...]` token is never the start of a match and never masked again.
+`[MASKED:...]` token is never masked again, and a match whose key or value starts inside one is dropped (the
+earlier masking already decided about it).
 
 Detector lengths are bounded (about 4 KiB per value, 64 KiB per private key block), which is what lets
 `StreamMasker` hold back only a bounded tail: a streamed secret split across chunks never escapes raw.
@@ -54,12 +55,21 @@ _NOT_A_VALUE = r"(?!(?:null|none|true|false|str|bytes|int|undefined)(?:[\s\"'`&\
 _UNQUOTED = r"(?:[^\s\"'`&\\]|\\(?![nrt\"'\\]))"
 
 _SCHEMES = r"(?:bearer|basic|token|digest|negotiate|ntlm|apikey|aws4-hmac-sha256)"
-_SECRET_FIELD = re.compile(
-    rf"{_WORDS}{_SEP}"
-    rf"(?:\"(?:{_SCHEMES}[ \t]+)?(?P<v1>(?:[^\"\\\n]|\\.)+)\""
+_MAX_VALUE = 4096
+# A key (with its separator) is found by one regex and its value by another: the end of an unquoted value is a
+# scan for the next terminator that every key inside the same run shares (see _RunEnds), so text such as
+# `password=password=...` stays linear.
+_FIELD_KEY = re.compile(rf"{_WORDS}{_SEP}")
+_QUOTED_VALUE = re.compile(
+    rf"\"(?:{_SCHEMES}[ \t]+)?(?P<v1>(?:[^\"\\\n]|\\.)+)\""
     rf"|'(?:{_SCHEMES}[ \t]+)?(?P<v2>[^'\n]+)'"
-    r"|\\+\"(?P<v3>[^\"\n]+?)\\+\""
-    rf"|{_NOT_A_VALUE}(?P<v4>(?![=<>{{\[])(?:{_UNQUOTED}){{1,4096}}))")
+    r"|\\+\"(?P<v3>[^\"\n]+?)\\+\"")
+_UNQUOTED_START = re.compile(rf"{_NOT_A_VALUE}(?![=<>{{\[]){_UNQUOTED}")
+_UNQUOTED_END = re.compile(r"[\s\"'`&]|\\[nrt\"'\\]")
+_AUTH_KEY = re.compile(
+    rf"authorization(?<![a-z0-9_]authorization)\\*[\"']?[ \t]{{0,32}}[:=][ \t]{{0,32}}(?![0-9a-f]{{12}}\])"
+    rf"\\*[\"']?(?:{_SCHEMES}[ \t]+)?(?!{_SCHEMES}\b)(?=[^\s\"'`\\])")
+_AUTH_END = re.compile(r"[\s\"'`\\]")
 _SECRET_FIELD_OPEN_QUOTE = re.compile(rf"{_WORDS}{_SEP}\\*(?:\"(?:[^\"\\\n]|\\.)*|'[^'\n]*)\\?\Z")
 _SECRET_KEY_NAME = re.compile(rf"[a-z0-9_.-]{{0,64}}?{_WORDS}|(?:proxy-)?authorization")
 _KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_.-")
@@ -85,9 +95,6 @@ _LOWERED: tuple[tuple[MaskKind, re.Pattern[str]], ...] = (
     ("aws_secret_key", re.compile(
         rf"(?:aws_?secret_?(?:access_?)?key|secret_?access_?key){_SEP}"
         r"\\*[\"']?(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])")),
-    ("authorization", re.compile(
-        rf"authorization(?<![a-z0-9_]authorization)\\*[\"']?[ \t]{{0,32}}[:=][ \t]{{0,32}}(?![0-9a-f]{{12}}\])\\*[\"']?"
-        rf"(?:{_SCHEMES}[ \t]+)?(?!{_SCHEMES}\b)(?P<v>[^\s\"'`\\]{{1,4096}})")),
     ("authorization", re.compile(r"bearer(?<![a-z0-9_]bearer)[ \t]+(?P<v>[a-z0-9._~+/-]{16,4096}=*)")),
 )
 _URL_USERINFO = re.compile(r"://[^\s:/?#@\"'<>\[\]]{0,256}:(?P<v>[^\s/?#\"'<>]{1,1024})@")
@@ -96,7 +103,7 @@ _EMAIL_DOMAIN = re.compile(r"@(?![0-9]+x\.)[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1
 _EMAIL_LOCAL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")
 _CARD_RUN = re.compile(r"[0-9](?<![\w.][0-9])(?:[0-9]{12,18}|[0-9]{2,5}(?:[ -][0-9]{3,6}){2,})(?!\w)")
 _DIGITS = re.compile(r"[0-9]+")
-_DIGITS_ONLY = re.compile(r"[^0-9]")
+_LUHN_DOUBLED = str.maketrans("0123456789", "0246813579")
 _ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 
 _ENV_WORDS = re.compile(r"PASSWORD|PASSWD|SECRET|TOKEN|CREDENTIAL|APIKEY|API_KEY|PRIVATE_KEY|ACCESS_KEY", re.I)
@@ -135,13 +142,8 @@ def _run_start(text: str, end: int, chars: frozenset[str], limit: int) -> int | 
 
 
 def _luhn(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = ord(ch) - 48
-        if i % 2:
-            d = d * 2 - 9 if d > 4 else d * 2
-        total += d
-    return total % 10 == 0
+    reverse = digits[::-1]
+    return (sum(map(int, reverse[0::2])) + sum(map(int, reverse[1::2].translate(_LUHN_DOUBLED)))) % 10 == 0
 
 
 def _issuer_ok(digits: str) -> bool:
@@ -171,24 +173,19 @@ def _card_in_run(run: str) -> tuple[int, int] | None:
     3-6 digits (4-4-4-4, 4-6-5, ...). Requiring group sizes keeps UUID-like and date-like runs out."""
     if run.isdigit():
         return (0, len(run)) if _is_card(run) else None
-    groups = [(m.start(), m.end()) for m in _DIGITS.finditer(run)]
+    groups = [(m.start(), m.end(), m.group()) for m in _DIGITS.finditer(run)]
     best: tuple[int, int, int] | None = None
-    for i in range(len(groups)):
-        if not 3 <= groups[i][1] - groups[i][0] <= 6:
+    for i, (start, _, first) in enumerate(groups):
+        if not 3 <= len(first) <= 6 or first[0] not in "23456":
             continue
-        total = 0
-        for j in range(i, len(groups)):
-            size = groups[j][1] - groups[j][0]
-            if not 3 <= size <= 6:
+        digits = ""
+        for j in range(i, min(i + 7, len(groups))):  # 7 groups of 3 digits or more already exceed 19 digits
+            _, end, group = groups[j]
+            if not 3 <= len(group) <= 6 or len(digits) + len(group) > 19:
                 break
-            total += size
-            if total > 19:
-                break
-            if total < 13 or (best and total <= best[2]):
-                continue
-            start, end = groups[i][0], groups[j][1]
-            if _is_card(_DIGITS_ONLY.sub("", run[start:end])):
-                best = (start, end, total)
+            digits += group
+            if len(digits) >= 13 and (best is None or len(digits) > best[2]) and _is_card(digits):
+                best = (start, end, len(digits))
     return (best[0], best[1]) if best else None
 
 
@@ -290,10 +287,20 @@ class Masker:
             for m in _overlapping(pattern, low):
                 ctx = _run_start(low, m.start(), _KEY_CHARS, _KEY_PREFIX)
                 hits.append(_Hit(m.start() if ctx is None else ctx, *m.span("v"), kind))
-        for m in _overlapping(_SECRET_FIELD, low):
+        field_ends = _RunEnds(low, _UNQUOTED_END)
+        for m in _FIELD_KEY.finditer(low):
             ctx = _run_start(low, m.start(), _KEY_CHARS, _KEY_PREFIX)
-            if ctx is not None:
-                hits.append(_Hit(ctx, *m.span(m.lastgroup or 0), "secret_field"))
+            if ctx is None:
+                continue
+            quoted = _QUOTED_VALUE.match(low, m.end())
+            if quoted:
+                hits.append(_Hit(ctx, *quoted.span(quoted.lastgroup or 0), "secret_field"))
+            elif _UNQUOTED_START.match(low, m.end()):
+                hits.append(_Hit(ctx, m.end(), field_ends.end(m.end()), "secret_field"))
+        auth_ends = _RunEnds(low, _AUTH_END)
+        for m in _AUTH_KEY.finditer(low):
+            ctx = _run_start(low, m.start(), _KEY_CHARS, _KEY_PREFIX)
+            hits.append(_Hit(m.start() if ctx is None else ctx, m.end(), auth_ends.end(m.end()), "authorization"))
         if "://" in text:
             for m in _URL_USERINFO.finditer(text):
                 ctx = _run_start(text, m.start(), _SCHEME_CHARS, 32)
@@ -322,7 +329,7 @@ class Masker:
             return []
         tokens = [m.span() for m in MASK_TOKEN.finditer(text)] if "[MASKED:" in text else []
         if tokens:
-            hits = [h for h in hits if not _in_token(h.ctx, tokens)]
+            hits = [h for h in hits if not (_in_token(h.ctx, tokens) or _in_token(h.start, tokens))]
         passwords = [(h.start, h.end) for h in hits if h.kind == "url_password"]
         if passwords:  # `scheme://user:pw@host` is one password, not also an email `pw@host`
             hits = [h for h in hits if h.kind != "email" or not any(h.start < e and s < h.end for s, e in passwords)]
@@ -355,6 +362,21 @@ class Masker:
             pos = end
         out.append(text[pos:])
         return "".join(out)
+
+
+class _RunEnds:
+    """Where a value that starts at a position ends (the next terminator, at most _MAX_VALUE on). One scan serves
+    every value that starts before the terminator it found."""
+
+    def __init__(self, text: str, terminator: re.Pattern[str]) -> None:
+        self._text, self._terminator = text, terminator
+        self._from = self._to = -1
+
+    def end(self, pos: int) -> int:
+        if not self._from <= pos < self._to:
+            m = self._terminator.search(self._text, pos)
+            self._from, self._to = pos, m.start() if m else len(self._text)
+        return min(self._to, pos + _MAX_VALUE)
 
 
 def _overlapping(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:

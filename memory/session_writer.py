@@ -33,7 +33,10 @@ class SessionWriter:
 
     @property
     def dirty(self) -> bool:
-        return bool(self._pending)
+        """Holds state to commit (events, receipt changes, a status). Timeline rows alone do not make the buffer
+        dirty: they wait for the next state commit and never cost one of their own."""
+        p = self._pending
+        return bool(p.events or p.new_receipts or p.receipt_updates or p.status)
 
     @property
     def has_barrier(self) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -20,9 +21,11 @@ from agent.outcome import EXIT_ERROR, RunOutcome
 from agent.reconcile import ProbeOutcome, person, probe_receipts, reconcile
 from agent.session import Asking, LiveSession, Runtime, resume_session, runtime, start_session
 from config import LoadedConfig, Settings, load_config, load_settings
+from config.masking_key import load_masking_key
 from core.errors import StrataError
 from core.events import StoredEvent
 from core.hooks import HookSet
+from core.masking import Masker
 from core.policy import PermissionRule, parse_rule
 from core.state import fold
 from memory.leases import make_liveness
@@ -72,6 +75,9 @@ def _apply_config(rt: Runtime, loaded: LoadedConfig) -> None:
     rt.hooks = HookSet(tuple(h.to_hook() for h in loaded.hooks))
     rt.config_rules = loaded.rules
     rt.repair_budget = loaded.settings.repair_budget
+    extra = [*loaded.secrets.values, *(os.environ[n] for n in loaded.secrets.env if os.environ.get(n))]
+    if extra:
+        rt.masker = Masker.from_env(load_masking_key(loaded.settings.home), os.environ, extra_secrets=extra)
     if rt.locks is not None:
         rt.locks.timeout_s = loaded.settings.lock_timeout_s
 

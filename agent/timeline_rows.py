@@ -1,0 +1,61 @@
+"""The loop's own timeline rows: phase transitions, model attempts (retries and their reasons included) and
+lifecycle (started, resumed, parked, interrupted, ended). Staged on the session writer, so each rides with the
+commit of the state event it observes; every summary passes through the one masking module."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.masking import Masker
+from core.model import ModelAttempt, ModelListener
+from core.timeline import TimelineEntry
+from memory.session_writer import SessionWriter
+
+
+class LoopRecorder:
+    def __init__(self, writer: SessionWriter, masker: Masker) -> None:
+        self.writer = writer
+        self.masker = masker
+        self.turn = 0
+
+    def phase(self, name: str, turn: int, summary: str = "", **data: Any) -> None:
+        self.writer.stage_timeline(TimelineEntry(kind="phase", turn=turn, outcome=name,
+                                                 summary=self.masker.mask(summary or name),
+                                                 data=self.masker.mask_value(data) if data else {}))
+
+    def lifecycle(self, what: str, turn: int, summary: str = "", **data: Any) -> None:
+        self.writer.stage_timeline(TimelineEntry(kind="lifecycle", turn=turn, outcome=what,
+                                                 summary=self.masker.mask(summary or what),
+                                                 data=self.masker.mask_value(data) if data else {}))
+
+    def attempt(self, attempt: ModelAttempt) -> None:
+        data: dict[str, Any] = {"number": attempt.number}
+        for key in ("error_kind", "status_code", "request_id", "retry_after_s", "delay_s"):
+            value = getattr(attempt, key)
+            if value is not None:
+                data[key] = value
+        if attempt.usage is not None:
+            u = attempt.usage
+            data["usage"] = {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
+                             "cache_read_tokens": u.cache_read_tokens, "cache_write_tokens": u.cache_write_tokens}
+        self.writer.stage_timeline(TimelineEntry(
+            kind="model_attempt", turn=self.turn, outcome=attempt.outcome, check=attempt.error_kind,
+            duration_ms=round(attempt.duration_ms, 3), summary=self.masker.mask(attempt.message or attempt.outcome),
+            data=data))
+
+
+class RecordingListener:
+    """Forwards live text to the surface's listener and records every attempt as a timeline row."""
+
+    def __init__(self, recorder: LoopRecorder, inner: ModelListener | None) -> None:
+        self._recorder = recorder
+        self._inner = inner
+
+    def on_text(self, delta: str) -> None:
+        if self._inner is not None:
+            self._inner.on_text(delta)
+
+    def on_attempt(self, attempt: ModelAttempt) -> None:
+        self._recorder.attempt(attempt)
+        if self._inner is not None:
+            self._inner.on_attempt(attempt)
