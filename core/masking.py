@@ -170,10 +170,13 @@ def _is_card(digits: str) -> bool:
 
 def _card_in_run(run: str) -> tuple[int, int] | None:
     """The longest card number in a run of digit groups: one plain 13-19 digit group, or consecutive groups of
-    3-6 digits (4-4-4-4, 4-6-5, ...). Requiring group sizes keeps UUID-like and date-like runs out."""
+    3-6 digits (4-4-4-4, 4-6-5, ...). Requiring group sizes keeps UUID-like and date-like runs out; a run of more
+    than 8 groups is a table of numbers, not a written card number, and is left alone."""
     if run.isdigit():
         return (0, len(run)) if _is_card(run) else None
     groups = [(m.start(), m.end(), m.group()) for m in _DIGITS.finditer(run)]
+    if len(groups) > 8:
+        return None
     best: tuple[int, int, int] | None = None
     for i, (start, _, first) in enumerate(groups):
         if not 3 <= len(first) <= 6 or first[0] not in "23456":

@@ -108,3 +108,23 @@ def test_a_call_changed_after_its_approval_is_not_run(cli: StrataCLI, workspace:
     assert done.returncode == 0, done.stderr
     assert (workspace / "out.txt").read_text() == "HELLO-v2"
     assert [json.loads(x)["status"] for x in cli.run("receipts", session_id, "--json").stdout.splitlines()] == ["done"]
+
+
+def test_the_readme_command_hook_example_works(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    """examples/hooks (the README's command hook): a trusted project blocks writes to .env and allows others."""
+    examples = Path(__file__).resolve().parents[2] / "examples" / "hooks"
+    (workspace / ".strata").mkdir()
+    (workspace / ".strata" / "config.toml").write_text((examples / "config.toml").read_text())
+    (workspace / ".strata" / "deny_env_writes.sh").write_text((examples / "deny_env_writes.sh").read_text())
+    assert cli.run("trust", str(workspace)).returncode == 0
+    script = write_script(tmp_path / "turns.json", [
+        [tool_use("toolu_env", "write_file", path=".env", content="X=1\n"),
+         tool_use("toolu_ok", "write_file", path="notes.txt", content="fine\n")], [text("done")]])
+    proc = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "go")
+    assert proc.returncode == 0, proc.stderr
+    assert not (workspace / ".env").exists()
+    assert (workspace / "notes.txt").read_text() == "fine\n"
+    (session,) = cli.json_lines("sessions", "--json")
+    results = {b["tool_use_id"]: b for m in cli.show(session["id"])["messages"] for b in m["content"]
+               if b["type"] == "tool_result"}
+    assert "never write .env files" in results["toolu_env"]["content"]
