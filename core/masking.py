@@ -41,6 +41,13 @@ MIN_ENV_SECRET = 8
 MIN_KNOWN_SECRET = 4
 
 _PRIORITY = {kind: i for i, kind in enumerate(KINDS)}
+_CACHE_TEXT = 512
+_TRIGGER = re.compile(
+    r"sk-|gh[pousr]_|github_pat_|xox[abprs]-|a[ks]ia|eyj|-----begin|://|@|pass|secret|token|key|credential|auth"
+    r"|bearer|(?:[0-9][ -]?){12}[0-9]")
+"""A quick, conservative screen (over lowered text): every detector's match contains one of these, so text
+without any goes back unchanged without running the detectors."""
+_CACHE_ENTRIES = 4096
 _FAR = 1 << 62
 
 # -- patterns -------------------------------------------------------------------------------------------------
@@ -224,6 +231,7 @@ class Masker:
                 for variant in _known_variants(secret):
                     variants.setdefault(variant, secret)
         self._known = sorted(variants.items(), key=lambda kv: -len(kv[0]))
+        self._cache: dict[str, str] = {}
 
     @classmethod
     def from_env(cls, key: bytes, env: Mapping[str, str], extra_secrets: Iterable[str] = ()) -> Masker:
@@ -240,6 +248,17 @@ class Masker:
         return f"[MASKED:{kind}:{self.fingerprint(value)}]"
 
     def mask(self, text: str) -> str:
+        if not _TRIGGER.search(text.lower()) and not any(v in text for v, _ in self._known):
+            return text  # nothing any detector could start from: the common case for runtime summaries
+        # Timeline rows repeat the same short texts (rule names, phase summaries): remember those.
+        if len(text) <= _CACHE_TEXT:
+            cached = self._cache.get(text)
+            if cached is None:
+                cached = self._render(text, self._spans(text, self._hits(text)))
+                if len(self._cache) >= _CACHE_ENTRIES:
+                    self._cache.clear()
+                self._cache[text] = cached
+            return cached
         return self._render(text, self._spans(text, self._hits(text)))
 
     def contains_secret(self, text: str) -> bool:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from tool_executor.executor import CallEnv, Decision
 
 SUMMARY_CHARS = 240
+EXCERPT_MASK_CHARS = 2048
 
 
 @dataclass(frozen=True)
@@ -76,9 +77,13 @@ class TimelineRecorder(Recorder):
     def __init__(self, masker: Masker) -> None:
         self.masker = masker
 
-    def _args(self, args: Any) -> str:
-        text = json.dumps(self.masker.mask_value(dict(args)), ensure_ascii=False, sort_keys=True)
-        return _first_line(text, 120)
+    def excerpt(self, text: str, limit: int) -> str:
+        """A masked excerpt: masked before it is cut (a cut secret would no longer look like one). Long text is
+        masked as a stream prefix, which lets out only text that cannot be part of a secret."""
+        if len(text) <= EXCERPT_MASK_CHARS:
+            return _first_line(self.masker.mask(text), limit)
+        safe = self.masker.stream().feed(text[:EXCERPT_MASK_CHARS])
+        return _first_line(safe, limit - 3) + "..."
 
     def record(self, trace: CallTrace, writer: SessionWriter) -> None:
         d = trace.decision
@@ -108,9 +113,10 @@ class TimelineRecorder(Recorder):
                                                 summary=mask(_first_line(f"post: {step.detail}", SUMMARY_CHARS))))
         result = trace.result
         outcome = result.status if result is not None else None
-        tail = (f" -> {outcome}: {_first_line(result.content, 100)}" if result is not None
+        tail = (f" -> {outcome}: {self.excerpt(result.content, 100)}" if result is not None
                 else " -> waiting for a person")
-        summary = mask(_first_line(f"{tool} {self._args(d.input)}{tail}", SUMMARY_CHARS))
+        args = self.excerpt(json.dumps(dict(d.input), ensure_ascii=False, sort_keys=True), 120)
+        summary = f"{mask(tool)} {args}{tail}"
         data: dict[str, Any] = {
             "steps": [[s.check, s.outcome, mask(s.detail)] for s in d.steps],
             "input_sha256": d.input_sha256, "plan_digest": trace.env.plan_digest}
