@@ -58,6 +58,7 @@ class _Demo:
 
     def strata(self, *args: str, fault: str | None = None, show: bool = True) -> tuple[int, list[str]]:
         env = {k: v for k, v in os.environ.items() if k != "STRATA_FAULT"}
+        env.setdefault("COLUMNS", "150")  # tables (the timeline) read better wide than wrapped
         if fault:
             env["STRATA_FAULT"] = fault
         self.echo(f"$ strata {' '.join(_quote(a) for a in args)}")
@@ -120,6 +121,17 @@ def run_demo(echo: Echo) -> int:
         echo(f"demo failed: expected exit 0, got {code}")
         return 1
 
+    d.step("5. What happened, and why: every call in the timeline with the check that decided it (the crash and "
+           "the resume included), then the hash chain verified.")
+    code, _ = d.strata("timeline", session_id, "--kind", "call")
+    if code != 0:
+        echo(f"demo failed: strata timeline exited {code}")
+        return 1
+    code, _ = d.strata("timeline", session_id, "--verify")
+    if code != 0:
+        echo(f"demo failed: the timeline did not verify (exit {code})")
+        return 1
+
     fixed = "Hello" in (d.ws / "greet.py").read_text()
     outside = (d.root / "greet.py.bak").exists()
     echo("")
@@ -134,5 +146,6 @@ def run_demo(echo: Echo) -> int:
     echo(f"  strata show {session_id}")
     echo(f"  strata show {session_id} --json")
     echo(f"  strata receipts {session_id}")
+    echo(f"  strata timeline {session_id}")
     echo("  strata sessions")
     return 0 if fixed and not outside and len(releases) == 1 else 1

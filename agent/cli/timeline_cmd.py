@@ -49,11 +49,14 @@ def _duration(ms: float | None) -> str:
     return f"{ms:.0f}ms" if ms < 1000 else f"{ms / 1000:.2f}s"
 
 
-def _table(rows: Sequence[TimelineRow], *, header: bool) -> Table:
+def _table(rows: Sequence[TimelineRow], *, header: bool, width: int = 200) -> Table:
     table = Table(box=None, show_header=header, header_style="bold", pad_edge=False)
-    for name, width, justify in _COLUMNS:
-        table.add_column(name, width=width, justify=justify, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
-    table.add_column("summary", no_wrap=True, overflow="ellipsis")
+    for name, col_width, justify in _COLUMNS:
+        table.add_column(name, width=col_width, justify=justify, no_wrap=True,  # type: ignore[arg-type]
+                         overflow="ellipsis")
+    # The summary takes what is left, so the fixed columns are never squeezed.
+    rest = max(20, width - sum(w for _, w, _ in _COLUMNS) - 2 * len(_COLUMNS) - 2)
+    table.add_column("summary", no_wrap=True, overflow="ellipsis", max_width=rest)
     for r in rows:
         # Text, not markup: summaries hold arbitrary (masked) text such as "[MASKED:...]".
         table.add_row(
@@ -140,7 +143,7 @@ def _print(session_id: str, rows: list[TimelineRow], as_json: bool, filtered: bo
     console = _console()
     console.print(f"timeline of session {session_id}: {len(rows)} rows, {rows[0].at.astimezone(UTC):%Y-%m-%d} "
                   "(times UTC)", markup=False)
-    console.print(_table(rows, header=True))
+    console.print(_table(rows, header=True, width=console.width))
 
 
 async def _follow(rt: Runtime, session_id: str, filters: dict[str, Any], as_json: bool) -> None:
@@ -150,5 +153,5 @@ async def _follow(rt: Runtime, session_id: str, filters: dict[str, Any], as_json
         if console is None:
             click.echo(_line(timeline_record(row)))
         else:
-            console.print(_table([row], header=first))
+            console.print(_table([row], header=first, width=console.width))
         first = False
