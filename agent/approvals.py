@@ -13,9 +13,8 @@ import anyio
 from agent.session import Runtime
 from core.errors import UsageError
 from core.events import ApprovalGranted, ApprovalRejected, ParkedCall
-from core.state import fold
 from core.timeline import TimelineEntry
-from memory import Write
+from memory import Write, restore
 from memory.leases import make_liveness, new_holder
 
 
@@ -32,7 +31,7 @@ async def record_decision(rt: Runtime, session_id: str, call_id: str, *, approve
     holder = new_holder(rt.ids.uuid7(), rt.clock)
     await rt.store.acquire_lease(session_id, holder, make_liveness(rt.clock), rt.clock.now())
     try:
-        state = fold(await rt.store.read_events(session_id))
+        state = (await restore(rt.store, session_id)).state
         parked = state.parked.get(call_id)
         if parked is None:
             waiting = ", ".join(state.parked) or "none"

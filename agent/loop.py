@@ -17,19 +17,22 @@ import os
 from collections.abc import Callable
 
 import anyio
+import structlog
 
 from agent.outcome import RunOutcome, RunStatus
-from agent.phases.perceive import perceive
+from agent.phases.perceive import compaction, overhead_chars, perceive
 from agent.phases.plan import propose
 from agent.prompts import SYSTEM_PROMPT
 from agent.timeline_rows import LoopRecorder, RecordingListener
 from agent.verify import verify_turn
-from core.errors import ModelError
+from core.compaction import DEFAULT_CONTEXT_BUDGET
+from core.errors import ModelError, UsageError
 from core.events import (
     AssistantMessage,
     BatchCompleted,
     BatchProposed,
     CallsParked,
+    Compacted,
     SessionEnded,
     StoredEvent,
     TurnVerified,
@@ -39,6 +42,7 @@ from core.faults import fault_point
 from core.ids import IdFactory
 from core.masking import Masker
 from core.model import ModelAdapter, ModelListener
+from core.snapshot import DEFAULT_SNAPSHOT_EVERY
 from core.state import SessionState, apply
 from core.tools import BoundToolPlan
 from memory.records import Receipt, ReceiptUpdate
@@ -54,7 +58,8 @@ class AgenticLoop:
     def __init__(self, *, store: EventStore, state: SessionState, model: ModelAdapter, plan: BoundToolPlan,
                  processor: ToolCallProcessor, ids: IdFactory, system: str = SYSTEM_PROMPT,
                  observer: Observer | None = None, listener: ModelListener | None = None,
-                 repair_budget: int = 2, masker: Masker | None = None) -> None:
+                 repair_budget: int = 2, masker: Masker | None = None,
+                 context_budget: int = DEFAULT_CONTEXT_BUDGET, snapshot_every: int = DEFAULT_SNAPSHOT_EVERY) -> None:
         self.store = store
         self.state = state
         self.model = model
@@ -64,7 +69,11 @@ class AgenticLoop:
         self._system = system
         self._observer = observer
         self.repair_budget = repair_budget
-        self.writer = SessionWriter(store, state.session_id, on_commit=self._applied)
+        self.context_budget = context_budget
+        """Estimated tokens a request may carry before older turns are compacted."""
+        self._overhead = overhead_chars(plan, system)
+        self.writer = SessionWriter(store, state.session_id, on_commit=self._applied, state=state,
+                                    snapshot_every=snapshot_every)
         self.rec = LoopRecorder(self.writer, masker or Masker.from_env(os.urandom(32), {}))
         self._listener = RecordingListener(self.rec, listener)
 
@@ -78,6 +87,8 @@ class AgenticLoop:
         """Drive the session until the model finishes, a guard stops it, or the model path fails. If the run is
         cancelled (Ctrl-C in the terminal), the open batch is closed before the cancellation goes on: finished
         results are kept, started effects become `unknown`, calls not started are reported as not run."""
+        if prompt is not None and not prompt.strip():
+            raise UsageError("the prompt is empty", hint="say what the agent should do")
         try:
             return await self._run(prompt)
         except anyio.get_cancelled_exc_class():
@@ -127,8 +138,9 @@ class AgenticLoop:
             if state.turn >= state.max_turns:
                 return await self._end("incomplete", f"turn limit of {state.max_turns} reached")
             turn = state.turn + 1
-            request = perceive(state, self.plan, self._system)
+            request = perceive(state, self.plan, self._system, self._compact(turn))
             self.rec.turn = turn
+            structlog.contextvars.bind_contextvars(turn=turn)  # every log line of this turn names it
             self.rec.phase("perceive", turn, f"perceive: {len(request.messages)} messages, {len(request.tools)} tools")
             try:
                 response = await self.model.complete(request, self._listener)
@@ -148,6 +160,18 @@ class AgenticLoop:
             if run.parked:
                 return await self._park(proposal.batch_id, run, turn)
             await self._close_batch(proposal.batch_id, turn)
+
+    def _compact(self, turn: int) -> Compacted | None:
+        """Older turns summarized when the request would exceed the context budget. The event rides with the
+        turn's next commit (no commit of its own); the request is built as if it were applied already."""
+        event = compaction(self.state, overhead=self._overhead, budget_tokens=self.context_budget)
+        if event is not None:
+            self.writer.stage(event, self.state.turn)
+            self.rec.lifecycle("compacted", turn, f"compacted {event.upto_message} earlier messages into a summary: "
+                               f"~{event.tokens_before} -> ~{event.tokens_after} tokens",
+                               upto_message=event.upto_message, tokens_before=event.tokens_before,
+                               tokens_after=event.tokens_after)
+        return event
 
     async def _close_batch(self, batch_id: str, turn: int) -> None:
         fault_point("before_batch_completed")

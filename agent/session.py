@@ -10,12 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
+import structlog
 
+from agent.evidence_ledger import LEDGER_DIR, Ledgers
 from agent.loop import AgenticLoop, Observer
 from agent.outcome import RunOutcome
 from config import Settings
 from config.masking_key import load_masking_key
 from core.clock import Clock, SystemClock
+from core.compaction import DEFAULT_CONTEXT_BUDGET
 from core.errors import StrataError, UsageError
 from core.events import Mode, RulesAdded, SessionResumed, SessionStarted, UserMessage
 from core.hooks import HookSet
@@ -23,15 +26,19 @@ from core.ids import IdFactory
 from core.masking import Masker
 from core.model import ModelAdapter, ModelListener
 from core.policy import PermissionRule
+from core.snapshot import DEFAULT_SNAPSHOT_EVERY
 from core.state import FoldError, SessionState, fold
 from core.timeline import TimelineEntry
 from core.tools import BoundToolPlan, ToolSpec
-from memory import SessionRecord, SqliteEventStore, Write
+from memory import SessionRecord, SqliteEventStore, Write, restore
 from memory.leases import LEASE_TTL, make_liveness, new_holder
 from memory.records import LeaseHolder, SessionStatus
 from memory.store import EventStore
-from tool_executor import Approver, OnAsk, ResourceLocks, ToolCallProcessor, builtin_tools
+from observability import attach_home
+from tool_executor import Approver, OnAsk, Recorder, ResourceLocks, ToolCallProcessor, builtin_tools
 from tool_executor.record import TimelineRecorder
+
+log = structlog.get_logger("strata.session")
 
 
 @dataclass
@@ -45,10 +52,16 @@ class Runtime:
     hooks: HookSet = field(default_factory=HookSet)
     locks: ResourceLocks | None = None
     repair_budget: int = 2
+    context_budget: int = DEFAULT_CONTEXT_BUDGET
+    """Estimated tokens a model request may carry before older turns are compacted."""
+    snapshot_every: int = DEFAULT_SNAPSHOT_EVERY
+    """Events between snapshots of a session's state (0: none)."""
     masker: Masker = field(default_factory=lambda: Masker.from_env(os.urandom(32), os.environ))
     """The one masking module, keyed per Strata home (fingerprints correlate across runs of the same home)."""
     config_rules: tuple[PermissionRule, ...] = ()
     """Policy rules from config files: applied on every run as the config stands then, not recorded."""
+    ledgers: Ledgers | None = None
+    """Where sessions keep their evidence ledgers (`<home>/ledger`); None keeps none."""
 
     @classmethod
     async def open(cls, settings: Settings, clock: Clock | None = None, tools: list[ToolSpec] | None = None,
@@ -62,9 +75,11 @@ class Runtime:
             raise
         return cls(store=store, clock=clock, ids=IdFactory(clock), tools=tools or builtin_tools(),
                    hooks=hooks or HookSet(), locks=ResourceLocks(settings.home / "locks", lock_timeout_s),
-                   masker=masker)
+                   masker=masker, ledgers=Ledgers(settings.home / LEDGER_DIR, clock))
 
     async def close(self) -> None:
+        if self.ledgers is not None:
+            await self.ledgers.aclose()
         await self.store.close()
 
     def plan(self, mode: Mode) -> BoundToolPlan:
@@ -131,17 +146,25 @@ class Asking:
 
 def _loop(rt: Runtime, state: SessionState, model: ModelAdapter, plan: BoundToolPlan,
           observer: Observer | None, asking: Asking, listener: ModelListener | None = None) -> AgenticLoop:
+    structlog.contextvars.bind_contextvars(session_id=state.session_id)
+    recorder: Recorder = TimelineRecorder(rt.masker)
+    if rt.ledgers is not None:  # the ledger sees each call, model attempt (the loop's next turn) and commit
+        ledger = rt.ledgers.open(state.session_id, rt.masker, turn=lambda: state.turn + 1)
+        recorder, listener, observer = ledger.recorder(recorder), ledger.listener(listener), ledger.observer(observer)
     processor = ToolCallProcessor(plan, workspace=Path(state.workspace), ids=rt.ids, hooks=rt.hooks,
                                   approver=asking.approver, on_ask=asking.on_ask or state.on_ask, locks=rt.locks,
-                                  config_rules=rt.config_rules, recorder=TimelineRecorder(rt.masker))
+                                  config_rules=rt.config_rules, recorder=recorder)
     return AgenticLoop(store=rt.store, state=state, model=model, plan=plan, processor=processor, ids=rt.ids,
-                       observer=observer, listener=listener, repair_budget=rt.repair_budget, masker=rt.masker)
+                       observer=observer, listener=listener, repair_budget=rt.repair_budget, masker=rt.masker,
+                       context_budget=rt.context_budget, snapshot_every=rt.snapshot_every)
 
 
 async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mode: Mode,
                         rules: list[PermissionRule], prompt: str | None, max_turns: int,
                         observer: Observer | None = None, asking: Asking | None = None,
                         listener: ModelListener | None = None) -> LiveSession:
+    if prompt is not None and not prompt.strip():
+        raise UsageError("the prompt is empty", hint="say what the agent should do")
     ws = _workspace(workspace)
     plan = rt.plan(mode)
     session_id = rt.ids.session_id()
@@ -161,6 +184,7 @@ async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mo
     stored = await rt.store.create_session(record, first)
     state = fold(stored)
     live = LiveSession(rt, state, holder, _loop(rt, state, model, plan, observer, asking or Asking(), listener))
+    log.info("session started", mode=mode, model=model.name, workspace=str(ws))
     if observer is not None:
         for item in stored:
             observer(item)
@@ -172,23 +196,25 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
                          model_factory: Callable[[str], ModelAdapter] | None = None,
                          max_turns: int | None = None, observer: Observer | None = None,
                          asking: Asking | None = None, listener: ModelListener | None = None) -> LiveSession:
-    """Take the lease (or fail with SessionActive), fold the log, record the resume. The model is `model`, or
-    `model_factory` applied to the model the session recorded."""
+    """Take the lease (or fail with SessionActive), restore the state (the latest snapshot plus the tail of the
+    log, see memory/restore.py), record the resume. The model is `model`, or `model_factory` applied to the model
+    the session recorded."""
     holder = new_holder(rt.ids.uuid7(), rt.clock)
     await rt.store.acquire_lease(session_id, holder, make_liveness(rt.clock), rt.clock.now())
     try:
-        events = await rt.store.read_events(session_id)
         try:
-            state = fold(events)
+            restored = await restore(rt.store, session_id)
         except FoldError as exc:
             raise StrataError(f"session {session_id} has an inconsistent log: {exc}",
                               hint="the log was left untouched; report this with `strata show`") from None
+        state = restored.state
         if model is None:
             if model_factory is None:
                 raise UsageError("no model to resume with")
             model = model_factory(state.model)
         plan = rt.plan(state.mode)
         live = LiveSession(rt, state, holder, _loop(rt, state, model, plan, observer, asking or Asking(), listener))
+        live.loop.writer.snapshot_seq = restored.snapshot_seq
         open_batch = state.open_batch.batch_id if state.open_batch else None
         on_ask = asking.on_ask if asking and asking.on_ask != state.on_ask else None
         live.loop.writer.stage(SessionResumed(plan_digest=plan.digest, open_batch_id=open_batch,
@@ -202,6 +228,7 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
             live.loop.writer.stage(RulesAdded(rules=tuple(rules)), state.turn)
         # Applied to state now: an open batch is re-checked with the new rules, and the new limit holds.
         await live.loop.writer.flush()
+        log.info("session resumed", turn=state.turn, open_batch=open_batch, plan_changed=changed)
         return live
     except BaseException:
         with anyio.CancelScope(shield=True):
@@ -212,6 +239,7 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
 @asynccontextmanager
 async def runtime(settings: Settings, clock: Clock | None = None) -> AsyncIterator[Runtime]:
     rt = await Runtime.open(settings, clock)
+    attach_home(settings.home, rt.masker)  # the log file, masked by this home's key (if the surface logs)
     try:
         yield rt
     finally:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from agent.phases.plan import EMPTY_ANSWER
 from core.events import AssistantMessage, RepairRequested
 from core.hooks import HookAllow, HookBlock, HookRepair, HookSet, StopInput
 from core.messages import TextBlock, ToolResultBlock
@@ -32,7 +33,8 @@ class Verification:
 
 
 def _text(answer: AssistantMessage) -> str:
-    return "\n".join(b.text for b in answer.content if isinstance(b, TextBlock)).strip()
+    text = "\n".join(b.text for b in answer.content if isinstance(b, TextBlock)).strip()
+    return "" if text == EMPTY_ANSWER else text
 
 
 def _last_results_failed(state: SessionState) -> bool:

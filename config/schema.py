@@ -11,7 +11,17 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from config.settings import Durability, HookSeconds, MaxTurns, ModelSpec, OnAsk, RepairBudget, Seconds
+from config.settings import (
+    ContextBudget,
+    Durability,
+    HookSeconds,
+    MaxTurns,
+    ModelSpec,
+    OnAsk,
+    RepairBudget,
+    Seconds,
+    SnapshotEvery,
+)
 from core.policy import RuleAction
 
 _TOOL_GLOB = re.compile(r"^[A-Za-z0-9_.:*?\[\]!-]+$")
@@ -124,6 +134,8 @@ class ConfigFile(_Table):
     lock_timeout_s: Seconds | None = None
     hook_timeout_s: HookSeconds | None = None
     repair_budget: RepairBudget | None = None
+    context_budget_tokens: ContextBudget | None = None
+    snapshot_every: SnapshotEvery | None = None
     policy: PolicySection = Field(default_factory=PolicySection)
     hooks: HooksSection = Field(default_factory=HooksSection)
     secrets: SecretsSection = Field(default_factory=SecretsSection)

@@ -21,6 +21,8 @@ ModelSpec = Annotated[str, Field(min_length=1)]
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 HookSeconds = Annotated[float, Field(gt=0, le=600, allow_inf_nan=False)]
 RepairBudget = Annotated[int, Field(ge=0)]
+ContextBudget = Annotated[int, Field(ge=1)]
+SnapshotEvery = Annotated[int, Field(ge=0)]
 
 
 class Settings(BaseModel):
@@ -38,6 +40,10 @@ class Settings(BaseModel):
     """Timeout of a hook command that does not set its own `timeout_s`."""
     repair_budget: RepairBudget = 2
     """How many times Stop hooks may send the model back to repair its work before the session ends."""
+    context_budget_tokens: ContextBudget = 150_000
+    """Estimated tokens a model request may carry before older turns are compacted into a summary."""
+    snapshot_every: SnapshotEvery = 500
+    """Events between snapshots of a session's state, which resume starts from (0: no snapshots)."""
 
     @property
     def db_path(self) -> Path:

@@ -74,7 +74,20 @@ class BatchProposed(_Event):
     calls: tuple[PlannedCall, ...]
 
 
+class BlobRef(_Event):
+    """Where the full output of a call lives when it was too large for the state log (the `blobs` table)."""
+
+    sha256: str
+    """sha256 of the output's UTF-8 bytes: the blob's key (equal outputs are stored once)."""
+    size: int
+    """The output's size in bytes."""
+
+
 class CallResult(_Event):
+    """A call's outcome, in the one `tool_result` shape. An output over the blob threshold is kept whole as a
+    blob (`blob`); then `content` holds a bounded excerpt and a note naming the blob, and that excerpt is what
+    the model sees."""
+
     kind: Literal["call_result"] = "call_result"
     batch_id: str
     call_id: str
@@ -86,6 +99,7 @@ class CallResult(_Event):
     reasons: tuple[str, ...] = ()
     receipt_id: str | None = None
     duration_ms: float | None = None
+    blob: BlobRef | None = None
 
 
 class ParkedCall(_Event):
@@ -187,6 +201,21 @@ class TurnVerified(_Event):
     kind: Literal["turn_verified"] = "turn_verified"
 
 
+class Compacted(_Event):
+    """The oldest `upto_message` messages of the conversation are replaced, for the model, by `summary` (one user
+    message), so that the next request fits the context budget. Only the conversation the model sees changes:
+    the events those messages came from stay in the log, and folding the log up to this event shows them again.
+    The cut always falls before an assistant message, so no tool_use is separated from its tool_result."""
+
+    kind: Literal["compacted"] = "compacted"
+    upto_message: int
+    summary: str
+    tokens_before: int
+    """Estimated tokens of the request before compaction."""
+    tokens_after: int
+    """Estimated tokens of the request after it."""
+
+
 class SessionEnded(_Event):
     kind: Literal["session_ended"] = "session_ended"
     status: EndStatus
@@ -196,7 +225,7 @@ class SessionEnded(_Event):
 Event = Annotated[
     SessionStarted | UserMessage | AssistantMessage | BatchProposed | CallResult | BatchCompleted
     | RulesAdded | SessionResumed | TurnVerified | SessionEnded | CallsParked | ApprovalGranted | ApprovalRejected
-    | GrantAdded | RepairRequested,
+    | GrantAdded | RepairRequested | Compacted,
     Field(discriminator="kind"),
 ]
 

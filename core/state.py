@@ -2,7 +2,8 @@
 
 `fold(events)` is pure: it builds a fresh `SessionState` from the log and touches nothing else. The loop keeps
 its state current by applying each event it commits with the same `apply`, so the live state and a restored
-state cannot drift apart."""
+state cannot drift apart. A snapshot (core/snapshot.py) is a fold's state saved at a seq: resume loads it and
+applies the rest of the log with this same `apply`, which gives exactly `fold` of the whole log."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal, assert_never
 
+from core.compaction import block_chars, compacted_messages, message_chars, messages_chars
 from core.events import (
     ApprovalGranted,
     ApprovalRejected,
@@ -18,6 +20,7 @@ from core.events import (
     BatchProposed,
     CallResult,
     CallsParked,
+    Compacted,
     EndStatus,
     GrantAdded,
     Mode,
@@ -114,6 +117,10 @@ class SessionState:
     """Unknown receipts verification has already pointed out to the model."""
     ended: EndStatus | None = None
     end_reason: str = ""
+    context_chars: int = 0
+    """The size of `messages` as `core.compaction.messages_chars` counts it, kept current by `apply` so the
+    context budget is checked without walking the conversation."""
+    compactions: int = 0
     last_seq: int = 0
     started: bool = False
 
@@ -154,7 +161,9 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
             _add_user_text(state, ev.text)
         case AssistantMessage():
             _require_no_open_batch(state, ev.kind)
-            state.messages.append(Message(role="assistant", content=ev.content))
+            message = Message(role="assistant", content=ev.content)
+            state.messages.append(message)
+            state.context_chars += message_chars(message)
             state.counters.assistant_turns += 1
             state.ended = None  # the session runs again (e.g. resumed with a higher turn limit)
         case BatchProposed():
@@ -190,13 +199,14 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
             if missing:
                 raise FoldError(f"batch {ev.batch_id} completed without results for "
                                 f"{', '.join(c.call_id for c in missing)}")
-            state.messages.append(Message(role="assistant", content=batch.content))
-            results = tuple(
+            proposal = Message(role="assistant", content=batch.content)
+            results = Message(role="user", content=tuple(
                 ToolResultBlock(tool_use_id=c.call_id, content=batch.results[c.call_id].content,
                                 is_error=batch.results[c.call_id].is_error)
                 for c in batch.calls
-            )
-            state.messages.append(Message(role="user", content=results))
+            ))
+            state.messages += (proposal, results)
+            state.context_chars += message_chars(proposal) + message_chars(results)
             state.open_batch = None
             state.parked.clear()
         case CallsParked():
@@ -230,6 +240,14 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
             state.repairs_used += 1
             state.reported_unknown.update(ev.receipts)
             _add_user_text(state, ev.instruction)
+        case Compacted():
+            _require_no_open_batch(state, ev.kind)
+            try:
+                state.messages = compacted_messages(state.messages, ev.upto_message, ev.summary)
+            except ValueError as exc:
+                raise FoldError(str(exc)) from None
+            state.context_chars = messages_chars(state.messages)
+            state.compactions += 1
         case TurnVerified():
             state.counters.verified_turns += 1
         case SessionEnded():
@@ -243,6 +261,7 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
 def _add_user_text(state: SessionState, text: str) -> None:
     """Text joins the next user message (after tool results, if the last message holds them)."""
     block = TextBlock(text=text)
+    state.context_chars += block_chars(block)
     last = state.messages[-1] if state.messages else None
     if last is not None and last.role == "user":
         state.messages[-1] = Message(role="user", content=(*last.content, block))

@@ -1,4 +1,5 @@
-"""The event store: SQLite (durable) and in-memory (tests), one protocol, effect receipts, leases."""
+"""The event store: SQLite (durable) and in-memory (tests), one protocol, effect receipts, leases, blobs,
+snapshots and restore."""
 
 from memory.memory_store import InMemoryEventStore
 from memory.records import (
@@ -9,8 +10,10 @@ from memory.records import (
     ReceiptUpdate,
     SessionRecord,
     SessionStatus,
+    Snapshot,
     Write,
 )
+from memory.restore import Restored, restore
 from memory.sqlite_store import SqliteEventStore
 from memory.store import EventStore
 
@@ -22,8 +25,11 @@ __all__ = [
     "Receipt",
     "ReceiptStatus",
     "ReceiptUpdate",
+    "Restored",
     "SessionRecord",
     "SessionStatus",
+    "Snapshot",
     "SqliteEventStore",
     "Write",
+    "restore",
 ]

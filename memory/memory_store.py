@@ -3,6 +3,7 @@ suite), nothing durable. `fail_on_commit` makes chosen commits fail, to simulate
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Callable, Collection
 from datetime import datetime
@@ -19,6 +20,7 @@ from memory.records import (
     ReceiptUpdate,
     SessionRecord,
     SessionStatus,
+    Snapshot,
     Write,
 )
 from memory.store import LivenessCheck
@@ -36,6 +38,8 @@ class InMemoryEventStore:
         self._receipts: dict[str, Receipt] = {}
         self._keys: set[str] = set()
         self._calls: set[tuple[str, str]] = set()
+        self._blobs: dict[str, bytes] = {}
+        self._snapshots: dict[str, Snapshot] = {}
         self._fail = fail_on_commit
 
     async def close(self) -> None:
@@ -66,11 +70,18 @@ class InMemoryEventStore:
                 raise ReceiptError(f"receipt {u.id} is not in the expected state", receipt_id=u.id)
         log = self._events[session_id]
         seq = log[-1].seq if log else 0
+        if write.snapshot is not None and not 0 < write.snapshot.seq <= seq + len(write.events):
+            raise PersistError(f"commit failed: snapshot at seq {write.snapshot.seq}, but the log ends at "
+                               f"{seq + len(write.events)}", session_id=session_id, path=self.path)
         stored = []
         for event, turn in write.events:
             seq += 1
             stored.append(StoredEvent(session_id=session_id, seq=seq, at=now, turn=turn, event=event))
         log.extend(stored)
+        for blob in write.blobs:
+            self._blobs.setdefault(blob.sha256, blob.data)
+        if write.snapshot is not None:
+            self._snapshots[session_id] = write.snapshot
         for new in write.new_receipts:
             self._keys.add(new.idempotency_key)
             self._calls.add((session_id, new.call_id))
@@ -180,10 +191,18 @@ class InMemoryEventStore:
 
     async def read_events(self, session_id: str, after_seq: int = 0,
                           upto_seq: int | None = None) -> list[StoredEvent]:
-        if session_id not in self._events:
+        log = self._events.get(session_id)
+        if log is None:
             return []
-        return [e for e in self._events[session_id]
-                if e.seq > after_seq and (upto_seq is None or e.seq <= upto_seq)]
+        start = bisect.bisect_right(log, after_seq, key=lambda e: e.seq)
+        end = len(log) if upto_seq is None else bisect.bisect_right(log, upto_seq, key=lambda e: e.seq)
+        return log[start:end]
+
+    async def read_latest_snapshot(self, session_id: str) -> Snapshot | None:
+        return self._snapshots.get(session_id)
+
+    async def get_blob(self, sha256: str) -> bytes | None:
+        return self._blobs.get(sha256)
 
     async def read_timeline(self, session_id: str, *, kinds: Collection[str] | None = None,
                             tools: Collection[str] | None = None,

@@ -124,9 +124,40 @@ def _m002_timeline(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _m003_blobs_snapshots(conn: sqlite3.Connection) -> None:
+    for statement in _statements(
+        """
+        -- Tool outputs too large for the state log, stored once by the sha256 of their bytes (INSERT OR IGNORE)
+        -- in the same commit as the result event that names them. A rowid table: rows are large, so they stay
+        -- out of the key b-tree's pages. Written only when a large output comes along, never on other commits.
+        CREATE TABLE blobs (
+            sha256 TEXT PRIMARY KEY,
+            size INTEGER NOT NULL,
+            data BLOB NOT NULL
+        );
+        CREATE TRIGGER blobs_no_update BEFORE UPDATE ON blobs
+            BEGIN SELECT RAISE(ABORT, 'blobs are immutable'); END;
+        -- Folded state at a seq, keyed like `events`: (session num << 40) | seq. A cache of fold, not part of
+        -- the log: a session keeps only its latest snapshot (written in the same commit as later events), and
+        -- one that cannot be trusted is ignored in favour of the log.
+        CREATE TABLE snapshots (
+            key INTEGER PRIMARY KEY,
+            version TEXT NOT NULL,
+            at TEXT NOT NULL,
+            data BLOB NOT NULL
+        );
+        CREATE VIEW session_snapshots AS
+            SELECT s.id AS session_id, n.key & 1099511627775 AS seq, n.version, n.at, length(n.data) AS size
+            FROM snapshots n JOIN sessions s ON n.key >> 40 = s.num;
+        """
+    ):
+        conn.execute(statement)
+
+
 Migration = tuple[str, Callable[[sqlite3.Connection], None]]
 
-MIGRATIONS: tuple[Migration, ...] = (("001_initial", _m001_initial), ("002_timeline", _m002_timeline))
+MIGRATIONS: tuple[Migration, ...] = (("001_initial", _m001_initial), ("002_timeline", _m002_timeline),
+                                     ("003_blobs_snapshots", _m003_blobs_snapshots))
 
 
 def migrate(conn: sqlite3.Connection, path: str, now: str) -> int:

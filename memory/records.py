@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from core.blobs import Blob
 from core.events import Event, Mode
 from core.timeline import TimelineEntry
 
@@ -82,16 +83,29 @@ class ReceiptUpdate:
     reconciled_by: str | None = None
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """A session's folded state at `seq`, serialized by `core.snapshot` (`version` says which shape)."""
+
+    seq: int
+    version: str
+    data: bytes
+
+
 @dataclass
 class Write:
     """One durable commit: events (with the turn they belong to), receipt rows, timeline rows (observations,
-    never replayed as state), an optional status change."""
+    never replayed as state), an optional status change, the blobs the events reference (stored once by sha256)
+    and an optional snapshot (it replaces the session's earlier one)."""
 
     events: list[tuple[Event, int]] = field(default_factory=list)
     new_receipts: list[NewReceipt] = field(default_factory=list)
     receipt_updates: list[ReceiptUpdate] = field(default_factory=list)
     status: SessionStatus | None = None
     timeline: list[TimelineEntry] = field(default_factory=list)
+    blobs: list[Blob] = field(default_factory=list)
+    snapshot: Snapshot | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.events or self.new_receipts or self.receipt_updates or self.status or self.timeline)
+        return bool(self.events or self.new_receipts or self.receipt_updates or self.status or self.timeline
+                    or self.blobs or self.snapshot)

@@ -9,27 +9,49 @@ durable commit carries as much as the guarantees allow:
   commit of its own (rows staged when the process dies are lost with the rest of the buffer).
 
 After each commit the stored events are handed to `on_commit` (the loop applies them to its live state with the
-same `apply` that `fold` uses)."""
+same `apply` that `fold` uses).
+
+Two things ride along with commits the loop makes anyway, so neither costs a commit of its own:
+
+- a `CallResult` whose output is over the blob threshold is staged as a bounded excerpt plus the whole output as
+  a blob (core/blobs.py), in the same write;
+- given the live state, every `snapshot_every` events the state as of the last commit is written as a snapshot
+  with the next commit that carries events (core/snapshot.py), encoding only the messages added since the last
+  one. It lags that commit's events, which resume applies from the log like any tail."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from core.events import BatchProposed, Event, StoredEvent
+import anyio
+
+from core.blobs import BLOB_THRESHOLD, spill
+from core.events import BatchProposed, CallResult, Event, StoredEvent
 from core.faults import armed, fault_point
+from core.snapshot import SNAPSHOT_VERSION, StateEncoder
+from core.state import SessionState
 from core.timeline import TimelineEntry
-from memory.records import NewReceipt, ReceiptUpdate, SessionStatus, Write
+from memory.records import NewReceipt, ReceiptUpdate, SessionStatus, Snapshot, Write
 from memory.store import EventStore
 
 
 class SessionWriter:
     def __init__(self, store: EventStore, session_id: str,
-                 on_commit: Callable[[list[StoredEvent]], None] | None = None) -> None:
+                 on_commit: Callable[[list[StoredEvent]], None] | None = None, *,
+                 state: SessionState | None = None, snapshot_every: int = 0,
+                 blob_threshold: int = BLOB_THRESHOLD) -> None:
         self.store = store
         self.session_id = session_id
         self._on_commit = on_commit
         self._pending = Write()
         self._barrier = False
+        self._state = state
+        """The live state `on_commit` keeps current (snapshots are taken of it); None: no snapshots."""
+        self.snapshot_every = snapshot_every
+        self.snapshot_seq = 0
+        """Seq of the session's latest snapshot (resume sets it from the one it loaded)."""
+        self.blob_threshold = blob_threshold
+        self._encoder = StateEncoder()
 
     @property
     def dirty(self) -> bool:
@@ -43,9 +65,13 @@ class SessionWriter:
         return self._barrier
 
     def stage(self, event: Event, turn: int) -> None:
-        self._pending.events.append((event, turn))
-        if isinstance(event, BatchProposed):
+        if isinstance(event, CallResult):
+            event, blob = spill(event, self.blob_threshold)
+            if blob is not None:
+                self._pending.blobs.append(blob)
+        elif isinstance(event, BatchProposed):
             self._barrier = True
+        self._pending.events.append((event, turn))
 
     def stage_receipt(self, receipt: NewReceipt) -> None:
         self._pending.new_receipts.append(receipt)
@@ -71,9 +97,18 @@ class SessionWriter:
         if not self._pending:
             return []
         write, self._pending, self._barrier = self._pending, Write(), False
-        stored = await self.store.commit(self.session_id, write)
-        if self._on_commit is not None and stored:
-            self._on_commit(stored)
+        state = self._state
+        if (write.events and state is not None and self.snapshot_every
+                and state.last_seq - self.snapshot_seq >= self.snapshot_every):
+            write.snapshot = Snapshot(seq=state.last_seq, version=SNAPSHOT_VERSION, data=self._encoder.dump(state))
+        # Shielded: a cancellation (Ctrl-C) must not separate a commit that happens from the live state that
+        # applies it; the store finishes the transaction on its thread either way.
+        with anyio.CancelScope(shield=True):
+            stored = await self.store.commit(self.session_id, write)
+            if write.snapshot is not None:
+                self.snapshot_seq = write.snapshot.seq
+            if self._on_commit is not None and stored:
+                self._on_commit(stored)
         if armed("after_commit") and any(isinstance(e, BatchProposed) for e, _ in write.events):
             fault_point("after_commit")
         return stored

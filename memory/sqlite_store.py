@@ -27,6 +27,7 @@ from memory.records import (
     ReceiptUpdate,
     SessionRecord,
     SessionStatus,
+    Snapshot,
     Write,
 )
 from memory.store import LivenessCheck
@@ -155,6 +156,11 @@ class SqliteEventStore:
             conn.execute("UPDATE sessions SET status = ?, updated_at = ? WHERE id = ?", (write.status, at, session_id))
         if write.timeline:
             self._append_timeline(conn, session_id, base, write.timeline, at, committed)
+        if write.blobs:
+            conn.executemany("INSERT OR IGNORE INTO blobs(sha256, size, data) VALUES (?, ?, ?)",
+                             [(b.sha256, b.size, b.data) for b in write.blobs])
+        if write.snapshot is not None:
+            self._put_snapshot(conn, base, seq, write.snapshot, at)
         last = seq
         committed.append(lambda: self._last_seq.__setitem__(session_id, last))
         return stored
@@ -179,6 +185,16 @@ class SqliteEventStore:
         conn.executemany(_TIMELINE_INSERT, rows)
         last = (seq, prev)
         committed.append(lambda: self._timeline_head.__setitem__(session_id, last))
+
+    @staticmethod
+    def _put_snapshot(conn: sqlite3.Connection, base: int, last_seq: int, snap: Snapshot, at: str) -> None:
+        """Replace the session's snapshot. A snapshot beyond the log would hide events that were never written,
+        so it is refused."""
+        if not 0 < snap.seq <= last_seq:
+            raise sqlite3.IntegrityError(f"snapshot at seq {snap.seq}, but the log ends at {last_seq}")
+        conn.execute("DELETE FROM snapshots WHERE key BETWEEN ? AND ?", (base, base | SEQ_MASK))
+        conn.execute("INSERT INTO snapshots(key, version, at, data) VALUES (?, ?, ?, ?)",
+                     (base | snap.seq, snap.version, at, snap.data))
 
     @staticmethod
     def _update_receipt(conn: sqlite3.Connection, u: ReceiptUpdate, at: str) -> None:
@@ -337,6 +353,23 @@ class SqliteEventStore:
         rows = await self._read(fn)
         return [StoredEvent(session_id=session_id, seq=seq, at=datetime.fromisoformat(at), turn=turn,
                             event=EventAdapter.validate_json(payload)) for seq, at, turn, payload in rows]
+
+    async def read_latest_snapshot(self, session_id: str) -> Snapshot | None:
+        def fn(conn: sqlite3.Connection) -> Any:
+            try:
+                base = self._num(conn, session_id) << SEQ_BITS
+            except sqlite3.IntegrityError:
+                return None
+            return conn.execute("SELECT key, version, data FROM snapshots WHERE key BETWEEN ? AND ? "
+                                "ORDER BY key DESC LIMIT 1", (base, base | SEQ_MASK)).fetchone()
+
+        row = await self._read(fn)
+        return None if row is None else Snapshot(seq=row[0] & SEQ_MASK, version=row[1], data=bytes(row[2]))
+
+    async def get_blob(self, sha256: str) -> bytes | None:
+        row = await self._read(lambda conn: conn.execute(
+            "SELECT data FROM blobs WHERE sha256 = ?", (sha256,)).fetchone())
+        return None if row is None else bytes(row[0])
 
     async def read_timeline(self, session_id: str, *, kinds: Collection[str] | None = None,
                             tools: Collection[str] | None = None,

@@ -16,6 +16,7 @@ from memory.records import (
     ReceiptUpdate,
     SessionRecord,
     SessionStatus,
+    Snapshot,
     Write,
 )
 
@@ -39,7 +40,19 @@ class EventStore(Protocol):
         ...
 
     async def read_events(self, session_id: str, after_seq: int = 0,
-                          upto_seq: int | None = None) -> list[StoredEvent]: ...
+                          upto_seq: int | None = None) -> list[StoredEvent]:
+        """Events with `after_seq < seq <= upto_seq`, in seq order; the cost follows the range read, not the
+        session's length."""
+        ...
+
+    async def read_latest_snapshot(self, session_id: str) -> Snapshot | None:
+        """The session's latest snapshot (None if it has none). Nothing checks its content here: see
+        memory/restore.py."""
+        ...
+
+    async def get_blob(self, sha256: str) -> bytes | None:
+        """A stored blob's bytes by sha256, or None."""
+        ...
 
     async def read_timeline(self, session_id: str, *, kinds: Collection[str] | None = None,
                             tools: Collection[str] | None = None,

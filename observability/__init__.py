@@ -1,6 +1,6 @@
-"""Observation: structured logging now; the hash-chained timeline and exporters land with the inspection
-issue."""
+"""Observation: structured logging (masked, to stderr and a rotating file under the Strata home) and the
+hash-chained session timeline."""
 
-from observability.logging import configure_logging
+from observability.logging import attach_home, configure_logging, reset_logging
 
-__all__ = ["configure_logging"]
+__all__ = ["attach_home", "configure_logging", "reset_logging"]

@@ -455,6 +455,11 @@ class ToolCallProcessor:
 
     async def _process(self, batch: BatchProposed, call: PlannedCall, env: CallEnv,
                        writer: SessionWriter) -> CallResult | Decision:
+        with structlog.contextvars.bound_contextvars(turn=env.turn, call_id=call.call_id):  # on every log line
+            return await self._process_call(batch, call, env, writer)
+
+    async def _process_call(self, batch: BatchProposed, call: PlannedCall, env: CallEnv,
+                            writer: SessionWriter) -> CallResult | Decision:
         """Steps 1-12 for one call. Returns its result (staged by the caller, in proposal order), or the
         Decision of a call that was parked."""
         decision = await self.decide(call, env)

@@ -59,7 +59,7 @@ def _first_line(text: str, limit: int) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def _decision(trace: CallTrace) -> tuple[TimelineDecision, str | None]:
+def call_decision(trace: CallTrace) -> tuple[TimelineDecision, str | None]:
     """The call's decision in the timeline's five words, and what decided it (check, rule, hook or approver)."""
     verdict = trace.decision.verdict
     if isinstance(verdict, Parked):
@@ -94,7 +94,7 @@ class TimelineRecorder(Recorder):
                 writer.stage_timeline(TimelineEntry(kind="hook", turn=turn, call_id=call_id, tool=tool,
                                                     check=step.detail.split(":", 1)[0], outcome=step.outcome,
                                                     summary=mask(_first_line(step.detail, SUMMARY_CHARS))))
-        decision, by = _decision(trace)
+        decision, by = call_decision(trace)
         if d.ask is not None:
             writer.stage_timeline(TimelineEntry(
                 kind="approval", turn=turn, call_id=call_id, tool=tool,

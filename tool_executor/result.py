@@ -7,7 +7,9 @@ from core.events import CallResult, PlannedCall
 from memory.records import Receipt
 from tool_executor.verdicts import Deny
 
-MAX_RESULT_CHARS = 64 * 1024
+MAX_RESULT_CHARS = 16 * 1024 * 1024
+"""A backstop against a runaway tool, not what the model sees: an output over the blob threshold is kept whole as
+a blob and the model sees a bounded excerpt (core/blobs.py, done by the session writer)."""
 
 
 def cap(text: str) -> str:

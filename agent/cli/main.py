@@ -27,10 +27,10 @@ from core.events import StoredEvent
 from core.hooks import HookSet
 from core.masking import Masker
 from core.policy import PermissionRule, parse_rule
-from core.state import fold
+from memory import restore
 from memory.leases import make_liveness
 from memory.records import RECEIPT_STATUSES, SessionRecord
-from observability import configure_logging
+from observability import attach_home, configure_logging
 
 T = TypeVar("T")
 
@@ -75,9 +75,12 @@ def _apply_config(rt: Runtime, loaded: LoadedConfig) -> None:
     rt.hooks = HookSet(tuple(h.to_hook() for h in loaded.hooks))
     rt.config_rules = loaded.rules
     rt.repair_budget = loaded.settings.repair_budget
+    rt.context_budget = loaded.settings.context_budget_tokens
+    rt.snapshot_every = loaded.settings.snapshot_every
     extra = [*loaded.secrets.values, *(os.environ[n] for n in loaded.secrets.env if os.environ.get(n))]
     if extra:
         rt.masker = Masker.from_env(load_masking_key(loaded.settings.home), os.environ, extra_secrets=extra)
+        attach_home(loaded.settings.home, rt.masker)  # logs are masked with the configured secrets too
     if rt.locks is not None:
         rt.locks.timeout_s = loaded.settings.lock_timeout_s
 
@@ -129,6 +132,8 @@ async def _drive(live: LiveSession, prompt: str | None, as_json: bool) -> RunOut
                     "reason": outcome.reason, "unknown_receipts": outcome.unknown_receipts,
                     "exit_code": outcome.exit_code, "parked": parked})
     else:
+        if outcome.status == "failed":
+            click.echo(f"strata: error: {outcome.reason}", err=True)
         for p in parked:
             click.echo(f"waiting for approval: {p['tool']} {json.dumps(p['input'], ensure_ascii=False)} "
                        f"(asked by {p['asked_by']})")
@@ -245,7 +250,7 @@ def show(session_id: str, as_json: bool) -> None:
     async def main() -> None:
         async with runtime(settings) as rt:
             rec = await rt.store.get_session(session_id)
-            state = fold(await rt.store.read_events(session_id))
+            state = (await restore(rt.store, session_id)).state
             view = show_view(rec, _display_status(rt, rec), state)
         if as_json:
             _emit_json(view)
@@ -391,3 +396,9 @@ cli.add_command(timeline)
 from agent.cli.chat_cmd import chat  # noqa: E402
 
 cli.add_command(chat)
+
+from agent.cli.export_cmd import export  # noqa: E402
+from agent.cli.fork_cmd import fork  # noqa: E402
+
+cli.add_command(export)
+cli.add_command(fork)

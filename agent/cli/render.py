@@ -10,6 +10,7 @@ from core.events import (
     AssistantMessage,
     BatchProposed,
     CallResult,
+    Compacted,
     SessionEnded,
     SessionResumed,
     SessionStarted,
@@ -52,8 +53,13 @@ def event_lines(item: StoredEvent) -> list[str]:
             if ev.status == "denied":
                 return [f"  <- {ev.tool} DENIED by {ev.check}: {_first_line(r)}" for r in ev.reasons]
             return [f"  <- {ev.tool} {_MARK[ev.status]}: {_first_line(ev.content)}"]
+        case SessionEnded(status="failed"):
+            return ["session failed (the error is on stderr)"]  # one line carries the reason, not two
         case SessionEnded():
             return [f"session {ev.status}" + (f": {ev.reason}" if ev.reason else "")]
+        case Compacted():
+            return [f"(context compacted: {ev.upto_message} earlier messages summarized, "
+                    f"~{ev.tokens_before} -> ~{ev.tokens_after} tokens)"]
         case _:
             return []
 

@@ -26,7 +26,6 @@ from core.events import (
     AssistantMessage,
     BatchProposed,
     CallResult,
-    SessionEnded,
     StoredEvent,
     UserMessage,
 )
@@ -68,6 +67,10 @@ class ChatView:
         self.end_line()
         if attempt.outcome == "retry":
             wait = f", retrying in {attempt.delay_s:.1f} s" if attempt.delay_s else ""
+            if self.streamed:
+                self.console.print("[dim](the text above came from a failed attempt and does not count)[/]",
+                                   highlight=False)
+                self.streamed = False
             self.console.print(f"[yellow]model attempt {attempt.number} failed: {escape(attempt.message)}{wait}[/]",
                                highlight=False)
 
@@ -100,8 +103,6 @@ class ChatView:
                                    highlight=False)
             case UserMessage(source="runtime"):
                 self.console.print(f"[yellow]strata[/]: {escape(ev.text)}", highlight=False)
-            case SessionEnded(status="incomplete" | "failed"):
-                self.console.print(f"[red]session {ev.status}[/]: {escape(ev.reason)}", highlight=False)
             case _:
                 pass
 

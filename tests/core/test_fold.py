@@ -17,8 +17,10 @@ from core.events import (
     AssistantMessage,
     BatchCompleted,
     BatchProposed,
+    BlobRef,
     CallResult,
     CallStatus,
+    Compacted,
     Event,
     PlannedCall,
     RulesAdded,
@@ -31,13 +33,13 @@ from core.events import (
 )
 from core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from core.policy import PermissionRule
-from core.state import FoldError, apply, fold
+from core.state import FoldError, SessionState, apply, fold
 from tests.golden import make_golden
 from tests.golden.make_golden import summarize
 
 GOLDEN = Path(make_golden.__file__).resolve().parent
 GOLDEN_CASES = ["simple_completed", "mixed_batch", "crash_after_receipt", "resumed_unknown",
-                "reconciled_after_resume", "rules_added_on_resume", "user_merge_after_batch"]
+                "reconciled_after_resume", "rules_added_on_resume", "user_merge_after_batch", "compacted_with_blob"]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -280,8 +282,10 @@ class Digits:
 
 @st.composite
 def valid_logs(draw: st.DrawFn) -> list[StoredEvent]:
-    """A random log the runtime could have written: a small state machine that only emits legal next events."""
+    """A random log the runtime could have written: a small state machine that only emits legal next events
+    (it folds as it goes, to know where a compaction may cut)."""
     log: list[StoredEvent] = []
+    state = SessionState()
     seq, turn = 0, 0
     open_batch: str | None = None
     pending: list[str] = []
@@ -294,6 +298,7 @@ def valid_logs(draw: st.DrawFn) -> list[StoredEvent]:
             turn += 1
         seq += 1 + gap
         log.append(StoredEvent(session_id="s1", seq=seq, at=T0 + timedelta(seconds=seq), turn=turn, event=event))
+        apply(state, log[-1])
 
     first, *moves = draw(st.lists(st.integers(0, 2**40), min_size=1, max_size=40))
     emit(SessionStarted(session_id="s1", mode="headless", workspace="/ws", model="m", max_turns=9,
@@ -305,7 +310,7 @@ def valid_logs(draw: st.DrawFn) -> list[StoredEvent]:
             options = ["result" if pending else "complete"] * 6 + ["rules", "resumed", "verified"]
         else:
             options = ["user", "runtime", "runtime", "assistant", "batch", "batch", "rules", "resumed", "verified",
-                       "ended"]
+                       "ended", "compact", "compact", "compact"]
         match d.pick(options):
             case "user":
                 emit(UserMessage(text=d.text()), gap)
@@ -332,8 +337,9 @@ def valid_logs(draw: st.DrawFn) -> list[StoredEvent]:
                 receipt = f"rcpt_{call_id}" if status == "unknown" and d.take(2) else None
                 if receipt:
                     unknown.append(receipt)
+                blob = BlobRef(sha256=f"{call_id:0>64}", size=20_000) if d.take(4) == 0 else None
                 emit(CallResult(batch_id=open_batch, call_id=call_id, tool="read_file", status=status,
-                                content=d.text(), is_error=status != "ok", receipt_id=receipt), gap)
+                                content=d.text(), is_error=status != "ok", receipt_id=receipt, blob=blob), gap)
             case "complete":
                 assert open_batch is not None
                 emit(BatchCompleted(batch_id=open_batch), gap)
@@ -346,6 +352,13 @@ def valid_logs(draw: st.DrawFn) -> list[StoredEvent]:
                 emit(TurnVerified(), gap)
             case "ended":
                 emit(SessionEnded(status=d.pick(("completed", "incomplete", "failed"))), gap)
+            case "compact":
+                cuts = [i for i, m in enumerate(state.messages) if i and m.role == "assistant"]
+                if cuts:
+                    emit(Compacted(upto_message=d.pick(cuts), summary=f"summary {d.text()}", tokens_before=9,
+                                   tokens_after=3), gap)
+                else:
+                    emit(UserMessage(text=d.text()), gap)
     return log
 
 

@@ -18,8 +18,10 @@ from core.events import (
     AssistantMessage,
     BatchCompleted,
     BatchProposed,
+    BlobRef,
     CallResult,
     CallStatus,
+    Compacted,
     Event,
     PlannedCall,
     RulesAdded,
@@ -63,6 +65,8 @@ def summarize(state: SessionState) -> dict[str, Any]:
         "unknown_receipts": dict(state.unknown_receipts),
         "ended": state.ended,
         "end_reason": state.end_reason,
+        "context_chars": state.context_chars,
+        "compactions": state.compactions,
     }
 
 
@@ -227,6 +231,42 @@ def user_merge_after_batch() -> Log:
     )
 
 
+BUILD_LOG_BLOB = BlobRef(sha256="5d" * 32, size=100_000)
+BUILD_LOG_EXCERPT = ("line 1: compiling\n[... 99000 characters not shown ...]\nBUILD OK (3 warnings)\n"
+                     f"[full output (100000 bytes) kept as blob sha256:{'5d' * 32}]")
+COMPACTION_SUMMARY = ("[Summary of the earlier conversation, compacted by Strata without a model call: 3 earlier "
+                      "messages; the full record stays in the session log.]\n"
+                      "- user: Summarize the build log.\n"
+                      "- assistant: Reading the log.\n"
+                      '- called read_file {"path":"build.log"} -> ok: line 1: compiling [... 99000 characters not '
+                      "shown ...]")
+
+
+def compacted_with_blob() -> Log:
+    """A large output kept as a blob (the event holds the excerpt), then a compaction before the next turn: the
+    summary replaces the first three messages; the answer after them and everything later stay."""
+    return Log().add(
+        started(),
+        UserMessage(text="Summarize the build log."),
+        batch("batch_0001", "Reading the log.", call("toolu_0001", "read_file", path="build.log")),
+        result("batch_0001", "toolu_0001", "read_file", "ok", BUILD_LOG_EXCERPT, blob=BUILD_LOG_BLOB,
+               duration_ms=4.0),
+        BatchCompleted(batch_id="batch_0001"),
+        say("The build passed with 3 warnings."),
+        TurnVerified(),
+        SessionEnded(status="completed"),
+        SessionResumed(plan_digest="plan-v1"),
+        UserMessage(text="Now list the warnings."),
+        Compacted(upto_message=3, summary=COMPACTION_SUMMARY, tokens_before=2100, tokens_after=120),
+        batch("batch_0002", None, call("toolu_0002", "bash", command="grep warning build.log")),
+        result("batch_0002", "toolu_0002", "bash", "ok", "w1\nw2\nw3", duration_ms=12.0),
+        BatchCompleted(batch_id="batch_0002"),
+        say("The warnings are w1, w2 and w3."),
+        TurnVerified(),
+        SessionEnded(status="completed"),
+    )
+
+
 CASES: dict[str, Callable[[], Log]] = {
     "simple_completed": simple_completed,
     "mixed_batch": mixed_batch,
@@ -235,6 +275,7 @@ CASES: dict[str, Callable[[], Log]] = {
     "reconciled_after_resume": reconciled_after_resume,
     "rules_added_on_resume": rules_added_on_resume,
     "user_merge_after_batch": user_merge_after_batch,
+    "compacted_with_blob": compacted_with_blob,
 }
 
 

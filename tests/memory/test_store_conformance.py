@@ -1,8 +1,10 @@
 """One conformance suite for the `EventStore` contract, run against the SQLite store (a real file) and the
-in-memory fake: whatever one store promises, the other keeps."""
+in-memory fake: whatever one store promises, the other keeps (events, receipts, leases, fork, timeline, blobs and
+snapshots)."""
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import time
 from collections.abc import AsyncIterator
@@ -12,12 +14,14 @@ from pathlib import Path
 import anyio
 import pytest
 
+from core.blobs import Blob
 from core.clock import SteppingClock
 from core.errors import PersistError, ReceiptError, SessionActive, SessionNotFound
 from core.events import (
     AssistantMessage,
     BatchCompleted,
     BatchProposed,
+    BlobRef,
     CallResult,
     Event,
     PlannedCall,
@@ -33,6 +37,7 @@ from memory import (
     NewReceipt,
     ReceiptUpdate,
     SessionRecord,
+    Snapshot,
     SqliteEventStore,
     Write,
 )
@@ -678,3 +683,96 @@ async def test_fork_does_not_copy_the_timeline(store: EventStore) -> None:
     (row,) = await store.read_timeline("dst")
     assert (row.seq, row.prev_hash) == (1, GENESIS_HASH)
     assert len(await store.read_timeline("s1")) == 7
+
+
+# -- blobs and snapshots ------------------------------------------------------------------------------------
+
+
+def big_result(call_id: str, text: str) -> tuple[CallResult, Blob]:
+    data = text.encode()
+    ref = BlobRef(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+    event = CallResult(batch_id="b1", call_id=call_id, tool="write_file", status="ok", content="excerpt",
+                       is_error=False, blob=ref)
+    return event, Blob(ref.sha256, data)
+
+
+async def test_blob_is_stored_with_the_event_that_names_it(store: EventStore) -> None:
+    """A Write's blobs are stored in its commit and read back by sha256; the event keeps only the reference."""
+    await new_session(store, "s1", batch("b1", "c1"))
+    event, blob = big_result("c1", "x" * 50_000)
+    (stored,) = await store.commit("s1", Write(events=[(event, 1)], blobs=[blob]))
+    assert isinstance(stored.event, CallResult) and stored.event.blob == BlobRef(sha256=blob.sha256, size=50_000)
+    assert await store.get_blob(blob.sha256) == blob.data
+    assert await store.get_blob("0" * 64) is None
+
+
+async def test_equal_blobs_are_stored_once(store: EventStore) -> None:
+    """The same output twice (in one commit or across commits) is one blob: insert-or-ignore, no error."""
+    await new_session(store, "s1", batch("b1", "c1", "c2", "c3"))
+    first, blob = big_result("c1", "same output " * 2_000)
+    second, again = big_result("c2", "same output " * 2_000)
+    await store.commit("s1", Write(events=[(first, 1), (second, 1)], blobs=[blob, again]))
+    third, once_more = big_result("c3", "same output " * 2_000)
+    await store.commit("s1", Write(events=[(third, 1)], blobs=[once_more]))
+    assert await store.get_blob(blob.sha256) == blob.data
+
+
+async def test_failed_commit_stores_neither_blob_nor_snapshot(store: EventStore) -> None:
+    """A commit that fails keeps nothing of its write: no blob, no snapshot, no event."""
+    await new_session(store, "s1", batch("b1", "c1", "c2"))
+    await store.commit("s1", Write(new_receipts=[receipt("r1", "c1", key="k1")]))
+    event, blob = big_result("c2", "y" * 40_000)
+    with pytest.raises(PersistError):
+        await store.commit("s1", Write(events=[(event, 1)], blobs=[blob], new_receipts=[receipt("r2", "c2", key="k1")],
+                                       snapshot=Snapshot(seq=2, version="v", data=b"state")))
+    assert await store.get_blob(blob.sha256) is None
+    assert await store.read_latest_snapshot("s1") is None
+    assert [e.seq for e in await store.read_events("s1")] == [1, 2]
+
+
+async def test_snapshot_round_trip_and_the_latest_wins(store: EventStore) -> None:
+    """A session has no snapshot until a commit carries one; a later snapshot replaces the earlier one."""
+    await new_session(store, "s1", user("a"), user("b"))
+    assert await store.read_latest_snapshot("s1") is None
+    await store.commit("s1", Write(events=[(user("c"), 0)], snapshot=Snapshot(seq=3, version="v1", data=b"at 3")))
+    assert await store.read_latest_snapshot("s1") == Snapshot(seq=3, version="v1", data=b"at 3")
+    await store.commit("s1", Write(events=[(user("d"), 0)], snapshot=Snapshot(seq=5, version="v1", data=b"at 5")))
+    assert await store.read_latest_snapshot("s1") == Snapshot(seq=5, version="v1", data=b"at 5")
+
+
+async def test_snapshot_may_name_an_event_of_its_own_commit(store: EventStore) -> None:
+    """The snapshot's seq may be any seq up to the last event the commit writes."""
+    await new_session(store, "s1")
+    await store.commit("s1", Write(events=[(user("a"), 0), (user("b"), 0)],
+                                   snapshot=Snapshot(seq=3, version="v", data=b"s")))
+    snapshot = await store.read_latest_snapshot("s1")
+    assert snapshot is not None and snapshot.seq == 3
+
+
+async def test_snapshot_beyond_the_log_is_refused(store: EventStore) -> None:
+    """A snapshot past the last event would hide events never written: PersistError, nothing stored."""
+    await new_session(store, "s1", user("a"))
+    with pytest.raises(PersistError):
+        await store.commit("s1", Write(events=[(user("b"), 0)], snapshot=Snapshot(seq=9, version="v", data=b"s")))
+    assert await store.read_latest_snapshot("s1") is None
+    assert [e.seq for e in await store.read_events("s1")] == [1, 2]
+
+
+async def test_snapshots_of_sessions_are_separate(store: EventStore) -> None:
+    """Each session has its own latest snapshot; an unknown session has none."""
+    await new_session(store, "s1", user("a"))
+    await new_session(store, "s2", user("b"), user("c"))
+    await store.commit("s1", Write(snapshot=Snapshot(seq=2, version="v", data=b"one")))
+    await store.commit("s2", Write(snapshot=Snapshot(seq=3, version="v", data=b"two")))
+    one, two = await store.read_latest_snapshot("s1"), await store.read_latest_snapshot("s2")
+    assert one is not None and two is not None
+    assert (one.seq, one.data, two.seq, two.data) == (2, b"one", 3, b"two")
+    assert await store.read_latest_snapshot("nope") is None
+
+
+async def test_read_events_after_a_snapshot_reads_only_the_tail(store: EventStore) -> None:
+    """The tail after a snapshot's seq is exactly the later events, whatever the log's length."""
+    await new_session(store, "s1", *[user(str(i)) for i in range(300)])
+    tail = await store.read_events("s1", after_seq=295)
+    assert [e.seq for e in tail] == [296, 297, 298, 299, 300, 301]
+    assert await store.read_events("s1", after_seq=301) == []

@@ -95,9 +95,9 @@ async def test_migration_upgrades_a_database_made_before_the_timeline(db_path: P
     finally:
         await new.close()
     with raw(db_path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(migrations.MIGRATIONS) == 2
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(migrations.MIGRATIONS)
         names = [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY rowid")]
-        assert names == ["001_initial", "002_timeline"]
+        assert names[:2] == ["001_initial", "002_timeline"]
         triggers = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
         assert {"timeline_no_update", "timeline_no_delete", "events_no_update", "events_no_delete"} <= triggers
 

@@ -1,0 +1,73 @@
+"""`strata export ID --format jsonl|html|otlp [--output FILE]`: a session for people and tools that were not
+there. Everything written is masked with the runtime's masker (configured secrets included)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import anyio
+import click
+
+from agent.session import runtime
+from core.errors import StrataError
+from core.masking import Masker
+from observability.export import RENDERERS, ExportFormat, SessionSnapshot, load_snapshot
+
+
+def _write(path: Path, text: str) -> None:
+    """Write atomically: a reader never sees half an export, and a failure leaves no partial file."""
+    directory = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise StrataError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise StrataError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+@click.command(name="export")
+@click.argument("session_id")
+@click.option("--format", "fmt", type=click.Choice(list(RENDERERS)), default="jsonl", show_default=True,
+              help="jsonl: the session header, state events, timeline rows and receipts, one object per line. "
+                   "html: one self-contained page with a waterfall. otlp: an OTLP/JSON trace (GenAI conventions).")
+@click.option("--output", "-o", metavar="FILE", default=None,
+              help="Where to write ('-' for stdout). Default: stdout for jsonl and otlp, strata-ID.html in the "
+                   "current directory for html.")
+def export(session_id: str, fmt: ExportFormat, output: str | None) -> None:
+    """Export session SESSION_ID, masked, as JSONL, HTML or OTLP JSON."""
+    from agent.cli.main import _apply_config, _config, _fail, _run, _settings
+
+    settings = _settings()
+
+    async def main() -> tuple[SessionSnapshot, Masker]:
+        async with runtime(settings) as rt:
+            snapshot = await load_snapshot(rt.store, session_id)
+            workspace = Path(snapshot.record.workspace)
+            # Secrets named in the session's config are masked too, as they were when it ran. Config files are
+            # read in a worker thread, off the event loop.
+            await anyio.to_thread.run_sync(
+                lambda: _apply_config(rt, _config(workspace if workspace.is_dir() else None)))
+            return snapshot, rt.masker
+
+    snapshot, masker = _run(main)
+    text = RENDERERS[fmt](snapshot, masker)
+    if output == "-" or (output is None and fmt != "html"):
+        click.echo(text, nl=False)
+        return
+    path = Path(output) if output is not None else Path.cwd() / f"strata-{session_id}.html"
+    try:
+        _write(path, text)
+    except StrataError as err:
+        _fail(err)
+    click.echo(str(path.resolve()))
+    sys.stdout.flush()

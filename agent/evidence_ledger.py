@@ -1,0 +1,358 @@
+"""The evidence ledger (ARCHITECTURE.md section 7): one JSONL file per session, `<home>/ledger/<session>.jsonl`, of
+masked diagnostic rows, one per tool call (denied and parked ones included) and one per model attempt. A call row
+carries the sha256 of the raw arguments and of the raw result, so it can be matched with the state log, a receipt
+or a file without holding either.
+
+It is best effort and kept off the loop's path. When a call or an attempt is observed only references are kept;
+once a commit has carried them (the loop's observer sees its events) the rows go to one writer thread per ledger,
+which masks, serialises and appends them with one write and flush per batch, so a slow disk never holds up the
+loop. The ledger is in no transaction with the timeline or the state log: rows whose commit never came (it
+failed, the run was interrupted) are written at close with `"committed": false`. A row that cannot be built or
+written is counted in `failures` and logged (the first one as a warning); nothing here ever raises into the loop.
+A resumed session appends to the same file."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import anyio
+import structlog
+
+from agent.loop import Observer
+from core.clock import Clock, iso
+from core.events import CallResult, PlannedCall, StoredEvent
+from core.hashing import canonical_json, sha256_text
+from core.masking import MASK_TOKEN, Masker
+from core.model import ModelAttempt, ModelListener
+from memory.session_writer import SessionWriter
+from tool_executor.record import CallTrace, Recorder, call_decision
+
+log = structlog.get_logger("strata.ledger")
+
+LEDGER_DIR = "ledger"
+ROW_VERSION = 1
+EXCERPT_CHARS = 1000
+EXCERPT_MASK_CHARS = 2048
+"""Longer text is masked as a stream prefix of this many characters: an excerpt never costs a whole result."""
+CLOSE_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    trace: CallTrace
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class _Settled:
+    call: PlannedCall
+    result: CallResult
+    turn: int
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class _Attempt:
+    attempt: ModelAttempt
+    turn: int
+    at: datetime
+
+
+_Observation = _Call | _Settled | _Attempt
+_Batch = tuple[list[_Observation], datetime | None]
+"""Observations and the time of the commit that carried them (None: no commit did)."""
+
+
+class EvidenceLedger:
+    def __init__(self, path: Path, session_id: str, masker: Masker, clock: Clock, turn: Callable[[], int]) -> None:
+        self.path = path
+        self.session_id = session_id
+        self.masker = masker
+        self.turn = turn
+        """The turn a model attempt belongs to (the loop's current turn)."""
+        self._clock = clock
+        self._pending: list[_Observation] = []
+        self._queue: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._file: BinaryIO | None = None
+        self.rows_written = 0
+        self.failures = 0
+        """Rows that could not be built or written."""
+
+    # -- observing (in the loop: cheap, never raises) ------------------------------------------------------------
+
+    def call(self, trace: CallTrace) -> None:
+        self._observe(lambda now: _Call(trace, now))
+
+    def settled(self, call: PlannedCall, result: CallResult, turn: int) -> None:
+        self._observe(lambda now: _Settled(call, result, turn, now))
+
+    def attempt(self, attempt: ModelAttempt) -> None:
+        self._observe(lambda now: _Attempt(attempt, self.turn(), now))
+
+    def committed(self, at: datetime | None) -> None:
+        """A commit was made: what was observed before it goes to the writer."""
+        if not self._pending:
+            return
+        batch, self._pending = self._pending, []
+        if self._thread is None:
+            thread = threading.Thread(target=self._write_loop, name=f"strata-ledger-{self.session_id}", daemon=True)
+            try:
+                thread.start()
+            except RuntimeError as exc:  # no thread to be had: these rows are lost, the loop goes on
+                self._failed(len(batch), "cannot start the ledger writer", exc)
+                return
+            self._thread = thread
+        self._queue.put((batch, at))
+
+    def _observe(self, make: Callable[[datetime], _Observation]) -> None:
+        try:
+            self._pending.append(make(self._clock.now()))
+        except Exception as exc:
+            self._failed(1, "cannot observe for the ledger", exc)
+
+    # -- wiring: the recorder, listener and observer the loop is given --------------------------------------------
+
+    def recorder(self, inner: Recorder) -> Recorder:
+        return _LedgerRecorder(inner, self)
+
+    def listener(self, inner: ModelListener | None) -> ModelListener:
+        return _LedgerListener(self, inner)
+
+    def observer(self, inner: Observer | None) -> Observer:
+        def observe(item: StoredEvent) -> None:
+            self.committed(item.at)
+            if inner is not None:
+                inner(item)
+
+        return observe
+
+    async def aclose(self) -> None:
+        """Write what is left (rows no commit carried are marked so) and stop the writer."""
+        self.committed(None)
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        self._queue.put(None)
+        await anyio.to_thread.run_sync(thread.join, CLOSE_TIMEOUT_S)
+        if thread.is_alive():
+            log.warning("the evidence ledger is still writing; rows may be lost", path=str(self.path),
+                        session_id=self.session_id)
+
+    # -- the writer thread ------------------------------------------------------------------------------------
+
+    def _write_loop(self) -> None:
+        stop = False
+        while not stop:
+            item = self._queue.get()
+            if item is None:
+                break
+            batches = [item]
+            while True:  # whatever else is queued goes in the same write
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stop = True
+                    break
+                batches.append(more)
+            self._write(batches)
+        if self._file is not None:
+            self._close_file()
+
+    def _write(self, batches: list[_Batch]) -> None:
+        lines: list[str] = []
+        for observations, committed_at in batches:
+            for obs in observations:
+                try:
+                    lines.append(json.dumps(self._row(obs, committed_at), ensure_ascii=False) + "\n")
+                except Exception as exc:
+                    self._failed(1, "cannot build a ledger row", exc)
+        if not lines:
+            return
+        try:
+            f = self._file or self._open()
+            f.write("".join(lines).encode("utf-8", "backslashreplace"))
+            f.flush()
+        except OSError as exc:
+            self._failed(len(lines), "cannot write the evidence ledger", exc)
+            self._close_file()  # reopened, on a fresh line, for the next batch
+            return
+        self.rows_written += len(lines)
+
+    def _open(self) -> BinaryIO:
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        f = os.fdopen(fd, "a+b")
+        try:
+            size = f.seek(0, os.SEEK_END)
+            if size:  # a torn last line (a crash, a failed write) must not swallow the next row
+                f.seek(size - 1)
+                if f.read(1) != b"\n":
+                    f.write(b"\n")
+        except OSError:
+            f.close()
+            raise
+        self._file = f
+        return f
+
+    def _close_file(self) -> None:
+        f, self._file = self._file, None
+        if f is not None:
+            with contextlib.suppress(OSError):
+                f.close()
+
+    def _failed(self, rows: int, what: str, exc: BaseException) -> None:
+        first = self.failures == 0
+        self.failures += rows
+        emit = log.warning if first else log.debug
+        emit(what, path=str(self.path), session_id=self.session_id, rows=rows,
+             error=getattr(exc, "strerror", None) or str(exc) or type(exc).__name__, failures=self.failures)
+
+    # -- rows -------------------------------------------------------------------------------------------------
+
+    def _row(self, obs: _Observation, committed_at: datetime | None) -> dict[str, Any]:
+        match obs:
+            case _Call(trace=trace):
+                body = _call_row(trace, self.masker)
+            case _Settled(call=call, result=result, turn=turn):
+                body = _settled_row(call, result, turn, self.masker)
+            case _Attempt(attempt=attempt, turn=turn):
+                body = _attempt_row(attempt, turn, self.masker)
+        return {"v": ROW_VERSION, "session_id": self.session_id, **body, "observed_at": iso(obs.at),
+                "committed_at": iso(committed_at) if committed_at else None, "committed": committed_at is not None}
+
+
+def _call_row(trace: CallTrace, masker: Masker) -> dict[str, Any]:
+    d, result = trace.decision, trace.result
+    decision, by = call_decision(trace)
+    row: dict[str, Any] = {
+        "kind": "call", "turn": trace.env.turn, "call_id": trace.call.call_id,
+        "batch_id": result.batch_id if result else None, "tool": d.tool, "decision": decision,
+        "check": masker.mask(by) if by else by, "outcome": result.status if result else None,
+        "duration_ms": result.duration_ms if result else None,
+        "args_sha256": d.input_sha256, "result_sha256": sha256_text(result.content) if result else None,
+        "receipt_id": trace.receipt_id,
+        "steps": [[s.check, s.outcome, masker.mask(s.detail)] for s in (*d.steps, *trace.post_steps)],
+        "args": excerpt(masker, canonical_json(dict(d.input))),
+        "result": excerpt(masker, result.content) if result else None,
+    }
+    if d.tool != trace.call.tool or d.input_sha256 != trace.call.input_sha256:
+        row["proposed"] = {"tool": trace.call.tool, "args_sha256": trace.call.input_sha256}
+    if trace.lock:
+        row["lock"] = masker.mask(trace.lock)
+    return row
+
+
+def _settled_row(call: PlannedCall, result: CallResult, turn: int, masker: Masker) -> dict[str, Any]:
+    return {"kind": "call", "turn": turn, "call_id": call.call_id, "batch_id": result.batch_id, "tool": call.tool,
+            "decision": "allowed", "check": "receipt", "outcome": result.status, "duration_ms": None,
+            "args_sha256": call.input_sha256, "result_sha256": sha256_text(result.content),
+            "receipt_id": result.receipt_id, "steps": [], "args": excerpt(masker, canonical_json(dict(call.input))),
+            "result": excerpt(masker, result.content), "settled_on_resume": True}
+
+
+def _attempt_row(attempt: ModelAttempt, turn: int, masker: Masker) -> dict[str, Any]:
+    u = attempt.usage
+    return {"kind": "model_attempt", "turn": turn, "attempt": attempt.number, "outcome": attempt.outcome,
+            "error_kind": attempt.error_kind, "status_code": attempt.status_code,
+            "request_id": masker.mask(attempt.request_id) if attempt.request_id else None,
+            "duration_ms": round(attempt.duration_ms, 3), "retry_after_s": attempt.retry_after_s,
+            "delay_s": attempt.delay_s, "message": excerpt(masker, attempt.message),
+            "usage": None if u is None else {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
+                                             "cache_read_tokens": u.cache_read_tokens,
+                                             "cache_write_tokens": u.cache_write_tokens}}
+
+
+def excerpt(masker: Masker, text: str, limit: int = EXCERPT_CHARS) -> str:
+    """About the first `limit` characters of `text`, masked before they are cut (cut first, a secret across the
+    cut would lose the part that makes it recognisable), and never cutting a mask token in two. Long text is
+    masked as a stream prefix, which lets out only what cannot be part of a secret."""
+    if len(text) <= EXCERPT_MASK_CHARS:
+        masked = masker.mask(text)
+        if len(masked) <= limit:
+            return masked
+    else:
+        masked = masker.stream().feed(text[:EXCERPT_MASK_CHARS])
+    cut = min(limit, len(masked))
+    start = masked.rfind("[MASKED:", max(0, limit - 48), limit)
+    if start != -1:
+        token = MASK_TOKEN.match(masked, start)
+        if token is not None and token.end() > limit:
+            cut = token.end()
+    return f"{masked[:cut]}... [{len(text)} characters in all]"
+
+
+class _LedgerRecorder(Recorder):
+    """The timeline's recorder, and the ledger beside it."""
+
+    def __init__(self, inner: Recorder, ledger: EvidenceLedger) -> None:
+        self.inner = inner
+        self.ledger = ledger
+
+    def record(self, trace: CallTrace, writer: SessionWriter) -> None:
+        self.inner.record(trace, writer)
+        self.ledger.call(trace)
+
+    def settled(self, call: PlannedCall, result: CallResult, turn: int, writer: SessionWriter) -> None:
+        self.inner.settled(call, result, turn, writer)
+        self.ledger.settled(call, result, turn)
+
+
+class _LedgerListener:
+    def __init__(self, ledger: EvidenceLedger, inner: ModelListener | None) -> None:
+        self._ledger = ledger
+        self._inner = inner
+
+    def on_text(self, delta: str) -> None:
+        if self._inner is not None:
+            self._inner.on_text(delta)
+
+    def on_attempt(self, attempt: ModelAttempt) -> None:
+        self._ledger.attempt(attempt)
+        if self._inner is not None:
+            self._inner.on_attempt(attempt)
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+class Ledgers:
+    """The evidence ledgers of one runtime, under `directory`: one per session, kept while the runtime is open
+    (a session resumed in the same process goes on with the same writer)."""
+
+    def __init__(self, directory: Path, clock: Clock) -> None:
+        self.directory = directory
+        self._clock = clock
+        self._open: dict[str, EvidenceLedger] = {}
+
+    def path(self, session_id: str) -> Path:
+        return self.directory / f"{_UNSAFE.sub('_', session_id)}.jsonl"
+
+    def open(self, session_id: str, masker: Masker, *, turn: Callable[[], int]) -> EvidenceLedger:
+        ledger = self._open.get(session_id)
+        if ledger is None:
+            ledger = self._open[session_id] = EvidenceLedger(self.path(session_id), session_id, masker, self._clock,
+                                                             turn)
+        else:
+            ledger.masker, ledger.turn = masker, turn
+        return ledger
+
+    def get(self, session_id: str) -> EvidenceLedger | None:
+        return self._open.get(session_id)
+
+    async def aclose(self) -> None:
+        ledgers, self._open = list(self._open.values()), {}
+        for ledger in ledgers:
+            await ledger.aclose()

@@ -1,0 +1,116 @@
+"""Fork: a new session whose state log is another's up to a batch boundary, to try a different continuation
+from there.
+
+The copy is the parent's events 1..SEQ, each with its turn, committed in one transaction with the new session
+row (parent id and fork seq) and a `forked` timeline row. Only the first event changes: `SessionStarted` names the
+new session and its parent, because the session id in the log is the one the loop writes to and derives
+idempotency keys from. Event times are those of the fork's commit.
+
+Effects before the fork point are never re-armed: SEQ must be a point where no batch is open, so every call in
+the copy has its result and nothing is pending; the copied results stay as they were; receipts stay with the
+parent (the fork has none until it runs something new). Resuming the fork continues from SEQ."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.session import Runtime
+from core.errors import StrataError, UsageError
+from core.events import SessionStarted, StoredEvent
+from core.state import FoldError, SessionState, apply
+from core.timeline import TimelineEntry
+from memory.records import SessionRecord, SessionStatus, Write
+
+
+@dataclass(frozen=True)
+class ForkResult:
+    session_id: str
+    parent_id: str
+    fork_seq: int
+    events: int
+    turns: int
+    """Assistant turns in the copied log: the scripted model continues the fork at this turn."""
+    status: SessionStatus
+
+
+@dataclass(frozen=True)
+class _Walk:
+    valid: list[int]
+    """Seqs after which no batch is open: the points a fork may be taken at."""
+    open_at: dict[int, tuple[str, int]]
+    """Seq -> (batch id, seq it was proposed at) for seqs inside an open batch."""
+    closed_at: dict[str, int]
+    """Batch id -> seq of its batch_completed."""
+
+
+def _walk(session_id: str, events: list[StoredEvent]) -> _Walk:
+    state = SessionState()
+    valid: list[int] = []
+    open_at: dict[int, tuple[str, int]] = {}
+    closed_at: dict[str, int] = {}
+    for stored in events:
+        before = state.open_batch
+        try:
+            apply(state, stored)
+        except FoldError as exc:
+            raise StrataError(f"session {session_id} has an inconsistent log: {exc}",
+                              hint="the log was left untouched; nothing was forked") from None
+        batch = state.open_batch
+        if batch is None:
+            valid.append(stored.seq)
+            if before is not None:
+                closed_at[before.batch_id] = stored.seq
+        else:
+            open_at[stored.seq] = (batch.batch_id, batch.proposed_seq)
+    return _Walk(valid, open_at, closed_at)
+
+
+def _not_a_boundary(session_id: str, at_seq: int, walk: _Walk) -> UsageError:
+    batch_id, proposed = walk.open_at[at_seq]
+    before = max((s for s in walk.valid if s < at_seq), default=None)
+    after = min((s for s in walk.valid if s > at_seq), default=None)
+    closed = walk.closed_at.get(batch_id)
+    where = f"closed at seq {closed}" if closed is not None else "still open"
+    options = [f"seq {s}" for s in (before, after) if s is not None]
+    return UsageError(
+        f"cannot fork session {session_id} at seq {at_seq}: batch {batch_id} is open there (proposed at seq "
+        f"{proposed}, {where}); the nearest batch boundaries are {' and '.join(options)}",
+        hint=f"fork at a batch boundary, e.g. `strata fork {session_id} --at {after if after is not None else before}`")
+
+
+async def fork_session(rt: Runtime, source_id: str, at_seq: int) -> ForkResult:
+    """Copy `source_id`'s log up to `at_seq` into a new session. SessionNotFound for an unknown id, UsageError
+    for a seq outside the log or inside an open batch (naming the nearest boundaries); nothing is written then."""
+    source = await rt.store.get_session(source_id)
+    events = await rt.store.read_events(source_id)
+    if not events:
+        raise StrataError(f"session {source_id} has no events to fork")
+    last = events[-1].seq
+    if not 1 <= at_seq <= last:
+        raise UsageError(f"cannot fork session {source_id} at seq {at_seq}: its log has seqs 1 to {last}",
+                         hint=f"`strata export {source_id} --format jsonl` lists the events with their seqs")
+    walk = _walk(source_id, events)
+    if at_seq in walk.open_at:
+        raise _not_a_boundary(source_id, at_seq, walk)
+    prefix = [e for e in events if e.seq <= at_seq]
+    first = prefix[0].event
+    assert isinstance(first, SessionStarted)  # fold checked it
+    new_id = rt.ids.session_id()
+    state = SessionState()
+    for stored in prefix:
+        apply(state, stored)
+    status: SessionStatus = state.ended if state.ended is not None else "idle"
+    now = rt.clock.now()
+    record = SessionRecord(id=new_id, created_at=now, updated_at=now, mode=state.mode, workspace=state.workspace,
+                           model=state.model, title=source.title, parent_id=source_id, fork_seq=at_seq,
+                           status=status)
+    started = first.model_copy(update={"session_id": new_id, "parent_id": source_id})
+    copied = [(started, prefix[0].turn)] + [(e.event, e.turn) for e in prefix[1:]]
+    summary = (f"forked from session {source_id} at seq {at_seq} ({len(prefix)} events, {state.turn} turns); "
+               "effects before the fork point are not re-run")
+    row = TimelineEntry(kind="lifecycle", turn=state.turn, outcome="forked", summary=rt.masker.mask(summary),
+                        data={"parent_id": source_id, "fork_seq": at_seq, "events": len(prefix),
+                              "parent_last_seq": last})
+    await rt.store.create_session(record, Write(events=copied, timeline=[row]))
+    return ForkResult(session_id=new_id, parent_id=source_id, fork_seq=at_seq, events=len(prefix),
+                      turns=state.turn, status=status)

@@ -1,0 +1,55 @@
+"""Large tool outputs. A result whose output is over the threshold (UTF-8 bytes) keeps a bounded excerpt in the
+state log, and the whole output is stored once as a blob keyed by its sha256, in the same commit as the result
+event: the log stays small, nothing is lost, and equal outputs share one blob.
+
+The model sees the excerpt and a note naming the blob, never the whole output: a request stays bounded whatever a
+tool prints."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from core.events import BlobRef, CallResult
+
+BLOB_THRESHOLD = 16 * 1024
+"""Outputs over this many UTF-8 bytes are kept as blobs."""
+EXCERPT_CHARS = 8_000
+"""The excerpt's size in characters (three quarters from the start, one quarter from the end, where errors and
+summaries tend to be), at most half the threshold."""
+
+
+@dataclass(frozen=True)
+class Blob:
+    sha256: str
+    data: bytes
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+
+def note(ref: BlobRef) -> str:
+    return f"[full output ({ref.size} bytes) kept as blob sha256:{ref.sha256}]"
+
+
+def excerpt(text: str, ref: BlobRef, budget: int = EXCERPT_CHARS) -> str:
+    head = budget * 3 // 4
+    tail = budget - head
+    omitted = len(text) - head - tail
+    if omitted <= 0:
+        return f"{text}\n{note(ref)}"
+    return f"{text[:head]}\n[... {omitted} characters not shown ...]\n{text[-tail:]}\n{note(ref)}"
+
+
+def spill(result: CallResult, threshold: int = BLOB_THRESHOLD) -> tuple[CallResult, Blob | None]:
+    """The result as the log keeps it, and the blob to store with it (None when the output is small enough).
+    Cheap for small outputs: a string of n characters holds at most 4n UTF-8 bytes, so most are never encoded."""
+    if result.blob is not None or len(result.content) * 4 <= threshold:
+        return result, None
+    data = result.content.encode("utf-8")
+    if len(data) <= threshold:
+        return result, None
+    ref = BlobRef(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+    kept = excerpt(result.content, ref, min(EXCERPT_CHARS, threshold // 2))
+    return result.model_copy(update={"content": kept, "blob": ref}), Blob(ref.sha256, data)

@@ -1,0 +1,44 @@
+"""Restore a session's state: the latest snapshot plus the tail of the log after it, or, when there is no
+snapshot to trust, the whole log. Either way the events are applied by `core.state.apply`, the function `fold`
+uses, so both give the same state; the snapshot only saves replaying the head of a long log.
+
+A snapshot is never trusted blindly: another version, data that does not load, or a tail that does not apply
+to it makes restore ignore it (with a warning in the log) and fold the whole log instead."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import structlog
+
+from core.snapshot import SnapshotError, load_state
+from core.state import FoldError, SessionState, apply, fold
+from memory.store import EventStore
+
+log = structlog.get_logger("strata.restore")
+
+
+@dataclass
+class Restored:
+    state: SessionState
+    snapshot_seq: int
+    """Seq of the snapshot restore started from; 0 when it folded the whole log."""
+    events_read: int
+    """Events read from the log (the tail after the snapshot, or all of them)."""
+
+
+async def restore(store: EventStore, session_id: str) -> Restored:
+    """Raises FoldError if the log itself is inconsistent."""
+    snapshot = await store.read_latest_snapshot(session_id)
+    if snapshot is not None:
+        try:
+            state = load_state(snapshot.data, snapshot.version, snapshot.seq)
+            tail = await store.read_events(session_id, after_seq=snapshot.seq)
+            for item in tail:
+                apply(state, item)
+            return Restored(state, snapshot.seq, len(tail))
+        except (SnapshotError, FoldError) as exc:
+            log.warning("snapshot ignored; folding the whole log", session_id=session_id, seq=snapshot.seq,
+                        reason=str(exc))
+    events = await store.read_events(session_id)
+    return Restored(fold(events), 0, len(events))

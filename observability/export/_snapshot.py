@@ -1,0 +1,89 @@
+"""A session as the exporters read it: the session row, the state log and its folded state, the timeline and the
+receipts, read through the store in one place. Nothing here is masked yet: exporters mask what they write."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from core.errors import SessionNotFound, StrataError
+from core.events import AssistantMessage, BatchProposed, StoredEvent
+from core.state import FoldError, SessionState, fold
+from core.timeline import TimelineRow
+from memory.records import Receipt, SessionRecord
+from memory.store import EventStore
+
+
+@dataclass(frozen=True)
+class SessionSnapshot:
+    record: SessionRecord
+    events: list[StoredEvent]
+    """The state log in seq order."""
+    state: SessionState
+    """`fold(events)`: counters, messages, the open batch."""
+    timeline: list[TimelineRow]
+    """Observations in seq order, exactly as stored (summaries were masked when they were written)."""
+    receipts: list[Receipt]
+    """This session's effect receipts (a fork's copied results point at its parent's receipts, which stay there)."""
+    ancestry: list[TimelineRow] = field(default_factory=list)
+    """For a fork: what its parent (or an earlier ancestor) observed about the calls and model turns the fork
+    copied, so they are drawn when they happened. These rows belong to the ancestors' timelines, not this one."""
+
+    @property
+    def session_id(self) -> str:
+        return self.record.id
+
+    @property
+    def unknown_receipts(self) -> int:
+        return sum(1 for r in self.receipts if r.status == "unknown")
+
+
+async def load_snapshot(store: EventStore, session_id: str) -> SessionSnapshot:
+    """Read one session whole. SessionNotFound for an unknown id; a log `fold` rejects is a one-line error (an
+    export of a corrupt log would describe a session that never was)."""
+    record = await store.get_session(session_id)
+    events = await store.read_events(session_id)
+    try:
+        state = fold(events)
+    except FoldError as exc:
+        raise StrataError(f"session {session_id} has an inconsistent log: {exc}",
+                          hint="the log was left untouched; `strata show` reads it the same way") from None
+    timeline = await store.read_timeline(session_id)
+    receipts = await store.list_receipts(session_id)
+    ancestry = await _ancestry(store, record, events)
+    return SessionSnapshot(record=record, events=events, state=state, timeline=timeline, receipts=receipts,
+                           ancestry=ancestry)
+
+
+async def _ancestry(store: EventStore, record: SessionRecord, events: list[StoredEvent]) -> list[TimelineRow]:
+    """The ancestors' rows about the calls and model turns a fork copied, nearest ancestor first. A fork of a
+    fork inherits from further up: each ancestor answers for what it ran itself."""
+    if record.parent_id is None or record.fork_seq is None:
+        return []
+    calls: set[str] = set()
+    turns: set[int] = set()
+    for stored in events:
+        if stored.seq > record.fork_seq:
+            break
+        if isinstance(stored.event, BatchProposed):
+            calls.update(c.call_id for c in stored.event.calls)
+            turns.add(stored.turn)
+        elif isinstance(stored.event, AssistantMessage):
+            turns.add(stored.turn)
+    found: list[TimelineRow] = []
+    ancestor: str | None = record.parent_id
+    seen: set[str] = {record.id}
+    while ancestor is not None and ancestor not in seen and (calls or turns):
+        seen.add(ancestor)
+        try:
+            parent = await store.get_session(ancestor)
+        except SessionNotFound:
+            break
+        rows = await store.read_timeline(ancestor)
+        answered_calls = {r.call_id for r in rows if r.kind == "call" and r.call_id in calls}
+        answered_turns = {r.turn for r in rows if r.kind == "model_attempt" and r.turn in turns}
+        found += [r for r in rows if (r.call_id is not None and r.call_id in answered_calls)
+                  or (r.kind == "model_attempt" and r.turn in answered_turns)]
+        calls -= answered_calls
+        turns -= answered_turns
+        ancestor = parent.parent_id
+    return found

@@ -1,0 +1,137 @@
+"""What only the SQLite store promises about blobs and snapshots: migration 003 upgrades a version-2 file in
+place, blobs cannot be edited, a session keeps one snapshot row, and reading the tail after a snapshot costs the
+same whatever the session's length (a key range, not a scan)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
+from contextlib import closing, contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+import memory.migrations as migrations
+from core.blobs import Blob
+from core.clock import SteppingClock
+from core.events import SessionStarted, UserMessage
+from core.snapshot import SNAPSHOT_VERSION, dump_state
+from core.state import fold
+from core.timeline import TimelineEntry
+from memory import SessionRecord, Snapshot, SqliteEventStore, Write, restore
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@contextmanager
+def raw(path: Path) -> Iterator[sqlite3.Connection]:
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        yield conn
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "strata.db"
+
+
+@pytest.fixture
+async def store(db_path: Path) -> AsyncIterator[SqliteEventStore]:
+    s = await SqliteEventStore.open(db_path, clock=SteppingClock(start=T0))
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+def record(session_id: str) -> SessionRecord:
+    return SessionRecord(id=session_id, created_at=T0, updated_at=T0, mode="headless", workspace="/ws",
+                         model="script:test", status="idle")
+
+
+def first_write(session_id: str, *texts: str) -> Write:
+    return Write(events=[(SessionStarted(session_id=session_id, mode="headless", workspace="/ws",
+                                         model="script:test", max_turns=5, plan_digest="p"), 0),
+                         *[(UserMessage(text=t), 0) for t in texts]],
+                 timeline=[TimelineEntry(kind="phase", summary="started")])
+
+
+async def test_migration_003_upgrades_a_version_2_file(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file written at schema version 2 gains blobs and snapshots on open; its log and timeline are kept, a
+    session without a snapshot restores by folding its log, and the new tables work."""
+    with monkeypatch.context() as m:
+        m.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:2])
+        old = await SqliteEventStore.open(db_path, clock=SteppingClock(start=T0))
+        await old.create_session(record("s1"), first_write("s1", "hello", "again"))
+        before, timeline = await old.read_events("s1"), await old.read_timeline("s1")
+        await old.close()
+    with raw(db_path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert conn.execute("SELECT name FROM sqlite_master WHERE name IN ('blobs', 'snapshots')").fetchall() == []
+
+    new = await SqliteEventStore.open(db_path, clock=SteppingClock(start=T0))
+    try:
+        assert await new.read_events("s1") == before
+        assert await new.read_timeline("s1") == timeline
+        restored = await restore(new, "s1")
+        assert (restored.state, restored.snapshot_seq, restored.events_read) == (fold(before), 0, 3)
+        snapshot = Snapshot(seq=3, version=SNAPSHOT_VERSION, data=dump_state(restored.state))
+        blob = Blob("ab" * 32, b"z" * 20_000)
+        await new.commit("s1", Write(events=[(UserMessage(text="more"), 0)], blobs=[blob], snapshot=snapshot))
+        assert await new.get_blob(blob.sha256) == blob.data
+        assert (await restore(new, "s1")).snapshot_seq == 3
+    finally:
+        await new.close()
+    with raw(db_path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(migrations.MIGRATIONS) == 3
+        names = [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY rowid")]
+        assert names == ["001_initial", "002_timeline", "003_blobs_snapshots"]
+
+
+async def test_blobs_cannot_be_edited(store: SqliteEventStore, db_path: Path) -> None:
+    """A stored blob is immutable: the database refuses an UPDATE."""
+    await store.create_session(record("s1"), first_write("s1"))
+    await store.commit("s1", Write(events=[(UserMessage(text="x"), 0)], blobs=[Blob("cd" * 32, b"data" * 5_000)]))
+    with raw(db_path) as conn, pytest.raises(sqlite3.IntegrityError, match="immutable"):
+        conn.execute("UPDATE blobs SET data = x'00'")
+
+
+async def test_a_session_keeps_one_snapshot_row(store: SqliteEventStore, db_path: Path) -> None:
+    """Each new snapshot replaces the session's earlier one (a cache of fold, not a history); other sessions'
+    rows are untouched."""
+    await store.create_session(record("s1"), first_write("s1", "a"))
+    await store.create_session(record("s2"), first_write("s2", "b"))
+    await store.commit("s2", Write(snapshot=Snapshot(seq=2, version="v", data=b"s2")))
+    for i in range(5):
+        await store.commit("s1", Write(events=[(UserMessage(text=str(i)), 0)],
+                                       snapshot=Snapshot(seq=2 + i, version="v", data=b"s1")))
+    with raw(db_path) as conn:
+        rows = conn.execute("SELECT session_id, seq FROM session_snapshots ORDER BY session_id").fetchall()
+    assert rows == [("s1", 6), ("s2", 2)]
+
+
+async def _vm_steps(store: SqliteEventStore, session_id: str, after_seq: int) -> tuple[int, int]:
+    """(SQLite VM steps, events) of one read_events(after_seq) call."""
+    steps = [0]
+
+    def count() -> int:
+        steps[0] += 1
+        return 0
+
+    await store._run(lambda conn: conn.set_progress_handler(count, 1))
+    try:
+        tail = await store.read_events(session_id, after_seq=after_seq)
+    finally:
+        await store._run(lambda conn: conn.set_progress_handler(None, 1))
+    return steps[0], len(tail)
+
+
+async def test_reading_the_tail_costs_the_same_in_a_short_and_a_long_session(store: SqliteEventStore) -> None:
+    """read_events(after_seq) seeks into the key range: the last 20 events of a 5,000-event session cost the
+    database as many steps as those of a 50-event one."""
+    await store.create_session(record("short"), first_write("short", *map(str, range(49))))
+    await store.create_session(record("long"), first_write("long", *map(str, range(4_999))))
+    short, n_short = await _vm_steps(store, "short", after_seq=30)
+    long, n_long = await _vm_steps(store, "long", after_seq=4_980)
+    assert n_short == n_long == 20
+    assert long <= short * 1.2 + 50, (short, long)
