@@ -14,12 +14,14 @@ right after the summary.
 
 The summary is a deterministic digest built without a model call: the user's prompts, the answers, and each tool
 called with its outcome, every entry clipped and the whole bounded by `SUMMARY_MAX_CHARS` or an eighth of the
-budget, whichever is smaller (the earliest entries and the most recent are kept, the middle is counted). A model-written summary can replace `digest` later without
-touching fold: the summary text is recorded in the event, never rebuilt on replay."""
+budget, whichever is smaller (the earliest entries and the most recent are kept, the middle is counted). A
+model-written summary can replace `digest` later without touching fold: the summary text is recorded in the event,
+never rebuilt on replay."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 
 from core.events import Compacted
@@ -36,18 +38,19 @@ SUMMARY_HEADER = "[Summary of the earlier conversation, compacted by Strata"
 BLOCK_CHARS = 16
 """A content block's own structure (its type and keys): about four tokens."""
 _ENTRY_CHARS = 300
+_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def block_chars(block: ContentBlock) -> int:
-    match block:
-        case TextBlock():
-            return BLOCK_CHARS + len(block.text)
-        case ToolResultBlock():
-            return BLOCK_CHARS + len(block.tool_use_id) + len(block.content)
-        case ToolUseBlock():
-            return (BLOCK_CHARS + len(block.id) + len(block.name)
-                    + len(json.dumps(block.input, ensure_ascii=False, separators=(",", ":"))))
-    return 0
+    """Called by `apply` for every block that joins the conversation, so it is cheap: a tool input is measured by
+    its repr, which is within a few characters of its JSON and several times faster to make."""
+    kind = type(block)
+    if kind is TextBlock:
+        return BLOCK_CHARS + len(block.text)
+    if kind is ToolResultBlock:
+        return BLOCK_CHARS + len(block.tool_use_id) + len(block.content)
+    assert isinstance(block, ToolUseBlock)
+    return BLOCK_CHARS + len(block.id) + len(block.name) + len(repr(block.input))
 
 
 def message_chars(message: Message) -> int:
@@ -93,7 +96,7 @@ def plan_compaction(messages: Sequence[Message], context_chars: int, *, overhead
     if cut is None:
         return None
     summary = digest(messages[:cut], summary_limit)
-    after = overhead_chars + len(summary) + kept_at_cut
+    after = overhead_chars + BLOCK_CHARS + len(summary) + kept_at_cut
     if after >= before:
         return None
     return Compacted(upto_message=cut, summary=summary, tokens_before=tokens(before), tokens_after=tokens(after))
@@ -106,23 +109,57 @@ def _clip(text: str, limit: int = _ENTRY_CHARS) -> str:
     return flat
 
 
-def _entries(messages: Sequence[Message]) -> list[str]:
+_LEFT_OUT = re.compile(r"- \.\.\. \((\d+) entries left out\)")
+
+
+def _left_out(n: int) -> str:
+    return f"- ... ({n} entries left out)"
+
+
+def _entries(messages: Sequence[Message]) -> list[str | int]:
+    """One line per prompt, answer and call; an int stands for that many entries an earlier summary left out."""
     results = {b.tool_use_id: b for m in messages if m.role == "user" for b in m.content
                if isinstance(b, ToolResultBlock)}
-    entries: list[str] = []
+    entries: list[str | int] = []
     for m in messages:
         for b in m.content:
             if isinstance(b, TextBlock) and m.role == "user" and b.text.startswith(SUMMARY_HEADER):
-                entries.extend(line for line in b.text.splitlines()[1:] if line.strip())  # an earlier summary
+                for line in b.text.splitlines()[1:]:  # an earlier summary: its entries carry on
+                    left_out = _LEFT_OUT.fullmatch(line)
+                    if left_out:
+                        entries.append(int(left_out.group(1)))
+                    elif line.strip():
+                        entries.append(line)
             elif isinstance(b, TextBlock):
                 entries.append(f"- {m.role}: {_clip(b.text)}")
             elif isinstance(b, ToolUseBlock):
-                args = _clip(json.dumps(b.input, ensure_ascii=False, separators=(",", ":")), 120)
+                args = _clip(_json(b.input), 120)
                 r = results.get(b.id)
                 outcome = "no result" if r is None else ("error" if r.is_error else "ok")
                 said = "" if r is None else f": {_clip(r.content, 160)}"
                 entries.append(f"- called {b.name} {args} -> {outcome}{said}")
     return entries
+
+
+def _lines(entries: Sequence[str | int]) -> list[str]:
+    """Entries as lines, runs of left-out counts merged into one line."""
+    lines: list[str] = []
+    pending = 0
+    for e in entries:
+        if isinstance(e, int):
+            pending += e
+            continue
+        if pending:
+            lines.append(_left_out(pending))
+            pending = 0
+        lines.append(e)
+    if pending:
+        lines.append(_left_out(pending))
+    return lines
+
+
+def _size(e: str | int) -> int:
+    return len(e if isinstance(e, str) else _left_out(e)) + 1
 
 
 def digest(messages: Sequence[Message], limit: int = SUMMARY_MAX_CHARS) -> str:
@@ -131,21 +168,22 @@ def digest(messages: Sequence[Message], limit: int = SUMMARY_MAX_CHARS) -> str:
     header = (f"{SUMMARY_HEADER} without a model call: {len(messages)} earlier messages; the full record stays in "
               "the session log.]")
     room = limit - len(header) - 60  # 60: the line that counts what was left out
-    if sum(len(e) + 1 for e in entries) <= room:
-        return "\n".join([header, *entries])
-    head: list[str] = []
+    if sum(_size(e) for e in entries) <= room:
+        return "\n".join([header, *_lines(entries)])
+    head: list[str | int] = []
     used = 0
     for e in entries:  # the first third: how the conversation began
-        if used + len(e) + 1 > room // 3:
+        if used + _size(e) > room // 3:
             break
         head.append(e)
-        used += len(e) + 1
-    tail: list[str] = []
+        used += _size(e)
+    tail: list[str | int] = []
     for e in reversed(entries[len(head):]):  # the rest: the most recent entries
-        if used + len(e) + 1 > room:
+        if used + _size(e) > room:
             break
         tail.append(e)
-        used += len(e) + 1
+        used += _size(e)
     tail.reverse()
-    omitted = len(entries) - len(head) - len(tail)
-    return "\n".join([header, *head, f"- ... ({omitted} entries left out)", *tail])
+    middle = entries[len(head):len(entries) - len(tail)]
+    omitted = sum(e if isinstance(e, int) else 1 for e in middle)
+    return "\n".join([header, *_lines([*head, omitted, *tail])])

@@ -27,7 +27,8 @@ from pydantic import TypeAdapter, ValidationError
 from core.messages import Message
 from core.state import SessionState
 
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = 2
+"""2: tool inputs counted by repr in the conversation-size estimate (1 counted their JSON)."""
 STATE_SCHEMA_DIGEST = "820910dbd18d4244"
 """`state_schema_digest()` of this code (checked by tests/core/test_snapshot.py); computing it costs a schema
 generation, so it is not done on every resume."""
@@ -50,6 +51,11 @@ def _messages() -> TypeAdapter[list[Message]]:
     return TypeAdapter(list[Message])
 
 
+@cache
+def _message() -> TypeAdapter[Message]:
+    return TypeAdapter(Message)
+
+
 class StateEncoder:
     """Encodes successive snapshots of one live state, encoding only the messages it has not encoded before."""
 
@@ -60,10 +66,11 @@ class StateEncoder:
     def dump(self, state: SessionState) -> bytes:
         parts: dict[int, tuple[Message, bytes]] = {}
         encoded = []
+        encode = _message().dump_json
         for message in state.messages:
             hit = self._parts.get(id(message))
             if hit is None or hit[0] is not message:
-                hit = (message, message.__pydantic_serializer__.to_json(message))
+                hit = (message, encode(message))
             parts[id(message)] = hit
             encoded.append(hit[1])
         self._parts = parts

@@ -187,6 +187,10 @@ def test_a_second_compaction_carries_the_first_summary_forward() -> None:
     assert "- user: The very first request." in summary.text
     assert summary.text.count(SUMMARY_HEADER) == 1
     assert len(summary.text) <= SUMMARY_MAX_CHARS
+    lines = summary.text.splitlines()
+    left_out = [i for i, line in enumerate(lines) if line.endswith("entries left out)")]
+    assert len(left_out) == 1, "counts of left-out entries merge into one line"
+    assert int(lines[left_out[0]].split("(")[1].split()[0]) > 60  # most of the 90 calls, counted
 
 
 def test_tool_result_excerpt_in_summary_is_clipped() -> None:

@@ -11,11 +11,12 @@ from core.snapshot import (
     SNAPSHOT_VERSION,
     STATE_SCHEMA_DIGEST,
     SnapshotError,
+    StateEncoder,
     dump_state,
     load_state,
     state_schema_digest,
 )
-from core.state import apply, fold
+from core.state import SessionState, apply, fold
 from tests.core.test_fold import GOLDEN_CASES, PROPERTY, read_log, valid_logs
 
 
@@ -45,6 +46,17 @@ def test_snapshot_then_tail_equals_fold(log: list[StoredEvent]) -> None:
         prefix = fold(log[:i])
         assert load_state(dump_state(prefix), SNAPSHOT_VERSION, log[i - 1].seq) == prefix
         assert restore_at(log, i) == whole
+
+
+@PROPERTY
+@given(valid_logs())
+def test_encoder_reusing_messages_writes_what_a_fresh_encoding_writes(log: list[StoredEvent]) -> None:
+    """The writer's encoder, fed the live state after every event (messages appended, merged, compacted), gives
+    the same bytes as encoding that state from scratch."""
+    encoder, state = StateEncoder(), SessionState()
+    for item in log:
+        apply(state, item)
+        assert encoder.dump(state) == dump_state(state)
 
 
 @pytest.mark.parametrize("name", GOLDEN_CASES)
