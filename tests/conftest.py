@@ -42,7 +42,8 @@ class StrataCLI:
         self.cwd = cwd
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_")}
+        # COLUMNS/LINES from the test runner (pytest-xdist workers set them) would override a pty's real size.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_") and k not in ("COLUMNS", "LINES")}
         env["STRATA_HOME"] = str(self.home)
         env["XDG_CONFIG_HOME"] = str(self.home / "xdg-config")  # never the machine's own user config
         env["PYTHONPATH"] = str(REPO)

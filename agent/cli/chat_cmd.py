@@ -12,8 +12,6 @@ from rich.console import Console
 
 from agent.models import model_from_spec
 from agent.session import Asking, LiveSession, resume_session, runtime, start_session
-from agent.terminal.approver import TerminalApprover
-from agent.terminal.chat import Chat, ChatView, make_prompt
 from core.errors import UsageError
 
 DEFAULT_CHAT_MODEL = "anthropic"
@@ -32,6 +30,8 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
          allow: tuple[str, ...], deny: tuple[str, ...], max_turns: int | None) -> None:
     """Talk to an agent in this terminal; it asks before anything that writes, runs or reaches out."""
     from agent.cli.main import _apply_config, _config, _rules, _run
+    from agent.terminal.approver import TerminalApprover  # the terminal (prompt_toolkit) loads only for chat
+    from agent.terminal.chat import Chat, ChatView, make_prompt
 
     if resume_id and continue_latest:
         raise click.UsageError("use --resume ID or --continue, not both")
