@@ -27,6 +27,7 @@ from core.events import StoredEvent
 from core.hooks import HookSet
 from core.masking import Masker
 from core.policy import PermissionRule, parse_rule
+from core.state import Counters, FoldError
 from memory import restore
 from memory.leases import make_liveness
 from memory.records import RECEIPT_STATUSES, SessionRecord
@@ -225,7 +226,13 @@ def sessions(as_json: bool) -> None:
             unknown: dict[str, int] = {}
             for r in await rt.store.list_receipts(status="unknown"):
                 unknown[r.session_id] = unknown.get(r.session_id, 0) + 1
-            views = [session_view(r, _display_status(rt, r), unknown.get(r.id, 0)) for r in records]
+            views = []
+            for r in records:
+                try:  # the counters come from the folded state: one snapshot plus a short tail per session
+                    counters: Counters | None = (await restore(rt.store, r.id)).state.counters
+                except FoldError:
+                    counters = None
+                views.append(session_view(r, _display_status(rt, r), unknown.get(r.id, 0), counters))
         if as_json:
             for v in views:
                 _emit_json(v)
@@ -233,9 +240,13 @@ def sessions(as_json: bool) -> None:
         if not views:
             click.echo("no sessions yet")
             return
+        click.echo(f"{'id':<36}  {'status':<17} {'mode':<11} {'turns':>5} {'calls':>5} {'denied':>6} "
+                   f"{'unknown':>7}  {'updated (UTC)':<19}  title")
         for v in views:
-            flag = f"  unknown:{v['unknown_receipts']}" if v["unknown_receipts"] else ""
-            click.echo(f"{v['id']}  {v['status']:<12} {v['mode']:<9} {v['updated_at'][:19]}  {v['title'][:40]}{flag}")
+            def n(key: str, view: dict[str, Any] = v) -> str:
+                return "?" if view[key] is None else str(view[key])
+            click.echo(f"{v['id']:<36}  {v['status']:<17} {v['mode']:<11} {n('turns'):>5} {n('tool_calls'):>5} "
+                       f"{n('denials'):>6} {v['unknown_receipts']:>7}  {v['updated_at'][:19]:<19}  {v['title'][:40]}")
 
     _run(main)
 

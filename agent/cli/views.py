@@ -6,11 +6,13 @@ from typing import Any
 
 from core.clock import iso
 from core.events import StoredEvent
-from core.state import SessionState
+from core.state import Counters, SessionState
 from memory.records import Receipt, SessionRecord
 
 
-def session_view(rec: SessionRecord, display_status: str, unknown_receipts: int = 0) -> dict[str, Any]:
+def session_view(rec: SessionRecord, display_status: str, unknown_receipts: int = 0,
+                 counters: Counters | None = None) -> dict[str, Any]:
+    """`turns`, `tool_calls` and `denials` are None when the counters were not read (or the log does not fold)."""
     return {
         "id": rec.id,
         "status": display_status,
@@ -24,6 +26,10 @@ def session_view(rec: SessionRecord, display_status: str, unknown_receipts: int 
         "updated_at": iso(rec.updated_at),
         "lease_owner": None if rec.lease is None else {"pid": rec.lease.pid, "host": rec.lease.host},
         "unknown_receipts": unknown_receipts,
+        "turns": counters.assistant_turns if counters else None,
+        "tool_calls": counters.tool_calls if counters else None,
+        "denials": counters.denials if counters else None,
+        "fork_seq": rec.fork_seq,
     }
 
 
