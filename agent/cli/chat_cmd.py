@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -11,10 +12,11 @@ import click
 from rich.console import Console
 
 from agent.models import model_from_spec
-from agent.session import Asking, LiveSession, resume_session, runtime, start_session
+from agent.session import Asking, LiveSession, Runtime, resume_session, runtime, start_session
 from core.errors import UsageError
 
 DEFAULT_CHAT_MODEL = "anthropic"
+TIMELINE_ROWS = 30
 
 
 @click.command()
@@ -69,6 +71,7 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
                 live = await start_session(rt, model=model, workspace=workspace, mode="interactive", rules=rules,
                                            prompt=None, max_turns=settings.max_turns, observer=view, listener=view,
                                            asking=asking)
+            session.commands = _slash_commands(console, rt, live)
             try:
                 if live.state.open_batch is not None:
                     await session.turn(live, None)  # finish the batch a crash or an interrupt left open
@@ -95,3 +98,28 @@ def _replay(console: Console, live: LiveSession) -> None:
             elif block.type == "tool_result":
                 mark = "error" if block.is_error else "ok"
                 console.print(f"[dim]  <- {mark}: {_first_line(block.content, 120)}[/]", highlight=False)
+
+
+def _slash_commands(console: Console, rt: Runtime, live: LiveSession) -> dict[str, Callable[[], Awaitable[None]]]:
+    """/timeline and /receipts: what happened in this session so far, masked like every observation surface."""
+
+    async def timeline() -> None:
+        rows = await rt.store.read_timeline(live.id)
+        shown = [r for r in rows if r.kind in ("call", "approval", "model_attempt", "lifecycle")][-TIMELINE_ROWS:]
+        console.print(f"timeline of {live.id}: {len(rows)} rows; the last {len(shown)} calls, approvals, model "
+                      f"attempts and lifecycle rows (all: strata timeline {live.id})", highlight=False)
+        for r in shown:
+            decision = f" {r.decision}" if r.decision else ""
+            console.print(f"  {r.seq:>5}  t{r.turn:<3} {r.kind:<13}{decision:<10} {r.summary[:140]}", markup=False,
+                          highlight=False)
+
+    async def receipts() -> None:
+        rows = await rt.store.list_receipts(live.id)
+        if not rows:
+            console.print("no effect receipts in this session yet", highlight=False)
+        for r in rows:
+            by = f" (reconciled by {r.reconciled_by})" if r.reconciled_by else ""
+            console.print(f"  {r.id}  {r.status:<10} {r.tool:<10} call {r.call_id}{by}", markup=False,
+                          highlight=False)
+
+    return {"/timeline": timeline, "/receipts": receipts}
