@@ -48,6 +48,7 @@ from core.tools import BoundToolPlan
 from memory.records import Receipt, ReceiptUpdate
 from memory.session_writer import SessionWriter
 from memory.store import EventStore
+from observability import configure_logging
 from tool_executor import BatchRun, CallEnv, ToolCallProcessor
 from tool_executor import result as results
 
@@ -60,6 +61,8 @@ class AgenticLoop:
                  observer: Observer | None = None, listener: ModelListener | None = None,
                  repair_budget: int = 2, masker: Masker | None = None,
                  context_budget: int = DEFAULT_CONTEXT_BUDGET, snapshot_every: int = DEFAULT_SNAPSHOT_EVERY) -> None:
+        if not structlog.is_configured():
+            configure_logging(False)  # embedded use: quiet (warnings to stderr), never structlog's stdout default
         self.store = store
         self.state = state
         self.model = model
