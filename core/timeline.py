@@ -56,25 +56,13 @@ class TimelineEntry(BaseModel):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
-class TimelineRow(BaseModel):
+class TimelineRow(TimelineEntry):
     """A stored timeline row: the entry's fields plus the envelope and chain the store assigned."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     session_id: str
     seq: int
     """1-based per session, gap-free."""
     at: datetime
-    kind: str
-    turn: int = 0
-    call_id: str | None = None
-    tool: str | None = None
-    decision: TimelineDecision | None = None
-    check: str | None = None
-    outcome: str | None = None
-    duration_ms: float | None = None
-    summary: str = ""
-    data: dict[str, Any] = Field(default_factory=dict)
     prev_hash: str
     hash: str
 
