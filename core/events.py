@@ -58,11 +58,21 @@ class UserMessage(_Event):
     """Receipts whose reconciled outcome this (runtime) message reports to the model."""
 
 
+class TokenUsage(_Event):
+    """What one model response cost, as the provider reported it (summed in state across the session)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
 class AssistantMessage(_Event):
     """A model turn with no tool calls: a proposal to finish."""
 
     kind: Literal["assistant_message"] = "assistant_message"
     content: tuple[ContentBlock, ...]
+    usage: TokenUsage | None = None
 
 
 class BatchProposed(_Event):
@@ -72,6 +82,7 @@ class BatchProposed(_Event):
     batch_id: str
     content: tuple[ContentBlock, ...]
     calls: tuple[PlannedCall, ...]
+    usage: TokenUsage | None = None
 
 
 class BlobRef(_Event):

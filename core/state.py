@@ -33,6 +33,7 @@ from core.events import (
     SessionResumed,
     SessionStarted,
     StoredEvent,
+    TokenUsage,
     TurnVerified,
     UserMessage,
 )
@@ -87,6 +88,17 @@ class Counters:
     verified_turns: int = 0
     resumes: int = 0
     repairs: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def add_usage(self, usage: TokenUsage | None) -> None:
+        if usage is not None:
+            self.input_tokens += usage.input_tokens
+            self.output_tokens += usage.output_tokens
+            self.cache_read_tokens += usage.cache_read_tokens
+            self.cache_write_tokens += usage.cache_write_tokens
 
 
 @dataclass
@@ -165,6 +177,7 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
             state.messages.append(message)
             state.context_chars += message_chars(message)
             state.counters.assistant_turns += 1
+            state.counters.add_usage(ev.usage)
             state.ended = None  # the session runs again (e.g. resumed with a higher turn limit)
         case BatchProposed():
             _require_no_open_batch(state, ev.kind)
@@ -172,6 +185,7 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
                 raise FoldError(f"batch {ev.batch_id} has no calls")
             state.open_batch = OpenBatch(ev.batch_id, ev.content, ev.calls, proposed_seq=stored.seq)
             state.counters.assistant_turns += 1
+            state.counters.add_usage(ev.usage)
             state.ended = None
         case CallResult():
             batch = state.open_batch

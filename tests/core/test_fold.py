@@ -103,7 +103,8 @@ def test_golden_mixed_batch_answers_in_proposal_order() -> None:
     assert [(r["tool_use_id"], r["is_error"]) for r in results] == [
         ("toolu_0001", False), ("toolu_0002", True), ("toolu_0003", True)]
     assert exp["counters"] == {"assistant_turns": 2, "tool_calls": 3, "denials": 1, "unknown_outcomes": 0,
-                                    "verified_turns": 0, "resumes": 0, "repairs": 0}
+                                    "verified_turns": 0, "resumes": 0, "repairs": 0, "input_tokens": 0,
+                                    "output_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0}
     assert (exp["ended"], exp["end_reason"]) == ("incomplete", "verification failed after 2 repairs")
 
 

@@ -163,6 +163,23 @@ async def test_server_chosen_tool_ids_round_trip(messages_server: MessagesServer
     await live.release(None)
 
 
+async def test_usage_is_summed_in_state_and_survives_resume(messages_server: MessagesServer, make_model: MakeModel,
+                                                             store: SqliteEventStore, workspace: Path) -> None:
+    """Token usage (input, output, cache read, cache write) of every response is summed in the folded state."""
+    (workspace / "a.txt").write_text("alpha")
+    messages_server.script(
+        Reply([{"type": "tool_use", "name": "read_file", "input": {"path": "a.txt"}}],
+              usage={"input_tokens": 100, "output_tokens": 20, "cache_read_input_tokens": 7,
+                     "cache_creation_input_tokens": 3}),
+        Reply([text("done")], usage={"input_tokens": 150, "output_tokens": 5}))
+    live = await start(make_runtime(store), make_model(), workspace)
+    assert (await live.run()).status == "completed"
+    await live.release(None)
+    counters = fold(await store.read_events(live.id)).counters
+    assert (counters.input_tokens, counters.output_tokens, counters.cache_read_tokens,
+            counters.cache_write_tokens) == (250, 25, 7, 3)
+
+
 # -- interrupted turns -----------------------------------------------------------------------------------------
 
 
