@@ -39,6 +39,7 @@ from core.events import (
     UserMessage,
 )
 from core.faults import fault_point
+from core.hooks import ObserveInput
 from core.ids import IdFactory
 from core.masking import Masker
 from core.model import ModelAdapter, ModelListener
@@ -51,8 +52,10 @@ from memory.store import EventStore
 from observability import configure_logging
 from tool_executor import BatchRun, CallEnv, ToolCallProcessor
 from tool_executor import result as results
+from tool_executor.hooks import run_observe
 
 Observer = Callable[[StoredEvent], None]
+log = structlog.get_logger("strata.loop")
 
 
 class AgenticLoop:
@@ -98,6 +101,24 @@ class AgenticLoop:
             with anyio.CancelScope(shield=True):
                 await self._close_interrupted()
             raise
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._notify_observers()
+
+    async def _notify_observers(self) -> None:
+        """Lifecycle events go to observation hooks after they are committed. They record; they cannot change the
+        run: their answers are ignored and a failing one is only logged."""
+        observed, self.rec.observed = self.rec.observed, []
+        hooks = self.processor.hooks.for_event("observe")
+        if not hooks:
+            return
+        for what, turn, summary, data in observed:
+            payload = ObserveInput(session_id=self.state.session_id, turn=turn, mode=self.state.mode,
+                                   workspace=self.state.workspace, event=what, summary=summary, data=data)
+            for hook in hooks:
+                failure = await run_observe(hook, payload)
+                if failure is not None:
+                    log.warning("observation hook failed", hook=hook.name, reason=failure)
 
     async def _close_interrupted(self) -> None:
         await self.writer.flush()  # what finished before the interrupt is kept

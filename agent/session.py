@@ -184,6 +184,8 @@ async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mo
     stored = await rt.store.create_session(record, first)
     state = fold(stored)
     live = LiveSession(rt, state, holder, _loop(rt, state, model, plan, observer, asking or Asking(), listener))
+    live.loop.rec.observed.append(("started", 0, rt.masker.mask(f"session started ({mode}, {model.name})"),
+                                   {"plan_digest": plan.digest}))
     log.info("session started", mode=mode, model=model.name, workspace=str(ws))
     if observer is not None:
         for item in stored:

@@ -17,6 +17,8 @@ class LoopRecorder:
         self.writer = writer
         self.masker = masker
         self.turn = 0
+        self.observed: list[tuple[str, int, str, dict[str, Any]]] = []
+        """Lifecycle events not yet given to observation hooks (the loop hands them over after each run)."""
 
     def phase(self, name: str, turn: int, summary: str = "", **data: Any) -> None:
         self.writer.stage_timeline(TimelineEntry(kind="phase", turn=turn, outcome=name,
@@ -24,9 +26,10 @@ class LoopRecorder:
                                                  data=self.masker.mask_value(data) if data else {}))
 
     def lifecycle(self, what: str, turn: int, summary: str = "", **data: Any) -> None:
+        masked = self.masker.mask_value(data) if data else {}
         self.writer.stage_timeline(TimelineEntry(kind="lifecycle", turn=turn, outcome=what,
-                                                 summary=self.masker.mask(summary or what),
-                                                 data=self.masker.mask_value(data) if data else {}))
+                                                 summary=self.masker.mask(summary or what), data=masked))
+        self.observed.append((what, turn, self.masker.mask(summary or what), masked))
 
     def attempt(self, attempt: ModelAttempt) -> None:
         data: dict[str, Any] = {"number": attempt.number}

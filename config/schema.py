@@ -117,6 +117,9 @@ class HooksSection(_Table):
     pre_tool_use: list[HookEntry] = Field(default_factory=list)
     post_tool_use: list[HookEntry] = Field(default_factory=list)
     stop: list[HookEntry] = Field(default_factory=list)
+    observe: list[HookEntry] = Field(default_factory=list)
+    """Observation hooks: get lifecycle events (started, resumed, parked, interrupted, ended) and cannot change
+    the run."""
 
 
 class SecretsSection(_Table):

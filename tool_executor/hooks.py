@@ -33,6 +33,7 @@ from core.hooks import (
     HookRepair,
     HookRewrite,
     HookWithhold,
+    ObserveInput,
     PostToolUseInput,
     PostToolUseVerdict,
     PreToolUseInput,
@@ -196,6 +197,24 @@ async def run_post(hook: Hook, data: PostToolUseInput) -> PostToolUseVerdict:
     except HookFailed as exc:
         return HookWithhold(f"{hook.describe()} failed, so the result is withheld (fail closed): {exc}")
     return verdict
+
+
+async def run_observe(hook: Hook, data: ObserveInput) -> str | None:
+    """Give a lifecycle event to an observation hook. Its answer is ignored; a failure is returned as a note
+    (for the log), never raised: an observer cannot change the run."""
+    try:
+        if hook.fn is not None:
+            with anyio.fail_after(hook.timeout_s):
+                await hook.fn(data)
+        else:
+            await _run_command(hook, _payload("Observe", data), data.workspace)
+    except HookFailed as exc:
+        return f"{hook.describe()} failed: {exc}"
+    except TimeoutError:
+        return f"{hook.describe()} timed out after {hook.timeout_s:g} s"
+    except Exception as exc:
+        return f"{hook.describe()} crashed ({type(exc).__name__}: {exc})"
+    return None
 
 
 async def run_stop(hook: Hook, data: StopInput) -> StopVerdict:

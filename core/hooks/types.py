@@ -4,6 +4,7 @@ with a tagged verdict that carries its reason.
 PreToolUse:  HookAllow | HookBlock(reason) | HookRewrite(input, tool?) | HookAsk(reason)
 PostToolUse: HookAllow | HookAddContext(text) | HookWithhold(reason)
 Stop:        HookAllow | HookRepair(instruction)
+Observe:     (nothing: observation hooks get lifecycle events and cannot change the run)
 
 A hook that crashes, times out or answers something malformed is read as HookBlock (fail closed); the runner
 that calls it says which of those happened."""
@@ -15,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-HookEvent = Literal["pre_tool_use", "post_tool_use", "stop"]
+HookEvent = Literal["pre_tool_use", "post_tool_use", "stop", "observe"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,20 @@ class StopInput:
     final_text: str
     repairs_used: int
     repair_budget: int
+
+
+@dataclass(frozen=True)
+class ObserveInput:
+    """A lifecycle event (started, resumed, parked, interrupted, ended, ...) for an observation hook, which
+    records and never decides: whatever it answers is ignored."""
+
+    session_id: str
+    turn: int
+    mode: str
+    workspace: str
+    event: str
+    summary: str
+    data: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
