@@ -9,8 +9,8 @@
     7 approval    when asked: a grant, a recorded decision, a person, or deny / park when there is none
     8 receipt     an effectful call's `dispatched` receipt is durable before its handler starts
     9 locks       the call's resource keys, sorted, with a timeout, across processes
-   10 dispatch    under a deadline; subprocesses in their own process group
-   11 post hooks  PostToolUse: add context / withhold
+   10 dispatch    under a deadline; subprocesses in their own process group (tool_executor/dispatch.py)
+   11 post hooks  PostToolUse: add context / withhold (tool_executor/post_hooks.py)
    12 result      one CallResult shape for ok / error / denied / timeout / unknown
    13 record      the call's decision path goes to the timeline (tool_executor/record.py)
 
@@ -43,20 +43,17 @@ from core.faults import fault_point
 from core.hashing import idempotency_key, sha256_json, sha256_text
 from core.hooks import (
     Hook,
-    HookAddContext,
     HookAllow,
     HookAsk,
     HookBlock,
     HookRewrite,
     HookSet,
-    HookWithhold,
-    PostToolUseInput,
     PreToolUseInput,
 )
 from core.ids import IdFactory
 from core.policy import PermissionRule
 from core.state import Approval, Grant, SessionState
-from core.tools import BoundToolPlan, ToolContext, ToolError, ToolOutput, ToolSpec, ToolTimeout
+from core.tools import BoundToolPlan, ToolContext, ToolSpec
 from memory.records import NewReceipt, Receipt, ReceiptUpdate
 from memory.session_writer import SessionWriter
 from tool_executor import result as results
@@ -74,9 +71,11 @@ from tool_executor.checks.policy import check_policy
 from tool_executor.checks.resolve import check_resolve
 from tool_executor.checks.schema import check_schema, make_validator
 from tool_executor.checks.scope import check_scope
-from tool_executor.hooks import run_post, run_pre
+from tool_executor.dispatch import dispatch
+from tool_executor.hooks import run_pre
 from tool_executor.locks import LockTimeout, ResourceLocks
 from tool_executor.middleware import DEFAULT_MIDDLEWARE, Middleware, downgrade
+from tool_executor.post_hooks import run_post_hooks
 from tool_executor.record import CallTrace, Recorder, Step
 from tool_executor.verdicts import Ask, Deny, Pass
 
@@ -490,14 +489,14 @@ class ToolCallProcessor:
         started = time.perf_counter()
         try:
             if spec.effect == "read_only":
-                result = await self._dispatch(batch, call, spec, args, ctx, receipt_id)
+                result = await dispatch(batch.batch_id, call, spec, args, ctx, receipt_id)
             else:
                 async with self._effects:  # effects one at a time, even if a rewrite put one among reads
                     if self.locks is not None and keys:
                         async with self.locks.hold(keys):
-                            result = await self._dispatch(batch, call, spec, args, ctx, receipt_id)
+                            result = await dispatch(batch.batch_id, call, spec, args, ctx, receipt_id)
                     else:
-                        result = await self._dispatch(batch, call, spec, args, ctx, receipt_id)
+                        result = await dispatch(batch.batch_id, call, spec, args, ctx, receipt_id)
         except LockTimeout as exc:
             result = results.busy(batch.batch_id, call, str(exc), receipt_id=receipt_id,
                                   duration_ms=(time.perf_counter() - started) * 1000)
@@ -512,61 +511,8 @@ class ToolCallProcessor:
             status = {"ok": "done", "error": "failed"}.get(result.status, "unknown")
             writer.stage_receipt_update(ReceiptUpdate(id=receipt_id, status=status,  # type: ignore[arg-type]
                                                       outcome_sha256=sha256_text(result.content)))
-        result, post_steps = await self._post_hooks(call, decision, env, result)
+        result, post_steps = await run_post_hooks(self.hooks, call, decision.tool, decision.input, env,
+                                                  self.workspace, result)
         self.recorder.record(CallTrace(env=env, call=call, decision=decision, result=result, receipt_id=receipt_id,
                                        post_steps=post_steps), writer)
         return result
-
-    async def _post_hooks(self, call: PlannedCall, decision: Decision, env: CallEnv,
-                          result: CallResult) -> tuple[CallResult, tuple[Step, ...]]:
-        hooks = self.hooks.for_event("post_tool_use", decision.tool)
-        if not hooks or result.status not in ("ok", "error"):
-            return result, ()
-        steps: list[Step] = []
-        content = result.content
-        for hook in hooks:
-            data = PostToolUseInput(session_id=env.session_id, call_id=call.call_id, turn=env.turn, mode=env.mode,
-                                    workspace=str(self.workspace), tool=decision.tool, input=decision.input,
-                                    status=result.status, content=content, is_error=result.is_error)
-            verdict = await run_post(hook, data)
-            match verdict:
-                case HookWithhold(reason=reason):
-                    steps.append(Step("post_hook", "withhold", f"{hook.name}: {reason}"))
-                    content = (f"The call ran (status {result.status}), but its output is withheld by "
-                               f"{hook.describe()}: {reason}")
-                    break
-                case HookAddContext(text=text):
-                    steps.append(Step("post_hook", "add_context", hook.name))
-                    content = f"{content}\n\n[context from {hook.describe()}]\n{text}"
-                case HookAllow():
-                    steps.append(Step("post_hook", "allow", hook.name))
-        if content == result.content:
-            return result, tuple(steps)
-        return result.model_copy(update={"content": results.cap(content)}), tuple(steps)
-
-    async def _dispatch(self, batch: BatchProposed, call: PlannedCall, spec: ToolSpec, args: Mapping[str, Any],
-                        ctx: ToolContext, receipt_id: str | None) -> CallResult:
-        effectful = spec.effect == "effectful"
-        started = time.perf_counter()
-
-        def elapsed() -> float:
-            return (time.perf_counter() - started) * 1000
-
-        try:
-            with anyio.fail_after(spec.timeout_s):
-                output: ToolOutput = await spec.handler(args, ctx)
-        except TimeoutError:
-            return results.timed_out(batch.batch_id, call, f"no answer within the {spec.timeout_s:g} s deadline",
-                                     effectful=effectful, receipt_id=receipt_id, duration_ms=elapsed())
-        except ToolTimeout as exc:
-            return results.timed_out(batch.batch_id, call, str(exc), effectful=effectful, receipt_id=receipt_id,
-                                     duration_ms=elapsed())
-        except ToolError as exc:
-            return results.finished(batch.batch_id, call, f"Error: {exc}", is_error=True, receipt_id=receipt_id,
-                                    duration_ms=elapsed())
-        except Exception as exc:
-            log.exception("tool handler crashed", tool=call.tool, call_id=call.call_id)
-            return results.finished(batch.batch_id, call, f"Error: the tool failed ({type(exc).__name__}: {exc})",
-                                    is_error=True, receipt_id=receipt_id, duration_ms=elapsed())
-        return results.finished(batch.batch_id, call, output.text, is_error=output.is_error,
-                                receipt_id=receipt_id, duration_ms=elapsed())

@@ -1,0 +1,46 @@
+"""Step 10: dispatch under a deadline. Every way a handler can end becomes the one result shape: ok, error (a
+clean ToolError or a crash, without a traceback for the model), timeout (read-only) or unknown (an effectful
+call whose deadline passed: the work may have happened)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+import structlog
+
+from core.events import CallResult, PlannedCall
+from core.tools import ToolContext, ToolError, ToolOutput, ToolSpec, ToolTimeout
+from tool_executor import result as results
+
+log = structlog.get_logger("strata.executor")
+
+
+async def dispatch(batch_id: str, call: PlannedCall, spec: ToolSpec, args: Mapping[str, Any], ctx: ToolContext,
+                   receipt_id: str | None) -> CallResult:
+    effectful = spec.effect == "effectful"
+    started = time.perf_counter()
+
+    def elapsed() -> float:
+        return (time.perf_counter() - started) * 1000
+
+    try:
+        with anyio.fail_after(spec.timeout_s):
+            output: ToolOutput = await spec.handler(args, ctx)
+    except TimeoutError:
+        return results.timed_out(batch_id, call, f"no answer within the {spec.timeout_s:g} s deadline",
+                                 effectful=effectful, receipt_id=receipt_id, duration_ms=elapsed())
+    except ToolTimeout as exc:
+        return results.timed_out(batch_id, call, str(exc), effectful=effectful, receipt_id=receipt_id,
+                                 duration_ms=elapsed())
+    except ToolError as exc:
+        return results.finished(batch_id, call, f"Error: {exc}", is_error=True, receipt_id=receipt_id,
+                                duration_ms=elapsed())
+    except Exception as exc:
+        log.exception("tool handler crashed", tool=call.tool, call_id=call.call_id)
+        return results.finished(batch_id, call, f"Error: the tool failed ({type(exc).__name__}: {exc})",
+                                is_error=True, receipt_id=receipt_id, duration_ms=elapsed())
+    return results.finished(batch_id, call, output.text, is_error=output.is_error, receipt_id=receipt_id,
+                            duration_ms=elapsed())
