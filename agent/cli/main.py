@@ -368,6 +368,16 @@ def _reconcile_by_probe(session_id: str | None) -> None:
 
 
 @cli.command()
+@click.option("--workspace", type=click.Path(path_type=Path), default=".", show_default=True,
+              help="Whose project config to check.")
+def doctor(workspace: Path) -> None:
+    """Check that Strata can work here: Python, config, home, database, masking key, model, bash, terminal."""
+    from agent.doctor import report, run_checks
+
+    sys.exit(report(run_checks(workspace), click.echo))
+
+
+@cli.command()
 def demo() -> None:
     """Run the offline demo: a scripted session that is killed mid-batch and resumed by id."""
     from agent.demo import run_demo

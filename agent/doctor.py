@@ -1,0 +1,113 @@
+"""`strata doctor`: checks that Strata can work here, one line per check (ok / warn / FAIL), so a new user or a
+support request starts from facts. It never repairs anything: a database it cannot open is reported, not
+recreated (on a fresh home it creates what a first run would: the database and the masking key)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import anyio
+
+from config import load_config
+from config.masking_key import load_masking_key
+from core.errors import StrataError
+from memory import SqliteEventStore
+from memory.migrations import MIGRATIONS
+
+Level = Literal["ok", "warn", "FAIL"]
+
+
+@dataclass(frozen=True)
+class Check:
+    level: Level
+    what: str
+    detail: str
+
+
+def _writable(home: Path) -> Check:
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=home, prefix=".doctor-"):
+            pass
+    except OSError as exc:
+        return Check("FAIL", "home", f"{home} is not writable: {exc.strerror or exc}")
+    return Check("ok", "home", str(home))
+
+
+async def _database(path: Path) -> list[Check]:
+    try:
+        store = await SqliteEventStore.open(path)
+    except StrataError as exc:
+        return [Check("FAIL", "database", exc.message)]
+    try:
+        sessions = await store.list_sessions()
+    finally:
+        await store.close()
+
+    def inspect() -> tuple[int, str]:
+        with sqlite3.connect(path) as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            quick = conn.execute("PRAGMA quick_check").fetchone()[0]
+        return version, quick
+
+    version, quick = await anyio.to_thread.run_sync(inspect)
+    checks = [Check("ok", "database", f"{path} (schema {version} of {len(MIGRATIONS)}, {len(sessions)} sessions)")]
+    if quick != "ok":
+        checks.append(Check("FAIL", "database integrity", f"PRAGMA quick_check: {quick}"))
+    active = [s.id for s in sessions if s.status == "awaiting_approval"]
+    if active:
+        checks.append(Check("warn", "approvals", f"{len(active)} session(s) wait for approval: strata sessions"))
+    return checks
+
+
+def run_checks(workspace: Path, env: dict[str, str] | None = None) -> list[Check]:
+    env = dict(os.environ) if env is None else env
+    checks: list[Check] = []
+    py = sys.version_info
+    checks.append(Check("ok" if py >= (3, 11) else "FAIL", "python", f"{py.major}.{py.minor}.{py.micro}"))
+    try:
+        loaded = load_config(workspace=workspace, env=env)
+    except StrataError as exc:
+        checks.append(Check("FAIL", "config", exc.message))
+        return checks
+    checks.append(Check("ok", "config", ", ".join(str(f) for f in loaded.files) or "built-in defaults only"))
+    checks += [Check("warn", "config", notice) for notice in loaded.notices]
+    home = loaded.settings.home
+    checks.append(_writable(home))
+    if checks[-1].level == "FAIL":
+        return checks
+    try:
+        load_masking_key(home)
+        checks.append(Check("ok", "masking key", str(home / "masking.key")))
+    except StrataError as exc:
+        checks.append(Check("FAIL", "masking key", exc.message))
+    checks += anyio.run(_database, loaded.settings.db_path)
+    model = loaded.settings.model or "anthropic (the default of strata chat)"
+    if model.startswith("anthropic"):
+        has_key = bool(env.get("ANTHROPIC_API_KEY", "").strip())
+        checks.append(Check("ok" if has_key else "warn", "model", f"{model}: ANTHROPIC_API_KEY is "
+                            + ("set" if has_key else "not set (export it, or use --model script:PATH)")))
+    else:
+        checks.append(Check("ok", "model", model))
+    checks.append(Check("ok" if shutil.which("bash") else "FAIL", "bash", shutil.which("bash") or "not found "
+                        "(the bash tool and command hooks need it)"))
+    checks.append(Check("ok" if sys.stdin.isatty() else "warn", "terminal",
+                        "interactive" if sys.stdin.isatty() else "stdin is not a terminal (strata chat needs one)"))
+    return checks
+
+
+def report(checks: list[Check], echo: Callable[[str], None]) -> int:
+    for c in checks:
+        echo(f"{c.level:<4}  {c.what:<18} {c.detail}")
+    failed = sum(c.level == "FAIL" for c in checks)
+    echo(f"{failed} problem(s)" if failed else "all checks passed" + (
+        f" ({sum(c.level == 'warn' for c in checks)} warning(s))" if any(c.level == "warn" for c in checks) else ""))
+    return 1 if failed else 0
