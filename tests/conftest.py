@@ -15,6 +15,16 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Two workers by default when pytest-xdist is there: most of the suite waits on real subprocesses (strata
+    runs, hooks, Chromium), so two cores overlap. Not an `addopts` entry, so pytest without xdist (or with
+    `-p no:xdist`) still collects and runs everything; `-n N` on the command line wins."""
+    if (config.pluginmanager.hasplugin("xdist") and getattr(config.option, "numprocesses", 0) is None
+            and not hasattr(config, "workerinput") and "PYTEST_XDIST_WORKER" not in os.environ):
+        config.option.numprocesses = 2
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
