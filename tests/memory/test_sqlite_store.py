@@ -4,49 +4,19 @@ the database, refusal to touch a file it cannot use, and data that outlives the 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
-from contextlib import closing, contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from core.clock import SteppingClock
 from core.errors import StoreError
 from core.events import SCHEMA_VERSION, AssistantMessage, SessionStarted, UserMessage
 from core.messages import TextBlock
-from memory import LeaseHolder, NewReceipt, ReceiptUpdate, SessionRecord, SqliteEventStore, Write
+from memory import LeaseHolder, NewReceipt, ReceiptUpdate, SqliteEventStore, Write
 from memory.migrations import MIGRATIONS
-
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-@contextmanager
-def raw(path: Path) -> Iterator[sqlite3.Connection]:
-    """A second, plain sqlite3 connection to the same file, as another process would have."""
-    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
-        yield conn
-
-
-@pytest.fixture
-def db_path(tmp_path: Path) -> Path:
-    return tmp_path / "strata.db"
-
-
-@pytest.fixture
-async def store(db_path: Path) -> AsyncIterator[SqliteEventStore]:
-    s = await SqliteEventStore.open(db_path, clock=SteppingClock(start=T0))
-    try:
-        yield s
-    finally:
-        await s.close()
-
-
-def record(session_id: str) -> SessionRecord:
-    return SessionRecord(id=session_id, created_at=T0, updated_at=T0, mode="headless", workspace="/ws",
-                         model="script:test", status="idle")
+from tests.memory._sqlite import T0, raw, record
 
 
 def first_write(session_id: str) -> Write:

@@ -5,9 +5,6 @@ stay inside the session's key range."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
-from contextlib import closing, contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -17,34 +14,8 @@ from core.clock import SteppingClock
 from core.errors import PersistError
 from core.events import SessionStarted, UserMessage
 from core.timeline import GENESIS_HASH, TimelineEntry, verify_chain
-from memory import SessionRecord, SqliteEventStore, Write
-
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-@contextmanager
-def raw(path: Path) -> Iterator[sqlite3.Connection]:
-    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
-        yield conn
-
-
-@pytest.fixture
-def db_path(tmp_path: Path) -> Path:
-    return tmp_path / "strata.db"
-
-
-@pytest.fixture
-async def store(db_path: Path) -> AsyncIterator[SqliteEventStore]:
-    s = await SqliteEventStore.open(db_path, clock=SteppingClock(start=T0))
-    try:
-        yield s
-    finally:
-        await s.close()
-
-
-def record(session_id: str) -> SessionRecord:
-    return SessionRecord(id=session_id, created_at=T0, updated_at=T0, mode="headless", workspace="/ws",
-                         model="script:test", status="idle")
+from memory import SqliteEventStore, Write
+from tests.memory._sqlite import T0, raw, record
 
 
 def first_write(session_id: str, *timeline: TimelineEntry) -> Write:
