@@ -73,6 +73,15 @@ class StrataCLI:
         return subprocess.Popen(self.argv(args), cwd=self.cwd, env=self.env(env), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
 
+    def spawn_pty(self, *args: str, env: dict[str, str] | None = None) -> Any:
+        """`strata ARGS` in a pseudo-terminal (pexpect): an xterm without colours, no cursor-position queries,
+        wide enough that nothing wraps."""
+        import pexpect
+
+        env = self.env({"TERM": "xterm", "NO_COLOR": "1", "PROMPT_TOOLKIT_NO_CPR": "1", **(env or {})})
+        return pexpect.spawn(sys.executable, ["-m", "agent", *args], cwd=str(self.cwd), env=env, encoding="utf-8",
+                             timeout=30, dimensions=(60, 250))
+
     def json_lines(self, *args: str) -> list[dict[str, Any]]:
         proc = self.run(*args)
         assert proc.returncode == 0, proc.stderr

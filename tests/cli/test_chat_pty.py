@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -21,9 +20,7 @@ APPROVE = r"approve\? \[y/n/a\]"
 
 
 def _spawn(cli: StrataCLI, *args: str) -> pexpect.spawn:
-    env = cli.env({"TERM": "xterm", "NO_COLOR": "1", "PROMPT_TOOLKIT_NO_CPR": "1"})
-    child = pexpect.spawn(sys.executable, ["-m", "agent", *args], cwd=str(cli.cwd), env=env, encoding="utf-8",
-                          timeout=30, dimensions=(60, 250))
+    child: pexpect.spawn = cli.spawn_pty(*args)
     return child
 
 

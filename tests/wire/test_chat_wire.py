@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import re
-import sys
 import threading
 import time
 from pathlib import Path
@@ -37,9 +36,7 @@ SESSION = r"session ([0-9a-f-]{36}) \(interactive\)"
 
 
 def spawn(cli: StrataCLI, server: MessagesServer, *args: str) -> pexpect.spawn:
-    env = cli.env({"TERM": "xterm", "NO_COLOR": "1", "PROMPT_TOOLKIT_NO_CPR": "1", **model_env(server)})
-    return pexpect.spawn(sys.executable, ["-m", "agent", *args], cwd=str(cli.cwd), env=env, encoding="utf-8",
-                         timeout=30, dimensions=(60, 250))
+    return cli.spawn_pty(*args, env=model_env(server))
 
 
 def leave(child: pexpect.spawn, session_id: str) -> None:
@@ -245,10 +242,8 @@ def test_a_wrong_key_in_chat_is_reported_in_one_line(cli: StrataCLI, messages_se
                                                      workspace: Path) -> None:
     """The server's 401 for a wrong key: one request, and one line on the screen naming the request id and
     saying to check ANTHROPIC_API_KEY."""
-    env = cli.env({"TERM": "xterm", "NO_COLOR": "1", "PROMPT_TOOLKIT_NO_CPR": "1", **model_env(messages_server),
-                   "ANTHROPIC_API_KEY": "sk-ant-test-wrong-key"})
-    child = pexpect.spawn(sys.executable, ["-m", "agent", "chat", "--model", MODEL, "--workspace", str(workspace)],
-                          cwd=str(cli.cwd), env=env, encoding="utf-8", timeout=30, dimensions=(60, 250))
+    child = cli.spawn_pty("chat", "--model", MODEL, "--workspace", str(workspace),
+                          env={**model_env(messages_server), "ANTHROPIC_API_KEY": "sk-ant-test-wrong-key"})
     log = io.StringIO()
     child.logfile_read = log
     try:
