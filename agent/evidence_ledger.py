@@ -29,6 +29,7 @@ import anyio
 import structlog
 
 from agent.loop import Observer
+from agent.timeline_rows import AttemptTee
 from core.clock import Clock, iso
 from core.events import CallResult, PlannedCall, StoredEvent
 from core.hashing import canonical_json, sha256_text
@@ -127,7 +128,7 @@ class EvidenceLedger:
         return _LedgerRecorder(inner, self)
 
     def listener(self, inner: ModelListener | None) -> ModelListener:
-        return _LedgerListener(self, inner)
+        return AttemptTee(self.attempt, inner)
 
     def observer(self, inner: Observer | None) -> Observer:
         def observe(item: StoredEvent) -> None:
@@ -308,21 +309,6 @@ class _LedgerRecorder(Recorder):
     def settled(self, call: PlannedCall, result: CallResult, turn: int, writer: SessionWriter) -> None:
         self.inner.settled(call, result, turn, writer)
         self.ledger.settled(call, result, turn)
-
-
-class _LedgerListener:
-    def __init__(self, ledger: EvidenceLedger, inner: ModelListener | None) -> None:
-        self._ledger = ledger
-        self._inner = inner
-
-    def on_text(self, delta: str) -> None:
-        if self._inner is not None:
-            self._inner.on_text(delta)
-
-    def on_attempt(self, attempt: ModelAttempt) -> None:
-        self._ledger.attempt(attempt)
-        if self._inner is not None:
-            self._inner.on_attempt(attempt)
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")

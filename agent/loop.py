@@ -23,7 +23,7 @@ from agent.outcome import RunOutcome, RunStatus
 from agent.phases.perceive import compaction, overhead_chars, perceive
 from agent.phases.plan import propose
 from agent.prompts import SYSTEM_PROMPT
-from agent.timeline_rows import LoopRecorder, RecordingListener
+from agent.timeline_rows import AttemptTee, LoopRecorder
 from agent.verify import verify_turn
 from core.compaction import DEFAULT_CONTEXT_BUDGET
 from core.errors import ModelError, UsageError
@@ -81,7 +81,7 @@ class AgenticLoop:
         self.writer = SessionWriter(store, state.session_id, on_commit=self._applied, state=state,
                                     snapshot_every=snapshot_every)
         self.rec = LoopRecorder(self.writer, masker or Masker.from_env(os.urandom(32), {}))
-        self._listener = RecordingListener(self.rec, listener)
+        self._listener = AttemptTee(self.rec.attempt, listener)
 
     def _applied(self, stored: list[StoredEvent]) -> None:
         for item in stored:

@@ -4,6 +4,7 @@ commit of the state event it observes; every summary passes through the one mask
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from core.masking import Masker
@@ -47,11 +48,12 @@ class LoopRecorder:
             data=data))
 
 
-class RecordingListener:
-    """Forwards live text to the surface's listener and records every attempt as a timeline row."""
+class AttemptTee:
+    """A model listener that forwards live text to the surface's listener and hands every attempt to
+    `on_attempt` first (the timeline, the evidence ledger)."""
 
-    def __init__(self, recorder: LoopRecorder, inner: ModelListener | None) -> None:
-        self._recorder = recorder
+    def __init__(self, on_attempt: Callable[[ModelAttempt], None], inner: ModelListener | None) -> None:
+        self._on_attempt = on_attempt
         self._inner = inner
 
     def on_text(self, delta: str) -> None:
@@ -59,6 +61,6 @@ class RecordingListener:
             self._inner.on_text(delta)
 
     def on_attempt(self, attempt: ModelAttempt) -> None:
-        self._recorder.attempt(attempt)
+        self._on_attempt(attempt)
         if self._inner is not None:
             self._inner.on_attempt(attempt)

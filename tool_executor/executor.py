@@ -140,6 +140,11 @@ class BatchRun:
     deferred: list[str] = field(default_factory=list)
 
 
+def _sha(call: PlannedCall, args: Mapping[str, Any]) -> str:
+    """The effective arguments' digest: the proposal's own when nothing rewrote them (no second hashing)."""
+    return call.input_sha256 if args is call.input else sha256_json(args)
+
+
 def _merge(first: Ask | None, second: Ask) -> Ask:
     if first is None:
         return second
@@ -249,7 +254,7 @@ class ToolCallProcessor:
         tool, args, spec = checked.tool, checked.input, checked.spec
 
         def done(verdict: Pass | Deny | Parked, **kw: Any) -> Decision:
-            return Decision(verdict, spec, tool, args, sha256_json(args), tuple(steps), **kw)
+            return Decision(verdict, spec, tool, args, _sha(call, args), tuple(steps), **kw)
 
         if isinstance(checked.verdict, Deny):
             return done(checked.verdict)
@@ -309,7 +314,7 @@ class ToolCallProcessor:
 
     async def _approve(self, call: PlannedCall, env: CallEnv, spec: ToolSpec, tool: str,
                        args: Mapping[str, Any], ask: Ask, steps: list[Step]) -> Decision:
-        sha = sha256_json(args)
+        sha = _sha(call, args)
         request = ApprovalRequest(session_id=env.session_id, call_id=call.call_id, tool=tool, input=args,
                                   input_sha256=sha, safety=spec.safety, effect=spec.effect, pii=spec.pii,
                                   reasons=ask.reasons, asked_by=ask.asked_by, plan_digest=env.plan_digest)
