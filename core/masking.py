@@ -42,11 +42,19 @@ MIN_KNOWN_SECRET = 4
 
 _PRIORITY = {kind: i for i, kind in enumerate(KINDS)}
 _CACHE_TEXT = 512
-_TRIGGER = re.compile(
+_TRIGGER_WORDS = re.compile(
     r"sk-|gh[pousr]_|github_pat_|xox[abprs]-|a[ks]ia|eyj|-----begin|://|@|pass|secret|token|key|credential|auth"
-    r"|bearer|(?:[0-9][ -]?){12}[0-9]")
-"""A quick, conservative screen (over lowered text): every detector's match contains one of these, so text
-without any goes back unchanged without running the detectors."""
+    r"|bearer")
+_TRIGGER_DIGITS = re.compile(r"(?:[0-9][ -]?){12}[0-9]")
+_DIGIT_RUN = re.compile(r"[0-9][0-9 -]{12}")
+"""Cheap to search (no nested repetition): every match of `_TRIGGER_DIGITS` contains one, so most text never
+meets the slower pattern."""
+
+
+def _triggers(low: str) -> bool:
+    """A quick, conservative screen (over lowered text): every detector's match contains one of the trigger
+    words or a run of 13 digits, so text without any goes back unchanged without running the detectors."""
+    return bool(_TRIGGER_WORDS.search(low) or (_DIGIT_RUN.search(low) and _TRIGGER_DIGITS.search(low)))
 _CACHE_ENTRIES = 4096
 _FAR = 1 << 62
 
@@ -248,7 +256,7 @@ class Masker:
         return f"[MASKED:{kind}:{self.fingerprint(value)}]"
 
     def mask(self, text: str) -> str:
-        if not _TRIGGER.search(text.lower()) and not any(v in text for v, _ in self._known):
+        if not _triggers(text.lower()) and not any(v in text for v, _ in self._known):
             return text  # nothing any detector could start from: the common case for runtime summaries
         # Timeline rows repeat the same short texts (rule names, phase summaries): remember those.
         if len(text) <= _CACHE_TEXT:
@@ -269,6 +277,8 @@ class Masker:
         secret is masked, whatever it is (a number, a nested object); None and booleans say nothing and stay."""
         if isinstance(value, str):
             return self.mask(value)
+        if type(value) is dict and self._plain(value):
+            return value
         if isinstance(value, Mapping):
             return {self.mask(k) if isinstance(k, str) else k: self._mask_entry(k, v) for k, v in value.items()}
         if isinstance(value, tuple) and hasattr(value, "_fields"):
@@ -281,6 +291,34 @@ class Masker:
         return StreamMasker(self, hold_limit=hold_limit, block_limit=block_limit)
 
     # -- machinery ------------------------------------------------------------------------------------------
+
+    def _plain(self, value: dict[Any, Any]) -> bool:
+        """Whether a small JSON-like dict needs no masking at all: no text (keys included) any detector could
+        start from, screened once over all of it (every secret-naming key holds one of the trigger words too). Anything unusual says no, and the
+        value is masked entry by entry."""
+        texts: list[str] = []
+        stack: list[Any] = [value]
+        while stack:
+            item = stack.pop()
+            kind = type(item)
+            if kind is str:
+                texts.append(item)
+            elif kind is dict:
+                for k, v in item.items():  # a key that names a secret holds a trigger word itself
+                    if type(k) is not str:
+                        return False
+                    texts.append(k)
+                    stack.append(v)
+            elif kind is list or kind is tuple:
+                if kind is tuple and hasattr(item, "_fields"):
+                    return False
+                stack.extend(item)
+            elif item is not None and kind is not bool and kind is not int and kind is not float:
+                return False
+            if len(texts) > 64:
+                return False
+        joined = "\n".join(texts)
+        return not _triggers(joined.lower()) and not any(v in joined for v, _ in self._known)
 
     def _mask_entry(self, key: Any, value: Any) -> Any:
         if not (isinstance(key, str) and is_secret_key_name(key)) or value is None or isinstance(value, bool):

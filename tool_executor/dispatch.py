@@ -26,12 +26,14 @@ async def dispatch(batch_id: str, call: PlannedCall, spec: ToolSpec, args: Mappi
     def elapsed() -> float:
         return (time.perf_counter() - started) * 1000
 
+    output: ToolOutput | None = None
     try:
-        with anyio.fail_after(spec.timeout_s):
-            output: ToolOutput = await spec.handler(args, ctx)
+        # A bare cancel scope with a deadline (what `fail_after` wraps, without its generator): this runs per call.
+        with anyio.CancelScope(deadline=anyio.current_time() + spec.timeout_s) as scope:
+            output = await spec.handler(args, ctx)
+        late = scope.cancelled_caught
     except TimeoutError:
-        return results.timed_out(batch_id, call, f"no answer within the {spec.timeout_s:g} s deadline",
-                                 effectful=effectful, receipt_id=receipt_id, duration_ms=elapsed())
+        late = True
     except ToolTimeout as exc:
         return results.timed_out(batch_id, call, str(exc), effectful=effectful, receipt_id=receipt_id,
                                  duration_ms=elapsed())
@@ -42,5 +44,11 @@ async def dispatch(batch_id: str, call: PlannedCall, spec: ToolSpec, args: Mappi
         log.exception("tool handler crashed", tool=call.tool, call_id=call.call_id)
         return results.finished(batch_id, call, f"Error: the tool failed ({type(exc).__name__}: {exc})",
                                 is_error=True, receipt_id=receipt_id, duration_ms=elapsed())
+    if late:  # the deadline passed (or the handler itself gave up with a TimeoutError)
+        return results.timed_out(batch_id, call, f"no answer within the {spec.timeout_s:g} s deadline",
+                                 effectful=effectful, receipt_id=receipt_id, duration_ms=elapsed())
+    if output is None:
+        return results.finished(batch_id, call, "Error: the tool returned no output", is_error=True,
+                                receipt_id=receipt_id, duration_ms=elapsed())
     return results.finished(batch_id, call, output.text, is_error=output.is_error, receipt_id=receipt_id,
                             duration_ms=elapsed())

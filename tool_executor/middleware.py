@@ -28,6 +28,8 @@ Middleware = Callable[[ToolSpec, Mapping[str, Any], Path], Rewrite | None]
 def normalise_paths(spec: ToolSpec, args: Mapping[str, Any], workspace: Path) -> Rewrite | None:
     """Path arguments become the workspace-relative form of the path the scope check resolved (symlinks
     followed), so the handler acts on exactly what was checked and rules see one spelling."""
+    if not spec.path_args:
+        return None
     root = Path(os.path.realpath(workspace))
     changed: dict[str, Any] = {}
     for name in spec.path_args:

@@ -561,3 +561,22 @@ def _timed(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
+
+
+_WORDS = st.sampled_from(["batch", "calls", "password", "api_key", "token", "sk-ant-api03-" + "a" * 40, "auth",
+                          "AKIA" + "B" * 16, "4111 1111 1111 1111", "hunter2hunter2", "id", "ok", "user@host",
+                          "https://x:y@h", "ßtraße", "KEY"])
+_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), _WORDS,
+                    st.text(max_size=12))
+_VALUES = st.recursive(_LEAVES, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.tuples(inner, inner),
+    st.dictionaries(st.one_of(_WORDS, st.text(max_size=8)), inner, max_size=3)), max_leaves=10)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.one_of(_WORDS, st.text(max_size=8)), _VALUES, max_size=4))
+def test_the_one_screen_fast_path_masks_exactly_like_the_walk(value: dict) -> None:
+    """mask_value skips a dict whose text holds no trigger; the entry-by-entry walk must leave it unchanged."""
+    masker = Masker(KEY, ["hunter2hunter2"])
+    walked = {masker.mask(k) if isinstance(k, str) else k: masker._mask_entry(k, v) for k, v in value.items()}
+    assert masker.mask_value(value) == walked

@@ -1,0 +1,99 @@
+"""The fast schema predicate may only skip work: whenever it says valid, jsonschema must agree."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
+
+from tool_executor.builtin import builtin_tools
+from tool_executor.checks.fast_schema import compile_fast
+from tool_executor.checks.schema import SchemaValidator, check_schema
+from tool_executor.verdicts import Pass
+
+NAMES = st.sampled_from(["path", "n", "content", "x", "timeout_s"])
+TYPES = st.sampled_from(["string", "integer", "number", "boolean", "null", "object", "array"])
+NUMBERS = st.one_of(st.integers(-5, 5), st.floats(-5, 5), st.sampled_from([0.0, 1.0, -1.0, math.inf]))
+
+
+def _leaf() -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries({}, optional={
+        "type": st.one_of(TYPES, st.lists(TYPES, min_size=1, max_size=3, unique=True)),
+        "minLength": st.integers(0, 3), "maxLength": st.integers(0, 4),
+        "minimum": NUMBERS, "maximum": NUMBERS, "exclusiveMinimum": NUMBERS, "exclusiveMaximum": NUMBERS,
+        "description": st.just("annotation"),
+    })
+
+
+SCHEMAS = st.recursive(
+    _leaf(),
+    lambda inner: st.fixed_dictionaries({"type": st.sampled_from(["object", ["object", "null"]])}, optional={
+        "properties": st.dictionaries(NAMES, inner, max_size=3),
+        "required": st.lists(NAMES, max_size=3, unique=True),
+        "additionalProperties": st.booleans(),
+    }),
+    max_leaves=6,
+)
+
+JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-10, 10), st.floats(allow_nan=True, allow_infinity=True),
+              st.sampled_from([0.0, 1.0, 2.0, -1.0]), st.text(max_size=5)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(NAMES, inner, max_size=4),
+                            st.tuples(inner)),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(SCHEMAS, JSON)
+def test_fast_valid_implies_jsonschema_valid(schema: dict[str, Any], instance: Any) -> None:
+    fast = compile_fast(schema)
+    assert fast is not None, schema  # every generated schema is inside the subset
+    if fast(instance):
+        assert Draft202012Validator(schema).is_valid(instance), (schema, instance)
+
+
+@settings(max_examples=200, deadline=None)
+@given(SCHEMAS, JSON)
+def test_the_verdict_is_always_jsonschemas(schema: dict[str, Any], instance: Any) -> None:
+    if not isinstance(instance, dict):
+        return
+    full = Draft202012Validator(schema)
+    verdict = check_schema(SchemaValidator(full, compile_fast(schema)), instance)
+    assert isinstance(verdict, Pass) == full.is_valid(instance), (schema, instance)
+
+
+def test_builtin_schemas_have_a_fast_path_that_accepts_good_calls() -> None:
+    good = {"read_file": {"path": "a.txt"}, "write_file": {"path": "a", "content": ""},
+            "edit_file": {"path": "a", "old": "x", "new": ""}, "list_dir": {"path": "."}, "glob": {"pattern": "*"},
+            "grep": {"pattern": "x"}, "bash": {"command": "ls", "timeout_s": 5}}
+    for spec in builtin_tools():
+        fast = compile_fast(spec.input_schema)
+        assert fast is not None, spec.name
+        assert fast(good[spec.name]), spec.name
+
+
+def test_the_fast_path_defers_what_it_is_not_sure_of() -> None:
+    fast = compile_fast({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
+                         "additionalProperties": False})
+    assert fast is not None
+    assert fast({"n": 1})
+    assert not fast({"n": 1.0})  # an integer to jsonschema, but left to it
+    assert not fast({"n": True})
+    assert not fast({"n": 1, "extra": 2})
+    assert not fast({})
+    bash = compile_fast(next(s for s in builtin_tools() if s.name == "bash").input_schema)
+    assert bash is not None
+    assert not bash({"command": "ls", "timeout_s": 0})
+    assert not bash({"command": "ls", "timeout_s": 601})
+    assert not bash({"command": ""})
+
+
+def test_schemas_outside_the_subset_get_no_fast_path() -> None:
+    for schema in ({"type": "string", "pattern": "^a"}, {"$ref": "#/$defs/x"}, {"enum": [1, 2]},
+                   {"type": "object", "additionalProperties": {"type": "string"}}, {"type": "decimal"},
+                   {"oneOf": [{"type": "string"}]}, {"type": "array", "items": {"type": "string"}}):
+        assert compile_fast(schema) is None, schema
