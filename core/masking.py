@@ -294,8 +294,8 @@ class Masker:
 
     def _plain(self, value: dict[Any, Any]) -> bool:
         """Whether a small JSON-like dict needs no masking at all: no text (keys included) any detector could
-        start from, screened once over all of it (every secret-naming key holds one of the trigger words too). Anything unusual says no, and the
-        value is masked entry by entry."""
+        start from, screened once over all of it (every secret-naming key holds one of the trigger words too).
+        Anything unusual says no, and the value is masked entry by entry."""
         texts: list[str] = []
         stack: list[Any] = [value]
         while stack:
