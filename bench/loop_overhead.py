@@ -9,7 +9,9 @@ times and their ratio, and flatness with session length, ending with one line:
 
 Both databases are kept across rounds and warmed up first, so both are measured in the same steady state.
 Flatness compares, in the same database and alternating, calls in a session ~200 events long with calls in one
-~10,000 events long.
+~10,000 events long (the long one is the older session, so its rows are not the newest in the store). It also
+counts the database pages (WAL frames) a commit writes, the runtime's and the floor's: on a disk where fsync
+dominates, each extra page is a few percent of a commit.
 
 Usage: python bench/loop_overhead.py [--batches N] [--k K] [--rounds R] [--window W] [--long-events E]
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import sqlite3
 import statistics
 import tempfile
 import time
@@ -124,6 +127,29 @@ class Bench:
         assert outcome.status == "completed", outcome
         return elapsed, commits
 
+    async def pages_per_commit(self, batches: int, k: int) -> tuple[float, float]:
+        """WAL frames (database pages) written per commit: the runtime's effectful commits and the raw floor's.
+        Untimed; automatic checkpoints are paused meanwhile so that the WAL holds every frame written."""
+        def frames(conn: sqlite3.Connection) -> int:
+            return int(conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1])
+
+        def pause(conn: sqlite3.Connection, pages: int) -> None:
+            conn.execute(f"PRAGMA wal_autocheckpoint = {pages}")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+        await self.store._run(lambda c: pause(c, 0))
+        before = self.store.commits
+        _, _ = await self.session(batches, k, "noop_write")
+        ours = await self.store._run(frames) / (self.store.commits - before)
+        await self.store._run(lambda c: pause(c, 1000))
+        await self.raw.execute("PRAGMA wal_autocheckpoint = 0")
+        await self.raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        await self.raw_commits(200)
+        async with self.raw.execute("PRAGMA wal_checkpoint(PASSIVE)") as cursor:
+            raw = (await cursor.fetchone())[1] / 200  # type: ignore[index]
+        await self.raw.execute("PRAGMA wal_autocheckpoint = 1000")
+        return ours, raw
+
     async def raw_commits(self, n: int) -> float:
         """The floor: n aiosqlite commits, WAL + synchronous=FULL, each one small insert and commit()."""
         payload = "x" * 300
@@ -156,6 +182,10 @@ async def main(args: argparse.Namespace) -> None:
         # Read-only batches: commits per batch.
         _, ro_commits = await bench.session(50, 8, "noop_read")
         print(f"read-only batches of 8 calls: {ro_commits / 50:.2f} commits per batch")
+
+        ours, raw_pages = await bench.pages_per_commit(50, k)
+        print(f"pages written per commit: runtime {ours:.2f} (events, receipts and timeline rows, each a table and "
+              f"an index), raw floor {raw_pages:.2f}")
 
         # Warm both databases up (untimed), then alternate rounds of runtime and raw floor.
         _, commits = await bench.session(args.batches, k, "noop_write")
