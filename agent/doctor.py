@@ -19,6 +19,7 @@ import anyio
 from config import load_config
 from config.masking_key import load_masking_key
 from core.errors import StrataError
+from core.masking import Masker
 from memory import SqliteEventStore
 from memory.migrations import MIGRATIONS
 
@@ -105,8 +106,9 @@ def run_checks(workspace: Path, env: dict[str, str] | None = None) -> list[Check
 
 
 def report(checks: list[Check], echo: Callable[[str], None]) -> int:
+    masker = Masker.from_env(os.urandom(32), os.environ)  # details can quote a config value; a throwaway key
     for c in checks:
-        echo(f"{c.level:<4}  {c.what:<18} {c.detail}")
+        echo(f"{c.level:<4}  {c.what:<18} {masker.mask(c.detail)}")
     failed = sum(c.level == "FAIL" for c in checks)
     echo(f"{failed} problem(s)" if failed else "all checks passed" + (
         f" ({sum(c.level == 'warn' for c in checks)} warning(s))" if any(c.level == "warn" for c in checks) else ""))

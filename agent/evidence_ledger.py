@@ -240,7 +240,7 @@ def _call_row(trace: CallTrace, masker: Masker) -> dict[str, Any]:
     decision, by = call_decision(trace)
     row: dict[str, Any] = {
         "kind": "call", "turn": trace.env.turn, "call_id": trace.call.call_id,
-        "batch_id": result.batch_id if result else None, "tool": d.tool, "decision": decision,
+        "batch_id": result.batch_id if result else None, "tool": masker.mask(d.tool), "decision": decision,
         "check": masker.mask(by) if by else by, "outcome": result.status if result else None,
         "duration_ms": result.duration_ms if result else None,
         "args_sha256": d.input_sha256, "result_sha256": sha256_text(result.content) if result else None,
@@ -250,14 +250,15 @@ def _call_row(trace: CallTrace, masker: Masker) -> dict[str, Any]:
         "result": excerpt(masker, result.content) if result else None,
     }
     if d.tool != trace.call.tool or d.input_sha256 != trace.call.input_sha256:
-        row["proposed"] = {"tool": trace.call.tool, "args_sha256": trace.call.input_sha256}
+        row["proposed"] = {"tool": masker.mask(trace.call.tool), "args_sha256": trace.call.input_sha256}
     if trace.lock:
         row["lock"] = masker.mask(trace.lock)
     return row
 
 
 def _settled_row(call: PlannedCall, result: CallResult, turn: int, masker: Masker) -> dict[str, Any]:
-    return {"kind": "call", "turn": turn, "call_id": call.call_id, "batch_id": result.batch_id, "tool": call.tool,
+    return {"kind": "call", "turn": turn, "call_id": call.call_id, "batch_id": result.batch_id,
+            "tool": masker.mask(call.tool),
             "decision": "allowed", "check": "receipt", "outcome": result.status, "duration_ms": None,
             "args_sha256": call.input_sha256, "result_sha256": sha256_text(result.content),
             "receipt_id": result.receipt_id, "steps": [], "args": excerpt(masker, canonical_json(dict(call.input))),

@@ -10,7 +10,7 @@ from core.errors import UsageError
 from core.model import ModelAdapter
 from core.model.scripted import ScriptedModel
 
-NO_API_KEY = ("no Anthropic API key: set ANTHROPIC_API_KEY (export ANTHROPIC_API_KEY=sk-ant-...), "
+NO_API_KEY = ("no Anthropic API key: set the ANTHROPIC_API_KEY environment variable to your key, "
               "or use --model script:PATH for the offline scripted model")
 
 

@@ -16,14 +16,14 @@ from agent.evidence_ledger import LEDGER_DIR, Ledgers
 from agent.loop import AgenticLoop, Observer
 from agent.outcome import RunOutcome
 from config import Settings
-from config.masking_key import load_masking_key
+from config.seen_secrets import home_masker
 from core.clock import Clock, SystemClock
 from core.compaction import DEFAULT_CONTEXT_BUDGET
 from core.errors import StrataError, UsageError
 from core.events import Mode, RulesAdded, SessionResumed, SessionStarted, UserMessage
 from core.hooks import HookSet
 from core.ids import IdFactory
-from core.masking import Masker
+from core.masking import Masker, cut_head
 from core.model import ModelAdapter, ModelListener
 from core.policy import PermissionRule
 from core.snapshot import DEFAULT_SNAPSHOT_EVERY
@@ -69,7 +69,7 @@ class Runtime:
         clock = clock or SystemClock()
         store = await SqliteEventStore.open(settings.db_path, durability=settings.durability, clock=clock)
         try:
-            masker = Masker.from_env(load_masking_key(settings.home), os.environ)
+            masker = home_masker(settings.home, os.environ)
         except BaseException:
             await store.close()
             raise
@@ -170,7 +170,8 @@ async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mo
     session_id = rt.ids.session_id()
     holder = new_holder(rt.ids.uuid7(), rt.clock)
     now = rt.clock.now()
-    title = prompt.strip().splitlines()[0][:80] if prompt and prompt.strip() else ""
+    # Masked before it is cut (half a secret would not look like one), since listings show it.
+    title = cut_head(rt.masker.mask(prompt.strip().splitlines()[0]), 80) if prompt and prompt.strip() else ""
     record = SessionRecord(id=session_id, created_at=now, updated_at=now, mode=mode, workspace=str(ws),
                            model=model.name, title=title, status="active", lease=holder)
     started = SessionStarted(session_id=session_id, mode=mode, workspace=str(ws), model=model.name,

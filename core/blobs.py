@@ -11,6 +11,7 @@ import hashlib
 from dataclasses import dataclass
 
 from core.events import BlobRef, CallResult
+from core.masking import cut_head, cut_tail
 
 BLOB_THRESHOLD = 16 * 1024
 """Outputs over this many UTF-8 bytes are kept as blobs."""
@@ -36,10 +37,13 @@ def note(ref: BlobRef) -> str:
 def excerpt(text: str, ref: BlobRef, budget: int = EXCERPT_CHARS) -> str:
     head = budget * 3 // 4
     tail = budget - head
-    omitted = len(text) - head - tail
-    if omitted <= 0:
+    if len(text) - head - tail <= 0:
         return f"{text}\n{note(ref)}"
-    return f"{text[:head]}\n[... {omitted} characters not shown ...]\n{text[-tail:]}\n{note(ref)}"
+    # Cut between words (core.masking): the excerpt is stored raw and masked when shown, and half a secret would
+    # not look like one.
+    first, last = cut_head(text, head), cut_tail(text, tail)
+    omitted = len(text) - len(first) - len(last)
+    return f"{first}\n[... {omitted} characters not shown ...]\n{last}\n{note(ref)}"
 
 
 def spill(result: CallResult, threshold: int = BLOB_THRESHOLD) -> tuple[CallResult, Blob | None]:

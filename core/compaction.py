@@ -25,6 +25,7 @@ import re
 from collections.abc import Sequence
 
 from core.events import Compacted
+from core.masking import cut_head
 from core.messages import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 
 CHARS_PER_TOKEN = 4
@@ -103,9 +104,11 @@ def plan_compaction(messages: Sequence[Message], context_chars: int, *, overhead
 
 
 def _clip(text: str, limit: int = _ENTRY_CHARS) -> str:
-    flat = " ".join(text[: limit * 2].split())
+    """One line of at most `limit` characters. Cut between words (core.masking.cut_head): the summary is stored
+    raw and masked when shown, and half a secret would not look like one."""
+    flat = " ".join(cut_head(text, limit * 2).split())
     if len(flat) > limit or len(text) > limit * 2:
-        return flat[: limit - 3] + "..."
+        return cut_head(flat, limit - 3) + "..."
     return flat
 
 

@@ -18,7 +18,7 @@ import hashlib
 import hmac
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import quote
@@ -43,7 +43,7 @@ MIN_KNOWN_SECRET = 4
 _PRIORITY = {kind: i for i, kind in enumerate(KINDS)}
 _CACHE_TEXT = 512
 _TRIGGER_WORDS = re.compile(
-    r"sk-|gh[pousr]_|github_pat_|xox[abprs]-|a[ks]ia|eyj|-----begin|://|@|pass|secret|token|key|credential|auth"
+    r"sk-|gh[pousr]_|github_pat_|xox[abprs]-|a[ks]ia|eyj|-----begin|-----end|://|@|pass|secret|token|key|credential|auth"
     r"|bearer")
 _TRIGGER_DIGITS = re.compile(r"(?:[0-9][ -]?){12}[0-9]")
 _DIGIT_RUN = re.compile(r"[0-9][0-9 -]{12}")
@@ -96,6 +96,9 @@ _PEM_MARK = r"[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
 _PEM_BODY = (r"(?:(?:\s|\\+[rnt])++|(?:Proc-Type|DEK-Info|Version|Comment|Hash):[^\r\n\\]*+|[A-Za-z0-9+/=]++)*+")
 _PEM = re.compile(rf"-----BEGIN{_PEM_MARK}{_PEM_BODY}(?P<end>-----END{_PEM_MARK})?")
 _PEM_CONTINUED = re.compile(rf"{_PEM_BODY}(?P<end>-----END{_PEM_MARK})?")
+_PEM_END = re.compile(rf"-----END{_PEM_MARK}")
+_PEM_TAIL_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=\\ \t\r\n")
+"""What the part of a key block before its END line is made of (base64 lines, their breaks, escaped breaks)."""
 
 _SIMPLE: tuple[tuple[MaskKind, re.Pattern[str]], ...] = (
     ("anthropic_key", re.compile(r"sk-ant-[A-Za-z0-9_-]{20,4096}")),
@@ -227,12 +230,16 @@ def _known_variants(secret: str) -> set[str]:
 
 
 class Masker:
-    """Masks secrets and PII in text and in JSON-like values. Pure and thread-safe once built."""
+    """Masks secrets and PII in text and in JSON-like values. Pure and thread-safe once built (`on_known`, when
+    set, must be thread-safe too)."""
 
     def __init__(self, key: bytes, known_secrets: Iterable[str] = ()) -> None:
         if not key:
             raise ValueError("a masking key must not be empty")
         self._key = bytes(key)
+        self.on_known: Callable[[str], None] | None = None
+        """Told each known secret (by value) found in masked text, so a home can remember the ones its sessions
+        hold for processes that do not have them in their environment (config/seen_secrets.py)."""
         variants: dict[str, str] = {}
         for secret in known_secrets:
             if len(secret) >= MIN_KNOWN_SECRET:
@@ -342,6 +349,14 @@ class Masker:
         if "-----BEGIN" in text:
             for m in _PEM.finditer(text):
                 hits.append(_Hit(m.start(), m.start(), m.end(), "private_key", open_block=m.group("end") is None))
+        if "-----END" in text:  # the end of a key block whose beginning was cut off: its body up to the END line
+            blocks = [(h.start, h.end) for h in hits if h.kind == "private_key"]
+            for m in _PEM_END.finditer(text):
+                if not any(s <= m.start() < e for s, e in blocks):
+                    start = m.start()
+                    while start > 0 and text[start - 1] in _PEM_TAIL_CHARS:
+                        start -= 1
+                    hits.append(_Hit(start, start, m.end(), "private_key"))
         low = _lower(text)
         for kind, pattern in _LOWERED:
             for m in _overlapping(pattern, low):
@@ -378,6 +393,8 @@ class Masker:
                 hits.append(_Hit(m.start(), m.start() + card[0], m.start() + card[1], "card"))
         for variant, secret in self._known:
             i = text.find(variant)
+            if i != -1 and self.on_known is not None:
+                self.on_known(secret)
             while i != -1:
                 hits.append(_Hit(i, i, i + len(variant), "known_secret", secret))
                 i = text.find(variant, i + len(variant))
@@ -582,3 +599,45 @@ def _tail_may_continue(text: str, end: int) -> bool:
     tail = text[end:]
     return len(tail) < 80 and "\n" not in tail
 
+
+
+# -- cutting text that is masked later ------------------------------------------------------------------------
+
+_PUNCTUATION_ONLY = re.compile(r"[^\w\s]+")
+
+
+def cut_head(text: str, limit: int) -> str:
+    """`text[:limit]` for text that is masked after it is cut (stored raw, masked when shown): a token split by
+    the cut is dropped whole, because a secret's first half no longer looks like a secret (`ghp_` and 29
+    characters is not a GitHub token to the detectors). A key block's beginning left without its end is still
+    recognised, so nothing else is needed."""
+    if len(text) <= limit:
+        return text
+    end = limit
+    while end > 0 and not text[end].isspace() and not text[end - 1].isspace():
+        end -= 1
+    return text[:end]
+
+
+def cut_tail(text: str, limit: int) -> str:
+    """`text[-limit:]` for text masked after it is cut: the token split by the cut is dropped, and so is the next
+    word, since its key may have been cut off (`pass|word = x`); and while a dropped word could be a key itself
+    (punctuation, a trigger word, a trailing `:` or `=`: `Bearer x`, `Authorization: Bearer x`), the word after
+    it goes too. A key block's body left without its BEGIN line is recognised by its END line."""
+    if len(text) <= limit:
+        return text
+    start = len(text) - limit
+    n = len(text)
+    while start < n and not text[start].isspace() and not text[start - 1].isspace():
+        start += 1  # the rest of a split token
+    while True:
+        while start < n and text[start].isspace():
+            start += 1
+        end = start
+        while end < n and not text[end].isspace():
+            end += 1
+        word = text[start:end]
+        start = end
+        if not word or not (_PUNCTUATION_ONLY.fullmatch(word) or word.endswith((":", "=")) or _triggers(word.lower())):
+            break
+    return text[start:]

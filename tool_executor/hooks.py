@@ -41,6 +41,7 @@ from core.hooks import (
     StopInput,
     StopVerdict,
 )
+from core.masking import cut_tail
 
 MAX_HOOK_OUTPUT = 256 * 1024
 
@@ -95,7 +96,7 @@ async def _run_command(hook: Hook, stdin: bytes, cwd: str) -> dict[str, Any] | N
             with contextlib.suppress(Exception):
                 await proc.aclose()
     if code != 0:
-        tail = err.decode("utf-8", "replace").strip()[-300:]
+        tail = cut_tail(err.decode("utf-8", "replace").strip(), 300)  # no half secret for the masking to miss
         raise HookFailed(f"exited with status {code}" + (f": {tail}" if tail else ""))
     text = out.decode("utf-8", "replace").strip()
     if not text:

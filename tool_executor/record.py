@@ -87,20 +87,20 @@ class TimelineRecorder(Recorder):
 
     def record(self, trace: CallTrace, writer: SessionWriter) -> None:
         d = trace.decision
-        turn, call_id, tool = trace.env.turn, trace.call.call_id, d.tool
         mask = self.masker.mask
+        turn, call_id, tool = trace.env.turn, trace.call.call_id, mask(d.tool)  # the model names the tool
         for step in d.steps:
             if step.check == "hook":
                 writer.stage_timeline(TimelineEntry(kind="hook", turn=turn, call_id=call_id, tool=tool,
-                                                    check=step.detail.split(":", 1)[0], outcome=step.outcome,
-                                                    summary=mask(_first_line(step.detail, SUMMARY_CHARS))))
+                                                    check=mask(step.detail.split(":", 1)[0]), outcome=step.outcome,
+                                                    summary=self.excerpt(step.detail, SUMMARY_CHARS)))
         decision, by = call_decision(trace)
         if d.ask is not None:
             writer.stage_timeline(TimelineEntry(
                 kind="approval", turn=turn, call_id=call_id, tool=tool,
                 decision=decision if decision in ("approved", "rejected", "parked") else "denied",
-                check=d.approver or d.ask.asked_by, outcome=decision,
-                summary=mask(_first_line(f"asked by {d.ask.asked_by}: {'; '.join(d.ask.reasons)}", SUMMARY_CHARS)),
+                check=mask(d.approver or d.ask.asked_by), outcome=decision,
+                summary=self.excerpt(f"asked by {d.ask.asked_by}: {'; '.join(d.ask.reasons)}", SUMMARY_CHARS),
                 data={"args_sha256": d.input_sha256, "plan_digest": trace.env.plan_digest,
                       "approver": d.approver, "asked_by": mask(d.ask.asked_by)}))
         if trace.receipt_id is not None:
@@ -109,23 +109,23 @@ class TimelineRecorder(Recorder):
                                                 summary=f"receipt {trace.receipt_id} committed before dispatch"))
         for step in trace.post_steps:
             writer.stage_timeline(TimelineEntry(kind="hook", turn=turn, call_id=call_id, tool=tool,
-                                                check=step.detail.split(":", 1)[0], outcome=step.outcome,
-                                                summary=mask(_first_line(f"post: {step.detail}", SUMMARY_CHARS))))
+                                                check=mask(step.detail.split(":", 1)[0]), outcome=step.outcome,
+                                                summary=self.excerpt(f"post: {step.detail}", SUMMARY_CHARS)))
         result = trace.result
         outcome = result.status if result is not None else None
         tail = (f" -> {outcome}: {self.excerpt(result.content, 100)}" if result is not None
                 else " -> waiting for a person")
         args = self.excerpt(json.dumps(dict(d.input), ensure_ascii=False, sort_keys=True), 120)
-        summary = f"{mask(tool)} {args}{tail}"
+        summary = f"{tool} {args}{tail}"
         data: dict[str, Any] = {
             "steps": [[s.check, s.outcome, mask(s.detail)] for s in d.steps],
             "input_sha256": d.input_sha256, "plan_digest": trace.env.plan_digest}
-        if tool != trace.call.tool:
-            data["proposed_tool"] = trace.call.tool
+        if d.tool != trace.call.tool:
+            data["proposed_tool"] = mask(trace.call.tool)
         if trace.receipt_id:
             data["receipt_id"] = trace.receipt_id
         if trace.lock:
-            data["lock"] = trace.lock
+            data["lock"] = mask(trace.lock)
         writer.stage_timeline(TimelineEntry(
             kind="call", turn=turn, call_id=call_id, tool=tool, decision=decision, check=mask(by) if by else by,
             outcome=outcome, duration_ms=result.duration_ms if result is not None else None, summary=summary,
@@ -133,8 +133,8 @@ class TimelineRecorder(Recorder):
 
     def settled(self, call: PlannedCall, result: CallResult, turn: int, writer: SessionWriter) -> None:
         writer.stage_timeline(TimelineEntry(
-            kind="call", turn=turn, call_id=call.call_id, tool=call.tool, decision="allowed", check="receipt",
-            outcome=result.status, summary=self.masker.mask(_first_line(
+            kind="call", turn=turn, call_id=call.call_id, tool=self.masker.mask(call.tool), decision="allowed",
+            check="receipt", outcome=result.status, summary=self.excerpt(
                 f"{call.tool} settled from receipt {result.receipt_id} on resume, not re-run -> {result.status}",
-                SUMMARY_CHARS)),
+                SUMMARY_CHARS),
             data={"receipt_id": result.receipt_id, "settled_on_resume": True}))

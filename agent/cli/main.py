@@ -21,7 +21,7 @@ from agent.outcome import EXIT_ERROR, RunOutcome
 from agent.reconcile import ProbeOutcome, person, probe_receipts, reconcile
 from agent.session import Asking, LiveSession, Runtime, resume_session, runtime, start_session
 from config import LoadedConfig, Settings, load_config, load_settings
-from config.masking_key import load_masking_key
+from config.seen_secrets import home_masker
 from core.errors import StrataError
 from core.events import StoredEvent
 from core.hooks import HookSet
@@ -36,10 +36,18 @@ from observability import attach_home, configure_logging
 T = TypeVar("T")
 
 
+def _error_masker() -> Masker:
+    """Error messages can quote what the user typed (a rule, a config value): they are masked like any other
+    observation. The key is throwaway (this process may not be able to read the home's): fingerprints in an
+    error need not match the timeline's."""
+    return Masker.from_env(os.urandom(32), os.environ)
+
+
 def _fail(err: StrataError) -> NoReturn:
-    click.echo(f"strata: error: {err.message}", err=True)
+    masker = _error_masker()
+    click.echo(f"strata: error: {masker.mask(err.message)}", err=True)
     if err.hint:
-        click.echo(f"hint: {err.hint}", err=True)
+        click.echo(f"hint: {masker.mask(err.hint)}", err=True)
     sys.exit(err.exit_code)
 
 
@@ -80,7 +88,7 @@ def _apply_config(rt: Runtime, loaded: LoadedConfig) -> None:
     rt.snapshot_every = loaded.settings.snapshot_every
     extra = [*loaded.secrets.values, *(os.environ[n] for n in loaded.secrets.env if os.environ.get(n))]
     if extra:
-        rt.masker = Masker.from_env(load_masking_key(loaded.settings.home), os.environ, extra_secrets=extra)
+        rt.masker = home_masker(loaded.settings.home, os.environ, extra_secrets=extra)
         attach_home(loaded.settings.home, rt.masker)  # logs are masked with the configured secrets too
     if rt.locks is not None:
         rt.locks.timeout_s = loaded.settings.lock_timeout_s
@@ -232,7 +240,7 @@ def sessions(as_json: bool) -> None:
                     counters: Counters | None = (await restore(rt.store, r.id)).state.counters
                 except FoldError:
                     counters = None
-                views.append(session_view(r, _display_status(rt, r), unknown.get(r.id, 0), counters))
+                views.append(session_view(r, _display_status(rt, r), rt.masker, unknown.get(r.id, 0), counters))
         if as_json:
             for v in views:
                 _emit_json(v)
@@ -262,7 +270,7 @@ def show(session_id: str, as_json: bool) -> None:
         async with runtime(settings) as rt:
             rec = await rt.store.get_session(session_id)
             state = (await restore(rt.store, session_id)).state
-            view = show_view(rec, _display_status(rt, rec), state)
+            view = show_view(rec, _display_status(rt, rec), state, rt.masker)
         if as_json:
             _emit_json(view)
             return
@@ -300,15 +308,17 @@ def receipts(session_id: str | None, status: str | None, as_json: bool) -> None:
             if session_id is not None:
                 await rt.store.get_session(session_id)
             rows = await rt.store.list_receipts(session_id, status)  # type: ignore[arg-type]
+            views = [receipt_view(r, rt.masker) for r in rows]
         if as_json:
-            for r in rows:
-                _emit_json(receipt_view(r))
+            for v in views:
+                _emit_json(v)
             return
-        if not rows:
+        if not views:
             click.echo("no receipts")
-        for r in rows:
-            extra = f"  ({r.reconciled_by}: {r.note})" if r.reconciled_by else ""
-            click.echo(f"{r.id}  {r.status:<10} {r.tool:<10} call {r.call_id}  session {r.session_id}{extra}")
+        for v in views:
+            extra = f"  ({v['reconciled_by']}: {v['note']})" if v["reconciled_by"] else ""
+            click.echo(f"{v['id']}  {v['status']:<10} {v['tool']:<10} call {v['call_id']}  session {v['session_id']}"
+                       f"{extra}")
 
     _run(main)
 
@@ -395,7 +405,7 @@ def main() -> None:
     except SystemExit:
         raise
     except Exception as exc:  # a bug, not a user error: say so plainly, keep the detail for a report
-        click.echo(f"strata: internal error: {type(exc).__name__}: {exc}", err=True)
+        click.echo(f"strata: internal error: {type(exc).__name__}: {_error_masker().mask(str(exc))}", err=True)
         click.echo("hint: rerun with --verbose and report it with the command you ran", err=True)
         sys.exit(EXIT_ERROR)
 

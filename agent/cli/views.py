@@ -6,13 +6,15 @@ from typing import Any
 
 from core.clock import iso
 from core.events import StoredEvent
+from core.masking import Masker
 from core.state import Counters, SessionState
 from memory.records import Receipt, SessionRecord
 
 
-def session_view(rec: SessionRecord, display_status: str, unknown_receipts: int = 0,
+def session_view(rec: SessionRecord, display_status: str, masker: Masker, unknown_receipts: int = 0,
                  counters: Counters | None = None) -> dict[str, Any]:
-    """`turns`, `tool_calls` and `denials` are None when the counters were not read (or the log does not fold)."""
+    """`turns`, `tool_calls` and `denials` are None when the counters were not read (or the log does not fold).
+    The title (the first line of the prompt) is masked: a listing of sessions is an observation surface."""
     return {
         "id": rec.id,
         "status": display_status,
@@ -20,7 +22,7 @@ def session_view(rec: SessionRecord, display_status: str, unknown_receipts: int 
         "mode": rec.mode,
         "model": rec.model,
         "workspace": rec.workspace,
-        "title": rec.title,
+        "title": masker.mask(rec.title),
         "parent_id": rec.parent_id,
         "created_at": iso(rec.created_at),
         "updated_at": iso(rec.updated_at),
@@ -33,7 +35,8 @@ def session_view(rec: SessionRecord, display_status: str, unknown_receipts: int 
     }
 
 
-def receipt_view(r: Receipt) -> dict[str, Any]:
+def receipt_view(r: Receipt, masker: Masker) -> dict[str, Any]:
+    """Masked where a secret can show: resource keys name paths, notes and names are typed by people."""
     return {
         "id": r.id,
         "session_id": r.session_id,
@@ -42,12 +45,12 @@ def receipt_view(r: Receipt) -> dict[str, Any]:
         "status": r.status,
         "idempotency_key": r.idempotency_key,
         "args_sha256": r.args_sha256,
-        "resource_keys": list(r.resource_keys),
+        "resource_keys": [masker.mask(k) for k in r.resource_keys],
         "created_at": iso(r.created_at),
         "updated_at": iso(r.updated_at),
         "outcome_sha256": r.outcome_sha256,
-        "note": r.note,
-        "reconciled_by": r.reconciled_by,
+        "note": masker.mask(r.note) if r.note else r.note,
+        "reconciled_by": masker.mask(r.reconciled_by) if r.reconciled_by else r.reconciled_by,
     }
 
 
@@ -65,8 +68,8 @@ def open_batch_view(state: SessionState) -> dict[str, Any] | None:
     }
 
 
-def show_view(rec: SessionRecord, display_status: str, state: SessionState) -> dict[str, Any]:
-    session = session_view(rec, display_status)
+def show_view(rec: SessionRecord, display_status: str, state: SessionState, masker: Masker) -> dict[str, Any]:
+    session = session_view(rec, display_status, masker)
     session.update({
         "turns": state.counters.assistant_turns,
         "tool_calls": state.counters.tool_calls,

@@ -1,0 +1,66 @@
+"""Known secrets a home's sessions hold, remembered for later processes.
+
+A known secret is the value of a secret-named environment variable or one configured under `[secrets]`. A run
+masks it wherever it shows, but a later process (an export made in another shell, without that variable) would
+not know it, and the session log keeps text raw. So when masking finds a known secret in session text, its value
+is appended to `<home>/masking.seen` (mode 0600, one JSON string per line), and every process of that home masks
+it from then on. Only values found in text a session holds are written, and those are in the home's database
+already; a value that merely sits in the environment is never written."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from config.masking_key import load_masking_key
+from core.masking import Masker
+
+SEEN_FILE = "masking.seen"
+
+
+class SeenSecrets:
+    def __init__(self, home: Path) -> None:
+        self.path = home / SEEN_FILE
+        self._lock = threading.Lock()
+        self.values: list[str] = self._load()
+        self._known = set(self.values)
+
+    def _load(self) -> list[str]:
+        try:
+            lines = self.path.read_text("utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            return []  # none yet (or unreadable: masking goes on with what the process knows)
+        values = []
+        for line in lines:
+            with contextlib.suppress(ValueError):
+                value = json.loads(line)
+                if isinstance(value, str) and value:
+                    values.append(value)
+        return values
+
+    def add(self, value: str) -> None:
+        """Remember `value` (thread-safe; the ledger masks on its own thread). Never raises: masking must not
+        fail what it observes."""
+        if value in self._known:
+            return
+        with self._lock:
+            if value in self._known:
+                return
+            self._known.add(value)
+            with contextlib.suppress(OSError):
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                with os.fdopen(fd, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(value, ensure_ascii=False) + "\n")
+
+
+def home_masker(home: Path, env: Mapping[str, str], extra_secrets: Iterable[str] = ()) -> Masker:
+    """The masker of a home: its key, the environment's and the configured secrets, the ones its sessions were
+    seen to hold; and it remembers new ones as it finds them."""
+    seen = SeenSecrets(home)
+    masker = Masker.from_env(load_masking_key(home), env, extra_secrets=[*extra_secrets, *seen.values])
+    masker.on_known = seen.add
+    return masker
