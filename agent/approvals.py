@@ -14,8 +14,9 @@ from agent.session import Runtime
 from core.errors import UsageError
 from core.events import ApprovalGranted, ApprovalRejected, ParkedCall
 from core.timeline import TimelineEntry
-from memory import Write, restore
+from memory import Write
 from memory.leases import make_liveness, new_holder
+from memory.restore import restore_or_report
 
 
 @dataclass(frozen=True)
@@ -28,15 +29,25 @@ class Recorded:
 
 async def record_decision(rt: Runtime, session_id: str, call_id: str, *, approve: bool, approver: str,
                           reason: str = "") -> Recorded:
+    before = (await rt.store.get_session(session_id)).status
     holder = new_holder(rt.ids.uuid7(), rt.clock)
     await rt.store.acquire_lease(session_id, holder, make_liveness(rt.clock), rt.clock.now())
+    recorded = False
     try:
-        state = (await restore(rt.store, session_id)).state
+        state = (await restore_or_report(rt.store, session_id)).state
         parked = state.parked.get(call_id)
         if parked is None:
             waiting = ", ".join(state.parked) or "none"
             raise UsageError(f"call {call_id} of session {session_id} is not waiting for approval",
                              hint=f"calls waiting for approval: {waiting} (see `strata show {session_id}`)")
+        started = [r for r in await rt.store.list_receipts(session_id) if r.call_id == call_id]
+        if started:  # approved earlier and started by a resume that stopped: a decision can change nothing now
+            r = started[0]
+            raise UsageError(f"call {call_id} of session {session_id} has already started (receipt {r.id} is "
+                             f"{r.status}); a decision can no longer change it",
+                             hint=f"decide its outcome with `strata reconcile {r.id} --applied|--not-applied`, "
+                                  f"then `strata resume {session_id}`" if r.status in ("dispatched", "unknown")
+                             else f"`strata resume {session_id}` settles it from its receipt")
         if approve:
             event: ApprovalGranted | ApprovalRejected = ApprovalGranted(
                 call_id=call_id, tool=parked.tool, args_sha256=parked.input_sha256, plan_digest=parked.plan_digest,
@@ -52,7 +63,8 @@ async def record_decision(rt: Runtime, session_id: str, call_id: str, *, approve
                             data={"args_sha256": parked.input_sha256, "plan_digest": parked.plan_digest})
         await rt.store.commit(session_id, Write(events=[(event, state.turn)], timeline=[row],
                                                 status="awaiting_approval" if waiting_ids else "idle"))
+        recorded = True
         return Recorded(parked, approve, waiting_ids)
     finally:
-        with anyio.CancelScope(shield=True):
-            await rt.store.release_lease(session_id, holder.token, None)
+        with anyio.CancelScope(shield=True):  # nothing recorded: the session's status stays what it was
+            await rt.store.release_lease(session_id, holder.token, None if recorded else before)

@@ -43,6 +43,27 @@ def _writable(home: Path) -> Check:
     return Check("ok", "home", str(home))
 
 
+WRITE_PROBE_TIMEOUT_MS = 200
+"""How long doctor waits for the write lock: long enough for a commit in flight, short enough for a check."""
+
+
+def _write_lock(path: Path) -> str | None:
+    """Why the database cannot be locked for writing now (another process holds a write transaction), or None.
+    Takes the lock on a connection of its own for a moment, writes nothing and rolls back."""
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, timeout=WRITE_PROBE_TIMEOUT_MS / 1000)
+    except sqlite3.Error as exc:
+        return str(exc)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+    except sqlite3.Error as exc:
+        return str(exc)
+    finally:
+        conn.close()
+    return None
+
+
 async def _database(path: Path) -> list[Check]:
     try:
         store = await SqliteEventStore.open(path)
@@ -50,19 +71,30 @@ async def _database(path: Path) -> list[Check]:
         return [Check("FAIL", "database", exc.message)]
     try:
         sessions = await store.list_sessions()
+    except StrataError as exc:  # opens, but does not read (a damaged page): reported, left as it is
+        return [Check("FAIL", "database", exc.message)]
     finally:
         await store.close()
 
-    def inspect() -> tuple[int, str]:
-        with sqlite3.connect(path) as conn:
+    def inspect() -> tuple[int, str, str | None]:
+        conn = sqlite3.connect(path)
+        try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             quick = conn.execute("PRAGMA quick_check").fetchone()[0]
-        return version, quick
+        finally:
+            conn.close()
+        return version, quick, _write_lock(path)
 
-    version, quick = await anyio.to_thread.run_sync(inspect)
+    try:
+        version, quick, unlockable = await anyio.to_thread.run_sync(inspect)
+    except sqlite3.Error as exc:
+        return [Check("FAIL", "database", f"{path}: {exc}")]
     checks = [Check("ok", "database", f"{path} (schema {version} of {len(MIGRATIONS)}, {len(sessions)} sessions)")]
     if quick != "ok":
         checks.append(Check("FAIL", "database integrity", f"PRAGMA quick_check: {quick}"))
+    if unlockable is not None:
+        checks.append(Check("FAIL", "database lock", f"{path} cannot be locked for writing ({unlockable}): "
+                            "another process holds it, so runs and approvals would fail; retry when it is done"))
     active = [s.id for s in sessions if s.status == "awaiting_approval"]
     if active:
         checks.append(Check("warn", "approvals", f"{len(active)} session(s) wait for approval: strata sessions"))

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent.session import Runtime
-from core.errors import StrataError, UsageError
+from core.errors import InconsistentLog, StrataError, UsageError
 from core.events import SessionStarted, StoredEvent
 from core.state import FoldError, SessionState, apply
 from core.timeline import TimelineEntry
@@ -53,8 +53,7 @@ def _walk(session_id: str, events: list[StoredEvent]) -> _Walk:
         try:
             apply(state, stored)
         except FoldError as exc:
-            raise StrataError(f"session {session_id} has an inconsistent log: {exc}",
-                              hint="the log was left untouched; nothing was forked") from None
+            raise InconsistentLog(session_id, str(exc), hint="the log was left untouched; nothing was forked") from None
         batch = state.open_batch
         if batch is None:
             valid.append(stored.seq)

@@ -13,6 +13,7 @@ uses, so a resumed session and a live one cannot differ."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 
@@ -26,7 +27,7 @@ from agent.prompts import SYSTEM_PROMPT
 from agent.timeline_rows import AttemptTee, LoopRecorder
 from agent.verify import verify_turn
 from core.compaction import DEFAULT_CONTEXT_BUDGET
-from core.errors import ModelError, UsageError
+from core.errors import ModelError, ReceiptError, UsageError
 from core.events import (
     AssistantMessage,
     BatchCompleted,
@@ -144,16 +145,17 @@ class AgenticLoop:
 
     async def _run(self, prompt: str | None) -> RunOutcome:
         state = self.state
-        if state.ended == "completed" and prompt is None and state.open_batch is None:
-            # Nothing to do: no end event is written again, only the row's status is set back.
-            self.writer.stage_status("completed")
-            await self.writer.flush()
-            return await self._outcome("completed", "already completed; nothing to do without a new prompt")
         if state.open_batch is not None:
             parked = await self._finish_open_batch()
             if parked is not None:
                 return parked
-        await self._report_reconciliations()
+        reported = await self._report_reconciliations()
+        if state.ended == "completed" and prompt is None and not reported:
+            # Nothing to do: no end event is written again, only the row's status is set back. (A reconciled
+            # outcome to report is something to do: the model hears of it, as `strata reconcile` says.)
+            self.writer.stage_status("completed")
+            await self.writer.flush()
+            return await self._outcome("completed", "already completed; nothing to do without a new prompt")
         if prompt is not None:
             self.writer.stage(UserMessage(text=prompt), state.turn)
         while True:
@@ -232,10 +234,10 @@ class AgenticLoop:
         await self._close_batch(batch.batch_id, turn)
         return None
 
-    async def _report_reconciliations(self) -> None:
-        """Tell the model the reconciled outcome of calls it was told were unknown."""
+    async def _report_reconciliations(self) -> bool:
+        """Tell the model the reconciled outcome of calls it was told were unknown. Whether there was any."""
         if not self.state.unknown_receipts:
-            return
+            return False
         lines, ids = [], []
         for receipt_id, call_id in self.state.unknown_receipts.items():
             receipt = await self.store.get_receipt(receipt_id)
@@ -250,6 +252,7 @@ class AgenticLoop:
             self.writer.stage(UserMessage(text=text, source="runtime", reconciled_receipts=tuple(ids)),
                               self.state.turn)
             self.rec.lifecycle("reconciliation_reported", self.state.turn, text, receipts=ids)
+        return bool(ids)
 
     async def _reflect(self, answer: AssistantMessage, turn: int) -> RunOutcome | None:
         """Completion only through verify_turn: None means a repair was asked and the loop goes on. The answer
@@ -279,6 +282,13 @@ class AgenticLoop:
         return await self._outcome(status, reason)
 
     async def _outcome(self, status: RunStatus, reason: str) -> RunOutcome:
-        unknown = await self.store.list_receipts(self.state.session_id, status="unknown")
+        """Unknown receipts: the session's own, and those of outcomes it inherited unknown (a fork's calls keep
+        their parent's receipts) while they still are."""
+        unknown = {r.id for r in await self.store.list_receipts(self.state.session_id, status="unknown")}
+        for receipt_id in self.state.unknown_receipts:
+            if receipt_id not in unknown:
+                with contextlib.suppress(ReceiptError):
+                    if (await self.store.get_receipt(receipt_id)).status == "unknown":
+                        unknown.add(receipt_id)
         return RunOutcome(session_id=self.state.session_id, status=status, reason=reason,
                           unknown_receipts=len(unknown))

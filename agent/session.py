@@ -19,7 +19,7 @@ from config import Settings
 from config.seen_secrets import home_masker
 from core.clock import Clock, SystemClock
 from core.compaction import DEFAULT_CONTEXT_BUDGET
-from core.errors import StrataError, UsageError
+from core.errors import UsageError
 from core.events import Mode, RulesAdded, SessionResumed, SessionStarted, UserMessage
 from core.hooks import HookSet
 from core.ids import IdFactory
@@ -27,12 +27,13 @@ from core.masking import Masker, cut_head
 from core.model import ModelAdapter, ModelListener
 from core.policy import PermissionRule
 from core.snapshot import DEFAULT_SNAPSHOT_EVERY
-from core.state import FoldError, SessionState, fold
+from core.state import SessionState, fold
 from core.timeline import TimelineEntry
 from core.tools import BoundToolPlan, ToolSpec
-from memory import SessionRecord, SqliteEventStore, Write, restore
+from memory import SessionRecord, SqliteEventStore, Write
 from memory.leases import LEASE_TTL, make_liveness, new_holder
 from memory.records import LeaseHolder, SessionStatus
+from memory.restore import restore_or_report
 from memory.store import EventStore
 from observability import attach_home
 from tool_executor import Approver, OnAsk, Recorder, ResourceLocks, ToolCallProcessor, builtin_tools
@@ -198,19 +199,30 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
                          model: ModelAdapter | None = None,
                          model_factory: Callable[[str], ModelAdapter] | None = None,
                          max_turns: int | None = None, observer: Observer | None = None,
-                         asking: Asking | None = None, listener: ModelListener | None = None) -> LiveSession:
+                         asking: Asking | None = None, listener: ModelListener | None = None,
+                         prompt: str | None = None) -> LiveSession:
     """Take the lease (or fail with SessionActive), restore the state (the latest snapshot plus the tail of the
     log, see memory/restore.py), record the resume. The model is `model`, or `model_factory` applied to the model
-    the session recorded."""
+    the session recorded. `prompt`, the one the caller will run with, is checked here, before anything is
+    recorded. A resume refused before it is recorded leaves the session's status as it was."""
+    if prompt is not None and not prompt.strip():
+        raise UsageError("the prompt is empty", hint="say what the agent should do, or leave the prompt out")
+    before = (await rt.store.get_session(session_id)).status
     holder = new_holder(rt.ids.uuid7(), rt.clock)
     await rt.store.acquire_lease(session_id, holder, make_liveness(rt.clock), rt.clock.now())
     try:
-        try:
-            restored = await restore(rt.store, session_id)
-        except FoldError as exc:
-            raise StrataError(f"session {session_id} has an inconsistent log: {exc}",
-                              hint="the log was left untouched; report this with `strata show`") from None
+        restored = await restore_or_report(rt.store, session_id)
         state = restored.state
+        if not await anyio.Path(state.workspace).is_dir():  # tools would fail (or recreate it); the batch be lost
+            raise UsageError(f"the workspace {state.workspace} of session {session_id} is not a directory any more",
+                             hint="put it back (or move the directory there) and resume again; the session is "
+                                  "unchanged")
+        undecided = [c for c in state.parked if c not in state.approvals]
+        if prompt is not None and undecided:  # the batch would park again and the prompt go unheard
+            raise UsageError(f"session {session_id} is waiting for approval of {', '.join(undecided)}; a new "
+                             "prompt cannot be given until the open batch is finished",
+                             hint=f"decide with `strata approve|deny {session_id} CALL`, then resume (with the "
+                                  "prompt, if you still want it)")
         if model is None:
             if model_factory is None:
                 raise UsageError("no model to resume with")
@@ -235,7 +247,7 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
         return live
     except BaseException:
         with anyio.CancelScope(shield=True):
-            await rt.store.release_lease(session_id, holder.token, None)
+            await rt.store.release_lease(session_id, holder.token, before)
         raise
 
 

@@ -8,7 +8,9 @@ clear line plus an optional hint (never a traceback).
     │   └── ScriptError              a malformed scripted-model file (path, entry, reason)
     ├── run failures (exit 1)
     │   ├── StoreError               the database cannot be used (corrupt, locked, missing, unwritable)
-    │   │   └── PersistError         a commit failed; nothing that depended on it ran
+    │   │   ├── PersistError         a commit failed; nothing that depended on it ran
+    │   │   └── DamagedEvent         a stored event does not load (a log edited or damaged outside Strata)
+    │   ├── InconsistentLog          a session's events load but break the state machine (fold rejects them)
     │   ├── SessionNotFound          no session with that id
     │   ├── SessionActive            another live process holds the session's lease
     │   ├── ReceiptError             a receipt cannot be reconciled as asked
@@ -70,10 +72,37 @@ class StoreError(StrataError):
 class PersistError(StoreError):
     """A durable commit failed. Whatever waited on that commit (a tool dispatch) did not start."""
 
-    def __init__(self, message: str, *, session_id: str | None = None, path: str | None = None) -> None:
-        super().__init__(message, path=path,
-                         hint="no tool ran after the failed commit; fix the database and `strata resume` the session")
+    def __init__(self, message: str, *, session_id: str | None = None, path: str | None = None,
+                 hint: str | None = None) -> None:
+        super().__init__(message, path=path, hint=hint or "no tool ran after the failed commit; fix the database "
+                                                          "and `strata resume` the session")
         self.session_id = session_id
+
+
+class DamagedEvent(StoreError):
+    """A stored event that does not load as an event: the log was edited or damaged outside Strata. Reported,
+    never repaired or skipped (the state would silently differ from the log)."""
+
+    def __init__(self, session_id: str, seq: int, reason: str, *, path: str | None = None) -> None:
+        reason = " ".join(reason.split())  # one line, whatever the decoder said
+        super().__init__(f"session {session_id} has a damaged log: event {seq} does not load ({reason}); "
+                         "it was left untouched", path=path,
+                         hint="the database was changed outside Strata; restore it from a backup, or "
+                              f"`strata timeline {session_id}` to see what happened")
+        self.session_id = session_id
+        self.seq = seq
+        self.reason = reason
+
+
+class InconsistentLog(StrataError):
+    """A session's events load, but `fold` rejects them (a log that breaks the state machine)."""
+
+    def __init__(self, session_id: str, reason: str, *, hint: str | None = None) -> None:
+        super().__init__(f"session {session_id} has an inconsistent log: {' '.join(reason.split())}",
+                         hint=hint or f"the log was left untouched; `strata timeline {session_id}` shows what "
+                                      "happened")
+        self.session_id = session_id
+        self.reason = reason
 
 
 class SessionNotFound(StrataError):

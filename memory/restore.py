@@ -3,7 +3,11 @@ snapshot to trust, the whole log. Either way the events are applied by `core.sta
 uses, so both give the same state; the snapshot only saves replaying the head of a long log.
 
 A snapshot is never trusted blindly: another version, data that does not load, or a tail that does not apply
-to it makes restore ignore it (with a warning in the log) and fold the whole log instead."""
+to it makes restore ignore it (with a warning in the log) and fold the whole log instead.
+
+A log that does not fold is the session's own fault, not the snapshot's: `restore` raises FoldError (callers that
+can carry on without the state, such as `strata sessions`, catch it); `restore_or_report` raises the one-line
+InconsistentLog every command prints. An event that does not load at all is a DamagedEvent from the store."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from core.errors import InconsistentLog
 from core.snapshot import SnapshotError, load_state
 from core.state import FoldError, SessionState, apply, fold
 from memory.store import EventStore
@@ -28,7 +33,8 @@ class Restored:
 
 
 async def restore(store: EventStore, session_id: str) -> Restored:
-    """Raises FoldError if the log itself is inconsistent."""
+    """Raises FoldError if the log itself is inconsistent, DamagedEvent (a StoreError) if an event it reads does
+    not load."""
     snapshot = await store.read_latest_snapshot(session_id)
     if snapshot is not None:
         try:
@@ -42,3 +48,12 @@ async def restore(store: EventStore, session_id: str) -> Restored:
                         reason=str(exc))
     events = await store.read_events(session_id)
     return Restored(fold(events), 0, len(events))
+
+
+async def restore_or_report(store: EventStore, session_id: str, *, hint: str | None = None) -> Restored:
+    """`restore` for a command that needs the state: a log that does not fold is an InconsistentLog (a
+    StrataError: one line naming the session, the log left untouched) instead of a FoldError."""
+    try:
+        return await restore(store, session_id)
+    except FoldError as exc:
+        raise InconsistentLog(session_id, str(exc), hint=hint) from None

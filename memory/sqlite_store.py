@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import aiosqlite
+import anyio
 from pydantic import ValidationError
 
 from core.clock import Clock, SystemClock, iso
-from core.errors import PersistError, ReceiptError, SessionActive, SessionNotFound, StoreError
+from core.errors import DamagedEvent, PersistError, ReceiptError, SessionActive, SessionNotFound, StoreError
 from core.events import SCHEMA_VERSION, EventAdapter, StoredEvent
 from core.timeline import GENESIS_HASH, TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
 from memory.leases import describe
@@ -74,13 +75,16 @@ class SqliteEventStore:
         recreated."""
         clock = clock or SystemClock()
         where = str(path)
+        _prepare(path)
+        connecting = aiosqlite.connect(where, isolation_level=None)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create the data directory {path.parent}: {exc.strerror}", path=where) from None
-        try:
-            db = await aiosqlite.connect(where, isolation_level=None)
+            db = await connecting
         except sqlite3.Error as exc:
+            # aiosqlite queues a stop on its worker thread and does not wait for it; the thread then resolves a
+            # future on this loop. Wait for it here, or it may do so after the loop has closed (a traceback).
+            thread = getattr(connecting, "_thread", None)
+            if thread is not None:
+                await anyio.to_thread.run_sync(thread.join, 5.0)
             raise _store_error(exc, where) from None
         store = cls(db, where, clock)
         try:
@@ -208,9 +212,11 @@ class SqliteEventStore:
             raise _RaceLost(u.id)
 
     async def _transaction(self, session_id: str | None,
-                           body: Callable[[sqlite3.Connection, str, list[Callable[[], None]]], T]) -> T:
+                           body: Callable[[sqlite3.Connection, str, list[Callable[[], None]]], T], *,
+                           creates: bool = False) -> T:
         """Run `body` in one IMMEDIATE transaction on the worker thread. Callbacks `body` registers run on that
-        thread right after COMMIT (so the seq cache never runs ahead of, or behind, what is stored)."""
+        thread right after COMMIT (so the seq cache never runs ahead of, or behind, what is stored). `creates`:
+        the transaction creates `session_id`, so when it fails there is no session to resume."""
         at = iso(self._clock.now())
 
         def run(conn: sqlite3.Connection) -> T:
@@ -236,8 +242,7 @@ class SqliteEventStore:
         except _RaceLost as exc:
             raise ReceiptError(f"receipt {exc.args[0]} is not in the expected state", receipt_id=exc.args[0]) from None
         except sqlite3.Error as exc:
-            raise PersistError(f"commit to {self.path} failed: {exc}", session_id=session_id,
-                               path=self.path) from None
+            raise _persist_error(exc, self.path, session_id, creates=creates) from None
         self.commits += 1
         return result
 
@@ -254,7 +259,7 @@ class SqliteEventStore:
             self._timeline_head.pop(record.id, None)
             return self._append(conn, record.id, first, at, committed)
 
-        return await self._transaction(record.id, body)
+        return await self._transaction(record.id, body, creates=True)
 
     async def commit(self, session_id: str, write: Write) -> list[StoredEvent]:
         return await self._transaction(
@@ -275,7 +280,7 @@ class SqliteEventStore:
                 "SELECT ? | seq, seq, kind, at, turn, payload, schema_version FROM events "
                 "WHERE key > ? AND key <= ?", (target_base, source, source | min(upto_seq, SEQ_MASK)))
 
-        await self._transaction(target.id, body)
+        await self._transaction(target.id, body, creates=True)
 
     async def update_receipt(self, update: ReceiptUpdate) -> Receipt:
         def body(conn: sqlite3.Connection, at: str, _: list[Callable[[], None]]) -> None:
@@ -351,8 +356,14 @@ class SqliteEventStore:
                 (base | max(0, after_seq), base | upto)).fetchall()
 
         rows = await self._read(fn)
-        return [StoredEvent(session_id=session_id, seq=seq, at=datetime.fromisoformat(at), turn=turn,
-                            event=EventAdapter.validate_json(payload)) for seq, at, turn, payload in rows]
+        events = []
+        for seq, at, turn, payload in rows:
+            try:
+                events.append(StoredEvent(session_id=session_id, seq=seq, at=datetime.fromisoformat(at), turn=turn,
+                                          event=EventAdapter.validate_json(payload)))
+            except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
+                raise DamagedEvent(session_id, seq, _decode_reason(exc), path=self.path) from None
+        return events
 
     async def read_latest_snapshot(self, session_id: str) -> Snapshot | None:
         def fn(conn: sqlite3.Connection) -> Any:
@@ -484,12 +495,58 @@ def _timeline_row(session_id: str, row: Any) -> TimelineRow:
         return TimelineRow.model_construct(**fields)
 
 
+def _prepare(path: Path) -> None:
+    """Create the data directory; refuse a database path that is a directory before SQLite is asked to open it
+    (it cannot, and a failed aiosqlite connect is racy, see `open`)."""
+    where = str(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create the data directory {path.parent}: {exc.strerror}", path=where) from None
+    if path.is_dir():
+        raise StoreError(f"cannot use {where}: unable to open database file (it is a directory); it was left "
+                         "untouched", path=where, hint="move it aside or set STRATA_HOME to another directory")
+
+
+def _decode_reason(exc: Exception) -> str:
+    """What was wrong with a stored event, in one short line (a ValidationError's first error, without the
+    input it quotes)."""
+    if isinstance(exc, ValidationError):
+        errors = exc.errors(include_url=False, include_input=False)
+        if errors:
+            first = errors[0]
+            where = ".".join(str(part) for part in first.get("loc", ()))
+            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+            return f"{where + ': ' if where else ''}{first.get('msg', 'invalid')}{more}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _locked(exc: sqlite3.Error) -> bool:
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    text = str(exc)
+    return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in text or "busy" in text
+
+
+def _persist_error(exc: sqlite3.Error, path: str, session_id: str | None, *, creates: bool) -> PersistError:
+    """A failed commit, with what to do next: a lock held elsewhere passes (retry); anything else needs the
+    database fixed first. A commit that would have created the session leaves nothing to resume."""
+    if _locked(exc):
+        if creates or session_id is None:
+            hint = "nothing was written; retry when the other process is done"
+        else:
+            hint = f"no tool ran after the failed commit; `strata resume {session_id}` when the other process is done"
+        return PersistError(f"commit to {path} failed: it is locked by another process ({exc})",
+                            session_id=session_id, path=path, hint=hint)
+    hint = "nothing was written; fix the database and retry" if creates or session_id is None else None
+    return PersistError(f"commit to {path} failed: {exc}", session_id=session_id, path=path, hint=hint)
+
+
 def _store_error(exc: sqlite3.Error, path: str) -> StoreError:
     text = str(exc)
     if "not a database" in text or "malformed" in text:
         return StoreError(f"{path} is not a usable Strata database ({text}); it was left untouched", path=path,
                           hint="move the file aside or set STRATA_HOME to another directory")
-    if "locked" in text or "busy" in text:
+    if _locked(exc):
         return StoreError(f"{path} is locked by another process ({text})", path=path,
                           hint="retry when the other process is done")
     if "readonly" in text or "read-only" in text or "unable to open" in text:

@@ -309,6 +309,13 @@ class ToolCallProcessor:
                 return done(self._no_human(hook_ask, tool, env.mode))
             ask = _merge(ask, hook_ask)
         if ask is None:
+            rejected = env.approvals.get(call.call_id)
+            if rejected is not None and rejected.decision == "rejected":
+                # A person said no to this very call (`strata deny`): a rule added since does not overrule them.
+                steps.append(Step("approval", "rejected", f"{rejected.approver} (recorded)"))
+                why = f": {rejected.reason}" if rejected.reason else ""
+                return Decision(Deny("approval", (f"rejected by {rejected.approver}{why}",)), spec, tool, args,
+                                _sha(call, args), tuple(steps), approver=rejected.approver)
             return done(allowed)
         return await self._approve(call, env, spec, tool, args, ask, steps)
 

@@ -47,6 +47,8 @@ def export(session_id: str, fmt: ExportFormat, output: str | None) -> None:
     """Export session SESSION_ID, masked, as JSONL, HTML or OTLP JSON."""
     from agent.cli.main import _apply_config, _config, _fail, _run, _settings
 
+    if output is not None and not output.strip():  # Path("") is the cwd: the export would be renamed onto it
+        raise click.BadParameter("is empty; name a file, or '-' for stdout", param_hint="--output")
     settings = _settings()
 
     async def main() -> tuple[SessionSnapshot, Masker]:

@@ -216,7 +216,8 @@ def resume(session_id: str, prompt: str | None, model_spec: str | None, allow: t
             model = model_from_spec(model_spec) if model_spec else None
             live = await resume_session(rt, session_id, model=model, model_factory=model_from_spec, rules=rules,
                                         max_turns=max_turns, observer=_observer(as_json),
-                                        asking=Asking(on_ask=on_ask))  # type: ignore[arg-type]  # None: the session's
+                                        asking=Asking(on_ask=on_ask),  # type: ignore[arg-type]  # None: the session's
+                                        prompt=prompt)
             return await _drive(live, prompt, as_json)
 
     sys.exit(_run(main).exit_code)
@@ -226,6 +227,8 @@ def resume(session_id: str, prompt: str | None, model_spec: str | None, allow: t
 @_json
 def sessions(as_json: bool) -> None:
     """List sessions, oldest first."""
+    from core.errors import DamagedEvent
+
     settings = _settings()
 
     async def main() -> None:
@@ -238,7 +241,7 @@ def sessions(as_json: bool) -> None:
             for r in records:
                 try:  # the counters come from the folded state: one snapshot plus a short tail per session
                     counters: Counters | None = (await restore(rt.store, r.id)).state.counters
-                except FoldError:
+                except (FoldError, DamagedEvent):  # a broken log is listed with unknown counters ('?')
                     counters = None
                 views.append(session_view(r, _display_status(rt, r), rt.masker, unknown.get(r.id, 0), counters))
         if as_json:
@@ -264,12 +267,14 @@ def sessions(as_json: bool) -> None:
 @_json
 def show(session_id: str, as_json: bool) -> None:
     """Show a session and its conversation as the next model request would carry it."""
+    from memory.restore import restore_or_report
+
     settings = _settings()
 
     async def main() -> None:
         async with runtime(settings) as rt:
             rec = await rt.store.get_session(session_id)
-            state = (await restore(rt.store, session_id)).state
+            state = (await restore_or_report(rt.store, session_id)).state
             view = show_view(rec, _display_status(rt, rec), state, rt.masker)
         if as_json:
             _emit_json(view)
@@ -325,14 +330,17 @@ def receipts(session_id: str | None, status: str | None, as_json: bool) -> None:
 
 @cli.command(name="reconcile")
 @click.argument("target", required=False)
-@click.option("--applied", "verdict", flag_value="applied", help="The effect happened.")
-@click.option("--not-applied", "verdict", flag_value="not_applied", help="The effect did not happen.")
+@click.option("--applied", is_flag=True, help="The effect happened.")
+@click.option("--not-applied", is_flag=True, help="The effect did not happen.")
 @click.option("--note", default=None, help="Why you decided so.")
 @click.option("--probe", is_flag=True, help="Let each tool's probe decide unknown receipts (of session TARGET, or "
                                              "all sessions).")
-def reconcile_cmd(target: str | None, verdict: str | None, note: str | None, probe: bool) -> None:
+def reconcile_cmd(target: str | None, applied: bool, not_applied: bool, note: str | None, probe: bool) -> None:
     """Decide the outcome of an unknown effect: `reconcile RECEIPT --applied|--not-applied`, or
     `reconcile --probe [SESSION]`. The call is never re-run."""
+    if applied and not_applied:  # a decision recorded for good: two contradicting ones are refused, not resolved
+        raise click.UsageError("--applied and --not-applied contradict each other; give one")
+    verdict = "applied" if applied else "not_applied" if not_applied else None
     if probe:
         if verdict is not None:
             raise click.UsageError("--probe decides by itself; leave out --applied / --not-applied")

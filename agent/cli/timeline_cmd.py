@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import click
@@ -19,6 +19,8 @@ from core.timeline import TIMELINE_DECISIONS, TimelineRow, VerifyResult
 from memory.leases import make_liveness
 from observability.session_timeline import follow, load_timeline, timeline_record, verify_session
 
+_SQLITE_INT_MAX = (1 << 63) - 1
+"""The largest number an SQLite INTEGER holds: a larger --turn is a usage error, not a failed query."""
 _DECISION_STYLE = {"allowed": "green", "approved": "green", "denied": "red", "rejected": "red", "parked": "yellow"}
 # Fixed widths (all but the summary), so the tables `--follow` prints one row at a time line up.
 _COLUMNS: tuple[tuple[str, int, str], ...] = (
@@ -38,7 +40,14 @@ def _since(value: str | None) -> tuple[int | None, datetime | None]:
     except ValueError:
         raise click.BadParameter(f"{value!r} is neither a seq number nor an ISO time "
                                  "(e.g. 2026-01-01T12:00:00)", param_hint="--since") from None
-    return None, at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    if at.tzinfo is None:
+        return None, at.replace(tzinfo=UTC)
+    try:
+        return None, at.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+05:00: its UTC form is before year 1 (or after 9999)
+        offset = at.utcoffset()
+        early = offset is not None and offset > timedelta(0)
+        return None, (datetime.min if early else datetime.max).replace(tzinfo=UTC)
 
 
 def _duration(ms: float | None) -> str:
@@ -96,7 +105,7 @@ def _report_verify(session_id: str, result: VerifyResult, as_json: bool) -> None
 @click.option("--tool", "tools", multiple=True, metavar="TOOL", help="Only rows about this tool. Repeatable.")
 @click.option("--decision", "decisions", multiple=True, type=click.Choice(TIMELINE_DECISIONS),
               help="Only rows with this decision. Repeatable.")
-@click.option("--turn", type=click.IntRange(min=0), default=None, help="Only rows of this turn.")
+@click.option("--turn", type=click.IntRange(min=0, max=_SQLITE_INT_MAX), default=None, help="Only rows of this turn.")
 @click.option("--since", metavar="SEQ|TIME", default=None,
               help="Rows from this seq number, or from this ISO time on (UTC if no offset is given).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")

@@ -67,6 +67,8 @@ def load_script(path: Path) -> list[tuple[ContentBlock, ...]]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ScriptError(str(path), f"cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ScriptError(str(path), f"not UTF-8 (byte {exc.object[exc.start]:#04x} at offset {exc.start})") from None
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from core.errors import SessionNotFound, StrataError
+from core.errors import InconsistentLog, SessionNotFound
 from core.events import AssistantMessage, BatchProposed, StoredEvent
 from core.state import FoldError, SessionState, fold
 from core.timeline import TimelineRow
@@ -45,8 +45,7 @@ async def load_snapshot(store: EventStore, session_id: str) -> SessionSnapshot:
     try:
         state = fold(events)
     except FoldError as exc:
-        raise StrataError(f"session {session_id} has an inconsistent log: {exc}",
-                          hint="the log was left untouched; `strata show` reads it the same way") from None
+        raise InconsistentLog(session_id, str(exc)) from None
     timeline = await store.read_timeline(session_id)
     receipts = await store.list_receipts(session_id)
     ancestry = await _ancestry(store, record, events)

@@ -2,8 +2,8 @@
 
 The promise under test: bad input gets a clear one-line error (exit 1 for an error, 2 for usage), never a
 traceback or an "internal error", and loses nothing: a corrupt, locked or unusable database is reported and left
-as it was. Tests of behaviour that holds pass; each bug found is a test of the correct behaviour marked
-`xfail(strict=True)`.
+as it was. The bugs this review found (tests named `test_bug_...`) are fixed; their tests state the behaviour that
+now holds.
 
 To stay fast, every `strata` process the tests look at is started once, by the module fixture `world`, in a
 thread pool (the ones that wait out SQLite's 5 s busy timeout, overlap with the rest); each test then
@@ -487,18 +487,12 @@ def test_reads_go_on_while_another_process_holds_the_write_lock(world: World) ->
 # Bugs: each test states the correct behaviour
 # =================================================================================================================
 
-@pytest.mark.xfail(strict=True, reason="a model script that is not UTF-8 escapes load_script (only OSError and "
-                   "JSONDecodeError are caught): 'strata: internal error: UnicodeDecodeError', exit 1, instead of "
-                   "'invalid model script PATH: not UTF-8', exit 2")
 def test_bug_script_that_is_not_utf8_is_a_script_error(world: World) -> None:
     proc: Proc = world["usage:script-latin1"]
     _one_error(proc, "invalid model script", "latin1.json")
     assert proc.returncode == 2
 
 
-@pytest.mark.xfail(strict=True, reason="strata doctor opens a database whose header is fine but whose sessions "
-                   "page is damaged, then store.list_sessions() raises StoreError outside any handler: 'strata: "
-                   "internal error: StoreError ...' instead of a FAIL database line")
 def test_bug_doctor_reports_a_damaged_database_as_a_fail_line(world: World) -> None:
     proc: Proc = world["db:zeroed:doctor"]
     _clean(proc)
@@ -507,26 +501,18 @@ def test_bug_doctor_reports_a_damaged_database_as_a_fail_line(world: World) -> N
     assert _db(world.root / "db-zeroed" / "home").read_bytes() == world.facts["db-zeroed:db"]
 
 
-@pytest.mark.xfail(strict=True, reason="timeline --turn with a number past SQLite's 64-bit range is accepted by "
-                   "click and reaches the query: 'internal error: OverflowError: Python int too large to convert "
-                   "to SQLite INTEGER', exit 1, instead of a usage error, exit 2")
 def test_bug_timeline_turn_out_of_range_is_a_usage_error(world: World) -> None:
     proc: Proc = world["timeline:turn-overflow"]
     _clean(proc)
     assert proc.returncode == 2, proc.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="timeline --since 0001-01-01T00:00:00+05:00 (a valid ISO time whose UTC "
-                   "form is before year 1) gives 'internal error: OverflowError: date value out of range', exit 1")
 def test_bug_timeline_since_a_time_before_year_one_in_utc_is_handled(world: World) -> None:
     proc: Proc = world["timeline:since-overflow"]
     _clean(proc)
     assert proc.returncode in (0, 2), proc.stderr  # every row is after it (0), or a usage error (2)
 
 
-@pytest.mark.xfail(strict=True, reason="export --output '' writes a temp file in the cwd and tries to rename it "
-                   "onto '.': 'cannot write .: Device or resource busy', exit 1, instead of a usage error (exit 2) "
-                   "saying the output path is empty")
 def test_bug_export_with_an_empty_output_path_is_a_usage_error(world: World) -> None:
     proc: Proc = world["export:empty"]
     _clean(proc)
@@ -534,9 +520,6 @@ def test_bug_export_with_an_empty_output_path_is_a_usage_error(world: World) -> 
     assert "cannot write .:" not in proc.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="an event payload that is not JSON makes `strata show` fail with "
-                   "'internal error: ValidationError' and a multi-line pydantic dump, instead of one line saying "
-                   "the session's log is corrupt")
 def test_bug_show_reports_an_event_that_is_not_json_in_one_line(world: World) -> None:
     proc: Proc = world["log-not-json:show"]
     assert proc.returncode == 1
@@ -544,9 +527,6 @@ def test_bug_show_reports_an_event_that_is_not_json_in_one_line(world: World) ->
     assert len(proc.stderr.strip().splitlines()) <= 2  # the error and a hint
 
 
-@pytest.mark.xfail(strict=True, reason="`strata sessions` catches FoldError per session but not the pydantic "
-                   "ValidationError of an event that is not JSON, so one damaged session makes the whole listing "
-                   "an internal error instead of showing it with unknown counters ('?')")
 def test_bug_sessions_lists_a_session_whose_log_has_a_damaged_event(world: World) -> None:
     proc: Proc = world["log-not-json:sessions"]
     _clean(proc)
@@ -556,20 +536,12 @@ def test_bug_sessions_lists_a_session_whose_log_has_a_damaged_event(world: World
 
 
 @pytest.mark.parametrize("command", ["show", "approve"])
-@pytest.mark.xfail(strict=True, reason="FoldError (a log that breaks the state machine) is a ValueError, not a "
-                   "StrataError: `show` and `approve` print 'internal error: FoldError: second session_started', "
-                   "while export, fork and resume report 'has an inconsistent log' (and resume's hint even says to "
-                   "report it with `strata show`, which crashes)")
 def test_bug_show_and_approve_report_an_inconsistent_log(world: World, command: str) -> None:
     proc: Proc = world[f"log-inconsistent:{command}"]
     assert proc.returncode == 1
     _one_error(proc, "inconsistent log", world.session_id)
 
 
-@pytest.mark.xfail(strict=True, reason="a typo in `strata approve SESSION CALL` takes the lease (status -> active), "
-                   "fails with a usage error and releases the lease without restoring the status: the parked "
-                   "session is stored as 'active' and listed as 'interrupted' (its process 'died'), no longer "
-                   "'awaiting_approval'; `resume ID ''` (empty prompt) does the same to any session")
 def test_bug_a_mistyped_approval_leaves_the_session_awaiting_approval(world: World) -> None:
     proc, stored, shown = world["chain:approve-typo"]
     assert proc.returncode == 2
@@ -578,10 +550,6 @@ def test_bug_a_mistyped_approval_leaves_the_session_awaiting_approval(world: Wor
     assert (stored, shown) == ("awaiting_approval", "awaiting_approval")
 
 
-@pytest.mark.xfail(strict=True, reason="`strata run --workspace DIR` refuses a missing DIR, but `strata resume` "
-                   "does not check the recorded workspace: with the project gone it runs the tools anyway and "
-                   "write_file recreates the workspace directory; it should fail with exit 2, 'workspace ... is "
-                   "not a directory', and create nothing")
 def test_bug_resume_refuses_a_workspace_that_no_longer_exists(world: World) -> None:
     run, resumed, recreated = world["chain:deleted-workspace"]
     assert run.returncode == 0, run.stderr
@@ -591,9 +559,6 @@ def test_bug_resume_refuses_a_workspace_that_no_longer_exists(world: World) -> N
     assert not recreated
 
 
-@pytest.mark.xfail(strict=True, reason="`strata reconcile RECEIPT --applied --not-applied` is accepted (both flags "
-                   "write one dest, the last wins) and records 'not applied' for good, though the person said both; "
-                   "it should be a usage error (exit 2) that leaves the receipt undecided")
 def test_bug_reconcile_refuses_contradictory_verdicts(world: World) -> None:
     proc, before, after = world["chain:reconcile-both"]
     assert before == "dispatched"
@@ -602,10 +567,6 @@ def test_bug_reconcile_refuses_contradictory_verdicts(world: World) -> None:
     assert after == "dispatched"
 
 
-@pytest.mark.xfail(strict=True, reason="with the database locked by another process, `strata run` waits 5 s and "
-                   "reports 'commit to ... failed: database is locked' with the hint 'fix the database and `strata "
-                   "resume` the session' although no session was created and nothing needs fixing; the other "
-                   "paths say 'locked by another process' and 'retry when the other process is done'")
 def test_bug_run_on_a_locked_database_says_it_is_locked_and_to_retry(world: World) -> None:
     proc: Proc = world["locked-wal:run"]
     assert proc.returncode == 1
@@ -613,9 +574,6 @@ def test_bug_run_on_a_locked_database_says_it_is_locked_and_to_retry(world: Worl
     assert "strata resume" not in proc.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="`strata doctor` says 'all checks passed' while another process holds an "
-                   "exclusive transaction on the (WAL) database, so every run and approval fails with 'database is "
-                   "locked'; it only opens the database and reads, never checks that it can write")
 def test_bug_doctor_reports_a_database_locked_for_writing(world: World) -> None:
     proc: Proc = world["locked-wal:doctor"]
     _clean(proc)
@@ -623,10 +581,6 @@ def test_bug_doctor_reports_a_database_locked_for_writing(world: World) -> None:
     assert any("database" in ln and "locked" in ln for ln in proc.stdout.splitlines()), proc.stdout
 
 
-@pytest.mark.xfail(strict=False, reason="a race, so not strict: when strata.db is a directory, aiosqlite's failed "
-                   "connect queues a stop whose future the worker thread resolves after the event loop has closed, "
-                   "and 'Exception in thread ... RuntimeError: Event loop is closed' tracebacks land on stderr "
-                   "(seen in 10-40% of `doctor` and `sessions` runs in a review); no run should ever print one")
 def test_bug_a_database_path_that_is_a_directory_never_prints_a_traceback(world: World) -> None:
     for proc in (world["db:directory:timeline"], world["db:directory:doctor"]):
         assert "Traceback" not in proc.stderr, proc.stderr

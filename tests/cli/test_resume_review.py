@@ -5,8 +5,10 @@ verdicts, forks around an open batch, two resumes racing, decisions taken while 
 
 Effects are counted by bash calls appending a marker line to effects.log. Every scenario runs in its own workspace
 and Strata home, the scenarios two at a time in threads (module fixture `seen`, about 40 s on two cores); each test
-then asserts on what its scenario recorded. Tests marked xfail(strict) state the correct behaviour where the runtime
-gets it wrong today."""
+then asserts on what its scenario recorded. The bugs this review found (a person's denial overruled by a later
+allow rule, a decision accepted for a call already started, a prompt dropped by a parked session, a failed command
+clobbering the session's status, a resume into a missing workspace, contradictory reconcile verdicts, a reconciled
+outcome never reported, a fork's exit code) are fixed; their tests state the behaviour that now holds."""
 
 from __future__ import annotations
 
@@ -505,9 +507,6 @@ def test_denied_parked_call_stays_denied_through_a_crash(seen: dict[str, Scene])
     assert "p1" not in s.notes[f"receipts:{s.sid}"]
 
 
-@pytest.mark.xfail(strict=True, reason="`strata deny` of a parked call whose approved run already committed a "
-                   "`dispatched` receipt (and wrote the file) is accepted and reported as 'denied'; the person is "
-                   "told the call is denied although its effect may have happened")
 def test_deny_after_the_approved_call_started_is_refused(seen: dict[str, Scene]) -> None:
     s = scene(seen, "approve-after_dispatch:1")
     assert (s.ws / "out.txt").exists()
@@ -529,8 +528,6 @@ def test_parked_session_misuse_runs_nothing_undecided_and_a_deny_rule_beats_an_a
     assert effect_counts(s.ws) == {marker("p0"): 1, marker("p2"): 1}
 
 
-@pytest.mark.xfail(strict=True, reason="`strata resume ID PROMPT` of a session awaiting approval parks again "
-                   "(exit 4) and silently drops PROMPT: it is neither recorded nor refused")
 def test_resume_with_a_prompt_of_a_parked_session_keeps_or_refuses_the_prompt(seen: dict[str, Scene]) -> None:
     s = scene(seen, "parked-misuse")
     proc = s.procs["resume"]
@@ -539,9 +536,6 @@ def test_resume_with_a_prompt_of_a_parked_session_keeps_or_refuses_the_prompt(se
     assert kept or refused, (proc.returncode, proc.stdout[-400:], proc.stderr)
 
 
-@pytest.mark.xfail(strict=True, reason="a person's `strata deny` of a parked call is overridden by `--allow "
-                   "write_file` given to `strata resume`: policy allows before the recorded rejection is consulted, "
-                   "and the denied write runs")
 def test_a_recorded_rejection_stands_against_an_allow_rule_added_on_resume(seen: dict[str, Scene]) -> None:
     s = scene(seen, "rejection-then-allow")
     assert s.procs["resume"].returncode == 0, s.procs["resume"].stderr
@@ -551,12 +545,8 @@ def test_a_recorded_rejection_stands_against_an_allow_rule_added_on_resume(seen:
 
 
 @pytest.mark.parametrize(("name", "first", "failed", "status"), [
-    pytest.param("parked-misuse", "park", "approve", "awaiting_approval", marks=pytest.mark.xfail(
-        strict=True, reason="`strata approve` of a call that is not parked fails after taking the lease, and the "
-        "lease release keeps status 'active': the parked session now lists as 'interrupted'")),
-    pytest.param("failed-resume", "run", "resume", "completed", marks=pytest.mark.xfail(
-        strict=True, reason="a `strata resume` that fails after taking the lease (the recorded model script is "
-        "gone) leaves status 'active': a completed session now lists as 'interrupted'")),
+    pytest.param("parked-misuse", "park", "approve", "awaiting_approval"),
+    pytest.param("failed-resume", "run", "resume", "completed"),
 ])
 def test_a_failed_command_leaves_the_session_status_as_it_was(seen: dict[str, Scene], name: str, first: str,
                                                               failed: str, status: str) -> None:
@@ -588,10 +578,6 @@ def test_resume_in_a_moved_workspace_runs_no_effect_twice(seen: dict[str, Scene]
     assert is_unknown(results["k0"]) and effect_counts(s.ws)[marker("k0")] == 1
 
 
-@pytest.mark.xfail(strict=True, reason="`strata resume` of a session whose workspace was moved does not check it "
-                   "(unlike `strata run`): it takes a receipt for the pending bash call, which fails with 'cannot "
-                   "start bash: No such file or directory', and completes the session; the call is lost instead of "
-                   "waiting for the workspace")
 def test_resume_refuses_a_missing_workspace_and_keeps_the_open_batch(seen: dict[str, Scene]) -> None:
     s = scene(seen, "moved-workspace")
     proc = s.procs["resume"]
@@ -605,8 +591,6 @@ def test_resume_refuses_a_missing_workspace_and_keeps_the_open_batch(seen: dict[
 
 # -- reconciliation -----------------------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="`strata reconcile R --applied --not-applied` is accepted (the last flag "
-                   "wins) and marks an effect that did happen as not applied, instead of a usage error")
 def test_reconcile_with_both_verdicts_is_a_usage_error(seen: dict[str, Scene]) -> None:
     s = scene(seen, "reconcile-both")
     assert effect_counts(s.ws)[marker("k0")] == 1
@@ -634,9 +618,6 @@ def test_reconcile_twice_is_refused_and_the_model_hears_once(seen: dict[str, Sce
     assert effect_counts(s.ws) == {marker("k0"): 1, marker("k1"): 1}
 
 
-@pytest.mark.xfail(strict=True, reason="after a completed session's unknown receipt is reconciled, `strata "
-                   "reconcile` says 'the model hears of it when the session resumes: strata resume ID', but that "
-                   "command answers 'already completed; nothing to do' and the model is never told")
 def test_resume_as_hinted_after_reconcile_tells_the_model(seen: dict[str, Scene]) -> None:
     s = scene(seen, "reconcile-twice")
     assert f"strata resume {s.sid}" in s.procs["applied"].stdout
@@ -675,9 +656,6 @@ def test_forks_around_an_open_batch_never_rerun_a_recorded_effect(seen: dict[str
     assert s.notes["parent-unchanged"]
 
 
-@pytest.mark.xfail(strict=True, reason="a fork taken after a batch with an unknown effect inherits the unknown "
-                   "tool_result but not the receipt: its resume ends with the reason '1 call(s) with an unknown "
-                   "outcome await reconciliation' yet reports unknown_receipts 0 and exits 0 instead of 5")
 def test_resumed_fork_exit_code_agrees_with_its_unknown_outcome(seen: dict[str, Scene]) -> None:
     s = scene(seen, "forks")
     summary = result_line(s.procs["late-resume"].stdout)

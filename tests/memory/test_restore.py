@@ -14,6 +14,7 @@ import pytest
 
 from core.blobs import BLOB_THRESHOLD, EXCERPT_CHARS
 from core.clock import SteppingClock
+from core.errors import InconsistentLog, StrataError
 from core.events import (
     BatchCompleted,
     BatchProposed,
@@ -25,8 +26,9 @@ from core.events import (
 )
 from core.messages import ToolUseBlock
 from core.snapshot import SNAPSHOT_VERSION, dump_state
-from core.state import SessionState, apply, fold
+from core.state import FoldError, SessionState, apply, fold
 from memory import InMemoryEventStore, SessionRecord, Snapshot, SqliteEventStore, Write, restore
+from memory.restore import restore_or_report
 from memory.session_writer import SessionWriter
 from memory.store import EventStore
 
@@ -195,3 +197,17 @@ async def test_snapshot_whose_tail_does_not_apply_is_ignored(store: EventStore) 
     assert restored.snapshot_seq == 0
     assert restored.state == fold(await store.read_events("s1"))
     assert restored.state.open_batch is None and restored.state.counters.tool_calls == 1
+
+
+async def test_a_log_that_does_not_fold_is_one_inconsistent_log_error(store: EventStore) -> None:
+    """`restore` raises FoldError for a log the state machine rejects; `restore_or_report`, which the commands
+    use, turns it into the one-line InconsistentLog (a StrataError) naming the session."""
+    await store.create_session(record("s1"), Write(events=[(started(), 0)]))
+    await store.commit("s1", Write(events=[(started(), 0)]))  # a second session_started
+    with pytest.raises(FoldError):
+        await restore(store, "s1")
+    with pytest.raises(InconsistentLog) as info:
+        await restore_or_report(store, "s1")
+    assert isinstance(info.value, StrataError) and info.value.exit_code == 1
+    assert info.value.message == "session s1 has an inconsistent log: second session_started"
+    assert info.value.hint and "strata timeline s1" in info.value.hint

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
-from core.errors import StoreError
+from core.errors import DamagedEvent, PersistError, StoreError
 from core.events import SCHEMA_VERSION, AssistantMessage, SessionStarted, UserMessage
 from core.messages import TextBlock
 from memory import LeaseHolder, NewReceipt, ReceiptUpdate, SqliteEventStore, Write
@@ -162,3 +162,67 @@ async def test_commits_counts_one_per_commit(store: SqliteEventStore) -> None:
     await store.list_sessions()
     await store.list_receipts()
     assert store.commits == 4
+
+
+def _damage_event(db_path: Path, seq: int, payload: str) -> None:
+    """Edit a stored event behind the store's back (the append-only trigger dropped first), as a hand edit or a
+    damaged disk would."""
+    with raw(db_path) as conn:
+        conn.execute("DROP TRIGGER events_no_update")
+        conn.execute("UPDATE events SET payload = ? WHERE seq = ?", (payload, seq))
+
+
+@pytest.mark.parametrize("payload", ["{not json", '{"kind": "no_such_kind"}', '{"kind": "user_message"}'])
+async def test_an_event_that_does_not_load_is_a_damaged_event_error(store: SqliteEventStore, db_path: Path,
+                                                                    payload: str) -> None:
+    """Reading an event whose payload is not a valid event is a DamagedEvent (a StoreError): one line naming the
+    session and the seq, saying the log is damaged. Nothing is skipped, repaired or rewritten."""
+    await store.create_session(record("s1"), first_write("s1"))
+    _damage_event(db_path, 2, payload)
+    with pytest.raises(DamagedEvent) as info:
+        await store.read_events("s1")
+    err = info.value
+    assert isinstance(err, StoreError) and err.exit_code == 1
+    assert (err.session_id, err.seq, err.path) == ("s1", 2, str(db_path))
+    assert err.message.startswith("session s1 has a damaged log: event 2 does not load (")
+    assert "\n" not in err.message and err.hint
+    assert [e.seq for e in await store.read_events("s1", upto_seq=1)] == [1]  # the events before it still read
+    with raw(db_path) as conn:
+        assert conn.execute("SELECT payload FROM events WHERE seq = 2").fetchone()[0] == payload
+
+
+async def test_a_database_path_that_is_a_directory_is_refused_and_kept(db_path: Path) -> None:
+    """A directory where the database should be is a StoreError before SQLite is asked to open it; it is kept."""
+    await anyio.Path(db_path).mkdir()
+    await anyio.Path(db_path / "keep.txt").write_text("mine")
+    with pytest.raises(StoreError) as info:
+        await SqliteEventStore.open(db_path)
+    assert f"cannot use {db_path}: unable to open database file" in info.value.message
+    assert info.value.hint
+    assert await anyio.Path(db_path / "keep.txt").read_text() == "mine"
+
+
+async def test_a_commit_on_a_locked_database_says_it_is_locked_and_to_retry(db_path: Path) -> None:
+    """A commit that fails because another process holds the write lock says so; a commit that would have created
+    the session does not point at `strata resume` (there is no session), a later one does."""
+    s = await SqliteEventStore.open(db_path, busy_timeout_ms=50)
+    try:
+        await s.create_session(record("s1"), first_write("s1"))
+        with raw(db_path) as other:
+            other.execute("BEGIN EXCLUSIVE")
+            try:
+                with pytest.raises(PersistError) as created:
+                    await s.create_session(record("s2"), first_write("s2"))
+                with pytest.raises(PersistError) as appended:
+                    await s.commit("s1", Write(events=[(UserMessage(text="more"), 0)]))
+            finally:
+                other.execute("ROLLBACK")
+        for err in (created.value, appended.value):
+            assert "locked by another process" in err.message
+            assert err.hint and "when the other process is done" in err.hint
+        assert created.value.hint and "retry" in created.value.hint and "strata resume" not in created.value.hint
+        assert appended.value.hint and "strata resume s1" in appended.value.hint
+        assert [r.id for r in await s.list_sessions()] == ["s1"]
+        assert len(await s.read_events("s1")) == 2
+    finally:
+        await s.close()
