@@ -23,6 +23,11 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     if (config.pluginmanager.hasplugin("xdist") and getattr(config.option, "numprocesses", 0) is None
             and not hasattr(config, "workerinput") and "PYTEST_XDIST_WORKER" not in os.environ):
         config.option.numprocesses = 2
+        if getattr(config.option, "dist", "no") in ("no", "load"):
+            # Whole modules to a worker: several modules share one expensive module fixture (the crash and review
+            # suites start dozens of strata processes once), which would otherwise run on both workers, and
+            # again each time a worker came back to the module.
+            config.option.dist = "loadscope"
 
 
 @pytest.fixture
