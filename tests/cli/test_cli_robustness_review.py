@@ -31,7 +31,6 @@ import pytest
 from tests.cli._helpers import error_lines, result_line, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
-
 Proc = subprocess.CompletedProcess[str]
 
 BIG = "99999999999999999999999"  # more than SQLite's 64-bit INTEGER holds

@@ -25,7 +25,6 @@ import pytest
 from tests.cli._helpers import json_lines, result_line, strata, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
-
 RNG = random.Random(20261202)
 ALNUM = string.ascii_letters + string.digits
 UPPER = string.ascii_uppercase + string.digits

@@ -48,7 +48,6 @@ from tests.cli._helpers import (
 )
 from tests.conftest import StrataCLI, write_script
 
-
 # A batch whose middle call asks (write_file) and is parked with `--on-ask park`; the bash calls are allowed: p0
 # runs before the park, p2 is deferred (decided again and run on resume).
 PARK_TURNS = [[text("tidy up"), bash_mark("p0"), tool_use("p1", "write_file", path="out.txt", content="approved\n"),
