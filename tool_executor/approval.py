@@ -73,6 +73,9 @@ def from_record(request: ApprovalRequest, grants: Sequence[Grant],
                 recorded: Approval | None) -> tuple[ApprovalOutcome | None, str]:
     """Steps 1 and 2: an outcome decided without asking anyone, or None and a note on why a record did not
     apply."""
+    # A person's "no" to this very call stands, whatever grant ("always") was given for its tool since.
+    if recorded is not None and recorded.decision == "rejected":
+        return Rejected(recorded.approver, recorded.reason, "recorded"), ""
     # An ask may be the union of several askers ("rule A + hook B"): grants must cover every one of them.
     askers = request.asked_by.split(" + ")
     covering = [next((g for g in grants if g.tool == request.tool and g.asked_by in (a, request.asked_by)), None)
@@ -85,8 +88,6 @@ def from_record(request: ApprovalRequest, grants: Sequence[Grant],
     if recorded.args_sha256 != request.input_sha256:
         return None, (f"a decision by {recorded.approver} was recorded for different arguments; the call changed, "
                       "so it needs a new decision")
-    if recorded.decision == "rejected":
-        return Rejected(recorded.approver, recorded.reason, "recorded"), ""
     if recorded.plan_digest != request.plan_digest:
         return None, (f"an approval by {recorded.approver} was given under a different tool plan; it needs a new "
                       "decision")

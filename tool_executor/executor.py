@@ -262,11 +262,11 @@ class ToolCallProcessor:
         ask: Ask | None = checked.verdict if isinstance(checked.verdict, Ask) else None
         allowed: Pass = checked.verdict if isinstance(checked.verdict, Pass) else Pass()
         hook_ask: Ask | None = None
-        ran: list[Hook] = []
+        ran: list[tuple[Hook, str]] = []  # each hook judges each tool the call becomes, once (so this ends)
         queue = self.hooks.for_event("pre_tool_use", tool)
         while queue:
             hook = queue.pop(0)
-            ran.append(hook)
+            ran.append((hook, tool))
             data = PreToolUseInput(session_id=env.session_id, call_id=call.call_id, turn=env.turn, mode=env.mode,
                                    workspace=str(self.workspace), tool=tool, input=args, safety=spec.safety,
                                    effect=spec.effect)
@@ -299,8 +299,8 @@ class ToolCallProcessor:
                     # The re-check replaces the policy verdict on the old arguments.
                     ask = again.verdict if isinstance(again.verdict, Ask) else None
                     allowed = again.verdict if isinstance(again.verdict, Pass) else Pass()
-                    if changed_tool:  # the new tool's own guards run too (each hook at most once per call)
-                        queue = [h for h in self.hooks.for_event("pre_tool_use", tool) if h not in ran]
+                    if changed_tool:  # the new tool's guards judge it, also those that judged the old tool
+                        queue = [h for h in self.hooks.for_event("pre_tool_use", tool) if (h, tool) not in ran]
                 case HookAllow():
                     steps.append(Step("hook", "allow", hook.name))
         if hook_ask is not None:

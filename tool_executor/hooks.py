@@ -14,6 +14,7 @@ returns the wrong type all become a block whose reason says what went wrong."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import json
 import os
@@ -63,28 +64,39 @@ async def _run_command(hook: Hook, stdin: bytes, cwd: str) -> dict[str, Any] | N
     assert hook.command is not None
     env = {k: v for k, v in os.environ.items() if k != "STRATA_FAULT"}
     try:
-        proc = await anyio.open_process(["/bin/bash", "-c", hook.command], cwd=cwd, stdin=subprocess.PIPE,
+        # pipefail: a checker killed inside `checker | filter` is a failure, not an empty (allowing) answer
+        proc = await anyio.open_process(["/bin/bash", "-o", "pipefail", "-c", hook.command], cwd=cwd,
+                                        stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                                         env=env)
     except OSError as exc:
         raise HookFailed(f"could not start: {exc.strerror or exc}") from None
     out = bytearray()
     err = bytearray()
+    overflow: list[bool] = []
 
-    async def pump(stream: Any, buf: bytearray) -> None:
+    async def pump(stream: Any, buf: bytearray, capped: bool) -> None:
         async for chunk in stream:
             if len(buf) < MAX_HOOK_OUTPUT:
                 buf.extend(chunk[: MAX_HOOK_OUTPUT - len(buf)])
+            if capped and len(buf) >= MAX_HOOK_OUTPUT and chunk:
+                overflow.append(True)
+
+    async def feed() -> None:
+        assert proc.stdin is not None
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await proc.stdin.send(stdin)
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await proc.stdin.aclose()
 
     try:
         with anyio.fail_after(hook.timeout_s):
-            assert proc.stdin is not None
-            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-                await proc.stdin.send(stdin)
-            await proc.stdin.aclose()
+            # The call goes in while the answer and the log come out: a hook that writes before it reads a big
+            # call must not wait on a full pipe.
             async with anyio.create_task_group() as tg:
-                tg.start_soon(pump, proc.stdout, out)
-                tg.start_soon(pump, proc.stderr, err)
+                tg.start_soon(feed)
+                tg.start_soon(pump, proc.stdout, out, True)
+                tg.start_soon(pump, proc.stderr, err, False)
             code = await proc.wait()
     except TimeoutError:
         raise HookFailed(f"timed out after {hook.timeout_s:g} s (its process group was killed)") from None
@@ -98,15 +110,32 @@ async def _run_command(hook: Hook, stdin: bytes, cwd: str) -> dict[str, Any] | N
     if code != 0:
         tail = cut_tail(err.decode("utf-8", "replace").strip(), 300)  # no half secret for the masking to miss
         raise HookFailed(f"exited with status {code}" + (f": {tail}" if tail else ""))
-    text = out.decode("utf-8", "replace").strip()
+    if overflow:  # whatever was cut off may have been the answer
+        raise HookFailed(f"answered more than {MAX_HOOK_OUTPUT // 1024} KiB")
+    try:
+        text = out.decode("utf-8").strip()
+    except UnicodeDecodeError as exc:
+        raise HookFailed(f"answered text that is not UTF-8 (byte {exc.start})") from None
     if not text:
         return None
     try:
-        answer = json.loads(text)
+        answer = json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise HookFailed(f"answered malformed JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except (ValueError, RecursionError) as exc:  # a key given twice, a number or a nesting Python cannot hold
+        raise HookFailed(f"answered JSON that cannot be read unambiguously ({exc})"[:300]) from None
     if not isinstance(answer, dict):
         raise HookFailed("answered JSON that is not an object")
+    return answer
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object with a key given twice is ambiguous (which one did the hook mean?): refused."""
+    answer = dict(pairs)
+    if len(answer) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise ValueError(f"key {twice!r} is given twice")
     return answer
 
 
@@ -167,7 +196,8 @@ async def _call(hook: Hook, event: str, data: Any, cwd: str, kinds: tuple[type, 
     if hook.fn is not None:
         try:
             with anyio.fail_after(hook.timeout_s):
-                verdict = await hook.fn(data)
+                # A copy: a hook changing its input in place would change the call behind the checks' back.
+                verdict = await hook.fn(copy.deepcopy(data))
         except TimeoutError:
             raise HookFailed(f"timed out after {hook.timeout_s:g} s") from None
         except Exception as exc:

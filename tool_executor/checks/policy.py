@@ -26,7 +26,25 @@ from core.tools import ToolSpec
 from tool_executor.paths import OutsideWorkspace, resolve_in_workspace
 from tool_executor.verdicts import Ask, Deny, Pass, PolicyVerdict
 
-_CONTROL = re.compile(r"[;&|\n`<>]|\$\(")
+_CONTROL = re.compile(r"[;&|\n`<>]|\$[(\[{]")
+"""What makes a command not simple for an allow pattern: operators, redirections, command and arithmetic
+substitution, and braced parameter expansion (`${x@P}` can run a command with none of the others)."""
+_RESERVED = frozenset({"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "for", "case", "esac",
+                       "select", "function", "coproc", "!", "{", "}", "time", "exec", "command", "builtin", "env",
+                       "nohup", "nice", "sudo"})
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=\S*")
+
+
+def _command_word_first(part: str) -> str:
+    """A simple command as a deny or ask pattern should see it: reserved words, prefixes such as `env` and
+    `exec`, and variable assignments before the command word left out, and the command word unquoted
+    (`A=1 \\rm x`, `then 'rm' x` -> `rm x`)."""
+    words = part.split()
+    while words and (words[0] in _RESERVED or _ASSIGNMENT.fullmatch(words[0])):
+        words = words[1:]
+    if words:
+        words[0] = words[0].replace("\\", "").replace("'", "").replace('"', "")
+    return " ".join(words)
 
 
 def _path_forms(raw: str, workspace: Path) -> list[str]:
@@ -48,7 +66,7 @@ def _forms(spec: ToolSpec, name: str, value: Any, workspace: Path, action: str) 
         if action == "allow":
             return [] if _CONTROL.search(value) else [value]
         parts = [p.strip() for p in re.split(r"[;&|\n`<>()$]+", value) if p.strip()]
-        return [value.strip(), *parts]
+        return [value.strip(), *parts, *(w for p in parts if (w := _command_word_first(p)) and w != p)]
     return [value]
 
 

@@ -5,6 +5,7 @@ sure, the full validator decides, so the verdict is always jsonschema's."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,14 +33,31 @@ def make_validator(spec: ToolSpec) -> SchemaValidator:
     return SchemaValidator(Draft202012Validator(schema), compile_fast(schema))
 
 
+def _not_numbers(args: Mapping[str, Any]) -> list[str]:
+    """Where NaN or an infinity stands: JSON has no such numbers, and every bound compares false with NaN.
+    Iterative: arguments may nest deeper than Python's recursion allows."""
+    found: list[str] = []
+    stack: list[tuple[str, Any]] = [(str(k), v) for k, v in args.items()]
+    while stack:
+        path, value = stack.pop()
+        kind = type(value)
+        if kind is float:
+            if not math.isfinite(value):
+                found.append(f"{path}: {value!r} is not a JSON number")
+        elif kind is dict:
+            stack.extend((f"{path}/{k}", v) for k, v in value.items())
+        elif kind is list or kind is tuple:
+            stack.extend((f"{path}/{i}", v) for i, v in enumerate(value))
+    return sorted(found)
+
+
 def check_schema(validator: SchemaValidator, args: Mapping[str, Any]) -> Verdict:
+    bad = _not_numbers(args)
     fast = validator.fast
-    if (fast is not None and fast(args)) or validator.full.is_valid(args):
+    if not bad and ((fast is not None and fast(args)) or validator.full.is_valid(args)):
         return _PASS
     errors = sorted(validator.full.iter_errors(dict(args)),
                     key=lambda e: (list(map(str, e.absolute_path)), e.message))
-    if not errors:
-        return _PASS
-    reasons = tuple(
+    reasons = tuple(bad) + tuple(
         f"{'/'.join(str(p) for p in e.absolute_path) or '(arguments)'}: {e.message}" for e in errors)
-    return Deny("schema", reasons)
+    return Deny("schema", reasons) if reasons else _PASS
