@@ -10,9 +10,10 @@ from dataclasses import dataclass
 
 import anyio
 
-from agent.session import Runtime
+from agent.session import Runtime, resting_status
 from core.errors import UsageError
 from core.events import ApprovalGranted, ApprovalRejected, ParkedCall
+from core.state import SessionState
 from core.timeline import TimelineEntry
 from memory import Write
 from memory.leases import make_liveness, new_holder
@@ -33,6 +34,7 @@ async def record_decision(rt: Runtime, session_id: str, call_id: str, *, approve
     holder = new_holder(rt.ids.uuid7(), rt.clock)
     await rt.store.acquire_lease(session_id, holder, make_liveness(rt.clock), rt.clock.now())
     recorded = False
+    state: SessionState | None = None
     try:
         state = (await restore_or_report(rt.store, session_id)).state
         parked = state.parked.get(call_id)
@@ -48,6 +50,12 @@ async def record_decision(rt: Runtime, session_id: str, call_id: str, *, approve
                              hint=f"decide its outcome with `strata reconcile {r.id} --applied|--not-applied`, "
                                   f"then `strata resume {session_id}`" if r.status in ("dispatched", "unknown")
                              else f"`strata resume {session_id}` settles it from its receipt")
+        earlier = state.approvals.get(call_id)
+        if earlier is not None:  # one person was told their decision holds: a second one does not overwrite it
+            said = "approved" if earlier.decision == "approved" else "denied"
+            raise UsageError(f"call {call_id} of session {session_id} was already {said} by {earlier.approver}; "
+                             "a recorded decision is not changed",
+                             hint=f"`strata resume {session_id}` acts on it")
         if approve:
             event: ApprovalGranted | ApprovalRejected = ApprovalGranted(
                 call_id=call_id, tool=parked.tool, args_sha256=parked.input_sha256, plan_digest=parked.plan_digest,
@@ -67,4 +75,4 @@ async def record_decision(rt: Runtime, session_id: str, call_id: str, *, approve
         return Recorded(parked, approve, waiting_ids)
     finally:
         with anyio.CancelScope(shield=True):  # nothing recorded: the session's status stays what it was
-            await rt.store.release_lease(session_id, holder.token, None if recorded else before)
+            await rt.store.release_lease(session_id, holder.token, None if recorded else resting_status(state, before))

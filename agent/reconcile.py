@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from core.clock import Clock
 from core.errors import ReceiptError
 from core.events import BatchProposed, PlannedCall
 from core.hashing import sha256_json
 from core.tools import ToolContext, ToolSpec
-from memory.leases import make_liveness
+from memory.leases import make_liveness, new_holder
 from memory.records import Receipt, ReceiptUpdate
 from memory.store import EventStore
 from tool_executor.middleware import normalise_paths
@@ -36,19 +38,27 @@ def person(via: str = "strata reconcile") -> str:
 async def reconcile(store: EventStore, clock: Clock, receipt_id: str, *, applied: bool, note: str | None,
                     by: str) -> tuple[Receipt, Receipt]:
     before = await store.get_receipt(receipt_id)
-    if before.status == "dispatched":
-        session = await store.get_session(before.session_id)
-        if session.lease is not None and make_liveness(clock)(session.lease):
-            raise ReceiptError(
-                f"receipt {receipt_id} belongs to session {before.session_id}, which is running now; the call may "
-                "still be in flight", receipt_id=receipt_id, hint="wait for the session to stop, then reconcile")
-    elif before.status != "unknown":
+    update = ReceiptUpdate(id=receipt_id, status="done" if applied else "failed", expect=("unknown", "dispatched"),
+                           note=note or ("applied" if applied else "not applied"), reconciled_by=by)
+    if before.status == "unknown":
+        return before, await store.update_receipt(update)
+    if before.status != "dispatched":
         raise ReceiptError(f"receipt {receipt_id} is {before.status}, not unknown: nothing to reconcile",
                            receipt_id=receipt_id)
-    after = await store.update_receipt(ReceiptUpdate(
-        id=receipt_id, status="done" if applied else "failed", expect=("unknown", "dispatched"),
-        note=note or ("applied" if applied else "not applied"), reconciled_by=by))
-    return before, after
+    # A dispatched receipt is one a resume would settle: decide it under the session's lease, so that a resume
+    # starting meanwhile is refused as active (or refuses this), instead of the two changing it at once.
+    session = await store.get_session(before.session_id)
+    if session.lease is not None and make_liveness(clock)(session.lease):
+        raise ReceiptError(
+            f"receipt {receipt_id} belongs to session {before.session_id}, which is running now; the call may "
+            "still be in flight", receipt_id=receipt_id, hint="wait for the session to stop, then reconcile")
+    holder = new_holder(f"reconcile-{os.urandom(8).hex()}", clock)
+    await store.acquire_lease(before.session_id, holder, make_liveness(clock), clock.now())
+    try:
+        return before, await store.update_receipt(update)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await store.release_lease(before.session_id, holder.token, session.status)
 
 
 @dataclass(frozen=True)

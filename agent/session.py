@@ -19,7 +19,7 @@ from config import Settings
 from config.seen_secrets import home_masker
 from core.clock import Clock, SystemClock
 from core.compaction import DEFAULT_CONTEXT_BUDGET
-from core.errors import UsageError
+from core.errors import StoreError, UsageError
 from core.events import Mode, RulesAdded, SessionResumed, SessionStarted, UserMessage
 from core.hooks import HookSet
 from core.ids import IdFactory
@@ -120,8 +120,13 @@ class LiveSession:
         period = LEASE_TTL.total_seconds() / 3
         while True:
             await anyio.sleep(period)
-            self.holder = self.holder.model_copy(update={"expires_at": self.runtime.clock.now() + LEASE_TTL})
-            await self.runtime.store.renew_lease(self.id, self.holder)
+            holder = self.holder.model_copy(update={"expires_at": self.runtime.clock.now() + LEASE_TTL})
+            try:
+                await self.runtime.store.renew_lease(self.id, holder)
+            except StoreError as exc:  # busy for longer than the busy timeout: the lease is still good, try again
+                log.warning("lease renewal failed; retrying at the next beat", reason=str(exc))
+                continue
+            self.holder = holder
 
     async def release(self, status: SessionStatus | None) -> None:
         with anyio.CancelScope(shield=True):
@@ -195,6 +200,17 @@ async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mo
     return live
 
 
+def resting_status(state: SessionState | None, before: SessionStatus) -> SessionStatus:
+    """The status to leave a session in when a command that took its lease recorded nothing: derived from the
+    state folded under the lease (a status read before taking it may be stale: another process may have run the
+    session in between). A crashed session (`active`, its owner gone) stays as it was."""
+    if state is None or before == "active":
+        return before
+    if any(c not in state.approvals for c in state.parked):
+        return "awaiting_approval"
+    return state.ended or "idle"
+
+
 async def resume_session(rt: Runtime, session_id: str, *, rules: list[PermissionRule],
                          model: ModelAdapter | None = None,
                          model_factory: Callable[[str], ModelAdapter] | None = None,
@@ -210,6 +226,7 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
     before = (await rt.store.get_session(session_id)).status
     holder = new_holder(rt.ids.uuid7(), rt.clock)
     await rt.store.acquire_lease(session_id, holder, make_liveness(rt.clock), rt.clock.now())
+    state: SessionState | None = None
     try:
         restored = await restore_or_report(rt.store, session_id)
         state = restored.state
@@ -247,7 +264,7 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
         return live
     except BaseException:
         with anyio.CancelScope(shield=True):
-            await rt.store.release_lease(session_id, holder.token, before)
+            await rt.store.release_lease(session_id, holder.token, resting_status(state, before))
         raise
 
 

@@ -11,9 +11,12 @@ The record is `<home>/trusted_projects.json`, written atomically:
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -65,21 +68,40 @@ def trust_project(home: Path, workspace: Path, *, now: datetime | None = None) -
         raise UsageError(f"no project config at {path}", hint="a project's config is its .strata/config.toml")
     doc: ConfigDoc = read_config_file(path)
     at = now or datetime.now(UTC)
-    store = _read(home)
-    projects = dict(store.projects)
-    projects[str(path)] = _Entry(sha256=doc.sha256, trusted_at=at)
-    _write(home, _Store(projects=projects))
+    with _locked(home):
+        store = _read(home)
+        projects = dict(store.projects)
+        projects[str(path)] = _Entry(sha256=doc.sha256, trusted_at=at)
+        _write(home, _Store(projects=projects))
     return TrustRecord(path=path, sha256=doc.sha256, trusted_at=at, config=doc.data)
 
 
 def untrust(home: Path, workspace: Path) -> bool:
     """Forget the workspace's project file. False when it was not trusted."""
     key = str(project_config_path(workspace))
-    store = _read(home)
-    if key not in store.projects:
-        return False
-    _write(home, _Store(projects={k: v for k, v in store.projects.items() if k != key}))
+    with _locked(home):
+        store = _read(home)
+        if key not in store.projects:
+            return False
+        _write(home, _Store(projects={k: v for k, v in store.projects.items() if k != key}))
     return True
+
+
+@contextlib.contextmanager
+def _locked(home: Path) -> Iterator[None]:
+    """One change of the record at a time across processes (an exclusive flock on a file beside it): two
+    `strata trust` at once must not each write back a copy that lacks the other's project."""
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        fd = os.open(home / f".{TRUST_FILE}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise ConfigError(f"cannot lock the trust record: {exc.strerror or exc}",
+                          file=str(trust_store_path(home))) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock
 
 
 def trust_state(home: Path, path: Path, sha256: str) -> TrustState:

@@ -5,7 +5,11 @@ Each scenario uses real processes on one home. Where a race window is only micro
 that touches a "reached" file and waits for a "go" file before (or after) it runs. The interleaving is then
 decided by the test, not by luck. A pause only widens a window the code already has; it changes no behaviour.
 
-Passing tests document what holds; `xfail(strict=True)` tests state the correct behaviour of a real bug."""
+Passing tests document what holds. Fixed since the review: concurrent `strata trust` (a lock around the record),
+a busy database at lease renewal (the heartbeat retries), a failed approve/resume restoring a stale status (the
+status is derived from the state folded under the lease), reconcile racing a resume (reconciled under the
+lease), a second contradicting decision (refused). Still open, as `xfail` tests: log rotation by several
+processes at once (observability/logging.py rotates per process)."""
 
 from __future__ import annotations
 
@@ -322,9 +326,6 @@ def _project(root: Path, name: str) -> Path:
     return project
 
 
-@pytest.mark.xfail(strict=True, reason="config/trust.py: trust_project (and untrust) read trusted_projects.json, "
-                   "change it and rename a new file over it with no lock, so two `strata trust` processes at once "
-                   "both succeed and the later rename drops the other's record (8 unpaused processes lose 2-6)")
 def test_two_trusts_at_once_keep_both_records(cli: StrataCLI, helper: Path, tmp_path: Path) -> None:
     """Two `strata trust` of different projects at the same time: both say "trusted", so both must be recorded.
     Both start at one instant, and each waits (at most 3 s) for the other to have read the record before it writes,
@@ -540,11 +541,6 @@ def test_an_expired_lease_of_a_live_owner_is_not_taken(cli: StrataCLI, helper: P
     assert row["status"] == "done"
 
 
-@pytest.mark.xfail(strict=True, reason="agent/session.py: LiveSession._heartbeat lets a failed renew_lease escape "
-                   "the task group: when another process holds the write lock past busy_timeout at the moment of a "
-                   "renewal (the lease itself still valid), the run is cancelled mid-call, the running command is "
-                   "killed and recorded 'interrupted by the user', and strata exits 1 with 'internal error: "
-                   "ExceptionGroup'")
 def test_a_busy_database_at_lease_renewal_does_not_kill_the_run(cli: StrataCLI, helper: Path, workspace: Path,
                                                                  tmp_path: Path) -> None:
     """Scaled down in time (lease TTL 3 s so the heartbeat renews every second, busy timeout 0.3 s instead of 5):
@@ -593,10 +589,6 @@ def _status(cli: StrataCLI, session_id: str) -> str:
     return str(row["status"])
 
 
-@pytest.mark.xfail(strict=True, reason="agent/approvals.py record_decision (and agent/session.py resume_session) "
-                   "read the session's status before taking the lease and write that stale value back when they "
-                   "record nothing: an approve that loses a race with a resume turns a completed session back "
-                   "into awaiting_approval")
 def test_approve_losing_to_a_resume_leaves_the_status_the_resume_set(cli: StrataCLI, helper: Path, workspace: Path,
                                                                       tmp_path: Path) -> None:
     """`strata approve` reads the session (awaiting approval) and, before it takes the lease, `strata resume
@@ -619,10 +611,6 @@ def test_approve_losing_to_a_resume_leaves_the_status_the_resume_set(cli: Strata
     assert _status(cli, sid) == "completed"
 
 
-@pytest.mark.xfail(strict=True, reason="agent/reconcile.py reconcile() checks that the session's owner is dead and "
-                   "then updates the receipt without holding the session lease: a resume that took the lease in "
-                   "between and read the receipt as dispatched fails its commit with the confusing 'receipt ... is "
-                   "not in the expected state' (exit 1), though the person's decision was applied under a live owner")
 def test_reconcile_racing_a_resume_of_the_crashed_session(cli: StrataCLI, helper: Path, workspace: Path,
                                                            tmp_path: Path) -> None:
     """A crash leaves a dispatched receipt. `strata reconcile R --applied` checks the owner is dead; `strata
@@ -661,10 +649,6 @@ def test_reconcile_racing_a_resume_of_the_crashed_session(cli: StrataCLI, helper
     assert not (workspace / "effects.log").exists()  # killed before its handler started, and never re-run
 
 
-@pytest.mark.xfail(strict=True, reason="agent/approvals.py record_decision never looks at state.approvals: a second "
-                   "person's `strata approve` after another's `strata deny` of the same parked call (two terminals, "
-                   "neither aware of the other; run at once both also exit 0) is recorded over it, so the person "
-                   "told 'denied call w' sees the call run")
 def test_a_second_contradicting_decision_on_one_call_is_refused(cli: StrataCLI, workspace: Path,
                                                                  tmp_path: Path) -> None:
     """Deny then approve of the same parked call, from two terminals (the deterministic order of the two racing):

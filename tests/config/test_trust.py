@@ -89,7 +89,7 @@ def test_trust_record_format(tmp_path: Path) -> None:
     stored = json.loads((layout.home / "trusted_projects.json").read_text())
     assert stored == {"version": 1, "projects": {str(layout.project_file): {
         "sha256": record.sha256, "trusted_at": "2025-01-02T03:04:05Z"}}}
-    assert sorted(os.listdir(layout.home)) == ["trusted_projects.json"]
+    assert sorted(os.listdir(layout.home)) == [".trusted_projects.json.lock", "trusted_projects.json"]  # no tmp left
     assert is_trusted(layout.home, layout.project_file, record.sha256)
     assert not is_trusted(layout.home, layout.project_file, "0" * 64)
     assert trust_state(layout.home, layout.project_file, "0" * 64) == "changed"
