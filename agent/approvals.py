@@ -10,13 +10,13 @@ from dataclasses import dataclass
 
 import anyio
 
-from agent.session import Runtime, resting_status
+from agent.session import Runtime
 from core.errors import UsageError
 from core.events import ApprovalGranted, ApprovalRejected, ParkedCall
 from core.state import SessionState
 from core.timeline import TimelineEntry
 from memory import Write
-from memory.leases import make_liveness, new_holder
+from memory.leases import make_liveness, new_holder, resting_status
 from memory.restore import restore_or_report
 
 

@@ -14,7 +14,6 @@ uses, so a resumed session and a live one cannot differ."""
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable
 
 import anyio
@@ -81,7 +80,7 @@ class AgenticLoop:
         self._overhead = overhead_chars(plan, system)
         self.writer = SessionWriter(store, state.session_id, on_commit=self._applied, state=state,
                                     snapshot_every=snapshot_every)
-        self.rec = LoopRecorder(self.writer, masker or Masker.from_env(os.urandom(32), {}))
+        self.rec = LoopRecorder(self.writer, masker or Masker.throwaway({}))
         self._listener = AttemptTee(self.rec.attempt, listener)
 
     def _applied(self, stored: list[StoredEvent]) -> None:

@@ -18,9 +18,11 @@ from core.clock import Clock
 from core.errors import ReceiptError
 from core.events import BatchProposed, PlannedCall
 from core.hashing import sha256_json
+from core.state import SessionState
 from core.tools import ToolContext, ToolSpec
-from memory.leases import make_liveness, new_holder
+from memory.leases import make_liveness, new_holder, resting_status
 from memory.records import Receipt, ReceiptUpdate
+from memory.restore import restore_or_report
 from memory.store import EventStore
 from tool_executor.middleware import normalise_paths
 
@@ -54,11 +56,13 @@ async def reconcile(store: EventStore, clock: Clock, receipt_id: str, *, applied
             "still be in flight", receipt_id=receipt_id, hint="wait for the session to stop, then reconcile")
     holder = new_holder(f"reconcile-{os.urandom(8).hex()}", clock)
     await store.acquire_lease(before.session_id, holder, make_liveness(clock), clock.now())
+    state: SessionState | None = None
     try:
+        state = (await restore_or_report(store, before.session_id)).state
         return before, await store.update_receipt(update)
     finally:
-        with anyio.CancelScope(shield=True):
-            await store.release_lease(before.session_id, holder.token, session.status)
+        with anyio.CancelScope(shield=True):  # a receipt is not the session's log: its status stays as it is
+            await store.release_lease(before.session_id, holder.token, resting_status(state, session.status))
 
 
 @dataclass(frozen=True)

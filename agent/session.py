@@ -31,7 +31,7 @@ from core.state import SessionState, fold
 from core.timeline import TimelineEntry
 from core.tools import BoundToolPlan, ToolSpec
 from memory import SessionRecord, SqliteEventStore, Write
-from memory.leases import LEASE_TTL, make_liveness, new_holder
+from memory.leases import LEASE_TTL, make_liveness, new_holder, resting_status
 from memory.records import LeaseHolder, SessionStatus
 from memory.restore import restore_or_report
 from memory.store import EventStore
@@ -57,7 +57,7 @@ class Runtime:
     """Estimated tokens a model request may carry before older turns are compacted."""
     snapshot_every: int = DEFAULT_SNAPSHOT_EVERY
     """Events between snapshots of a session's state (0: none)."""
-    masker: Masker = field(default_factory=lambda: Masker.from_env(os.urandom(32), os.environ))
+    masker: Masker = field(default_factory=Masker.throwaway)
     """The one masking module, keyed per Strata home (fingerprints correlate across runs of the same home)."""
     config_rules: tuple[PermissionRule, ...] = ()
     """Policy rules from config files: applied on every run as the config stands then, not recorded."""
@@ -198,17 +198,6 @@ async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mo
         for item in stored:
             observer(item)
     return live
-
-
-def resting_status(state: SessionState | None, before: SessionStatus) -> SessionStatus:
-    """The status to leave a session in when a command that took its lease recorded nothing: derived from the
-    state folded under the lease (a status read before taking it may be stale: another process may have run the
-    session in between). A crashed session (`active`, its owner gone) stays as it was."""
-    if state is None or before == "active":
-        return before
-    if any(c not in state.approvals for c in state.parked):
-        return "awaiting_approval"
-    return state.ended or "idle"
 
 
 async def resume_session(rt: Runtime, session_id: str, *, rules: list[PermissionRule],

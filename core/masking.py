@@ -17,6 +17,7 @@ import bisect
 import hashlib
 import hmac
 import json
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -254,6 +255,12 @@ class Masker:
         (configured literal values)."""
         from_env = [v for k, v in env.items() if is_secret_env_name(k) and len(v) >= MIN_ENV_SECRET]
         return cls(key, [*from_env, *extra_secrets])
+
+    @classmethod
+    def throwaway(cls, env: Mapping[str, str] | None = None) -> Masker:
+        """Patterns and the environment's secrets under a random key, for text no stored record will be matched
+        with (error messages, doctor's report, embedded use without a home): its fingerprints correlate nothing."""
+        return cls.from_env(os.urandom(32), os.environ if env is None else env)
 
     def fingerprint(self, value: str) -> str:
         raw = value.encode("utf-8", "surrogatepass")

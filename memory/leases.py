@@ -10,7 +10,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from core.clock import Clock
-from memory.records import LeaseHolder
+from core.state import SessionState
+from memory.records import LeaseHolder, SessionStatus
 
 LEASE_TTL = timedelta(seconds=60)
 
@@ -61,3 +62,14 @@ def _is_zombie(pid: int) -> bool:
 
 def describe(holder: LeaseHolder) -> str:
     return f"pid {holder.pid} on {holder.host}"
+
+
+def resting_status(state: SessionState | None, before: SessionStatus) -> SessionStatus:
+    """The status to leave a session in when a command that took its lease recorded nothing: derived from the
+    state folded under the lease (a status read before taking it may be stale: another process may have run the
+    session in between). A crashed session (`active`, its owner gone) stays as it was."""
+    if state is None or before == "active":
+        return before
+    if any(c not in state.approvals for c in state.parked):
+        return "awaiting_approval"
+    return state.ended or "idle"

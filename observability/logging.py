@@ -113,7 +113,7 @@ def configure_logging(verbose: bool = False) -> None:
     are masked with a masker of a random key until `attach_home` gives the runtime's."""
     reset_logging()
     global _active
-    masking = _Masking(Masker.from_env(os.urandom(32), os.environ))
+    masking = _Masking(Masker.throwaway())
     chain: list[Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,

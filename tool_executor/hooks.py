@@ -131,11 +131,11 @@ async def _run_command(hook: Hook, stdin: bytes, cwd: str) -> dict[str, Any] | N
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """An object with a key given twice is ambiguous (which one did the hook mean?): refused."""
-    answer = dict(pairs)
-    if len(answer) != len(pairs):
-        seen: set[str] = set()
-        twice = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
-        raise ValueError(f"key {twice!r} is given twice")
+    answer: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in answer:
+            raise ValueError(f"key {key!r} is given twice")
+        answer[key] = value
     return answer
 
 

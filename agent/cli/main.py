@@ -36,15 +36,9 @@ from observability import attach_home, configure_logging
 T = TypeVar("T")
 
 
-def _error_masker() -> Masker:
-    """Error messages can quote what the user typed (a rule, a config value): they are masked like any other
-    observation. The key is throwaway (this process may not be able to read the home's): fingerprints in an
-    error need not match the timeline's."""
-    return Masker.from_env(os.urandom(32), os.environ)
-
-
 def _fail(err: StrataError) -> NoReturn:
-    masker = _error_masker()
+    # An error can quote what the user typed (a rule, a config value): masked like any other observation.
+    masker = Masker.throwaway()
     click.echo(f"strata: error: {masker.mask(err.message)}", err=True)
     if err.hint:
         click.echo(f"hint: {masker.mask(err.hint)}", err=True)
@@ -413,7 +407,7 @@ def main() -> None:
     except SystemExit:
         raise
     except Exception as exc:  # a bug, not a user error: say so plainly, keep the detail for a report
-        click.echo(f"strata: internal error: {type(exc).__name__}: {_error_masker().mask(str(exc))}", err=True)
+        click.echo(f"strata: internal error: {type(exc).__name__}: {Masker.throwaway().mask(str(exc))}", err=True)
         click.echo("hint: rerun with --verbose and report it with the command you ran", err=True)
         sys.exit(EXIT_ERROR)
 

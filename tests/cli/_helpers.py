@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -284,3 +287,35 @@ def check_invariants(case: CrashCase, *, exact_output: bool = True) -> None:
     assert summary["unknown_receipts"] == len(unknown)
     assert case.resume.returncode == summary["exit_code"] == (5 if unknown else 0), (
         case.resume.returncode, summary, case.resume.stderr)
+
+
+def kill_after_first_output(proc: subprocess.Popen[str], delay: float) -> subprocess.CompletedProcess[str]:
+    """SIGKILL `proc` `delay` seconds after its first line of output (its first committed event, for
+    `--json` runs), and return what it printed. The process is killed and reaped whatever happens."""
+    lines: list[str] = []
+    first = threading.Event()
+
+    def drain() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            first.set()
+        first.set()
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    try:
+        assert first.wait(30), "the process printed nothing"
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        reader.join(30)
+        assert proc.stderr is not None and proc.stdout is not None
+        err = proc.stderr.read()
+        proc.stderr.close()
+        proc.stdout.close()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, "".join(lines), err)

@@ -9,12 +9,8 @@ has its own workspace) and their processes run a few at a time in threads."""
 
 from __future__ import annotations
 
-import os
 import random
 import signal
-import subprocess
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +25,7 @@ from tests.cli._helpers import (
     check_invariants,
     effect_counts,
     events_of,
+    kill_after_first_output,
     marker,
     parallel,
     script_calls,
@@ -210,36 +207,10 @@ class _Killed:
 
 
 def _run_and_kill(cli: StrataCLI, script: Path, item: _Killed) -> None:
-    case = item.case
-    proc = cli.popen("run", "--model", f"script:{script}", "--workspace", str(case.workspace), *ALLOW_EFFECTS,
-                     "--json", "do the work")
-    lines: list[str] = []
-    first = threading.Event()
-
-    def drain() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line)
-            first.set()
-        first.set()
-
-    reader = threading.Thread(target=drain)
-    reader.start()
-    try:
-        assert first.wait(30), "the run printed nothing"
-        time.sleep(item.delay)  # measured from the session's first committed event
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(30)
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(30)
-        reader.join(30)
-        assert proc.stderr is not None
-        err = proc.stderr.read()
-        proc.stdout.close()  # type: ignore[union-attr]
-        proc.stderr.close()
-    case.run = subprocess.CompletedProcess(proc.args, proc.returncode, "".join(lines), err)
+    # the delay is measured from the session's first committed event (its first --json line)
+    item.case.run = kill_after_first_output(
+        cli.popen("run", "--model", f"script:{script}", "--workspace", str(item.case.workspace), *ALLOW_EFFECTS,
+                  "--json", "do the work"), item.delay)
 
 
 @pytest.mark.slow

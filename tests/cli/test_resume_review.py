@@ -16,7 +16,6 @@ import random
 import signal
 import sqlite3
 import subprocess
-import threading
 import time
 import traceback
 from collections import Counter
@@ -39,6 +38,7 @@ from tests.cli._helpers import (
     error_lines,
     events_of,
     json_lines,
+    kill_after_first_output,
     marker,
     parallel,
     result_line,
@@ -374,35 +374,7 @@ def decisions_while_running(s: Scene) -> None:
 
 
 def _popen_and_kill(s: Scene, name: str, delay: float, *args: str) -> None:
-    proc = s.cli.popen(*args)
-    lines: list[str] = []
-    first = threading.Event()
-
-    def drain() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line)
-            first.set()
-        first.set()
-
-    reader = threading.Thread(target=drain)
-    reader.start()
-    try:
-        assert first.wait(30), "the resume printed nothing"
-        time.sleep(delay)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
-        reader.join(30)
-        assert proc.stderr is not None
-        err = proc.stderr.read()
-        proc.stderr.close()
-        assert proc.stdout is not None
-        proc.stdout.close()
-    s.procs[name] = subprocess.CompletedProcess(proc.args, proc.returncode, "".join(lines), err)
+    s.procs[name] = kill_after_first_output(s.cli.popen(*args), delay)
 
 
 def killed_during_resume(delay: float) -> Callable[[Scene], None]:

@@ -180,7 +180,7 @@ async def test_retry_after_beyond_the_budget_gives_up_at_once(messages_server: M
     assert fake_time.sleeps == []
 
 
-async def test_unreachable_server_is_a_connection_error(fake_time: FakeTime) -> None:
+async def test_unreachable_server_is_reported_as_a_failed_connection(fake_time: FakeTime) -> None:
     """Nothing listening at the base URL: connection errors, retried, then one line naming the URL."""
     from core.model.anthropic import AnthropicModel
 
@@ -235,7 +235,7 @@ def test_parse_retry_after_forms() -> None:
     assert parse_retry_after({}) is None
 
 
-async def test_an_unclassified_exception_propagates_untouched(fake_time: FakeTime) -> None:
+async def test_an_unclassified_failure_propagates_untouched(fake_time: FakeTime) -> None:
     """An exception the adapter does not recognise is a bug: it is neither retried nor turned into a ModelError."""
     calls = 0
 
