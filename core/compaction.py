@@ -98,7 +98,7 @@ def plan_compaction(messages: Sequence[Message], context_chars: int, *, overhead
         return None
     summary = digest(messages[:cut], summary_limit)
     after = overhead_chars + BLOCK_CHARS + len(summary) + kept_at_cut
-    if after >= before:
+    if tokens(after) >= tokens(before):  # compared as recorded: fewer characters can round up to as many tokens
         return None
     return Compacted(upto_message=cut, summary=summary, tokens_before=tokens(before), tokens_after=tokens(after))
 
