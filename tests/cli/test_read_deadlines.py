@@ -184,3 +184,18 @@ def test_read_file_of_a_2_gib_file_keeps_the_process_small(cli: StrataCLI, works
     assert rest.startswith("FIRST LINE of the big file\n")
     assert result["blob"] is not None and "kept as blob sha256:" in result["content"]
     assert result_line(done.stdout)["status"] == "completed"  # type: ignore[index]
+
+
+def test_a_deadline_for_a_tool_that_does_not_exist_is_one_clear_error(cli: StrataCLI, workspace: Path) -> None:
+    """`[tools.NAME] timeout_s` for a name no tool has is a configuration error naming the file and key, before
+    any session starts; a valid one shows in `strata config show`."""
+    script = _script(workspace, [tool_use("g1", "grep", pattern="x")])
+    _tool_timeout(cli, "grepp", 2)
+    proc = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "look")
+    assert proc.returncode == 2
+    (line, *_) = proc.stderr.splitlines()
+    assert "key tools.grepp: no tool is named 'grepp'" in line and "config.toml" in line, proc.stderr
+    assert strata(cli, "sessions").stdout.strip() == "no sessions yet"
+    _tool_timeout(cli, "grep", 2.5)
+    shown = strata(cli, "config", "show", "--workspace", str(workspace))
+    assert "tool grep: deadline 2.5s" in shown.stdout, shown.stdout
