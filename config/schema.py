@@ -104,7 +104,8 @@ class RuleEntry(_Table):
     tool: ToolGlob
     action: RuleAction
     pattern: Glob | None = None
-    """Glob over the tool's primary argument (the command for `bash`, the path for file tools)."""
+    """Glob over the tool's primary argument (the command for `bash`, the path for file tools) and its path
+    arguments (`grep`'s `path`)."""
     args: dict[ArgName, Glob] = Field(default_factory=dict)
 
 

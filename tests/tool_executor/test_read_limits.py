@@ -110,3 +110,13 @@ async def test_grep_walks_and_searches_a_fifo_never(workspace: Path) -> None:
     with anyio.fail_after(10):
         out = await fs.grep({"pattern": "needle"}, ctx(workspace))
     assert out.text == "a.txt:1:needle"
+
+
+async def test_grep_on_a_fifo_or_a_missing_path_says_so(workspace: Path) -> None:
+    """grep given a FIFO as its path refuses it like read_file; a missing path is an error, not '(no matches)'."""
+    os.mkfifo(workspace / "pipe")
+    with anyio.fail_after(10):
+        with pytest.raises(ToolError, match=r"pipe is not a regular file \(a FIFO\)"):
+            await fs.grep({"pattern": "x", "path": "pipe"}, ctx(workspace))
+        with pytest.raises(ToolError, match="cannot read nope: No such file or directory"):
+            await fs.grep({"pattern": "x", "path": "nope"}, ctx(workspace))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import anyio.abc
 
 from core.masking import cut_head
 from core.tools import Stop, ToolContext, ToolError, ToolOutput, run_stoppable, skipped_note
+from tool_executor.builtin._read import open_regular
 from tool_executor.builtin._walk import Walker
 
 MAX_MATCHES = 500
@@ -27,8 +29,9 @@ MAX_FILES = 100_000
 """A walk stops after this many files (and says so)."""
 MAX_LINE = 2000
 """A matching line is shown up to this many characters."""
-_MAX_OUTPUT = 4 * (MAX_MATCHES + 1) * (MAX_LINE + 4096)
-"""More than the child can print for MAX_MATCHES lines (JSON escapes at most quadruple a character)."""
+_MAX_OUTPUT = (MAX_MATCHES + 1) * (12 * (MAX_LINE + 1) + 6 * 4096 + 64)
+"""What the child can print at most: MAX_MATCHES lines of MAX_LINE + 1 characters (a JSON escape of a character
+outside the BMP takes 12) and a name of at most 4096 bytes (a control byte's escape takes 6), and the last line."""
 CHILD = Path(__file__).with_name("_grep_child.py")
 
 
@@ -47,13 +50,14 @@ async def _drain(stream: anyio.abc.ByteReceiveStream | None, cap: int, into: byt
 
 def _feed(pattern: str, files: list[tuple[Path, str]]) -> bytes:
     """The child's input: the header line, then one line per file."""
-    header = {"pattern": pattern, "max_matches": MAX_MATCHES, "max_file": MAX_FILE, "max_line": MAX_LINE * 2}
+    # One character more than is shown: enough for cut_head to find the last whole word before the cap.
+    header = {"pattern": pattern, "max_matches": MAX_MATCHES, "max_file": MAX_FILE, "max_line": MAX_LINE + 1}
     lines = [json.dumps(header), *(json.dumps([str(path), name]) for path, name in files)]
     return ("\n".join(lines) + "\n").encode("utf-8", errors="surrogateescape")
 
 
 async def _match(data: bytes) -> tuple[list[Any], dict[str, Any]]:
-    """Run the child on its input; killed when this is cancelled (the call's deadline, Ctrl-C)."""
+    """Run the child on its input; it is killed when this is cancelled (the call's deadline, Ctrl-C)."""
     try:
         proc = await anyio.open_process(_search_process_argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, start_new_session=True, env={})
@@ -85,8 +89,11 @@ async def _match(data: bytes) -> tuple[list[Any], dict[str, Any]]:
     if code != 0 or not lines:
         detail = err.decode("utf-8", errors="replace").strip().splitlines()
         raise ToolError(f"the search process failed (exit {code}){': ' + detail[-1] if detail else ''}")
-    done = json.loads(lines[-1]).get("done", {})
-    return [json.loads(line) for line in lines[:-1]], done
+    try:
+        done = json.loads(lines[-1])["done"]
+        return [json.loads(line) for line in lines[:-1]], done
+    except (ValueError, KeyError, TypeError):
+        raise ToolError("the search process gave an answer that could not be read") from None
 
 
 async def grep(args: Mapping[str, Any], ctx: ToolContext, start: Path) -> ToolOutput:
@@ -97,6 +104,8 @@ async def grep(args: Mapping[str, Any], ctx: ToolContext, start: Path) -> ToolOu
         raise ToolError(f"invalid regular expression: {exc}") from None
 
     def walk(stop: Stop) -> tuple[bytes | None, int, bool]:
+        if not start.is_dir():  # one file: a FIFO or a device is refused as read_file refuses it
+            os.close(open_regular(start, args.get("path", "."), "grep searches"))
         walker = Walker(ctx.workspace, ctx.path_filter, stop)
         files: list[tuple[Path, str]] = []
         too_many = False
