@@ -114,16 +114,46 @@ def test_ctrl_c_during_a_catastrophic_grep_ends_the_run_promptly(cli: StrataCLI,
     assert "interrupted" in str(result["content"]), result
 
 
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_file.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat_file.parent.name))
+    return found
+
+
+def _gone(pid: int, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def test_resume_after_a_kill_during_a_catastrophic_grep_completes(cli: StrataCLI, workspace: Path) -> None:
-    """A run killed while grep backtracks leaves the batch open; `strata resume` runs the read-only grep again,
-    which now ends at its deadline (2 s here), and the session completes instead of hanging again."""
+    """A run killed while grep backtracks leaves the batch open and no search process behind; `strata resume`
+    runs the read-only grep again, which now ends at its deadline (2 s here), and the session completes instead
+    of hanging again."""
     script = _catastrophic_workspace(workspace)
     proc = cli.popen("run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "search")
     reader = _Reader(proc)
     reader.wait_for('"batch_proposed"')
-    time.sleep(1.0)
+    deadline = time.monotonic() + 30
+    while not (searching := _children(proc.pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert searching, "the search process never started"
     proc.send_signal(signal.SIGKILL)
     killed = reader.finish(within_s=15)
+    assert all(_gone(child, within_s=5) for child in searching), "the search process outlived strata"
     session_id = events_of(killed.stdout)[0]["session_id"]
     _tool_timeout(cli, "grep", 2)
     started = time.monotonic()

@@ -59,6 +59,8 @@ async def test_read_file_reads_a_part_with_offset_and_limit(workspace: Path) -> 
     tail = await fs.read_file({"path": "f.txt", "offset": 7}, ctx(workspace))
     assert tail.text == "[showing bytes 7 to 10 of 10 of f.txt]\n789"
     assert (await fs.read_file({"path": "f.txt"}, ctx(workspace))).text == "0123456789"
+    past = await fs.read_file({"path": "f.txt", "offset": 50}, ctx(workspace))
+    assert past.text == "[nothing at offset 50: f.txt has 10 bytes]\n"
 
 
 async def test_edit_file_refuses_a_file_over_its_cap(workspace: Path) -> None:
@@ -120,3 +122,21 @@ async def test_grep_on_a_fifo_or_a_missing_path_says_so(workspace: Path) -> None
             await fs.grep({"pattern": "x", "path": "pipe"}, ctx(workspace))
         with pytest.raises(ToolError, match="cannot read nope: No such file or directory"):
             await fs.grep({"pattern": "x", "path": "nope"}, ctx(workspace))
+
+
+def test_the_search_process_ends_at_its_own_deadline(workspace: Path) -> None:
+    """The grep child sets a timer for its deadline: even with nobody left to kill it, a catastrophic match ends
+    (SIGALRM, unhandled, terminates it in the middle of the match)."""
+    import json
+    import signal
+    import subprocess
+
+    (workspace / "line.txt").write_text("a" * 34 + "!\n")
+    header = {"pattern": "(a+)+$", "max_matches": 5, "max_file": 1024, "max_line": 100, "deadline_s": 1,
+              "parent": os.getpid()}
+    feed = json.dumps(header) + "\n" + json.dumps([str(workspace / "line.txt"), "line.txt"]) + "\n"
+    started = time.monotonic()
+    child = subprocess.run(_grep._search_process_argv(), input=feed, text=True, capture_output=True, timeout=30,
+                           env={})
+    assert child.returncode == -signal.SIGALRM, (child.returncode, child.stderr)
+    assert time.monotonic() - started < 10

@@ -48,10 +48,11 @@ async def _drain(stream: anyio.abc.ByteReceiveStream | None, cap: int, into: byt
             into += chunk[: cap - len(into)]
 
 
-def _feed(pattern: str, files: list[tuple[Path, str]]) -> bytes:
+def _feed(pattern: str, files: list[tuple[Path, str]], deadline_s: float) -> bytes:
     """The child's input: the header line, then one line per file."""
     # One character more than is shown: enough for cut_head to find the last whole word before the cap.
-    header = {"pattern": pattern, "max_matches": MAX_MATCHES, "max_file": MAX_FILE, "max_line": MAX_LINE + 1}
+    header = {"pattern": pattern, "max_matches": MAX_MATCHES, "max_file": MAX_FILE, "max_line": MAX_LINE + 1,
+              "deadline_s": deadline_s + 1, "parent": os.getpid()}
     lines = [json.dumps(header), *(json.dumps([str(path), name]) for path, name in files)]
     return ("\n".join(lines) + "\n").encode("utf-8", errors="surrogateescape")
 
@@ -114,7 +115,7 @@ async def grep(args: Mapping[str, Any], ctx: ToolContext, start: Path) -> ToolOu
                 too_many = True
                 break
             files.append((path, walker.rel(path)))
-        return (_feed(pattern, files) if files else None), walker.skipped, too_many
+        return (_feed(pattern, files, ctx.deadline_s) if files else None), walker.skipped, too_many
 
     feed, skipped, too_many = await run_stoppable(walk)
     matches, done = await _match(feed) if feed is not None else ([], {})

@@ -5,16 +5,36 @@ holds the interpreter's lock while it does, so matching in a thread would stall 
 stopped. In a process of its own it is killed at the call's deadline or on Ctrl-C. Standard library only, so it
 starts in milliseconds.
 
-Input (stdin): one JSON object `{"pattern", "max_matches", "max_file", "max_line"}`, then one JSON line per file:
+It never outlives its use: on Linux it asks the kernel to kill it when the process that started it dies (a
+SIGKILLed `strata` leaves no orphan spinning), and everywhere it sets an interval timer for the call's deadline,
+whose default action ends the process even in the middle of a match (no Python code has to run for it).
+
+Input (stdin): one JSON object `{"pattern", "max_matches", "max_file", "max_line", "deadline_s", "parent"}`, then
+one JSON line per file:
 `[path to open, name to show]` (the parent walked the workspace and applied the policy's path filter). Output
 (stdout): one JSON line per matching line, `[name, line number, text]` (text cut at `max_line` characters), then
 `{"done": {"large": n, "binary": n, "unreadable": n, "stopped": bool}}`."""
 
+import contextlib
+import ctypes
 import json
 import os
 import re
+import signal
 import stat
 import sys
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _tie_to(parent, deadline_s):
+    """Die with the parent (Linux) and at the deadline (the timer's SIGALRM is not handled, so it terminates)."""
+    signal.setitimer(signal.ITIMER_REAL, deadline_s)
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before the line above took effect
+        sys.exit(1)
 
 
 def _read(path, max_file, counts):
@@ -54,6 +74,7 @@ def _read(path, max_file, counts):
 
 def main():
     header = json.loads(sys.stdin.readline())
+    _tie_to(header["parent"], header["deadline_s"])
     regex = re.compile(header["pattern"])
     max_matches, max_line = header["max_matches"], header["max_line"]
     counts = {"large": 0, "binary": 0, "unreadable": 0, "stopped": False}

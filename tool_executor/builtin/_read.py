@@ -66,7 +66,7 @@ def read_capped(path: Path, shown: str, stop: Stop, *, offset: int = 0, limit: i
             chunks.append(chunk)
             pos += len(chunk)
             left -= len(chunk)
-        return b"".join(chunks), max(size, pos)
+        return b"".join(chunks), max(size, pos) if chunks else size  # a file that grew: what was read
     except OSError as exc:
         raise os_error(exc, f"read {shown}") from None
     finally:
@@ -86,6 +86,8 @@ def read_note(shown: str, offset: int, got: int, size: int) -> str | None:
     end = offset + got
     if offset == 0 and end >= size:
         return None
+    if got == 0:
+        return f"[nothing at offset {offset}: {shown} has {size} bytes]"
     more = f"; read on with offset={end}" if end < size else ""
     if offset == 0:
         return f"[truncated: showing the first {got} of {size} bytes of {shown}{more}]"
