@@ -46,6 +46,7 @@ class PathFilter:
         return any(any_form_matches(forms, glob) for glob in self.globs)
 
 
-def skipped_note(count: int) -> str:
-    """The line a walking tool adds when the filter kept paths from it: the same words everywhere."""
-    return f"[{count} path{'s' if count != 1 else ''} skipped by policy rules]"
+def skipped_note(count: int, path_filter: PathFilter | None) -> str:
+    """The line a walking tool adds when the filter kept paths from it: the same words everywhere, and the rules."""
+    rules = f": {'; '.join(path_filter.rules)}" if path_filter is not None and path_filter.rules else ""
+    return f"[{count} path{'s' if count != 1 else ''} skipped by policy rules{rules}]"

@@ -134,7 +134,7 @@ async def test_grep_never_opens_a_filtered_file_even_through_a_link(ws: Path) ->
     out = await fs.grep({"pattern": "."}, ctx)
     assert "SECRET" not in out.text
     assert "docs/guide.md:1:hello docs" in out.text
-    assert out.text.endswith("[3 paths skipped by policy rules]"), out.text
+    assert out.text.endswith("[3 paths skipped by policy rules: deny rule 'grep(secrets/*)' (flag)]"), out.text
 
 
 async def test_walks_never_list_a_filtered_directory(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -152,7 +152,7 @@ async def test_walks_never_list_a_filtered_directory(ws: Path, monkeypatch: pyte
     await fs.grep({"pattern": "."}, _ctx(ws, "grep", {"pattern": "."}, rules))
     listing = await fs.list_dir({"path": "secrets"}, _ctx(ws, "list_dir", {"path": "secrets"}, rules))
     assert str(ws / "secrets" / "nested") not in scanned
-    assert listing.text == "(nothing to show)\n[2 paths skipped by policy rules]"
+    assert listing.text == "(nothing to show)\n[2 paths skipped by policy rules: deny rule '*(secrets/*)' (flag)]"
 
 
 async def test_without_rules_the_walks_are_unchanged(ws: Path) -> None:

@@ -132,5 +132,5 @@ async def grep(args: Mapping[str, Any], ctx: ToolContext, start: Path) -> ToolOu
     if done.get("large"):
         lines.append(f"[{done['large']} file(s) over {MAX_FILE // (1024 * 1024)} MiB not searched]")
     if skipped:
-        lines.append(skipped_note(skipped))
+        lines.append(skipped_note(skipped, ctx.path_filter))
     return ToolOutput("\n".join(lines))

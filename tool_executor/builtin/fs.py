@@ -155,7 +155,7 @@ async def list_dir(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
             names.append(f"... and {len(shown) - MAX_LIST} more")
         lines = names or ["(empty directory)" if not walker.skipped else "(nothing to show)"]
         if walker.skipped:
-            lines.append(skipped_note(walker.skipped))
+            lines.append(skipped_note(walker.skipped, ctx.path_filter))
         return "\n".join(lines)
 
     return ToolOutput(await run_stoppable(run))
@@ -188,7 +188,7 @@ async def glob_files(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         if len(found) > MAX_LIST:
             lines.append(f"... more than {MAX_LIST} matches")
         if walker.skipped:
-            lines.append(skipped_note(walker.skipped))
+            lines.append(skipped_note(walker.skipped, ctx.path_filter))
         return "\n".join(lines)
 
     return ToolOutput(await run_stoppable(run))
