@@ -3,7 +3,7 @@ environment (`STRATA_*`) < flags, and project trust (a project's hooks and allow
 
 from config._read import ConfigDoc, read_config_file
 from config.hooks import HOOK_EVENTS, HookSpec
-from config.loader import LoadedConfig, Secrets, load_config, load_settings, untrusted_notice
+from config.loader import LoadedConfig, Secrets, ToolDeadline, load_config, load_settings, untrusted_notice
 from config.schema import ConfigFile, HookEntry, RuleEntry
 from config.settings import (
     SETTING_KEYS,
@@ -31,6 +31,7 @@ __all__ = [
     "RuleEntry",
     "Secrets",
     "Settings",
+    "ToolDeadline",
     "TrustRecord",
     "TrustState",
     "default_home",

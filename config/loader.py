@@ -45,6 +45,16 @@ class Secrets(BaseModel):
     """Names of environment variables whose values are secrets."""
 
 
+class ToolDeadline(BaseModel):
+    """A tool's deadline set by a config file (`[tools.NAME] timeout_s`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool: str
+    timeout_s: float
+    source: str
+
+
 class LoadedConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -71,6 +81,8 @@ class LoadedConfig(BaseModel):
     """Hooks of an untrusted project file."""
     files: tuple[str, ...] = ()
     """Config files that were read, lowest precedence first (the built-in defaults not included)."""
+    tool_timeouts: tuple[ToolDeadline, ...] = ()
+    """Deadlines of tools set by config files, one per tool (the highest precedence file's)."""
 
 
 def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
@@ -114,6 +126,7 @@ def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
     ignored_hooks: list[HookSpec] = []
     secret_values: dict[str, None] = {}
     secret_env: dict[str, None] = {}
+    deadlines: dict[str, ToolDeadline] = {}
     for doc in docs:
         untrusted = doc is project and state != "trusted"
         for r in doc.data.policy.rules:
@@ -128,6 +141,9 @@ def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
                 (ignored_hooks if untrusted else hooks).append(spec)
         secret_values.update(dict.fromkeys(doc.data.secrets.values))
         secret_env.update(dict.fromkeys(doc.data.secrets.env))
+        for tool, entry in doc.data.tools.items():
+            if entry.timeout_s is not None:
+                deadlines[tool] = ToolDeadline(tool=tool, timeout_s=entry.timeout_s, source=doc.source)
 
     notices: list[str] = []
     if project is not None and (ignored_rules or ignored_hooks):
@@ -141,6 +157,7 @@ def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
         project_sha256=project.sha256 if project else None, project_trust=state if project else None,
         ignored_rules=tuple(ignored_rules),
         ignored_hooks=tuple(ignored_hooks), files=tuple(d.source for d in (user, project) if d is not None),
+        tool_timeouts=tuple(deadlines[t] for t in sorted(deadlines)),
     )
 
 

@@ -21,11 +21,13 @@ from config.settings import (
     RepairBudget,
     Seconds,
     SnapshotEvery,
+    ToolSeconds,
 )
 from core.policy import RuleAction
 
 _TOOL_GLOB = re.compile(r"^[A-Za-z0-9_.:*?\[\]!-]+$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
 
 
 def unclosed_bracket(glob: str) -> bool:
@@ -76,11 +78,18 @@ def _env_name(value: str) -> str:
     return value
 
 
+def _tool_name(value: str) -> str:
+    if not _TOOL_NAME.match(value):
+        raise ValueError("a tool name may use only letters, digits, '_', '.', ':' and '-'")
+    return value
+
+
 Glob = Annotated[str, AfterValidator(_glob)]
 ToolGlob = Annotated[str, AfterValidator(_tool_glob)]
 ArgName = Annotated[str, Field(min_length=1)]
 Command = Annotated[str, AfterValidator(_command)]
 EnvName = Annotated[str, AfterValidator(_env_name)]
+ToolName = Annotated[str, AfterValidator(_tool_name)]
 SecretValue = Annotated[str, Field(min_length=4)]
 """Shorter values would mask ordinary text wherever it appears."""
 
@@ -95,7 +104,8 @@ class RuleEntry(_Table):
     tool: ToolGlob
     action: RuleAction
     pattern: Glob | None = None
-    """Glob over the tool's primary argument (the command for `bash`, the path for file tools)."""
+    """Glob over the tool's primary argument (the command for `bash`, the path for file tools) and its path
+    arguments (`grep`'s `path`)."""
     args: dict[ArgName, Glob] = Field(default_factory=dict)
 
 
@@ -129,6 +139,13 @@ class SecretsSection(_Table):
     """Names of environment variables whose values are secrets to mask."""
 
 
+class ToolEntry(_Table):
+    """`[tools.grep]`: settings of one tool."""
+
+    timeout_s: ToolSeconds | None = None
+    """The deadline of each call of the tool (None: the tool's own; for `bash` it caps the call's `timeout_s`)."""
+
+
 class ConfigFile(_Table):
     durability: Durability | None = None
     max_turns: MaxTurns | None = None
@@ -142,3 +159,5 @@ class ConfigFile(_Table):
     policy: PolicySection = Field(default_factory=PolicySection)
     hooks: HooksSection = Field(default_factory=HooksSection)
     secrets: SecretsSection = Field(default_factory=SecretsSection)
+    tools: dict[ToolName, ToolEntry] = Field(default_factory=dict)
+    """Per-tool settings; a later file overrides an earlier one tool by tool."""

@@ -20,6 +20,8 @@ MaxTurns = Annotated[int, Field(ge=1, le=1_000_000)]
 ModelSpec = Annotated[str, Field(min_length=1)]
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 HookSeconds = Annotated[float, Field(gt=0, le=600, allow_inf_nan=False)]
+ToolSeconds = Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)]
+"""A tool call's deadline: long enough for any read, short enough that nothing waits for ever."""
 RepairBudget = Annotated[int, Field(ge=0)]
 ContextBudget = Annotated[int, Field(ge=1)]
 SnapshotEvery = Annotated[int, Field(ge=0)]

@@ -2,8 +2,9 @@
 (`[[policy.rules]]` with a tool glob, optional glob patterns per argument, and an action).
 
 A rule names a tool (a glob) and optionally patterns: `pattern` is matched against the tool's primary argument
-(the command for `bash`, the path for file tools); `args` maps argument names to globs. Every pattern must match
-for the rule to apply. Deny beats ask beats allow (tool_executor/checks/policy.py)."""
+(the command for `bash`, the path for file tools) and every path argument (a deny or ask rule applies when any
+matches, an allow rule when all do); `args` maps argument names to globs, each of which must match. Deny beats ask
+beats allow (tool_executor/checks/policy.py)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ class PermissionRule(BaseModel):
     action: RuleAction
     tool: str
     pattern: str | None = None
-    """Glob over the tool's primary argument (flag form `tool(pattern)`)."""
+    """Glob over the tool's primary argument and its path arguments (flag form `tool(pattern)`)."""
     args: dict[str, str] = Field(default_factory=dict)
     """Globs per named argument (config form `args = { path = "docs/*" }`)."""
     source: str = "flag"

@@ -1,6 +1,11 @@
 """Step 10: dispatch under a deadline. Every way a handler can end becomes the one result shape: ok, error (a
 clean ToolError or a crash, without a traceback for the model), timeout (read-only) or unknown (an effectful
-call whose deadline passed: the work may have happened)."""
+call whose deadline passed: the work may have happened).
+
+The deadline is a cancel scope, so it holds exactly as far as the handler can be cancelled: a subprocess (bash,
+grep's matching) is killed on cancellation, and blocking work run through `run_stoppable` (core/tools/blocking.py)
+is abandoned at once and told to stop. A handler that waits for a plain worker thread is waited for until the
+thread returns; the built-in tools never do that with work that can block (tool_executor/builtin)."""
 
 from __future__ import annotations
 

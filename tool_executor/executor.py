@@ -67,7 +67,7 @@ from tool_executor.approval import (
     Rejected,
     from_record,
 )
-from tool_executor.checks.policy import check_policy
+from tool_executor.checks.policy import check_policy, path_filter
 from tool_executor.checks.resolve import check_resolve
 from tool_executor.checks.schema import check_schema, make_validator
 from tool_executor.checks.scope import check_scope
@@ -490,7 +490,8 @@ class ToolCallProcessor:
         key = idempotency_key(env.session_id, call.call_id, decision.input_sha256)
         ctx = ToolContext(session_id=env.session_id, mode=env.mode, model=env.model, turn=env.turn,
                           call_id=call.call_id, workspace=self.workspace, idempotency_key=key,
-                          deadline_s=spec.timeout_s)
+                          deadline_s=spec.timeout_s,
+                          path_filter=path_filter(spec, args, (*env.rules, *self.config_rules), self.workspace))
         effectful = spec.effect == "effectful"
         receipt_id = None
         keys = tuple(spec.resource_keys(args, ctx)) if spec.resource_keys else ()

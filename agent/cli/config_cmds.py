@@ -128,6 +128,7 @@ def config_view(loaded: LoadedConfig, workspace: Path, user_file: Path) -> dict[
         "rules": [_rule_view(r, True) for r in loaded.rules] + [_rule_view(r, False) for r in loaded.ignored_rules],
         "hooks": [_hook_view(h, True) for h in loaded.hooks] + [_hook_view(h, False) for h in loaded.ignored_hooks],
         "secrets": {"env": list(loaded.secrets.env), "values": len(loaded.secrets.values)},
+        "tools": {d.tool: {"timeout_s": d.timeout_s, "source": d.source} for d in loaded.tool_timeouts},
         "notices": list(loaded.notices),
     }
 
@@ -173,5 +174,7 @@ def _text(view: dict[str, Any]) -> list[str]:
     secrets = view["secrets"]
     lines.append(f"secrets: env {', '.join(secrets['env']) or '(none)'}; {_plural(secrets['values'], 'value')} "
                  "(not shown)")
+    lines.extend(f"tool {name}: deadline {item['timeout_s']:g}s  from {item['source']}"
+                 for name, item in view["tools"].items())
     lines.extend(f"notice: {n}" for n in view["notices"])
     return lines

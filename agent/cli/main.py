@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import sys
@@ -22,12 +23,13 @@ from agent.reconcile import ProbeOutcome, person, probe_receipts, reconcile
 from agent.session import Asking, LiveSession, Runtime, resume_session, runtime, start_session
 from config import LoadedConfig, Settings, load_config, load_settings
 from config.seen_secrets import home_masker
-from core.errors import StrataError
+from core.errors import ConfigError, StrataError
 from core.events import StoredEvent
 from core.hooks import HookSet
 from core.masking import Masker
 from core.policy import PermissionRule, parse_rule
 from core.state import Counters, FoldError
+from core.tools import ToolSpec
 from memory import restore
 from memory.leases import make_liveness
 from memory.records import RECEIPT_STATUSES, SessionRecord
@@ -86,6 +88,19 @@ def _apply_config(rt: Runtime, loaded: LoadedConfig) -> None:
         attach_home(loaded.settings.home, rt.masker)  # logs are masked with the configured secrets too
     if rt.locks is not None:
         rt.locks.timeout_s = loaded.settings.lock_timeout_s
+    rt.tools = _with_deadlines(rt.tools, loaded)
+
+
+def _with_deadlines(tools: list[ToolSpec], loaded: LoadedConfig) -> list[ToolSpec]:
+    """The tools with the deadlines config gives them (`[tools.NAME] timeout_s`); a name no tool has is an error
+    naming its file, not a setting silently ignored."""
+    names = {t.name for t in tools}
+    for deadline in loaded.tool_timeouts:
+        if deadline.tool not in names:
+            raise ConfigError(f"no tool is named {deadline.tool!r} (tools: {', '.join(sorted(names))})",
+                              file=deadline.source, key=f"tools.{deadline.tool}")
+    given = {d.tool: d.timeout_s for d in loaded.tool_timeouts}
+    return [dataclasses.replace(t, timeout_s=given[t.name]) if t.name in given else t for t in tools]
 
 
 def _rules(allow: tuple[str, ...], deny: tuple[str, ...]) -> list[PermissionRule]:

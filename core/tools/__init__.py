@@ -1,6 +1,8 @@
 """Tool contracts: specs, the per-call context, handler outputs and the bound plan."""
 
+from core.tools.blocking import Stop, Stopped, run_stoppable
 from core.tools.context import ToolContext
+from core.tools.path_filter import PathFilter, skipped_note
 from core.tools.plan import BoundToolPlan
 from core.tools.spec import (
     PII_ORDER,
@@ -22,14 +24,19 @@ __all__ = [
     "SAFETY_ORDER",
     "BoundToolPlan",
     "EffectClass",
+    "PathFilter",
     "PiiClass",
     "Probe",
     "ProbeResult",
     "ProbeVerdict",
     "SafetyLevel",
+    "Stop",
+    "Stopped",
     "ToolContext",
     "ToolError",
     "ToolOutput",
     "ToolSpec",
     "ToolTimeout",
+    "run_stoppable",
+    "skipped_note",
 ]

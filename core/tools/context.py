@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.events import Mode
+from core.tools.path_filter import PathFilter
 
 
 @dataclass(frozen=True)
@@ -18,3 +19,6 @@ class ToolContext:
     workspace: Path
     idempotency_key: str
     deadline_s: float
+    path_filter: PathFilter | None = None
+    """Paths the policy rules keep from this call beyond those it names (None: none); a handler that walks the
+    workspace consults it before it opens or names an entry."""

@@ -1,12 +1,16 @@
 """File tools: read_file, write_file (atomic), edit_file (exact unique match), list_dir, glob, grep.
-Blocking file work runs in a worker thread. Every handler re-resolves its paths inside the workspace, so a
-handler is safe even if called without the scope check."""
+
+Every handler re-resolves its paths inside the workspace, so a handler is safe even if called without the scope
+check. Blocking file work runs in a worker thread the call can stop waiting for (core/tools/blocking.py), and each
+step of it is bounded: reads are capped and refuse FIFOs and devices (tool_executor/builtin/_read.py), walks check
+the stop flag at every entry and skip what the policy's path filter keeps from the call
+(tool_executor/builtin/_walk.py), and grep's matching runs in a child process that is killed at the deadline
+(tool_executor/builtin/_grep.py)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -14,12 +18,22 @@ from typing import Any
 
 import anyio
 
-from core.tools import ProbeResult, ToolContext, ToolError, ToolOutput, ToolSpec
+from core.tools import (
+    ProbeResult,
+    Stop,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+    ToolSpec,
+    run_stoppable,
+    skipped_note,
+)
+from tool_executor.builtin import _grep
+from tool_executor.builtin._read import READ_CAP, os_error, read_capped, read_note, read_whole
+from tool_executor.builtin._walk import Walker
 from tool_executor.paths import OutsideWorkspace, relative_pattern_problem, resolve_in_workspace
 
 MAX_LIST = 1000
-MAX_MATCHES = 500
-MAX_GREP_FILE = 2 * 1024 * 1024
 
 
 def _path(ctx: ToolContext, raw: str) -> Path:
@@ -70,22 +84,17 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
-def _os_error(exc: OSError, what: str) -> ToolError:
-    return ToolError(f"cannot {what}: {exc.strerror or exc}")
-
-
 async def read_file(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
     path = _path(ctx, args["path"])
+    offset, limit = int(args.get("offset", 0)), int(args.get("limit", READ_CAP))
 
-    def run() -> str:
-        try:
-            return path.read_bytes().decode("utf-8", errors="replace")
-        except IsADirectoryError:
-            raise ToolError(f"{args['path']} is a directory; use list_dir") from None
-        except OSError as exc:
-            raise _os_error(exc, f"read {args['path']}") from None
+    def run(stop: Stop) -> str:
+        data, size = read_capped(path, args["path"], stop, offset=offset, limit=limit)
+        text = data.decode("utf-8", errors="replace")
+        note = read_note(_rel(ctx, path), offset, len(data), size)
+        return text if note is None else f"{note}\n{text}"
 
-    return ToolOutput(await anyio.to_thread.run_sync(run))
+    return ToolOutput(await run_stoppable(run))
 
 
 async def write_file(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -98,7 +107,7 @@ async def write_file(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         try:
             atomic_write(path, data)
         except OSError as exc:
-            raise _os_error(exc, f"write {args['path']}") from None
+            raise os_error(exc, f"write {args['path']}") from None
 
     await anyio.to_thread.run_sync(run)
     return ToolOutput(f"wrote {len(data)} bytes to {_rel(ctx, path)}")
@@ -108,11 +117,9 @@ async def edit_file(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
     path = _path(ctx, args["path"])
     old, new = args["old"], args["new"]
 
-    def run() -> None:
+    def run(stop: Stop) -> None:
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise _os_error(exc, f"read {args['path']}") from None
+            text = read_whole(path, args["path"], stop, verb="edit_file edits").decode("utf-8")
         except UnicodeDecodeError:
             raise ToolError(f"{args['path']} is not UTF-8 text") from None
         count = text.count(old)
@@ -124,28 +131,41 @@ async def edit_file(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         try:
             atomic_write(path, text.replace(old, new, 1).encode("utf-8"))
         except OSError as exc:
-            raise _os_error(exc, f"write {args['path']}") from None
+            raise os_error(exc, f"write {args['path']}") from None
 
-    await anyio.to_thread.run_sync(run)
+    # Once the write has started it finishes: a rename abandoned half way is not a state to leave behind.
+    await anyio.to_thread.run_sync(run, Stop())
     return ToolOutput(f"edited {_rel(ctx, path)}: replaced 1 occurrence")
 
 
 async def list_dir(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
     path = _path(ctx, args["path"])
 
-    def run() -> str:
+    def run(stop: Stop) -> str:
+        walker = Walker(ctx.workspace, ctx.path_filter, stop)
         try:
-            entries = sorted(path.iterdir(), key=lambda p: p.name)
+            entries = walker.entries(path, strict=True)
         except NotADirectoryError:
             raise ToolError(f"{args['path']} is not a directory") from None
         except OSError as exc:
-            raise _os_error(exc, f"list {args['path']}") from None
-        names = [e.name + ("/" if e.is_dir() else "") for e in entries[:MAX_LIST]]
-        if len(entries) > MAX_LIST:
-            names.append(f"... and {len(entries) - MAX_LIST} more")
-        return "\n".join(names) if names else "(empty directory)"
+            raise os_error(exc, f"list {args['path']}") from None
+        shown = [e for e in entries if not walker.blocked(Path(e.path))]
+        names = [e.name + ("/" if _is_dir(e) else "") for e in shown[:MAX_LIST]]
+        if len(shown) > MAX_LIST:
+            names.append(f"... and {len(shown) - MAX_LIST} more")
+        lines = names or ["(empty directory)" if not walker.skipped else "(nothing to show)"]
+        if walker.skipped:
+            lines.append(skipped_note(walker.skipped, ctx.path_filter))
+        return "\n".join(lines)
 
-    return ToolOutput(await anyio.to_thread.run_sync(run))
+    return ToolOutput(await run_stoppable(run))
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 async def glob_files(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -155,57 +175,27 @@ async def glob_files(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         raise ToolError(problem)
     if not Path(pattern).parts or pattern.strip() in (".", ""):
         raise ToolError(f"pattern {pattern!r} matches nothing; use a pattern such as *.py or **/*.md")
-    def run() -> str:
-        root = Path(os.path.realpath(ctx.workspace))
-        found: list[str] = []
-        try:
-            for match in root.glob(pattern):
-                try:
-                    resolve_in_workspace(root, str(match))
-                except OutsideWorkspace:
-                    continue  # a symlink pointing out of the workspace is not reported
-                found.append(str(match.relative_to(root)))
-                if len(found) > MAX_LIST:
-                    break
-        except (ValueError, IndexError, NotImplementedError) as exc:
-            raise ToolError(f"invalid glob pattern {pattern!r}: {exc}") from None
-        found.sort()
-        if len(found) > MAX_LIST:
-            return "\n".join(found[:MAX_LIST]) + f"\n... more than {MAX_LIST} matches"
-        return "\n".join(found) if found else "(no matches)"
 
-    return ToolOutput(await anyio.to_thread.run_sync(run))
+    def run(stop: Stop) -> str:
+        walker = Walker(ctx.workspace, ctx.path_filter, stop)
+        found: list[str] = []
+        for match in walker.glob(pattern):
+            found.append(walker.rel(match))
+            if len(found) > MAX_LIST:
+                break
+        found.sort()
+        lines = found[:MAX_LIST] or ["(no matches)"]
+        if len(found) > MAX_LIST:
+            lines.append(f"... more than {MAX_LIST} matches")
+        if walker.skipped:
+            lines.append(skipped_note(walker.skipped, ctx.path_filter))
+        return "\n".join(lines)
+
+    return ToolOutput(await run_stoppable(run))
 
 
 async def grep(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-    try:
-        regex = re.compile(args["pattern"])
-    except re.error as exc:
-        raise ToolError(f"invalid regular expression: {exc}") from None
-    start = _path(ctx, args.get("path", "."))
-
-    def run() -> str:
-        files = [start] if start.is_file() else sorted(p for p in start.rglob("*") if p.is_file())
-        lines: list[str] = []
-        for f in files:
-            try:
-                resolved = resolve_in_workspace(ctx.workspace, str(f))
-                if resolved.stat().st_size > MAX_GREP_FILE:
-                    continue
-                data = resolved.read_bytes()
-            except (OutsideWorkspace, OSError):
-                continue
-            if b"\x00" in data[:4096]:
-                continue  # binary
-            for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-                if regex.search(line):
-                    lines.append(f"{_rel(ctx, resolved)}:{number}:{line}")
-                    if len(lines) >= MAX_MATCHES:
-                        lines.append(f"... stopped after {MAX_MATCHES} matches")
-                        return "\n".join(lines)
-        return "\n".join(lines) if lines else "(no matches)"
-
-    return ToolOutput(await anyio.to_thread.run_sync(run))
+    return await _grep.grep(args, ctx, _path(ctx, args.get("path", ".")))
 
 
 async def probe_write(args: Mapping[str, Any], ctx: ToolContext) -> ProbeResult:
@@ -213,19 +203,19 @@ async def probe_write(args: Mapping[str, Any], ctx: ToolContext) -> ProbeResult:
     path = _path(ctx, args["path"])
     want = args["content"].encode("utf-8")
 
-    def run() -> ProbeResult:
-        try:
-            got = path.read_bytes()
-        except FileNotFoundError:
+    def run(stop: Stop) -> ProbeResult:
+        if not os.path.lexists(path):
             return ProbeResult("not_applied", f"{_rel(ctx, path)} does not exist")
-        except OSError as exc:
-            return ProbeResult("undecided", f"cannot read {_rel(ctx, path)}: {exc.strerror or exc}")
+        try:  # one byte more than intended tells a longer file apart
+            got, _ = read_capped(path, _rel(ctx, path), stop, limit=len(want) + 1, verb="the probe reads")
+        except ToolError as exc:
+            return ProbeResult("undecided", str(exc))
         if got == want:
             return ProbeResult("applied", f"{_rel(ctx, path)} holds the intended {len(want)} bytes")
         return ProbeResult("not_applied", f"{_rel(ctx, path)} does not hold the intended bytes "
                                           f"({len(got)} bytes, expected {len(want)})")
 
-    return await anyio.to_thread.run_sync(run)
+    return await run_stoppable(run)
 
 
 async def probe_edit(args: Mapping[str, Any], ctx: ToolContext) -> ProbeResult:
@@ -233,10 +223,12 @@ async def probe_edit(args: Mapping[str, Any], ctx: ToolContext) -> ProbeResult:
     path = _path(ctx, args["path"])
     old, new = args["old"], args["new"]
 
-    def run() -> ProbeResult:
+    def run(stop: Stop) -> ProbeResult:
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            text = read_whole(path, _rel(ctx, path), stop, verb="the probe reads").decode("utf-8")
+        except ToolError as exc:
+            return ProbeResult("undecided", str(exc))
+        except UnicodeDecodeError as exc:
             return ProbeResult("undecided", f"cannot read {_rel(ctx, path)}: {exc}")
         if old in new or (new and new in old):
             return ProbeResult("undecided", "the old and new text contain each other; decide by hand")
@@ -247,7 +239,7 @@ async def probe_edit(args: Mapping[str, Any], ctx: ToolContext) -> ProbeResult:
             return ProbeResult("not_applied", f"{_rel(ctx, path)} still holds the old text once and not the new one")
         return ProbeResult("undecided", f"{_rel(ctx, path)} holds the old text {has_old} time(s); decide by hand")
 
-    return await anyio.to_thread.run_sync(run)
+    return await run_stoppable(run)
 
 
 def _fs_key(args: Mapping[str, Any], ctx: ToolContext, name: str = "path", default: str | None = None) -> list[str]:
@@ -273,7 +265,10 @@ _PATH = {"type": "string", "minLength": 1, "description": "a path relative to th
 
 def fs_tools() -> list[ToolSpec]:
     return [
-        ToolSpec("read_file", "Read a UTF-8 text file in the workspace.", _schema({"path": _PATH}, ["path"]),
+        ToolSpec("read_file", f"Read a UTF-8 text file in the workspace: at most {READ_CAP} bytes per call; "
+                 "`offset` and `limit` (bytes) read a part.",
+                 _schema({"path": _PATH, "offset": {"type": "integer", "minimum": 0},
+                          "limit": {"type": "integer", "minimum": 1, "maximum": READ_CAP}}, ["path"]),
                  read_file, safety="read", effect="read_only", path_args=("path",),
                  primary_arg="path", primary_kind="path",
                  resource_keys=_fs_key, timeout_s=30),
