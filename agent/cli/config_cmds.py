@@ -48,8 +48,9 @@ def _plural(n: int, word: str) -> str:
 def trust(directory: Path, revoke: bool) -> None:
     """Trust a project's config after reviewing it.
 
-    Records the sha256 of DIR/.strata/config.toml (DIR defaults to the current directory): its hooks and allow
-    rules apply from then on, until the file is edited."""
+    Records the sha256 of DIR/.strata/config.toml (DIR defaults to the current directory), of every file under
+    DIR/.strata/ and of every file in DIR a hook command names: its hooks and allow rules apply from then on, until
+    the file is edited; a hook whose files changed blocks until DIR is trusted again."""
     home = default_home(os.environ)
     workspace = directory.resolve()
     command = f"strata trust {shlex.quote(str(workspace))}"
@@ -68,7 +69,11 @@ def trust(directory: Path, revoke: bool) -> None:
     click.echo(f"sha256 {record.sha256}")
     for line in _summary(record.config):
         click.echo(f"  {line}")
-    click.echo(f"editing the file revokes its trust; review the change and run `{command}` again")
+    if record.files:
+        click.echo(f"  {_plural(len(record.files), 'file')} the hooks may run, fingerprinted: "
+                   f"{', '.join(sorted(record.files))}")
+    click.echo("editing the file revokes its trust, and a change to a file its hooks may run blocks them; review the "
+               f"change and run `{command}` again")
 
 
 def _summary(data: ConfigFile) -> list[str]:
