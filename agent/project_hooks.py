@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from config import LoadedConfig, TrustState, project_config_path
-from config.hook_files import FileProblem
+from config import FileProblem, LoadedConfig, TrustState, project_config_path
 from core.errors import ProjectHooksMissing
 from core.hooks import HookSet
 

@@ -57,7 +57,7 @@ def shell_words(command: str) -> list[str]:
 
 
 @functools.lru_cache(maxsize=256)
-def named_paths(command: str, root: Path) -> tuple[str, ...]:
+def named_paths(command: str, root: str | Path) -> tuple[str, ...]:
     """Workspace-relative paths (POSIX spelling, not resolved) of the words of `command` that lie inside `root`:
     each word, and the value of a `NAME=value` or `--option=value` word. Whether a file is there is not asked."""
     found: dict[str, None] = {}
@@ -82,7 +82,7 @@ class _Fingerprints:
     def __init__(self) -> None:
         self._seen: dict[str, tuple[tuple[_StatKey, ...], str | None]] = {}
 
-    def of(self, path: Path, *, strict: bool = False) -> str | None:
+    def of(self, path: str, *, strict: bool = False) -> str | None:
         """`sha256:<hex>` of a regular file's bytes; a symlink adds its target (`symlink <target> -> ...`); a
         directory is `directory`, anything else `special`; None when nothing is there. A file over
         MAX_FILE_BYTES raises TooMuch when `strict`, else reads as `too large` (never equal to a record)."""
@@ -100,16 +100,16 @@ class _Fingerprints:
                 keys += (_stat_key(st),)
             except OSError:
                 st = None
-        hit = self._seen.get(str(path))
+        hit = self._seen.get(path)
         if hit is not None and hit[0] == keys:
             return hit[1]
         inner = "dangling" if st is None else self._content(path, st, strict)
         value = inner if target is None else f"symlink {target} -> {inner}"
-        self._seen[str(path)] = (keys, value)
+        self._seen[path] = (keys, value)
         return value
 
     @staticmethod
-    def _content(path: Path, st: os.stat_result, strict: bool) -> str:
+    def _content(path: str, st: os.stat_result, strict: bool) -> str:
         if stat.S_ISDIR(st.st_mode):
             return "directory"
         if not stat.S_ISREG(st.st_mode):
@@ -118,26 +118,38 @@ class _Fingerprints:
             if strict:
                 raise TooMuch(f"{path} is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
             return "too large"
-        digest = hashlib.sha256()
-        with open(path, "rb") as f:
+        # Non-blocking, and checked again once open: a FIFO swapped in after the stat must not hang the check.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return "special"
+            digest = hashlib.sha256()
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 digest.update(chunk)
         return f"sha256:{digest.hexdigest()}"
 
 
-def _tree(root: Path) -> list[str]:
+def _tree(root: str) -> list[str]:
     """Workspace-relative paths of everything under `<root>/.strata/` that is not a directory one can descend
-    into (files, symlinks of any kind, special files). Raises TooMuch past MAX_FILES."""
-    top = root / PROJECT_DIR
+    into (files, symlinks of any kind, special files), sorted. Raises TooMuch past MAX_FILES. Plain strings and
+    `os.scandir`: this runs before every hook."""
     found: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
-        here = Path(dirpath)
-        linked = [d for d in dirnames if (here / d).is_symlink()]  # listed, never followed
-        dirnames[:] = sorted(d for d in dirnames if d not in linked)
-        for name in sorted([*filenames, *linked]):
-            found.append((here / name).relative_to(root).as_posix())
-            if len(found) > MAX_FILES:
-                raise TooMuch(f"more than {MAX_FILES} files under {top}")
+    pending = [PROJECT_DIR]
+    while pending:
+        rel_dir = pending.pop()
+        try:
+            with os.scandir(os.path.join(root, rel_dir)) as entries:
+                for entry in entries:
+                    rel = f"{rel_dir}/{entry.name}"
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(rel)  # a symlink to a directory is listed as itself, never followed
+                    else:
+                        found.append(rel)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if len(found) > MAX_FILES:
+            raise TooMuch(f"more than {MAX_FILES} files under {os.path.join(root, PROJECT_DIR)}")
+    found.sort()
     return found
 
 
@@ -147,13 +159,13 @@ def covered_files(root: Path, commands: Iterable[str]) -> dict[str, str]:
     prints = _Fingerprints()
     files: dict[str, str] = {}
     try:
-        for rel in _tree(root):
-            fp = prints.of(root / rel, strict=True)
+        for rel in _tree(str(root)):
+            fp = prints.of(os.path.join(root, rel), strict=True)
             if fp is not None:
                 files[rel] = fp
         for command in commands:
             for rel in named_paths(command, root):
-                fp = prints.of(root / rel, strict=True)
+                fp = prints.of(os.path.join(root, rel), strict=True)
                 if fp is not None and fp != "directory":
                     files[rel] = fp
     except TooMuch as exc:
@@ -201,7 +213,7 @@ class HookFiles:
     hooks of calls running side by side check at once."""
 
     def __init__(self, root: Path, recorded: Mapping[str, str] | None, trust_command: str) -> None:
-        self.root = root
+        self.root = str(root)
         self.recorded = None if recorded is None else dict(recorded)
         """None: trusted by a Strata that did not record the files (trust record version 1)."""
         self.trust_command = trust_command
@@ -231,7 +243,7 @@ class HookFiles:
         prefix = PROJECT_DIR + "/"
         expected = {rel: fp for rel, fp in recorded.items() if rel.startswith(prefix)}
         for rel in _tree(self.root):
-            fp = self._prints.of(self.root / rel)
+            fp = self._prints.of(os.path.join(self.root, rel))
             if fp is None:
                 continue  # gone between the walk and the look: reported as removed below
             if rel not in expected:
@@ -242,7 +254,7 @@ class HookFiles:
             return FileProblem(rel, "removed")
         for command in commands:
             for rel in named_paths(command, self.root):
-                fp = self._prints.of(self.root / rel)
+                fp = self._prints.of(os.path.join(self.root, rel))
                 if rel not in recorded:
                     if fp is not None and fp != "directory":
                         return FileProblem(rel, "appeared")

@@ -83,7 +83,8 @@ def _summary(data: ConfigFile) -> list[str]:
              f"{_plural(len(settings), 'setting')}"]
     for event, i, h in hooks:
         timeout = f" (timeout {h.timeout_s:g}s)" if h.timeout_s is not None else ""
-        lines.append(f"hook {event}[{i}] on {h.matcher}: {h.command}{timeout}")
+        env = f" (gets {', '.join(h.env)})" if h.env else ""
+        lines.append(f"hook {event}[{i}] on {h.matcher}: {h.command}{timeout}{env}")
     for i, r in enumerate(data.policy.rules):
         rule = PermissionRule(action=r.action, tool=r.tool, pattern=r.pattern, args=dict(r.args))
         lines.append(f"rule {i}: {r.action} {rule.text()}")
@@ -148,7 +149,7 @@ def _rule_view(rule: PermissionRule, active: bool) -> dict[str, Any]:
 
 def _hook_view(hook: HookSpec, active: bool) -> dict[str, Any]:
     return {"event": hook.event, "name": hook.name, "matcher": hook.matcher, "command": hook.command,
-            "timeout_s": hook.timeout_s, "source": hook.source, "active": active}
+            "timeout_s": hook.timeout_s, "source": hook.source, "active": active, "env": list(hook.env)}
 
 
 _INACTIVE = "ignored (project not trusted)"
@@ -173,7 +174,8 @@ def _text(view: dict[str, Any]) -> list[str]:
     lines.append("hooks:" if view["hooks"] else "hooks: none")
     for h in view["hooks"]:
         state = "active" if h["active"] else _INACTIVE
-        lines.append(f"  {h['name']} on {h['matcher']}: {h['command']} (timeout {h['timeout_s']:g}s)  "
+        env = f", env {' '.join(h['env'])}" if h["env"] else ""
+        lines.append(f"  {h['name']} on {h['matcher']}: {h['command']} (timeout {h['timeout_s']:g}s{env})  "
                      f"from {h['source']}  {state}")
     secrets = view["secrets"]
     lines.append(f"secrets: env {', '.join(secrets['env']) or '(none)'}; {_plural(secrets['values'], 'value')} "

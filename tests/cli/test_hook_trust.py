@@ -340,4 +340,6 @@ def test_resume_refuses_when_a_hook_file_changed(cli: StrataCLI, workspace: Path
     assert refused.returncode == 2, refused.stderr
     (line,) = error_lines(refused.stderr)
     assert "guard.py" in line and "changed" in line, line
+    chat = cli.run("chat", "--resume", str(summary["session_id"]), input="")  # the same refusal, before any turn
+    assert chat.returncode == 2 and error_lines(chat.stderr) == [line], chat.stderr
     assert not (workspace / "leak.txt").exists()
