@@ -15,6 +15,7 @@ import structlog
 from agent.evidence_ledger import LEDGER_DIR, Ledgers
 from agent.loop import AgenticLoop, Observer
 from agent.outcome import RunOutcome
+from agent.project_hooks import ProjectHooks, resume_refusal
 from config import Settings
 from config.seen_secrets import home_masker
 from core.clock import Clock, SystemClock
@@ -63,6 +64,9 @@ class Runtime:
     """Policy rules from config files: applied on every run as the config stands then, not recorded."""
     ledgers: Ledgers | None = None
     """Where sessions keep their evidence ledgers (`<home>/ledger`); None keeps none."""
+    project_hooks: ProjectHooks = field(default_factory=ProjectHooks)
+    """The workspace's trusted project hooks as the config stands (their digest is recorded by a session that
+    starts with them, and checked when it resumes)."""
 
     @classmethod
     async def open(cls, settings: Settings, clock: Clock | None = None, tools: list[ToolSpec] | None = None,
@@ -151,13 +155,15 @@ class Asking:
 
 
 def _loop(rt: Runtime, state: SessionState, model: ModelAdapter, plan: BoundToolPlan,
-          observer: Observer | None, asking: Asking, listener: ModelListener | None = None) -> AgenticLoop:
+          observer: Observer | None, asking: Asking, listener: ModelListener | None = None,
+          hooks: HookSet | None = None) -> AgenticLoop:
     structlog.contextvars.bind_contextvars(session_id=state.session_id)
     recorder: Recorder = TimelineRecorder(rt.masker)
     if rt.ledgers is not None:  # the ledger sees each call, model attempt (the loop's next turn) and commit
         ledger = rt.ledgers.open(state.session_id, rt.masker, turn=lambda: state.turn + 1)
         recorder, listener, observer = ledger.recorder(recorder), ledger.listener(listener), ledger.observer(observer)
-    processor = ToolCallProcessor(plan, workspace=Path(state.workspace), ids=rt.ids, hooks=rt.hooks,
+    processor = ToolCallProcessor(plan, workspace=Path(state.workspace), ids=rt.ids,
+                                  hooks=rt.hooks if hooks is None else hooks,
                                   approver=asking.approver, on_ask=asking.on_ask or state.on_ask, locks=rt.locks,
                                   config_rules=rt.config_rules, recorder=recorder)
     return AgenticLoop(store=rt.store, state=state, model=model, plan=plan, processor=processor, ids=rt.ids,
@@ -182,12 +188,14 @@ async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mo
                            model=model.name, title=title, status="active", lease=holder)
     started = SessionStarted(session_id=session_id, mode=mode, workspace=str(ws), model=model.name,
                              rules=tuple(rules), max_turns=max_turns, plan_digest=plan.digest,
-                             on_ask=(asking.on_ask if asking else None) or "deny")
+                             on_ask=(asking.on_ask if asking else None) or "deny",
+                             project_hooks_digest=rt.project_hooks.digest)
     # An interactive session may start before its first prompt (its id is shown at once); `run(prompt)` adds it.
     first = Write(events=[(started, 0)] + ([(UserMessage(text=prompt), 0)] if prompt is not None else []),
                   timeline=[TimelineEntry(kind="lifecycle", outcome="started",
                                           summary=rt.masker.mask(f"session started ({mode}, {model.name})"),
-                                          data={"plan_digest": plan.digest, "workspace": str(ws)})])
+                                          data={"plan_digest": plan.digest, "workspace": str(ws),
+                                                "project_hooks_digest": rt.project_hooks.digest})])
     stored = await rt.store.create_session(record, first)
     state = fold(stored)
     live = LiveSession(rt, state, holder, _loop(rt, state, model, plan, observer, asking or Asking(), listener))
@@ -205,11 +213,14 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
                          model_factory: Callable[[str], ModelAdapter] | None = None,
                          max_turns: int | None = None, observer: Observer | None = None,
                          asking: Asking | None = None, listener: ModelListener | None = None,
-                         prompt: str | None = None) -> LiveSession:
+                         prompt: str | None = None, without_project_hooks: str | None = None) -> LiveSession:
     """Take the lease (or fail with SessionActive), restore the state (the latest snapshot plus the tail of the
     log, see memory/restore.py), record the resume. The model is `model`, or `model_factory` applied to the model
     the session recorded. `prompt`, the one the caller will run with, is checked here, before anything is
-    recorded. A resume refused before it is recorded leaves the session's status as it was."""
+    recorded. A session that started with trusted project hooks does not continue without them
+    (ProjectHooksMissing, agent/project_hooks.py) unless `without_project_hooks` names the person who chose so
+    (then the project's hooks do not run, and the choice is recorded). A resume refused before it is recorded
+    leaves the session's status as it was."""
     if prompt is not None and not prompt.strip():
         raise UsageError("the prompt is empty", hint="say what the agent should do, or leave the prompt out")
     before = (await rt.store.get_session(session_id)).status
@@ -229,22 +240,35 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
                              "prompt cannot be given until the open batch is finished",
                              hint=f"decide with `strata approve|deny {session_id} CALL`, then resume (with the "
                                   "prompt, if you still want it)")
+        hooks, hooks_digest = rt.hooks, rt.project_hooks.digest
+        if without_project_hooks is not None:
+            hooks, hooks_digest = rt.project_hooks.without(rt.hooks), None
+        elif (refusal := resume_refusal(session_id, state.project_hooks_digest, rt.project_hooks)) is not None:
+            raise refusal
         if model is None:
             if model_factory is None:
                 raise UsageError("no model to resume with")
             model = model_factory(state.model)
         plan = rt.plan(state.mode)
-        live = LiveSession(rt, state, holder, _loop(rt, state, model, plan, observer, asking or Asking(), listener))
+        live = LiveSession(rt, state, holder, _loop(rt, state, model, plan, observer, asking or Asking(), listener,
+                                                    hooks))
         live.loop.writer.snapshot_seq = restored.snapshot_seq
         open_batch = state.open_batch.batch_id if state.open_batch else None
         on_ask = asking.on_ask if asking and asking.on_ask != state.on_ask else None
         live.loop.writer.stage(SessionResumed(plan_digest=plan.digest, open_batch_id=open_batch,
-                                              max_turns=max_turns, on_ask=on_ask), state.turn)
+                                              max_turns=max_turns, on_ask=on_ask, project_hooks_digest=hooks_digest,
+                                              project_hooks_waived_by=without_project_hooks), state.turn)
         changed = plan.digest != state.plan_digest
+        hooks_note = ""
+        if without_project_hooks is not None:
+            hooks_note = f"; without the project's hooks, as {without_project_hooks} chose"
+        elif hooks_digest != state.project_hooks_digest and state.project_hooks_digest is not None:
+            hooks_note = "; the project's trusted hooks differ from the last run's (the project was trusted again)"
         live.loop.rec.lifecycle("resumed", state.turn, "session resumed" + (
             f", finishing open batch {open_batch}" if open_batch else "") + (
-            "; the tool plan changed since the last run" if changed else ""),
-            plan_digest=plan.digest, previous_plan_digest=state.plan_digest)
+            "; the tool plan changed since the last run" if changed else "") + hooks_note,
+            plan_digest=plan.digest, previous_plan_digest=state.plan_digest, project_hooks_digest=hooks_digest,
+            previous_project_hooks_digest=state.project_hooks_digest, project_hooks_waived_by=without_project_hooks)
         if rules:
             live.loop.writer.stage(RulesAdded(rules=tuple(rules)), state.turn)
         # Applied to state now: an open batch is re-checked with the new rules, and the new limit holds.

@@ -2,10 +2,12 @@
 environment (`STRATA_*`) < flags, and project trust (a project's hooks and allow rules apply only once trusted)."""
 
 from config._read import ConfigDoc, read_config_file
+from config.hook_files import FileProblem, HookFiles
 from config.hooks import HOOK_EVENTS, HookSpec
 from config.loader import LoadedConfig, Secrets, ToolDeadline, load_config, load_settings, untrusted_notice
 from config.schema import ConfigFile, HookEntry, RuleEntry
 from config.settings import (
+    PROJECT_DIR,
     SETTING_KEYS,
     Durability,
     OnAsk,
@@ -20,11 +22,14 @@ from config.trust import TrustRecord, TrustState, is_trusted, trust_project, tru
 
 __all__ = [
     "HOOK_EVENTS",
+    "PROJECT_DIR",
     "SETTING_KEYS",
     "ConfigDoc",
     "ConfigFile",
     "Durability",
+    "FileProblem",
     "HookEntry",
+    "HookFiles",
     "HookSpec",
     "LoadedConfig",
     "OnAsk",

@@ -1,9 +1,10 @@
 """A configured hook as the runtime receives it: which event, which tools, the shell command, its effective timeout,
-and the file and entry it came from (so a verdict can name the hook that gave it)."""
+the variables it may see, and the file and entry it came from (so a verdict can name the hook that gave it)."""
 
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable
 from typing import get_args
 
 from pydantic import BaseModel, ConfigDict
@@ -27,6 +28,10 @@ class HookSpec(BaseModel):
     """The config file that declared it, or `built-in defaults`."""
     index: int
     """Position among its file's entries for this event: the entry is `hooks.<event>[index]` in `source`."""
+    env: tuple[str, ...] = ()
+    """Variables passed to the command although `bash` does not get them."""
+    project: bool = False
+    """Declared by the workspace's (trusted) project file, so what it runs lives where the model writes."""
 
     @property
     def name(self) -> str:
@@ -35,7 +40,13 @@ class HookSpec(BaseModel):
     def matches(self, tool: str | None) -> bool:
         return tool is None or fnmatch.fnmatchcase(tool, self.matcher)
 
-    def to_hook(self) -> Hook:
-        """The runtime's hook (`core.hooks.Hook`), run by the command runner in tool_executor/hooks."""
+    def identity(self) -> dict[str, object]:
+        """What the hook does (not where it was read): the digest of a session's project hooks covers this."""
+        return {"event": self.event, "index": self.index, "matcher": self.matcher, "command": self.command,
+                "timeout_s": self.timeout_s, "env": list(self.env)}
+
+    def to_hook(self, precheck: Callable[[], str | None] | None = None) -> Hook:
+        """The runtime's hook (`core.hooks.Hook`), run by the command runner in tool_executor/hooks; `precheck`
+        runs before each run of the command (a trusted project's file check)."""
         return Hook(name=self.name, event=self.event, matcher=self.matcher, command=self.command,
-                    timeout_s=self.timeout_s, source=self.source)
+                    timeout_s=self.timeout_s, source=self.source, env=self.env, precheck=precheck)

@@ -5,11 +5,14 @@
 
 Scalars override; policy rules, hooks and secrets accumulate across files. A project file that is not trusted
 (`config/trust.py`) still contributes its settings and its `ask`/`deny` rules, never its hooks or `allow` rules;
-what was ignored is said once in `notices`. Every effective scalar records where it came from in `sources`."""
+what was ignored is said once in `notices`. A trusted project's hooks check, before each run, that the files they
+execute are the ones trusted (config/hook_files.py). Every effective scalar records where it came from in
+`sources`."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shlex
 from collections.abc import Mapping
@@ -19,6 +22,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from config._read import ConfigDoc, describe, parse_config, read_config_file
+from config.hook_files import FileProblem, HookFiles
 from config.hooks import HOOK_EVENTS, HookSpec
 from config.settings import (
     DEFAULTS_SOURCE,
@@ -30,8 +34,10 @@ from config.settings import (
     project_config_path,
     user_config_path,
 )
-from config.trust import TrustState, trust_state
+from config.trust import TrustState, lookup
 from core.errors import ConfigError
+from core.hashing import sha256_json
+from core.hooks import HookSet
 from core.policy import PermissionRule
 
 DEFAULTS_FILE = "defaults.toml"
@@ -83,6 +89,28 @@ class LoadedConfig(BaseModel):
     """Config files that were read, lowest precedence first (the built-in defaults not included)."""
     tool_timeouts: tuple[ToolDeadline, ...] = ()
     """Deadlines of tools set by config files, one per tool (the highest precedence file's)."""
+    project_root: Path | None = None
+    """The workspace (resolved) whose project file was read."""
+    project_files: dict[str, str] | None = None
+    """For a trusted project: the fingerprints its trust recorded of what the hooks execute (None: none recorded,
+    a record older than that check)."""
+    project_hooks_digest: str | None = None
+    """Digest of the active (trusted) project hooks, recorded by a session that starts with them; None without."""
+    project_hooks_problem: FileProblem | None = None
+    """Why the trusted project's hooks would refuse to run now (a file they execute changed since the trust)."""
+
+    @property
+    def trust_command(self) -> str:
+        return _trust_command(self.project_root or Path("."))
+
+    def hook_set(self) -> HookSet:
+        """The runtime hooks. The project's own check the files they execute before every run (one stat cache
+        shared between them); a user file's hooks are the user's and are not checked."""
+        project = [h for h in self.hooks if h.project]
+        guard = (HookFiles(self.project_root, self.project_files, self.trust_command)
+                 if project and self.project_root is not None else None)
+        return HookSet(tuple(h.to_hook(functools.partial(guard.check, h.command) if guard and h.project else None)
+                             for h in self.hooks))
 
 
 def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
@@ -102,7 +130,10 @@ def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
     defaults = _defaults()
     user = _read_if_present(user_config_path(env))
     project = _read_if_present(project_config_path(workspace)) if workspace is not None else None
-    state: TrustState = trust_state(home, project.path, project.sha256) if project else "untrusted"
+    state: TrustState = "untrusted"
+    project_files: dict[str, str] | None = None
+    if project is not None:
+        state, project_files = lookup(home, project.path, project.sha256)
     docs = [d for d in (defaults, user, project) if d is not None]
 
     values: dict[str, object] = {"home": home}
@@ -137,7 +168,7 @@ def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
             for index, h in enumerate(getattr(doc.data.hooks, event)):
                 timeout = h.timeout_s if h.timeout_s is not None else settings.hook_timeout_s
                 spec = HookSpec(event=event, matcher=h.matcher, command=h.command, timeout_s=timeout,
-                                source=doc.source, index=index)
+                                source=doc.source, index=index, env=tuple(h.env), project=doc is project)
                 (ignored_hooks if untrusted else hooks).append(spec)
         secret_values.update(dict.fromkeys(doc.data.secrets.values))
         secret_env.update(dict.fromkeys(doc.data.secrets.env))
@@ -148,6 +179,15 @@ def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
     notices: list[str] = []
     if project is not None and (ignored_rules or ignored_hooks):
         notices.append(untrusted_notice(project.path, state, hooks=len(ignored_hooks), allow_rules=len(ignored_rules)))
+    root = workspace.expanduser().resolve() if workspace is not None else None
+    project_hooks = [h for h in hooks if h.project]
+    problem = None
+    if project is not None and project_hooks and root is not None:
+        problem = HookFiles(root, project_files, _trust_command(root)).problem(h.command for h in project_hooks)
+        if problem is not None:
+            notices.append(f"project config {project.path} is trusted, but its hooks will not run and fail closed "
+                           f"(each blocks what it judges): {problem.text()}; review the project and run "
+                           f"`{_trust_command(root)}` to trust it again")
 
     return LoadedConfig(
         settings=settings, rules=tuple(rules), hooks=tuple(hooks),
@@ -158,12 +198,20 @@ def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
         ignored_rules=tuple(ignored_rules),
         ignored_hooks=tuple(ignored_hooks), files=tuple(d.source for d in (user, project) if d is not None),
         tool_timeouts=tuple(deadlines[t] for t in sorted(deadlines)),
+        project_root=root,
+        project_files=project_files if state == "trusted" else None,
+        project_hooks_digest=sha256_json([h.identity() for h in project_hooks]) if project_hooks else None,
+        project_hooks_problem=problem,
     )
 
 
 def load_settings(env: Mapping[str, str] | None = None, **flags: object) -> Settings:
     """The effective settings without a project layer (defaults < user file < environment < flags)."""
     return load_config(workspace=None, env=env, flags=flags).settings
+
+
+def _trust_command(root: Path) -> str:
+    return f"strata trust {shlex.quote(str(root))}"
 
 
 def untrusted_notice(path: Path, state: TrustState, *, hooks: int, allow_rules: int) -> str:

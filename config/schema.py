@@ -23,6 +23,7 @@ from config.settings import (
     SnapshotEvery,
     ToolSeconds,
 )
+from core.faults import FAULT_ENV
 from core.policy import RuleAction
 
 _TOOL_GLOB = re.compile(r"^[A-Za-z0-9_.:*?\[\]!-]+$")
@@ -84,12 +85,20 @@ def _tool_name(value: str) -> str:
     return value
 
 
+def _hook_env_name(value: str) -> str:
+    _env_name(value)
+    if value == FAULT_ENV:
+        raise ValueError(f"{FAULT_ENV} (crash-test fault injection) is never passed to hooks")
+    return value
+
+
 Glob = Annotated[str, AfterValidator(_glob)]
 ToolGlob = Annotated[str, AfterValidator(_tool_glob)]
 ArgName = Annotated[str, Field(min_length=1)]
 Command = Annotated[str, AfterValidator(_command)]
 EnvName = Annotated[str, AfterValidator(_env_name)]
 ToolName = Annotated[str, AfterValidator(_tool_name)]
+HookEnvName = Annotated[str, AfterValidator(_hook_env_name)]
 SecretValue = Annotated[str, Field(min_length=4)]
 """Shorter values would mask ordinary text wherever it appears."""
 
@@ -121,6 +130,9 @@ class HookEntry(_Table):
     """Run by the shell."""
     timeout_s: HookSeconds | None = None
     """None: the top-level `hook_timeout_s`."""
+    env: list[HookEnvName] = Field(default_factory=list)
+    """Environment variables passed to the command although `bash` does not get them (by default a hook gets
+    exactly what `bash` gets: no Strata credentials, no `STRATA_*`)."""
 
 
 class HooksSection(_Table):

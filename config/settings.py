@@ -88,6 +88,11 @@ def user_config_path(env: Mapping[str, str]) -> Path:
     return base / "strata" / "config.toml"
 
 
+PROJECT_DIR = ".strata"
+"""A project's own Strata directory: its config, and the hook scripts that config runs. The agent's tools never
+write it (the scope check), and trust covers every file in it."""
+
+
 def project_config_path(workspace: Path) -> Path:
     """The project file of a workspace, absolute with symlinks resolved (the key trust is recorded under)."""
-    return (workspace.expanduser().resolve() / ".strata" / "config.toml").resolve()
+    return (workspace.expanduser().resolve() / PROJECT_DIR / "config.toml").resolve()

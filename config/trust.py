@@ -3,10 +3,20 @@ repository wrote it. Until `strata trust DIR` records the file's sha256, its hoo
 that loosen policy (`allow`) are ignored; rules that only tighten (`ask`, `deny`) and plain settings apply.
 Editing the file changes its sha256 and so revokes trust until it is reviewed and trusted again.
 
+Trust also covers what the hooks execute from the workspace (config/hook_files.py): the fingerprint of every file
+under `.strata/` and of every file a hook command names, recorded at `strata trust` and checked before each run
+of a hook. A changed file does not revoke the trust (the hooks would silently disappear, which lets through what
+they block): the hooks stay, and each fails closed until the project is trusted again.
+
 The record is `<home>/trusted_projects.json`, written atomically:
 
-    {"version": 1,
-     "projects": {"/abs/path/.strata/config.toml": {"sha256": "<hex>", "trusted_at": "2025-01-01T12:00:00Z"}}}
+    {"version": 2,
+     "projects": {"/abs/path/.strata/config.toml": {
+         "sha256": "<hex>", "trusted_at": "2025-01-01T12:00:00Z",
+         "files": {".strata/config.toml": "sha256:<hex>", ".strata/check.py": "sha256:<hex>"}}}}
+
+Version 1 had no `files`; its entries are read as trusted configs whose hook files were never recorded, so their
+hooks fail closed until `strata trust` is run again (the next write stores version 2).
 """
 
 from __future__ import annotations
@@ -24,6 +34,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from config._read import ConfigDoc, read_config_file
+from config.hook_files import covered_files
+from config.hooks import HOOK_EVENTS
 from config.schema import ConfigFile
 from config.settings import project_config_path
 from core.errors import ConfigError, UsageError
@@ -41,6 +53,8 @@ class TrustRecord(BaseModel):
     sha256: str
     trusted_at: datetime
     config: ConfigFile
+    files: dict[str, str]
+    """Workspace-relative path -> fingerprint of what the hooks may execute (config/hook_files.py)."""
 
 
 class _Entry(BaseModel):
@@ -48,12 +62,14 @@ class _Entry(BaseModel):
 
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     trusted_at: datetime
+    files: dict[str, str] | None = None
+    """None in a version 1 record: the hook files were not recorded."""
 
 
 class _Store(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    version: Literal[1] = 1
+    version: Literal[1, 2] = 2
     projects: dict[str, _Entry] = Field(default_factory=dict)
 
 
@@ -67,13 +83,19 @@ def trust_project(home: Path, workspace: Path, *, now: datetime | None = None) -
     if not path.is_file():
         raise UsageError(f"no project config at {path}", hint="a project's config is its .strata/config.toml")
     doc: ConfigDoc = read_config_file(path)
+    files = covered_files(workspace.expanduser().resolve(), hook_commands(doc.data))
     at = now or datetime.now(UTC)
     with _locked(home):
         store = _read(home)
         projects = dict(store.projects)
-        projects[str(path)] = _Entry(sha256=doc.sha256, trusted_at=at)
+        projects[str(path)] = _Entry(sha256=doc.sha256, trusted_at=at, files=files)
         _write(home, _Store(projects=projects))
-    return TrustRecord(path=path, sha256=doc.sha256, trusted_at=at, config=doc.data)
+    return TrustRecord(path=path, sha256=doc.sha256, trusted_at=at, config=doc.data, files=files)
+
+
+def hook_commands(data: ConfigFile) -> list[str]:
+    """Every hook command of a config file, whatever its event."""
+    return [h.command for event in HOOK_EVENTS for h in getattr(data.hooks, event)]
 
 
 def untrust(home: Path, workspace: Path) -> bool:
@@ -105,10 +127,18 @@ def _locked(home: Path) -> Iterator[None]:
 
 
 def trust_state(home: Path, path: Path, sha256: str) -> TrustState:
+    return lookup(home, path, sha256)[0]
+
+
+def lookup(home: Path, path: Path, sha256: str) -> tuple[TrustState, dict[str, str] | None]:
+    """The project file's trust state and, when trusted, the fingerprints recorded for its hook files (None when
+    they were never recorded, or the file is not trusted)."""
     entry = _read(home).projects.get(str(path))
     if entry is None:
-        return "untrusted"
-    return "trusted" if entry.sha256 == sha256 else "changed"
+        return "untrusted", None
+    if entry.sha256 != sha256:
+        return "changed", None
+    return "trusted", entry.files
 
 
 def is_trusted(home: Path, path: Path, sha256: str) -> bool:

@@ -4,6 +4,7 @@ clear line plus an optional hint (never a traceback).
     StrataError                      base: .message, .hint, .exit_code
     ├── misuse (exit 2)
     │   ├── UsageError               a bad command line or argument
+    │   │   └── ProjectHooksMissing  a resume would lose the trusted project hooks its session started with
     │   ├── ConfigError              a bad setting: file, key, reason
     │   └── ScriptError              a malformed scripted-model file (path, entry, reason)
     ├── run failures (exit 1)
@@ -38,6 +39,16 @@ class StrataError(Exception):
 
 class UsageError(StrataError):
     exit_code = 2
+
+
+class ProjectHooksMissing(UsageError):
+    """A session started with a trusted project's hooks would resume without them (they would be ignored, or
+    refuse to run): refused, fail closed, until the person trusts the project again or says to go on without."""
+
+    def __init__(self, message: str, *, session_id: str, project_file: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.session_id = session_id
+        self.project_file = project_file
 
 
 class ConfigError(StrataError):

@@ -45,6 +45,9 @@ class SessionStarted(_Event):
     parent_id: str | None = None
     on_ask: OnAsk = "deny"
     """What `ask` means with no person to ask: deny, or park for `strata approve`."""
+    project_hooks_digest: str | None = None
+    """Digest of the trusted project hooks the session started with (None: none). A resume that would run
+    without them refuses unless the project is trusted again or a person says to go on without them."""
 
 
 class UserMessage(_Event):
@@ -193,6 +196,10 @@ class SessionResumed(_Event):
     """A new turn limit given on resume (`strata resume --max-turns`); None keeps the current one."""
     on_ask: OnAsk | None = None
     """A new `--on-ask` given on resume; None keeps the session's."""
+    project_hooks_digest: str | None = None
+    """Digest of the trusted project hooks this run continues with (None: none)."""
+    project_hooks_waived_by: str | None = None
+    """The person who chose to continue without the project's hooks (`--without-project-hooks`), and how."""
 
 
 class RepairRequested(_Event):

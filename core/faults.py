@@ -7,11 +7,14 @@ from __future__ import annotations
 import os
 import signal
 
+FAULT_ENV = "STRATA_FAULT"
+"""Never passed to a process Strata starts for other code (bash commands, hooks): a nested `strata` would die."""
+
 _counts: dict[str, int] = {}
 
 
 def _target() -> tuple[str, int] | None:
-    spec = os.environ.get("STRATA_FAULT")
+    spec = os.environ.get(FAULT_ENV)
     if not spec:
         return None
     name, _, n = spec.partition(":")

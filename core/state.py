@@ -111,6 +111,8 @@ class SessionState:
     plan_digest: str = ""
     parent_id: str | None = None
     on_ask: OnAsk = "deny"
+    project_hooks_digest: str | None = None
+    """The trusted project hooks the session last ran with (see `SessionStarted.project_hooks_digest`)."""
     rules: list[PermissionRule] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
     open_batch: OpenBatch | None = None
@@ -162,6 +164,7 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
             state.plan_digest = ev.plan_digest
             state.parent_id = ev.parent_id
             state.on_ask = ev.on_ask
+            state.project_hooks_digest = ev.project_hooks_digest
             state.rules = list(ev.rules)
         case UserMessage():
             _require_no_open_batch(state, ev.kind)
@@ -248,6 +251,7 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
                 state.max_turns = ev.max_turns
             if ev.on_ask is not None:
                 state.on_ask = ev.on_ask
+            state.project_hooks_digest = ev.project_hooks_digest
         case RepairRequested():
             _require_no_open_batch(state, ev.kind)
             state.counters.repairs += 1

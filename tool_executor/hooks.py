@@ -1,15 +1,17 @@
 """Running hooks: Python callables registered in code and command hooks from (trusted) config.
 
-A command hook is run as `/bin/bash -c COMMAND` in the workspace, in its own process group, with the hook input
-as one JSON object on stdin; it answers one JSON object on stdout:
+A command hook is run as `/bin/bash -c COMMAND` in the workspace, in its own process group, with the scrubbed
+environment of the `bash` tool (tool_executor/child_env.py) plus the variables its config names, and the hook
+input as one JSON object on stdin; it answers one JSON object on stdout:
 
     PreToolUse   {"decision": "allow" | "block" | "rewrite" | "ask", "reason": "...", "input": {...}, "tool": "..."}
     PostToolUse  {"decision": "allow" | "add_context" | "withhold", "text": "...", "reason": "..."}
     Stop         {"decision": "allow" | "repair", "instruction": "..."}
 
 Empty stdout with exit status 0 is "allow" (no opinion). Everything else fails closed: a non-zero exit, a
-timeout (the process group is killed), output that is not such an object, or a Python hook that raises or
-returns the wrong type all become a block whose reason says what went wrong."""
+timeout (the process group is killed), output that is not such an object, a precheck that refuses the run (a
+trusted project's hook whose files changed since the trust), or a Python hook that raises or returns the wrong
+type all become a block whose reason says what went wrong."""
 
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ from core.hooks import (
     StopVerdict,
 )
 from core.masking import cut_tail
+from tool_executor.child_env import hook_env
 
 MAX_HOOK_OUTPUT = 256 * 1024
 
@@ -62,7 +65,11 @@ def _payload(event: str, data: object) -> bytes:
 
 async def _run_command(hook: Hook, stdin: bytes, cwd: str) -> dict[str, Any] | None:
     assert hook.command is not None
-    env = {k: v for k, v in os.environ.items() if k != "STRATA_FAULT"}
+    if hook.precheck is not None:
+        problem = await anyio.to_thread.run_sync(hook.precheck)
+        if problem is not None:
+            raise HookFailed(f"not run: {problem}")
+    env = hook_env(hook.env)  # what `bash` gets, plus the variables the config names
     try:
         # pipefail: a checker killed inside `checker | filter` is a failure, not an empty (allowing) answer
         proc = await anyio.open_process(["/bin/bash", "-o", "pipefail", "-c", hook.command], cwd=cwd,

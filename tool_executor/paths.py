@@ -1,9 +1,16 @@
-"""Workspace confinement: a path argument, resolved with symlinks followed, must stay inside the workspace."""
+"""Workspace confinement: a path argument, resolved with symlinks followed, must stay inside the workspace; and
+the project's own `.strata/` directory, inside it, is never written by the agent's tools."""
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+
+from config.hook_files import shell_words
+from config.settings import PROJECT_DIR
+
+_NAMES_PROJECT_DIR = re.compile(r"(?<![a-z0-9_-])" + re.escape(PROJECT_DIR) + r"(?![a-z0-9_-])")
 
 
 class OutsideWorkspace(ValueError):
@@ -36,3 +43,25 @@ def relative_pattern_problem(pattern: str) -> str | None:
     if ".." in Path(pattern).parts:
         return f"pattern {pattern!r} climbs out of the workspace with '..'"
     return None
+
+
+def in_project_dir(workspace: Path, resolved: Path) -> bool:
+    """Is `resolved` (a path `resolve_in_workspace` returned) the workspace's `.strata/` directory or inside it?
+    The name is compared case-blind: on a case-insensitive file system `.STRATA` is the same directory."""
+    root = Path(os.path.realpath(workspace))
+    try:
+        parts = resolved.relative_to(root).parts
+    except ValueError:
+        return False
+    return bool(parts) and parts[0].casefold() == PROJECT_DIR
+
+
+def names_project_dir(command: str) -> bool:
+    """Does any word of a shell command, as written or after unquoting, name `.strata` (any case)? A reading,
+    not a confinement: a command can build the name at run time (`d=.stra; ... ${d}ta`), which only the check of
+    the hook files catches."""
+    if _NAMES_PROJECT_DIR.search(command.casefold()):
+        return True
+    if not any(c in command for c in "'\"\\"):  # nothing to unquote: the words are the text as written
+        return False
+    return any(_NAMES_PROJECT_DIR.search(word.casefold()) for word in shell_words(command))

@@ -28,15 +28,20 @@ TIMELINE_ROWS = 30
 @click.option("--allow", multiple=True, metavar="RULE", help="Allow a tool without asking. Repeatable.")
 @click.option("--deny", multiple=True, metavar="RULE", help="Deny a tool. Repeatable.")
 @click.option("--max-turns", type=click.IntRange(min=1), default=None, help="Limit on model turns.")
+@click.option("--without-project-hooks", is_flag=True,
+              help="With --resume/--continue: continue without the project's hooks although the session started "
+                   "with them trusted (recorded in the session as your choice).")
 def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continue_latest: bool,
-         allow: tuple[str, ...], deny: tuple[str, ...], max_turns: int | None) -> None:
+         allow: tuple[str, ...], deny: tuple[str, ...], max_turns: int | None, without_project_hooks: bool) -> None:
     """Talk to an agent in this terminal; it asks before anything that writes, runs or reaches out."""
-    from agent.cli.main import _apply_config, _config, _rules, _run
+    from agent.cli.main import _apply_config, _config, _notices, _rules, _run, waiver
     from agent.terminal.approver import TerminalApprover  # the terminal (prompt_toolkit) loads only for chat
     from agent.terminal.chat import Chat, ChatView, make_prompt
 
     if resume_id and continue_latest:
         raise click.UsageError("use --resume ID or --continue, not both")
+    if without_project_hooks and not (resume_id or continue_latest):
+        raise click.UsageError("--without-project-hooks continues a session: use it with --resume ID or --continue")
     rules = _rules(allow, deny)
     # NO_COLOR (no-color.org) here means plain text: no colours and no bold either.
     console = Console(highlight=False, color_system=None if os.environ.get("NO_COLOR") else "auto")
@@ -62,9 +67,12 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
             asking = Asking(approver=TerminalApprover(console, session.ask_line, on_interrupt=session.interrupt))
             live: LiveSession
             if record is not None:
-                _apply_config(rt, _config(Path(record.workspace)))
+                project = _config(Path(record.workspace), quiet=True)
+                _apply_config(rt, project)
                 live = await resume_session(rt, record.id, rules=rules, model=model, max_turns=max_turns,
-                                            observer=view, listener=view, asking=asking)
+                                            observer=view, listener=view, asking=asking,
+                                            without_project_hooks=waiver(without_project_hooks, "chat"))
+                _notices(project)
                 _replay(console, live)
             else:
                 _apply_config(rt, loaded)

@@ -48,8 +48,9 @@ def _plural(n: int, word: str) -> str:
 def trust(directory: Path, revoke: bool) -> None:
     """Trust a project's config after reviewing it.
 
-    Records the sha256 of DIR/.strata/config.toml (DIR defaults to the current directory): its hooks and allow
-    rules apply from then on, until the file is edited."""
+    Records the sha256 of DIR/.strata/config.toml (DIR defaults to the current directory), of every file under
+    DIR/.strata/ and of every file in DIR a hook command names: its hooks and allow rules apply from then on, until
+    the file is edited; a hook whose files changed blocks until DIR is trusted again."""
     home = default_home(os.environ)
     workspace = directory.resolve()
     command = f"strata trust {shlex.quote(str(workspace))}"
@@ -68,7 +69,11 @@ def trust(directory: Path, revoke: bool) -> None:
     click.echo(f"sha256 {record.sha256}")
     for line in _summary(record.config):
         click.echo(f"  {line}")
-    click.echo(f"editing the file revokes its trust; review the change and run `{command}` again")
+    if record.files:
+        click.echo(f"  {_plural(len(record.files), 'file')} the hooks may run, fingerprinted: "
+                   f"{', '.join(sorted(record.files))}")
+    click.echo("editing the file revokes its trust, and a change to a file its hooks may run blocks them; review the "
+               f"change and run `{command}` again")
 
 
 def _summary(data: ConfigFile) -> list[str]:
@@ -78,7 +83,8 @@ def _summary(data: ConfigFile) -> list[str]:
              f"{_plural(len(settings), 'setting')}"]
     for event, i, h in hooks:
         timeout = f" (timeout {h.timeout_s:g}s)" if h.timeout_s is not None else ""
-        lines.append(f"hook {event}[{i}] on {h.matcher}: {h.command}{timeout}")
+        env = f" (gets {', '.join(h.env)})" if h.env else ""
+        lines.append(f"hook {event}[{i}] on {h.matcher}: {h.command}{timeout}{env}")
     for i, r in enumerate(data.policy.rules):
         rule = PermissionRule(action=r.action, tool=r.tool, pattern=r.pattern, args=dict(r.args))
         lines.append(f"rule {i}: {r.action} {rule.text()}")
@@ -144,7 +150,7 @@ def _rule_view(rule: PermissionRule, active: bool) -> dict[str, Any]:
 
 def _hook_view(hook: HookSpec, active: bool) -> dict[str, Any]:
     return {"event": hook.event, "name": hook.name, "matcher": hook.matcher, "command": hook.command,
-            "timeout_s": hook.timeout_s, "source": hook.source, "active": active}
+            "timeout_s": hook.timeout_s, "source": hook.source, "active": active, "env": list(hook.env)}
 
 
 _INACTIVE = "ignored (project not trusted)"
@@ -169,7 +175,8 @@ def _text(view: dict[str, Any]) -> list[str]:
     lines.append("hooks:" if view["hooks"] else "hooks: none")
     for h in view["hooks"]:
         state = "active" if h["active"] else _INACTIVE
-        lines.append(f"  {h['name']} on {h['matcher']}: {h['command']} (timeout {h['timeout_s']:g}s)  "
+        env = f", env {' '.join(h['env'])}" if h["env"] else ""
+        lines.append(f"  {h['name']} on {h['matcher']}: {h['command']} (timeout {h['timeout_s']:g}s{env})  "
                      f"from {h['source']}  {state}")
     secrets = view["secrets"]
     lines.append(f"secrets: env {', '.join(secrets['env']) or '(none)'}; {_plural(secrets['values'], 'value')} "

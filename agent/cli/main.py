@@ -19,13 +19,13 @@ from agent.cli.render import printer
 from agent.cli.views import event_view, receipt_view, session_view, show_view
 from agent.models import model_from_spec
 from agent.outcome import EXIT_ERROR, RunOutcome
+from agent.project_hooks import ProjectHooks
 from agent.reconcile import ProbeOutcome, person, probe_receipts, reconcile
 from agent.session import Asking, LiveSession, Runtime, resume_session, runtime, start_session
 from config import LoadedConfig, Settings, load_config, load_settings
 from config.seen_secrets import home_masker
 from core.errors import ConfigError, StrataError
 from core.events import StoredEvent
-from core.hooks import HookSet
 from core.masking import Masker
 from core.policy import PermissionRule, parse_rule
 from core.state import Counters, FoldError
@@ -64,20 +64,27 @@ def _settings(**flags: Any) -> Settings:
         _fail(err)
 
 
-def _config(workspace: Path | None, **flags: Any) -> LoadedConfig:
-    """Effective config for a session in `workspace`; its notices (an untrusted project file) go to stderr."""
+def _config(workspace: Path | None, *, quiet: bool = False, **flags: Any) -> LoadedConfig:
+    """Effective config for a session in `workspace`; its notices (an untrusted project file) go to stderr, unless
+    `quiet` (the caller says them with `_notices` once it knows the session goes on)."""
     try:
         loaded = load_config(workspace=workspace, flags=flags)
     except StrataError as err:
         _fail(err)
+    if not quiet:
+        _notices(loaded)
+    return loaded
+
+
+def _notices(loaded: LoadedConfig) -> None:
     for notice in loaded.notices:
         click.echo(f"strata: notice: {notice}", err=True)
-    return loaded
 
 
 def _apply_config(rt: Runtime, loaded: LoadedConfig) -> None:
     """Hooks and policy rules from config (user file, trusted project file) for the sessions `rt` drives."""
-    rt.hooks = HookSet(tuple(h.to_hook() for h in loaded.hooks))
+    rt.hooks = loaded.hook_set()
+    rt.project_hooks = ProjectHooks.from_config(loaded)
     rt.config_rules = loaded.rules
     rt.repair_budget = loaded.settings.repair_budget
     rt.context_budget = loaded.settings.context_budget_tokens
@@ -108,6 +115,11 @@ def _rules(allow: tuple[str, ...], deny: tuple[str, ...]) -> list[PermissionRule
         return [parse_rule("allow", r) for r in allow] + [parse_rule("deny", r) for r in deny]
     except StrataError as err:
         _fail(err)
+
+
+def waiver(given: bool, command: str) -> str | None:
+    """Who chose `--without-project-hooks`, as the session records it; None when the flag was not given."""
+    return person(f"strata {command} --without-project-hooks") if given else None
 
 
 def _display_status(rt: Runtime, rec: SessionRecord) -> str:
@@ -168,6 +180,10 @@ _allow = click.option("--allow", multiple=True, metavar="RULE",
                       help="Allow a tool, optionally with a pattern: bash, 'bash(git status*)'. Repeatable.")
 _deny = click.option("--deny", multiple=True, metavar="RULE", help="Deny a tool (beats allow). Repeatable.")
 _json = click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+_without_project_hooks = click.option(
+    "--without-project-hooks", is_flag=True,
+    help="Continue a session without its project's hooks although it started with them trusted (recorded in the "
+         "session as your choice); otherwise such a resume is refused until the project is trusted again.")
 _on_ask = click.option("--on-ask", type=click.Choice(["deny", "park"]), default=None,
                        help="What `ask` means with no person at the terminal: deny the call (default), or park the "
                             "session (exit 4) until `strata approve` / `strata deny`.")
@@ -211,9 +227,11 @@ def run(model_spec: str | None, workspace: Path, allow: tuple[str, ...], deny: t
 @click.option("--max-turns", type=click.IntRange(min=1), default=None,
               help="A new limit on the session's total model turns (to continue an incomplete session).")
 @_on_ask
+@_without_project_hooks
 @_json
 def resume(session_id: str, prompt: str | None, model_spec: str | None, allow: tuple[str, ...],
-           deny: tuple[str, ...], max_turns: int | None, on_ask: str | None, as_json: bool) -> None:
+           deny: tuple[str, ...], max_turns: int | None, on_ask: str | None, without_project_hooks: bool,
+           as_json: bool) -> None:
     """Resume session SESSION_ID by id, optionally with a new PROMPT."""
     settings = _settings()
     rules = _rules(allow, deny)
@@ -221,12 +239,14 @@ def resume(session_id: str, prompt: str | None, model_spec: str | None, allow: t
     async def main() -> RunOutcome:
         async with runtime(settings) as rt:
             record = await rt.store.get_session(session_id)
-            _apply_config(rt, _config(Path(record.workspace), on_ask=on_ask))
+            loaded = _config(Path(record.workspace), quiet=True, on_ask=on_ask)
+            _apply_config(rt, loaded)
             model = model_from_spec(model_spec) if model_spec else None
             live = await resume_session(rt, session_id, model=model, model_factory=model_from_spec, rules=rules,
                                         max_turns=max_turns, observer=_observer(as_json),
                                         asking=Asking(on_ask=on_ask),  # type: ignore[arg-type]  # None: the session's
-                                        prompt=prompt)
+                                        prompt=prompt, without_project_hooks=waiver(without_project_hooks, "resume"))
+            _notices(loaded)  # once the resume goes on (a refusal says everything in its own line)
             return await _drive(live, prompt, as_json)
 
     sys.exit(_run(main).exit_code)

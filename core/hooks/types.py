@@ -128,6 +128,12 @@ class Hook:
     command: str | None = None
     timeout_s: float = 10.0
     source: str = "code"
+    env: tuple[str, ...] = ()
+    """Environment variables a command hook gets although `bash` does not (config `env = [...]`)."""
+    precheck: Callable[[], str | None] | None = field(default=None, compare=False)
+    """Run (in a worker thread) before each run of the command: a returned reason means the command must not run,
+    and the hook fails closed with it. A trusted project's hooks use it to check that the files they execute are
+    still the ones the person trusted."""
 
     def describe(self) -> str:
         return f"hook {self.name} ({self.source})"

@@ -80,15 +80,16 @@ def test_untrust_forgets_the_project(tmp_path: Path) -> None:
 
 
 def test_trust_record_format(tmp_path: Path) -> None:
-    """`<home>/trusted_projects.json`: version 1, the project file's absolute path -> sha256 and time trusted;
-    written by rename, so no temporary file is left beside it."""
+    """`<home>/trusted_projects.json`: version 2, the project file's absolute path -> sha256, time trusted and the
+    fingerprints of what its hooks may run; written by rename, so no temporary file is left beside it."""
     layout = Layout.make(tmp_path)
     layout.write_project("max_turns = 3\n")
     at = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
     record = trust_project(layout.home, layout.workspace, now=at)
     stored = json.loads((layout.home / "trusted_projects.json").read_text())
-    assert stored == {"version": 1, "projects": {str(layout.project_file): {
-        "sha256": record.sha256, "trusted_at": "2025-01-02T03:04:05Z"}}}
+    assert stored == {"version": 2, "projects": {str(layout.project_file): {
+        "sha256": record.sha256, "trusted_at": "2025-01-02T03:04:05Z",
+        "files": {".strata/config.toml": f"sha256:{record.sha256}"}}}}
     assert sorted(os.listdir(layout.home)) == [".trusted_projects.json.lock", "trusted_projects.json"]  # no tmp left
     assert is_trusted(layout.home, layout.project_file, record.sha256)
     assert not is_trusted(layout.home, layout.project_file, "0" * 64)

@@ -69,6 +69,43 @@ def test_golden_log_folds_to_committed_expectation(name: str) -> None:
     assert summarize(fold(read_log(name))) == expected(name)
 
 
+PROJECT_HOOK_FIELDS = ("project_hooks_digest", "project_hooks_waived_by")
+
+
+def _without_project_hook_fields(line: str) -> str:
+    """A stored event as Strata wrote it before sessions recorded their trusted project hooks."""
+    stored = json.loads(line)
+    for key in PROJECT_HOOK_FIELDS:
+        stored["event"].pop(key, None)
+    return json.dumps(stored, separators=(",", ":"), ensure_ascii=False)
+
+
+@pytest.mark.parametrize("name", GOLDEN_CASES)
+def test_a_log_written_before_project_hook_digests_folds_the_same(name: str) -> None:
+    """Logs stored before `session_started`/`session_resumed` carried the project hooks digest still load and
+    fold to the same state, with no project hooks recorded (so their resume is never refused for them)."""
+    lines = (GOLDEN / f"{name}.events.jsonl").read_text(encoding="utf-8").splitlines()
+    old = [StoredEvent.model_validate_json(_without_project_hook_fields(line)) for line in lines if line.strip()]
+    state = fold(old)
+    assert summarize(state) == expected(name)
+    assert state.project_hooks_digest is None
+
+
+def test_the_project_hooks_digest_follows_the_latest_run() -> None:
+    """The digest a session started with holds until a resume records the one it continues with (None when a
+    person chose to go on without the project's hooks)."""
+    started = SessionStarted(session_id="s", mode="headless", workspace="/w", model="m", max_turns=5,
+                             plan_digest="p", project_hooks_digest="d1")
+    log = [StoredEvent(session_id="s", seq=1, at=T0, turn=0, event=started)]
+    assert fold(log).project_hooks_digest == "d1"
+    waived = SessionResumed(plan_digest="p", project_hooks_waived_by="person:someone")
+    log.append(StoredEvent(session_id="s", seq=2, at=T0, turn=0, event=waived))
+    assert fold(log).project_hooks_digest is None
+    log.append(StoredEvent(session_id="s", seq=3, at=T0, turn=0,
+                           event=SessionResumed(plan_digest="p", project_hooks_digest="d2")))
+    assert fold(log).project_hooks_digest == "d2"
+
+
 @pytest.mark.parametrize("name", GOLDEN_CASES)
 def test_golden_log_is_well_formed(name: str) -> None:
     """A golden log is one session, seq 1..n without gaps, starting with session_started."""

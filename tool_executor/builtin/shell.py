@@ -14,10 +14,9 @@ import anyio
 from anyio.abc import Process
 
 from core.tools import ToolContext, ToolError, ToolOutput, ToolSpec, ToolTimeout
+from tool_executor.child_env import scrubbed_env
 
 MAX_OUTPUT = 256 * 1024
-HIDDEN_ENV = frozenset({"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"})
-"""Strata's own model credentials never reach a command the model wrote (it could print them back)."""
 DEFAULT_TIMEOUT_S = 120.0
 MAX_TIMEOUT_S = 600.0
 
@@ -44,7 +43,7 @@ async def _read_capped(proc: Process) -> bytes:
 async def bash(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
     command: str = args["command"]
     timeout = min(float(args.get("timeout_s", DEFAULT_TIMEOUT_S)), MAX_TIMEOUT_S)
-    env = {k: v for k, v in os.environ.items() if k not in HIDDEN_ENV and not k.startswith("STRATA_")}
+    env = scrubbed_env()  # Strata's own model credentials never reach a command the model wrote
     try:
         proc = await anyio.open_process(["/bin/bash", "-c", command], cwd=str(ctx.workspace),
                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

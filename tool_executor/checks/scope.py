@@ -1,5 +1,7 @@
 """Step 2: the session scope. Path arguments must resolve (symlinks followed) inside the workspace; glob
-patterns must be relative and must not climb out."""
+patterns must be relative and must not climb out. Built in, and lifted by nothing (no rule, grant, approval or
+rewrite: a rewritten call passes this step again): a tool that may write never writes the project's `.strata/`
+directory (its config and the hook scripts a person trusted), and a shell command that names it is refused."""
 
 from __future__ import annotations
 
@@ -7,9 +9,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from config.settings import PROJECT_DIR
 from core.tools import ToolSpec
-from tool_executor.paths import OutsideWorkspace, relative_pattern_problem, resolve_in_workspace
+from tool_executor.paths import (
+    OutsideWorkspace,
+    in_project_dir,
+    names_project_dir,
+    relative_pattern_problem,
+    resolve_in_workspace,
+)
 from tool_executor.verdicts import Deny, Pass, Verdict
+
+_WHY = "it holds the project's config and the hook scripts a person trusted, which the agent's tools never write"
 
 
 def check_scope(spec: ToolSpec, args: Mapping[str, Any], workspace: Path) -> Verdict:
@@ -19,9 +30,16 @@ def check_scope(spec: ToolSpec, args: Mapping[str, Any], workspace: Path) -> Ver
         if not isinstance(value, str):
             continue  # absent or mistyped: the schema check reports it
         try:
-            resolve_in_workspace(workspace, value)
+            resolved = resolve_in_workspace(workspace, value)
         except OutsideWorkspace as exc:
             reasons.append(f"{name}: {exc}")
+            continue
+        if spec.safety != "read" and in_project_dir(workspace, resolved):
+            reasons.append(f"{name}: path {value!r} is in the project's {PROJECT_DIR}/ directory; {_WHY}")
+    command = args.get(spec.primary_arg) if spec.primary_kind == "command" and spec.primary_arg else None
+    if isinstance(command, str) and names_project_dir(command):
+        reasons.append(f"{spec.primary_arg}: the command names the project's {PROJECT_DIR}/ directory; {_WHY}, and "
+                       "what a command writes cannot be told by reading it, so no command may name it")
     pattern = args.get("pattern") if spec.name == "glob" else None
     if isinstance(pattern, str):
         problem = relative_pattern_problem(pattern)
