@@ -98,15 +98,26 @@ class _WordBuilder:
                     tuple(self.hidden))
 
 
-def _balanced(s: str, i: int, open_: str, close: str) -> int:
+TOO_DEEP = -2
+"""What the scanners answer when quotes and substitutions nest deeper than MAX_NESTING."""
+
+
+def _balanced(s: str, i: int, open_: str, close: str, nesting: int = 0) -> int:
     """Index just past the `close` that balances the `open_` at `s[i]`, skipping quotes, escapes and
-    backquotes; -1 when it is never closed."""
+    backquotes; -1 when it is never closed, TOO_DEEP when nested too deep to follow."""
+    if nesting > MAX_NESTING:
+        return TOO_DEEP
     depth = 0
     n = len(s)
     while i < n:
         c = s[i]
         if c == "\\":
             i += 2
+            continue
+        if c == "$" and s.startswith("$'", i) and open_ != "{":
+            i = _ansi_c(s, i + 2, [])
+            if i < 0:
+                return -1
             continue
         if c == "'" and open_ != "{":
             end = s.find("'", i + 1)
@@ -115,9 +126,9 @@ def _balanced(s: str, i: int, open_: str, close: str) -> int:
             i = end + 1
             continue
         if c == '"':
-            i = _skip_double(s, i + 1)
+            i = _skip_double(s, i + 1, nesting + 1)
             if i < 0:
-                return -1
+                return i
             continue
         if c == "`":
             i = _skip_backquote(s, i + 1)
@@ -134,8 +145,20 @@ def _balanced(s: str, i: int, open_: str, close: str) -> int:
     return -1
 
 
-def _skip_double(s: str, i: int) -> int:
+def _double_paren_end(s: str, i: int) -> int:
+    """Index past the `))` closing the `((` at `s[i]`, when both parentheses close together (arithmetic);
+    -1 otherwise (`$((echo a) )` is a command substitution holding a subshell, as bash reads it)."""
+    if not s.startswith("((", i):
+        return -1
+    end = _balanced(s, i, "(", ")")
+    inner = _balanced(s, i + 1, "(", ")")
+    return end if end > 0 and inner == end - 1 else -1
+
+
+def _skip_double(s: str, i: int, nesting: int = 0) -> int:
     """Index just past the `"` closing a double-quoted string whose text starts at `i`; -1 if unclosed."""
+    if nesting > MAX_NESTING:
+        return TOO_DEEP
     n = len(s)
     while i < n:
         c = s[i]
@@ -148,13 +171,13 @@ def _skip_double(s: str, i: int) -> int:
             if i < 0:
                 return -1
         elif c == "$" and s.startswith("$(", i):
-            i = _balanced(s, i + 1, "(", ")")
+            i = _balanced(s, i + 1, "(", ")", nesting + 1)
             if i < 0:
-                return -1
+                return i
         elif c == "$" and s.startswith("${", i):
-            i = _balanced(s, i + 1, "{", "}")
+            i = _balanced(s, i + 1, "{", "}", nesting + 1)
             if i < 0:
-                return -1
+                return i
         else:
             i += 1
     return -1
@@ -279,8 +302,8 @@ class Lexer:
             self.command_position = False
 
     def _arithmetic_command(self) -> bool:
-        end = _balanced(self.s, self.i, "(", ")")
-        if end < 0 or not self.s.startswith("))", end - 2):
+        end = _double_paren_end(self.s, self.i)
+        if end < 0:
             return False
         raw = self.s[self.i:end]
         self.i = end
@@ -313,7 +336,7 @@ class Lexer:
         keep = self.command_position
         self.out.tokens.append(Redirection(op, target))
         self.command_position = keep
-        if op.endswith(("<<", "<<-")) and target is not None:
+        if op.endswith(("<<", "<<-")) and not op.endswith("<<<") and target is not None:
             self.heredocs.append((len(self.out.tokens) - 1, target.value, op.endswith("-"), target.quoted))
 
     def _read_heredocs(self) -> None:
@@ -359,14 +382,11 @@ class Lexer:
                 self._substitution(w, self.i + 1, "process substitution")
                 continue
             if c == "(" and _ARRAY_ASSIGNMENT.fullmatch(s[start:self.i]):
-                end = _balanced(s, self.i, "(", ")")
-                if end < 0:
-                    self.out.problems.append("an unclosed `(`")
-                    end = len(s)
+                end = self._closed(_balanced(s, self.i, "(", ")"), "an unclosed `(`")
                 w.expansions.add("array")
                 w.bodies.extend(self._scan(s[self.i + 1:end - 1]))
                 w.value.append(s[self.i:end])
-                self.i = end
+                self.i = min(end, len(s))
                 continue
             if c in _METACHARS:
                 break
@@ -456,24 +476,21 @@ class Lexer:
             w.expansions.add("locale string")
             w.quoted = True
             self.i = self._double(w, i + 2)
-        elif nxt == "(" and s.startswith("((", i + 1):
+        elif nxt == "(" and _double_paren_end(s, i + 1) > 0:
             self._arithmetic(w, i + 1, "(", ")")
         elif nxt == "(":
             self._substitution(w, i + 1, "command substitution")
         elif nxt == "[":
             self._arithmetic(w, i + 1, "[", "]")
         elif nxt == "{":
-            end = _balanced(s, i + 1, "{", "}")
-            if end < 0:
-                self.out.problems.append("an unclosed `${`")
-                end = len(s)
+            end = self._closed(_balanced(s, i + 1, "{", "}"), "an unclosed `${`")
             inner = s[i + 2:end - 1]
             w.expansions.add("parameter")
             w.bodies.extend(self._scan(inner))
             if _PROMPT_EXPANSION.search(inner):
                 w.hidden.append(f"`{s[i:end]}` expands a value as a prompt, which can run commands")
             w.value.append(s[i:end])
-            self.i = end
+            self.i = min(end, len(s))
         elif nxt and (_NAME_START.match(nxt) or nxt in _SPECIAL_PARAMS):
             m = _NAME.match(s, i + 1)
             end = m.end() if m else i + 2
@@ -484,21 +501,25 @@ class Lexer:
             w.value.append("$")
             self.i = i + 1
 
+    def _closed(self, end: int, problem: str) -> int:
+        """`end` from a scanner, or, when it found no end, one past the text's end (so `[start:end - 1]` is
+        the rest of the text), with the problem noted."""
+        if end >= 0:
+            return end
+        if end == TOO_DEEP:
+            self.out.too_deep = True
+        self.out.problems.append(problem)
+        return len(self.s) + 1
+
     def _arithmetic(self, w: _WordBuilder, i: int, open_: str, close: str) -> None:
-        end = _balanced(self.s, i, open_, close)
-        if end < 0:
-            self.out.problems.append("an unclosed arithmetic expansion")
-            end = len(self.s)
+        end = self._closed(_balanced(self.s, i, open_, close), "an unclosed arithmetic expansion")
         w.expansions.add("arithmetic")
         w.bodies.extend(self._scan(self.s[i + 1:end - 1]))
         w.value.append(self.s[i - 1:end])
-        self.i = end
+        self.i = min(end, len(self.s))
 
     def _substitution(self, w: _WordBuilder, i: int, kind: str) -> None:
-        end = _balanced(self.s, i, "(", ")")
-        if end < 0:
-            self.out.problems.append(f"an unclosed {kind}")
-            end = len(self.s) + 1
+        end = self._closed(_balanced(self.s, i, "(", ")"), f"an unclosed {kind}")
         w.expansions.add(kind)
         w.bodies.append(self.s[i + 1:end - 1])
         w.value.append(self.s[i - 1:end])
@@ -506,10 +527,7 @@ class Lexer:
 
     def _backquote(self, w: _WordBuilder) -> None:
         start = self.i
-        end = _skip_backquote(self.s, start + 1)
-        if end < 0:
-            self.out.problems.append("an unclosed backquote")
-            end = len(self.s) + 1
+        end = self._closed(_skip_backquote(self.s, start + 1), "an unclosed backquote")
         w.expansions.add("command substitution")
         w.bodies.append(re.sub(r"\\([$`\\])", r"\1", self.s[start + 1:end - 1]))
         w.value.append(self.s[start:end])

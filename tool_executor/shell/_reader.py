@@ -229,8 +229,13 @@ def _read_command(words: tuple[Word, ...], redirections: Sequence[Redirection], 
     elif name in WRAPPERS:
         inner = unwrap(name, args)
         if inner.split is not None:
-            _read_text(inner.split, acc, depth + 1, speculative, f"`{name} -S`")
-        for candidate in inner.candidates:
+            _read_text(inner.split, acc, depth + 1, speculative, f"`{name}`'s command argument")
+        if inner.shell_args:
+            _read_shell(name, inner.shell_args, (), acc, depth, speculative)
+        for candidate in inner.candidates():
+            if len(acc.commands) >= MAX_COMMANDS:
+                acc.note_opaque(f"it holds more than {MAX_COMMANDS} commands", speculative)
+                break
             _read_command(candidate, redirections if inner.exact else (), acc, depth,
                           speculative or not inner.exact)
 

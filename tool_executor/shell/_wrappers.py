@@ -8,7 +8,7 @@ options were spelled (`Unwrapped.exact` is False and the reader never treats suc
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from tool_executor.shell._lexer import Word
@@ -30,8 +30,10 @@ class Wrapper:
     """`-N` is an option (nice -10)."""
     default: tuple[str, ...] = ()
     """What runs when no command is given (xargs runs echo)."""
-    split_string: frozenset[str] = frozenset()
-    """Options whose argument is itself split into a command (env -S)."""
+    command_text: frozenset[str] = frozenset()
+    """Options whose argument is itself a command line (env -S, flock -c, su -c)."""
+    shell_operands: bool = False
+    """After its options and positionals, the rest are a shell's arguments (`su root -c 'cmd'`)."""
 
 
 def _w(flags: str = "", with_arg: str = "", **kw: object) -> Wrapper:
@@ -41,7 +43,7 @@ def _w(flags: str = "", with_arg: str = "", **kw: object) -> Wrapper:
 WRAPPERS: dict[str, Wrapper] = {
     "env": _w("-i - -0 --null --ignore-environment -v --debug",
               "-u --unset -C --chdir -S --split-string -a --argv0 --block-signal --default-signal --ignore-signal",
-              assignments=True, split_string=frozenset({"-S", "--split-string"})),
+              assignments=True, command_text=frozenset({"-S", "--split-string"})),
     "command": _w("-p -v -V"),
     "builtin": _w(),
     "exec": _w("-c -l", "-a"),
@@ -62,6 +64,26 @@ WRAPPERS: dict[str, Wrapper] = {
                 "-s --max-chars --process-slot-var", default=("echo",)),
     "busybox": _w(),
     "time": _w("-p"),
+    "taskset": _w("-a --all-tasks -c --cpu-list", positionals=1),
+    "chrt": _w("-a --all-tasks -b --batch -d --deadline -f --fifo -i --idle -o --other -r --rr -R "
+               "--reset-on-fork -v --verbose", "-T --sched-runtime -P --sched-period -D --sched-deadline",
+               positionals=1),
+    "flock": _w("-s --shared -x -e --exclusive -u --unlock -n --nb --nonblock -o --close -F --no-fork --verbose",
+                "-w --wait --timeout -E --conflict-exit-code -c --command", positionals=1,
+                command_text=frozenset({"-c", "--command"})),
+    "unshare": _w("-m --mount -u --uts -i --ipc -n --net -p --pid -U --user -C --cgroup -T --time -f --fork "
+                  "-r --map-root-user -c --map-current-user --kill-child --mount-proc",
+                  "--propagation --setgroups -S --setuid -G --setgid -R --root -w --wd"),
+    "strace": _w("-f -ff -c -C -d -D -i -k -q -qq -r -t -tt -ttt -T -v -x -xx -y -yy -z -Z -n -w",
+                 "-e -o -p -s -u -a -b -I -O -P -S -X -E"),
+    "watch": _w("-b --beep -c --color -d --differences -e --errexit -g --chgexit -t --no-title -x --exec "
+                "-p --precise -w --no-wrap", "-n --interval -q --equexit"),
+    "su": _w("- -l --login -m -p --preserve-environment -P --pty -f", "-c --command -g --group -G "
+             "--supp-group -s --shell -w --whitelist-environment", positionals=1, shell_operands=True,
+             command_text=frozenset({"-c", "--command"})),
+    "runuser": _w("- -l --login -m -p --preserve-environment -P --pty -f", "-c --command -g --group -G "
+                  "--supp-group -s --shell -w --whitelist-environment -u --user", positionals=1,
+                  shell_operands=True, command_text=frozenset({"-c", "--command"})),
 }
 """Programs (and the `command`, `builtin`, `exec` and `time` words) that run the command in their operands."""
 
@@ -71,11 +93,22 @@ _OPTIONAL_ATTACHED = {"xargs": frozenset({"-e", "-i", "-l"})}
 
 @dataclass(frozen=True)
 class Unwrapped:
-    candidates: tuple[tuple[Word, ...], ...]
-    """The command that runs, or, when `exact` is False, each word position it might start at."""
+    inner: tuple[Word, ...]
+    """The command that runs; when `exact` is False, the words it starts somewhere in."""
     exact: bool
     split: str | None = None
-    """Text that env -S splits into the command (the reader reads it as a command line)."""
+    """A command line given as one argument (env -S, flock -c, su -c): the reader reads it as a line."""
+    shell_args: tuple[Word, ...] | None = None
+    """Arguments passed to a shell (`su root -c 'cmd'` runs `sh -c 'cmd'`)."""
+
+    def candidates(self) -> Iterator[tuple[Word, ...]]:
+        """The command, or each place it might start (made one at a time: the reader may stop early)."""
+        if self.exact:
+            if self.inner:
+                yield self.inner
+            return
+        for k in range(len(self.inner)):
+            yield self.inner[k:]
 
 
 def unwrap(name: str, args: Sequence[Word]) -> Unwrapped:
@@ -97,8 +130,10 @@ def unwrap(name: str, args: Sequence[Word]) -> Unwrapped:
                 continue
             break
         option, eq, attached = word.partition("=") if word.startswith("--") else (word[:2], "", word[2:])
-        if option in spec.split_string:
+        if option in spec.command_text:
             text = attached if (eq or attached) else (args[i + 1].value if i + 1 < len(args) else "")
+            if spec.shell_operands or name == "flock":
+                return Unwrapped((), True, split=text)
             rest = args[i + 1 if (eq or attached) else i + 2:]
             return Unwrapped((), True, split=" ".join([text, *(_quote(w.value) for w in rest)]))
         if option in spec.with_arg:
@@ -113,12 +148,16 @@ def unwrap(name: str, args: Sequence[Word]) -> Unwrapped:
         if spec.numeric and word[1:].isdigit():
             i += 1
             continue
-        return Unwrapped(tuple(tuple(args[k:]) for k in range(i + 1, len(args))), False)
+        return Unwrapped(tuple(args[i + 1:]), False)
+    if name == "runuser" and any(w.value in ("-u", "--user") or w.value.startswith("--user=") for w in args[:i]):
+        return Unwrapped(tuple(args[i:]), True)  # `runuser -u USER CMD...` runs CMD itself, with no shell
     i += spec.positionals
-    inner = tuple(args[i:])
-    if not inner:
-        return Unwrapped((tuple(Word(d, d) for d in spec.default),) if spec.default else (), True)
-    return Unwrapped((inner,), True)
+    if spec.command_text and i + 1 < len(args) and args[i].value in spec.command_text:
+        return Unwrapped((), True, split=args[i + 1].value)  # `flock FILE -c CMD`
+    if spec.shell_operands:
+        return Unwrapped((), True, shell_args=tuple(args[i:]))
+    inner = tuple(args[i:]) or tuple(Word(d, d) for d in spec.default)
+    return Unwrapped(inner, True)
 
 
 def find_actions(args: Sequence[Word]) -> tuple[tuple[Word, ...], ...]:
