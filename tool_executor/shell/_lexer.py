@@ -11,6 +11,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from tool_executor.shell._scan import (
+    MAX_NESTING,
+    TOO_DEEP,
+    ansi_c,
+    balanced,
+    double_paren_end,
+    skip_backquote,
+)
+
 _METACHARS = frozenset(" \t\n;&|()<>")
 _OPERATORS = (";;&", ";;", ";&", "&&", "||", "|&", ";", "&", "|", "(", ")", "\n")
 _REDIRECTIONS = ("&>>", "&>", "<<<", "<<-", "<<", "<>", ">>", ">&", "<&", ">|", "<", ">")
@@ -20,15 +29,9 @@ _SPECIAL_PARAMS = frozenset("@*#?-$!0123456789")
 _FD_PREFIX = re.compile(r"[0-9]+|\{[A-Za-z_][A-Za-z0-9_]*\}")
 _ARRAY_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
 _PROMPT_EXPANSION = re.compile(r"@P\s*$")
-MAX_NESTING = 32
-"""How deep expansions inside expansions (`${a:-${b:-$(..)}}`) are looked into."""
 _BEFORE_COMMAND = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{", "time", "for",
                              "select"})
 """Reserved words after which a token still stands in command position (`if ((x))`, `! [[ a ]]`)."""
-
-_ANSI_C = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
-           "\\": "\\", "'": "'", '"': '"', "?": "?"}
-
 
 @dataclass(frozen=True)
 class Word:
@@ -78,7 +81,6 @@ class Lexed:
     """Why the text is not a complete command line (an unclosed quote, substitution or here-document)."""
     continued: bool = False
     """A backslash-newline was removed somewhere."""
-    comment: bool = False
     too_deep: bool = False
     """Expansions nested more than MAX_NESTING deep were not looked into."""
 
@@ -96,140 +98,6 @@ class _WordBuilder:
     def build(self, raw: str) -> Word:
         return Word(raw, "".join(self.value), self.quoted, frozenset(self.expansions), tuple(self.bodies),
                     tuple(self.hidden))
-
-
-TOO_DEEP = -2
-"""What the scanners answer when quotes and substitutions nest deeper than MAX_NESTING."""
-
-
-def _balanced(s: str, i: int, open_: str, close: str, nesting: int = 0) -> int:
-    """Index just past the `close` that balances the `open_` at `s[i]`, skipping quotes, escapes and
-    backquotes; -1 when it is never closed, TOO_DEEP when nested too deep to follow."""
-    if nesting > MAX_NESTING:
-        return TOO_DEEP
-    depth = 0
-    n = len(s)
-    while i < n:
-        c = s[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "$" and s.startswith("$'", i) and open_ != "{":
-            i = _ansi_c(s, i + 2, [])
-            if i < 0:
-                return -1
-            continue
-        if c == "'" and open_ != "{":
-            end = s.find("'", i + 1)
-            if end < 0:
-                return -1
-            i = end + 1
-            continue
-        if c == '"':
-            i = _skip_double(s, i + 1, nesting + 1)
-            if i < 0:
-                return i
-            continue
-        if c == "`":
-            i = _skip_backquote(s, i + 1)
-            if i < 0:
-                return -1
-            continue
-        if c == open_:
-            depth += 1
-        elif c == close:
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return -1
-
-
-def _double_paren_end(s: str, i: int) -> int:
-    """Index past the `))` closing the `((` at `s[i]`, when both parentheses close together (arithmetic);
-    -1 otherwise (`$((echo a) )` is a command substitution holding a subshell, as bash reads it)."""
-    if not s.startswith("((", i):
-        return -1
-    end = _balanced(s, i, "(", ")")
-    inner = _balanced(s, i + 1, "(", ")")
-    return end if end > 0 and inner == end - 1 else -1
-
-
-def _skip_double(s: str, i: int, nesting: int = 0) -> int:
-    """Index just past the `"` closing a double-quoted string whose text starts at `i`; -1 if unclosed."""
-    if nesting > MAX_NESTING:
-        return TOO_DEEP
-    n = len(s)
-    while i < n:
-        c = s[i]
-        if c == "\\":
-            i += 2
-        elif c == '"':
-            return i + 1
-        elif c == "`":
-            i = _skip_backquote(s, i + 1)
-            if i < 0:
-                return -1
-        elif c == "$" and s.startswith("$(", i):
-            i = _balanced(s, i + 1, "(", ")", nesting + 1)
-            if i < 0:
-                return i
-        elif c == "$" and s.startswith("${", i):
-            i = _balanced(s, i + 1, "{", "}", nesting + 1)
-            if i < 0:
-                return i
-        else:
-            i += 1
-    return -1
-
-
-def _skip_backquote(s: str, i: int) -> int:
-    n = len(s)
-    while i < n:
-        if s[i] == "\\":
-            i += 2
-        elif s[i] == "`":
-            return i + 1
-        else:
-            i += 1
-    return -1
-
-
-def _ansi_c(s: str, i: int, out: list[str]) -> int:
-    """Decode `$'...'` whose text starts at `i`; index past the closing quote, or -1 if unclosed."""
-    n = len(s)
-    while i < n:
-        c = s[i]
-        if c == "'":
-            return i + 1
-        if c != "\\" or i + 1 >= n:
-            out.append(c)
-            i += 1
-            continue
-        e = s[i + 1]
-        i += 2
-        if e in _ANSI_C:
-            out.append(_ANSI_C[e])
-        elif e in "01234567":
-            digits = re.match(r"[0-7]{1,2}", s[i:i + 2])
-            text = e + (digits.group() if digits else "")
-            i += len(text) - 1
-            out.append(chr(int(text, 8) & 0xFF))
-        elif e in "xuU":
-            width = {"x": 2, "u": 4, "U": 8}[e]
-            digits = re.match(rf"[0-9A-Fa-f]{{1,{width}}}", s[i:i + width])
-            if digits is None:
-                out.append("\\" + e)
-            else:
-                i += len(digits.group())
-                code = int(digits.group(), 16)
-                out.append(chr(code) if code <= 0x10FFFF else "\ufffd")
-        elif e == "c" and i < n:
-            out.append(chr(ord(s[i]) & 0x1F))
-            i += 1
-        else:
-            out.append("\\" + e)
-    return -1
 
 
 class Lexer:
@@ -259,7 +127,6 @@ class Lexer:
                 self.i += 1
                 self._read_heredocs()
             elif c == "#":
-                self.out.comment = True
                 end = s.find("\n", self.i)
                 self.i = len(s) if end < 0 else end
             elif self.condition and c in "&|()<>" and not (c in "<>" and s.startswith("(", self.i + 1)):
@@ -302,7 +169,7 @@ class Lexer:
             self.command_position = False
 
     def _arithmetic_command(self) -> bool:
-        end = _double_paren_end(self.s, self.i)
+        end = double_paren_end(self.s, self.i)
         if end < 0:
             return False
         raw = self.s[self.i:end]
@@ -382,7 +249,7 @@ class Lexer:
                 self._substitution(w, self.i + 1, "process substitution")
                 continue
             if c == "(" and _ARRAY_ASSIGNMENT.fullmatch(s[start:self.i]):
-                end = self._closed(_balanced(s, self.i, "(", ")"), "an unclosed `(`")
+                end = self._closed(balanced(s, self.i, "(", ")"), "an unclosed `(`")
                 w.expansions.add("array")
                 w.bodies.extend(self._scan(s[self.i + 1:end - 1]))
                 w.value.append(s[self.i:end])
@@ -465,7 +332,7 @@ class Lexer:
         nxt = s[i + 1] if i + 1 < len(s) else ""
         if nxt == "'" and not in_double:
             decoded: list[str] = []
-            end = _ansi_c(s, i + 2, decoded)
+            end = ansi_c(s, i + 2, decoded)
             if end < 0:
                 self.out.problems.append("an unclosed `$'`")
                 end = len(s)
@@ -476,14 +343,14 @@ class Lexer:
             w.expansions.add("locale string")
             w.quoted = True
             self.i = self._double(w, i + 2)
-        elif nxt == "(" and _double_paren_end(s, i + 1) > 0:
+        elif nxt == "(" and double_paren_end(s, i + 1) > 0:
             self._arithmetic(w, i + 1, "(", ")")
         elif nxt == "(":
             self._substitution(w, i + 1, "command substitution")
         elif nxt == "[":
             self._arithmetic(w, i + 1, "[", "]")
         elif nxt == "{":
-            end = self._closed(_balanced(s, i + 1, "{", "}"), "an unclosed `${`")
+            end = self._closed(balanced(s, i + 1, "{", "}"), "an unclosed `${`")
             inner = s[i + 2:end - 1]
             w.expansions.add("parameter")
             w.bodies.extend(self._scan(inner))
@@ -512,14 +379,14 @@ class Lexer:
         return len(self.s) + 1
 
     def _arithmetic(self, w: _WordBuilder, i: int, open_: str, close: str) -> None:
-        end = self._closed(_balanced(self.s, i, open_, close), "an unclosed arithmetic expansion")
+        end = self._closed(balanced(self.s, i, open_, close), "an unclosed arithmetic expansion")
         w.expansions.add("arithmetic")
         w.bodies.extend(self._scan(self.s[i + 1:end - 1]))
         w.value.append(self.s[i - 1:end])
         self.i = min(end, len(self.s))
 
     def _substitution(self, w: _WordBuilder, i: int, kind: str) -> None:
-        end = self._closed(_balanced(self.s, i, "(", ")"), f"an unclosed {kind}")
+        end = self._closed(balanced(self.s, i, "(", ")"), f"an unclosed {kind}")
         w.expansions.add(kind)
         w.bodies.append(self.s[i + 1:end - 1])
         w.value.append(self.s[i - 1:end])
@@ -527,7 +394,7 @@ class Lexer:
 
     def _backquote(self, w: _WordBuilder) -> None:
         start = self.i
-        end = self._closed(_skip_backquote(self.s, start + 1), "an unclosed backquote")
+        end = self._closed(skip_backquote(self.s, start + 1), "an unclosed backquote")
         w.expansions.add("command substitution")
         w.bodies.append(re.sub(r"\\([$`\\])", r"\1", self.s[start + 1:end - 1]))
         w.value.append(self.s[start:end])
