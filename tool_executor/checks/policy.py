@@ -10,8 +10,8 @@ A rule's patterns are matched against arguments read according to their kind:
 - a command (bash's `command`), as read by tool_executor/shell: an allow pattern matches only a line that is one
   simple command read with certainty, spelled normally (`command-word args...`); a deny or ask pattern matches
   every simple command the reader sees (through wrappers, quoting, `bash -c`, the command word's basename) and
-  the text's fragments. Where the reader cannot see a command word (`$cmd`, `eval`, `source`, a shell fed from
-  a pipe), a deny or ask pattern on the command cannot be relied on, so the call asks, whatever allows it;
+  the text's fragments. Where the reader cannot see a command word (`$cmd`, `eval`, `source`, a shell reading
+  standard input), a deny or ask pattern on the command cannot be relied on, so the call asks, whatever allows it;
 - anything else: the argument as given (numbers and booleans as their JSON text).
 
 A command with a NUL byte is denied here: bash cannot take one, and no rule changes that."""

@@ -355,7 +355,7 @@ class Lexer:
             w.expansions.add("parameter")
             w.bodies.extend(self._scan(inner))
             if _PROMPT_EXPANSION.search(inner):
-                w.hidden.append(f"`{s[i:end]}` expands a value as a prompt, which can run commands")
+                w.hidden.append("a prompt expansion `${..@P}` can run commands held in a variable")
             w.value.append(s[i:end])
             self.i = min(end, len(s))
         elif nxt and (_NAME_START.match(nxt) or nxt in _SPECIAL_PARAMS):

@@ -22,6 +22,8 @@ from tool_executor.shell._wrappers import SHELLS, WRAPPERS, find_actions, shell_
 
 MAX_DEPTH = 8
 """How deep `bash -c`, `eval` and substitution bodies are read again."""
+MAX_REASONS = 4
+"""Reasons kept of each kind: the first few say enough, and a reason list stays short."""
 MAX_COMMANDS = 256
 """How many simple commands one line may yield before the rest counts as unreadable."""
 
@@ -68,12 +70,18 @@ class _Acc:
     uncertain: list[str] = field(default_factory=list)
 
     def note_opaque(self, why: str, speculative: bool) -> None:
-        if not speculative and why not in self.opaque:
+        if not speculative and why not in self.opaque and len(self.opaque) < MAX_REASONS:
             self.opaque.append(why)
 
     def note_uncertain(self, why: str) -> None:
-        if why not in self.uncertain:
+        if why not in self.uncertain and len(self.uncertain) < MAX_REASONS:
             self.uncertain.append(why)
+
+
+def shown(text: str, limit: int = 40) -> str:
+    """A piece of the command as a reason quotes it: on one line, and short."""
+    one_line = text.replace("\n", "\\n")
+    return one_line if len(one_line) <= limit else one_line[:limit - 3] + "..."
 
 
 def read(text: str) -> Reading:
@@ -155,7 +163,7 @@ def _read_segment(tokens: Sequence[Token], acc: _Acc, depth: int, speculative: b
         for why in word.hidden:
             acc.note_opaque(why, speculative)
         if top and word.expansions:
-            acc.note_uncertain(f"`{word.raw}` is expanded by the shell ({', '.join(sorted(word.expansions))})")
+            acc.note_uncertain(f"`{shown(word.raw)}` is expanded by the shell ({', '.join(sorted(word.expansions))})")
     if top and redirections:
         acc.note_uncertain("it has a redirection or a here-document")
     if skip or not words:
@@ -179,16 +187,16 @@ def _read_segment(tokens: Sequence[Token], acc: _Acc, depth: int, speculative: b
     while i < len(words) and _ASSIGNMENT.match(words[i].raw):
         i += 1
     if top and i > start:
-        acc.note_uncertain(f"an assignment (`{words[start].raw}`) comes before the command word")
+        acc.note_uncertain(f"an assignment (`{shown(words[start].raw)}`) comes before the command word")
     rest = words[i:]
     if not rest:
         return []
     if top:
         word = rest[0]
         if word.quoted:
-            acc.note_uncertain(f"its command word `{word.raw}` is spelled with quotes or escapes")
+            acc.note_uncertain(f"its command word `{shown(word.raw)}` is spelled with quotes or escapes")
         elif os.path.basename(word.value) in _RUNNERS:
-            acc.note_uncertain(f"its command word `{word.value}` runs another command")
+            acc.note_uncertain(f"its command word `{shown(word.value)}` runs another command")
         elif word.value == "find" and find_actions(rest[1:]):
             acc.note_uncertain("`find -exec` runs another command")
     before = len(acc.commands)
@@ -205,7 +213,7 @@ def _read_command(words: tuple[Word, ...], redirections: Sequence[Redirection], 
     acc.commands.append(SimpleCommand(tuple(w.value for w in words)))
     unreadable = head.expansions - _READABLE_IN_COMMAND_WORD
     if unreadable:
-        acc.note_opaque(f"the command word `{head.raw}` is only known when the shell expands it", speculative)
+        acc.note_opaque(f"the command word `{shown(head.raw)}` is only known when the shell expands it", speculative)
         return
     name = os.path.basename(head.value)
     args = words[1:]
@@ -245,7 +253,7 @@ def _read_shell(name: str, args: Sequence[Word], redirections: Sequence[Redirect
     call = shell_call(args)
     if call.body is not None:
         if call.body.expansions:
-            acc.note_opaque(f"the `{name} -c` command `{call.body.raw}` is only known when the shell expands it",
+            acc.note_opaque(f"the `{name} -c` command `{shown(call.body.raw)}` is only known when the shell expands it",
                             speculative)
         else:
             _read_text(call.body.value, acc, depth + 1, speculative, f"`{name} -c`")
