@@ -34,7 +34,9 @@ _NOT_COMMANDS = frozenset({"for", "select", "case", "[["})
 """Keywords whose segment holds words, not a command (`for x in a b`, `case $x in`, `[[ -f x ]]`)."""
 _CASE_SEPARATORS = frozenset({";;", ";&", ";;&"})
 _EVALUATORS = frozenset({"eval", "source", ".", "alias", "trap", "let"})
-_RUNNERS = frozenset(WRAPPERS) | SHELLS | _EVALUATORS
+_CALLBACKS = frozenset({"mapfile", "readarray", "compgen", "complete", "fc", "enable"})
+"""Builtins that can run a command or load code named in an argument (`mapfile -C`, `enable -f`)."""
+_RUNNERS = frozenset(WRAPPERS) | SHELLS | _EVALUATORS | _CALLBACKS
 """Command words that run a command given in their arguments: an allow pattern never vouches for these."""
 _READABLE_IN_COMMAND_WORD = frozenset({"tilde"})
 

@@ -69,6 +69,8 @@ def test_plain_commands_are_read_with_certainty(text: str, expected: tuple[str, 
     ("bash -c ls", "runs another command"),
     ("eval ls", "runs another command"),
     ("xargs ls", "runs another command"),
+    ("mapfile -C 'rm x' -c 1 lines", "runs another command"),
+    ("enable -f ./x.so x", "runs another command"),
     ("find . -exec ls ;", "`find -exec` runs another command"),
     ("((x = 1))", "arithmetic"),
 ])
