@@ -43,15 +43,6 @@ class PermissionRule(BaseModel):
     def matches_tool(self, tool: str) -> bool:
         return fnmatch.fnmatchcase(tool, self.tool)
 
-    def matches(self, tool: str, primary: str | None) -> bool:
-        """Tool name and primary-argument pattern only (argument patterns are read by the policy check, which
-        knows how each argument is spelled)."""
-        if not self.matches_tool(tool):
-            return False
-        if self.pattern is None:
-            return True
-        return primary is not None and fnmatch.fnmatchcase(primary, self.pattern)
-
 
 def parse_rule(action: RuleAction, text: str, source: str = "flag") -> PermissionRule:
     m = _RULE.match(text.strip())

@@ -4,7 +4,7 @@ import importlib
 
 import pytest
 
-PACKAGES = ["core.tools", "core.model", "config", "memory", "observability", "tool_executor"]
+PACKAGES = ["core.tools", "core.model", "config", "memory", "observability", "tool_executor", "tool_executor.shell"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -15,6 +16,8 @@ from core.ids import IdFactory
 from core.policy import PermissionRule, parse_rule
 from core.tools import BoundToolPlan
 from tool_executor import CallEnv, Checked, Decision, Deny, Pass, ToolCallProcessor, builtin_tools
+from tool_executor.checks.policy import check_policy
+from tool_executor.verdicts import Ask
 
 BUILTIN_NAMES = "bash, edit_file, glob, grep, list_dir, read_file, write_file"
 NO_HUMAN_MODES: tuple[Mode, ...] = ("headless", "daemon", "mcp")
@@ -155,7 +158,8 @@ def test_allow_rule_for_one_tool_does_not_allow_another(processor: ToolCallProce
     ("git status --short", True),
     ("git push origin main", False),
     ("rm -rf .", False),
-    (" git status", False),
+    (" git status", True),  # matched as read: blanks around the command are not part of it
+    ("sudo git status", False),
 ])
 def test_bash_pattern_rule_allows_only_matching_commands(processor: ToolCallProcessor, command: str,
                                                          allowed: bool) -> None:
@@ -274,3 +278,74 @@ def test_check_order(processor: ToolCallProcessor, case: Case) -> None:
         assert isinstance(decision.verdict, Deny)
         assert decision.verdict.check == case.check
         assert any(case.says in r for r in decision.verdict.reasons), decision.verdict.reasons
+
+
+# -- bash command patterns (tool_executor/shell reads the command) -----------------------------------------
+
+
+def _policy(command: str, *specs: str, ask: str | None = None) -> Any:
+    bash = next(s for s in builtin_tools() if s.name == "bash")
+    extra = [parse_rule("ask", ask)] if ask else []
+    return check_policy(bash, {"command": command}, [*rules(*specs), *extra], "interactive", Path("/nonexistent"))
+
+
+@pytest.mark.parametrize("command", ["$cmd -rf x", "eval \"$x\"", "source ./x.sh", "echo rm x | sh"])
+def test_a_command_word_the_reader_cannot_see_asks_under_a_deny_pattern(command: str) -> None:
+    """With `--allow bash --deny 'bash(rm*)'`, a command whose command word cannot be read asks, naming the deny
+    rule (a grant then answers for that rule), instead of being allowed by `--allow bash`."""
+    verdict = _policy(command, "+bash", "-bash(rm*)")
+    assert isinstance(verdict, Ask) and verdict.asked_by == "deny rule 'bash(rm*)' (flag)", verdict
+    assert "cannot see every command this runs" in verdict.reasons[0]
+
+
+def test_an_ask_pattern_also_asks_when_it_cannot_see() -> None:
+    """An ask pattern on the command is as blind as a deny pattern there: it asks too."""
+    verdict = _policy("$cmd x", "+bash", ask="bash(git push*)")
+    assert isinstance(verdict, Ask) and verdict.asked_by == "ask rule 'bash(git push*)' (flag)", verdict
+
+
+def test_an_unreadable_command_word_is_allowed_where_no_pattern_depends_on_it() -> None:
+    """Without deny or ask patterns on the command (`--allow bash`, or a deny on another tool), `$cmd x` is
+    allowed as before: opacity only matters to a pattern that would need to see it."""
+    assert _policy("$cmd x", "+bash") == Pass(rule="allow rule 'bash' (flag)")
+    assert _policy("$cmd x", "+bash", "-write_file(secrets/*)") == Pass(rule="allow rule 'bash' (flag)")
+
+
+def test_a_deny_pattern_still_denies_what_it_sees_beside_an_unreadable_part() -> None:
+    """`$cmd; rm x`: the visible `rm` is a denial, not merely a question."""
+    verdict = _policy("$cmd; rm -rf x", "+bash", "-bash(rm*)")
+    assert isinstance(verdict, Deny) and verdict.reasons == ("denied by deny rule 'bash(rm*)' (flag)",)
+
+
+def test_the_default_ask_says_why_an_allow_pattern_could_not_apply() -> None:
+    """`ls=1 rm x` under `bash(ls*)` asks by default, and the reason names the assignment in the way."""
+    verdict = _policy("ls=1 rm -f x", "+bash(ls*)")
+    assert isinstance(verdict, Ask)
+    (reason,) = verdict.reasons
+    assert reason.startswith("bash (execute, effectful) needs approval by default (an allow pattern cannot apply:")
+    assert "an assignment (`ls=1`) comes before the command word" in reason
+
+
+@pytest.mark.parametrize("specs", [(), ("+bash",), ("+bash(*)",), ("+bash", "-bash(rm*)")])
+def test_a_nul_byte_in_a_command_is_denied_whatever_the_rules(processor: ToolCallProcessor,
+                                                              specs: tuple[str, ...]) -> None:
+    """bash cannot take a NUL byte: the policy step denies the call, with the reason, under any rules."""
+    decision = decide(processor, "bash", {"command": "touch a\x00b"}, rules(*specs), "interactive")
+    assert isinstance(decision.verdict, Deny) and decision.verdict.check == "policy"
+    assert decision.verdict.reasons == ("command: it holds a NUL byte, which bash cannot take; nothing was run",)
+
+
+@pytest.mark.parametrize(("command", "pattern", "allowed"), [
+    ("/tmp/evil/ls -la", "ls*", False),
+    ("/tmp/evil/ls -la", "/tmp/evil/ls*", True),
+    ("ls 'a b'", "ls a b", False),
+    ("ls 'a b'", "ls 'a b'", True),
+    ('ls "a b"', "ls 'a b'", True),
+    ("git status", "git status", True),
+])
+def test_an_allow_pattern_meets_the_command_as_written_in_one_normal_spelling(command: str, pattern: str,
+                                                                              allowed: bool) -> None:
+    """The command word is compared as written (no basename), arguments in one normal spelling (plain, or in
+    single quotes when they need quoting), so an argument holding spaces cannot pass for several."""
+    verdict = _policy(command, f"+bash({pattern})")
+    assert isinstance(verdict, Pass) == allowed, verdict

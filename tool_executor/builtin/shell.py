@@ -48,8 +48,8 @@ async def bash(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         proc = await anyio.open_process(["/bin/bash", "-c", command], cwd=str(ctx.workspace),
                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, start_new_session=True, env=env)
-    except OSError as exc:
-        raise ToolError(f"cannot start bash: {exc.strerror or exc}") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte, which the policy check denies before this
+        raise ToolError(f"cannot start bash: {getattr(exc, 'strerror', None) or exc}") from None
     try:
         with anyio.fail_after(timeout):
             output = await _read_capped(proc)

@@ -10,19 +10,23 @@ any of them matches, an allow rule only when all of them do. `args` globs are ma
 each of which must match. Arguments are read according to their kind:
 - path arguments: the workspace-relative and the absolute form of the resolved path (symlinks followed), never
   the raw spelling, so `./secrets/x`, `sub/../secrets/x` and `/abs/ws/secrets/x` all meet a `secrets/*` rule;
-- a command (bash's `command`): an allow pattern matches only a simple command (no `;`, `&`, `|`, newline,
-  backquote, `$(`, redirection); a deny or ask pattern matches the whole command or any of its simple parts;
+- a command (bash's `command`), as read by tool_executor/shell: an allow pattern matches only a line that is one
+  simple command read with certainty, spelled normally (`command-word args...`); a deny or ask pattern matches
+  every simple command the reader sees (through wrappers, quoting, `bash -c`, the command word's basename) and
+  the text's fragments. Where the reader cannot see a command word (`$cmd`, `eval`, `source`, a shell reading
+  standard input), a deny or ask pattern on the command cannot be relied on, so the call asks, whatever allows it;
 - anything else: the argument as given (numbers and booleans as their JSON text).
 
 The files a call reads without naming them (a recursive grep, glob or list_dir) are kept from it by `path_filter`:
 the path globs of the deny and ask rules that apply to the call, which the handler consults before it opens or names
-an entry (core/tools/path_filter.py)."""
+an entry (core/tools/path_filter.py).
+
+A command with a NUL byte is denied here: bash cannot take one, and no rule changes that."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,27 +35,8 @@ from core.policy import PermissionRule
 from core.tools import PathFilter, ToolSpec
 from core.tools.path_filter import any_form_matches, path_forms
 from tool_executor.paths import OutsideWorkspace, resolve_in_workspace
+from tool_executor.shell import CommandLine, read_command
 from tool_executor.verdicts import Ask, Deny, Pass, PolicyVerdict
-
-_CONTROL = re.compile(r"[;&|\n`<>]|\$[(\[{]")
-"""What makes a command not simple for an allow pattern: operators, redirections, command and arithmetic
-substitution, and braced parameter expansion (`${x@P}` can run a command with none of the others)."""
-_RESERVED = frozenset({"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "for", "case", "esac",
-                       "select", "function", "coproc", "!", "{", "}", "time", "exec", "command", "builtin", "env",
-                       "nohup", "nice", "sudo"})
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=\S*")
-
-
-def _command_word_first(part: str) -> str:
-    """A simple command as a deny or ask pattern should see it: reserved words, prefixes such as `env` and
-    `exec`, and variable assignments before the command word left out, and the command word unquoted
-    (`A=1 \\rm x`, `then 'rm' x` -> `rm x`)."""
-    words = part.split()
-    while words and (words[0] in _RESERVED or _ASSIGNMENT.fullmatch(words[0])):
-        words = words[1:]
-    if words:
-        words[0] = words[0].replace("\\", "").replace("'", "").replace('"', "")
-    return " ".join(words)
 
 
 def _path_forms(raw: str, workspace: Path) -> list[str]:
@@ -72,10 +57,10 @@ def _forms(spec: ToolSpec, name: str, value: Any, workspace: Path, action: str) 
     if _is_path(spec, name):
         return _path_forms(value, workspace)
     if name == spec.primary_arg and spec.primary_kind == "command":
+        line = read_command(value)
         if action == "allow":
-            return [] if _CONTROL.search(value) else [value]
-        parts = [p.strip() for p in re.split(r"[;&|\n`<>()$]+", value) if p.strip()]
-        return [value.strip(), *parts, *(w for p in parts if (w := _command_word_first(p)) and w != p)]
+            return [] if line.allow_text is None else [line.allow_text]
+        return list(line.deny_texts)
     return [value]
 
 
@@ -145,8 +130,27 @@ def _label(rule: PermissionRule) -> str:
     return f"{rule.action} rule {rule.text()!r} ({rule.source})"
 
 
+def _command(spec: ToolSpec, args: Mapping[str, Any]) -> CommandLine | None:
+    value = args.get(spec.primary_arg or "")
+    return read_command(value) if spec.primary_kind == "command" and isinstance(value, str) else None
+
+
+def _blind(rule: PermissionRule, spec: ToolSpec, args: Mapping[str, Any], workspace: Path) -> bool:
+    """A deny or ask rule with a pattern on the command, whose other patterns match: it may be meant for a
+    command the reader could not see."""
+    command_pattern = rule.args.get(spec.primary_arg or "", rule.pattern)
+    if rule.action == "allow" or command_pattern is None or not rule.matches_tool(spec.name):
+        return False
+    others = PermissionRule(action=rule.action, tool=rule.tool, source=rule.source,
+                            args={k: v for k, v in rule.args.items() if k != spec.primary_arg})
+    return rule_matches(others, spec, args, workspace)
+
+
 def check_policy(spec: ToolSpec, args: Mapping[str, Any], rules: Sequence[PermissionRule], mode: str,
                  workspace: Path) -> PolicyVerdict:
+    command = _command(spec, args)
+    if command is not None and command.reading.invalid is not None:
+        return Deny("policy", (f"{spec.primary_arg}: {command.reading.invalid}; nothing was run",))
     matching = [r for r in rules if rule_matches(r, spec, args, workspace)]
     denies = [r for r in matching if r.action == "deny"]
     if denies:
@@ -154,13 +158,19 @@ def check_policy(spec: ToolSpec, args: Mapping[str, Any], rules: Sequence[Permis
     asks = [r for r in matching if r.action == "ask"]
     if asks:
         return Ask("policy", _label(asks[0]), tuple(f"{_label(r)} asks for approval" for r in asks))
+    if command is not None and command.reading.opaque:
+        blind = [r for r in rules if _blind(r, spec, args, workspace)]
+        if blind:
+            where = "; ".join(command.reading.opaque)
+            return Ask("policy", _label(blind[0]), tuple(
+                f"{_label(r)} cannot see every command this runs ({where}), so it asks for approval"
+                for r in blind))
     allow = next((r for r in matching if r.action == "allow"), None)
     if allow is not None:
         return Pass(rule=_label(allow))
     if spec.safety == "read":
         return Pass(rule=f"default: {spec.safety} tools are allowed in {mode} mode")
     reason = f"{spec.name} ({spec.safety}, {spec.effect}) needs approval by default"
-    value = args.get(spec.primary_arg or "")
-    if spec.primary_kind == "command" and isinstance(value, str) and _CONTROL.search(value):
-        reason += " (pattern rules never allow commands joined with ; & | or using $( ` < >)"
+    if command is not None and command.reading.uncertain:
+        reason += f" (an allow pattern cannot apply: {'; '.join(command.reading.uncertain)})"
     return Ask("policy", f"default: {spec.safety} tools ask in every mode", (reason,))
