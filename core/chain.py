@@ -30,15 +30,19 @@ _encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=F
 
 
 class ChainKey:
-    """An HMAC-SHA256 key, prepared once: each digest copies the keyed state instead of re-keying. `id` names the
-    key (a digest of it, revealing nothing) so a database can record which key chained it."""
+    """An HMAC-SHA256 key, prepared once: the inner and outer SHA-256 states of RFC 2104 are computed from the key
+    at construction, so a digest costs two state copies and the hashing of the row (about what plain sha256 of
+    the row cost), not a re-keying. `id` names the key (a digest of it, revealing nothing) so a database can record
+    which key chained it."""
 
-    __slots__ = ("_base", "id")
+    __slots__ = ("_inner", "_outer", "id")
 
     def __init__(self, secret: bytes) -> None:
         if len(secret) < 16:
             raise ValueError("a chain key needs at least 16 bytes")
-        self._base = hmac.new(secret, digestmod=hashlib.sha256)
+        block = secret.ljust(64, b"\0") if len(secret) <= 64 else hashlib.sha256(secret).digest().ljust(64, b"\0")
+        self._inner = hashlib.sha256(bytes(b ^ 0x36 for b in block))
+        self._outer = hashlib.sha256(bytes(b ^ 0x5C for b in block))
         self.id = hmac.new(secret, KEY_ID_LABEL, hashlib.sha256).hexdigest()[:16]
 
     @classmethod
@@ -47,9 +51,12 @@ class ChainKey:
         return cls(secrets.token_bytes(32))
 
     def digest(self, prev_hash: str, canonical: str) -> str:
-        h = self._base.copy()
-        h.update((prev_hash + canonical).encode("utf-8"))
-        return h.hexdigest()
+        """HMAC-SHA256(key, prev_hash || canonical), hex."""
+        inner = self._inner.copy()
+        inner.update((prev_hash + canonical).encode("utf-8"))
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.hexdigest()
 
     def __repr__(self) -> str:
         return f"ChainKey(id={self.id})"

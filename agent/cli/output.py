@@ -19,7 +19,8 @@ def echo_json(obj: Any) -> None:
     click.echo(json_line(obj))
 
 
-def echo_json_text(text: str) -> None:
-    """Text that is JSON already (JSON lines of an export, printed as they are): made inert without changing what
-    a JSON reader gets."""
+def echo_document(text: str) -> None:
+    """A document printed whole (JSON lines, an export to stdout): every control but newline and tab escaped as
+    `\\u00XX`, which a JSON reader reads back as the same text (JSON holds no raw controls outside strings) and
+    which shows as inert text anywhere else."""
     click.echo(json_text(text), nl=False)

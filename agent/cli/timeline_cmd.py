@@ -13,7 +13,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from agent.cli.output import echo, echo_json, echo_json_text
+from agent.cli.output import echo, echo_document, echo_json
 from agent.session import Runtime, runtime
 from agent.terminal.safe_text import SafeConsole, json_line, safe_text
 from core.chain import ChainHead, VerifyResult
@@ -183,7 +183,7 @@ def timeline(session_id: str, kinds: tuple[str, ...], tools: tuple[str, ...], de
 def _print(session_id: str, rows: list[TimelineRow], as_json: bool, filtered: bool) -> None:
     if as_json:
         if rows:
-            echo_json_text("".join(json_line(timeline_record(r)) + "\n" for r in rows))
+            echo_document("".join(json_line(timeline_record(r)) + "\n" for r in rows))
         return
     if not rows:
         echo("no timeline rows match" if filtered else f"session {session_id} has no timeline rows yet")
