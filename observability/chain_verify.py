@@ -89,8 +89,15 @@ async def verify_chains(store: EventStore, session_id: str, ledger_head: ChainHe
     timeline = _Log("timeline", "row", rows_verifier)
     events = _Log("state log", "event", events_verifier)
 
+    # A session being written while it is checked: its head moves on between the two reads (each read is its own
+    # snapshot). The chain may then end anywhere between the two heads.
+    later = (await store.chain_record(session_id)).head
+    moved = later if later is not None and record.head is not None and later != record.head else None
     problems: list[str] = []
     notes: list[str] = []
+    if moved is not None:
+        notes.append("the session was written to while it was checked; rows past the head read first were checked "
+                     "as far as they were read")
     for log in (timeline, events):
         found = log.verifier.result()
         if not found.ok:
@@ -101,7 +108,7 @@ async def verify_chains(store: EventStore, session_id: str, ledger_head: ChainHe
                         "database), so nothing inside the database shows where the logs ended")
     else:
         for log in (timeline, events):
-            _compare(session_id, log, record.head, "the session row's head", problems, notes)
+            _compare(session_id, log, record.head, "the session row's head", problems, notes, moved)
     if ledger_head is None:
         notes.append("the evidence ledger has no head for this session to compare with (it is best effort: "
                      "missing when the ledger could not be written or was removed)")
@@ -124,10 +131,11 @@ def _rechained(session_id: str, record: ChainRecord, problems: list[str], notes:
                      f"key on {note.at} (they predate the keyed chain); their unkeyed chain verified then")
 
 
-def _compare(session_id: str, log: _Log, head: ChainHead, source: str, problems: list[str],
-             notes: list[str]) -> None:
-    """Compare one log with a recorded head. A broken chain is reported already: past its first bad row nothing
-    more can be said."""
+def _compare(session_id: str, log: _Log, head: ChainHead, source: str, problems: list[str], notes: list[str],
+             moved: ChainHead | None = None) -> None:
+    """Compare one log with a recorded head (`moved`: where that head was by the end of the check, when the
+    session was written meanwhile). A broken chain is reported already: past its first bad row nothing more can
+    be said."""
     found = log.verifier.result()
     seq, digest = ((head.timeline_seq, head.timeline_hash) if log.name == "timeline"
                    else (head.events_seq, head.events_hash))
@@ -148,6 +156,8 @@ def _compare(session_id: str, log: _Log, head: ChainHead, source: str, problems:
         problems.append(f"{where}: {source} names {log.noun} {seq} with another hash than the stored one (the "
                         "rows were replaced, or the head was edited)")
         return
+    if moved is not None and found.last_seq <= (moved.timeline_seq if log.name == "timeline" else moved.events_seq):
+        return  # written meanwhile: the rows past the first head were added while we read
     if found.ok and seq < found.last_seq:
         if source.startswith("the session row"):
             problems.append(f"{where}: the chain goes on past {source} ({log.noun} {seq}; it ends at {log.noun} "
