@@ -240,10 +240,8 @@ class EvidenceLedger:
                     f.close()
 
     def _open_heads(self) -> BinaryIO:
-        private_dir(self.heads_path.parent)
-        f = os.fdopen(open_private(self.heads_path, os.O_WRONLY | os.O_APPEND), "ab")
-        self._heads_file = f
-        return f
+        self._heads_file = _open_lines(self.heads_path)
+        return self._heads_file
 
     def _write_rows(self, lines: list[str]) -> None:
         try:
@@ -257,19 +255,8 @@ class EvidenceLedger:
         self.rows_written += len(lines)
 
     def _open(self) -> BinaryIO:
-        private_dir(self.path.parent)
-        f = os.fdopen(open_private(self.path, os.O_RDWR | os.O_APPEND), "a+b")
-        try:
-            size = f.seek(0, os.SEEK_END)
-            if size:  # a torn last line (a crash, a failed write) must not swallow the next row
-                f.seek(size - 1)
-                if f.read(1) != b"\n":
-                    f.write(b"\n")
-        except OSError:
-            f.close()
-            raise
-        self._file = f
-        return f
+        self._file = _open_lines(self.path)
+        return self._file
 
     def _close_file(self) -> None:
         f, self._file = self._file, None
@@ -296,6 +283,22 @@ class EvidenceLedger:
                 body = _attempt_row(attempt, turn, self.masker)
         return {"v": ROW_VERSION, "session_id": self.session_id, **body, "observed_at": iso(obs.at),
                 "committed_at": iso(committed_at) if committed_at else None, "committed": committed_at is not None}
+
+
+def _open_lines(path: Path) -> BinaryIO:
+    """A JSON-lines file (0600, in a 0700 directory) opened to append, on a fresh line."""
+    private_dir(path.parent)
+    f = os.fdopen(open_private(path, os.O_RDWR | os.O_APPEND), "a+b")
+    try:
+        size = f.seek(0, os.SEEK_END)
+        if size:  # a torn last line (a crash, a failed write) must not swallow the next row
+            f.seek(size - 1)
+            if f.read(1) != b"\n":
+                f.write(b"\n")
+    except OSError:
+        f.close()
+        raise
+    return f
 
 
 def _call_row(trace: CallTrace, masker: Masker) -> dict[str, Any]:
