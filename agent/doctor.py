@@ -5,6 +5,7 @@ recreated (on a fresh home it creates what a first run would: the database and t
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import sqlite3
 import sys
@@ -17,7 +18,9 @@ from typing import Literal
 import anyio
 
 from config import load_config
+from config.chain_key import chain_key_path
 from config.masking_key import load_masking_key
+from config.private_files import loose_paths, private_dir
 from core.errors import StrataError
 from core.masking import Masker
 from memory import SqliteEventStore
@@ -35,12 +38,27 @@ class Check:
 
 def _writable(home: Path) -> Check:
     try:
-        home.mkdir(parents=True, exist_ok=True)
+        private_dir(home)
         with tempfile.NamedTemporaryFile(dir=home, prefix=".doctor-"):
             pass
     except OSError as exc:
         return Check("FAIL", "home", f"{home} is not writable: {exc.strerror or exc}")
     return Check("ok", "home", str(home))
+
+
+SHOWN_PATHS = 5
+
+
+def _permissions(home: Path) -> Check:
+    """The home holds raw conversations and keys: others must not read any of it. Reported with the command that
+    fixes it; never repaired here."""
+    loose = loose_paths(home)
+    if not loose:
+        return Check("ok", "permissions", f"{home} and everything in it are private to you")
+    shown = ", ".join(f"{path} ({mode:04o})" for path, mode in loose[:SHOWN_PATHS])
+    more = f" and {len(loose) - SHOWN_PATHS} more" if len(loose) > SHOWN_PATHS else ""
+    return Check("warn", "permissions", f"others may read the Strata home: {shown}{more}; "
+                                        f"fix: chmod -R go-rwx {shlex.quote(str(home))}")
 
 
 WRITE_PROBE_TIMEOUT_MS = 200
@@ -75,6 +93,9 @@ async def _database(path: Path) -> list[Check]:
         return [Check("FAIL", "database", exc.message)]
     finally:
         await store.close()
+    key = store.chain_key
+    chain = (Check("ok", "chain key", f"{chain_key_path(path.parent)} (key {key.id})") if key is not None else
+             Check("FAIL", "chain key", f"{store.chain_problem}: sessions can be read, not verified or continued"))
 
     def inspect() -> tuple[int, str, str | None]:
         conn = sqlite3.connect(path)
@@ -89,7 +110,8 @@ async def _database(path: Path) -> list[Check]:
         version, quick, unlockable = await anyio.to_thread.run_sync(inspect)
     except sqlite3.Error as exc:
         return [Check("FAIL", "database", f"{path}: {exc}")]
-    checks = [Check("ok", "database", f"{path} (schema {version} of {len(MIGRATIONS)}, {len(sessions)} sessions)")]
+    checks = [Check("ok", "database", f"{path} (schema {version} of {len(MIGRATIONS)}, {len(sessions)} sessions)"),
+              chain]
     if quick != "ok":
         checks.append(Check("FAIL", "database integrity", f"PRAGMA quick_check: {quick}"))
     if unlockable is not None:
@@ -117,6 +139,7 @@ def run_checks(workspace: Path, env: dict[str, str] | None = None) -> list[Check
     checks.append(_writable(home))
     if checks[-1].level == "FAIL":
         return checks
+    checks.append(_permissions(home))
     try:
         load_masking_key(home)
         checks.append(Check("ok", "masking key", str(home / "masking.key")))

@@ -9,7 +9,14 @@ which masks, serialises and appends them with one write and flush per batch, so 
 loop. The ledger is in no transaction with the timeline or the state log: rows whose commit never came (it
 failed, the run was interrupted) are written at close with `"committed": false`. A row that cannot be built or
 written is counted in `failures` and logged (the first one as a warning); nothing here ever raises into the loop.
-A resumed session appends to the same file."""
+A resumed session appends to the same file.
+
+Beside it, `<home>/ledger/<session>.heads` records where the session's logs ended: one line per write (the head
+of the newest commit the writer has seen: last seq and hash of the state log and of the timeline, see
+core/chain.py), and one at close. It is outside the database, so someone who can change only the database cannot
+move it back: `strata timeline ID --verify` compares it with the chains and the session row's head, and a
+truncated tail shows. Best effort like the rest: it lags the database by whatever the writer had not written
+when the process stopped (after a SIGKILL, the last commits), never leads it."""
 
 from __future__ import annotations
 
@@ -30,6 +37,8 @@ import structlog
 
 from agent.loop import Observer
 from agent.timeline_rows import AttemptTee
+from config.private_files import open_private, private_dir
+from core.chain import ChainHead
 from core.clock import Clock, iso
 from core.events import CallResult, PlannedCall, StoredEvent
 from core.hashing import canonical_json, sha256_text
@@ -41,6 +50,7 @@ from tool_executor.record import CallTrace, Recorder, call_decision
 log = structlog.get_logger("strata.ledger")
 
 LEDGER_DIR = "ledger"
+HEADS_SUFFIX = ".heads"
 ROW_VERSION = 1
 EXCERPT_CHARS = 1000
 EXCERPT_MASK_CHARS = 2048
@@ -70,25 +80,33 @@ class _Attempt:
 
 
 _Observation = _Call | _Settled | _Attempt
-_Batch = tuple[list[_Observation], datetime | None]
-"""Observations and the time of the commit that carried them (None: no commit did)."""
+_Batch = tuple[list[_Observation], datetime | None, ChainHead | None]
+"""Observations, the time of the commit that carried them (None: no commit did), and the head after it."""
 
 
 class EvidenceLedger:
-    def __init__(self, path: Path, session_id: str, masker: Masker, clock: Clock, turn: Callable[[], int]) -> None:
+    def __init__(self, path: Path, session_id: str, masker: Masker, clock: Clock, turn: Callable[[], int],
+                 head: Callable[[], ChainHead | None] | None = None) -> None:
         self.path = path
+        self.heads_path = path.with_name(path.stem + HEADS_SUFFIX)
         self.session_id = session_id
         self.masker = masker
         self.turn = turn
         """The turn a model attempt belongs to (the loop's current turn)."""
+        self.head = head
+        """Where the session's logs end after the store's last commit (the store's `chain_head`)."""
         self._clock = clock
         self._pending: list[_Observation] = []
         self._queue: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._file: BinaryIO | None = None
+        self._heads_file: BinaryIO | None = None
+        self._last_head: ChainHead | None = None
         self.rows_written = 0
         self.failures = 0
         """Rows that could not be built or written."""
+        self.head_failures = 0
+        """Head lines that could not be written."""
 
     # -- observing (in the loop: cheap, never raises) ------------------------------------------------------------
 
@@ -102,8 +120,9 @@ class EvidenceLedger:
         self._observe(lambda now: _Attempt(attempt, self.turn(), now))
 
     def committed(self, at: datetime | None) -> None:
-        """A commit was made: what was observed before it goes to the writer."""
-        if not self._pending:
+        """A commit was made: what was observed before it, and the head it left, go to the writer."""
+        head = self._new_head()
+        if not self._pending and head is None:
             return
         batch, self._pending = self._pending, []
         if self._thread is None:
@@ -114,7 +133,18 @@ class EvidenceLedger:
                 self._failed(len(batch), "cannot start the ledger writer", exc)
                 return
             self._thread = thread
-        self._queue.put((batch, at))
+        self._queue.put((batch, at, head))
+
+    def _new_head(self) -> ChainHead | None:
+        """The store's head if it moved since the last one queued (never raises)."""
+        try:
+            head = self.head() if self.head is not None else None
+        except Exception:
+            return None
+        if head is None or head == self._last_head:
+            return None
+        self._last_head = head
+        return head
 
     def _observe(self, make: Callable[[datetime], _Observation]) -> None:
         try:
@@ -171,17 +201,49 @@ class EvidenceLedger:
             self._write(batches)
         if self._file is not None:
             self._close_file()
+        f, self._heads_file = self._heads_file, None
+        if f is not None:
+            with contextlib.suppress(OSError):
+                f.close()
 
     def _write(self, batches: list[_Batch]) -> None:
         lines: list[str] = []
-        for observations, committed_at in batches:
+        head: ChainHead | None = None
+        for observations, committed_at, moved in batches:
+            head = moved or head
             for obs in observations:
                 try:
                     lines.append(json.dumps(self._row(obs, committed_at), ensure_ascii=False) + "\n")
                 except Exception as exc:
                     self._failed(1, "cannot build a ledger row", exc)
-        if not lines:
-            return
+        if lines:
+            self._write_rows(lines)
+        if head is not None:
+            self._write_head(head)
+
+    def _write_head(self, head: ChainHead) -> None:
+        """One line per write: only the newest head matters, and it is what a truncation is compared with."""
+        line = json.dumps({"v": ROW_VERSION, "kind": "head", "session_id": self.session_id, **head.model_dump(),
+                           "observed_at": iso(self._clock.now())}) + "\n"
+        try:
+            f = self._heads_file or self._open_heads()
+            f.write(line.encode("utf-8"))
+            f.flush()
+        except OSError as exc:
+            self.head_failures += 1
+            first = self.failures == 0 and self.head_failures == 1
+            (log.warning if first else log.debug)("cannot write the ledger's head", path=str(self.heads_path),
+                                                  session_id=self.session_id, error=exc.strerror or str(exc))
+            f, self._heads_file = self._heads_file, None
+            if f is not None:
+                with contextlib.suppress(OSError):
+                    f.close()
+
+    def _open_heads(self) -> BinaryIO:
+        self._heads_file = _open_lines(self.heads_path)
+        return self._heads_file
+
+    def _write_rows(self, lines: list[str]) -> None:
         try:
             f = self._file or self._open()
             f.write("".join(lines).encode("utf-8", "backslashreplace"))
@@ -193,20 +255,8 @@ class EvidenceLedger:
         self.rows_written += len(lines)
 
     def _open(self) -> BinaryIO:
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
-        f = os.fdopen(fd, "a+b")
-        try:
-            size = f.seek(0, os.SEEK_END)
-            if size:  # a torn last line (a crash, a failed write) must not swallow the next row
-                f.seek(size - 1)
-                if f.read(1) != b"\n":
-                    f.write(b"\n")
-        except OSError:
-            f.close()
-            raise
-        self._file = f
-        return f
+        self._file = _open_lines(self.path)
+        return self._file
 
     def _close_file(self) -> None:
         f, self._file = self._file, None
@@ -233,6 +283,22 @@ class EvidenceLedger:
                 body = _attempt_row(attempt, turn, self.masker)
         return {"v": ROW_VERSION, "session_id": self.session_id, **body, "observed_at": iso(obs.at),
                 "committed_at": iso(committed_at) if committed_at else None, "committed": committed_at is not None}
+
+
+def _open_lines(path: Path) -> BinaryIO:
+    """A JSON-lines file (0600, in a 0700 directory) opened to append, on a fresh line."""
+    private_dir(path.parent)
+    f = os.fdopen(open_private(path, os.O_RDWR | os.O_APPEND), "a+b")
+    try:
+        size = f.seek(0, os.SEEK_END)
+        if size:  # a torn last line (a crash, a failed write) must not swallow the next row
+            f.seek(size - 1)
+            if f.read(1) != b"\n":
+                f.write(b"\n")
+    except OSError:
+        f.close()
+        raise
+    return f
 
 
 def _call_row(trace: CallTrace, masker: Masker) -> dict[str, Any]:
@@ -327,14 +393,22 @@ class Ledgers:
     def path(self, session_id: str) -> Path:
         return self.directory / f"{_UNSAFE.sub('_', session_id)}.jsonl"
 
-    def open(self, session_id: str, masker: Masker, *, turn: Callable[[], int]) -> EvidenceLedger:
+    def heads_path(self, session_id: str) -> Path:
+        return self.directory / f"{_UNSAFE.sub('_', session_id)}{HEADS_SUFFIX}"
+
+    def open(self, session_id: str, masker: Masker, *, turn: Callable[[], int],
+             head: Callable[[], ChainHead | None] | None = None) -> EvidenceLedger:
         ledger = self._open.get(session_id)
         if ledger is None:
             ledger = self._open[session_id] = EvidenceLedger(self.path(session_id), session_id, masker, self._clock,
-                                                             turn)
+                                                             turn, head)
         else:
-            ledger.masker, ledger.turn = masker, turn
+            ledger.masker, ledger.turn, ledger.head = masker, turn, head or ledger.head
         return ledger
+
+    def last_head(self, session_id: str) -> ChainHead | None:
+        """The newest head the ledger recorded for the session (None: none, or the file cannot be read)."""
+        return read_last_head(self.heads_path(session_id), session_id)
 
     def get(self, session_id: str) -> EvidenceLedger | None:
         return self._open.get(session_id)
@@ -343,3 +417,25 @@ class Ledgers:
         ledgers, self._open = list(self._open.values()), {}
         for ledger in ledgers:
             await ledger.aclose()
+
+
+HEAD_TAIL_BYTES = 8192
+
+
+def read_last_head(path: Path, session_id: str) -> ChainHead | None:
+    """The last well-formed head line of a heads file (a torn last line, from a crash mid-write, is skipped)."""
+    try:
+        with path.open("rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - HEAD_TAIL_BYTES))
+            tail = f.read()
+    except OSError:
+        return None
+    for line in reversed(tail.splitlines()):
+        try:
+            obj = json.loads(line)
+            if obj.get("kind") == "head" and obj.get("session_id") == session_id:
+                return ChainHead.model_validate({k: obj[k] for k in ChainHead.model_fields})
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return None

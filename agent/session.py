@@ -160,7 +160,8 @@ def _loop(rt: Runtime, state: SessionState, model: ModelAdapter, plan: BoundTool
     structlog.contextvars.bind_contextvars(session_id=state.session_id)
     recorder: Recorder = TimelineRecorder(rt.masker)
     if rt.ledgers is not None:  # the ledger sees each call, model attempt (the loop's next turn) and commit
-        ledger = rt.ledgers.open(state.session_id, rt.masker, turn=lambda: state.turn + 1)
+        sid = state.session_id
+        ledger = rt.ledgers.open(sid, rt.masker, turn=lambda: state.turn + 1, head=lambda: rt.store.chain_head(sid))
         recorder, listener, observer = ledger.recorder(recorder), ledger.listener(listener), ledger.observer(observer)
     processor = ToolCallProcessor(plan, workspace=Path(state.workspace), ids=rt.ids,
                                   hooks=rt.hooks if hooks is None else hooks,

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from config.masking_key import load_masking_key
+from config.private_files import open_private
 from core.masking import Masker
 
 SEEN_FILE = "masking.seen"
@@ -52,7 +53,7 @@ class SeenSecrets:
                 return
             self._known.add(value)
             with contextlib.suppress(OSError):
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                fd = open_private(self.path, os.O_WRONLY | os.O_APPEND)
                 with os.fdopen(fd, "a", encoding="utf-8") as f:
                     f.write(json.dumps(value, ensure_ascii=False) + "\n")
 

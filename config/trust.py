@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from config._read import ConfigDoc, read_config_file
 from config.hook_files import covered_files
 from config.hooks import HOOK_EVENTS
+from config.private_files import FILE_MODE, open_private, private_dir
 from config.schema import ConfigFile
 from config.settings import project_config_path
 from core.errors import ConfigError, UsageError
@@ -114,8 +115,8 @@ def _locked(home: Path) -> Iterator[None]:
     """One change of the record at a time across processes (an exclusive flock on a file beside it): two
     `strata trust` at once must not each write back a copy that lacks the other's project."""
     try:
-        home.mkdir(parents=True, exist_ok=True)
-        fd = os.open(home / f".{TRUST_FILE}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        private_dir(home)
+        fd = open_private(home / f".{TRUST_FILE}.lock", os.O_RDWR | os.O_CLOEXEC)
     except OSError as exc:
         raise ConfigError(f"cannot lock the trust record: {exc.strerror or exc}",
                           file=str(trust_store_path(home))) from None
@@ -172,9 +173,10 @@ def _write(home: Path, store: _Store) -> None:
     target = trust_store_path(home)
     body = json.dumps(store.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
     try:
-        home.mkdir(parents=True, exist_ok=True)
+        private_dir(home)
         fd, tmp = tempfile.mkstemp(dir=home, prefix=f".{TRUST_FILE}.", suffix=".tmp")
         try:
+            os.fchmod(fd, FILE_MODE)  # 0600 whatever the umask: the record lands by rename with this mode
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(body)
                 f.flush()

@@ -1,31 +1,40 @@
-"""The session timeline's row shape and its hash chain: one definition shared by both stores, the read side and
-the CLI.
+"""The session timeline's row shape and its keyed hash chain: one definition shared by both stores, the read side
+and the CLI.
 
-A row's hash is `sha256(prev_hash || canonical JSON of the row without "hash")`, where `prev_hash` is the previous
-row's hash as its 64 lowercase hex characters (ASCII), the genesis value is 64 zeros, and the canonical JSON has
-sorted keys, no spaces, `ensure_ascii=False`, and the time as UTC ISO-8601 with microseconds
-(`2026-01-01T00:00:00.000000+00:00`). The hashed object holds: at, call_id, check, data, decision, duration_ms,
-kind, outcome, prev_hash, seq, session_id, summary, tool, turn. So anyone can re-check a chain with sha256sum.
+A row's hash is `HMAC-SHA256(chain key, prev_hash || canonical JSON of the row without "hash")`, hex, where
+`prev_hash` is the previous row's hash as its 64 lowercase hex characters (ASCII), the genesis value is 64 zeros,
+the key is the home's `chain.key` (see core/chain.py), and the canonical JSON has sorted keys, no spaces,
+`ensure_ascii=False`, and the time as UTC ISO-8601 with microseconds (`2026-01-01T00:00:00.000000+00:00`). The
+hashed object holds: at, call_id, check, data, decision, duration_ms, kind, outcome, prev_hash, seq, session_id,
+summary, tool, turn: exactly a `timeline --json` line without "hash". So anyone holding the key can re-check a chain
+with a few lines of any language, and nobody without it can make a row that verifies.
 
 The chain proves that rows were not edited, removed or reordered after they were written; it proves an
-observation, not that an effect happened. Removing the newest rows cannot be seen from the chain alone."""
+observation, not that an effect happened. Removing the newest rows cannot be seen from the chain alone: the heads
+recorded in the session row and the evidence ledger show it (observability/chain_verify.py).
+
+Databases made before the chain was keyed (schema 4 and older) hashed with plain sha256 over the same text;
+`legacy_row_hash` keeps that rule for the one check made when such a database is re-chained under a key."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from json import encoder
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.chain import GENESIS_HASH, ChainKey, LinkVerifier, VerifyResult
+
+__all__ = ["GENESIS_HASH", "TIMELINE_DECISIONS", "ChainVerifier", "TimelineDecision", "TimelineEntry", "TimelineRow",
+           "VerifyResult", "canonical_time", "legacy_row_hash", "row_hash", "seal", "verify_chain"]
+
 TimelineDecision = Literal["allowed", "denied", "approved", "rejected", "parked"]
 TIMELINE_DECISIONS: tuple[TimelineDecision, ...] = get_args(TimelineDecision)
-GENESIS_HASH = "0" * 64
 
 _TEXT_FIELDS = ("kind", "call_id", "tool", "check", "outcome", "summary")
 
@@ -118,25 +127,25 @@ def _canonical(session_id: str, seq: int, at: str, prev_hash: str, row: Timeline
             f'"turn":{_value(turn)}}}')
 
 
-def _digest(prev_hash: str, canonical: str) -> str:
+def _unkeyed(prev_hash: str, canonical: str) -> str:
     return hashlib.sha256((prev_hash + canonical).encode("utf-8")).hexdigest()
 
 
-def seal(session_id: str, seq: int, at: str, prev_hash: str,
+def seal(key: ChainKey, session_id: str, seq: int, at: str, prev_hash: str,
          entry: TimelineEntry) -> tuple[TimelineEntry, str, str]:
-    """Chain `entry` as row `seq` of `session_id`, written at `at` (a `canonical_time`) after a row whose hash is
-    `prev_hash`. Returns (the entry as it is stored, its `data` as canonical JSON, its hash); the stores call it
-    inside the append transaction and store exactly that. `data` is serialised once, for both the column and
-    the hash. An entry that cannot be stored as it is (data that is not JSON, text with lone surrogates from
-    bytes decoded with surrogateescape) is stored in a plain form instead: an observation must never be what
-    makes a commit fail."""
+    """Chain `entry` under `key` as row `seq` of `session_id`, written at `at` (a `canonical_time`) after a row
+    whose hash is `prev_hash`. Returns (the entry as it is stored, its `data` as canonical JSON, its hash); the
+    stores call it inside the append transaction and store exactly that. `data` is serialised once, for both the
+    column and the hash. An entry that cannot be stored as it is (data that is not JSON, text with lone
+    surrogates from bytes decoded with surrogateescape) is stored in a plain form instead: an observation must
+    never be what makes a commit fail."""
     try:
         data_json = _encode(entry.data) if entry.data else "{}"
-        return entry, data_json, _digest(prev_hash, _canonical(session_id, seq, at, prev_hash, entry, data_json))
+        return entry, data_json, key.digest(prev_hash, _canonical(session_id, seq, at, prev_hash, entry, data_json))
     except (TypeError, ValueError):  # UnicodeEncodeError is a ValueError
         entry = _storable(entry)
         data_json = _encode(entry.data)
-        return entry, data_json, _digest(prev_hash, _canonical(session_id, seq, at, prev_hash, entry, data_json))
+        return entry, data_json, key.digest(prev_hash, _canonical(session_id, seq, at, prev_hash, entry, data_json))
 
 
 def _text(value: str) -> str:
@@ -170,76 +179,66 @@ def _data_json(row: TimelineRow) -> str:
         return _encode(_plain(row.data))
 
 
-def row_hash(prev_hash: str, row: TimelineRow) -> str:
-    """Recompute a stored row's hash from its fields, chained after `prev_hash`."""
+def row_hash(key: ChainKey, prev_hash: str, row: TimelineRow) -> str:
+    """Recompute a stored row's hash from its fields, chained under `key` after `prev_hash`."""
+    return _row_digest(key.digest, prev_hash, row)
+
+
+def legacy_row_hash(prev_hash: str, row: TimelineRow) -> str:
+    """The unkeyed rule of schema 4 and older (plain sha256): only to check an old chain before it is re-chained
+    under a key. It proves nothing against anyone who can write the database."""
+    return _row_digest(_unkeyed, prev_hash, row)
+
+
+def _row_digest(digest: Callable[[str, str], str], prev_hash: str, row: TimelineRow) -> str:
     canonical = _canonical(row.session_id, row.seq, canonical_time(row.at), prev_hash, row, _data_json(row))
     try:
-        return _digest(prev_hash, canonical)
+        return digest(prev_hash, canonical)
     except UnicodeEncodeError:  # text no store could have written: it cannot match
         return ""
-
 
 
 # -- verification -------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class VerifyResult:
-    ok: bool
-    first_bad_seq: int | None = None
-    """The first row that fails (for a removed row: the seq that is missing)."""
-    reason: str | None = None
-    """A sentence naming that row: "row 17 was changed (hash mismatch)", "row 17 is missing", ..."""
-    rows: int = 0
-    """Rows checked (up to and including the first bad one)."""
-    head: str = GENESIS_HASH
-    """The hash of the last good row: an anchor to compare with a copy kept elsewhere."""
+class ChainVerifier(LinkVerifier):
+    """Checks one session's timeline rows one at a time, in the order the store keeps them, so a long timeline
+    can be verified in pages. Stops at the first bad row. The hashes at the seqs in `watch` are kept."""
 
+    def __init__(self, key: ChainKey, watch: Iterable[int] = ()) -> None:
+        super().__init__(noun="row", watch=frozenset(watch))
+        self._hash: Callable[[str, TimelineRow], str] = lambda prev, row: row_hash(key, prev, row)
 
-class ChainVerifier:
-    """Checks rows one at a time, in the order the store keeps them, so a long timeline can be verified in
-    pages. Stops at the first bad row."""
-
-    def __init__(self) -> None:
-        self.rows = 0
-        self.head = GENESIS_HASH
-        self._last_seq = 0
-        self.failure: VerifyResult | None = None
+    @classmethod
+    def legacy(cls) -> ChainVerifier:
+        """A verifier of the unkeyed rule (see `legacy_row_hash`)."""
+        verifier = cls(ChainKey.throwaway())
+        verifier._hash = legacy_row_hash
+        return verifier
 
     def feed(self, row: TimelineRow) -> bool:
         """Check the next row; False once the chain is broken (later rows are not checked)."""
         if self.failure is not None:
             return False
         self.rows += 1
-        expected = self._last_seq + 1
+        expected = self.last_seq + 1
         if row.seq < expected:
-            what = "appears twice" if row.seq == self._last_seq else f"is out of order (after row {self._last_seq})"
-            return self._fail(row.seq, f"row {row.seq} {what}")
-        if row_hash(row.prev_hash, row) != row.hash:
+            return self._order(row.seq)
+        if self._hash(row.prev_hash, row) != row.hash:
             return self._fail(row.seq, f"row {row.seq} was changed (hash mismatch)")
         if row.seq > expected:
-            missing = f"row {expected} is" if row.seq == expected + 1 else f"rows {expected}-{row.seq - 1} are"
-            return self._fail(expected, f"{missing} missing")
+            return self._order(row.seq)
         if row.prev_hash != self.head:
             before = "the start of the chain" if expected == 1 else f"row {expected - 1}"
             return self._fail(row.seq, f"row {row.seq} does not follow {before} (prev_hash mismatch: "
                                        f"a row before it was replaced or removed)")
-        self._last_seq = row.seq
-        self.head = row.hash
-        return True
-
-    def _fail(self, seq: int, reason: str) -> bool:
-        self.failure = VerifyResult(ok=False, first_bad_seq=seq, reason=reason, rows=self.rows, head=self.head)
-        return False
-
-    def result(self) -> VerifyResult:
-        return self.failure or VerifyResult(ok=True, rows=self.rows, head=self.head)
+        return self._accept(row.seq, row.hash)
 
 
-def verify_chain(rows: Iterable[TimelineRow]) -> VerifyResult:
-    """Check one session's rows in stored order: every hash matches its row, seqs run 1..n without a gap, and
-    each row links to the one before. Pure."""
-    verifier = ChainVerifier()
+def verify_chain(rows: Iterable[TimelineRow], key: ChainKey) -> VerifyResult:
+    """Check one session's rows in stored order under `key`: every hash matches its row, seqs run 1..n without
+    a gap, and each row links to the one before. Pure."""
+    verifier = ChainVerifier(key)
     for row in rows:
         if not verifier.feed(row):
             break

@@ -8,12 +8,14 @@ import json
 from collections.abc import Callable, Collection
 from datetime import datetime
 
-from core.clock import Clock, SystemClock
+from core.chain import GENESIS_HASH, ChainHead, ChainKey, EventChainRow, event_canonical
+from core.clock import Clock, SystemClock, iso
 from core.errors import PersistError, ReceiptError, SessionActive, SessionNotFound
-from core.events import StoredEvent
-from core.timeline import GENESIS_HASH, TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
+from core.events import SCHEMA_VERSION, StoredEvent
+from core.timeline import TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
 from memory.leases import describe
 from memory.records import (
+    ChainRecord,
     LeaseHolder,
     Receipt,
     ReceiptStatus,
@@ -28,9 +30,15 @@ from memory.store import LivenessCheck
 
 class InMemoryEventStore:
     def __init__(self, clock: Clock | None = None,
-                 fail_on_commit: Callable[[str, Write], bool] | None = None) -> None:
+                 fail_on_commit: Callable[[str, Write], bool] | None = None, chain_key: ChainKey | None = None) -> None:
         self.path = ":memory:"
         self.commits = 0
+        self.chain_key: ChainKey | None = chain_key or ChainKey.throwaway()
+        self.chain_problem: str | None = None
+        self._chains: dict[str, list[EventChainRow]] = {}
+        """Per session: the state log as stored rows (payload text and hash), for `read_event_chain`."""
+        self._heads: dict[str, ChainHead] = {}
+        """Per session: the head as the session row records it."""
         self._clock = clock or SystemClock()
         self._sessions: dict[str, SessionRecord] = {}
         self._events: dict[str, list[StoredEvent]] = {}
@@ -74,9 +82,17 @@ class InMemoryEventStore:
             raise PersistError(f"commit failed: snapshot at seq {write.snapshot.seq}, but the log ends at "
                                f"{seq + len(write.events)}", session_id=session_id, path=self.path)
         stored = []
+        key = self._key(session_id)
+        chain = self._chains.setdefault(session_id, [])
+        prev = chain[-1].hash if chain else GENESIS_HASH
+        at = iso(now)
         for event, turn in write.events:
             seq += 1
             stored.append(StoredEvent(session_id=session_id, seq=seq, at=now, turn=turn, event=event))
+            payload = event.model_dump_json()
+            prev = key.digest(prev, event_canonical(session_id, seq, at, turn, event.kind, payload, SCHEMA_VERSION))
+            chain.append(EventChainRow(session_id=session_id, seq=seq, at=at, turn=turn, kind=event.kind,
+                                       payload=payload, schema_version=SCHEMA_VERSION, hash=prev))
         log.extend(stored)
         for blob in write.blobs:
             self._blobs.setdefault(blob.sha256, blob.data)
@@ -92,19 +108,46 @@ class InMemoryEventStore:
         for u in write.receipt_updates:
             self._receipts[u.id] = self._updated(self._receipts[u.id], u, now)
         if write.timeline:
-            self._chain(session_id, write.timeline, now)
+            self._chain(key, session_id, write.timeline, now)
+        if write.events or write.timeline:
+            self._heads[session_id] = self._head(session_id)
         rec = self._sessions[session_id]
         self._sessions[session_id] = rec.model_copy(
             update={"updated_at": now, "status": write.status or rec.status})
         return stored
 
-    def _chain(self, session_id: str, entries: list[TimelineEntry], now: datetime) -> None:
+    def _key(self, session_id: str) -> ChainKey:
+        if self.chain_key is None:
+            raise PersistError(f"cannot write: {self.chain_problem}", session_id=session_id, path=self.path)
+        return self.chain_key
+
+    def _head(self, session_id: str) -> ChainHead:
+        chain, rows = self._chains.get(session_id) or [], self._timeline.get(session_id) or []
+        return ChainHead(events_seq=chain[-1].seq if chain else 0,
+                         events_hash=chain[-1].hash if chain else GENESIS_HASH,
+                         timeline_seq=rows[-1].seq if rows else 0,
+                         timeline_hash=rows[-1].hash if rows else GENESIS_HASH)
+
+    def chain_head(self, session_id: str) -> ChainHead | None:
+        return self._heads.get(session_id)
+
+    async def chain_record(self, session_id: str) -> ChainRecord:
+        await self.get_session(session_id)
+        return ChainRecord(head=self._heads.get(session_id))
+
+    async def read_event_chain(self, session_id: str, after_seq: int = 0,
+                               limit: int | None = None) -> list[EventChainRow]:
+        chain = self._chains.get(session_id, [])
+        start = bisect.bisect_right(chain, after_seq, key=lambda r: r.seq)
+        return chain[start:] if limit is None else chain[start:start + max(0, limit)]
+
+    def _chain(self, key: ChainKey, session_id: str, entries: list[TimelineEntry], now: datetime) -> None:
         rows = self._timeline.setdefault(session_id, [])
         seq, prev = (rows[-1].seq, rows[-1].hash) if rows else (0, GENESIS_HASH)
         stamp = canonical_time(now)
         for entry in entries:
             seq += 1
-            e, data, digest = seal(session_id, seq, stamp, prev, entry)
+            e, data, digest = seal(key, session_id, seq, stamp, prev, entry)
             # `data` as it reads back from JSON (tuples become lists), as the SQLite store returns it.
             rows.append(TimelineRow(session_id=session_id, seq=seq, at=now, kind=e.kind, turn=e.turn,
                                     call_id=e.call_id, tool=e.tool, decision=e.decision, check=e.check,
@@ -133,6 +176,8 @@ class InMemoryEventStore:
         except BaseException:
             del self._sessions[record.id], self._events[record.id]
             self._timeline.pop(record.id, None)
+            self._chains.pop(record.id, None)
+            self._heads.pop(record.id, None)
             raise
         self.commits += 1
         return stored
@@ -148,10 +193,20 @@ class InMemoryEventStore:
     async def copy_events(self, source_id: str, target: SessionRecord, upto_seq: int) -> None:
         if target.id in self._sessions:
             raise PersistError(f"commit failed: session {target.id} exists", session_id=target.id)
+        key = self._key(target.id)
         now = self._clock.now()
         self._sessions[target.id] = target.model_copy(update={"created_at": now, "updated_at": now, "lease": None})
         self._events[target.id] = [e.model_copy(update={"session_id": target.id})
                                    for e in self._events[source_id] if e.seq <= upto_seq]
+        chain, prev = [], GENESIS_HASH
+        for r in self._chains.get(source_id, []):
+            if r.seq > upto_seq:
+                break
+            prev = key.digest(prev, event_canonical(target.id, r.seq, r.at, r.turn, r.kind, r.payload,
+                                                    r.schema_version))
+            chain.append(r.model_copy(update={"session_id": target.id, "hash": prev}))
+        self._chains[target.id] = chain
+        self._heads[target.id] = self._head(target.id)
         self.commits += 1
 
     async def update_receipt(self, update: ReceiptUpdate) -> Receipt:

@@ -205,11 +205,41 @@ def _m004_append_order(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _m005_keyed_chains(conn: sqlite3.Connection) -> None:
+    """The state log gets a hash chain like the timeline's, both chains become keyed (an HMAC under the home's
+    `chain.key`, which never enters the database), and the session row records where both logs end (the head),
+    rewritten in every commit, so that a truncated tail shows.
+
+    Schema only: the key is not known here. The rows of a database that has none recorded are chained under the
+    key by memory/chain_binding.py, in the transaction that records the key's id in `chain_key`, when a process
+    with a key first opens it; what that found is kept per session in `chain_note`."""
+    for statement in _statements(
+        """
+        ALTER TABLE events ADD COLUMN hash TEXT NOT NULL DEFAULT '';
+        ALTER TABLE sessions ADD COLUMN head_events_seq INTEGER;
+        ALTER TABLE sessions ADD COLUMN head_events_hash TEXT;
+        ALTER TABLE sessions ADD COLUMN head_timeline_seq INTEGER;
+        ALTER TABLE sessions ADD COLUMN head_timeline_hash TEXT;
+        -- JSON, set only for a session chained under the key after it was written (an older database).
+        ALTER TABLE sessions ADD COLUMN chain_note TEXT;
+        -- The id (a digest, not the key) of the key the chains were made with: a home whose chain.key is missing
+        -- or another can neither verify nor extend them, and says so.
+        CREATE TABLE chain_key (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            key_id TEXT NOT NULL,
+            bound_at TEXT NOT NULL
+        );
+        """
+    ):
+        conn.execute(statement)
+
+
 Migration = tuple[str, Callable[[sqlite3.Connection], None]]
 
 MIGRATIONS: tuple[Migration, ...] = (("001_initial", _m001_initial), ("002_timeline", _m002_timeline),
                                      ("003_blobs_snapshots", _m003_blobs_snapshots),
-                                     ("004_append_order", _m004_append_order))
+                                     ("004_append_order", _m004_append_order),
+                                     ("005_keyed_chains", _m005_keyed_chains))
 
 
 def migrate(conn: sqlite3.Connection, path: str, now: str) -> int:

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from core.blobs import Blob
+from core.chain import ChainHead
 from core.events import Event, Mode
 from core.timeline import TimelineEntry
 
@@ -57,6 +58,24 @@ class Receipt(_Row):
     outcome_sha256: str | None = None
     note: str | None = None
     reconciled_by: str | None = None
+
+
+class RechainNote(_Row):
+    """A session of an older database, chained under the key after it was written: when, how many rows, and
+    whether its earlier, unkeyed timeline chain verified then (`unkeyed_problem` names the row it did not)."""
+
+    at: str
+    timeline_rows: int
+    events: int
+    unkeyed_problem: str | None = None
+
+
+class ChainRecord(_Row):
+    """What the session row records about the session's chains: the head written with its last commit (None
+    when it is missing from the row), and the note of a re-chaining, if there was one."""
+
+    head: ChainHead | None
+    rechained: RechainNote | None = None
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,11 @@ costs one fsync and one thread round trip whatever it carries."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from collections.abc import Callable, Collection
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -15,23 +16,30 @@ import aiosqlite
 import anyio
 from pydantic import ValidationError
 
+from config.private_files import create_private, private_dir
+from core.chain import GENESIS_HASH, ChainHead, ChainKey, EventChainRow, event_canonical
 from core.clock import Clock, SystemClock, iso
 from core.errors import DamagedEvent, PersistError, ReceiptError, SessionActive, SessionNotFound, StoreError
 from core.events import SCHEMA_VERSION, EventAdapter, StoredEvent
-from core.timeline import GENESIS_HASH, TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
+from core.timeline import TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
+from memory.chain_binding import ChainBinding, bind
 from memory.leases import describe
 from memory.migrations import migrate
 from memory.records import (
+    ChainRecord,
     LeaseHolder,
     Receipt,
     ReceiptStatus,
     ReceiptUpdate,
+    RechainNote,
     SessionRecord,
     SessionStatus,
     Snapshot,
     Write,
 )
 from memory.store import LivenessCheck
+from memory.timeline_rows import TIMELINE_COLS as _TIMELINE_COLS
+from memory.timeline_rows import timeline_row as _timeline_row
 
 T = TypeVar("T")
 SEQ_BITS = 40
@@ -48,13 +56,19 @@ _SESSION_COLS = ("id, created_at, updated_at, mode, workspace, model, title, par
                  "lease_token, lease_pid, lease_host, lease_proc_start, lease_expires")
 _RECEIPT_COLS = ("id, session_id, call_id, tool, status, idempotency_key, args_sha256, resource_keys, "
                  "created_at, updated_at, outcome_sha256, note, reconciled_by")
-_TIMELINE_COLS = ("key, kind, turn, tool, decision, at, call_id, check_name, outcome, duration_ms, prev_hash, hash, "
-                  "summary, data")
 _TIMELINE_INSERT = f"INSERT INTO timeline({_TIMELINE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_EVENT_INSERT = ("INSERT INTO events(key, seq, kind, at, turn, payload, schema_version, hash) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+_SET_HEAD = ("UPDATE sessions SET head_events_seq = ?, head_events_hash = ?, head_timeline_seq = ?, "
+             "head_timeline_hash = ? WHERE num = ?")
 
 
 class _RaceLost(Exception):
     pass
+
+
+class _Unchainable(Exception):
+    """A write to a database whose chain key this home does not hold (see memory/chain_binding.py)."""
 
 
 class SqliteEventStore:
@@ -62,11 +76,22 @@ class SqliteEventStore:
         self._db = db
         self.path = path
         self._clock = clock
-        self._last_seq: dict[str, int] = {}
+        self._event_head: dict[str, tuple[int, str]] = {}
+        """Per session: the last event's (seq, hash), set only after COMMIT (so it never runs ahead of, or behind,
+        what is stored)."""
         self._nums: dict[str, int] = {}
         self._timeline_head: dict[str, tuple[int, str]] = {}
-        """Per session: the last timeline row's (seq, hash), kept like `_last_seq` (set only after COMMIT)."""
+        """Per session: the last timeline row's (seq, hash), kept like `_event_head`."""
         self.commits = 0
+        self._binding = ChainBinding(None, "the database is not open")
+
+    @property
+    def chain_key(self) -> ChainKey | None:
+        return self._binding.key
+
+    @property
+    def chain_problem(self) -> str | None:
+        return self._binding.problem
 
     @classmethod
     async def open(cls, path: Path, *, durability: Durability = "full", clock: Clock | None = None,
@@ -97,6 +122,7 @@ class SqliteEventStore:
                 conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
                 conn.execute("PRAGMA foreign_keys = ON")
                 migrate(conn, where, iso(clock.now()))
+                store._binding = bind(conn, path.parent, iso(clock.now()))
 
             await store._run(setup)
         except StoreError:
@@ -130,24 +156,35 @@ class SqliteEventStore:
             num = self._nums[session_id] = row[0]
         return num
 
+    def _key(self) -> ChainKey:
+        key = self._binding.key
+        if key is None:
+            raise _Unchainable()
+        return key
+
+    @staticmethod
+    def _last(conn: sqlite3.Connection, table: str, base: int) -> tuple[int, str]:
+        found = conn.execute(f"SELECT key, hash FROM {table} WHERE key BETWEEN ? AND ? ORDER BY key DESC LIMIT 1",
+                             (base, base | SEQ_MASK)).fetchone()
+        return (0, GENESIS_HASH) if found is None else (found[0] & SEQ_MASK, found[1])
+
     def _append(self, conn: sqlite3.Connection, session_id: str, write: Write, at: str,
                 committed: list[Callable[[], None]]) -> list[StoredEvent]:
+        key = self._key()
         base = self._num(conn, session_id) << SEQ_BITS
-        seq = self._last_seq.get(session_id)
-        if seq is None:
-            seq = conn.execute("SELECT COALESCE(MAX(key), ?) FROM events WHERE key BETWEEN ? AND ?",
-                               (base, base, base | SEQ_MASK)).fetchone()[0] & SEQ_MASK
+        seq, prev = self._event_head.get(session_id) or self._last(conn, "events", base)
         rows = []
         stored = []
         at_dt = datetime.fromisoformat(at)
         for event, turn in write.events:
             seq += 1
-            rows.append((base | seq, seq, event.kind, at, turn, event.model_dump_json(), SCHEMA_VERSION))
+            payload = event.model_dump_json()
+            prev = key.digest(prev, event_canonical(session_id, seq, at, turn, event.kind, payload, SCHEMA_VERSION))
+            rows.append((base | seq, seq, event.kind, at, turn, payload, SCHEMA_VERSION, prev))
             stored.append(StoredEvent.model_construct(session_id=session_id, seq=seq, at=at_dt, turn=turn,
                                                       event=event))
         if rows:
-            conn.executemany("INSERT INTO events(key, seq, kind, at, turn, payload, schema_version) "
-                             "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            conn.executemany(_EVENT_INSERT, rows)
         if write.new_receipts:
             conn.executemany(
                 f"INSERT INTO receipts({_RECEIPT_COLS}) VALUES (?, ?, ?, ?, 'dispatched', ?, ?, ?, ?, ?, "
@@ -158,37 +195,51 @@ class SqliteEventStore:
             self._update_receipt(conn, update, at)
         if write.status is not None:
             conn.execute("UPDATE sessions SET status = ?, updated_at = ? WHERE id = ?", (write.status, at, session_id))
-        if write.timeline:
-            self._append_timeline(conn, session_id, base, write.timeline, at, committed)
+        if rows or write.timeline:
+            timeline = (self._append_timeline(conn, key, session_id, base, write.timeline, at) if write.timeline
+                        else self._timeline_head.get(session_id) or self._last(conn, "timeline", base))
+            events = (seq, prev)
+            # The head in the session row, in the same transaction: a truncated tail no longer matches it.
+            conn.execute(_SET_HEAD, (seq, prev, timeline[0], timeline[1], base >> SEQ_BITS))
+            committed.append(lambda: self._set_heads(session_id, events, timeline))
         if write.blobs:
             conn.executemany("INSERT OR IGNORE INTO blobs(sha256, size, data) VALUES (?, ?, ?)",
                              [(b.sha256, b.size, b.data) for b in write.blobs])
         if write.snapshot is not None:
             self._put_snapshot(conn, base, seq, write.snapshot, at)
-        last = seq
-        committed.append(lambda: self._last_seq.__setitem__(session_id, last))
         return stored
 
-    def _append_timeline(self, conn: sqlite3.Connection, session_id: str, base: int, entries: list[TimelineEntry],
-                         at: str, committed: list[Callable[[], None]]) -> None:
-        """Chain and insert timeline rows in the commit's transaction: seq, time and hashes are assigned here."""
-        head = self._timeline_head.get(session_id)
-        if head is None:
-            found = conn.execute("SELECT key, hash FROM timeline WHERE key BETWEEN ? AND ? ORDER BY key DESC LIMIT 1",
-                                 (base, base | SEQ_MASK)).fetchone()
-            head = (0, GENESIS_HASH) if found is None else (found[0] & SEQ_MASK, found[1])
-        seq, prev = head
+    def _set_heads(self, session_id: str, events: tuple[int, str], timeline: tuple[int, str]) -> None:
+        self._event_head[session_id] = events
+        self._timeline_head[session_id] = timeline
+
+    def _forget(self, session_id: str) -> None:
+        self._event_head.pop(session_id, None)
+        self._nums.pop(session_id, None)
+        self._timeline_head.pop(session_id, None)
+
+    def _append_timeline(self, conn: sqlite3.Connection, key: ChainKey, session_id: str, base: int,
+                         entries: list[TimelineEntry], at: str) -> tuple[int, str]:
+        """Chain and insert timeline rows in the commit's transaction: seq, time and hashes are assigned here.
+        Returns the new head (seq, hash)."""
+        seq, prev = self._timeline_head.get(session_id) or self._last(conn, "timeline", base)
         stamp = canonical_time(datetime.fromisoformat(at))
         rows = []
         for entry in entries:
             seq += 1
-            e, data, digest = seal(session_id, seq, stamp, prev, entry)
+            e, data, digest = seal(key, session_id, seq, stamp, prev, entry)
             rows.append((base | seq, e.kind, e.turn, e.tool, e.decision, stamp, e.call_id, e.check, e.outcome,
                          e.duration_ms, prev, digest, e.summary, data))
             prev = digest
         conn.executemany(_TIMELINE_INSERT, rows)
-        last = (seq, prev)
-        committed.append(lambda: self._timeline_head.__setitem__(session_id, last))
+        return seq, prev
+
+    def chain_head(self, session_id: str) -> ChainHead | None:
+        events, timeline = self._event_head.get(session_id), self._timeline_head.get(session_id)
+        if events is None or timeline is None:
+            return None
+        return ChainHead(events_seq=events[0], events_hash=events[1], timeline_seq=timeline[0],
+                         timeline_hash=timeline[1])
 
     @staticmethod
     def _put_snapshot(conn: sqlite3.Connection, base: int, last_seq: int, snap: Snapshot, at: str) -> None:
@@ -229,9 +280,7 @@ class SqliteEventStore:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 if session_id is not None:
-                    self._last_seq.pop(session_id, None)
-                    self._nums.pop(session_id, None)
-                    self._timeline_head.pop(session_id, None)
+                    self._forget(session_id)
                 raise
             for callback in committed:
                 callback()
@@ -241,6 +290,9 @@ class SqliteEventStore:
             result = await self._run(run)
         except _RaceLost as exc:
             raise ReceiptError(f"receipt {exc.args[0]} is not in the expected state", receipt_id=exc.args[0]) from None
+        except _Unchainable:
+            raise PersistError(f"cannot write to {self.path}: {self.chain_problem}", session_id=session_id,
+                               path=self.path, hint=self._binding.hint) from None
         except sqlite3.Error as exc:
             raise _persist_error(exc, self.path, session_id, creates=creates) from None
         self.commits += 1
@@ -254,9 +306,7 @@ class SqliteEventStore:
                 (record.id, at, at, record.mode, record.workspace, record.model, record.title, record.parent_id,
                  record.fork_seq, record.status, lease and lease.token, lease and lease.pid,
                  lease and lease.host, lease and lease.proc_start, lease and iso(lease.expires_at)))
-            self._last_seq.pop(record.id, None)
-            self._nums.pop(record.id, None)
-            self._timeline_head.pop(record.id, None)
+            self._forget(record.id)
             return self._append(conn, record.id, first, at, committed)
 
         return await self._transaction(record.id, body, creates=True)
@@ -266,19 +316,27 @@ class SqliteEventStore:
             session_id, lambda conn, at, done: self._append(conn, session_id, write, at, done))
 
     async def copy_events(self, source_id: str, target: SessionRecord, upto_seq: int) -> None:
-        """Copy a session's state log up to `upto_seq` into a new session (fork)."""
-        def body(conn: sqlite3.Connection, at: str, _: list[Callable[[], None]]) -> None:
+        """Copy a session's state log up to `upto_seq` into a new session (fork), chained as the new session's."""
+        def body(conn: sqlite3.Connection, at: str, committed: list[Callable[[], None]]) -> None:
+            key = self._key()
             conn.execute(
                 f"INSERT INTO sessions({_SESSION_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, "
                 "NULL, NULL)",
                 (target.id, at, at, target.mode, target.workspace, target.model, target.title, target.parent_id,
                  target.fork_seq, target.status))
+            self._forget(target.id)
             source = self._num(conn, source_id) << SEQ_BITS
             target_base = self._num(conn, target.id) << SEQ_BITS
-            conn.execute(
-                "INSERT INTO events(key, seq, kind, at, turn, payload, schema_version) "
-                "SELECT ? | seq, seq, kind, at, turn, payload, schema_version FROM events "
-                "WHERE key > ? AND key <= ?", (target_base, source, source | min(upto_seq, SEQ_MASK)))
+            rows, seq, prev = [], 0, GENESIS_HASH
+            for seq, kind, stamp, turn, payload, version in conn.execute(
+                    "SELECT seq, kind, at, turn, payload, schema_version FROM events WHERE key > ? AND key <= ? "
+                    "ORDER BY key", (source, source | min(upto_seq, SEQ_MASK))).fetchall():
+                prev = key.digest(prev, event_canonical(target.id, seq, stamp, turn, kind, payload, version))
+                rows.append((target_base | seq, seq, kind, stamp, turn, payload, version, prev))
+            conn.executemany(_EVENT_INSERT, rows)
+            conn.execute(_SET_HEAD, (seq, prev, 0, GENESIS_HASH, target_base >> SEQ_BITS))
+            events = (seq, prev)
+            committed.append(lambda: self._set_heads(target.id, events, (0, GENESIS_HASH)))
 
         await self._transaction(target.id, body, creates=True)
 
@@ -412,6 +470,49 @@ class SqliteEventStore:
 
         return [_timeline_row(session_id, r) for r in await self._read(fn)]
 
+    async def read_event_chain(self, session_id: str, after_seq: int = 0,
+                               limit: int | None = None) -> list[EventChainRow]:
+        def fn(conn: sqlite3.Connection) -> list[Any]:
+            try:
+                base = self._num(conn, session_id) << SEQ_BITS
+            except sqlite3.IntegrityError:
+                return []
+            sql = ("SELECT seq, at, turn, kind, payload, schema_version, hash FROM events "
+                   "WHERE key > ? AND key <= ? ORDER BY key")
+            params: list[int] = [base | max(0, min(after_seq, SEQ_MASK)), base | SEQ_MASK]
+            if limit is not None:
+                sql += " LIMIT ?"
+                params.append(max(0, limit))
+            return conn.execute(sql, params).fetchall()
+
+        # Unvalidated: an edited row is checked as the values it now holds.
+        return [EventChainRow.model_construct(session_id=session_id, seq=seq, at=at, turn=turn, kind=kind,
+                                              payload=payload, schema_version=version, hash=digest)
+                for seq, at, turn, kind, payload, version, digest in await self._read(fn)]
+
+    async def chain_record(self, session_id: str) -> ChainRecord:
+        row = await self._read(lambda conn: conn.execute(
+            "SELECT head_events_seq, head_events_hash, head_timeline_seq, head_timeline_hash, chain_note "
+            "FROM sessions WHERE id = ?", (session_id,)).fetchone())
+        if row is None:
+            raise SessionNotFound(session_id)
+        *head, note = row
+        recorded = None
+        if all(value is not None for value in head):
+            fields = dict(zip(("events_seq", "events_hash", "timeline_seq", "timeline_hash"), head, strict=True))
+            try:
+                recorded = ChainHead.model_validate(fields)
+            except ValidationError:  # edited into other types: compared as it is, so it matches nothing
+                recorded = ChainHead.model_construct(**fields)
+        rechained = None
+        if note is not None:
+            try:
+                rechained = RechainNote.model_validate_json(note)
+            except ValidationError:
+                rechained = RechainNote(at="?", timeline_rows=0, events=0,
+                                        unkeyed_problem=f"the re-chaining note is unreadable: {str(note)[:80]!r}")
+        return ChainRecord(head=recorded, rechained=rechained)
+
     async def get_session(self, session_id: str) -> SessionRecord:
         row = await self._read(lambda conn: conn.execute(
             f"SELECT {_SESSION_SELECT} FROM sessions WHERE id = ?", (session_id,)).fetchone())
@@ -471,41 +572,20 @@ def _receipt(row: Any) -> Receipt:
                    outcome_sha256=outcome, note=note, reconciled_by=by)
 
 
-_UNREADABLE = datetime.min.replace(tzinfo=UTC)
-
-
-def _timeline_row(session_id: str, row: Any) -> TimelineRow:
-    """A stored row exactly as the table holds it. A row edited behind the store's back into something the row
-    type does not allow is still read, unvalidated, so that `verify` can name it by its hash."""
-    key, kind, turn, tool, decision, at, call_id, check, outcome, duration, prev_hash, digest, summary, data = row
-    try:
-        stamp = datetime.fromisoformat(at)
-    except (TypeError, ValueError):
-        stamp = _UNREADABLE
-    try:
-        values = json.loads(data)
-    except (TypeError, ValueError):
-        values = {"unreadable": data}
-    fields = {"session_id": session_id, "seq": key & SEQ_MASK, "at": stamp, "kind": kind, "turn": turn,
-              "call_id": call_id, "tool": tool, "decision": decision, "check": check, "outcome": outcome,
-              "duration_ms": duration, "summary": summary, "data": values, "prev_hash": prev_hash, "hash": digest}
-    try:
-        return TimelineRow.model_validate(fields)
-    except ValidationError:
-        return TimelineRow.model_construct(**fields)
-
-
 def _prepare(path: Path) -> None:
-    """Create the data directory; refuse a database path that is a directory before SQLite is asked to open it
-    (it cannot, and a failed aiosqlite connect is racy, see `open`)."""
+    """Create the data directory (0700) and the database file (0600); refuse a database path that is a directory
+    before SQLite is asked to open it (it cannot, and a failed aiosqlite connect is racy, see `open`)."""
     where = str(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
     except OSError as exc:
         raise StoreError(f"cannot create the data directory {path.parent}: {exc.strerror}", path=where) from None
     if path.is_dir():
         raise StoreError(f"cannot use {where}: unable to open database file (it is a directory); it was left "
                          "untouched", path=where, hint="move it aside or set STRATA_HOME to another directory")
+    # SQLite creates a new database, and its WAL and SHM, with the main file's mode: create that file 0600 first.
+    with contextlib.suppress(OSError):  # cannot (a read-only directory): SQLite reports it in its own words
+        create_private(path)
 
 
 def _decode_reason(exc: Exception) -> str:

@@ -7,9 +7,11 @@ from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import Protocol
 
+from core.chain import ChainHead, ChainKey, EventChainRow
 from core.events import StoredEvent
 from core.timeline import TimelineDecision, TimelineRow
 from memory.records import (
+    ChainRecord,
     LeaseHolder,
     Receipt,
     ReceiptStatus,
@@ -29,14 +31,23 @@ class EventStore(Protocol):
     commits: int
     """Durable commits made through this store object (read by benchmarks and tests)."""
 
+    @property
+    def chain_key(self) -> ChainKey | None:
+        """The key both chains are made and verified with; None when this home does not hold the key the database
+        was chained with (then nothing can be verified or written, and `chain_problem` says why)."""
+        ...
+
+    @property
+    def chain_problem(self) -> str | None: ...
+
     async def create_session(self, record: SessionRecord, first: Write) -> list[StoredEvent]:
         """Insert the session row and its first events in one commit."""
         ...
 
     async def commit(self, session_id: str, write: Write) -> list[StoredEvent]:
-        """Append events, receipt changes and timeline rows atomically and durably; seq, time and envelope (and
-        the timeline's seq and hash chain) assigned here. Raises PersistError if the commit does not hold; then
-        nothing of `write` is stored."""
+        """Append events, receipt changes and timeline rows atomically and durably; seq, time and envelope (both
+        logs' keyed hash chains, and the head in the session row) assigned here. Raises PersistError if the
+        commit does not hold; then nothing of `write` is stored."""
         ...
 
     async def read_events(self, session_id: str, after_seq: int = 0,
@@ -62,6 +73,21 @@ class EventStore(Protocol):
         """A session's timeline rows in seq order, exactly as stored. Filters combine with AND; an absent or
         empty collection does not filter. `since_seq` and `since_at` are inclusive. Never read by `fold`;
         an unknown session has an empty timeline."""
+        ...
+
+    async def read_event_chain(self, session_id: str, after_seq: int = 0,
+                               limit: int | None = None) -> list[EventChainRow]:
+        """The state log as stored (payload text, hash), seq order, for verification: nothing is parsed."""
+        ...
+
+    def chain_head(self, session_id: str) -> ChainHead | None:
+        """Where the session's logs end as of this store's last commit to it (None before one, or after a failed
+        one until the next): read right after a commit, it is the head that commit recorded."""
+        ...
+
+    async def chain_record(self, session_id: str) -> ChainRecord:
+        """What the session row records: the head of its last commit, and a re-chaining note. SessionNotFound
+        for an unknown id."""
         ...
 
     async def get_session(self, session_id: str) -> SessionRecord: ...

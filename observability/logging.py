@@ -23,6 +23,7 @@ from typing import Any
 import structlog
 from structlog.types import EventDict, Processor, WrappedLogger
 
+from config.private_files import open_private, private_dir
 from core.masking import Masker
 
 LOG_DIR = "logs"
@@ -78,7 +79,7 @@ class _RotatingFile(logging.handlers.RotatingFileHandler):
         super().__init__(path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8", errors="backslashreplace")
 
     def _open(self) -> Any:
-        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = open_private(Path(self.baseFilename), os.O_WRONLY | os.O_APPEND)
         return open(fd, "a", encoding=self.encoding, errors=self.errors)
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -156,7 +157,7 @@ def attach_home(home: Path, masker: Masker | None = None, *, max_bytes: int = MA
         return path
     _drop_file(setup)
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(path.parent)
         handler = _RotatingFile(path, max_bytes, backups)
     except OSError as exc:
         if not setup.warned:

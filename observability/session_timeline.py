@@ -1,6 +1,7 @@
-"""The timeline's read side: filtered loads, verification of the hash chain as the database holds it, and
-following a live session. Presentation stays with the surfaces; `timeline_record` is the one JSON shape of a
-row (the CLI's `--json` and exports use it)."""
+"""The timeline's read side: filtered loads, verification of its keyed hash chain as the database holds it (the
+whole of `--verify`, both logs and their heads, is observability/chain_verify.py), and following a live session.
+Presentation stays with the surfaces; `timeline_record` is the one JSON shape of a row (the CLI's `--json` and
+exports use it)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,7 @@ from core.timeline import ChainVerifier, TimelineDecision, TimelineRow, VerifyRe
 from memory.leases import make_liveness
 from memory.records import SessionRecord
 from memory.store import EventStore, LivenessCheck
-
-VERIFY_PAGE = 20_000
-"""Rows read per query while verifying, so a long timeline is checked in bounded memory."""
+from observability.chain_verify import VERIFY_PAGE
 
 
 def _aware(t: datetime | None) -> datetime | None:
@@ -37,10 +36,13 @@ async def load_timeline(store: EventStore, session_id: str, *, kinds: Collection
 
 
 async def verify_session(store: EventStore, session_id: str, *, page: int = VERIFY_PAGE) -> VerifyResult:
-    """Recompute the chain from the rows exactly as stored (the stores read them back unvalidated), page by
-    page. An edited, removed or moved row is named in the result."""
+    """Recompute the timeline's chain under the store's key from the rows exactly as stored (the stores read them
+    back unvalidated), page by page. An edited, removed or moved row is named in the result; without the key the
+    result is not ok and says why."""
     await store.get_session(session_id)
-    verifier = ChainVerifier()
+    if store.chain_key is None:
+        return VerifyResult(ok=False, reason=f"cannot verify: {store.chain_problem}")
+    verifier = ChainVerifier(store.chain_key)
     since = 1
     while True:
         rows = await store.read_timeline(session_id, since_seq=since, limit=page)
@@ -81,8 +83,9 @@ async def follow(store: EventStore, session_id: str, *, poll_s: float = 0.5, ali
 
 
 def timeline_record(row: TimelineRow) -> dict[str, Any]:
-    """A row as one JSON object: the hashed fields plus `hash`, so `sha256(prev_hash + canonical JSON of
-    the object without "hash")` re-checks it. Part of the CLI contract: fields are added, never renamed."""
+    """A row as one JSON object: the hashed fields plus `hash`, so `HMAC-SHA256(chain key, prev_hash + canonical
+    JSON of the object without "hash")` re-checks it. Part of the CLI contract: fields are added, never
+    renamed."""
     return {
         "session_id": row.session_id,
         "seq": row.seq,

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import anyio
 
+from config.private_files import open_private, private_dir
+
 POLL_S = 0.01
 
 
@@ -38,8 +40,8 @@ class ResourceLocks:
         return self.lock_dir / (hashlib.sha256(key.encode()).hexdigest()[:40] + ".lock")
 
     def _try_flock(self, key: str) -> int | None:
-        self.lock_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self._path(key), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        private_dir(self.lock_dir)
+        fd = open_private(self._path(key), os.O_RDWR | os.O_CLOEXEC)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:

@@ -6,17 +6,18 @@ from __future__ import annotations
 import click
 
 from agent.approvals import Recorded, record_decision
+from agent.cli.output import echo
 from agent.reconcile import person
 from agent.session import runtime
 
 
 def _report(rec: Recorded, session_id: str) -> None:
     verb = "approved" if rec.approved else "denied"
-    click.echo(f"{verb} call {rec.call.call_id} ({rec.call.tool}) of session {session_id}")
+    echo(f"{verb} call {rec.call.call_id} ({rec.call.tool}) of session {session_id}")
     if rec.still_waiting:
-        click.echo(f"still waiting for a decision: {', '.join(rec.still_waiting)}")
+        echo(f"still waiting for a decision: {', '.join(rec.still_waiting)}")
     else:
-        click.echo(f"continue it: strata resume {session_id}")
+        echo(f"continue it: strata resume {session_id}")
 
 
 def _decide(session_id: str, call_id: str, approve: bool, reason: str) -> None:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import anyio
 import click
-from rich.console import Console
 
 from agent.models import model_from_spec
 from agent.session import Asking, LiveSession, Runtime, resume_session, runtime, start_session
+from agent.terminal.safe_text import SafeConsole
 from core.errors import UsageError
 
 DEFAULT_CHAT_MODEL = "anthropic"
@@ -43,8 +43,9 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
     if without_project_hooks and not (resume_id or continue_latest):
         raise click.UsageError("--without-project-hooks continues a session: use it with --resume ID or --continue")
     rules = _rules(allow, deny)
-    # NO_COLOR (no-color.org) here means plain text: no colours and no bold either.
-    console = Console(highlight=False, color_system=None if os.environ.get("NO_COLOR") else "auto")
+    # NO_COLOR (no-color.org) here means plain text: no colours and no bold either. Whatever text reaches the
+    # console is made inert (agent/terminal/safe_text.py).
+    console = SafeConsole(highlight=False, color_system=None if os.environ.get("NO_COLOR") else "auto")
     view = ChatView(console)
 
     async def main() -> None:
@@ -91,7 +92,7 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
     sys.exit(0)
 
 
-def _replay(console: Console, live: LiveSession) -> None:
+def _replay(console: SafeConsole, live: LiveSession) -> None:
     """The conversation so far, so a resumed chat shows its history."""
     from agent.cli.render import _first_line
 
@@ -108,7 +109,7 @@ def _replay(console: Console, live: LiveSession) -> None:
                 console.print(f"[dim]  <- {mark}: {_first_line(block.content, 120)}[/]", highlight=False)
 
 
-def _slash_commands(console: Console, rt: Runtime, live: LiveSession) -> dict[str, Callable[[], Awaitable[None]]]:
+def _slash_commands(console: SafeConsole, rt: Runtime, live: LiveSession) -> dict[str, Callable[[], Awaitable[None]]]:
     """/timeline and /receipts: what happened in this session so far, masked like every observation surface."""
 
     async def timeline() -> None:

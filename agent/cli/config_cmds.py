@@ -4,7 +4,6 @@ the key and the reason."""
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import sys
@@ -13,6 +12,7 @@ from typing import Any, NoReturn
 
 import click
 
+from agent.cli.output import echo, echo_json
 from agent.outcome import EXIT_USAGE
 from config import (
     HOOK_EVENTS,
@@ -32,9 +32,9 @@ from core.policy import PermissionRule
 
 
 def _fail(err: StrataError) -> NoReturn:
-    click.echo(f"strata: error: {err.message}", err=True)
+    echo(f"strata: error: {err.message}", err=True)
     if err.hint:
-        click.echo(f"hint: {err.hint}", err=True)
+        echo(f"hint: {err.hint}", err=True)
     sys.exit(EXIT_USAGE if isinstance(err, ConfigError) else err.exit_code)
 
 
@@ -58,22 +58,22 @@ def trust(directory: Path, revoke: bool) -> None:
         if revoke:
             path = project_config_path(workspace)
             if untrust(home, workspace):
-                click.echo(f"no longer trusted: {path}")
+                echo(f"no longer trusted: {path}")
             else:
-                click.echo(f"{path} was not trusted")
+                echo(f"{path} was not trusted")
             return
         record = trust_project(home, workspace)
     except StrataError as err:
         _fail(err)
-    click.echo(f"trusted {record.path}")
-    click.echo(f"sha256 {record.sha256}")
+    echo(f"trusted {record.path}")
+    echo(f"sha256 {record.sha256}")
     for line in _summary(record.config):
-        click.echo(f"  {line}")
+        echo(f"  {line}")
     if record.files:
-        click.echo(f"  {_plural(len(record.files), 'file')} the hooks may run, fingerprinted: "
-                   f"{', '.join(sorted(record.files))}")
-    click.echo("editing the file revokes its trust, and a change to a file its hooks may run blocks them; review the "
-               f"change and run `{command}` again")
+        echo(f"  {_plural(len(record.files), 'file')} the hooks may run, fingerprinted: "
+             f"{', '.join(sorted(record.files))}")
+    echo("editing the file revokes its trust, and a change to a file its hooks may run blocks them; review the "
+         f"change and run `{command}` again")
 
 
 def _summary(data: ConfigFile) -> list[str]:
@@ -113,10 +113,10 @@ def show_config(workspace: Path, as_json: bool) -> None:
         _fail(err)
     view = config_view(loaded, workspace.resolve(), user_config_path(os.environ))
     if as_json:
-        click.echo(json.dumps(view, ensure_ascii=False))
+        echo_json(view)
         return
     for line in _text(view):
-        click.echo(line)
+        echo(line)
 
 
 def config_view(loaded: LoadedConfig, workspace: Path, user_file: Path) -> dict[str, Any]:

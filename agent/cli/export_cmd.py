@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio
 import click
 
+from agent.cli.output import echo, echo_document
 from agent.session import runtime
 from core.errors import StrataError
 from core.masking import Masker
@@ -64,12 +65,12 @@ def export(session_id: str, fmt: ExportFormat, output: str | None) -> None:
     snapshot, masker = _run(main)
     text = RENDERERS[fmt](snapshot, masker)
     if output == "-" or (output is None and fmt != "html"):
-        click.echo(text, nl=False)
+        echo_document(text)
         return
     path = Path(output) if output is not None else Path.cwd() / f"strata-{session_id}.html"
     try:
         _write(path, text)
     except StrataError as err:
         _fail(err)
-    click.echo(str(path.resolve()))
+    echo(str(path.resolve()))
     sys.stdout.flush()

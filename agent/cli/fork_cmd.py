@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
+from agent.cli.output import echo, echo_json
 from agent.fork import ForkResult, fork_session
 from agent.session import runtime
 
@@ -29,10 +28,10 @@ def fork(session_id: str, at_seq: int, as_json: bool) -> None:
     result = _run(main)
     resume = f"strata resume {result.session_id} PROMPT"
     if as_json:
-        click.echo(json.dumps({"type": "fork", "session_id": result.session_id, "parent_id": result.parent_id,
-                               "fork_seq": result.fork_seq, "events": result.events, "turns": result.turns,
-                               "status": result.status, "resume": resume}, ensure_ascii=False))
+        echo_json({"type": "fork", "session_id": result.session_id, "parent_id": result.parent_id,
+                   "fork_seq": result.fork_seq, "events": result.events, "turns": result.turns,
+                   "status": result.status, "resume": resume})
         return
-    click.echo(f"forked session {result.parent_id} at seq {result.fork_seq} into {result.session_id} "
-               f"({result.events} events, {result.turns} turns; effects before the fork point are not re-run)")
-    click.echo(f"resume it: {resume}")
+    echo(f"forked session {result.parent_id} at seq {result.fork_seq} into {result.session_id} "
+         f"({result.events} events, {result.turns} turns; effects before the fork point are not re-run)")
+    echo(f"resume it: {resume}")

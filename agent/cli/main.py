@@ -15,6 +15,7 @@ from typing import Any, NoReturn, TypeVar
 import anyio
 import click
 
+from agent.cli.output import echo, echo_json
 from agent.cli.render import printer
 from agent.cli.views import event_view, receipt_view, session_view, show_view
 from agent.models import model_from_spec
@@ -41,9 +42,9 @@ T = TypeVar("T")
 def _fail(err: StrataError) -> NoReturn:
     # An error can quote what the user typed (a rule, a config value): masked like any other observation.
     masker = Masker.throwaway()
-    click.echo(f"strata: error: {masker.mask(err.message)}", err=True)
+    echo(f"strata: error: {masker.mask(err.message)}", err=True)
     if err.hint:
-        click.echo(f"hint: {masker.mask(err.hint)}", err=True)
+        echo(f"hint: {masker.mask(err.hint)}", err=True)
     sys.exit(err.exit_code)
 
 
@@ -53,7 +54,7 @@ def _run(fn: Callable[[], Awaitable[T]]) -> T:
     except StrataError as err:
         _fail(err)
     except KeyboardInterrupt:
-        click.echo("strata: interrupted", err=True)
+        echo("strata: interrupted", err=True)
         sys.exit(130)
 
 
@@ -78,7 +79,7 @@ def _config(workspace: Path | None, *, quiet: bool = False, **flags: Any) -> Loa
 
 def _notices(loaded: LoadedConfig) -> None:
     for notice in loaded.notices:
-        click.echo(f"strata: notice: {notice}", err=True)
+        echo(f"strata: notice: {notice}", err=True)
 
 
 def _apply_config(rt: Runtime, loaded: LoadedConfig) -> None:
@@ -129,7 +130,7 @@ def _display_status(rt: Runtime, rec: SessionRecord) -> str:
 
 
 def _emit_json(obj: dict[str, Any]) -> None:
-    click.echo(json.dumps(obj, ensure_ascii=False, sort_keys=False))
+    echo_json(obj)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -143,7 +144,7 @@ def cli(verbose: bool) -> None:
 def _observer(as_json: bool) -> Callable[[StoredEvent], None]:
     if as_json:
         return lambda item: _emit_json(event_view(item))
-    return printer(click.echo)
+    return printer(echo)
 
 
 async def _drive(live: LiveSession, prompt: str | None, as_json: bool) -> RunOutcome:
@@ -163,16 +164,16 @@ async def _drive(live: LiveSession, prompt: str | None, as_json: bool) -> RunOut
                     "exit_code": outcome.exit_code, "parked": parked})
     else:
         if outcome.status == "failed":
-            click.echo(f"strata: error: {outcome.reason}", err=True)
+            echo(f"strata: error: {outcome.reason}", err=True)
         for p in parked:
-            click.echo(f"waiting for approval: {p['tool']} {json.dumps(p['input'], ensure_ascii=False)} "
+            echo(f"waiting for approval: {p['tool']} {json.dumps(p['input'], ensure_ascii=False)} "
                        f"(asked by {p['asked_by']})")
-            click.echo(f"  approve: strata approve {outcome.session_id} {p['call_id']}    "
+            echo(f"  approve: strata approve {outcome.session_id} {p['call_id']}    "
                        f"deny: strata deny {outcome.session_id} {p['call_id']} --reason TEXT")
         if outcome.unknown_receipts:
-            click.echo(f"{outcome.unknown_receipts} effect(s) with unknown outcome await reconciliation: "
+            echo(f"{outcome.unknown_receipts} effect(s) with unknown outcome await reconciliation: "
                        f"strata receipts {outcome.session_id} --status unknown")
-        click.echo(f"inspect: strata show {outcome.session_id}    resume: strata resume {outcome.session_id} PROMPT")
+        echo(f"inspect: strata show {outcome.session_id}    resume: strata resume {outcome.session_id} PROMPT")
     return outcome
 
 
@@ -278,14 +279,14 @@ def sessions(as_json: bool) -> None:
                 _emit_json(v)
             return
         if not views:
-            click.echo("no sessions yet")
+            echo("no sessions yet")
             return
-        click.echo(f"{'id':<36}  {'status':<17} {'mode':<11} {'turns':>5} {'calls':>5} {'denied':>6} "
+        echo(f"{'id':<36}  {'status':<17} {'mode':<11} {'turns':>5} {'calls':>5} {'denied':>6} "
                    f"{'unknown':>7}  {'updated (UTC)':<19}  title")
         for v in views:
             def n(key: str, view: dict[str, Any] = v) -> str:
                 return "?" if view[key] is None else str(view[key])
-            click.echo(f"{v['id']:<36}  {v['status']:<17} {v['mode']:<11} {n('turns'):>5} {n('tool_calls'):>5} "
+            echo(f"{v['id']:<36}  {v['status']:<17} {v['mode']:<11} {n('turns'):>5} {n('tool_calls'):>5} "
                        f"{n('denials'):>6} {v['unknown_receipts']:>7}  {v['updated_at'][:19]:<19}  {v['title'][:40]}")
 
     _run(main)
@@ -309,22 +310,22 @@ def show(session_id: str, as_json: bool) -> None:
             _emit_json(view)
             return
         s = view["session"]
-        click.echo(f"session {s['id']}  {s['status']}  mode {s['mode']}  model {s['model']}")
-        click.echo(f"workspace {s['workspace']}")
-        click.echo(f"turns {s['turns']}  tool calls {s['tool_calls']}  denials {s['denials']}  "
+        echo(f"session {s['id']}  {s['status']}  mode {s['mode']}  model {s['model']}")
+        echo(f"workspace {s['workspace']}")
+        echo(f"turns {s['turns']}  tool calls {s['tool_calls']}  denials {s['denials']}  "
                    f"unknown outcomes {s['unknown_outcomes']}")
         for m in view["messages"]:
             for block in m["content"]:
                 if block["type"] == "text":
-                    click.echo(f"{m['role']}: {block['text']}")
+                    echo(f"{m['role']}: {block['text']}")
                 elif block["type"] == "tool_use":
-                    click.echo(f"{m['role']}: -> {block['name']} {json.dumps(block['input'])[:100]} [{block['id']}]")
+                    echo(f"{m['role']}: -> {block['name']} {json.dumps(block['input'])[:100]} [{block['id']}]")
                 else:
                     first = block["content"].strip().splitlines()[0] if block["content"].strip() else ""
                     mark = "error" if block["is_error"] else "ok"
-                    click.echo(f"{m['role']}: <- [{block['tool_use_id']}] {mark}: {first[:100]}")
+                    echo(f"{m['role']}: <- [{block['tool_use_id']}] {mark}: {first[:100]}")
         if view["open_batch"]:
-            click.echo(f"open batch {view['open_batch']['batch_id']}: resume the session to finish it")
+            echo(f"open batch {view['open_batch']['batch_id']}: resume the session to finish it")
 
     _run(main)
 
@@ -348,10 +349,10 @@ def receipts(session_id: str | None, status: str | None, as_json: bool) -> None:
                 _emit_json(v)
             return
         if not views:
-            click.echo("no receipts")
+            echo("no receipts")
         for v in views:
             extra = f"  ({v['reconciled_by']}: {v['note']})" if v["reconciled_by"] else ""
-            click.echo(f"{v['id']}  {v['status']:<10} {v['tool']:<10} call {v['call_id']}  session {v['session_id']}"
+            echo(f"{v['id']}  {v['status']:<10} {v['tool']:<10} call {v['call_id']}  session {v['session_id']}"
                        f"{extra}")
 
     _run(main)
@@ -385,8 +386,8 @@ def reconcile_cmd(target: str | None, applied: bool, not_applied: bool, note: st
         async with runtime(settings) as rt:
             before, after = await reconcile(rt.store, rt.clock, target, applied=verdict == "applied", note=note,
                                             by=person())
-        click.echo(f"receipt {after.id} ({after.tool}, call {after.call_id}): {before.status} -> {after.status}")
-        click.echo(f"the model hears of it when the session resumes: strata resume {after.session_id}")
+        echo(f"receipt {after.id} ({after.tool}, call {after.call_id}): {before.status} -> {after.status}")
+        echo(f"the model hears of it when the session resumes: strata resume {after.session_id}")
 
     _run(main)
 
@@ -402,16 +403,16 @@ def _reconcile_by_probe(session_id: str | None) -> None:
 
     outcomes = _run(main)
     if not outcomes:
-        click.echo("no unknown receipts to probe")
+        echo("no unknown receipts to probe")
     for o in outcomes:
         r = o.receipt
         if o.after is not None:
-            click.echo(f"receipt {r.id} ({r.tool}, call {r.call_id}): {r.status} -> {o.after.status} "
+            echo(f"receipt {r.id} ({r.tool}, call {r.call_id}): {r.status} -> {o.after.status} "
                        f"({o.verdict.replace('_', ' ')}: {o.note})")
         else:
-            click.echo(f"receipt {r.id} ({r.tool}, call {r.call_id}): {o.verdict}: {o.note}")
+            echo(f"receipt {r.id} ({r.tool}, call {r.call_id}): {o.verdict}: {o.note}")
     for sid in sorted({o.receipt.session_id for o in outcomes if o.after is not None}):
-        click.echo(f"the model hears of it when the session resumes: strata resume {sid}")
+        echo(f"the model hears of it when the session resumes: strata resume {sid}")
 
 
 @cli.command()
@@ -421,7 +422,7 @@ def doctor(workspace: Path) -> None:
     """Check that Strata can work here: Python, config, home, database, masking key, model, bash, terminal."""
     from agent.doctor import report, run_checks
 
-    sys.exit(report(run_checks(workspace), click.echo))
+    sys.exit(report(run_checks(workspace), echo))
 
 
 @cli.command()
@@ -430,7 +431,7 @@ def demo() -> None:
     from agent.demo import run_demo
 
     try:
-        code = run_demo(click.echo)
+        code = run_demo(echo)
     except StrataError as err:
         _fail(err)
     sys.exit(code)
@@ -442,8 +443,8 @@ def main() -> None:
     except SystemExit:
         raise
     except Exception as exc:  # a bug, not a user error: say so plainly, keep the detail for a report
-        click.echo(f"strata: internal error: {type(exc).__name__}: {Masker.throwaway().mask(str(exc))}", err=True)
-        click.echo("hint: rerun with --verbose and report it with the command you ran", err=True)
+        echo(f"strata: internal error: {type(exc).__name__}: {Masker.throwaway().mask(str(exc))}", err=True)
+        echo("hint: rerun with --verbose and report it with the command you ran", err=True)
         sys.exit(EXIT_ERROR)
 
 

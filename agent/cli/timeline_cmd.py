@@ -1,23 +1,26 @@
 """`strata timeline ID`: what the runtime observed in a session, as a table or one JSON object per line;
-`--follow` tails a live session, `--verify` re-checks the hash chain against the database."""
+`--follow` tails a live session, `--verify` re-checks both keyed hash chains and the recorded heads against the
+database and the evidence ledger (observability/chain_verify.py)."""
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from agent.cli.output import echo, echo_document, echo_json
 from agent.session import Runtime, runtime
-from core.timeline import TIMELINE_DECISIONS, TimelineRow, VerifyResult
+from agent.terminal.safe_text import SafeConsole, json_line, safe_text
+from core.chain import ChainHead, VerifyResult
+from core.timeline import TIMELINE_DECISIONS, TimelineRow
 from memory.leases import make_liveness
-from observability.session_timeline import follow, load_timeline, timeline_record, verify_session
+from observability.chain_verify import ChainReport, verify_chains
+from observability.session_timeline import follow, load_timeline, timeline_record
 
 _SQLITE_INT_MAX = (1 << 63) - 1
 """The largest number an SQLite INTEGER holds: a larger --turn is a usage error, not a failed query."""
@@ -67,35 +70,70 @@ def _table(rows: Sequence[TimelineRow], *, header: bool, width: int = 200) -> Ta
     rest = max(20, width - sum(w for _, w, _ in _COLUMNS) - 2 * len(_COLUMNS) - 2)
     table.add_column("summary", no_wrap=True, overflow="ellipsis", max_width=rest)
     for r in rows:
-        # Text, not markup: summaries hold arbitrary (masked) text such as "[MASKED:...]".
+        # Text, not markup: summaries hold arbitrary (masked) text such as "[MASKED:...]"; made inert before
+        # rich measures it.
         table.add_row(
             Text(str(r.seq)), Text(r.at.astimezone(UTC).strftime("%H:%M:%S.%f")[:-3]), Text(str(r.turn)),
-            Text(r.kind), Text(r.tool or ""), Text(r.decision or "", style=_DECISION_STYLE.get(r.decision or "", "")),
-            Text(r.outcome or ""), Text(_duration(r.duration_ms)), Text(r.summary.replace("\n", " | ")),
+            Text(safe_text(r.kind)), Text(safe_text(r.tool or "")),
+            Text(r.decision or "", style=_DECISION_STYLE.get(r.decision or "", "")),
+            Text(safe_text(r.outcome or "")), Text(_duration(r.duration_ms)),
+            Text(safe_text(r.summary.replace("\n", " | "))),
         )
     return table
 
 
-def _console() -> Console:
+def _console() -> SafeConsole:
     # Piped output is not cut at 80 columns; a terminal uses its own width.
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+    return SafeConsole(highlight=False, width=None if sys.stdout.isatty() else 200)
 
 
-def _line(obj: dict[str, Any]) -> str:
-    return json.dumps(obj, ensure_ascii=False)
+def _chain(result: VerifyResult | None) -> dict[str, Any] | None:
+    if result is None:
+        return None
+    return {"ok": result.ok, "rows": result.rows, "first_bad_seq": result.first_bad_seq, "reason": result.reason,
+            "head": result.head, "last_seq": result.last_seq}
 
 
-def _report_verify(session_id: str, result: VerifyResult, as_json: bool) -> None:
+def _head(head: ChainHead | None) -> dict[str, Any] | None:
+    return None if head is None else head.model_dump(mode="json")
+
+
+def _report_verify(report: ChainReport, as_json: bool) -> None:
+    sid, timeline = report.session_id, report.timeline
     if as_json:
-        click.echo(_line({"session_id": session_id, "ok": result.ok, "rows": result.rows,
-                          "first_bad_seq": result.first_bad_seq, "reason": result.reason, "head": result.head}))
-    elif result.ok:
-        click.echo(f"chain verified: {result.rows} rows (session {session_id}, head {result.head})")
-    if not result.ok:
-        click.echo(f"strata: error: timeline of session {session_id}: {result.reason}", err=True)
-        click.echo("hint: the database was changed after these rows were written; rows from there on cannot be "
-                   "trusted", err=True)
-        sys.exit(1)
+        # The first fields are the timeline's (as before the state log had a chain); `ok` is the whole verdict.
+        echo_json({"session_id": sid, "ok": report.ok, "rows": timeline.rows if timeline else 0,
+                   "first_bad_seq": timeline.first_bad_seq if timeline else None,
+                   "reason": (timeline.reason if timeline and not timeline.ok
+                              else report.problems[0] if report.problems else None),
+                   "head": timeline.head if timeline else None, "verdict": report.verdict,
+                   "events": _chain(report.events), "session_head": _head(report.session_head),
+                   "ledger_head": _head(report.ledger_head), "problems": list(report.problems),
+                   "notes": list(report.notes), "key_id": report.key_id})
+    elif report.ok and timeline is not None and report.events is not None:
+        echo(f"chain verified: {timeline.rows} rows (session {sid}, head {timeline.head})")
+        echo(f"state log verified: {report.events.rows} events (head {report.events.head})")
+        ledger = report.ledger_head
+        tail = ("; the evidence ledger has none" if ledger is None else "; so does the evidence ledger's"
+                if ledger == report.session_head else "; the evidence ledger's lags (see the note)")
+        echo(f"heads: the session row's matches the ends (timeline row {timeline.last_seq}, event "
+             f"{report.events.last_seq}){tail}")
+    if not as_json:
+        for note in report.notes:
+            echo(f"note: {note}")
+    if report.ok:
+        return
+    first, *rest = report.problems
+    echo(f"strata: error: {first}", err=True)
+    for problem in rest:
+        echo(f"  also: {problem}", err=True)
+    if report.verdict == "cannot_verify":
+        echo("hint: restore the home's chain.key the database was made with; this database's rows were not "
+             "checked", err=True)
+    else:
+        echo("hint: the database was changed after these rows were written; rows from there on cannot be "
+             "trusted (`strata timeline ID --verify --json` lists every finding)", err=True)
+    sys.exit(1)
 
 
 @click.command(name="timeline")
@@ -125,10 +163,11 @@ def timeline(session_id: str, kinds: tuple[str, ...], tools: tuple[str, ...], de
                                "turn": turn, "since_seq": since_seq, "since_at": since_at}
     settings = _settings()
 
-    async def main() -> VerifyResult | None:
+    async def main() -> ChainReport | None:
         async with runtime(settings) as rt:
             if verify:
-                return await verify_session(rt.store, session_id)
+                ledger_head = rt.ledgers.last_head(session_id) if rt.ledgers is not None else None
+                return await verify_chains(rt.store, session_id, ledger_head)
             if follow:
                 await _follow(rt, session_id, filters, as_json)
             else:
@@ -138,16 +177,16 @@ def timeline(session_id: str, kinds: tuple[str, ...], tools: tuple[str, ...], de
 
     result = _run(main)
     if result is not None:
-        _report_verify(session_id, result, as_json)
+        _report_verify(result, as_json)
 
 
 def _print(session_id: str, rows: list[TimelineRow], as_json: bool, filtered: bool) -> None:
     if as_json:
         if rows:
-            click.echo("\n".join(_line(timeline_record(r)) for r in rows))
+            echo_document("".join(json_line(timeline_record(r)) + "\n" for r in rows))
         return
     if not rows:
-        click.echo("no timeline rows match" if filtered else f"session {session_id} has no timeline rows yet")
+        echo("no timeline rows match" if filtered else f"session {session_id} has no timeline rows yet")
         return
     console = _console()
     console.print(f"timeline of session {session_id}: {len(rows)} rows, {rows[0].at.astimezone(UTC):%Y-%m-%d} "
@@ -160,7 +199,7 @@ async def _follow(rt: Runtime, session_id: str, filters: dict[str, Any], as_json
     first = True
     async for row in follow(rt.store, session_id, alive=make_liveness(rt.clock), **filters):
         if console is None:
-            click.echo(_line(timeline_record(row)))
+            echo_json(timeline_record(row))
         else:
             console.print(_table([row], header=first, width=console.width))
         first = False

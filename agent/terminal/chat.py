@@ -12,6 +12,7 @@ import json
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import anyio
 from prompt_toolkit import PromptSession
@@ -22,6 +23,7 @@ from rich.markup import escape
 
 from agent.outcome import RunOutcome
 from agent.session import LiveSession
+from config.private_files import create_private
 from core.events import (
     AssistantMessage,
     BatchProposed,
@@ -114,6 +116,8 @@ def make_prompt(history_path: str | None) -> PromptSession[str]:
     def _newline(event: object) -> None:
         event.current_buffer.insert_text("\n")  # type: ignore[attr-defined]
 
+    if history_path:  # what the person typed: private to them, like everything in the home
+        create_private(Path(history_path))
     history = FileHistory(history_path) if history_path else InMemoryHistory()
     return PromptSession(history=history, key_bindings=bindings)
 

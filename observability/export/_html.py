@@ -138,7 +138,8 @@ def _call_row(c: CallView, scale: TimeScale, sec: Any) -> dict[str, Any]:
 def _header(snapshot: SessionSnapshot, trace: SessionTrace, masker: Masker, model: str) -> str:
     rec, state = snapshot.record, snapshot.state
     n = counts(snapshot)
-    chain = verify_chain(snapshot.timeline)
+    key = snapshot.chain_key
+    chain = verify_chain(snapshot.timeline, key) if key is not None else None
     title = masker.mask(rec.title) or "untitled session"
     facts = [
         ("Mode", _e(rec.mode), ""),
@@ -147,8 +148,9 @@ def _header(snapshot: SessionSnapshot, trace: SessionTrace, masker: Masker, mode
         ("Started", _e(_when(rec.created_at)), ""),
         ("Last activity", _e(_when(trace.end)), ""),
         ("Wall time", _e(duration_label(max(0.0, (trace.end - rec.created_at).total_seconds()))), ""),
-        ("Timeline chain", _e(f"{chain.rows} rows verified" if chain.ok else f"broken: {chain.reason}"),
-         "ok" if chain.ok else "bad"),
+        ("Timeline chain", _e("not checked (this home lacks the chain key)" if chain is None else
+                              f"{chain.rows} rows verified" if chain.ok else f"broken: {chain.reason}"),
+         "ok" if chain is not None and chain.ok else "bad"),
     ]
     if state.ended:
         facts.append(("Ended", _e(state.ended + (f": {masker.mask(state.end_reason)}" if state.end_reason else "")),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from core.chain import ChainKey
 from core.errors import InconsistentLog, SessionNotFound
 from core.events import AssistantMessage, BatchProposed, StoredEvent
 from core.state import FoldError, SessionState, fold
@@ -27,6 +28,8 @@ class SessionSnapshot:
     ancestry: list[TimelineRow] = field(default_factory=list)
     """For a fork: what its parent (or an earlier ancestor) observed about the calls and model turns the fork
     copied, so they are drawn when they happened. These rows belong to the ancestors' timelines, not this one."""
+    chain_key: ChainKey | None = None
+    """The key the timeline is checked with (the store's); None: it cannot be checked here."""
 
     @property
     def session_id(self) -> str:
@@ -50,7 +53,7 @@ async def load_snapshot(store: EventStore, session_id: str) -> SessionSnapshot:
     receipts = await store.list_receipts(session_id)
     ancestry = await _ancestry(store, record, events)
     return SessionSnapshot(record=record, events=events, state=state, timeline=timeline, receipts=receipts,
-                           ancestry=ancestry)
+                           ancestry=ancestry, chain_key=store.chain_key)
 
 
 async def _ancestry(store: EventStore, record: SessionRecord, events: list[StoredEvent]) -> list[TimelineRow]:

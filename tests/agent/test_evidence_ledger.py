@@ -290,3 +290,44 @@ def test_long_text_is_masked_as_a_prefix() -> None:
     cut = excerpt(masker, text, 5000)
     assert SECRET[:20] not in cut and cut.startswith("word word")
     assert cut.endswith(f"... [{len(text)} characters in all]")
+
+
+async def test_the_heads_file_records_where_each_write_left_the_logs(tmp_path: Path, workspace: Path) -> None:
+    """Beside the rows, `ID.heads` gets the head of the newest commit at each write: seqs never go back, and the
+    last one is where the session's logs end (what `--verify` compares with), also after a resume."""
+    (workspace / "a.txt").write_text("alpha")
+    rt = make_runtime(tmp_path)
+    live = await start(rt, workspace, model([use("read_file", "r1", path="a.txt")], [say("done")],
+                                           [say("again")]))
+    await live.run()
+    await live.release("completed")
+    again = await resume_session(rt, live.id, rules=[], model=model([say("x")], [say("y")], [say("again")]),
+                                 prompt="more")
+    await again.run("more")
+    await rt.close()
+    assert rt.ledgers is not None
+    lines = [json.loads(line) for line in rt.ledgers.heads_path(live.id).read_text().splitlines()]
+    assert lines and all(h["kind"] == "head" and h["session_id"] == live.id for h in lines)
+    seqs = [(h["events_seq"], h["timeline_seq"]) for h in lines]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    final = rt.store.chain_head(live.id)
+    assert final is not None and rt.ledgers.last_head(live.id) == final
+    assert final.events_seq == (await rt.store.read_events(live.id))[-1].seq
+    assert oct(rt.ledgers.heads_path(live.id).stat().st_mode & 0o777) == "0o600"
+
+
+async def test_a_torn_head_line_is_skipped_and_the_next_starts_fresh(tmp_path: Path, workspace: Path) -> None:
+    """A head line cut short by a crash is never read as a head, and the next one is written on a line of its
+    own."""
+    rt = make_runtime(tmp_path)
+    assert rt.ledgers is not None
+    live = await start(rt, workspace, model([say("done")]))
+    path = rt.ledgers.heads_path(live.id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('{"v": 1, "kind": "head", "session_id": "' + live.id + '", "events_seq": 99')
+    assert rt.ledgers.last_head(live.id) is None
+    await live.run()
+    await rt.close()
+    torn, *rest = path.read_text().splitlines()
+    assert torn.endswith('"events_seq": 99') and rest
+    assert rt.ledgers.last_head(live.id) == rt.store.chain_head(live.id)

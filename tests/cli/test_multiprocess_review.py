@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from memory.migrations import MIGRATIONS
 from tests.cli._helpers import assert_clean_stderr, error_lines, json_lines, result_line, strata_json, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -251,13 +252,13 @@ def test_many_runs_starting_together_on_a_brand_new_home(tmp_path: Path) -> None
     titles = {r["title"] for r in rows}
     assert len(titles) == 1 and "[MASKED:" in next(iter(titles)), titles
     names = sorted(p.name for p in home.iterdir() if p.name not in ("strata.db-wal", "strata.db-shm"))
-    assert names == ["ledger", "locks", "logs", "masking.key", "strata.db"]  # no temporary key file left
+    assert names == ["chain.key", "ledger", "locks", "logs", "masking.key", "strata.db"]  # no temporary key file
     with closing(sqlite3.connect(home / "strata.db")) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY name")] == [
-            "001_initial", "002_timeline", "003_blobs_snapshots", "004_append_order"]
-    ledgers = sorted((home / "ledger").iterdir())
-    assert len(ledgers) == 8
+            name for name, _ in MIGRATIONS]
+    ledgers = sorted((home / "ledger").glob("*.jsonl"))
+    assert len(ledgers) == 8 and len(list((home / "ledger").glob("*.heads"))) == 8
     for ledger in ledgers:
         rows_ = json_lines(ledger.read_text())
         assert rows_ and all(r["session_id"] in ledger.name for r in rows_)
@@ -277,17 +278,19 @@ def test_processes_opening_a_new_home_at_the_same_instant(cli: StrataCLI, helper
     for proc in done:
         assert proc.returncode == 0 and not proc.stderr.strip(), (proc.stdout, proc.stderr)
     outs = [json.loads(p.stdout) for p in done]
-    assert len({o["key"] for o in outs}) == 1 and {o["version"] for o in outs} == {4}
+    assert len({o["key"] for o in outs}) == 1 and {o["version"] for o in outs} == {len(MIGRATIONS)}
     assert (home / "masking.key").read_text().strip() == outs[0]["key"]
-    assert sorted(p.name for p in home.iterdir() if not p.name.startswith("strata.db")) == ["masking.key"]
+    assert sorted(p.name for p in home.iterdir() if not p.name.startswith("strata.db")) == ["chain.key",
+                                                                                             "masking.key"]
     with closing(sqlite3.connect(home / "strata.db")) as conn:
-        assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone() == (4,)
+        assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone() == (len(MIGRATIONS),)
+        assert len(conn.execute("SELECT key_id FROM chain_key").fetchall()) == 1
 
 
 def test_migration_004_racing_in_several_processes(cli: StrataCLI, helper: Path, tmp_path: Path) -> None:
     """A database at schema 3 (made by a process that knows only the first three migrations) holding a session,
-    opened by eight processes at once: migration 004 runs once, every process ends at version 4, no event is lost
-    and the append-only triggers are back."""
+    opened by eight processes at once: the migrations run once, every process ends at the latest version, no
+    event is lost and the append-only triggers are back."""
     home = tmp_path / "old" / "home"
     first_go = tmp_path / "go0"
     first_go.touch()
@@ -308,11 +311,11 @@ def test_migration_004_racing_in_several_processes(cli: StrataCLI, helper: Path,
         done = [_finish(p) for p in procs]
     for proc in done:
         assert proc.returncode == 0 and not proc.stderr.strip(), (proc.stdout, proc.stderr)
-        assert json.loads(proc.stdout)["version"] == 4
+        assert json.loads(proc.stdout)["version"] == len(MIGRATIONS)
     with closing(sqlite3.connect(home / "strata.db")) as conn:
         assert conn.execute("SELECT COUNT(*), MIN(seq), MAX(seq) FROM events").fetchone() == (3000, 1, 3000)
-        assert conn.execute("SELECT MAX(name) FROM schema_migrations").fetchone() == ("004_append_order",)
-        assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone() == (4,)
+        assert conn.execute("SELECT MAX(name) FROM schema_migrations").fetchone() == (MIGRATIONS[-1][0],)
+        assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone() == (len(MIGRATIONS),)
         with pytest.raises(sqlite3.DatabaseError, match="append-only"):
             conn.execute("DELETE FROM events")
 

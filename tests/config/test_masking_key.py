@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from config import masking_key
+from config import _key_file
 from config.masking_key import KEY_FILE, load_masking_key
 from core.errors import ConfigError
 
@@ -69,7 +69,7 @@ def test_losing_a_creation_race_reads_the_winners_key(tmp_path: Path, monkeypatc
         Path(dst).write_text(theirs + "\n", encoding="ascii")
         real_link(src, dst)
 
-    monkeypatch.setattr(masking_key.os, "link", other_process_wins)
+    monkeypatch.setattr(_key_file.os, "link", other_process_wins)
     assert load_masking_key(tmp_path) == bytes.fromhex(theirs)
     assert [p.name for p in tmp_path.iterdir()] == [KEY_FILE]
 
@@ -80,7 +80,7 @@ def test_without_hard_links_the_key_is_created_in_place(tmp_path: Path, monkeypa
     def no_links(src: os.PathLike[str], dst: os.PathLike[str]) -> None:
         raise OSError("operation not permitted")
 
-    monkeypatch.setattr(masking_key.os, "link", no_links)
+    monkeypatch.setattr(_key_file.os, "link", no_links)
     key = load_masking_key(tmp_path)
     assert load_masking_key(tmp_path) == key
     assert [p.name for p in tmp_path.iterdir()] == [KEY_FILE]

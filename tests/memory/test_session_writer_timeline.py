@@ -42,7 +42,7 @@ async def test_staged_rows_are_no_barrier_and_ride_with_the_next_commit() -> Non
     rows = await store.read_timeline("s1")
     assert [(r.seq, r.kind) for r in rows] == [(1, "phase"), (2, "call")]
     assert {r.at for r in rows} == {stored[0].at}
-    assert verify_chain(rows).ok
+    assert verify_chain(rows, store.chain_key).ok
     assert not w.dirty
 
 

@@ -15,8 +15,9 @@ from core.clock import SteppingClock
 from core.events import SessionStarted, UserMessage
 from core.snapshot import SNAPSHOT_VERSION, dump_state
 from core.state import fold
-from core.timeline import TimelineEntry
+from core.timeline import TimelineEntry, verify_chain
 from memory import Snapshot, SqliteEventStore, Write, restore
+from tests.memory._legacy_db import legacy_db, without_chain
 from tests.memory._sqlite import T0, raw, record
 
 
@@ -27,15 +28,12 @@ def first_write(session_id: str, *texts: str) -> Write:
                  timeline=[TimelineEntry(kind="phase", summary="started")])
 
 
-async def test_migration_003_upgrades_a_version_2_file(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A file written at schema version 2 gains blobs and snapshots on open; its log and timeline are kept, a
-    session without a snapshot restores by folding its log, and the new tables work."""
-    with monkeypatch.context() as m:
-        m.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:2])
-        old = await SqliteEventStore.open(db_path, clock=SteppingClock(start=T0))
-        await old.create_session(record("s1"), first_write("s1", "hello", "again"))
-        before, timeline = await old.read_events("s1"), await old.read_timeline("s1")
-        await old.close()
+async def test_migration_003_upgrades_a_version_2_file(db_path: Path) -> None:
+    """A file written at schema version 2 gains blobs and snapshots on open; its log and timeline are kept (the
+    timeline re-chained under the key by 005), a session without a snapshot restores by folding its log, and the
+    new tables work."""
+    old = legacy_db(db_path, 2, [("s1", first_write("s1", "hello", "again"))], T0)
+    before, timeline = old["s1"].events, old["s1"].timeline
     with raw(db_path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
         assert conn.execute("SELECT name FROM sqlite_master WHERE name IN ('blobs', 'snapshots')").fetchall() == []
@@ -43,7 +41,8 @@ async def test_migration_003_upgrades_a_version_2_file(db_path: Path, monkeypatc
     new = await SqliteEventStore.open(db_path, clock=SteppingClock(start=T0))
     try:
         assert await new.read_events("s1") == before
-        assert await new.read_timeline("s1") == timeline
+        assert without_chain(await new.read_timeline("s1")) == without_chain(timeline)
+        assert verify_chain(await new.read_timeline("s1"), new.chain_key).ok
         restored = await restore(new, "s1")
         assert (restored.state, restored.snapshot_seq, restored.events_read) == (fold(before), 0, 3)
         snapshot = Snapshot(seq=3, version=SNAPSHOT_VERSION, data=dump_state(restored.state))

@@ -15,6 +15,7 @@ import anyio
 import pytest
 
 from core.blobs import Blob
+from core.chain import ChainHead, ChainKey, EventChainRow, EventChainVerifier, VerifyResult
 from core.clock import SteppingClock
 from core.errors import PersistError, ReceiptError, SessionActive, SessionNotFound
 from core.events import (
@@ -538,8 +539,8 @@ async def test_timeline_rows_get_seq_from_one_and_a_valid_chain_across_commits(s
     assert {r.session_id for r in rows} == {"s1"}
     assert rows[0].prev_hash == GENESIS_HASH
     assert all(b.prev_hash == a.hash for a, b in itertools.pairwise(rows))
-    assert verify_chain(rows).ok
-    assert verify_chain(rows).rows == 7
+    assert verify_chain(rows, store.chain_key).ok
+    assert verify_chain(rows, store.chain_key).rows == 7
 
 
 async def test_timeline_rows_keep_the_entry_fields_and_share_the_commit_time(store: EventStore) -> None:
@@ -586,7 +587,7 @@ async def test_timeline_data_that_is_not_json_is_stored_as_text(store: EventStor
     assert [e.seq for e in stored] == [2]
     (row,) = await store.read_timeline("s1")
     assert row.data == {"when": str(T0), "tags": "{'b'}", "nested": {"1": ["x", None]}}
-    assert verify_chain([row]).ok
+    assert verify_chain([row], store.chain_key).ok
 
 
 async def test_read_timeline_filters_combine_with_and(store: EventStore) -> None:
@@ -629,7 +630,7 @@ async def test_timeline_rows_of_a_failed_commit_are_not_kept(store: EventStore) 
     rows = await store.read_timeline("s1")
     assert [r.seq for r in rows] == list(range(1, len(before) + 2))
     assert rows[-1].summary == "after"
-    assert verify_chain(rows).ok
+    assert verify_chain(rows, store.chain_key).ok
 
 
 async def test_timeline_of_a_failed_first_write_leaves_nothing(store: EventStore) -> None:
@@ -671,7 +672,7 @@ async def test_concurrent_commits_keep_each_timeline_chained(store: EventStore) 
         await store.commit(sid, Write(timeline=[TimelineEntry(kind="phase", summary="after")]))
         rows = await store.read_timeline(sid)
         assert [r.seq for r in rows] == [1, 2, 3, 4]
-        assert verify_chain(rows).ok
+        assert verify_chain(rows, store.chain_key).ok
 
 
 async def test_fork_does_not_copy_the_timeline(store: EventStore) -> None:
@@ -776,3 +777,77 @@ async def test_read_events_after_a_snapshot_reads_only_the_tail(store: EventStor
     tail = await store.read_events("s1", after_seq=295)
     assert [e.seq for e in tail] == [296, 297, 298, 299, 300, 301]
     assert await store.read_events("s1", after_seq=301) == []
+
+
+# -- keyed chains and heads ------------------------------------------------------------------------------------
+
+
+def event_chain_ok(store: EventStore, rows: list[EventChainRow]) -> VerifyResult:
+    assert store.chain_key is not None
+    verifier = EventChainVerifier(store.chain_key)
+    for row in rows:
+        if not verifier.feed(row):
+            break
+    return verifier.result()
+
+
+async def test_the_state_log_is_chained_under_the_store_key(store: EventStore) -> None:
+    """Every event is stored with its HMAC chained after the one before; the rows read back as stored verify
+    under the store's key and under no other."""
+    await seeded_timeline(store)
+    await store.commit("s1", events(user("more"), assistant("yes"), turn=3))
+    rows = await store.read_event_chain("s1")
+    assert [r.seq for r in rows] == [1, 2, 3, 4]
+    assert rows[2].payload == user("more").model_dump_json() and rows[2].kind == "user_message"
+    result = event_chain_ok(store, rows)
+    assert (result.ok, result.rows, result.head) == (True, 4, rows[-1].hash)
+    other = EventChainVerifier(ChainKey(bytes(32)))
+    assert not other.feed(rows[0])
+    assert [r.seq for r in await store.read_event_chain("s1", after_seq=2, limit=1)] == [3]
+
+
+async def test_each_commit_records_both_heads_in_the_session_row(store: EventStore) -> None:
+    """After every commit the session row's head names the last event and the last timeline row, and the
+    store's own head (what the evidence ledger writes down) is the same."""
+    await seeded_timeline(store)
+    for write in (events(user("a")), Write(timeline=[TimelineEntry(kind="phase", summary="only a row")])):
+        await store.commit("s1", write)
+        chain = await store.read_event_chain("s1")
+        rows = await store.read_timeline("s1")
+        expected = ChainHead(events_seq=chain[-1].seq, events_hash=chain[-1].hash, timeline_seq=rows[-1].seq,
+                             timeline_hash=rows[-1].hash)
+        assert (await store.chain_record("s1")).head == expected
+        assert store.chain_head("s1") == expected
+
+
+async def test_a_failed_commit_moves_no_head(store: EventStore) -> None:
+    """A commit that does not hold leaves the recorded head (and the store's) where the last good one put it."""
+    await seeded_timeline(store)
+    before = (await store.chain_record("s1")).head
+    with pytest.raises(PersistError):
+        await store.commit("s1", Write(events=[(user("b"), 0)], timeline=[TimelineEntry(kind="phase")],
+                                       snapshot=Snapshot(seq=99, version="v", data=b"s")))
+    assert (await store.chain_record("s1")).head == before
+    assert store.chain_head("s1") in (before, None)  # never a head that did not commit
+    await store.commit("s1", events(user("after")))
+    assert event_chain_ok(store, await store.read_event_chain("s1")).ok
+
+
+async def test_a_fork_is_chained_as_its_own_session(store: EventStore) -> None:
+    """copy_events chains the copied events for the new session (its id is in every hash) and records its head."""
+    await new_session(store, "src", user("a"), user("b"))
+    await store.copy_events("src", record("dst", parent_id="src", fork_seq=2), upto_seq=2)
+    rows = await store.read_event_chain("dst")
+    assert [r.session_id for r in rows] == ["dst", "dst"]
+    assert event_chain_ok(store, rows).ok
+    assert rows[-1].hash != (await store.read_event_chain("src"))[1].hash
+    head = (await store.chain_record("dst")).head
+    assert head == ChainHead(events_seq=2, events_hash=rows[-1].hash, timeline_seq=0, timeline_hash=GENESIS_HASH)
+
+
+async def test_chain_record_of_an_unknown_session_raises(store: EventStore) -> None:
+    """Asking for the head of a session that does not exist is an error, not an empty head."""
+    with pytest.raises(SessionNotFound):
+        await store.chain_record("nope")
+    assert await store.read_event_chain("nope") == []
+    assert store.chain_head("nope") is None

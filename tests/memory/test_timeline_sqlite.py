@@ -15,6 +15,7 @@ from core.errors import PersistError
 from core.events import SessionStarted, UserMessage
 from core.timeline import GENESIS_HASH, TimelineEntry, verify_chain
 from memory import SqliteEventStore, Write
+from tests.memory._legacy_db import legacy_db
 from tests.memory._sqlite import T0, raw, record
 
 
@@ -38,19 +39,13 @@ async def test_timeline_table_rejects_update_and_delete(store: SqliteEventStore,
             conn.execute("DELETE FROM timeline")
         assert conn.execute("SELECT seq, summary FROM session_timeline ORDER BY seq").fetchall() == [
             (1, "a"), (2, "b")]
-    assert verify_chain(await store.read_timeline("s1")).ok
+    assert verify_chain(await store.read_timeline("s1"), store.chain_key).ok
 
 
-async def test_migration_upgrades_a_database_made_before_the_timeline(db_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_migration_upgrades_a_database_made_before_the_timeline(db_path: Path) -> None:
     """A file at schema version 1 (written by the code before this table existed) gains the timeline on open;
     its sessions and events are kept and new timeline rows chain from genesis."""
-    with monkeypatch.context() as m:
-        m.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:1])
-        old = await SqliteEventStore.open(db_path, clock=SteppingClock(start=T0))
-        await old.create_session(record("s1"), first_write("s1"))
-        before = await old.read_events("s1")
-        await old.close()
+    before = legacy_db(db_path, 1, [("s1", first_write("s1"))], T0)["s1"].events
     with raw(db_path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
         assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'timeline'").fetchone() is None
@@ -85,7 +80,7 @@ async def test_chain_continues_after_reopen(store: SqliteEventStore, db_path: Pa
         await again.close()
     assert [r.seq for r in rows] == [1, 2, 3]
     assert rows[2].prev_hash == rows[1].hash
-    assert verify_chain(rows).ok
+    assert verify_chain(rows, store.chain_key).ok
 
 
 async def test_a_stale_chain_head_fails_the_commit_instead_of_forking_the_chain(store: SqliteEventStore,
@@ -103,7 +98,7 @@ async def test_a_stale_chain_head_fails_the_commit_instead_of_forking_the_chain(
     await store.commit("s1", Write(timeline=[phase("fresh")]))
     rows = await store.read_timeline("s1")
     assert [(r.seq, r.summary) for r in rows] == [(1, "a"), (2, "from another process"), (3, "fresh")]
-    assert verify_chain(rows).ok
+    assert verify_chain(rows, store.chain_key).ok
 
 
 async def test_filtered_reads_scan_only_the_sessions_key_range(store: SqliteEventStore) -> None:
@@ -130,4 +125,4 @@ async def test_text_that_is_not_valid_unicode_does_not_fail_the_commit(store: Sq
     await store.create_session(record("s1"), first_write("s1", entry))
     (row,) = await store.read_timeline("s1")
     assert (row.tool, row.summary, row.data) == ("bash?", "bytes ? here", {"out": "x?"})
-    assert verify_chain([row]).ok
+    assert verify_chain([row], store.chain_key).ok

@@ -1,9 +1,11 @@
 """The timeline's hash chain (core/timeline.py), pure: an untouched chain verifies; any edited field, removed,
-repeated or reordered row is named; the hash is exactly sha256(prev_hash || canonical JSON of the row)."""
+repeated or reordered row is named; the hash is exactly HMAC-SHA256(key, prev_hash || canonical JSON of the row),
+so a chain recomputed without the key (with plain sha256, or under another key) does not verify."""
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -12,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.chain import ChainKey
 from core.hashing import canonical_json
 from core.timeline import (
     GENESIS_HASH,
@@ -19,6 +22,7 @@ from core.timeline import (
     TimelineEntry,
     TimelineRow,
     canonical_time,
+    legacy_row_hash,
     row_hash,
     seal,
     verify_chain,
@@ -26,6 +30,8 @@ from core.timeline import (
 from observability.session_timeline import timeline_record
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+SECRET = bytes(range(32))
+KEY = ChainKey(SECRET)
 
 
 def chain(entries: list[TimelineEntry], session_id: str = "s1") -> list[TimelineRow]:
@@ -33,7 +39,7 @@ def chain(entries: list[TimelineEntry], session_id: str = "s1") -> list[Timeline
     rows, prev = [], GENESIS_HASH
     for seq, e in enumerate(entries, start=1):
         at = T0 + timedelta(milliseconds=seq)
-        stored, data, digest = seal(session_id, seq, canonical_time(at), prev, e)
+        stored, data, digest = seal(KEY, session_id, seq, canonical_time(at), prev, e)
         rows.append(TimelineRow(session_id=session_id, seq=seq, at=at, prev_hash=prev, hash=digest,
                                 **{**stored.model_dump(), "data": json.loads(data)}))
         prev = digest
@@ -60,14 +66,14 @@ EDITS: dict[str, Any] = {
 def test_untouched_chain_verifies() -> None:
     """A chain as written verifies; the result counts its rows and gives the last hash as the head."""
     rows = sample()
-    result = verify_chain(rows)
+    result = verify_chain(rows, KEY)
     assert (result.ok, result.first_bad_seq, result.reason, result.rows, result.head) == (
         True, None, None, 6, rows[-1].hash)
 
 
 def test_empty_chain_verifies_with_the_genesis_head() -> None:
     """No rows is a valid (empty) chain."""
-    assert verify_chain([]) == verify_chain([]).__class__(ok=True, rows=0, head=GENESIS_HASH)
+    assert verify_chain([], KEY) == verify_chain([], KEY).__class__(ok=True, rows=0, head=GENESIS_HASH)
 
 
 @pytest.mark.parametrize("field", sorted(EDITS))
@@ -76,7 +82,7 @@ def test_edit_of_any_field_names_that_row(field: str, index: int) -> None:
     """Changing any stored field of a row is reported as that row changed (hash mismatch)."""
     rows = sample()
     rows[index] = edited(rows[index], **{field: EDITS[field]})
-    result = verify_chain(rows)
+    result = verify_chain(rows, KEY)
     assert not result.ok
     assert result.first_bad_seq == index + 1
     assert result.reason == f"row {index + 1} was changed (hash mismatch)"
@@ -87,10 +93,10 @@ def test_edited_seq_is_caught() -> None:
     """Renumbering a row (its seq is hashed) is caught at that position."""
     rows = sample()
     rows[2] = edited(rows[2], seq=2)
-    assert verify_chain(rows).reason == "row 2 appears twice"
+    assert verify_chain(rows, KEY).reason == "row 2 appears twice"
     rows = sample()
     rows[2] = edited(rows[2], seq=4)
-    assert verify_chain(rows).reason == "row 4 was changed (hash mismatch)"
+    assert verify_chain(rows, KEY).reason == "row 4 was changed (hash mismatch)"
 
 
 @pytest.mark.parametrize(("removed", "reason"), [([0], "row 1 is missing"), ([2], "row 3 is missing"),
@@ -98,7 +104,7 @@ def test_edited_seq_is_caught() -> None:
 def test_removed_rows_are_named(removed: list[int], reason: str) -> None:
     """Deleting rows leaves a gap in seq, reported with the first missing seq."""
     rows = [r for k, r in enumerate(sample()) if k not in removed]
-    result = verify_chain(rows)
+    result = verify_chain(rows, KEY)
     assert (result.ok, result.first_bad_seq, result.reason) == (False, removed[0] + 1, reason)
 
 
@@ -107,15 +113,15 @@ def test_removed_row_with_renumbered_successors_is_caught() -> None:
     rows = sample()
     del rows[2]
     rows = rows[:2] + [edited(r, seq=r.seq - 1) for r in rows[2:]]
-    assert verify_chain(rows).reason == "row 3 was changed (hash mismatch)"
+    assert verify_chain(rows, KEY).reason == "row 3 was changed (hash mismatch)"
 
 
 def test_rewritten_row_is_caught_at_the_next_link() -> None:
     """A row edited and re-hashed on its own still breaks the link from the row after it."""
     rows = sample()
     forged = edited(rows[2], summary="forged")
-    rows[2] = edited(forged, hash=row_hash(forged.prev_hash, forged))
-    result = verify_chain(rows)
+    rows[2] = edited(forged, hash=row_hash(KEY, forged.prev_hash, forged))
+    result = verify_chain(rows, KEY)
     assert result.first_bad_seq == 4
     assert result.reason is not None and result.reason.startswith("row 4 does not follow row 3 (prev_hash mismatch")
 
@@ -124,7 +130,7 @@ def test_reordered_rows_are_caught() -> None:
     """Two rows swapped in the stored order fail at the first position out of place."""
     rows = sample()
     rows[2], rows[3] = rows[3], rows[2]
-    result = verify_chain(rows)
+    result = verify_chain(rows, KEY)
     assert (result.ok, result.first_bad_seq) == (False, 3)
 
 
@@ -132,23 +138,23 @@ def test_repeated_row_is_caught() -> None:
     """A row that appears twice is named."""
     rows = sample()
     rows.insert(3, rows[2])
-    assert verify_chain(rows).reason == "row 3 appears twice"
+    assert verify_chain(rows, KEY).reason == "row 3 appears twice"
 
 
 def test_row_from_another_session_is_caught() -> None:
     """A row copied from another session's chain does not verify in this one."""
     rows = sample()
     rows[1] = chain([TimelineEntry(kind="call")] * 2, session_id="s2")[1]
-    assert verify_chain(rows).first_bad_seq == 2
+    assert verify_chain(rows, KEY).first_bad_seq == 2
 
 
 def test_removing_the_newest_rows_changes_only_the_head() -> None:
     """The chain alone cannot see that its newest rows were removed; the head it reports then differs from the
     head recorded before, which is what an anchor kept elsewhere compares."""
     rows = sample()
-    result = verify_chain(rows[:-2])
+    result = verify_chain(rows[:-2], KEY)
     assert result.ok and result.rows == 4
-    assert result.head != verify_chain(rows).head
+    assert result.head != verify_chain(rows, KEY).head
 
 
 # -- the hash format -----------------------------------------------------------------------------------------------
@@ -175,15 +181,15 @@ entries = st.builds(
 
 @settings(max_examples=60, deadline=None)
 @given(entries, st.text(alphabet="0123456789abcdef", min_size=64, max_size=64))
-def test_hash_is_sha256_of_prev_hash_and_the_canonical_json_line(entry: TimelineEntry, prev: str) -> None:
-    """The stored hash is sha256(prev_hash || canonical JSON of the `--json` object without "hash"), so anyone
-    can re-check a row from the CLI output; the store's fast path and row_hash agree."""
+def test_hash_is_the_hmac_of_prev_hash_and_the_canonical_json_line(entry: TimelineEntry, prev: str) -> None:
+    """The stored hash is HMAC-SHA256(key, prev_hash || canonical JSON of the `--json` object without "hash"),
+    so whoever holds the key can re-check a row from the CLI output; the store's fast path and row_hash agree."""
     (row,) = chain([entry])
-    row = edited(row, prev_hash=prev, hash=seal("s1", 1, canonical_time(row.at), prev, entry)[2])
+    row = edited(row, prev_hash=prev, hash=seal(KEY, "s1", 1, canonical_time(row.at), prev, entry)[2])
     record = timeline_record(row)
     del record["hash"]
-    expected = hashlib.sha256((prev + canonical_json(record)).encode("utf-8")).hexdigest()
-    assert row.hash == row_hash(prev, row) == expected
+    expected = hmac.new(SECRET, (prev + canonical_json(record)).encode("utf-8"), hashlib.sha256).hexdigest()
+    assert row.hash == row_hash(KEY, prev, row) == expected
 
 
 field_edits = st.sampled_from(sorted(set(EDITS) - {"hash", "prev_hash"})).flatmap(
@@ -209,7 +215,7 @@ def test_any_random_edit_names_the_edited_row(items: list[TimelineEntry], data: 
     if timeline_record(changed) == timeline_record(original):
         return  # the drawn value equals the stored one (after normalisation): not an edit
     rows[index] = changed
-    result = verify_chain(rows)
+    result = verify_chain(rows, KEY)
     assert (result.ok, result.first_bad_seq) == (False, index + 1), (name, value, result)
 
 
@@ -220,7 +226,7 @@ def test_any_removed_row_but_the_newest_is_named(items: list[TimelineEntry], dat
     rows = chain(items)
     index = data.draw(st.integers(0, len(rows) - 2))
     del rows[index]
-    result = verify_chain(rows)
+    result = verify_chain(rows, KEY)
     assert (result.ok, result.first_bad_seq, result.reason) == (False, index + 1, f"row {index + 1} is missing")
 
 
@@ -230,7 +236,7 @@ def test_any_removed_row_but_the_newest_is_named(items: list[TimelineEntry], dat
                                "kind")}),
        st.integers(1, 2**40))
 def test_hash_of_a_row_with_any_stored_types_is_still_canonical(values: dict[str, Any], seq: int) -> None:
-    """A row read back unvalidated (edited into other types in the database) hashes as canonical_json of its
+    """A row read back unvalidated (edited into other types in the database) is keyed over canonical_json of its
     values too, so such an edit is reported as a mismatch rather than crashing or hiding."""
     row = TimelineRow.model_construct(session_id="s1", seq=seq, at=T0, data={"x": 1}, prev_hash=GENESIS_HASH,
                                       hash="", **values)
@@ -238,5 +244,33 @@ def test_hash_of_a_row_with_any_stored_types_is_still_canonical(values: dict[str
     del record["hash"]
     if isinstance(record["duration_ms"], int) and not isinstance(record["duration_ms"], bool):
         record["duration_ms"] = float(record["duration_ms"])  # the chain hashes a duration as a float
-    expected = hashlib.sha256((GENESIS_HASH + canonical_json(record)).encode("utf-8")).hexdigest()
-    assert row_hash(GENESIS_HASH, row) == expected
+    expected = hmac.new(SECRET, (GENESIS_HASH + canonical_json(record)).encode("utf-8"), hashlib.sha256).hexdigest()
+    assert row_hash(KEY, GENESIS_HASH, row) == expected
+
+
+# -- without the key -----------------------------------------------------------------------------------------------
+
+
+def test_a_chain_recomputed_with_plain_sha256_does_not_verify() -> None:
+    """An edited row, and every later row, re-hashed with the old unkeyed rule: the first of them is named."""
+    rows = sample()
+    prev = rows[1].hash
+    for k in range(2, len(rows)):
+        changed = edited(rows[k], prev_hash=prev, summary="forged" if k == 2 else rows[k].summary)
+        rows[k] = edited(changed, hash=legacy_row_hash(prev, changed))
+        prev = rows[k].hash
+    result = verify_chain(rows, KEY)
+    assert (result.ok, result.first_bad_seq, result.reason) == (False, 3, "row 3 was changed (hash mismatch)")
+
+
+def test_a_chain_made_under_another_key_does_not_verify() -> None:
+    """The same rows chained under another key fail at the first row."""
+    other = ChainKey(bytes(32))
+    rows, prev = [], GENESIS_HASH
+    for row in sample():
+        row = edited(row, prev_hash=prev)
+        row = edited(row, hash=row_hash(other, prev, row))
+        rows.append(row)
+        prev = row.hash
+    assert verify_chain(rows, other).ok
+    assert verify_chain(rows, KEY).first_bad_seq == 1

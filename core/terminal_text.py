@@ -1,0 +1,53 @@
+"""Text shown on a terminal is inert: the one sanitiser every terminal surface uses (the CLI through
+agent/cli/output.py, rich consoles through agent/terminal/safe_text.py).
+
+Model text, tool output, file contents, configuration values and error messages may carry terminal control
+sequences: OSC (`ESC ]`, e.g. OSC 52 writes the clipboard, OSC 8 hides a link), DCS, APC, PM and SOS strings,
+cursor movement that overwrites what was shown (an approval prompt, a denial), and the same as 8-bit C1 controls.
+Strata writes only the sequences it produces itself (rich's colours, prompt_toolkit's line editing), never one it
+did not:
+
+- ANSI CSI sequences (`ESC [ ... final`, or the C1 CSI) are dropped: they are formatting (colours from `ls
+  --color`, progress bars) or cursor movement, and dropping them keeps the text around them readable;
+- every other control character (C0 but newline and tab, DEL, C1) is shown as a visible escape such as `\\x1b`,
+  so an OSC, DCS, APC, PM or SOS string appears as inert text: nothing of it is eaten, nothing reaches the
+  terminal as a command. A carriage return before a newline is dropped (Windows line ends), any other is shown.
+
+The function is stateless, so text streamed in pieces (a sequence split between two deltas) is safe piece by
+piece. `--json` output is made inert by `json_line` instead: JSON escapes C0 controls itself, and C1 and DEL are
+escaped as `\\u00XX` (the same string to a JSON reader)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+_ANY = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CSI = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]")
+_CRLF = re.compile(r"\r+\n")
+_JSON_UNSAFE = _ANY
+
+
+def _visible(match: re.Match[str]) -> str:
+    return f"\\x{ord(match.group()):02x}"
+
+
+def safe_text(text: str) -> str:
+    """`text` with every control sequence made inert (see the module docstring). Printable text is unchanged."""
+    if _ANY.search(text) is None:
+        return text
+    text = _CRLF.sub("\n", text)
+    text = _CSI.sub("", text)
+    return _ANY.sub(_visible, text)
+
+
+def json_text(text: str) -> str:
+    """JSON text with every control but newline and tab (C0, DEL, C1) escaped as `\\u00XX`: inert on a terminal,
+    the same values to a JSON reader (`json.dumps` escapes C0 itself, and outside strings JSON has no controls)."""
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def json_line(obj: Any) -> str:
+    """`obj` as one line of JSON (UTF-8 kept) that is inert on a terminal."""
+    return json_text(json.dumps(obj, ensure_ascii=False))

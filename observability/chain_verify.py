@@ -1,0 +1,167 @@
+"""`--verify`: everything that can be checked about a session's two logs, from the rows exactly as stored.
+
+1. Both keyed chains (core/chain.py): every row's HMAC under the home's chain key, seqs 1..n without gaps, and (in
+   the timeline) every prev_hash link. An edited, removed or reordered row is named.
+2. The head in the session row, written in every commit's transaction: the last row of each log must be the one
+   it names. A chain that ends before it was truncated; a head that is missing was removed.
+3. The head the evidence ledger recorded (a file outside the database, written after commits, best effort): the
+   row it names must exist with that hash. A chain that ends before it was truncated, even if the session row's
+   head was moved back to match (someone with only the database can do that, not this).
+4. For a session chained under the key after it was written (an older database): whether its unkeyed chain
+   verified when that happened.
+
+Without the key the database was chained with, nothing can be checked, and the report says so (it is never
+"verified"). What this proves, and against whom, is in the README ("Guarantees")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from core.chain import GENESIS_HASH, ChainHead, EventChainVerifier, LinkVerifier, VerifyResult
+from core.timeline import ChainVerifier
+from memory.records import ChainRecord
+from memory.store import EventStore
+
+VERIFY_PAGE = 20_000
+"""Timeline rows read per query while verifying, so a long timeline is checked in bounded memory."""
+EVENT_PAGE = 2_000
+"""State events read per query (they are larger: the payload is read whole)."""
+
+Verdict = Literal["verified", "broken", "cannot_verify"]
+
+
+@dataclass(frozen=True)
+class ChainReport:
+    session_id: str
+    verdict: Verdict
+    problems: tuple[str, ...] = ()
+    """Each a sentence naming the session, the log and the row; the first is the one to act on."""
+    notes: tuple[str, ...] = ()
+    """What holds, but is worth knowing (a lagging ledger, a re-chained older session)."""
+    timeline: VerifyResult | None = None
+    events: VerifyResult | None = None
+    session_head: ChainHead | None = None
+    ledger_head: ChainHead | None = None
+    key_id: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "verified"
+
+
+@dataclass(frozen=True)
+class _Log:
+    name: str
+    """"timeline" or "state log"."""
+    noun: str
+    verifier: LinkVerifier
+
+    def at(self, seq: int) -> str | None:
+        return GENESIS_HASH if seq == 0 else self.verifier.watched.get(seq)
+
+
+async def verify_chains(store: EventStore, session_id: str, ledger_head: ChainHead | None, *,
+                        page: int = VERIFY_PAGE, event_page: int = EVENT_PAGE) -> ChainReport:
+    """Check session `session_id` (SessionNotFound for an unknown id). `ledger_head` is the head the evidence
+    ledger recorded last (None: it has none)."""
+    await store.get_session(session_id)
+    key = store.chain_key
+    if key is None:
+        return ChainReport(session_id, "cannot_verify",
+                           (f"cannot verify session {session_id}: {store.chain_problem}",), ledger_head=ledger_head)
+    record = await store.chain_record(session_id)
+    heads = [h for h in (record.head, ledger_head) if h is not None]
+    rows_verifier = ChainVerifier(key, {h.timeline_seq for h in heads})
+    events_verifier = EventChainVerifier(key, {h.events_seq for h in heads})
+    since = 1
+    while True:
+        rows = await store.read_timeline(session_id, since_seq=since, limit=page)
+        if not all(rows_verifier.feed(row) for row in rows) or len(rows) < page:
+            break
+        since = rows[-1].seq + 1
+    after = 0
+    while True:
+        chunk = await store.read_event_chain(session_id, after_seq=after, limit=event_page)
+        if not all(events_verifier.feed(row) for row in chunk) or len(chunk) < event_page:
+            break
+        after = chunk[-1].seq
+    timeline = _Log("timeline", "row", rows_verifier)
+    events = _Log("state log", "event", events_verifier)
+
+    # A session being written while it is checked: its head moves on between the two reads (each read is its own
+    # snapshot). The chain may then end anywhere between the two heads.
+    later = (await store.chain_record(session_id)).head
+    moved = later if later is not None and record.head is not None and later != record.head else None
+    problems: list[str] = []
+    notes: list[str] = []
+    if moved is not None:
+        notes.append("the session was written to while it was checked; rows past the head read first were checked "
+                     "as far as they were read")
+    for log in (timeline, events):
+        found = log.verifier.result()
+        if not found.ok:
+            problems.append(f"{log.name} of session {session_id}: {found.reason}")
+    _rechained(session_id, record, problems, notes)
+    if record.head is None:
+        problems.append(f"session {session_id}: the session row's head is missing (it was removed from the "
+                        "database), so nothing inside the database shows where the logs ended")
+    else:
+        for log in (timeline, events):
+            _compare(session_id, log, record.head, "the session row's head", problems, notes, moved)
+    if ledger_head is None:
+        notes.append("the evidence ledger has no head for this session to compare with (it is best effort: "
+                     "missing when the ledger could not be written or was removed)")
+    else:
+        for log in (timeline, events):
+            _compare(session_id, log, ledger_head, "the evidence ledger's last head", problems, notes)
+    return ChainReport(session_id, "broken" if problems else "verified", tuple(problems), tuple(notes),
+                       timeline.verifier.result(), events.verifier.result(), record.head, ledger_head, key.id)
+
+
+def _rechained(session_id: str, record: ChainRecord, problems: list[str], notes: list[str]) -> None:
+    note = record.rechained
+    if note is None:
+        return
+    if note.unkeyed_problem is not None:
+        problems.append(f"timeline of session {session_id}: before the chain was keyed ({note.at}), its unkeyed "
+                        f"chain was already broken: {note.unkeyed_problem}")
+    else:
+        notes.append(f"its {note.timeline_rows} timeline rows and {note.events} events were re-chained under the "
+                     f"key on {note.at} (they predate the keyed chain); their unkeyed chain verified then")
+
+
+def _compare(session_id: str, log: _Log, head: ChainHead, source: str, problems: list[str], notes: list[str],
+             moved: ChainHead | None = None) -> None:
+    """Compare one log with a recorded head (`moved`: where that head was by the end of the check, when the
+    session was written meanwhile). A broken chain is reported already: past its first bad row nothing more can
+    be said."""
+    found = log.verifier.result()
+    seq, digest = ((head.timeline_seq, head.timeline_hash) if log.name == "timeline"
+                   else (head.events_seq, head.events_hash))
+    where = f"{log.name} of session {session_id}"
+    if type(seq) is not int or type(digest) is not str:
+        problems.append(f"{where}: {source} is malformed (it was edited)")
+        return
+    if not found.ok:
+        if found.first_bad_seq is not None and seq >= found.first_bad_seq:
+            return
+    elif seq > found.last_seq:
+        gone = f"{log.noun} {found.last_seq + 1}" if seq == found.last_seq + 1 else \
+            f"{log.noun}s {found.last_seq + 1}-{seq}"
+        problems.append(f"{where}: truncated: {source} names {log.noun} {seq}, but the chain ends at {log.noun} "
+                        f"{found.last_seq} ({gone} removed)")
+        return
+    if log.at(seq) != digest:
+        problems.append(f"{where}: {source} names {log.noun} {seq} with another hash than the stored one (the "
+                        "rows were replaced, or the head was edited)")
+        return
+    if moved is not None and found.last_seq <= (moved.timeline_seq if log.name == "timeline" else moved.events_seq):
+        return  # written meanwhile: the rows past the first head were added while we read
+    if found.ok and seq < found.last_seq:
+        if source.startswith("the session row"):
+            problems.append(f"{where}: the chain goes on past {source} ({log.noun} {seq}; it ends at {log.noun} "
+                            f"{found.last_seq}): the head was moved back, or rows were added outside Strata")
+        else:
+            notes.append(f"{source} names {log.noun} {seq} of the {log.name} (it lags the chain, which ends at "
+                         f"{log.noun} {found.last_seq}: the ledger is written after commits, best effort)")
