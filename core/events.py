@@ -32,9 +32,10 @@ class PlannedCall(_Event):
     tool: str
     input: dict[str, Any]
     input_sha256: str
-    refused: tuple[str, ...] = ()
+    refused: tuple[str, ...] = Field(default=(), exclude_if=lambda reasons: not reasons)
     """Why the plan phase refused the call (core/proposal.py): over a limit, or an input that cannot be stored.
-    A refused call stays in the conversation and is denied by the `plan` check before anything else runs."""
+    A refused call stays in the conversation and is denied by the `plan` check before anything else runs. Left
+    out of the JSON when empty, so a call's stored shape is what it was before refusals existed."""
 
 
 class SessionStarted(_Event):
