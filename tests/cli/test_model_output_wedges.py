@@ -10,6 +10,7 @@ answered by exactly one `tool_result` and no id used twice."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +135,16 @@ def test_script_nested_thousands_of_levels_is_one_usage_error(cli: StrataCLI, wo
     (line,) = error_lines(proc.stderr)
     assert "nested deeper than" in line and str(script) in line, line
     assert cli.json_lines("sessions", "--json") == []
+
+
+def test_tool_output_that_is_not_utf8_is_stored_repaired(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    """A file whose name is not UTF-8 (Python reads it with surrogateescape) listed by `list_dir`: the result is
+    stored with U+FFFD in its place; it used to end the run with an internal error, and a resume re-ran the
+    read-only call into the same error."""
+    (workspace / os.fsdecode(b"caf\xe9.txt")).write_text("x")
+    script = write_script(tmp_path / "list.json", [[tool_use("l1", "list_dir", path=".")], [text("Listed.")]])
+    result, events = run_json(cli, workspace, script)
+    assert result["status"] == "completed", result
+    (listing,) = [e for e in events if e["kind"] == "call_result"]
+    assert listing["status"] == "ok" and "caf\ufffd.txt" in listing["content"], listing
+    assert_session_usable(cli, result["session_id"], workspace)
