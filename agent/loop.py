@@ -47,6 +47,7 @@ from core.model import ModelAdapter, ModelListener
 from core.snapshot import DEFAULT_SNAPSHOT_EVERY
 from core.state import SessionState, apply
 from core.tools import BoundToolPlan
+from core.utf8 import valid_text
 from memory.records import Receipt, ReceiptUpdate
 from memory.session_writer import SessionWriter
 from memory.store import EventStore
@@ -96,6 +97,8 @@ class AgenticLoop:
         results are kept, started effects become `unknown`, calls not started are reported as not run."""
         if prompt is not None and not prompt.strip():
             raise UsageError("the prompt is empty", hint="say what the agent should do")
+        if prompt is not None:
+            prompt = valid_text(prompt)  # as the model's text is: argv that is not UTF-8 arrives as surrogates
         try:
             return await self._run(prompt)
         except anyio.get_cancelled_exc_class():

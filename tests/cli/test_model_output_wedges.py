@@ -148,3 +148,19 @@ def test_tool_output_that_is_not_utf8_is_stored_repaired(cli: StrataCLI, workspa
     (listing,) = [e for e in events if e["kind"] == "call_result"]
     assert listing["status"] == "ok" and "caf\ufffd.txt" in listing["content"], listing
     assert_session_usable(cli, result["session_id"], workspace)
+
+
+def test_a_prompt_that_is_not_utf8_is_stored_repaired(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    """A prompt whose bytes are not UTF-8 (`run` and `resume`): kept with U+FFFD in their place, as a model's text
+    is; it used to end in an internal error before the session was even stored."""
+    script = write_script(tmp_path / "hi.json", [[text("Hello.")]])
+    bad = os.fsdecode(b"caf\xe9 now")
+    proc = cli.run("run", "--json", "--workspace", str(workspace), "--model", f"script:{script}", bad)
+    assert_clean_stderr(proc)
+    result = result_line(proc.stdout)
+    assert result is not None and result["status"] == "completed", (proc.stdout, proc.stderr)
+    again = cli.run("resume", result["session_id"], "--json", bad)
+    assert_clean_stderr(again)
+    assert again.returncode == 0, again.stderr
+    texts = [b["text"] for m in cli.show(result["session_id"])["messages"] if m["role"] == "user" for b in m["content"]]
+    assert texts.count("caf\ufffd now") == 2, texts
