@@ -248,15 +248,15 @@ Event = Annotated[
 EventAdapter: TypeAdapter[Event] = TypeAdapter(Event)
 
 
-def storable_json(event: Event) -> str:
+def storable_json(event: Event, *, session_id: str | None = None, path: str | None = None) -> str:
     """The event's JSON as the stores keep it, checked to read back as an event: the store never commits what
     `fold` could not open again. The parse of the same text is the whole check (serialising happens anyway).
-    Raises UnstorableEvent naming the event's kind."""
+    Raises UnstorableEvent naming the event's kind (and the session and database, when given)."""
     try:
         data = event.model_dump_json()
         EventAdapter.validate_json(data)
     except (ValueError, RecursionError) as exc:  # pydantic's serialisation and validation errors are ValueErrors
-        raise UnstorableEvent(event.kind, _first_line(exc)) from None
+        raise UnstorableEvent(event.kind, _first_line(exc), session_id=session_id, path=path) from None
     return data
 
 

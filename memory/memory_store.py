@@ -9,7 +9,7 @@ from collections.abc import Callable, Collection
 from datetime import datetime
 
 from core.clock import Clock, SystemClock
-from core.errors import PersistError, ReceiptError, SessionActive, SessionNotFound, UnstorableEvent
+from core.errors import PersistError, ReceiptError, SessionActive, SessionNotFound
 from core.events import StoredEvent, storable_json
 from core.timeline import GENESIS_HASH, TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
 from memory.leases import describe
@@ -54,10 +54,7 @@ class InMemoryEventStore:
         # Validate everything first so a failing write leaves nothing behind; an event that would not read back
         # is refused as the SQLite store refuses it.
         for event, _ in write.events:
-            try:
-                storable_json(event)
-            except UnstorableEvent as exc:
-                raise UnstorableEvent(exc.kind, exc.reason, session_id=session_id, path=self.path) from None
+            storable_json(event, session_id=session_id, path=self.path)
         ids: set[str] = set()
         keys: set[str] = set()
         calls: set[tuple[str, str]] = set()

@@ -16,15 +16,7 @@ import anyio
 from pydantic import ValidationError
 
 from core.clock import Clock, SystemClock, iso
-from core.errors import (
-    DamagedEvent,
-    PersistError,
-    ReceiptError,
-    SessionActive,
-    SessionNotFound,
-    StoreError,
-    UnstorableEvent,
-)
+from core.errors import DamagedEvent, PersistError, ReceiptError, SessionActive, SessionNotFound, StoreError
 from core.events import SCHEMA_VERSION, EventAdapter, StoredEvent, storable_json
 from core.timeline import GENESIS_HASH, TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
 from memory.leases import describe
@@ -150,10 +142,8 @@ class SqliteEventStore:
         at_dt = datetime.fromisoformat(at)
         for event, turn in write.events:
             seq += 1
-            try:
-                payload = storable_json(event)  # read back before it is kept, or the whole commit is refused
-            except UnstorableEvent as exc:
-                raise UnstorableEvent(exc.kind, exc.reason, session_id=session_id, path=self.path) from None
+            # Read back before it is kept: an event that would not is UnstorableEvent, and the transaction rolls back.
+            payload = storable_json(event, session_id=session_id, path=self.path)
             rows.append((base | seq, seq, event.kind, at, turn, payload, SCHEMA_VERSION))
             stored.append(StoredEvent.model_construct(session_id=session_id, seq=seq, at=at_dt, turn=turn,
                                                       event=event))

@@ -133,3 +133,24 @@ def test_unpaired_surrogates_in_streamed_input_and_text_are_replaced(cli: Strata
     assert result_text(read) == "beta\n"
     view = finish(cli, messages_server, result_of(proc)["session_id"])
     assert "Done \ufffd." in json.dumps(view, ensure_ascii=False)
+
+
+def test_a_streamed_input_nested_300_levels_is_denied_and_replaced(cli: StrataCLI, messages_server: MessagesServer,
+                                                                   ws: Path) -> None:
+    """A streamed tool input nested 300 levels deep (it used to fail with "Maximum serialization depth exceeded",
+    on every resume too): the call is denied by the `plan` check, its input is a placeholder in the conversation,
+    and the next request is valid."""
+    deep = '{"path": "a.txt", "deep": ' + '{"a": ' * 300 + "1" + "}" * 300 + "}"
+    messages_server.script(
+        Reply([{"type": "tool_use", "id": "toolu_deep", "name": "read_file", "input": {}, "partial_json": deep}],
+              chunk=512),
+        Reply([text("Understood.")]),
+    )
+    proc = run(cli, messages_server, "run", "--model", MODEL, "--workspace", str(ws), "--json", "look")
+    assert proc.returncode == 0, proc.stderr
+    assert_all_valid(messages_server)
+    second = messages_of(messages_server.requests[1])
+    (denied,) = results_after(second, 1)
+    assert denied["is_error"] and "plan check" in result_text(denied) and "nested more than" in result_text(denied)
+    assert list(second[1]["content"][0]["input"]) == ["removed_by_strata"]
+    finish(cli, messages_server, result_of(proc)["session_id"])
