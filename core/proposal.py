@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,7 +61,7 @@ class Review:
     notes: tuple[str, ...]
 
 
-def review(content: Sequence[ContentBlock], *, used_ids: Collection[str], id_seed: str,
+def review(content: Sequence[ContentBlock], *, used_ids: Container[str], id_seed: str,
            looks_secret: Callable[[str], bool] | None = None) -> Review:
     """Review one answer. `used_ids`: the ids of every call of the session so far; `id_seed`: a string unique to
     this answer (the batch id), from which fresh ids are derived; `looks_secret`: whether masking would hide a

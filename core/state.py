@@ -37,6 +37,7 @@ from core.events import (
     TurnVerified,
     UserMessage,
 )
+from core.id_digests import IdDigests
 from core.messages import ContentBlock, Message, TextBlock, ToolResultBlock
 from core.policy import PermissionRule
 
@@ -133,9 +134,10 @@ class SessionState:
     """The size of `messages` as `core.compaction.messages_chars` counts it, kept current by `apply` so the
     context budget is checked without walking the conversation."""
     compactions: int = 0
-    call_ids: set[str] = field(default_factory=set)
+    call_ids: IdDigests = field(default_factory=IdDigests)
     """Every call id the session has used (compacted turns and forks included): the plan phase renames a model's
-    id that repeats one (core/proposal.py), since an id names one call for the API and for the receipts."""
+    id that repeats one (core/proposal.py), since an id names one call for the API and for the receipts. Kept as
+    digests, so a long session's snapshot stays small (core/id_digests.py)."""
     last_seq: int = 0
     started: bool = False
 

@@ -7,7 +7,7 @@ sent to the model again, so no answer can wedge the session."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 
 from core.events import AssistantMessage, BatchProposed, TokenUsage
@@ -28,7 +28,7 @@ class Planned:
     notes: tuple[str, ...] = ()
 
 
-def propose(response: ModelResponse, batch_id: str, *, used_ids: Collection[str] = (),
+def propose(response: ModelResponse, batch_id: str, *, used_ids: Container[str] = (),
             looks_secret: Callable[[str], bool] | None = None) -> Planned:
     """`used_ids`: the ids of the session's calls so far (a repeated one is renamed); `looks_secret`: whether
     masking would hide a string (an id that does is renamed too)."""

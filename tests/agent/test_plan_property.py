@@ -152,7 +152,7 @@ async def reopen_show_resume(home: Path, session_id: str) -> None:
         json.dumps(view, ensure_ascii=False).encode("utf-8")  # what `strata show --json` prints
         check_pairing(view["messages"])
         used = [b["id"] for m in view["messages"] for b in m["content"] if b["type"] == "tool_use"]
-        assert len(used) == len(set(used)) and set(used) == state.call_ids, used
+        assert len(used) == len(set(used)) == len(state.call_ids) and all(i in state.call_ids for i in used), used
         assert not any("Hq4Zt7Wc" in i for i in used)
         assert (await verify_session(store, session_id)).ok
         again = AnswerModel([], rec.model)

@@ -237,3 +237,23 @@ def test_bounded_json_refuses_deep_documents_before_parsing() -> None:
     assert loads(json.dumps(tricky)) == tricky
     assert loads("[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH) is not None
     assert not depth_exceeds('["\\"[[[["]', 2) and depth_exceeds("[[[]]]", 2)
+
+
+# -- the session's ids ------------------------------------------------------------------------------------------
+
+
+def test_id_digests_never_forget_an_id_and_survive_a_snapshot() -> None:
+    """Every id added is found again, after the state's JSON round trip too; ids never added are (with 32-bit
+    digests, a false "used" is possible but only costs a rename) not found here."""
+    from core.id_digests import IdDigests
+    from core.snapshot import SNAPSHOT_VERSION, dump_state, load_state
+    from core.state import SessionState
+
+    state = SessionState(session_id="s", started=True, last_seq=7)
+    ids = [f"toolu_{i:06d}" for i in range(5000)] + ["call 1/2", "\ud800", ""]
+    state.call_ids.update(ids)
+    loaded = load_state(dump_state(state), SNAPSHOT_VERSION, 7).call_ids
+    assert loaded == state.call_ids and len(loaded) == len(ids)
+    assert all(i in loaded for i in ids)
+    assert "toolu_999999" not in loaded and 42 not in loaded
+    assert IdDigests.decode(IdDigests().encode()) == IdDigests()
