@@ -13,6 +13,7 @@ import sqlite3
 from pathlib import Path
 
 import anyio
+import pytest
 
 from agent.evidence_ledger import LEDGER_DIR, Ledgers
 from core.clock import SystemClock
@@ -49,6 +50,8 @@ def surfaces(cli: StrataCLI, session_id: str) -> dict[str, str]:
     return out
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # two runs and some twenty `strata` processes
 def test_secret_ids_from_the_model_never_reach_a_surface_or_the_database(cli: StrataCLI, workspace: Path,
                                                                          tmp_path: Path) -> None:
     """A run whose model uses secret-shaped ids (one in the API's alphabet, one too long) for a write and a read:
@@ -69,9 +72,9 @@ def test_secret_ids_from_the_model_never_reach_a_surface_or_the_database(cli: St
     result = result_line(shown["run --json"])
     assert result is not None
     session_id = result["session_id"]
+    shown.update(surfaces(cli, session_id))  # listings, receipts, ledgers and logs cover both sessions
     for sid in {s["id"] for s in cli.json_lines("sessions", "--json")}:
-        shown.update({f"{k} ({sid})": v for k, v in surfaces(cli, sid).items()})
-        for args in (("show", sid), ("show", sid, "--json")):
+        for args in (("show", sid, "--json"), ("timeline", sid, "--json")):
             proc = strata(cli, *args)
             shown[" ".join(args)] = proc.stdout + proc.stderr
     assert (workspace / "out.txt").read_text() == "x"
