@@ -305,7 +305,7 @@ def _call_row(trace: CallTrace, masker: Masker) -> dict[str, Any]:
     d, result = trace.decision, trace.result
     decision, by = call_decision(trace)
     row: dict[str, Any] = {
-        "kind": "call", "turn": trace.env.turn, "call_id": trace.call.call_id,
+        "kind": "call", "turn": trace.env.turn, "call_id": masker.mask(trace.call.call_id),
         "batch_id": result.batch_id if result else None, "tool": masker.mask(d.tool), "decision": decision,
         "check": masker.mask(by) if by else by, "outcome": result.status if result else None,
         "duration_ms": result.duration_ms if result else None,
@@ -323,7 +323,7 @@ def _call_row(trace: CallTrace, masker: Masker) -> dict[str, Any]:
 
 
 def _settled_row(call: PlannedCall, result: CallResult, turn: int, masker: Masker) -> dict[str, Any]:
-    return {"kind": "call", "turn": turn, "call_id": call.call_id, "batch_id": result.batch_id,
+    return {"kind": "call", "turn": turn, "call_id": masker.mask(call.call_id), "batch_id": result.batch_id,
             "tool": masker.mask(call.tool),
             "decision": "allowed", "check": "receipt", "outcome": result.status, "duration_ms": None,
             "args_sha256": call.input_sha256, "result_sha256": sha256_text(result.content),

@@ -1,7 +1,8 @@
 """AgenticLoop: six phases per turn (ARCHITECTURE.md section 3).
 
     perceive  build the request from folded state (agent/phases/perceive.py)
-    plan      one model call, typed into AssistantMessage or BatchProposed (agent/phases/plan.py)
+    plan      one model call, typed into AssistantMessage or BatchProposed (agent/phases/plan.py) after a review
+              of the answer as a whole (core/proposal.py): limits, ids, valid text; a plan row says what changed
     commit    stage the BatchProposed; the writer makes it durable before the first dispatch, and nothing runs
               if that commit fails
     act       ToolCallProcessor runs the calls (tool_executor/executor.py)
@@ -46,6 +47,7 @@ from core.model import ModelAdapter, ModelListener
 from core.snapshot import DEFAULT_SNAPSHOT_EVERY
 from core.state import SessionState, apply
 from core.tools import BoundToolPlan
+from core.utf8 import valid_text
 from memory.records import Receipt, ReceiptUpdate
 from memory.session_writer import SessionWriter
 from memory.store import EventStore
@@ -95,6 +97,8 @@ class AgenticLoop:
         results are kept, started effects become `unknown`, calls not started are reported as not run."""
         if prompt is not None and not prompt.strip():
             raise UsageError("the prompt is empty", hint="say what the agent should do")
+        if prompt is not None:
+            prompt = valid_text(prompt)  # as the model's text is: argv that is not UTF-8 arrives as surrogates
         try:
             return await self._run(prompt)
         except anyio.get_cancelled_exc_class():
@@ -171,7 +175,11 @@ class AgenticLoop:
                 response = await self.model.complete(request, self._listener)
             except ModelError as exc:
                 return await self._end("failed", f"model error: {exc}")
-            proposal = propose(response, batch_id=self._ids.uuid7())
+            planned = propose(response, batch_id=self._ids.uuid7(), used_ids=state.call_ids,
+                              looks_secret=self._looks_secret)
+            if planned.notes:
+                self.rec.phase("plan", turn, _plan_summary(planned.notes), notes=list(planned.notes))
+            proposal = planned.proposal
             if isinstance(proposal, AssistantMessage):
                 outcome = await self._reflect(proposal, turn)
                 if outcome is not None:
@@ -185,6 +193,9 @@ class AgenticLoop:
             if run.parked:
                 return await self._park(proposal.batch_id, run, turn)
             await self._close_batch(proposal.batch_id, turn)
+
+    def _looks_secret(self, text: str) -> bool:
+        return self.rec.masker.mask(text) != text
 
     def _compact(self, turn: int) -> Compacted | None:
         """Older turns summarized when the request would exceed the context budget. The event rides with the
@@ -291,3 +302,13 @@ class AgenticLoop:
                         unknown.add(receipt_id)
         return RunOutcome(session_id=self.state.session_id, status=status, reason=reason,
                           unknown_receipts=len(unknown))
+
+
+_PLAN_NOTES_SHOWN = 8
+
+
+def _plan_summary(notes: tuple[str, ...]) -> str:
+    """The plan row's summary: what the review of the answer repaired or refused (every note is in its data)."""
+    shown = "; ".join(notes[:_PLAN_NOTES_SHOWN])
+    more = len(notes) - _PLAN_NOTES_SHOWN
+    return f"plan: {shown}" + (f"; and {more} more" if more > 0 else "")

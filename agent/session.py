@@ -31,6 +31,7 @@ from core.snapshot import DEFAULT_SNAPSHOT_EVERY
 from core.state import SessionState, fold
 from core.timeline import TimelineEntry
 from core.tools import BoundToolPlan, ToolSpec
+from core.utf8 import valid_text
 from memory import SessionRecord, SqliteEventStore, Write
 from memory.leases import LEASE_TTL, make_liveness, new_holder, resting_status
 from memory.records import LeaseHolder, SessionStatus
@@ -178,6 +179,8 @@ async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mo
                         listener: ModelListener | None = None) -> LiveSession:
     if prompt is not None and not prompt.strip():
         raise UsageError("the prompt is empty", hint="say what the agent should do")
+    if prompt is not None:
+        prompt = valid_text(prompt)  # argv bytes that are not UTF-8 arrive as surrogates (core/utf8.py)
     ws = _workspace(workspace)
     plan = rt.plan(mode)
     session_id = rt.ids.session_id()

@@ -10,6 +10,7 @@ from typing import Any
 from core.masking import Masker
 from core.model import ModelAttempt, ModelListener
 from core.timeline import TimelineEntry
+from core.utf8 import TextStream
 from memory.session_writer import SessionWriter
 
 
@@ -50,17 +51,25 @@ class LoopRecorder:
 
 class AttemptTee:
     """A model listener that forwards live text to the surface's listener and hands every attempt to
-    `on_attempt` first (the timeline, the evidence ledger)."""
+    `on_attempt` first (the timeline, the evidence ledger). Live text is passed on as valid UTF-8 (core/utf8.py):
+    a model may stream unpaired surrogates, which no terminal can print; the stored answer is repaired the same
+    way by the plan phase."""
 
     def __init__(self, on_attempt: Callable[[ModelAttempt], None], inner: ModelListener | None) -> None:
         self._on_attempt = on_attempt
         self._inner = inner
+        self._text = TextStream()
 
     def on_text(self, delta: str) -> None:
         if self._inner is not None:
-            self._inner.on_text(delta)
+            text = self._text.feed(delta)
+            if text:
+                self._inner.on_text(text)
 
     def on_attempt(self, attempt: ModelAttempt) -> None:
+        held = self._text.flush()  # the attempt is over: a surrogate held back has no other half coming
+        if held and self._inner is not None:
+            self._inner.on_text(held)
         self._on_attempt(attempt)
         if self._inner is not None:
             self._inner.on_attempt(attempt)

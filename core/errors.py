@@ -10,6 +10,7 @@ clear line plus an optional hint (never a traceback).
     ├── run failures (exit 1)
     │   ├── StoreError               the database cannot be used (corrupt, locked, missing, unwritable)
     │   │   ├── PersistError         a commit failed; nothing that depended on it ran
+    │   │   │   └── UnstorableEvent  an event would not read back as written; nothing of the commit was kept
     │   │   └── DamagedEvent         a stored event does not load (a log edited or damaged outside Strata)
     │   ├── InconsistentLog          a session's events load but break the state machine (fold rejects them)
     │   ├── SessionNotFound          no session with that id
@@ -88,6 +89,20 @@ class PersistError(StoreError):
         super().__init__(message, path=path, hint=hint or "no tool ran after the failed commit; fix the database "
                                                           "and `strata resume` the session")
         self.session_id = session_id
+
+
+class UnstorableEvent(PersistError):
+    """An event whose JSON would not read back as an event (text that is not UTF-8, nesting past what the decoder
+    reads): committing it would leave a log that no `fold` can open again, so the whole commit is refused."""
+
+    def __init__(self, kind: str, reason: str, *, session_id: str | None = None, path: str | None = None) -> None:
+        reason = " ".join(reason.split())
+        super().__init__(f"commit refused: a {kind} event would not read back as written ({reason}); nothing of "
+                         "this commit was written", session_id=session_id, path=path,
+                         hint="no tool ran after the refused commit; this is a bug in what produced the event: "
+                              "report it with the command you ran")
+        self.kind = kind
+        self.reason = reason
 
 
 class DamagedEvent(StoreError):

@@ -9,8 +9,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from core.errors import UnstorableEvent
 from core.messages import ContentBlock, TextBlock, ToolUseBlock
 from core.policy import PermissionRule
 
@@ -31,6 +32,10 @@ class PlannedCall(_Event):
     tool: str
     input: dict[str, Any]
     input_sha256: str
+    refused: tuple[str, ...] = Field(default=(), exclude_if=lambda reasons: not reasons)
+    """Why the plan phase refused the call (core/proposal.py): over a limit, or an input that cannot be stored.
+    A refused call stays in the conversation and is denied by the `plan` check before anything else runs. Left
+    out of the JSON when empty, so a call's stored shape is what it was before refusals existed."""
 
 
 class SessionStarted(_Event):
@@ -248,6 +253,28 @@ Event = Annotated[
 ]
 
 EventAdapter: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def storable_json(event: Event, *, session_id: str | None = None, path: str | None = None) -> str:
+    """The event's JSON as the stores keep it, checked to read back as an event: the store never commits what
+    `fold` could not open again. The parse of the same text is the whole check (serialising happens anyway).
+    Raises UnstorableEvent naming the event's kind (and the session and database, when given)."""
+    try:
+        data = event.model_dump_json()
+        EventAdapter.validate_json(data)
+    except (ValueError, RecursionError) as exc:  # pydantic's serialisation and validation errors are ValueErrors
+        raise UnstorableEvent(event.kind, _first_line(exc), session_id=session_id, path=path) from None
+    return data
+
+
+def _first_line(exc: BaseException) -> str:
+    """What went wrong, in one short line: a validation error's first error, else the exception's first line."""
+    if isinstance(exc, ValidationError):
+        errors = exc.errors(include_url=False, include_input=False)
+        if errors:
+            return str(errors[0].get("msg", "invalid"))[:300]
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
 
 
 class StoredEvent(BaseModel):

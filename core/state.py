@@ -37,6 +37,7 @@ from core.events import (
     TurnVerified,
     UserMessage,
 )
+from core.id_digests import IdDigests
 from core.messages import ContentBlock, Message, TextBlock, ToolResultBlock
 from core.policy import PermissionRule
 
@@ -135,6 +136,10 @@ class SessionState:
     """The size of `messages` as `core.compaction.messages_chars` counts it, kept current by `apply` so the
     context budget is checked without walking the conversation."""
     compactions: int = 0
+    call_ids: IdDigests = field(default_factory=IdDigests)
+    """Every call id the session has used (compacted turns and forks included): the plan phase renames a model's
+    id that repeats one (core/proposal.py), since an id names one call for the API and for the receipts. Kept as
+    digests, so a long session's snapshot stays small (core/id_digests.py)."""
     last_seq: int = 0
     started: bool = False
 
@@ -187,6 +192,7 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
             if not ev.calls:
                 raise FoldError(f"batch {ev.batch_id} has no calls")
             state.open_batch = OpenBatch(ev.batch_id, ev.content, ev.calls, proposed_seq=stored.seq)
+            state.call_ids.update(c.call_id for c in ev.calls)
             state.counters.assistant_turns += 1
             state.counters.add_usage(ev.usage)
             state.ended = None

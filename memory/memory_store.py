@@ -11,7 +11,7 @@ from datetime import datetime
 from core.chain import GENESIS_HASH, ChainHead, ChainKey, EventChainRow, event_canonical
 from core.clock import Clock, SystemClock, iso
 from core.errors import PersistError, ReceiptError, SessionActive, SessionNotFound
-from core.events import SCHEMA_VERSION, StoredEvent
+from core.events import SCHEMA_VERSION, StoredEvent, storable_json
 from core.timeline import TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
 from memory.leases import describe
 from memory.records import (
@@ -59,7 +59,10 @@ class InMemoryEventStore:
                                session_id=session_id, path=self.path)
 
     def _apply(self, session_id: str, write: Write, now: datetime) -> list[StoredEvent]:
-        # Validate everything first so a failing write leaves nothing behind.
+        # Validate everything first so a failing write leaves nothing behind; an event that would not read back
+        # is refused as the SQLite store refuses it.
+        for event, _ in write.events:
+            storable_json(event, session_id=session_id, path=self.path)
         ids: set[str] = set()
         keys: set[str] = set()
         calls: set[tuple[str, str]] = set()

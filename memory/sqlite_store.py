@@ -20,7 +20,7 @@ from config.private_files import create_private, private_dir
 from core.chain import GENESIS_HASH, ChainHead, ChainKey, EventChainRow, event_canonical
 from core.clock import Clock, SystemClock, iso
 from core.errors import DamagedEvent, PersistError, ReceiptError, SessionActive, SessionNotFound, StoreError
-from core.events import SCHEMA_VERSION, EventAdapter, StoredEvent
+from core.events import SCHEMA_VERSION, EventAdapter, StoredEvent, storable_json
 from core.timeline import TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
 from memory.chain_binding import ChainBinding, bind
 from memory.leases import describe
@@ -178,7 +178,8 @@ class SqliteEventStore:
         at_dt = datetime.fromisoformat(at)
         for event, turn in write.events:
             seq += 1
-            payload = event.model_dump_json()
+            # Read back before it is kept: an event that would not is UnstorableEvent, and the transaction rolls back.
+            payload = storable_json(event, session_id=session_id, path=self.path)
             prev = key.digest(prev, event_canonical(session_id, seq, at, turn, event.kind, payload, SCHEMA_VERSION))
             rows.append((base | seq, seq, event.kind, at, turn, payload, SCHEMA_VERSION, prev))
             stored.append(StoredEvent.model_construct(session_id=session_id, seq=seq, at=at_dt, turn=turn,

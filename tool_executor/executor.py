@@ -1,5 +1,6 @@
 """ToolCallProcessor: every proposed call takes the same path, in this order (ARCHITECTURE.md section 4):
 
+    0 plan        a call the plan phase refused (over a limit; core/proposal.py) is denied before anything else
     1 resolve     the tool must be in the session's BoundToolPlan
     2 scope       path arguments stay in the workspace (symlinks followed)
     3 middleware  trusted rewrites (path normalisation); never to a lower safety level or PII class
@@ -14,7 +15,7 @@
    12 result      one CallResult shape for ok / error / denied / timeout / unknown
    13 record      the call's decision path goes to the timeline (tool_executor/record.py)
 
-Steps 1-5 are `check` (pure); 6-7 are `decide`. In a batch, consecutive read-only calls run side by side;
+Steps 1-5 are `check` (pure); 0 and 6-7 are `decide`. In a batch, consecutive read-only calls run side by side;
 effectful calls run one at a time in proposal order; results are staged in proposal order."""
 
 from __future__ import annotations
@@ -249,6 +250,9 @@ class ToolCallProcessor:
     # ---- steps 6-7 -------------------------------------------------------------------------------------------
 
     async def decide(self, call: PlannedCall, env: CallEnv) -> Decision:
+        if call.refused:  # recorded with the proposal, so a resume denies it again, for the same reasons
+            return Decision(Deny("plan", call.refused), self.plan.get(call.tool), call.tool, call.input,
+                            call.input_sha256, (Step("plan", "deny", "; ".join(call.refused)),))
         checked = self.check(call.tool, call.input, env.rules, env.mode, call_id=call.call_id, env=env)
         steps = list(checked.steps)
         tool, args, spec = checked.tool, checked.input, checked.spec

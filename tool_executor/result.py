@@ -1,9 +1,14 @@
 """The one `tool_result` shape. Ok, error, denied, timeout and unknown outcomes all become a `CallResult` event
-with the same fields; `is_error` is set for everything but ok. Denials say that no effect started."""
+with the same fields; `is_error` is set for everything but ok. Denials say that no effect started.
+
+Text from outside (a tool's output, an error naming a file whose name is not UTF-8) is made valid UTF-8 here
+(core/utf8.py): a result that could not be stored would stop the run, and a read-only call is run again on
+resume, so it would stop every resume too."""
 
 from __future__ import annotations
 
 from core.events import CallResult, PlannedCall
+from core.utf8 import valid_text
 from memory.records import Receipt
 from tool_executor.verdicts import Deny
 
@@ -13,6 +18,8 @@ a blob and the model sees a bounded excerpt (core/blobs.py, done by the session 
 
 
 def cap(text: str) -> str:
+    """The text as valid UTF-8, cut at the backstop."""
+    text = valid_text(text)
     if len(text) <= MAX_RESULT_CHARS:
         return text
     cut = len(text) - MAX_RESULT_CHARS
@@ -20,10 +27,11 @@ def cap(text: str) -> str:
 
 
 def denied(batch_id: str, call: PlannedCall, deny: Deny) -> CallResult:
+    reasons = tuple(valid_text(r) for r in deny.reasons)
     lines = [f"Denied by the {deny.check} check; the call was not run and no effect started."]
-    lines += [f"- {r}" for r in deny.reasons]
+    lines += [f"- {r}" for r in reasons]
     return CallResult(batch_id=batch_id, call_id=call.call_id, tool=call.tool, status="denied",
-                      content="\n".join(lines), is_error=True, check=deny.check, reasons=deny.reasons)
+                      content="\n".join(lines), is_error=True, check=deny.check, reasons=reasons)
 
 
 def finished(batch_id: str, call: PlannedCall, text: str, *, is_error: bool, receipt_id: str | None,
@@ -42,14 +50,14 @@ def timed_out(batch_id: str, call: PlannedCall, detail: str, *, effectful: bool,
     else:
         text = f"Timed out: {detail}."
         status = "timeout"
-    return CallResult(batch_id=batch_id, call_id=call.call_id, tool=call.tool, status=status, content=text,
+    return CallResult(batch_id=batch_id, call_id=call.call_id, tool=call.tool, status=status, content=valid_text(text),
                       is_error=True, check="dispatch", receipt_id=receipt_id, duration_ms=round(duration_ms, 3))
 
 
 def busy(batch_id: str, call: PlannedCall, detail: str, *, receipt_id: str | None, duration_ms: float) -> CallResult:
     """A lock timeout: the call never started."""
     text = f"Not run: {detail}. No effect started; propose it again later if it is still needed."
-    return CallResult(batch_id=batch_id, call_id=call.call_id, tool=call.tool, status="error", content=text,
+    return CallResult(batch_id=batch_id, call_id=call.call_id, tool=call.tool, status="error", content=valid_text(text),
                       is_error=True, check="lock", receipt_id=receipt_id, duration_ms=round(duration_ms, 3))
 
 

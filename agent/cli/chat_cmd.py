@@ -128,7 +128,8 @@ def _slash_commands(console: SafeConsole, rt: Runtime, live: LiveSession) -> dic
             console.print("no effect receipts in this session yet", highlight=False)
         for r in rows:
             by = f" (reconciled by {rt.masker.mask(r.reconciled_by)})" if r.reconciled_by else ""
-            console.print(f"  {r.id}  {r.status:<10} {rt.masker.mask(r.tool):<10} call {r.call_id}{by}", markup=False,
+            mask = rt.masker.mask
+            console.print(f"  {r.id}  {r.status:<10} {mask(r.tool):<10} call {mask(r.call_id)}{by}", markup=False,
                           highlight=False)
 
     return {"/timeline": timeline, "/receipts": receipts}

@@ -4,8 +4,9 @@ database and the evidence ledger (observability/chain_verify.py)."""
 
 from __future__ import annotations
 
+import functools
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,6 +18,7 @@ from agent.cli.output import echo, echo_document, echo_json
 from agent.session import Runtime, runtime
 from agent.terminal.safe_text import SafeConsole, json_line, safe_text
 from core.chain import ChainHead, VerifyResult
+from core.masking import Masker
 from core.timeline import TIMELINE_DECISIONS, TimelineRow
 from memory.leases import make_liveness
 from observability.chain_verify import ChainReport, verify_chains
@@ -172,7 +174,8 @@ def timeline(session_id: str, kinds: tuple[str, ...], tools: tuple[str, ...], de
                 await _follow(rt, session_id, filters, as_json)
             else:
                 filtered = any(value is not None for value in filters.values())
-                _print(session_id, await load_timeline(rt.store, session_id, **filters), as_json, filtered)
+                _print(session_id, await load_timeline(rt.store, session_id, **filters), as_json, filtered,
+                       rt.masker)
         return None
 
     result = _run(main)
@@ -180,10 +183,24 @@ def timeline(session_id: str, kinds: tuple[str, ...], tools: tuple[str, ...], de
         _report_verify(result, as_json)
 
 
-def _print(session_id: str, rows: list[TimelineRow], as_json: bool, filtered: bool) -> None:
+def _id_masker(masker: Masker) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """Masks a row record's call id (the model chose it): rows are masked when written, ids again on the way out,
+    so a row stored with a secret id never shows it. Cached per id, since a call has several rows."""
+    mask = functools.lru_cache(maxsize=4096)(masker.mask)
+
+    def masked(record: dict[str, Any]) -> dict[str, Any]:
+        if record.get("call_id"):
+            record["call_id"] = mask(record["call_id"])
+        return record
+
+    return masked
+
+
+def _print(session_id: str, rows: list[TimelineRow], as_json: bool, filtered: bool, masker: Masker) -> None:
     if as_json:
         if rows:
-            echo_document("".join(json_line(timeline_record(r)) + "\n" for r in rows))
+            masked = _id_masker(masker)
+            echo_document("".join(json_line(masked(timeline_record(r))) + "\n" for r in rows))
         return
     if not rows:
         echo("no timeline rows match" if filtered else f"session {session_id} has no timeline rows yet")
@@ -196,10 +213,11 @@ def _print(session_id: str, rows: list[TimelineRow], as_json: bool, filtered: bo
 
 async def _follow(rt: Runtime, session_id: str, filters: dict[str, Any], as_json: bool) -> None:
     console = None if as_json else _console()
+    masked = _id_masker(rt.masker)
     first = True
     async for row in follow(rt.store, session_id, alive=make_liveness(rt.clock), **filters):
         if console is None:
-            echo_json(timeline_record(row))
+            echo_json(masked(timeline_record(row)))
         else:
             console.print(_table([row], header=first, width=console.width))
         first = False

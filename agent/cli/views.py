@@ -36,14 +36,15 @@ def session_view(rec: SessionRecord, display_status: str, masker: Masker, unknow
 
 
 def receipt_view(r: Receipt, masker: Masker) -> dict[str, Any]:
-    """Masked where a secret can show: resource keys name paths, notes and names are typed by people."""
+    """Masked where a secret can show: resource keys name paths, notes and names are typed by people, and the call
+    id (in the idempotency key too) and the tool name were chosen by the model."""
     return {
         "id": r.id,
         "session_id": r.session_id,
-        "call_id": r.call_id,
-        "tool": r.tool,
+        "call_id": masker.mask(r.call_id),
+        "tool": masker.mask(r.tool),
         "status": r.status,
-        "idempotency_key": r.idempotency_key,
+        "idempotency_key": masker.mask(r.idempotency_key),
         "args_sha256": r.args_sha256,
         "resource_keys": [masker.mask(k) for k in r.resource_keys],
         "created_at": iso(r.created_at),

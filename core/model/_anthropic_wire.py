@@ -6,11 +6,11 @@ The request side is plain dicts. The response side reads the SDK's stream events
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, assert_never, cast, get_args
 
+from core import bounded_json
 from core.messages import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from core.model.base import ModelListener, ModelRequest, ModelResponse, StopReason, Usage
 
@@ -89,13 +89,15 @@ class StreamIncomplete(Exception):
 
 
 class BadToolInput(Exception):
-    """A tool_use block's streamed input is not a JSON object (typically cut off by max_tokens)."""
+    """A tool_use block's streamed input is not a JSON object (typically cut off by max_tokens), or is nested too
+    deep to be read at all (core/bounded_json.py)."""
 
-    def __init__(self, tool: str, call_id: str, stop_reason: str | None) -> None:
-        super().__init__(f"tool_use {call_id} ({tool}) has input that is not a JSON object")
+    def __init__(self, tool: str, call_id: str, stop_reason: str | None, problem: str = "is not a JSON object") -> None:
+        super().__init__(f"tool_use {call_id} ({tool}) has input that {problem}")
         self.tool = tool
         self.call_id = call_id
         self.stop_reason = stop_reason
+        self.problem = problem
 
 
 @dataclass
@@ -182,7 +184,9 @@ class StreamAccumulator:
         if not raw.strip():
             return block.initial
         try:
-            value = json.loads(raw)
+            value = bounded_json.loads(raw)
+        except bounded_json.TooDeep as exc:
+            raise BadToolInput(block.name, block.id, self.stop_reason, f"is {exc}") from None
         except ValueError:
             value = None
         if not isinstance(value, dict):

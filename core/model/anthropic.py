@@ -157,7 +157,7 @@ class AnthropicModel:
         if isinstance(cause, BadToolInput):
             cut = cause.stop_reason == "max_tokens"
             ref = ", ".join(p for p in ("cut off by max_tokens" if cut else "", request) if p)
-            what = f"Anthropic API returned tool call {cause.call_id} ({cause.tool}) with input that is not an object"
+            what = f"Anthropic API returned tool call {cause.call_id} ({cause.tool}) with input that {cause.problem}"
             return AttemptFailure("bad_response", what + (f" ({ref})" if ref else ""),
                                   "raise max_tokens" if cut else "try again", request_id=exc.request_id)
         if isinstance(cause, _http.TimeoutException):

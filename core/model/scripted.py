@@ -1,6 +1,11 @@
 """The scripted model: the offline default. Turn k of a session is answered by entry k of a JSON list, where k
 is the number of assistant messages already in the session, so a resumed session continues where it stopped.
-Past the end it answers with a short final text. A malformed script is a `ScriptError` naming the entry."""
+Past the end it answers with a short final text. A malformed script is a `ScriptError` naming the entry; the file
+is read with a bound on nesting (core/bounded_json.py), so even a hostile file is one clear error.
+
+The script is strict about its shape (and about ids repeating within it), not about what its turns say: an id's
+alphabet, inputs of any depth or size, and text with unpaired surrogates reach the plan phase as a model's would
+(core/proposal.py judges them), so a script can play a hostile model."""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from core import bounded_json
 from core.errors import ScriptError
 from core.messages import ContentBlock, TextBlock, ToolUseBlock
 from core.model.base import ModelAttempt, ModelListener, ModelRequest, ModelResponse
@@ -70,9 +76,13 @@ def load_script(path: Path) -> list[tuple[ContentBlock, ...]]:
     except UnicodeDecodeError as exc:
         raise ScriptError(str(path), f"not UTF-8 (byte {exc.object[exc.start]:#04x} at offset {exc.start})") from None
     try:
-        raw = json.loads(text)
+        raw = bounded_json.loads(text)
+    except bounded_json.TooDeep as exc:
+        raise ScriptError(str(path), f"not a script: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ScriptError(str(path), f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+    except ValueError as exc:  # e.g. an integer longer than the interpreter converts
+        raise ScriptError(str(path), f"not valid JSON ({exc})") from None
     return parse_script(raw, str(path))
 
 

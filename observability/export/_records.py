@@ -81,8 +81,9 @@ def timeline_row_record(row: TimelineRow, masker: Masker) -> dict[str, Any]:
 
 
 def receipt_record(r: Receipt, masker: Masker) -> dict[str, Any]:
-    return {"type": "receipt", "id": r.id, "session_id": r.session_id, "call_id": r.call_id, "tool": r.tool,
-            "status": r.status, "idempotency_key": r.idempotency_key, "args_sha256": r.args_sha256,
+    return {"type": "receipt", "id": r.id, "session_id": r.session_id, "call_id": masker.mask(r.call_id),
+            "tool": masker.mask(r.tool), "status": r.status, "idempotency_key": masker.mask(r.idempotency_key),
+            "args_sha256": r.args_sha256,
             "resource_keys": masker.mask_value(list(r.resource_keys)), "created_at": iso(r.created_at),
             "updated_at": iso(r.updated_at), "outcome_sha256": r.outcome_sha256,
             "note": None if r.note is None else masker.mask(r.note),

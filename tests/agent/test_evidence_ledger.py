@@ -195,7 +195,7 @@ async def test_call_settled_from_its_receipt_on_resume_has_a_row(tmp_path: Path,
                                       plan_digest=rt.plan("headless").digest), 0), (UserMessage(text="go"), 0)]))
     turn = [use("write_file", "w1", path="out.txt", content="hi")]
     (blocks,) = parse_script([turn], "test-script")
-    batch = propose(ModelResponse(content=blocks, stop_reason="tool_use"), batch_id=rt.ids.uuid7())
+    batch = propose(ModelResponse(content=blocks, stop_reason="tool_use"), batch_id=rt.ids.uuid7()).proposal
     assert isinstance(batch, BatchProposed)
     (call,) = batch.calls
     receipt = NewReceipt(id=rt.ids.receipt_id(), call_id="w1", tool="write_file", args_sha256=call.input_sha256,

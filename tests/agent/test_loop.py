@@ -362,7 +362,7 @@ async def crashed_session(rt: Runtime, workspace: Path, batch_turn: list[dict[st
                              max_turns=10, plan_digest=rt.plan(mode).digest)
     await rt.store.create_session(record, Write(events=[(started, 0), (UserMessage(text="do the task"), 0)]))
     (blocks,) = parse_script([batch_turn], "test-script")
-    batch = propose(ModelResponse(content=blocks, stop_reason="tool_use"), batch_id=rt.ids.uuid7())
+    batch = propose(ModelResponse(content=blocks, stop_reason="tool_use"), batch_id=rt.ids.uuid7()).proposal
     assert isinstance(batch, BatchProposed)
     await rt.store.commit(sid, Write(events=[(batch, 1)]))
     return sid, batch

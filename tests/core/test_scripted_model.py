@@ -93,6 +93,33 @@ def test_invalid_json_file_is_a_script_error_with_position(tmp_path: Path) -> No
     assert "line" in info.value.reason
 
 
+@pytest.mark.parametrize(("content", "reason"), [
+    ("[" * 2000 + "]" * 2000, "nested deeper than"),
+    ('[[{"type": "tool_use", "name": "x", "input": {"n": ' + "9" * 5000 + "}}]]", "not valid JSON"),
+])
+def test_hostile_json_file_is_one_script_error(tmp_path: Path, content: str, reason: str) -> None:
+    """A file nested thousands of levels deep, or holding a number Python will not convert, is a ScriptError
+    naming the file, never a RecursionError or a bare ValueError."""
+    path = tmp_path / "hostile.json"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(ScriptError, match=reason) as info:
+        load_script(path)
+    assert info.value.path == str(path)
+
+
+def test_what_a_turn_says_is_left_to_the_plan_phase(tmp_path: Path) -> None:
+    """Ids outside the API's alphabet, inputs nested hundreds of levels, unpaired surrogates: the script loads
+    them as a model would send them (the plan phase judges them), so a script can play a hostile model."""
+    deep: dict[str, Any] = {}
+    for _ in range(300):
+        deep = {"a": deep}
+    path = write(tmp_path, [[{"type": "text", "text": "x\ud800"},
+                             {"type": "tool_use", "id": "call 1/2", "name": "read_file", "input": deep}]])
+    ((text, use),) = load_script(path)
+    assert isinstance(text, TextBlock) and text.text == "x\ud800"
+    assert isinstance(use, ToolUseBlock) and use.id == "call 1/2" and use.input == deep
+
+
 def test_missing_file_is_a_script_error(tmp_path: Path) -> None:
     """A script that cannot be read is a ScriptError naming the path, not an OSError."""
     path = tmp_path / "nope.json"

@@ -17,7 +17,7 @@ import pytest
 from core.blobs import Blob
 from core.chain import ChainHead, ChainKey, EventChainRow, EventChainVerifier, VerifyResult
 from core.clock import SteppingClock
-from core.errors import PersistError, ReceiptError, SessionActive, SessionNotFound
+from core.errors import PersistError, ReceiptError, SessionActive, SessionNotFound, UnstorableEvent
 from core.events import (
     AssistantMessage,
     BatchCompleted,
@@ -356,6 +356,52 @@ async def test_failed_first_write_leaves_no_session(store: EventStore) -> None:
         await store.get_session("s2")
     assert await store.read_events("s2") == []
     assert [r.id for r in await store.list_sessions()] == ["s1"]
+
+
+def deep_batch(batch_id: str, call_id: str, levels: int) -> BatchProposed:
+    """A batch whose one input nests `levels` deep: it serialises, but past ~200 levels its JSON does not read
+    back (the decoder's recursion limit), and past ~250 it does not serialise at all."""
+    value: dict[str, object] = {}
+    for _ in range(levels):
+        value = {"a": value}
+    call = PlannedCall(call_id=call_id, tool="write_file", input=value, input_sha256=f"sha-{call_id}")
+    return BatchProposed(batch_id=batch_id, content=(ToolUseBlock(id=call_id, name="write_file", input=value),),
+                         calls=(call,))
+
+
+@pytest.mark.parametrize(("name", "bad"), [
+    ("unpaired surrogate", lambda: user("broken \ud800 text")),
+    ("reads back too deep", lambda: deep_batch("b9", "c9", 220)),
+    ("does not serialise", lambda: deep_batch("b9", "c9", 300)),
+])
+async def test_an_event_that_would_not_read_back_refuses_the_whole_commit(store: EventStore, name: str,
+                                                                          bad: object) -> None:
+    """A commit holding an event whose JSON would not read back as an event is refused (UnstorableEvent, a
+    PersistError naming the event's kind), and nothing of it is kept: not the events before it, not its receipt,
+    status or timeline rows. The log still reads, and the next commit goes on from where it was."""
+    await new_session(store, "s1")
+    log = await store.read_events("s1")
+    event = bad()  # type: ignore[operator]
+    with pytest.raises(UnstorableEvent) as info:
+        await store.commit("s1", Write(events=[(user("kept?"), 1), (event, 1)], new_receipts=[receipt("r1", "c1")],
+                                       status="failed", timeline=[TimelineEntry(kind="phase", turn=1, summary="x")]))
+    assert isinstance(info.value, PersistError)
+    assert (info.value.kind, info.value.session_id) == (event.kind, "s1")
+    assert event.kind in str(info.value)
+    assert await store.read_events("s1") == log
+    assert await store.list_receipts() == []
+    assert (await store.get_session("s1")).status == "idle"
+    assert await store.read_timeline("s1") == []
+    assert [e.seq for e in await store.commit("s1", events(user("next")))] == [2]
+
+
+async def test_an_unstorable_first_write_leaves_no_session(store: EventStore) -> None:
+    """create_session whose first events cannot be read back creates nothing."""
+    with pytest.raises(UnstorableEvent):
+        await store.create_session(record("s2"), events(started("s2"), user("\udfff")))
+    with pytest.raises(SessionNotFound):
+        await store.get_session("s2")
+    assert await store.read_events("s2") == []
 
 
 async def test_update_receipt_reconciles_an_unknown_outcome(store: EventStore) -> None:

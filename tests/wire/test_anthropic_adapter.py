@@ -150,6 +150,35 @@ async def test_tool_input_cut_off_by_max_tokens_is_a_clear_error(messages_server
     assert len(messages_server.requests) == 1
 
 
+async def test_tool_input_nested_past_the_reader_bound_is_one_clear_error(messages_server: MessagesServer,
+                                                                          make_model: MakeModel,
+                                                                          listener: RecordingListener) -> None:
+    """Streamed tool input nested thousands of levels deep is refused by the bounded reader: a non-retryable
+    error naming the bound, never a RecursionError (an input deep enough to be read but past the plan phase's
+    limit is the plan phase's to deny, see tests/wire/test_model_output_wedges_wire.py)."""
+    deep = '{"a":' * 3000 + "1" + "}" * 3000
+    messages_server.script(Reply([{"type": "tool_use", "name": "read_file", "input": {}, "partial_json": deep}],
+                                 chunk=4096))
+    with pytest.raises(ModelError) as info:
+        await make_model().complete(request(user("go")), listener)
+    err = info.value
+    assert (err.error_kind, err.retryable, err.attempts) == ("bad_response", False, 1)
+    assert "nested deeper than 512 levels" in str(err) and "\n" not in str(err)
+
+
+async def test_streamed_surrogates_reach_the_loop_listener_as_valid_text(messages_server: MessagesServer,
+                                                                          make_model: MakeModel) -> None:
+    """Text deltas holding unpaired surrogates (a pair split across two deltas, and a lone half) reach the
+    surface through the loop's listener as valid UTF-8: the split pair joined, the lone half as U+FFFD."""
+    from agent.timeline_rows import AttemptTee
+
+    inner = RecordingListener()
+    messages_server.script(Reply([text("ab\ud83d\ude00cd \udfff end")], chunk=3))
+    await make_model().complete(request(user("go")), AttemptTee(lambda _: None, inner))
+    shown = "".join(inner.texts)
+    assert ascii(shown) == ascii("ab\U0001f600cd \ufffd end")  # ascii(): a failure report must be printable
+
+
 # -- conversations ---------------------------------------------------------------------------------------------
 
 
