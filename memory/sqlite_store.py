@@ -46,9 +46,12 @@ _SESSION_SELECT = ("id, created_at, MAX(updated_at, COALESCE((SELECT at FROM eve
                    "'')), mode, workspace, model, title, parent_id, fork_seq, status, "
                    "lease_token, lease_pid, lease_host, lease_proc_start, lease_expires, lease_boot, lease_pid_ns")
 _SESSION_COLS = ("id, created_at, updated_at, mode, workspace, model, title, parent_id, fork_seq, status, "
-                 "lease_token, lease_pid, lease_host, lease_proc_start, lease_expires, lease_boot, lease_pid_ns")
-_RECEIPT_COLS = ("id, session_id, call_id, tool, status, idempotency_key, args_sha256, resource_keys, "
-                 "created_at, updated_at, outcome_sha256, note, reconciled_by, process")
+                 "lease_token, lease_pid, lease_host, lease_proc_start, lease_expires")
+_RECEIPT_INSERT = ("id, session_id, call_id, tool, status, idempotency_key, args_sha256, resource_keys, "
+                   "created_at, updated_at, outcome_sha256, note, reconciled_by")
+_RECEIPT_COLS = f"{_RECEIPT_INSERT}, process"
+# Columns added by later migrations (006) are written only when there is something to write: a row without a
+# lease or a process leaves them NULL by default.
 _TIMELINE_COLS = ("key, kind, turn, tool, decision, at, call_id, check_name, outcome, duration_ms, prev_hash, hash, "
                   "summary, data")
 _TIMELINE_INSERT = f"INSERT INTO timeline({_TIMELINE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -151,8 +154,8 @@ class SqliteEventStore:
                              "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
         if write.new_receipts:
             conn.executemany(
-                f"INSERT INTO receipts({_RECEIPT_COLS}) VALUES (?, ?, ?, ?, 'dispatched', ?, ?, ?, ?, ?, "
-                "NULL, NULL, NULL, NULL)",
+                f"INSERT INTO receipts({_RECEIPT_INSERT}) VALUES (?, ?, ?, ?, 'dispatched', ?, ?, ?, ?, ?, "
+                "NULL, NULL, NULL)",
                 [(r.id, session_id, r.call_id, r.tool, r.idempotency_key, r.args_sha256,
                   json.dumps(list(r.resource_keys)), at, at) for r in write.new_receipts])
         for update in write.receipt_updates:
@@ -204,12 +207,12 @@ class SqliteEventStore:
     @staticmethod
     def _update_receipt(conn: sqlite3.Connection, u: ReceiptUpdate, at: str) -> None:
         marks = ",".join("?" for _ in u.expect)
-        process = None if u.process is None else u.process.model_dump_json()
+        process = () if u.process is None else (u.process.model_dump_json(),)
         cur = conn.execute(
             "UPDATE receipts SET status = ?, updated_at = ?, outcome_sha256 = COALESCE(?, outcome_sha256), "
-            "note = COALESCE(?, note), reconciled_by = COALESCE(?, reconciled_by), process = COALESCE(?, process) "
-            f"WHERE id = ? AND status IN ({marks})",
-            (u.status, at, u.outcome_sha256, u.note, u.reconciled_by, process, u.id, *u.expect))
+            "note = COALESCE(?, note), reconciled_by = COALESCE(?, reconciled_by)"
+            + (", process = ?" if process else "") + f" WHERE id = ? AND status IN ({marks})",
+            (u.status, at, u.outcome_sha256, u.note, u.reconciled_by, *process, u.id, *u.expect))
         if cur.rowcount != 1:
             raise _RaceLost(u.id)
 
@@ -251,12 +254,13 @@ class SqliteEventStore:
     async def create_session(self, record: SessionRecord, first: Write) -> list[StoredEvent]:
         def body(conn: sqlite3.Connection, at: str, committed: list[Callable[[], None]]) -> list[StoredEvent]:
             lease = record.lease
-            conn.execute(
-                f"INSERT INTO sessions({_SESSION_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (record.id, at, at, record.mode, record.workspace, record.model, record.title, record.parent_id,
-                 record.fork_seq, record.status, lease and lease.token, lease and lease.pid,
-                 lease and lease.host, lease and lease.proc_start, lease and iso(lease.expires_at),
-                 lease and lease.boot_id, lease and lease.pid_ns))
+            values = (record.id, at, at, record.mode, record.workspace, record.model, record.title,
+                      record.parent_id, record.fork_seq, record.status, lease and lease.token, lease and lease.pid,
+                      lease and lease.host, lease and lease.proc_start, lease and iso(lease.expires_at))
+            columns = _SESSION_COLS
+            if lease is not None:
+                columns, values = f"{columns}, lease_boot, lease_pid_ns", (*values, lease.boot_id, lease.pid_ns)
+            conn.execute(f"INSERT INTO sessions({columns}) VALUES ({', '.join('?' for _ in values)})", values)
             self._last_seq.pop(record.id, None)
             self._nums.pop(record.id, None)
             self._timeline_head.pop(record.id, None)
@@ -273,7 +277,7 @@ class SqliteEventStore:
         def body(conn: sqlite3.Connection, at: str, _: list[Callable[[], None]]) -> None:
             conn.execute(
                 f"INSERT INTO sessions({_SESSION_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, "
-                "NULL, NULL, NULL, NULL)",
+                "NULL, NULL)",
                 (target.id, at, at, target.mode, target.workspace, target.model, target.title, target.parent_id,
                  target.fork_seq, target.status))
             source = self._num(conn, source_id) << SEQ_BITS

@@ -130,7 +130,9 @@ class ResourceLocks:
     def _path(self, key: str) -> Path:
         return self.lock_dir / (hashlib.sha256(key.encode()).hexdigest()[:40] + ".lock")
 
-    def _try_flock(self, key: str) -> int | None:
+    def _try_flock(self, key: str) -> tuple[int, HeldCommand | None] | None:
+        """The key's lock file, flocked, and the command it records if that still runs (the key is not ours
+        until it ends); or None when another process holds the flock. One thread hop for all of it."""
         self.lock_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(self._path(key), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
@@ -140,7 +142,10 @@ class ResourceLocks:
             if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
                 return None
             raise
-        return fd
+        orphan = self._running_command(fd)
+        if orphan is None:
+            _write_record(fd, _Record(key=key, holder=os.getpid()))
+        return fd, orphan
 
     @staticmethod
     def _running_command(fd: int) -> HeldCommand | None:
@@ -166,18 +171,21 @@ class ResourceLocks:
                 if scope.cancelled_caught:
                     raise LockTimeout(key, timeout)
                 stack.callback(local.release)
-                while (fd := await anyio.to_thread.run_sync(self._try_flock, key)) is None:
+                while (got := await anyio.to_thread.run_sync(self._try_flock, key)) is None:
                     if time.monotonic() >= deadline:
                         raise LockTimeout(key, timeout)
                     await anyio.sleep(POLL_S)
+                fd, orphan = got
                 held._fds[key] = fd
                 stack.callback(held._release, key)
-                # The flock is ours; a command left running by a dead holder may still hold the key.
-                while (orphan := await anyio.to_thread.run_sync(self._running_command, fd)) is not None:
+                # The flock is ours, but a command left running by a dead holder still holds the key.
+                while orphan is not None:
                     if time.monotonic() >= deadline:
                         raise OrphanHolds(key, timeout, orphan)
                     await anyio.sleep(ORPHAN_POLL_S)
-                await anyio.to_thread.run_sync(_write_record, fd, _Record(key=key, holder=os.getpid()))
+                    if await anyio.to_thread.run_sync(orphan.group.state) != "running":
+                        orphan = None
+                        await anyio.to_thread.run_sync(_write_record, fd, _Record(key=key, holder=os.getpid()))
             yield held
 
     def command_for(self, receipt_id: str, keys: Sequence[str]) -> HeldCommand | None:

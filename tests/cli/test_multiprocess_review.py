@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from memory.migrations import MIGRATIONS
 from tests.cli._helpers import assert_clean_stderr, error_lines, json_lines, result_line, strata_json, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -255,7 +256,7 @@ def test_many_runs_starting_together_on_a_brand_new_home(tmp_path: Path) -> None
     with closing(sqlite3.connect(home / "strata.db")) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY name")] == [
-            "001_initial", "002_timeline", "003_blobs_snapshots", "004_append_order"]
+            name for name, _ in MIGRATIONS]
     ledgers = sorted((home / "ledger").iterdir())
     assert len(ledgers) == 8
     for ledger in ledgers:
@@ -277,17 +278,17 @@ def test_processes_opening_a_new_home_at_the_same_instant(cli: StrataCLI, helper
     for proc in done:
         assert proc.returncode == 0 and not proc.stderr.strip(), (proc.stdout, proc.stderr)
     outs = [json.loads(p.stdout) for p in done]
-    assert len({o["key"] for o in outs}) == 1 and {o["version"] for o in outs} == {4}
+    assert len({o["key"] for o in outs}) == 1 and {o["version"] for o in outs} == {len(MIGRATIONS)}
     assert (home / "masking.key").read_text().strip() == outs[0]["key"]
     assert sorted(p.name for p in home.iterdir() if not p.name.startswith("strata.db")) == ["masking.key"]
     with closing(sqlite3.connect(home / "strata.db")) as conn:
-        assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone() == (4,)
+        assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone() == (len(MIGRATIONS),)
 
 
 def test_migration_004_racing_in_several_processes(cli: StrataCLI, helper: Path, tmp_path: Path) -> None:
     """A database at schema 3 (made by a process that knows only the first three migrations) holding a session,
-    opened by eight processes at once: migration 004 runs once, every process ends at version 4, no event is lost
-    and the append-only triggers are back."""
+    opened by eight processes at once: migration 004 (and every later one) runs once, every process ends at the
+    latest version, no event is lost and the append-only triggers are back."""
     home = tmp_path / "old" / "home"
     first_go = tmp_path / "go0"
     first_go.touch()
@@ -308,11 +309,11 @@ def test_migration_004_racing_in_several_processes(cli: StrataCLI, helper: Path,
         done = [_finish(p) for p in procs]
     for proc in done:
         assert proc.returncode == 0 and not proc.stderr.strip(), (proc.stdout, proc.stderr)
-        assert json.loads(proc.stdout)["version"] == 4
+        assert json.loads(proc.stdout)["version"] == len(MIGRATIONS)
     with closing(sqlite3.connect(home / "strata.db")) as conn:
         assert conn.execute("SELECT COUNT(*), MIN(seq), MAX(seq) FROM events").fetchone() == (3000, 1, 3000)
-        assert conn.execute("SELECT MAX(name) FROM schema_migrations").fetchone() == ("004_append_order",)
-        assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone() == (4,)
+        assert [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY name")] == [
+            name for name, _ in MIGRATIONS]
         with pytest.raises(sqlite3.DatabaseError, match="append-only"):
             conn.execute("DELETE FROM events")
 
@@ -450,8 +451,9 @@ def _flock_free(lock_dir: Path) -> bool:
 
 def test_sigkill_while_holding_a_resource_lock_releases_it(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
     """A run is SIGKILLed while its bash call holds the workspace's shell lock: the flock goes with the process
-    (the command's own process group, which outlives it, never had the descriptor), so the next run on the same
-    workspace is not blocked for `lock_timeout_s` and runs at once. The lock file stays, as designed."""
+    (the command's own process group, which outlives it, never had the descriptor). The orphaned command itself
+    holds the key while it runs (tests/cli/test_orphans.py); once it is ended, the next run on the same workspace
+    is not blocked for `lock_timeout_s` by the dead process and runs at once. The lock file stays, as designed."""
     log = workspace / "shared.log"
     a = write_script(tmp_path / "a.json", [
         [tool_use("a1", "bash", command=f"echo $$ > a.pid; echo A1 >> {log}; exec sleep 30")], [text("a done")]])
@@ -467,6 +469,7 @@ def test_sigkill_while_holding_a_resource_lock_releases_it(cli: StrataCLI, works
             first.send_signal(signal.SIGKILL)
             assert _finish(first, 10).returncode == -signal.SIGKILL
         assert _flock_free(cli.home / "locks")
+        _kill_group_from(workspace / "a.pid")  # the orphan is ended, as a person (or --kill-orphans) would
         started = time.monotonic()
         second = cli.run("run", "--model", f"script:{b}", "--workspace", str(workspace), "--allow", "bash", "--json",
                          "b")
