@@ -146,6 +146,7 @@ def test_resume_with_kill_orphans_kills_the_group_before_anything_runs(orphaned:
     receipts = orphaned.receipts()
     assert receipts["orphan"]["status"] == "unknown", receipts
     assert "killed" in receipts["orphan"]["note"], receipts["orphan"]
+    assert receipts["orphan"]["process"]["pgid"] == orphaned.pgid, receipts["orphan"]  # recorded on the receipt
     assert receipts["next"]["status"] == "done"
     assert orphaned.read("g") == ["next"]
     orphaned.release()

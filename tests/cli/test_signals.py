@@ -54,6 +54,7 @@ def _assert_stopped_cleanly(cli: StrataCLI, workspace: Path, done: subprocess.Co
     (receipt,) = [r for r in strata_json(cli, "receipts", session_id, "--json") if r["call_id"] == call_id]
     assert receipt["status"] == "unknown", receipt
     assert sig.name in receipt["note"], receipt
+    assert receipt["process"]["pgid"] == pgid, receipt
     (view,) = strata_json(cli, "show", session_id, "--json")
     assert view["open_batch"] is None
     assert view["session"]["lease_owner"] is None
