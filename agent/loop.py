@@ -65,7 +65,8 @@ class AgenticLoop:
                  processor: ToolCallProcessor, ids: IdFactory, system: str = SYSTEM_PROMPT,
                  observer: Observer | None = None, listener: ModelListener | None = None,
                  repair_budget: int = 2, masker: Masker | None = None,
-                 context_budget: int = DEFAULT_CONTEXT_BUDGET, snapshot_every: int = DEFAULT_SNAPSHOT_EVERY) -> None:
+                 context_budget: int = DEFAULT_CONTEXT_BUDGET, snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
+                 interruption: Callable[[], str | None] | None = None) -> None:
         if not structlog.is_configured():
             configure_logging(False)  # embedded use: quiet (warnings to stderr), never structlog's stdout default
         self.store = store
@@ -84,6 +85,8 @@ class AgenticLoop:
                                     snapshot_every=snapshot_every)
         self.rec = LoopRecorder(self.writer, masker or Masker.throwaway({}))
         self._listener = AttemptTee(self.rec.attempt, listener)
+        self._interruption = interruption or (lambda: None)
+        """Why the run was cancelled, if not by the person (Ctrl-C): e.g. "SIGTERM stopped the run"."""
 
     def _applied(self, stored: list[StoredEvent]) -> None:
         for item in stored:
@@ -93,8 +96,9 @@ class AgenticLoop:
 
     async def run(self, prompt: str | None = None) -> RunOutcome:
         """Drive the session until the model finishes, a guard stops it, or the model path fails. If the run is
-        cancelled (Ctrl-C in the terminal), the open batch is closed before the cancellation goes on: finished
-        results are kept, started effects become `unknown`, calls not started are reported as not run."""
+        cancelled (Ctrl-C in the terminal, SIGTERM or SIGHUP), the open batch is closed before the cancellation
+        goes on: finished results are kept, started effects become `unknown` (a command's process group is gone
+        first), calls not started are reported as not run."""
         if prompt is not None and not prompt.strip():
             raise UsageError("the prompt is empty", hint="say what the agent should do")
         if prompt is not None:
@@ -126,6 +130,7 @@ class AgenticLoop:
 
     async def _close_interrupted(self) -> None:
         await self.writer.flush()  # what finished before the interrupt is kept
+        cause = self._interruption() or "the user interrupted the turn"
         batch = self.state.open_batch
         if batch is not None:
             pending = {c.call_id for c in batch.pending()}
@@ -134,15 +139,18 @@ class AgenticLoop:
             for call in batch.pending():
                 receipt = receipts.get(call.call_id)
                 if receipt is not None and receipt.status == "dispatched":
-                    self.writer.stage_receipt_update(ReceiptUpdate(
-                        id=receipt.id, status="unknown", note="interrupted by the user while running; not re-run"))
-                    self.writer.stage(results.interrupted(batch.batch_id, call, receipt.id), self.state.turn)
+                    # The handler was cancelled and ended its process group; one that is still there goes now.
+                    process = await self.processor.end_process(receipt.id)
+                    self.writer.stage_receipt_update(ReceiptUpdate(id=receipt.id, status="unknown", process=process,
+                                                                   note=f"{cause} while the call ran; not re-run"))
+                    self.writer.stage(results.interrupted(batch.batch_id, call, receipt.id, cause), self.state.turn)
                 elif receipt is not None:
                     self.writer.stage(results.after_crash(batch.batch_id, call, receipt), self.state.turn)
                 else:
-                    self.writer.stage(results.interrupted(batch.batch_id, call, None), self.state.turn)
+                    self.writer.stage(results.interrupted(batch.batch_id, call, None, cause), self.state.turn)
             self.writer.stage(BatchCompleted(batch_id=batch.batch_id), self.state.turn)
-        self.rec.lifecycle("interrupted", self.state.turn, "the person interrupted the turn")
+        self.rec.lifecycle("interrupted", self.state.turn,
+                           "the person interrupted the turn" if self._interruption() is None else cause)
         self.writer.stage_status("idle")
         await self.writer.flush()
 

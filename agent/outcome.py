@@ -11,6 +11,9 @@ EXIT_USAGE = 2
 EXIT_INCOMPLETE = 3
 EXIT_AWAITING_APPROVAL = 4
 EXIT_UNKNOWN_PENDING = 5
+EXIT_ORPHAN_RUNNING = 6
+"""`strata resume`: a command of the open batch outlived the process that started it and still runs
+(core.errors.OrphanRunning). Stopped by a signal: 128 + its number (core.errors.Stopped)."""
 
 RunStatus = Literal["completed", "incomplete", "failed", "awaiting_approval"]
 

@@ -16,11 +16,12 @@ from agent.evidence_ledger import LEDGER_DIR, Ledgers
 from agent.loop import AgenticLoop, Observer
 from agent.outcome import RunOutcome
 from agent.project_hooks import ProjectHooks, resume_refusal
+from agent.signals import StopSignal, stop_on_signals
 from config import Settings
 from config.seen_secrets import home_masker
 from core.clock import Clock, SystemClock
 from core.compaction import DEFAULT_CONTEXT_BUDGET
-from core.errors import StoreError, UsageError
+from core.errors import LeaseLost, ReceiptError, StoreError, UsageError
 from core.events import Mode, RulesAdded, SessionResumed, SessionStarted, UserMessage
 from core.hooks import HookSet
 from core.ids import IdFactory
@@ -33,7 +34,7 @@ from core.timeline import TimelineEntry
 from core.tools import BoundToolPlan, ToolSpec
 from core.utf8 import valid_text
 from memory import SessionRecord, SqliteEventStore, Write
-from memory.leases import LEASE_TTL, make_liveness, new_holder, resting_status
+from memory.leases import LEASE_TTL, describe, make_liveness, new_holder, resting_status
 from memory.records import LeaseHolder, SessionStatus
 from memory.restore import restore_or_report
 from memory.store import EventStore
@@ -68,6 +69,8 @@ class Runtime:
     project_hooks: ProjectHooks = field(default_factory=ProjectHooks)
     """The workspace's trusted project hooks as the config stands (their digest is recorded by a session that
     starts with them, and checked when it resumes)."""
+    stop: StopSignal = field(default_factory=StopSignal)
+    """Which termination signal stopped the work, if one did (set by `runtime()`, agent/signals.py)."""
 
     @classmethod
     async def open(cls, settings: Settings, clock: Clock | None = None, tools: list[ToolSpec] | None = None,
@@ -98,6 +101,8 @@ class LiveSession:
     state: SessionState
     holder: LeaseHolder
     loop: AgenticLoop
+    _lost: bool = field(default=False, init=False)
+    _owner: str | None = field(default=None, init=False)
 
     @property
     def id(self) -> str:
@@ -105,32 +110,53 @@ class LiveSession:
 
     async def run(self, prompt: str | None = None) -> RunOutcome:
         """Run the loop with the lease heartbeat beside it. Errors come out as themselves, not wrapped in an
-        exception group, so the surfaces can report them as one line."""
+        exception group, so the surfaces can report them as one line. If the lease stops being this process's
+        (another process took it after it expired unrenewed), the run stops, and so does a commit that fails
+        because of it: LeaseLost."""
         outcome: RunOutcome | None = None
         error: BaseException | None = None
+        self._lost = False
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._heartbeat)
+            tg.start_soon(self._heartbeat, tg.cancel_scope)
             try:
                 outcome = await self.loop.run(prompt)
             except Exception as exc:
                 error = exc
             finally:
                 tg.cancel_scope.cancel()
+        if self._lost or (isinstance(error, StoreError | ReceiptError) and await self._taken_over()):
+            raise LeaseLost(self.id, self._owner)
         if error is not None:
             raise error
         assert outcome is not None
         return outcome
 
-    async def _heartbeat(self) -> None:
+    async def _taken_over(self) -> bool:
+        with anyio.CancelScope(shield=True):
+            try:
+                lease = (await self.runtime.store.get_session(self.id)).lease
+            except StoreError:
+                return False
+        if lease is not None and lease.token == self.holder.token:
+            return False
+        self._owner = describe(lease) if lease is not None else None
+        return True
+
+    async def _heartbeat(self, run: anyio.CancelScope) -> None:
         period = LEASE_TTL.total_seconds() / 3
         while True:
             await anyio.sleep(period)
             holder = self.holder.model_copy(update={"expires_at": self.runtime.clock.now() + LEASE_TTL})
             try:
-                await self.runtime.store.renew_lease(self.id, holder)
+                renewed = await self.runtime.store.renew_lease(self.id, holder)
             except StoreError as exc:  # busy for longer than the busy timeout: the lease is still good, try again
                 log.warning("lease renewal failed; retrying at the next beat", reason=str(exc))
                 continue
+            if not renewed:  # another process holds it now: stop before anything else runs
+                log.error("the session's lease was taken by another process; stopping")
+                self._lost = await self._taken_over()
+                run.cancel()
+                return
             self.holder = holder
 
     async def release(self, status: SessionStatus | None) -> None:
@@ -157,7 +183,7 @@ class Asking:
 
 def _loop(rt: Runtime, state: SessionState, model: ModelAdapter, plan: BoundToolPlan,
           observer: Observer | None, asking: Asking, listener: ModelListener | None = None,
-          hooks: HookSet | None = None) -> AgenticLoop:
+          hooks: HookSet | None = None, kill_orphans: bool = False) -> AgenticLoop:
     structlog.contextvars.bind_contextvars(session_id=state.session_id)
     recorder: Recorder = TimelineRecorder(rt.masker)
     if rt.ledgers is not None:  # the ledger sees each call, model attempt (the loop's next turn) and commit
@@ -167,10 +193,11 @@ def _loop(rt: Runtime, state: SessionState, model: ModelAdapter, plan: BoundTool
     processor = ToolCallProcessor(plan, workspace=Path(state.workspace), ids=rt.ids,
                                   hooks=rt.hooks if hooks is None else hooks,
                                   approver=asking.approver, on_ask=asking.on_ask or state.on_ask, locks=rt.locks,
-                                  config_rules=rt.config_rules, recorder=recorder)
+                                  config_rules=rt.config_rules, recorder=recorder, kill_orphans=kill_orphans)
     return AgenticLoop(store=rt.store, state=state, model=model, plan=plan, processor=processor, ids=rt.ids,
                        observer=observer, listener=listener, repair_budget=rt.repair_budget, masker=rt.masker,
-                       context_budget=rt.context_budget, snapshot_every=rt.snapshot_every)
+                       context_budget=rt.context_budget, snapshot_every=rt.snapshot_every,
+                       interruption=rt.stop.cause)
 
 
 async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mode: Mode,
@@ -217,14 +244,16 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
                          model_factory: Callable[[str], ModelAdapter] | None = None,
                          max_turns: int | None = None, observer: Observer | None = None,
                          asking: Asking | None = None, listener: ModelListener | None = None,
-                         prompt: str | None = None, without_project_hooks: str | None = None) -> LiveSession:
+                         prompt: str | None = None, without_project_hooks: str | None = None,
+                         kill_orphans: bool = False) -> LiveSession:
     """Take the lease (or fail with SessionActive), restore the state (the latest snapshot plus the tail of the
     log, see memory/restore.py), record the resume. The model is `model`, or `model_factory` applied to the model
     the session recorded. `prompt`, the one the caller will run with, is checked here, before anything is
     recorded. A session that started with trusted project hooks does not continue without them
     (ProjectHooksMissing, agent/project_hooks.py) unless `without_project_hooks` names the person who chose so
     (then the project's hooks do not run, and the choice is recorded). A resume refused before it is recorded
-    leaves the session's status as it was."""
+    leaves the session's status as it was. `kill_orphans`: a command of the open batch that outlived its Strata
+    process is killed instead of waited for (tool_executor/orphans.py)."""
     if prompt is not None and not prompt.strip():
         raise UsageError("the prompt is empty", hint="say what the agent should do, or leave the prompt out")
     before = (await rt.store.get_session(session_id)).status
@@ -255,7 +284,7 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
             model = model_factory(state.model)
         plan = rt.plan(state.mode)
         live = LiveSession(rt, state, holder, _loop(rt, state, model, plan, observer, asking or Asking(), listener,
-                                                    hooks))
+                                                    hooks, kill_orphans=kill_orphans))
         live.loop.writer.snapshot_seq = restored.snapshot_seq
         open_batch = state.open_batch.batch_id if state.open_batch else None
         on_ask = asking.on_ask if asking and asking.on_ask != state.on_ask else None
@@ -290,7 +319,9 @@ async def runtime(settings: Settings, clock: Clock | None = None) -> AsyncIterat
     rt = await Runtime.open(settings, clock)
     attach_home(settings.home, rt.masker)  # the log file, masked by this home's key (if the surface logs)
     try:
-        yield rt
+        async with stop_on_signals() as stop:  # SIGTERM and SIGHUP close what runs as Ctrl-C does
+            rt.stop = stop
+            yield rt
     finally:
         with anyio.CancelScope(shield=True):
             await rt.close()

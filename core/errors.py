@@ -15,8 +15,11 @@ clear line plus an optional hint (never a traceback).
     │   ├── InconsistentLog          a session's events load but break the state machine (fold rejects them)
     │   ├── SessionNotFound          no session with that id
     │   ├── SessionActive            another live process holds the session's lease
+    │   ├── LeaseLost                another process took the session's lease while this one drove it
     │   ├── ReceiptError             a receipt cannot be reconciled as asked
     │   └── ModelError               the model path failed (retryable or not)
+    ├── OrphanRunning (exit 6)       a command whose Strata process died still runs; nothing runs beside it
+    ├── Stopped (exit 128 + N)       a termination signal (SIGTERM, SIGHUP) stopped the command, like Ctrl-C
     └── control signals the loop catches on purpose
         └── (added by later issues: ApprovalRequired, ...)
 """
@@ -143,6 +146,46 @@ class SessionActive(StrataError):
                          hint="wait for it to finish, or stop that process; a dead owner's lease is recovered")
         self.session_id = session_id
         self.owner = owner
+
+
+class LeaseLost(StrataError):
+    """This process drove the session, but its lease is no longer its own (it expired unrenewed and another
+    process took it): it stops before anything else of the session runs or is written."""
+
+    def __init__(self, session_id: str, owner: str | None) -> None:
+        by = f" ({owner})" if owner else ""
+        super().__init__(f"session {session_id} was taken over by another process{by} while this one drove it; "
+                         "this process stopped", hint=f"`strata show {session_id}` shows where the session stands")
+        self.session_id = session_id
+        self.owner = owner
+
+
+class OrphanRunning(StrataError):
+    """A call's command outlived the Strata process that started it (killed with SIGKILL) and still runs, so a
+    resume does not go on beside it."""
+
+    exit_code = 6  # agent/outcome.py EXIT_ORPHAN_RUNNING
+
+    def __init__(self, session_id: str, call_id: str, tool: str, group: str, waited_s: float) -> None:
+        super().__init__(f"session {session_id}: call {call_id} ({tool}) is still running as an orphan ({group}, "
+                         f"waited {waited_s:g} s): its Strata process stopped while it ran; nothing was run beside "
+                         "it", hint=f"resume again once it has ended, or `strata resume {session_id} "
+                                    "--kill-orphans` to kill its process group first")
+        self.session_id = session_id
+        self.call_id = call_id
+        self.group = group
+
+
+class Stopped(StrataError):
+    """A termination signal stopped the command. Whatever ran was closed as Ctrl-C closes it: a running command's
+    process group killed, its receipt settled as unknown, the open batch closed, the lease released."""
+
+    def __init__(self, signal_name: str, signal_number: int) -> None:
+        super().__init__(f"stopped by {signal_name}: anything running was stopped as Ctrl-C stops it (a running "
+                         "command's process group killed, started effects recorded as unknown, the batch closed)",
+                         hint="`strata sessions` lists the session; `strata resume ID` continues it")
+        self.signal_name = signal_name
+        self.exit_code = 128 + signal_number
 
 
 class ReceiptError(StrataError):

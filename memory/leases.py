@@ -1,44 +1,39 @@
-"""Session leases: one process drives a session at a time. A holder is identified by a random token plus its
-pid, host and process start time (so a recycled pid is not mistaken for the owner). A lease whose owner runs on
-this host is live while that process runs; on another host, until it expires unrenewed."""
+"""Session leases: one process drives a session at a time. A holder is identified by a random token (renewed by
+its heartbeat, and the only thing that releases or renews the lease) plus its pid, host, process start time, boot
+and PID namespace. Whether a holder is alive is decided by its pid only where that pid means the same process: on
+this host, in this boot and in this PID namespace (and with the same start time, so a recycled pid is not
+mistaken for the owner). Anywhere else (another host, another boot with the same host name, another PID
+namespace, where the pid may be nobody's or someone else's) the lease is live until it expires unrenewed."""
 
 from __future__ import annotations
 
 import os
 import socket
 from datetime import timedelta
-from pathlib import Path
 
 from core.clock import Clock
+from core.processes import boot_id, is_zombie, pid_namespace, process_start
 from core.state import SessionState
 from memory.records import LeaseHolder, SessionStatus
 
 LEASE_TTL = timedelta(seconds=60)
 
-
-def process_start(pid: int) -> str:
-    """The kernel's start time of `pid` (clock ticks since boot), or '' where /proc is not available."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    # The command name (field 2) may hold spaces and parentheses: split after its closing parenthesis.
-    fields = stat[stat.rindex(")") + 2:].split()
-    return fields[19] if len(fields) > 19 else ""
+__all__ = ["LEASE_TTL", "describe", "make_liveness", "new_holder", "process_start", "resting_status"]
 
 
 def new_holder(token: str, clock: Clock) -> LeaseHolder:
     pid = os.getpid()
     return LeaseHolder(token=token, pid=pid, host=socket.gethostname(), proc_start=process_start(pid),
-                       expires_at=clock.now() + LEASE_TTL)
+                       boot_id=boot_id(), pid_ns=pid_namespace(), expires_at=clock.now() + LEASE_TTL)
 
 
 def make_liveness(clock: Clock):
-    host = socket.gethostname()
+    host, boot, namespace = socket.gethostname(), boot_id(), pid_namespace()
 
     def alive(holder: LeaseHolder) -> bool:
-        if holder.host != host:
-            return holder.expires_at > clock.now()
+        # A row written before boots and namespaces were recorded has '' there: its pid is checked as before.
+        if holder.host != host or (holder.boot_id or boot) != boot or (holder.pid_ns or namespace) != namespace:
+            return holder.expires_at > clock.now()  # its pid cannot be checked from here
         try:
             os.kill(holder.pid, 0)
         except ProcessLookupError:
@@ -47,21 +42,14 @@ def make_liveness(clock: Clock):
             return True
         if holder.proc_start and process_start(holder.pid) not in ("", holder.proc_start):
             return False  # the pid was recycled by another process
-        return not _is_zombie(holder.pid)
+        return not is_zombie(holder.pid)
 
     return alive
 
 
-def _is_zombie(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2:].startswith("Z")
-
-
 def describe(holder: LeaseHolder) -> str:
-    return f"pid {holder.pid} on {holder.host}"
+    where = " (in another PID namespace)" if (holder.pid_ns or pid_namespace()) != pid_namespace() else ""
+    return f"pid {holder.pid} on {holder.host}{where}"
 
 
 def resting_status(state: SessionState | None, before: SessionStatus) -> SessionStatus:

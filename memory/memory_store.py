@@ -165,6 +165,7 @@ class InMemoryEventStore:
             "outcome_sha256": u.outcome_sha256 if u.outcome_sha256 is not None else r.outcome_sha256,
             "note": u.note if u.note is not None else r.note,
             "reconciled_by": u.reconciled_by if u.reconciled_by is not None else r.reconciled_by,
+            "process": u.process if u.process is not None else r.process,
         })
 
     async def create_session(self, record: SessionRecord, first: Write) -> list[StoredEvent]:
@@ -235,10 +236,12 @@ class InMemoryEventStore:
         self.commits += 1
         return rec
 
-    async def renew_lease(self, session_id: str, holder: LeaseHolder) -> None:
+    async def renew_lease(self, session_id: str, holder: LeaseHolder) -> bool:
         rec = await self.get_session(session_id)
-        if rec.lease is not None and rec.lease.token == holder.token:
-            self._sessions[session_id] = rec.model_copy(update={"lease": holder})
+        if rec.lease is None or rec.lease.token != holder.token:
+            return False
+        self._sessions[session_id] = rec.model_copy(update={"lease": holder})
+        return True
 
     async def release_lease(self, session_id: str, token: str, status: SessionStatus | None) -> None:
         rec = await self.get_session(session_id)

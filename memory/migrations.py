@@ -234,12 +234,26 @@ def _m005_keyed_chains(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _m006_process_identity(conn: sqlite3.Connection) -> None:
+    """Who holds a lease, and what a receipt's handler started, as core/processes.py identifies processes.
+
+    A lease owner's pid is checked only in the boot and PID namespace it was recorded in (`lease_boot`,
+    `lease_pid_ns`; elsewhere the lease lives until it expires unrenewed). A receipt's `process` (JSON: pid, process
+    group, leader start time, boot, PID namespace, host) is the command a `bash` call started, written when the
+    receipt is settled. Plain added columns, NULL in older rows, no index: nothing queries by them."""
+    for statement in ("ALTER TABLE sessions ADD COLUMN lease_boot TEXT",
+                      "ALTER TABLE sessions ADD COLUMN lease_pid_ns TEXT",
+                      "ALTER TABLE receipts ADD COLUMN process TEXT"):
+        conn.execute(statement)
+
+
 Migration = tuple[str, Callable[[sqlite3.Connection], None]]
 
 MIGRATIONS: tuple[Migration, ...] = (("001_initial", _m001_initial), ("002_timeline", _m002_timeline),
                                      ("003_blobs_snapshots", _m003_blobs_snapshots),
                                      ("004_append_order", _m004_append_order),
-                                     ("005_keyed_chains", _m005_keyed_chains))
+                                     ("005_keyed_chains", _m005_keyed_chains),
+                                     ("006_process_identity", _m006_process_identity))
 
 
 def migrate(conn: sqlite3.Connection, path: str, now: str) -> int:

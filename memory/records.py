@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from core.blobs import Blob
 from core.chain import ChainHead
 from core.events import Event, Mode
+from core.processes import ProcessGroup
 from core.timeline import TimelineEntry
 
 SessionStatus = Literal["active", "idle", "awaiting_approval", "completed", "incomplete", "failed"]
@@ -27,6 +28,10 @@ class LeaseHolder(_Row):
     pid: int
     host: str
     proc_start: str = ""
+    boot_id: str = ""
+    pid_ns: str = ""
+    """The holder's boot and PID namespace (core/processes.py): its pid is checked only where it means the same
+    process. '' in rows written before they were recorded."""
     expires_at: datetime
 
 
@@ -58,6 +63,8 @@ class Receipt(_Row):
     outcome_sha256: str | None = None
     note: str | None = None
     reconciled_by: str | None = None
+    process: ProcessGroup | None = None
+    """The process group the handler started (a `bash` command), recorded when the receipt is settled."""
 
 
 class RechainNote(_Row):
@@ -100,6 +107,7 @@ class ReceiptUpdate:
     outcome_sha256: str | None = None
     note: str | None = None
     reconciled_by: str | None = None
+    process: ProcessGroup | None = None
 
 
 @dataclass(frozen=True)

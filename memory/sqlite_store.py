@@ -21,6 +21,7 @@ from core.chain import GENESIS_HASH, ChainHead, ChainKey, EventChainRow, event_c
 from core.clock import Clock, SystemClock, iso
 from core.errors import DamagedEvent, PersistError, ReceiptError, SessionActive, SessionNotFound, StoreError
 from core.events import SCHEMA_VERSION, EventAdapter, StoredEvent, storable_json
+from core.processes import ProcessGroup
 from core.timeline import TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
 from memory.chain_binding import ChainBinding, bind
 from memory.leases import describe
@@ -51,11 +52,14 @@ Durability = Literal["full", "normal"]
 _SESSION_SELECT = ("id, created_at, MAX(updated_at, COALESCE((SELECT at FROM events e WHERE e.key BETWEEN "
                    "sessions.num << 40 AND (sessions.num << 40) | 1099511627775 ORDER BY e.key DESC LIMIT 1), "
                    "'')), mode, workspace, model, title, parent_id, fork_seq, status, "
-                   "lease_token, lease_pid, lease_host, lease_proc_start, lease_expires")
+                   "lease_token, lease_pid, lease_host, lease_proc_start, lease_expires, lease_boot, lease_pid_ns")
 _SESSION_COLS = ("id, created_at, updated_at, mode, workspace, model, title, parent_id, fork_seq, status, "
                  "lease_token, lease_pid, lease_host, lease_proc_start, lease_expires")
-_RECEIPT_COLS = ("id, session_id, call_id, tool, status, idempotency_key, args_sha256, resource_keys, "
-                 "created_at, updated_at, outcome_sha256, note, reconciled_by")
+_RECEIPT_INSERT = ("id, session_id, call_id, tool, status, idempotency_key, args_sha256, resource_keys, "
+                   "created_at, updated_at, outcome_sha256, note, reconciled_by")
+_RECEIPT_COLS = f"{_RECEIPT_INSERT}, process"
+# Columns added by later migrations (006) are written only when there is something to write: a row without a
+# lease or a process leaves them NULL by default.
 _TIMELINE_INSERT = f"INSERT INTO timeline({_TIMELINE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _EVENT_INSERT = ("INSERT INTO events(key, seq, kind, at, turn, payload, schema_version, hash) "
                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
@@ -188,7 +192,7 @@ class SqliteEventStore:
             conn.executemany(_EVENT_INSERT, rows)
         if write.new_receipts:
             conn.executemany(
-                f"INSERT INTO receipts({_RECEIPT_COLS}) VALUES (?, ?, ?, ?, 'dispatched', ?, ?, ?, ?, ?, "
+                f"INSERT INTO receipts({_RECEIPT_INSERT}) VALUES (?, ?, ?, ?, 'dispatched', ?, ?, ?, ?, ?, "
                 "NULL, NULL, NULL)",
                 [(r.id, session_id, r.call_id, r.tool, r.idempotency_key, r.args_sha256,
                   json.dumps(list(r.resource_keys)), at, at) for r in write.new_receipts])
@@ -255,11 +259,12 @@ class SqliteEventStore:
     @staticmethod
     def _update_receipt(conn: sqlite3.Connection, u: ReceiptUpdate, at: str) -> None:
         marks = ",".join("?" for _ in u.expect)
+        process = () if u.process is None else (u.process.model_dump_json(),)
         cur = conn.execute(
             "UPDATE receipts SET status = ?, updated_at = ?, outcome_sha256 = COALESCE(?, outcome_sha256), "
-            "note = COALESCE(?, note), reconciled_by = COALESCE(?, reconciled_by) "
-            f"WHERE id = ? AND status IN ({marks})",
-            (u.status, at, u.outcome_sha256, u.note, u.reconciled_by, u.id, *u.expect))
+            "note = COALESCE(?, note), reconciled_by = COALESCE(?, reconciled_by)"
+            + (", process = ?" if process else "") + f" WHERE id = ? AND status IN ({marks})",
+            (u.status, at, u.outcome_sha256, u.note, u.reconciled_by, *process, u.id, *u.expect))
         if cur.rowcount != 1:
             raise _RaceLost(u.id)
 
@@ -302,11 +307,13 @@ class SqliteEventStore:
     async def create_session(self, record: SessionRecord, first: Write) -> list[StoredEvent]:
         def body(conn: sqlite3.Connection, at: str, committed: list[Callable[[], None]]) -> list[StoredEvent]:
             lease = record.lease
-            conn.execute(
-                f"INSERT INTO sessions({_SESSION_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (record.id, at, at, record.mode, record.workspace, record.model, record.title, record.parent_id,
-                 record.fork_seq, record.status, lease and lease.token, lease and lease.pid,
-                 lease and lease.host, lease and lease.proc_start, lease and iso(lease.expires_at)))
+            values = (record.id, at, at, record.mode, record.workspace, record.model, record.title,
+                      record.parent_id, record.fork_seq, record.status, lease and lease.token, lease and lease.pid,
+                      lease and lease.host, lease and lease.proc_start, lease and iso(lease.expires_at))
+            columns = _SESSION_COLS
+            if lease is not None:
+                columns, values = f"{columns}, lease_boot, lease_pid_ns", (*values, lease.boot_id, lease.pid_ns)
+            conn.execute(f"INSERT INTO sessions({columns}) VALUES ({', '.join('?' for _ in values)})", values)
             self._forget(record.id)
             return self._append(conn, record.id, first, at, committed)
 
@@ -372,24 +379,27 @@ class SqliteEventStore:
                 raise SessionActive(session_id, describe(current))
             conn.execute(
                 "UPDATE sessions SET lease_token = ?, lease_pid = ?, lease_host = ?, lease_proc_start = ?, "
-                "lease_expires = ?, status = 'active', updated_at = ? WHERE id = ?",
-                (holder.token, holder.pid, holder.host, holder.proc_start, iso(holder.expires_at), at, session_id))
+                "lease_expires = ?, lease_boot = ?, lease_pid_ns = ?, status = 'active', updated_at = ? WHERE id = ?",
+                (holder.token, holder.pid, holder.host, holder.proc_start, iso(holder.expires_at), holder.boot_id,
+                 holder.pid_ns, at, session_id))
 
         await self._transaction(session_id, body)
         return await self.get_session(session_id)
 
-    async def renew_lease(self, session_id: str, holder: LeaseHolder) -> None:
-        def body(conn: sqlite3.Connection, at: str, _: list[Callable[[], None]]) -> None:
-            conn.execute("UPDATE sessions SET lease_expires = ? WHERE id = ? AND lease_token = ?",
-                         (iso(holder.expires_at), session_id, holder.token))
+    async def renew_lease(self, session_id: str, holder: LeaseHolder) -> bool:
+        def body(conn: sqlite3.Connection, at: str, _: list[Callable[[], None]]) -> bool:
+            cur = conn.execute("UPDATE sessions SET lease_expires = ? WHERE id = ? AND lease_token = ?",
+                               (iso(holder.expires_at), session_id, holder.token))
+            return cur.rowcount == 1
 
-        await self._transaction(session_id, body)
+        return await self._transaction(session_id, body)
 
     async def release_lease(self, session_id: str, token: str, status: SessionStatus | None) -> None:
         def body(conn: sqlite3.Connection, at: str, _: list[Callable[[], None]]) -> None:
             conn.execute(
                 "UPDATE sessions SET lease_token = NULL, lease_pid = NULL, lease_host = NULL, "
-                "lease_proc_start = NULL, lease_expires = NULL, status = COALESCE(?, status), updated_at = ? "
+                "lease_proc_start = NULL, lease_expires = NULL, lease_boot = NULL, lease_pid_ns = NULL, "
+                "status = COALESCE(?, status), updated_at = ? "
                 "WHERE id = ? AND lease_token = ?", (status, at, session_id, token))
 
         await self._transaction(session_id, body)
@@ -555,22 +565,23 @@ class SqliteEventStore:
 
 def _session(row: Any) -> SessionRecord:
     (sid, created, updated, mode, workspace, model, title, parent, fork_seq, status,
-     token, pid, host, proc_start, expires) = row
+     token, pid, host, proc_start, expires, boot, pid_ns) = row
     lease = None
     if token:
-        lease = LeaseHolder(token=token, pid=pid, host=host, proc_start=proc_start or "",
-                            expires_at=datetime.fromisoformat(expires))
+        lease = LeaseHolder(token=token, pid=pid, host=host, proc_start=proc_start or "", boot_id=boot or "",
+                            pid_ns=pid_ns or "", expires_at=datetime.fromisoformat(expires))
     return SessionRecord(id=sid, created_at=datetime.fromisoformat(created), updated_at=datetime.fromisoformat(updated),
                          mode=mode, workspace=workspace, model=model, title=title, parent_id=parent,
                          fork_seq=fork_seq, status=status, lease=lease)
 
 
 def _receipt(row: Any) -> Receipt:
-    (rid, sid, call_id, tool, status, key, args_sha, keys, created, updated, outcome, note, by) = row
+    (rid, sid, call_id, tool, status, key, args_sha, keys, created, updated, outcome, note, by, process) = row
     return Receipt(id=rid, session_id=sid, call_id=call_id, tool=tool, status=status, idempotency_key=key,
                    args_sha256=args_sha, resource_keys=tuple(json.loads(keys)),
                    created_at=datetime.fromisoformat(created), updated_at=datetime.fromisoformat(updated),
-                   outcome_sha256=outcome, note=note, reconciled_by=by)
+                   outcome_sha256=outcome, note=note, reconciled_by=by,
+                   process=None if process is None else ProcessGroup.model_validate_json(process))
 
 
 def _prepare(path: Path) -> None:

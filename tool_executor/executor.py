@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import anyio
 import structlog
 
+from core.errors import OrphanRunning
 from core.events import (
     ApprovalGranted,
     ApprovalRejected,
@@ -53,8 +54,10 @@ from core.hooks import (
 )
 from core.ids import IdFactory
 from core.policy import PermissionRule
+from core.processes import ProcessGroup
 from core.state import Approval, Grant, SessionState
 from core.tools import BoundToolPlan, ToolContext, ToolSpec
+from core.tools.context import SpawnListener
 from memory.records import NewReceipt, Receipt, ReceiptUpdate
 from memory.session_writer import SessionWriter
 from tool_executor import result as results
@@ -74,8 +77,9 @@ from tool_executor.checks.schema import check_schema, make_validator
 from tool_executor.checks.scope import check_scope
 from tool_executor.dispatch import dispatch
 from tool_executor.hooks import run_pre
-from tool_executor.locks import LockTimeout, ResourceLocks
+from tool_executor.locks import Held, HeldCommand, LockTimeout, ResourceLocks
 from tool_executor.middleware import DEFAULT_MIDDLEWARE, Middleware, downgrade
+from tool_executor.orphans import end_group, settle_orphan
 from tool_executor.post_hooks import run_post_hooks
 from tool_executor.record import CallTrace, Recorder, Step
 from tool_executor.verdicts import Ask, Deny, Pass
@@ -157,7 +161,8 @@ class ToolCallProcessor:
     def __init__(self, plan: BoundToolPlan, *, workspace: Path, ids: IdFactory, hooks: HookSet | None = None,
                  middleware: Sequence[Middleware] = DEFAULT_MIDDLEWARE, approver: Approver | None = None,
                  on_ask: OnAsk = "deny", locks: ResourceLocks | None = None,
-                 recorder: Recorder | None = None, config_rules: Sequence[PermissionRule] = ()) -> None:
+                 recorder: Recorder | None = None, config_rules: Sequence[PermissionRule] = (),
+                 kill_orphans: bool = False) -> None:
         self.plan = plan
         self.workspace = workspace
         self._ids = ids
@@ -173,6 +178,10 @@ class ToolCallProcessor:
         self._asking = anyio.Lock()
         self._batch_grants: list[Grant] = []
         self._effects = anyio.Lock(fast_acquire=True)  # uncontended (the usual case): no extra loop pass
+        self.kill_orphans = kill_orphans
+        """On resume, a command that outlived its Strata process is killed (instead of waited for)."""
+        self._processes: dict[str, ProcessGroup] = {}
+        """Process groups started by this batch's calls, by receipt id (recorded on their receipts)."""
 
     # ---- steps 1-5 -------------------------------------------------------------------------------------------
 
@@ -386,6 +395,7 @@ class ToolCallProcessor:
         receipts = receipts or {}
         run = BatchRun()
         self._batch_grants = []  # "always" answers given during this batch, for its later calls
+        self._processes = {}
         group: list[PlannedCall] = []
 
         async def flush_group() -> None:
@@ -412,7 +422,7 @@ class ToolCallProcessor:
             receipt = receipts.get(call.call_id)
             if receipt is not None:
                 await flush_group()
-                self._settle_after_crash(batch, call, receipt, writer, env.turn)
+                await self._settle_after_crash(batch, call, receipt, writer, env)
                 continue
             if run.parked:
                 await flush_group()
@@ -433,6 +443,21 @@ class ToolCallProcessor:
             self._settle(batch, call, outcome, env, writer, run)
         await flush_group()
         return run
+
+    def _spawn_listener(self, env: CallEnv, call: PlannedCall, receipt_id: str | None,
+                        held: Held | None) -> SpawnListener:
+        """What a handler calls with a process group it started, before the group runs anything: the group is
+        remembered for the receipt and recorded in the call's lock files, where another process finds it if this
+        one dies while it runs (tool_executor/locks.py)."""
+
+        async def spawned(group: ProcessGroup) -> None:
+            if receipt_id is not None:
+                self._processes[receipt_id] = group
+            if held is not None:
+                await held.adopt(HeldCommand(group=group, session_id=env.session_id, call_id=call.call_id,
+                                             receipt_id=receipt_id))
+
+        return spawned
 
     def _settle(self, batch: BatchProposed, call: PlannedCall, outcome: Decision | CallResult | None,
                 env: CallEnv, writer: SessionWriter, run: BatchRun) -> None:
@@ -458,15 +483,33 @@ class ToolCallProcessor:
         log.info("call denied", call_id=call.call_id, tool=call.tool, check=decision.verdict.check)
         return result
 
-    def _settle_after_crash(self, batch: BatchProposed, call: PlannedCall, receipt: Receipt,
-                            writer: SessionWriter, turn: int) -> None:
+    async def _settle_after_crash(self, batch: BatchProposed, call: PlannedCall, receipt: Receipt,
+                                  writer: SessionWriter, env: CallEnv) -> None:
+        """A call whose receipt a stopped process left: never re-run. A `dispatched` one becomes `unknown`, but
+        only once the command it started (if any, see `orphans.py`) no longer runs: it is waited for, or killed
+        with `kill_orphans`; one still running stops the resume (OrphanRunning) before anything runs beside it."""
         if receipt.status == "dispatched":
-            writer.stage_receipt_update(ReceiptUpdate(
-                id=receipt.id, status="unknown", note="process stopped after dispatch; not re-run"))
-            receipt = receipt.model_copy(update={"status": "unknown"})
+            note = "process stopped after dispatch; not re-run"
+            process: ProcessGroup | None = None
+            if self.locks is not None:
+                orphan = await settle_orphan(self.locks, receipt, kill=self.kill_orphans)
+                if orphan.still_running:
+                    raise OrphanRunning(env.session_id, call.call_id, receipt.tool, orphan.describe(),
+                                        self.locks.timeout_s)
+                process, note = orphan.process, f"{note}; {orphan.note}" if orphan.note else note
+            writer.stage_receipt_update(ReceiptUpdate(id=receipt.id, status="unknown", note=note, process=process))
+            receipt = receipt.model_copy(update={"status": "unknown", "process": process})
         result = results.after_crash(batch.batch_id, call, receipt)
-        writer.stage(result, turn)
-        self.recorder.settled(call, result, turn, writer)
+        writer.stage(result, env.turn)
+        self.recorder.settled(call, result, env.turn, writer)
+
+    async def end_process(self, receipt_id: str) -> ProcessGroup | None:
+        """The process group a call of this batch started, ended if it still runs (an interrupted call's handler
+        ends its own; this is the backstop). Returns it, to be recorded on the receipt."""
+        process = self._processes.get(receipt_id)
+        if process is not None:
+            await end_group(process)
+        return process
 
     async def _process(self, batch: BatchProposed, call: PlannedCall, env: CallEnv,
                        writer: SessionWriter) -> CallResult | Decision:
@@ -514,9 +557,11 @@ class ToolCallProcessor:
             else:
                 async with self._effects:  # effects one at a time, even if a rewrite put one among reads
                     if self.locks is not None and keys:
-                        async with self.locks.hold(keys):
+                        async with self.locks.hold(keys) as held:
+                            ctx = replace(ctx, on_spawn=self._spawn_listener(env, call, receipt_id, held))
                             result = await dispatch(batch.batch_id, call, spec, args, ctx, receipt_id)
                     else:
+                        ctx = replace(ctx, on_spawn=self._spawn_listener(env, call, receipt_id, None))
                         result = await dispatch(batch.batch_id, call, spec, args, ctx, receipt_id)
         except LockTimeout as exc:
             result = results.busy(batch.batch_id, call, str(exc), receipt_id=receipt_id,
@@ -531,7 +576,8 @@ class ToolCallProcessor:
         if receipt_id is not None:
             status = {"ok": "done", "error": "failed"}.get(result.status, "unknown")
             writer.stage_receipt_update(ReceiptUpdate(id=receipt_id, status=status,  # type: ignore[arg-type]
-                                                      outcome_sha256=sha256_text(result.content)))
+                                                      outcome_sha256=sha256_text(result.content),
+                                                      process=self._processes.get(receipt_id)))
         result, post_steps = await run_post_hooks(self.hooks, call, decision.tool, decision.input, env,
                                                   self.workspace, result)
         self.recorder.record(CallTrace(env=env, call=call, decision=decision, result=result, receipt_id=receipt_id,

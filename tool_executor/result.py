@@ -61,14 +61,16 @@ def busy(batch_id: str, call: PlannedCall, detail: str, *, receipt_id: str | Non
                       is_error=True, check="lock", receipt_id=receipt_id, duration_ms=round(duration_ms, 3))
 
 
-def interrupted(batch_id: str, call: PlannedCall, receipt_id: str | None) -> CallResult:
-    """The user interrupted the turn (Ctrl-C): a started effect is unknown; a call not started never ran."""
+def interrupted(batch_id: str, call: PlannedCall, receipt_id: str | None,
+                cause: str = "the user interrupted the turn") -> CallResult:
+    """The turn was interrupted (Ctrl-C, or `cause`: a termination signal): a started effect is unknown; a call
+    not started never ran."""
     if receipt_id is not None:
-        text = ("Outcome unknown: the user interrupted the turn while this call ran, so it may or may not have taken "
+        text = (f"Outcome unknown: {cause} while this call ran, so it may or may not have taken "
                 f"effect. It will not be re-run; it awaits reconciliation (receipt {receipt_id}).")
         return CallResult(batch_id=batch_id, call_id=call.call_id, tool=call.tool, status="unknown", content=text,
                           is_error=True, check="interrupt", receipt_id=receipt_id)
-    text = "Not run: the user interrupted the turn before this call finished; no effect of it was kept."
+    text = f"Not run: {cause} before this call finished; no effect of it was kept."
     return CallResult(batch_id=batch_id, call_id=call.call_id, tool=call.tool, status="error", content=text,
                       is_error=True, check="interrupt")
 

@@ -1,5 +1,6 @@
 """`strata`: the command line. Exit codes: 0 completed, 1 error, 2 usage, 3 incomplete, 4 awaiting approval,
-5 unknown effects pending. User errors are one line plus a hint, never a traceback."""
+5 unknown effects pending, 6 a command left by a stopped process still runs (resume), 128 + N stopped by signal N
+(130 Ctrl-C, 143 SIGTERM, 129 SIGHUP). User errors are one line plus a hint, never a traceback."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from agent.reconcile import ProbeOutcome, person, probe_receipts, reconcile
 from agent.session import Asking, LiveSession, Runtime, resume_session, runtime, start_session
 from config import LoadedConfig, Settings, load_config, load_settings
 from config.seen_secrets import home_masker
-from core.errors import ConfigError, StrataError
+from core.errors import ConfigError, Stopped, StrataError
 from core.events import StoredEvent
 from core.masking import Masker
 from core.policy import PermissionRule, parse_rule
@@ -42,7 +43,8 @@ T = TypeVar("T")
 def _fail(err: StrataError) -> NoReturn:
     # An error can quote what the user typed (a rule, a config value): masked like any other observation.
     masker = Masker.throwaway()
-    echo(f"strata: error: {masker.mask(err.message)}", err=True)
+    prefix = "strata" if isinstance(err, Stopped) else "strata: error"  # a stop that was asked for is no error
+    echo(f"{prefix}: {masker.mask(err.message)}", err=True)
     if err.hint:
         echo(f"hint: {masker.mask(err.hint)}", err=True)
     sys.exit(err.exit_code)
@@ -229,10 +231,13 @@ def run(model_spec: str | None, workspace: Path, allow: tuple[str, ...], deny: t
               help="A new limit on the session's total model turns (to continue an incomplete session).")
 @_on_ask
 @_without_project_hooks
+@click.option("--kill-orphans", is_flag=True,
+              help="If a command of the open batch still runs although the process that started it was killed, "
+                   "kill its process group (by default resume waits for it up to the lock timeout, then exits 6).")
 @_json
 def resume(session_id: str, prompt: str | None, model_spec: str | None, allow: tuple[str, ...],
            deny: tuple[str, ...], max_turns: int | None, on_ask: str | None, without_project_hooks: bool,
-           as_json: bool) -> None:
+           kill_orphans: bool, as_json: bool) -> None:
     """Resume session SESSION_ID by id, optionally with a new PROMPT."""
     settings = _settings()
     rules = _rules(allow, deny)
@@ -246,7 +251,8 @@ def resume(session_id: str, prompt: str | None, model_spec: str | None, allow: t
             live = await resume_session(rt, session_id, model=model, model_factory=model_from_spec, rules=rules,
                                         max_turns=max_turns, observer=_observer(as_json),
                                         asking=Asking(on_ask=on_ask),  # type: ignore[arg-type]  # None: the session's
-                                        prompt=prompt, without_project_hooks=waiver(without_project_hooks, "resume"))
+                                        prompt=prompt, without_project_hooks=waiver(without_project_hooks, "resume"),
+                                        kill_orphans=kill_orphans)
             _notices(loaded)  # once the resume goes on (a refusal says everything in its own line)
             return await _drive(live, prompt, as_json)
 

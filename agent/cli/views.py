@@ -52,6 +52,7 @@ def receipt_view(r: Receipt, masker: Masker) -> dict[str, Any]:
         "outcome_sha256": r.outcome_sha256,
         "note": masker.mask(r.note) if r.note else r.note,
         "reconciled_by": masker.mask(r.reconciled_by) if r.reconciled_by else r.reconciled_by,
+        "process": None if r.process is None else r.process.model_dump(mode="json"),
     }
 
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from core.events import Mode
+from core.processes import ProcessGroup
 from core.tools.path_filter import PathFilter
+
+SpawnListener = Callable[[ProcessGroup], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -22,3 +26,7 @@ class ToolContext:
     path_filter: PathFilter | None = None
     """Paths the policy rules keep from this call beyond those it names (None: none); a handler that walks the
     workspace consults it before it opens or names an entry."""
+    on_spawn: SpawnListener | None = None
+    """A handler that starts a process group which can outlive Strata (a `bash` command in its own session) calls
+    this with the group before the group does any work, and lets it start only if the call returns: the executor
+    records the group where a later process finds it if this one dies (tool_executor/locks.py)."""

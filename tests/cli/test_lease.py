@@ -1,6 +1,7 @@
 """One process drives a session at a time (issue 2, acceptance item 4), with real processes: a second `strata
 resume` of an active session exits 1 with a clear "is active" error; once the owner is killed with SIGKILL, a
-third process recovers the dead owner's lease and resumes."""
+third process recovers the dead owner's lease and resumes. (The killed owner's command, `sleep`, outlives it: the
+third resume ends it with `--kill-orphans` rather than wait for it, see tests/cli/test_orphans.py.)"""
 
 from __future__ import annotations
 
@@ -123,7 +124,7 @@ def test_second_resume_is_refused_while_the_first_is_active_then_a_third_recover
         killed = _kill(first)
     assert killed.returncode == -signal.SIGKILL
     assert _row(cli, session)["status"] != "active"  # a dead owner's lease does not count as active
-    _assert_recovered(cli, session, strata(cli, "resume", session))
+    _assert_recovered(cli, session, strata(cli, "resume", session, "--kill-orphans"))
 
 
 def test_two_resumes_started_together_one_proceeds(cli: StrataCLI, session: str) -> None:
@@ -144,4 +145,4 @@ def test_two_resumes_started_together_one_proceeds(cli: StrataCLI, session: str)
     finally:
         for p in procs:
             _kill(p)
-    _assert_recovered(cli, session, strata(cli, "resume", session))
+    _assert_recovered(cli, session, strata(cli, "resume", session, "--kill-orphans"))

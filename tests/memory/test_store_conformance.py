@@ -31,6 +31,7 @@ from core.events import (
     UserMessage,
 )
 from core.messages import TextBlock, ToolUseBlock
+from core.processes import ProcessGroup
 from core.timeline import GENESIS_HASH, TimelineEntry, verify_chain
 from memory import (
     InMemoryEventStore,
@@ -514,6 +515,44 @@ async def test_renew_lease_only_by_its_holder(store: EventStore) -> None:
     await store.renew_lease("s1", holder("tok-x").model_copy(update={"expires_at": T0 + timedelta(days=9)}))
     lease = (await store.get_session("s1")).lease
     assert lease is not None and (lease.token, lease.expires_at) == ("tok-1", later)
+
+
+async def test_renew_lease_says_whether_the_token_still_holds_it(store: EventStore) -> None:
+    """renew_lease returns True for the holder and False for a token whose lease another process has taken."""
+    await new_session(store, "s1")
+    await store.acquire_lease("s1", holder("tok-1"), alive, T0)
+    assert await store.renew_lease("s1", holder("tok-1")) is True
+    await store.acquire_lease("s1", holder("tok-2"), dead, T0)  # tok-1's owner was judged gone
+    assert await store.renew_lease("s1", holder("tok-1")) is False
+    lease = (await store.get_session("s1")).lease
+    assert lease is not None and lease.token == "tok-2"
+
+
+async def test_lease_holder_boot_and_namespace_round_trip(store: EventStore) -> None:
+    """A holder's boot id and PID namespace are stored with the lease (taken, or given at creation) and read back;
+    release clears them."""
+    taken = holder("tok-1").model_copy(update={"boot_id": "boot-1", "pid_ns": "pid:[1]"})
+    await new_session(store, "s1")
+    await store.acquire_lease("s1", taken, alive, T0)
+    assert (await store.get_session("s1")).lease == taken
+    given = holder("tok-2").model_copy(update={"boot_id": "boot-2", "pid_ns": "pid:[2]"})
+    await store.create_session(record("s2", lease=given), events(started("s2")))
+    assert (await store.get_session("s2")).lease == given
+    await store.release_lease("s1", "tok-1", None)
+    assert (await store.get_session("s1")).lease is None
+
+
+async def test_receipt_keeps_the_process_its_settlement_records(store: EventStore) -> None:
+    """A ReceiptUpdate with a process group stores it on the receipt; a later update without one keeps it."""
+    group = ProcessGroup(pid=321, pgid=321, start="9876", boot_id="boot", pid_ns="pid:[7]", host="h")
+    await new_session(store, "s1")
+    await store.commit("s1", Write(events=[(batch("b1", "c1"), 1)], new_receipts=[receipt("r1", "c1")]))
+    assert (await store.get_receipt("r1")).process is None
+    await store.commit("s1", Write(receipt_updates=[ReceiptUpdate(id="r1", status="unknown", process=group)]))
+    assert (await store.get_receipt("r1")).process == group
+    await store.update_receipt(ReceiptUpdate(id="r1", status="done", expect=("unknown",), note="by hand"))
+    (listed,) = await store.list_receipts("s1")
+    assert (listed.status, listed.process) == ("done", group)
 
 
 async def test_acquire_lease_on_missing_session_raises(store: EventStore) -> None:

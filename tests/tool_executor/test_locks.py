@@ -3,6 +3,8 @@ processes through file locks."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import textwrap
 from pathlib import Path
@@ -11,7 +13,8 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from tool_executor.locks import LockTimeout, ResourceLocks
+from core.processes import ProcessGroup
+from tool_executor.locks import HeldCommand, LockTimeout, OrphanHolds, ResourceLocks
 
 REPO = str(Path(__file__).resolve().parents[2])
 
@@ -99,3 +102,64 @@ async def test_another_process_holding_the_key_blocks_until_it_exits(tmp_path: P
         async with locks.hold(["fs:/shared"], timeout_s=20):
             pass  # granted once the other process let go
         assert await proc.wait() == 0
+
+
+_ORPHANING_HOLDER = """
+import anyio, pathlib, subprocess, sys
+from core.processes import ProcessGroup
+from tool_executor.locks import HeldCommand, ResourceLocks
+async def main():
+    async with ResourceLocks(pathlib.Path(sys.argv[1])).hold(["shell:/ws"]) as held:
+        sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)
+        await held.adopt(HeldCommand(group=ProcessGroup.of_leader(sleeper.pid), session_id="s-dead", call_id="c1",
+                                     receipt_id="r1"))
+        pathlib.Path(sys.argv[2]).write_text(str(sleeper.pid))
+        await anyio.sleep(60)
+anyio.run(main)
+"""
+
+
+async def test_a_command_left_by_a_killed_holder_keeps_its_key_until_it_ends(tmp_path: Path) -> None:
+    """A process holding `shell:/ws` starts a command in its own session, records it, and is SIGKILLed: its flock
+    goes, but the key stays held by the still-running command (OrphanHolds names it and how to end it); once the
+    command's group is gone the key is free at once, and the record is cleared."""
+    lock_dir, ready = tmp_path / "locks", anyio.Path(tmp_path / "ready")
+    locks = ResourceLocks(lock_dir, timeout_s=0.3)
+    async with await anyio.open_process([sys.executable, "-c", _ORPHANING_HOLDER, str(lock_dir), str(ready)],
+                                        cwd=REPO) as proc:
+        with anyio.fail_after(20):
+            while not await ready.exists():
+                assert proc.returncode is None
+                await anyio.sleep(0.01)
+        proc.kill()
+        await proc.wait()
+    pgid = int(await ready.read_text())
+    try:
+        with pytest.raises(OrphanHolds) as caught:
+            async with locks.hold(["shell:/ws"]):
+                pass
+        message = str(caught.value)
+        assert "resource busy" in message and "s-dead" in message and "--kill-orphans" in message, message
+        found = locks.command_for("r1", ["shell:/ws"])
+        assert found is not None and found.group.pgid == pgid and found.group.state() == "running"
+        assert locks.command_for("r-other", ["shell:/ws"]) is None
+    finally:
+        os.killpg(pgid, signal.SIGKILL)
+    async with locks.hold(["shell:/ws"], timeout_s=5):  # waits only for the group's last process to go
+        pass
+    assert locks.command_for("r1", ["shell:/ws"]) is None  # whoever took the key after it ended overwrote it
+
+
+async def test_a_held_command_that_ended_leaves_no_record(tmp_path: Path) -> None:
+    """A command recorded under a lock and ended before the lock is let go (the usual case) holds nothing after."""
+    locks = ResourceLocks(tmp_path / "locks", timeout_s=0.3)
+    proc = await anyio.open_process(["sleep", "30"], start_new_session=True)
+    async with locks.hold(["shell:/ws"]) as held:
+        await held.adopt(HeldCommand(group=ProcessGroup.of_leader(proc.pid), session_id="s", call_id="c",
+                                     receipt_id="r"))
+        assert locks.command_for("r", ["shell:/ws"]) is not None
+        proc.kill()
+        await proc.wait()
+    assert locks.command_for("r", ["shell:/ws"]) is None
+    async with locks.hold(["shell:/ws"]):  # and the next holder does not wait
+        pass

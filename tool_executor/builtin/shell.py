@@ -1,5 +1,11 @@
 """The bash tool: `bash -c COMMAND` in the workspace, in its own process group, killed (the whole group) when
-the deadline passes or the call is cancelled."""
+the deadline passes, when the call is cancelled (Ctrl-C, SIGTERM, SIGHUP) and when the command ends.
+
+The group runs in its own session, so it survives a Strata process killed with SIGKILL. For a later process to
+find such an orphan, the group is reported to the executor (`ToolContext.on_spawn`) before the command starts:
+the shell is started behind a gate (it waits for a line on its stdin before it execs bash with the command), the group
+is reported, and only then is the gate opened. If Strata dies before that, the gate's stdin closes and the shell
+exits without running anything; if the report fails, the command is not run either."""
 
 from __future__ import annotations
 
@@ -13,12 +19,31 @@ from typing import Any
 import anyio
 from anyio.abc import Process
 
+from core.processes import ProcessGroup
 from core.tools import ToolContext, ToolError, ToolOutput, ToolSpec, ToolTimeout
 from tool_executor.child_env import scrubbed_env
 
 MAX_OUTPUT = 256 * 1024
 DEFAULT_TIMEOUT_S = 120.0
 MAX_TIMEOUT_S = 600.0
+_GATE = ["/bin/sh", "-c", 'IFS= read -r go; [ "$go" = 1 ] || exit 125; exec </dev/null; exec /bin/bash -c "$1"',
+         "strata-bash"]
+"""Waits for the go line, then becomes `/bin/bash -c COMMAND` (same pid, so the same group leader and start
+time) with stdin from /dev/null, as the command always had. `sh` reads no startup file (bash would read
+$BASH_ENV before the gate opens)."""
+
+
+async def _open_gate(proc: Process, ctx: ToolContext) -> None:
+    """Report the group (its leader is our unreaped child, so its pid and start time are reliable), then let the
+    command start. A report that fails leaves the gate closed: the shell exits and the command never runs."""
+    assert proc.stdin is not None
+    if ctx.on_spawn is not None:
+        try:
+            await ctx.on_spawn(ProcessGroup.of_leader(proc.pid))
+        except Exception as exc:
+            raise ToolError(f"the command was not started: its process could not be recorded ({exc})") from None
+    await proc.stdin.send(b"1\n")
+    await proc.stdin.aclose()
 
 
 def _kill_group(proc: Process) -> None:
@@ -45,12 +70,13 @@ async def bash(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
     timeout = min(float(args.get("timeout_s", DEFAULT_TIMEOUT_S)), MAX_TIMEOUT_S)
     env = scrubbed_env()  # Strata's own model credentials never reach a command the model wrote
     try:
-        proc = await anyio.open_process(["/bin/bash", "-c", command], cwd=str(ctx.workspace),
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        proc = await anyio.open_process([*_GATE, command], cwd=str(ctx.workspace),
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, start_new_session=True, env=env)
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte, which the policy check denies before this
         raise ToolError(f"cannot start bash: {getattr(exc, 'strerror', None) or exc}") from None
     try:
+        await _open_gate(proc, ctx)
         with anyio.fail_after(timeout):
             output = await _read_capped(proc)
             code = await proc.wait()
