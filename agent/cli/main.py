@@ -14,6 +14,7 @@ from typing import Any, NoReturn, TypeVar
 import anyio
 import click
 
+from agent.cli import stdout
 from agent.cli.render import printer
 from agent.cli.views import event_view, receipt_view, session_view, show_view
 from agent.models import model_from_spec
@@ -402,14 +403,23 @@ def demo() -> None:
 
 
 def main() -> None:
+    stdout.install()  # a failed write to stdout is reported once, at the end (agent/cli/stdout.py)
+    code: int | str | None
     try:
         cli.main(prog_name="strata", standalone_mode=True)
-    except SystemExit:
-        raise
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
     except Exception as exc:  # a bug, not a user error: say so plainly, keep the detail for a report
         click.echo(f"strata: internal error: {type(exc).__name__}: {Masker.throwaway().mask(str(exc))}", err=True)
         click.echo("hint: rerun with --verbose and report it with the command you ran", err=True)
-        sys.exit(EXIT_ERROR)
+        code = EXIT_ERROR
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):  # sys.exit("message"): Python prints it and exits 1
+        click.echo(code, err=True)
+        code = EXIT_ERROR
+    sys.exit(stdout.finish(code, lambda line: click.echo(line, err=True)))
 
 
 from agent.cli.config_cmds import config_group, trust  # noqa: E402  (registered last, after the group exists)

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from agent.cli.stdout import output_lost
 from agent.session import Runtime, runtime
 from core.timeline import TIMELINE_DECISIONS, TimelineRow, VerifyResult
 from memory.leases import make_liveness
@@ -164,3 +165,5 @@ async def _follow(rt: Runtime, session_id: str, filters: dict[str, Any], as_json
         else:
             console.print(_table([row], header=first, width=console.width))
         first = False
+        if output_lost():  # nobody reads any more (`| head`), or nothing can take the output: stop following
+            return
