@@ -19,6 +19,7 @@ from core.clock import Clock, SystemClock, iso
 from core.errors import DamagedEvent, PersistError, ReceiptError, SessionActive, SessionNotFound, StoreError
 from core.events import SCHEMA_VERSION, EventAdapter, StoredEvent
 from core.timeline import GENESIS_HASH, TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
+from memory._db_files import DatabaseFiles, FilesChanged
 from memory.leases import describe
 from memory.migrations import migrate
 from memory.records import (
@@ -57,6 +58,15 @@ class _RaceLost(Exception):
     pass
 
 
+class _FilesLost(Exception):
+    """A commit refused because the database's files changed under the connection (memory/_db_files.py)."""
+
+    def __init__(self, change: FilesChanged, saved: bool | None) -> None:
+        super().__init__(change.path)
+        self.change = change
+        self.saved = saved
+
+
 class SqliteEventStore:
     def __init__(self, db: aiosqlite.Connection, path: str, clock: Clock) -> None:
         self._db = db
@@ -67,6 +77,8 @@ class SqliteEventStore:
         self._timeline_head: dict[str, tuple[int, str]] = {}
         """Per session: the last timeline row's (seq, hash), kept like `_last_seq` (set only after COMMIT)."""
         self.commits = 0
+        self._files: DatabaseFiles | None = None
+        """The database, WAL and shm files as the connection opened them, checked before each COMMIT."""
 
     @classmethod
     async def open(cls, path: Path, *, durability: Durability = "full", clock: Clock | None = None,
@@ -97,6 +109,7 @@ class SqliteEventStore:
                 conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
                 conn.execute("PRAGMA foreign_keys = ON")
                 migrate(conn, where, iso(clock.now()))
+                store._files = DatabaseFiles.capture(where)
 
             await store._run(setup)
         except StoreError:
@@ -228,14 +241,19 @@ class SqliteEventStore:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 result = body(conn, at, committed)
+                change = self._files.changed() if self._files is not None else None
+                if change is not None:  # the commit would go to a file that is gone: refuse it, before any effect
+                    raise _FilesLost(change, None)
                 conn.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 if session_id is not None:
                     self._last_seq.pop(session_id, None)
                     self._nums.pop(session_id, None)
                     self._timeline_head.pop(session_id, None)
+                if isinstance(exc, _FilesLost) and exc.change.salvageable:
+                    exc.saved = _salvage(conn)
                 raise
             for callback in committed:
                 callback()
@@ -243,6 +261,8 @@ class SqliteEventStore:
 
         try:
             result = await self._run(run)
+        except _FilesLost as exc:
+            raise _files_error(exc, self.path, session_id) from None
         except _RaceLost as exc:
             raise ReceiptError(f"receipt {exc.args[0]} is not in the expected state", receipt_id=exc.args[0]) from None
         except sqlite3.Error as exc:
@@ -513,6 +533,31 @@ def _prepare(path: Path) -> None:
     if path.is_dir():
         raise StoreError(f"cannot use {where}: unable to open database file (it is a directory); it was left "
                          "untouched", path=where, hint="move it aside or set STRATA_HOME to another directory")
+
+
+def _salvage(conn: sqlite3.Connection) -> bool:
+    """Copy the commits of a deleted WAL (still open through `conn`) into the database file. True when all were."""
+    try:
+        busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    except sqlite3.Error:
+        return False
+    return not busy and frames == copied
+
+
+def _files_error(exc: _FilesLost, path: str, session_id: str | None) -> PersistError:
+    change = exc.change
+    what = "write-ahead log" if change.path.endswith("-wal") else "shared-memory index" if change.path.endswith(
+        "-shm") else "database file"
+    message = (f"commit to {path} refused: its {what} {change.path} was {change.how} while this process had it "
+               "open, so the commit would not be durable")
+    if exc.saved is True:
+        message += "; the commits before it were copied into the database file"
+    elif exc.saved is False:
+        message += "; the commits since the last checkpoint could not all be copied into the database file"
+    resume = f"`strata resume {session_id}`" if session_id is not None else "retry"
+    hint = (f"no tool ran after the failed commit; find what removes files in the Strata home, make sure no other "
+            f"strata process uses it, then {resume}")
+    return PersistError(message, session_id=session_id, path=path, hint=hint)
 
 
 def _decode_reason(exc: Exception) -> str:
