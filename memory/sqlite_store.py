@@ -19,9 +19,10 @@ from core.clock import Clock, SystemClock, iso
 from core.errors import DamagedEvent, PersistError, ReceiptError, SessionActive, SessionNotFound, StoreError
 from core.events import SCHEMA_VERSION, EventAdapter, StoredEvent
 from core.timeline import GENESIS_HASH, TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
+from memory import _read_only
 from memory._db_files import DatabaseFiles, FilesChanged
 from memory.leases import describe
-from memory.migrations import migrate
+from memory.migrations import MIGRATIONS, migrate
 from memory.records import (
     LeaseHolder,
     Receipt,
@@ -82,22 +83,20 @@ class SqliteEventStore:
 
     @classmethod
     async def open(cls, path: Path, *, durability: Durability = "full", clock: Clock | None = None,
-                   busy_timeout_ms: int = 5000) -> SqliteEventStore:
+                   busy_timeout_ms: int = 5000, read_only: bool = False) -> SqliteEventStore:
         """Open (creating if absent) and migrate. A corrupt, locked or unreadable file is reported, never
-        recreated."""
+        recreated. `read_only`: for commands that only read; the database is opened read-only (memory/
+        _read_only.py), so a home that cannot be written can still be read. A database that does not exist yet,
+        or whose schema this Strata must upgrade first, is opened as a writer all the same (creating or
+        migrating it, as a writer's first open would)."""
         clock = clock or SystemClock()
+        if read_only:
+            store = await cls._open_read_only(path, clock, busy_timeout_ms)
+            if store is not None:
+                return store
         where = str(path)
         _prepare(path)
-        connecting = aiosqlite.connect(where, isolation_level=None)
-        try:
-            db = await connecting
-        except sqlite3.Error as exc:
-            # aiosqlite queues a stop on its worker thread and does not wait for it; the thread then resolves a
-            # future on this loop. Wait for it here, or it may do so after the loop has closed (a traceback).
-            thread = getattr(connecting, "_thread", None)
-            if thread is not None:
-                await anyio.to_thread.run_sync(thread.join, 5.0)
-            raise _store_error(exc, where) from None
+        db = await _connect(where, where)
         store = cls(db, where, clock)
         try:
             def setup(conn: sqlite3.Connection) -> None:
@@ -119,6 +118,41 @@ class SqliteEventStore:
             await db.close()
             raise _store_error(exc, where) from None
         return store
+
+    @classmethod
+    async def _open_read_only(cls, path: Path, clock: Clock, busy_timeout_ms: int) -> SqliteEventStore | None:
+        """The database opened read-only, or None when it must be opened as a writer (absent, or older schema)."""
+        where = str(path)
+        if not await anyio.Path(path).is_file():
+            return None
+        for uri in _read_only.uris(where):
+            db = await _connect(uri, where, uri=True)
+
+            def setup(conn: sqlite3.Connection) -> int:
+                conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+                return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+            store = cls(db, where, clock)
+            try:
+                version = await store._run(setup)
+            except sqlite3.Error as exc:
+                await db.close()
+                if _read_only.needs_shm(exc) and "immutable" not in uri:
+                    if _read_only.wal_holds_commits(where):
+                        raise StoreError(f"cannot read {where}: its write-ahead log {where}-wal holds commits, and "
+                                         f"no {where}-shm can be made here to read them with", path=where,
+                                         hint="run the command once where the Strata home can be written, or on "
+                                              "a writable copy of the whole home") from None
+                    continue  # no WAL to lose: the database file holds everything (immutable)
+                raise _store_error(exc, where) from None
+            if version == len(MIGRATIONS):
+                return store
+            await db.close()
+            if version > len(MIGRATIONS):
+                raise StoreError(f"{where} has schema version {version}, newer than this Strata knows "
+                                 f"({len(MIGRATIONS)})", path=where, hint="upgrade Strata to open this database")
+            return None
+        return None
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run `fn` with the raw connection on aiosqlite's worker thread, in one round trip."""
@@ -520,6 +554,19 @@ def _timeline_row(session_id: str, row: Any) -> TimelineRow:
         return TimelineRow.model_validate(fields)
     except ValidationError:
         return TimelineRow.model_construct(**fields)
+
+
+async def _connect(target: str, where: str, **options: Any) -> aiosqlite.Connection:
+    connecting = aiosqlite.connect(target, isolation_level=None, **options)
+    try:
+        return await connecting
+    except sqlite3.Error as exc:
+        # aiosqlite queues a stop on its worker thread and does not wait for it; the thread then resolves a
+        # future on this loop. Wait for it here, or it may do so after the loop has closed (a traceback).
+        thread = getattr(connecting, "_thread", None)
+        if thread is not None:
+            await anyio.to_thread.run_sync(thread.join, 5.0)
+        raise _store_error(exc, where) from None
 
 
 def _prepare(path: Path) -> None:

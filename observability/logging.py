@@ -189,10 +189,11 @@ def configure_logging(verbose: bool = False) -> None:
 
 
 def attach_home(home: Path, masker: Masker | None = None, *, max_bytes: int = MAX_BYTES,
-                backups: int = BACKUPS) -> Path | None:
+                backups: int = BACKUPS, quiet: bool = False) -> Path | None:
     """Mask with `masker` from now on and write JSON lines to `<home>/logs/strata.log` too. Calling it again
     with the same home only swaps the masker. Returns the file, or None when logging stays on stderr (not
-    configured, or the home cannot take the file: then one warning says so)."""
+    configured, or the home cannot take the file: then one warning says so, unless `quiet`: a command that only
+    reads, in a home it cannot write)."""
     setup = _active
     if setup is None:
         return None
@@ -206,7 +207,7 @@ def attach_home(home: Path, masker: Masker | None = None, *, max_bytes: int = MA
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         handler = _RotatingFile(path, max_bytes, backups)
     except OSError as exc:
-        if not setup.warned:
+        if not setup.warned and not quiet:
             setup.warned = True
             _log.warning("cannot write the log file; logging to stderr only", path=str(path),
                          error=exc.strerror or str(exc))

@@ -33,7 +33,7 @@ def export(session_id: str, fmt: ExportFormat, output: str | None) -> None:
     settings = _settings()
 
     async def main() -> tuple[SessionSnapshot, Masker]:
-        async with runtime(settings) as rt:
+        async with runtime(settings, read_only=True) as rt:
             snapshot = await load_snapshot(rt.store, session_id)
             workspace = Path(snapshot.record.workspace)
             # Secrets named in the session's config are masked too, as they were when it ran. Config files are

@@ -83,8 +83,8 @@ def _apply_config(rt: Runtime, loaded: LoadedConfig) -> None:
     rt.snapshot_every = loaded.settings.snapshot_every
     extra = [*loaded.secrets.values, *(os.environ[n] for n in loaded.secrets.env if os.environ.get(n))]
     if extra:
-        rt.masker = home_masker(loaded.settings.home, os.environ, extra_secrets=extra)
-        attach_home(loaded.settings.home, rt.masker)  # logs are masked with the configured secrets too
+        rt.masker = home_masker(loaded.settings.home, os.environ, extra_secrets=extra, read_only=rt.read_only)
+        attach_home(loaded.settings.home, rt.masker, quiet=rt.read_only)  # logs masked with the configured secrets
     if rt.locks is not None:
         rt.locks.timeout_s = loaded.settings.lock_timeout_s
 
@@ -227,7 +227,7 @@ def sessions(as_json: bool) -> None:
     settings = _settings()
 
     async def main() -> None:
-        async with runtime(settings) as rt:
+        async with runtime(settings, read_only=True) as rt:
             records = await rt.store.list_sessions()
             unknown: dict[str, int] = {}
             for r in await rt.store.list_receipts(status="unknown"):
@@ -267,7 +267,7 @@ def show(session_id: str, as_json: bool) -> None:
     settings = _settings()
 
     async def main() -> None:
-        async with runtime(settings) as rt:
+        async with runtime(settings, read_only=True) as rt:
             rec = await rt.store.get_session(session_id)
             state = (await restore_or_report(rt.store, session_id)).state
             view = show_view(rec, _display_status(rt, rec), state, rt.masker)
@@ -304,7 +304,7 @@ def receipts(session_id: str | None, status: str | None, as_json: bool) -> None:
     settings = _settings()
 
     async def main() -> None:
-        async with runtime(settings) as rt:
+        async with runtime(settings, read_only=True) as rt:
             if session_id is not None:
                 await rt.store.get_session(session_id)
             rows = await rt.store.list_receipts(session_id, status)  # type: ignore[arg-type]

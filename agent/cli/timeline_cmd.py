@@ -127,7 +127,7 @@ def timeline(session_id: str, kinds: tuple[str, ...], tools: tuple[str, ...], de
     settings = _settings()
 
     async def main() -> VerifyResult | None:
-        async with runtime(settings) as rt:
+        async with runtime(settings, read_only=True) as rt:
             if verify:
                 return await verify_session(rt.store, session_id)
             if follow:
