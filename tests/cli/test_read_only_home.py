@@ -1,8 +1,7 @@
 """Commands that only read work in a Strata home that cannot be written (issue 19, item 8), with real processes
 and a really read-only home: each command runs in a private mount namespace where the home is bind-mounted
-read-only (`unshare -m`, or `unshare -rm` for a user without CAP_SYS_ADMIN), so every write into it fails with
-EROFS whoever the process runs as (root included). Where no mount namespace can be made, the tests skip and
-say so.
+read-only (`unshare -m` as root; `unshare -rm`, or sudo, otherwise), so every write into it fails with EROFS
+whoever the process runs as (root included). Where no mount namespace can be made, the tests skip and say so.
 
 A read-only home is opened read-only: `sessions`, `show`, `timeline` (also `--verify` and `--follow`),
 `receipts`, `export`, `config show` print what they print in a writable home, say nothing on stderr, and create
@@ -25,35 +24,53 @@ from tests.conftest import StrataCLI, write_script
 
 Runner = Callable[..., subprocess.CompletedProcess[str]]
 
-# Bind the home over itself read-only in a new mount namespace, then run the command there.
-_WRAP = 'mount --bind -o ro "$0" "$0" && exec "$@"'
+def _namespaces() -> list[tuple[list[str], str]]:
+    """Ways to run a command in a private mount namespace: (the unshare invocation, what to exec with after the
+    mount). As root, `unshare -m`; otherwise in a user namespace (`unshare -rm`), or through passwordless sudo,
+    dropping back to this user after the mount (as CI runs when it is not root)."""
+    ways: list[tuple[list[str], str]] = [(["unshare", "-m"], ""), (["unshare", "-r", "-m"], "")]
+    if os.geteuid() != 0 and shutil.which("sudo") and shutil.which("setpriv"):
+        ways.append((["sudo", "-n", "-E", "unshare", "-m"],
+                     f"setpriv --reuid={os.getuid()} --regid={os.getgid()} --clear-groups --"))
+    return ways
 
 
-def _unshare() -> list[str] | None:
-    """The unshare invocation that can make a private mount namespace here, or None."""
+def _wrap(then: str) -> str:
+    """Bind the home (`$0`) over itself read-only, then run the command."""
+    return f'mount --bind -o ro "$0" "$0" && exec {then} "$@"'
+
+
+def _unshare() -> tuple[list[str], str] | None:
+    """A way to make a read-only bind mount in a private mount namespace here, or None."""
     if shutil.which("unshare") is None or shutil.which("mount") is None:
         return None
-    for argv in (["unshare", "-m"], ["unshare", "-r", "-m"]):
-        probe = subprocess.run([*argv, "--", "sh", "-c", "mount --bind -o ro /tmp /tmp && ! touch /tmp/.strata-ro"],
-                               capture_output=True, text=True, timeout=30)
+    for argv, then in _namespaces():
+        try:
+            probe = subprocess.run([*argv, "--", "sh", "-c", _wrap(then), "/tmp", "sh", "-c",
+                                    "! touch /tmp/.strata-read-only-probe 2>/dev/null"],
+                                   capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            continue
         if probe.returncode == 0:
-            return argv
+            return argv, then
     return None
 
 
 @pytest.fixture(scope="module")
-def unshare() -> list[str]:
-    argv = _unshare()
-    if argv is None:
-        pytest.skip("cannot make a read-only home here: `unshare -m` (or `unshare -rm`) with a read-only bind mount "
-                    "needs CAP_SYS_ADMIN or unprivileged user namespaces")
-    return argv
+def unshare() -> tuple[list[str], str]:
+    way = _unshare()
+    if way is None:
+        pytest.skip("cannot make a read-only home here: a read-only bind mount in a private mount namespace "
+                    "(`unshare -m`) needs root, unprivileged user namespaces, or passwordless sudo")
+    return way
 
 
 @pytest.fixture
-def read_only(cli: StrataCLI, unshare: list[str]) -> Runner:
+def read_only(cli: StrataCLI, unshare: tuple[list[str], str]) -> Runner:
+    argv, then = unshare
+
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run([*unshare, "--", "sh", "-c", _WRAP, str(cli.home), *cli.argv(args)], cwd=cli.cwd,
+        proc = subprocess.run([*argv, "--", "sh", "-c", _wrap(then), str(cli.home), *cli.argv(args)], cwd=cli.cwd,
                               env=cli.env(), capture_output=True, text=True, timeout=60)
         assert_clean_stderr(proc)
         return proc
