@@ -40,7 +40,10 @@ class Written:
 
 
 def write_output(path: Path, text: str) -> Written:
-    target, through_fd = _follow(Path(os.path.abspath(path)))
+    """Write `text` where `path` leads (see the module docstring). Errors name the path as given, or the target
+    a symlink led to."""
+    absolute = Path(os.path.abspath(path))
+    target, through_fd = _follow(absolute)
     if through_fd:
         return _in_place(path, text, append=True)
     try:
@@ -51,7 +54,7 @@ def write_output(path: Path, text: str) -> Written:
         raise _error(path, exc) from None
     if mode is not None and not stat.S_ISREG(mode):
         return _in_place(path, text, append=False)
-    _atomic(target, text)
+    _atomic(target, text, shown=path if target == absolute else target)
     return Written(target, made_file=True)
 
 
@@ -88,11 +91,11 @@ def _in_place(path: Path, text: str, *, append: bool) -> Written:
     return Written(path, made_file=False)
 
 
-def _atomic(path: Path, text: str) -> None:
+def _atomic(path: Path, text: str, *, shown: Path) -> None:
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
-        raise _error(path, exc) from None
+        raise _error(shown, exc) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
@@ -100,7 +103,7 @@ def _atomic(path: Path, text: str) -> None:
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise _error(path, exc) from None
+        raise _error(shown, exc) from None
 
 
 def _error(path: Path, exc: OSError) -> StrataError:
