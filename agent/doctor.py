@@ -1,6 +1,7 @@
 """`strata doctor`: checks that Strata can work here, one line per check (ok / warn / FAIL), so a new user or a
 support request starts from facts. It never repairs anything: a database it cannot open is reported, not
-recreated (on a fresh home it creates what a first run would: the database and the masking key)."""
+recreated (on a fresh home it creates what a first run would: the database and the masking key). A home that
+cannot be written fails its check and is still read: the masking key and the database (opened read-only)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -19,11 +21,11 @@ import anyio
 
 from config import load_config
 from config.chain_key import chain_key_path
-from config.masking_key import load_masking_key
+from config.masking_key import KEY_FILE, load_masking_key
 from config.private_files import loose_paths, private_dir
 from core.errors import StrataError
 from core.masking import Masker
-from memory import SqliteEventStore
+from memory import SqliteEventStore, connect_read_only
 from memory.migrations import MIGRATIONS
 
 Level = Literal["ok", "warn", "FAIL"]
@@ -82,9 +84,11 @@ def _write_lock(path: Path) -> str | None:
     return None
 
 
-async def _database(path: Path) -> list[Check]:
+async def _database(path: Path, *, writable: bool) -> list[Check]:
+    """The database's checks. In a home that cannot be written (`writable` False) it is opened read-only, so its
+    sessions are still counted and checked; the write-lock probe is left out (the home check already failed)."""
     try:
-        store = await SqliteEventStore.open(path)
+        store = await SqliteEventStore.open(path, read_only=not writable)
     except StrataError as exc:
         return [Check("FAIL", "database", exc.message)]
     try:
@@ -98,13 +102,13 @@ async def _database(path: Path) -> list[Check]:
              Check("FAIL", "chain key", f"{store.chain_problem}: sessions can be read, not verified or continued"))
 
     def inspect() -> tuple[int, str, str | None]:
-        conn = sqlite3.connect(path)
+        conn = sqlite3.connect(path) if writable else connect_read_only(str(path))
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             quick = conn.execute("PRAGMA quick_check").fetchone()[0]
         finally:
             conn.close()
-        return version, quick, _write_lock(path)
+        return version, quick, _write_lock(path) if writable else None
 
     try:
         version, quick, unlockable = await anyio.to_thread.run_sync(inspect)
@@ -137,15 +141,18 @@ def run_checks(workspace: Path, env: dict[str, str] | None = None) -> list[Check
     checks += [Check("warn", "config", notice) for notice in loaded.notices]
     home = loaded.settings.home
     checks.append(_writable(home))
-    if checks[-1].level == "FAIL":
-        return checks
+    writable = checks[-1].level != "FAIL"
     checks.append(_permissions(home))
-    try:
-        load_masking_key(home)
-        checks.append(Check("ok", "masking key", str(home / "masking.key")))
-    except StrataError as exc:
-        checks.append(Check("FAIL", "masking key", exc.message))
-    checks += anyio.run(_database, loaded.settings.db_path)
+    if writable or (home / KEY_FILE).exists():  # a home that cannot be written is read, never given a key
+        try:
+            load_masking_key(home)
+            checks.append(Check("ok", "masking key", str(home / KEY_FILE)))
+        except StrataError as exc:
+            checks.append(Check("FAIL", "masking key", exc.message))
+    else:
+        checks.append(Check("warn", "masking key", f"{home / KEY_FILE} is missing (a run would create it)"))
+    if writable or loaded.settings.db_path.exists():
+        checks += anyio.run(partial(_database, loaded.settings.db_path, writable=writable))
     model = loaded.settings.model or "anthropic (the default of strata chat)"
     if model.startswith("anthropic"):
         has_key = bool(env.get("ANTHROPIC_API_KEY", "").strip())

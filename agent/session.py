@@ -71,20 +71,26 @@ class Runtime:
     starts with them, and checked when it resumes)."""
     stop: StopSignal = field(default_factory=StopSignal)
     """Which termination signal stopped the work, if one did (set by `runtime()`, agent/signals.py)."""
+    read_only: bool = False
+    """Opened for a command that only reads (see `runtime`)."""
 
     @classmethod
     async def open(cls, settings: Settings, clock: Clock | None = None, tools: list[ToolSpec] | None = None,
-                   hooks: HookSet | None = None, lock_timeout_s: float = 30.0) -> Runtime:
+                   hooks: HookSet | None = None, lock_timeout_s: float = 30.0, *,
+                   read_only: bool = False) -> Runtime:
+        """`read_only`: for commands that only read; the database is opened read-only and nothing needs to be
+        created in the home (see `runtime`)."""
         clock = clock or SystemClock()
-        store = await SqliteEventStore.open(settings.db_path, durability=settings.durability, clock=clock)
+        store = await SqliteEventStore.open(settings.db_path, durability=settings.durability, clock=clock,
+                                            read_only=read_only)
         try:
-            masker = home_masker(settings.home, os.environ)
+            masker = home_masker(settings.home, os.environ, read_only=read_only)
         except BaseException:
             await store.close()
             raise
         return cls(store=store, clock=clock, ids=IdFactory(clock), tools=tools or builtin_tools(),
                    hooks=hooks or HookSet(), locks=ResourceLocks(settings.home / "locks", lock_timeout_s),
-                   masker=masker, ledgers=Ledgers(settings.home / LEDGER_DIR, clock))
+                   masker=masker, ledgers=Ledgers(settings.home / LEDGER_DIR, clock), read_only=read_only)
 
     async def close(self) -> None:
         if self.ledgers is not None:
@@ -315,9 +321,13 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
 
 
 @asynccontextmanager
-async def runtime(settings: Settings, clock: Clock | None = None) -> AsyncIterator[Runtime]:
-    rt = await Runtime.open(settings, clock)
-    attach_home(settings.home, rt.masker)  # the log file, masked by this home's key (if the surface logs)
+async def runtime(settings: Settings, clock: Clock | None = None, *, read_only: bool = False) -> AsyncIterator[Runtime]:
+    """The parts a command needs. `read_only` (sessions, show, timeline, receipts, export): the database is opened
+    read-only, and a home that cannot be written still serves: no masking key is created (a one-off key masks
+    instead, whose fingerprints only correlate within this output), and the log stays on stderr, without a
+    warning (a reading command has nothing to log that would be lost)."""
+    rt = await Runtime.open(settings, clock, read_only=read_only)
+    attach_home(settings.home, rt.masker, quiet=read_only)  # the log file, masked by this home's key
     try:
         async with stop_on_signals() as stop:  # SIGTERM and SIGHUP close what runs as Ctrl-C does
             rt.stop = stop

@@ -12,11 +12,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from config.masking_key import load_masking_key
+from config.masking_key import KEY_BYTES, load_masking_key
 from config.private_files import open_private
 from core.masking import Masker
 
@@ -58,10 +59,19 @@ class SeenSecrets:
                     f.write(json.dumps(value, ensure_ascii=False) + "\n")
 
 
-def home_masker(home: Path, env: Mapping[str, str], extra_secrets: Iterable[str] = ()) -> Masker:
+def home_masker(home: Path, env: Mapping[str, str], extra_secrets: Iterable[str] = (), *,
+                read_only: bool = False) -> Masker:
     """The masker of a home: its key, the environment's and the configured secrets, the ones its sessions were
-    seen to hold; and it remembers new ones as it finds them."""
+    seen to hold; and it remembers new ones as it finds them (when the home takes them). `read_only`: a reading
+    command; a home that has no key and cannot be given one is masked with a one-off key (there is nothing its
+    fingerprints could have correlated with)."""
     seen = SeenSecrets(home)
-    masker = Masker.from_env(load_masking_key(home), env, extra_secrets=[*extra_secrets, *seen.values])
+    try:
+        key = load_masking_key(home)
+    except OSError:  # the key is missing and the home cannot take one
+        if not read_only:
+            raise
+        key = secrets.token_bytes(KEY_BYTES)
+    masker = Masker.from_env(key, env, extra_secrets=[*extra_secrets, *seen.values])
     masker.on_known = seen.add
     return masker

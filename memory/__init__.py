@@ -1,6 +1,7 @@
 """The event store: SQLite (durable) and in-memory (tests), one protocol, effect receipts, leases, blobs,
 snapshots and restore."""
 
+from memory._read_only import connect as connect_read_only
 from memory.memory_store import InMemoryEventStore
 from memory.records import (
     LeaseHolder,
@@ -31,5 +32,6 @@ __all__ = [
     "Snapshot",
     "SqliteEventStore",
     "Write",
+    "connect_read_only",
     "restore",
 ]

@@ -33,13 +33,18 @@ class ChainBinding:
     hint: str | None = None
 
 
-def bind(conn: sqlite3.Connection, home: Path, now: str) -> ChainBinding:
+def bind(conn: sqlite3.Connection, home: Path, now: str, *, read_only: bool = False) -> ChainBinding:
     """Check (or, for a database without one, record) the database's chain key against the home's. Runs on the
-    store's connection, outside any transaction; the re-chaining is one IMMEDIATE transaction."""
+    store's connection, outside any transaction; the re-chaining is one IMMEDIATE transaction. `read_only`: a
+    connection that cannot write records nothing and creates no key (the database is read as it is)."""
     path = chain_key_path(home)
     if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'chain_key'").fetchone() is None:
         return ChainBinding(None, "the database has no chains yet (its schema is older than 005_keyed_chains)")
     recorded = _recorded(conn)
+    if recorded is None and read_only:
+        return ChainBinding(None, "the database's chains are not keyed yet (opened read-only: the first run in a "
+                                  "home that can be written keys them)",
+                            "run any strata command that writes (strata run, resume) where the home is writable")
     try:
         secret = load_chain_key(home, create=recorded is None)
     except ConfigError as exc:

@@ -67,6 +67,9 @@ class InMemoryEventStore:
         keys: set[str] = set()
         calls: set[tuple[str, str]] = set()
         for new in write.new_receipts:
+            if not new.idempotency_key.startswith(f"{session_id}:"):  # as the SQLite store: listings rely on it
+                raise PersistError(f"commit failed: receipt {new.id}: its idempotency key does not start with its "
+                                   f"session id {session_id}", session_id=session_id, path=self.path)
             call = (session_id, new.call_id)
             if (new.id in self._receipts or new.id in ids or new.idempotency_key in self._keys
                     or new.idempotency_key in keys or call in self._calls or call in calls):

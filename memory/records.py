@@ -87,7 +87,9 @@ class ChainRecord(_Row):
 
 @dataclass(frozen=True)
 class NewReceipt:
-    """A `dispatched` receipt to insert; the store stamps its times."""
+    """A `dispatched` receipt to insert; the store stamps its times. Its idempotency key starts with its session
+    id and a colon (`core.hashing.idempotency_key`), which the stores enforce: a session's receipts are listed by
+    that prefix."""
 
     id: str
     call_id: str

@@ -23,9 +23,11 @@ from core.errors import DamagedEvent, PersistError, ReceiptError, SessionActive,
 from core.events import SCHEMA_VERSION, EventAdapter, StoredEvent, storable_json
 from core.processes import ProcessGroup
 from core.timeline import TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
+from memory import _read_only
+from memory._db_files import DatabaseFiles, FilesChanged
 from memory.chain_binding import ChainBinding, bind
 from memory.leases import describe
-from memory.migrations import migrate
+from memory.migrations import MIGRATIONS, migrate
 from memory.records import (
     ChainRecord,
     LeaseHolder,
@@ -75,6 +77,15 @@ class _Unchainable(Exception):
     """A write to a database whose chain key this home does not hold (see memory/chain_binding.py)."""
 
 
+class _FilesLost(Exception):
+    """A commit refused because the database's files changed under the connection (memory/_db_files.py)."""
+
+    def __init__(self, change: FilesChanged, saved: bool | None) -> None:
+        super().__init__(change.path)
+        self.change = change
+        self.saved = saved
+
+
 class SqliteEventStore:
     def __init__(self, db: aiosqlite.Connection, path: str, clock: Clock) -> None:
         self._db = db
@@ -96,25 +107,25 @@ class SqliteEventStore:
     @property
     def chain_problem(self) -> str | None:
         return self._binding.problem
+        self._files: DatabaseFiles | None = None
+        """The database, WAL and shm files as the connection opened them, checked before each COMMIT."""
 
     @classmethod
     async def open(cls, path: Path, *, durability: Durability = "full", clock: Clock | None = None,
-                   busy_timeout_ms: int = 5000) -> SqliteEventStore:
+                   busy_timeout_ms: int = 5000, read_only: bool = False) -> SqliteEventStore:
         """Open (creating if absent) and migrate. A corrupt, locked or unreadable file is reported, never
-        recreated."""
+        recreated. `read_only`: for commands that only read; the database is opened read-only (memory/
+        _read_only.py), so a home that cannot be written can still be read. A database that does not exist yet,
+        or whose schema this Strata must upgrade first, is opened as a writer all the same (creating or
+        migrating it, as a writer's first open would)."""
         clock = clock or SystemClock()
+        if read_only:
+            store = await cls._open_read_only(path, clock, busy_timeout_ms)
+            if store is not None:
+                return store
         where = str(path)
         _prepare(path)
-        connecting = aiosqlite.connect(where, isolation_level=None)
-        try:
-            db = await connecting
-        except sqlite3.Error as exc:
-            # aiosqlite queues a stop on its worker thread and does not wait for it; the thread then resolves a
-            # future on this loop. Wait for it here, or it may do so after the loop has closed (a traceback).
-            thread = getattr(connecting, "_thread", None)
-            if thread is not None:
-                await anyio.to_thread.run_sync(thread.join, 5.0)
-            raise _store_error(exc, where) from None
+        db = await _connect(where, where)
         store = cls(db, where, clock)
         try:
             def setup(conn: sqlite3.Connection) -> None:
@@ -127,6 +138,7 @@ class SqliteEventStore:
                 conn.execute("PRAGMA foreign_keys = ON")
                 migrate(conn, where, iso(clock.now()))
                 store._binding = bind(conn, path.parent, iso(clock.now()))
+                store._files = DatabaseFiles.capture(where)
 
             await store._run(setup)
         except StoreError:
@@ -136,6 +148,45 @@ class SqliteEventStore:
             await db.close()
             raise _store_error(exc, where) from None
         return store
+
+    @classmethod
+    async def _open_read_only(cls, path: Path, clock: Clock, busy_timeout_ms: int) -> SqliteEventStore | None:
+        """The database opened read-only, or None when it must be opened as a writer (absent, or older schema)."""
+        where = str(path)
+        if not await anyio.Path(path).is_file():
+            return None
+        for uri in _read_only.uris(where):
+            db = await _connect(uri, where, uri=True)
+
+            store = cls(db, where, clock)
+
+            def setup(conn: sqlite3.Connection, store: SqliteEventStore = store) -> int:
+                conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+                version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+                if version == len(MIGRATIONS):  # the chains are checked as a writer's open checks them
+                    store._binding = bind(conn, path.parent, iso(clock.now()), read_only=True)
+                return version
+
+            try:
+                version = await store._run(setup)
+            except sqlite3.Error as exc:
+                await db.close()
+                if _read_only.needs_shm(exc) and "immutable" not in uri:
+                    if _read_only.wal_holds_commits(where):
+                        raise StoreError(f"cannot read {where}: its write-ahead log {where}-wal holds commits, and "
+                                         f"no {where}-shm can be made here to read them with", path=where,
+                                         hint="run the command once where the Strata home can be written, or on "
+                                              "a writable copy of the whole home") from None
+                    continue  # no WAL to lose: the database file holds everything (immutable)
+                raise _store_error(exc, where) from None
+            if version == len(MIGRATIONS):
+                return store
+            await db.close()
+            if version > len(MIGRATIONS):
+                raise StoreError(f"{where} has schema version {version}, newer than this Strata knows "
+                                 f"({len(MIGRATIONS)})", path=where, hint="upgrade Strata to open this database")
+            return None
+        return None
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run `fn` with the raw connection on aiosqlite's worker thread, in one round trip."""
@@ -191,6 +242,10 @@ class SqliteEventStore:
         if rows:
             conn.executemany(_EVENT_INSERT, rows)
         if write.new_receipts:
+            for r in write.new_receipts:
+                if not r.idempotency_key.startswith(f"{session_id}:"):
+                    raise sqlite3.IntegrityError(f"receipt {r.id}: its idempotency key {r.idempotency_key!r} does "
+                                                 f"not start with its session id {session_id}")
             conn.executemany(
                 f"INSERT INTO receipts({_RECEIPT_INSERT}) VALUES (?, ?, ?, ?, 'dispatched', ?, ?, ?, ?, ?, "
                 "NULL, NULL, NULL)",
@@ -281,12 +336,17 @@ class SqliteEventStore:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 result = body(conn, at, committed)
+                change = self._files.changed() if self._files is not None else None
+                if change is not None:  # the commit would go to a file that is gone: refuse it, before any effect
+                    raise _FilesLost(change, None)
                 conn.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 if session_id is not None:
                     self._forget(session_id)
+                if isinstance(exc, _FilesLost) and exc.change.salvageable:
+                    exc.saved = _salvage(conn)
                 raise
             for callback in committed:
                 callback()
@@ -294,6 +354,8 @@ class SqliteEventStore:
 
         try:
             result = await self._run(run)
+        except _FilesLost as exc:
+            raise _files_error(exc, self.path, session_id) from None
         except _RaceLost as exc:
             raise ReceiptError(f"receipt {exc.args[0]} is not in the expected state", receipt_id=exc.args[0]) from None
         except _Unchainable:
@@ -540,8 +602,11 @@ class SqliteEventStore:
                             status: ReceiptStatus | None = None) -> list[Receipt]:
         clauses, params = [], []
         if session_id is not None:
-            clauses.append("session_id = ?")
-            params.append(session_id)
+            # A range of the idempotency key's unique index (a key starts with its session id and a colon, which
+            # `_append` enforces): one session's receipts without a scan of the table, and no index of its own,
+            # which would cost every receipt insert another page.
+            clauses.append("idempotency_key > ? AND idempotency_key < ? AND session_id = ?")
+            params += [f"{session_id}:", f"{session_id};", session_id]
         if status is not None:
             clauses.append("status = ?")
             params.append(status)
@@ -584,6 +649,19 @@ def _receipt(row: Any) -> Receipt:
                    process=None if process is None else ProcessGroup.model_validate_json(process))
 
 
+async def _connect(target: str, where: str, **options: Any) -> aiosqlite.Connection:
+    connecting = aiosqlite.connect(target, isolation_level=None, **options)
+    try:
+        return await connecting
+    except sqlite3.Error as exc:
+        # aiosqlite queues a stop on its worker thread and does not wait for it; the thread then resolves a
+        # future on this loop. Wait for it here, or it may do so after the loop has closed (a traceback).
+        thread = getattr(connecting, "_thread", None)
+        if thread is not None:
+            await anyio.to_thread.run_sync(thread.join, 5.0)
+        raise _store_error(exc, where) from None
+
+
 def _prepare(path: Path) -> None:
     """Create the data directory (0700) and the database file (0600); refuse a database path that is a directory
     before SQLite is asked to open it (it cannot, and a failed aiosqlite connect is racy, see `open`)."""
@@ -598,6 +676,31 @@ def _prepare(path: Path) -> None:
     # SQLite creates a new database, and its WAL and SHM, with the main file's mode: create that file 0600 first.
     with contextlib.suppress(OSError):  # cannot (a read-only directory): SQLite reports it in its own words
         create_private(path)
+
+
+def _salvage(conn: sqlite3.Connection) -> bool:
+    """Copy the commits of a deleted WAL (still open through `conn`) into the database file. True when all were."""
+    try:
+        busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    except sqlite3.Error:
+        return False
+    return not busy and frames == copied
+
+
+def _files_error(exc: _FilesLost, path: str, session_id: str | None) -> PersistError:
+    change = exc.change
+    what = "write-ahead log" if change.path.endswith("-wal") else "shared-memory index" if change.path.endswith(
+        "-shm") else "database file"
+    message = (f"commit to {path} refused: its {what} {change.path} was {change.how} while this process had it "
+               "open, so the commit would not be durable")
+    if exc.saved is True:
+        message += "; the commits before it were copied into the database file"
+    elif exc.saved is False:
+        message += "; the commits since the last checkpoint could not all be copied into the database file"
+    resume = f"`strata resume {session_id}`" if session_id is not None else "retry"
+    hint = (f"no tool ran after the failed commit; find what removes files in the Strata home, make sure no other "
+            f"strata process uses it, then {resume}")
+    return PersistError(message, session_id=session_id, path=path, hint=hint)
 
 
 def _decode_reason(exc: Exception) -> str:

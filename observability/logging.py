@@ -11,6 +11,7 @@ is the one handle on it, so configuring again replaces the handlers instead of s
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import logging.handlers
 import os
@@ -71,20 +72,66 @@ class _Stderr(logging.Handler):
 
 
 class _RotatingFile(logging.handlers.RotatingFileHandler):
-    """The log file, created 0600. The first failed write (disk full, home removed) turns the file off with one
-    warning on stderr, instead of the stdlib's traceback per record."""
+    """The log file, created 0600, shared by every process of the home. The first failed write (disk full, home
+    removed) turns the file off with one warning on stderr, instead of the stdlib's traceback per record.
+
+    Several processes write and rotate the same `strata.log`. Each record is written under an exclusive flock on
+    the log directory (which rotation never moves), and before writing, the file this process has open is checked
+    against the one the path names now: when another process has rotated it away, this one reopens the path
+    first. So a line never goes to a file that was renamed (and later deleted) by someone else's rotation, and
+    two processes never rotate at once (the stdlib's exists-then-rename would collide). A record costs an flock
+    and a stat more than a single process's log; records are few (no per-call info lines on the hot path)."""
 
     def __init__(self, path: Path, max_bytes: int, backups: int) -> None:
         self.broken = False
-        super().__init__(path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8", errors="backslashreplace")
+        self._dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            super().__init__(path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8",
+                             errors="backslashreplace")
+        except BaseException:
+            os.close(self._dir_fd)
+            raise
 
     def _open(self) -> Any:
         fd = open_private(Path(self.baseFilename), os.O_WRONLY | os.O_APPEND)
         return open(fd, "a", encoding=self.encoding, errors=self.errors)
 
     def emit(self, record: logging.LogRecord) -> None:
-        if not self.broken:
+        if self.broken:
+            return
+        try:
+            fcntl.flock(self._dir_fd, fcntl.LOCK_EX)
+        except OSError:
+            self.handleError(record)
+            return
+        try:
+            self._follow_path()
             super().emit(record)
+        except Exception:
+            self.handleError(record)
+        finally:
+            fcntl.flock(self._dir_fd, fcntl.LOCK_UN)
+
+    def _follow_path(self) -> None:
+        """Reopen the path if another process rotated the file this one has open (under the lock)."""
+        if self.stream is None:
+            return
+        try:
+            now = os.stat(self.baseFilename)
+        except FileNotFoundError:
+            now = None
+        mine = os.fstat(self.stream.fileno())
+        if now is None or (now.st_dev, now.st_ino) != (mine.st_dev, mine.st_ino):
+            self.stream.close()
+            self.stream = self._open()
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            if self._dir_fd >= 0:
+                os.close(self._dir_fd)
+                self._dir_fd = -1
 
     def handleError(self, record: logging.LogRecord) -> None:
         if self.broken:
@@ -143,10 +190,11 @@ def configure_logging(verbose: bool = False) -> None:
 
 
 def attach_home(home: Path, masker: Masker | None = None, *, max_bytes: int = MAX_BYTES,
-                backups: int = BACKUPS) -> Path | None:
+                backups: int = BACKUPS, quiet: bool = False) -> Path | None:
     """Mask with `masker` from now on and write JSON lines to `<home>/logs/strata.log` too. Calling it again
     with the same home only swaps the masker. Returns the file, or None when logging stays on stderr (not
-    configured, or the home cannot take the file: then one warning says so)."""
+    configured, or the home cannot take the file: then one warning says so, unless `quiet`: a command that only
+    reads, in a home it cannot write)."""
     setup = _active
     if setup is None:
         return None
@@ -160,7 +208,7 @@ def attach_home(home: Path, masker: Masker | None = None, *, max_bytes: int = MA
         private_dir(path.parent)
         handler = _RotatingFile(path, max_bytes, backups)
     except OSError as exc:
-        if not setup.warned:
+        if not setup.warned and not quiet:
             setup.warned = True
             _log.warning("cannot write the log file; logging to stderr only", path=str(path),
                          error=exc.strerror or str(exc))

@@ -1,39 +1,20 @@
 """`strata export ID --format jsonl|html|otlp [--output FILE]`: a session for people and tools that were not
-there. Everything written is masked with the runtime's masker (configured secrets included)."""
+there. Everything written is masked with the runtime's masker (configured secrets included). How `--output` is
+written (atomically, in place, through a symlink) is agent/cli/output_file.py's business."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
-import tempfile
 from pathlib import Path
 
 import anyio
 import click
 
 from agent.cli.output import echo, echo_document
+from agent.cli.output_file import write_output
 from agent.session import runtime
 from core.errors import StrataError
 from core.masking import Masker
 from observability.export import RENDERERS, ExportFormat, SessionSnapshot, load_snapshot
-
-
-def _write(path: Path, text: str) -> None:
-    """Write atomically: a reader never sees half an export, and a failure leaves no partial file."""
-    directory = path.parent if str(path.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    except OSError as exc:
-        raise StrataError(f"cannot write {path}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise StrataError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 @click.command(name="export")
@@ -53,7 +34,7 @@ def export(session_id: str, fmt: ExportFormat, output: str | None) -> None:
     settings = _settings()
 
     async def main() -> tuple[SessionSnapshot, Masker]:
-        async with runtime(settings) as rt:
+        async with runtime(settings, read_only=True) as rt:
             snapshot = await load_snapshot(rt.store, session_id)
             workspace = Path(snapshot.record.workspace)
             # Secrets named in the session's config are masked too, as they were when it ran. Config files are
@@ -69,8 +50,8 @@ def export(session_id: str, fmt: ExportFormat, output: str | None) -> None:
         return
     path = Path(output) if output is not None else Path.cwd() / f"strata-{session_id}.html"
     try:
-        _write(path, text)
+        written = write_output(path, text)
     except StrataError as err:
         _fail(err)
-    echo(str(path.resolve()))
-    sys.stdout.flush()
+    if written.made_file:
+        echo(str(written.path.resolve()))

@@ -16,6 +16,7 @@ from typing import Any, NoReturn, TypeVar
 import anyio
 import click
 
+from agent.cli import stdout
 from agent.cli.output import echo, echo_json
 from agent.cli.render import printer
 from agent.cli.views import event_view, receipt_view, session_view, show_view
@@ -94,8 +95,8 @@ def _apply_config(rt: Runtime, loaded: LoadedConfig) -> None:
     rt.snapshot_every = loaded.settings.snapshot_every
     extra = [*loaded.secrets.values, *(os.environ[n] for n in loaded.secrets.env if os.environ.get(n))]
     if extra:
-        rt.masker = home_masker(loaded.settings.home, os.environ, extra_secrets=extra)
-        attach_home(loaded.settings.home, rt.masker)  # logs are masked with the configured secrets too
+        rt.masker = home_masker(loaded.settings.home, os.environ, extra_secrets=extra, read_only=rt.read_only)
+        attach_home(loaded.settings.home, rt.masker, quiet=rt.read_only)  # logs masked with the configured secrets
     if rt.locks is not None:
         rt.locks.timeout_s = loaded.settings.lock_timeout_s
     rt.tools = _with_deadlines(rt.tools, loaded)
@@ -268,7 +269,7 @@ def sessions(as_json: bool) -> None:
     settings = _settings()
 
     async def main() -> None:
-        async with runtime(settings) as rt:
+        async with runtime(settings, read_only=True) as rt:
             records = await rt.store.list_sessions()
             unknown: dict[str, int] = {}
             for r in await rt.store.list_receipts(status="unknown"):
@@ -308,7 +309,7 @@ def show(session_id: str, as_json: bool) -> None:
     settings = _settings()
 
     async def main() -> None:
-        async with runtime(settings) as rt:
+        async with runtime(settings, read_only=True) as rt:
             rec = await rt.store.get_session(session_id)
             state = (await restore_or_report(rt.store, session_id)).state
             view = show_view(rec, _display_status(rt, rec), state, rt.masker)
@@ -345,7 +346,7 @@ def receipts(session_id: str | None, status: str | None, as_json: bool) -> None:
     settings = _settings()
 
     async def main() -> None:
-        async with runtime(settings) as rt:
+        async with runtime(settings, read_only=True) as rt:
             if session_id is not None:
                 await rt.store.get_session(session_id)
             rows = await rt.store.list_receipts(session_id, status)  # type: ignore[arg-type]
@@ -444,14 +445,23 @@ def demo() -> None:
 
 
 def main() -> None:
+    stdout.install()  # a failed write to stdout is reported once, at the end (agent/cli/stdout.py)
+    code: int | str | None
     try:
         cli.main(prog_name="strata", standalone_mode=True)
-    except SystemExit:
-        raise
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
     except Exception as exc:  # a bug, not a user error: say so plainly, keep the detail for a report
         echo(f"strata: internal error: {type(exc).__name__}: {Masker.throwaway().mask(str(exc))}", err=True)
         echo("hint: rerun with --verbose and report it with the command you ran", err=True)
-        sys.exit(EXIT_ERROR)
+        code = EXIT_ERROR
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):  # sys.exit("message"): Python prints it and exits 1
+        echo(code, err=True)
+        code = EXIT_ERROR
+    sys.exit(stdout.finish(code, lambda line: echo(line, err=True)))
 
 
 from agent.cli.config_cmds import config_group, trust  # noqa: E402  (registered last, after the group exists)

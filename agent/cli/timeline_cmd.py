@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agent.cli.output import echo, echo_document, echo_json
+from agent.cli.stdout import output_lost
 from agent.session import Runtime, runtime
 from agent.terminal.safe_text import SafeConsole, json_line, safe_text
 from core.chain import ChainHead, VerifyResult
@@ -166,7 +167,7 @@ def timeline(session_id: str, kinds: tuple[str, ...], tools: tuple[str, ...], de
     settings = _settings()
 
     async def main() -> ChainReport | None:
-        async with runtime(settings) as rt:
+        async with runtime(settings, read_only=True) as rt:
             if verify:
                 ledger_head = rt.ledgers.last_head(session_id) if rt.ledgers is not None else None
                 return await verify_chains(rt.store, session_id, ledger_head)
@@ -221,3 +222,5 @@ async def _follow(rt: Runtime, session_id: str, filters: dict[str, Any], as_json
         else:
             console.print(_table([row], header=first, width=console.width))
         first = False
+        if output_lost():  # nobody reads any more (`| head`), or nothing can take the output: stop following
+            return

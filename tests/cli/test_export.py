@@ -2,14 +2,13 @@
 secrets and wrote one of them out: no export holds a secret raw; the JSONL round-trips; the OTLP trace validates;
 the HTML opens in headless Chromium, its script draws a bar for every call, and its screenshot is a picture.
 
-Chromium is required, not optional: CI installs it (.ci/run). Without it the browser test fails, saying how to
-install it."""
+Chromium is a system program (tests/_system.py): where it is missing the browser test skips with the reason; CI
+installs it and sets STRATA_REQUIRE_BROWSER=1 (.ci/run), so there its absence fails the test."""
 
 from __future__ import annotations
 
 import base64
 import json
-import os
 import secrets
 import sqlite3
 import string
@@ -25,10 +24,10 @@ import pytest
 
 from tests._otlp_check import validate_otlp
 from tests._png import read_png
+from tests._system import CHROMIUM
 from tests.cli._helpers import ALLOW_EFFECTS, error_lines, events_of, json_lines, strata, strata_json, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
-CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync")
 COLOURS = {"allowed": (0x22, 0xA0, 0x6B), "denied": (0xE5, 0x48, 0x4D), "unknown": (0x8B, 0x5C, 0xF6),
@@ -184,11 +183,14 @@ def test_otlp_trace_validates(exported: Exported) -> None:
     assert len([s for s in spans if s["_attrs"].get("gen_ai.operation.name") == "chat"]) == 3
 
 
-def _chromium(*args: str, profile: Path) -> subprocess.CompletedProcess[str]:
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"{CHROMIUM} is missing: the HTML export must be checked in a real browser. Install it with "
-                    "`sudo apt-get install -y chromium` (CI does this in .ci/run)")
-    return subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args], capture_output=True,
+@pytest.fixture(scope="module")  # module scope, named first: it runs before the `exported` session is made
+def chromium() -> str:
+    """Chromium's path; the test skips (or fails, under STRATA_REQUIRE_BROWSER=1) before any work without it."""
+    return CHROMIUM.require()
+
+
+def _chromium(chromium: str, *args: str, profile: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args], capture_output=True,
                           text=True, timeout=90)
 
 
@@ -209,11 +211,11 @@ class Bars(HTMLParser):
         self.external += [v or "" for k, v in attrs if k in ("src", "href") and not (v or "").startswith("#")]
 
 
-def test_html_opens_in_headless_chromium(exported: Exported, tmp_path: Path) -> None:
+def test_html_opens_in_headless_chromium(chromium: str, exported: Exported, tmp_path: Path) -> None:
     """In a real browser the page's script draws a bar per call with its decision, and the screenshot is a
     picture: full size, many colours, the decision and model colours among them."""
     url = exported.html_path.as_uri()
-    dom = _chromium("--dump-dom", url, profile=tmp_path / "profile-dom")
+    dom = _chromium(chromium, "--dump-dom", url, profile=tmp_path / "profile-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
     bars = Bars()
     bars.feed(dom.stdout)
@@ -223,7 +225,8 @@ def test_html_opens_in_headless_chromium(exported: Exported, tmp_path: Path) -> 
     assert bars.external == []
 
     shot = tmp_path / "shot.png"
-    proc = _chromium(f"--screenshot={shot}", "--window-size=1400,1000", url, profile=tmp_path / "profile-shot")
+    proc = _chromium(chromium, f"--screenshot={shot}", "--window-size=1400,1000", url,
+                     profile=tmp_path / "profile-shot")
     assert proc.returncode == 0 and shot.exists(), proc.stderr[-2000:]
     assert shot.stat().st_size > 30_000
     image = read_png(shot.read_bytes())
@@ -276,4 +279,4 @@ def test_export_errors_are_one_line(exported: Exported, tmp_path: Path) -> None:
 def test_ci_installs_chromium() -> None:
     """CI runs the browser test rather than skipping it: .ci/run installs Chromium when it is missing."""
     ci = (Path(__file__).resolve().parents[2] / ".ci" / "run").read_text()
-    assert "apt-get install -y -qq chromium" in ci and "/usr/bin/chromium" in ci
+    assert "apt-get install -y -qq chromium" in ci and "command -v chromium" in ci

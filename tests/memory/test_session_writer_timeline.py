@@ -51,7 +51,7 @@ async def test_staged_rows_ride_with_a_barrier_commit() -> None:
     store = InMemoryEventStore(clock=SteppingClock(start=T0))
     w = await writer(store)
     w.stage_timeline(TimelineEntry(kind="receipt", call_id="c1", summary="dispatched"))
-    w.stage_receipt(NewReceipt(id="r1", call_id="c1", tool="bash", idempotency_key="k1", args_sha256="a"))
+    w.stage_receipt(NewReceipt(id="r1", call_id="c1", tool="bash", idempotency_key="s1:k1", args_sha256="a"))
     before = store.commits
     await w.ensure_durable()
     assert store.commits == before + 1

@@ -132,7 +132,7 @@ async def test_everything_is_durable_across_close_and_reopen(store: SqliteEventS
     await store.create_session(record("s1"), first_write("s1"))
     await store.commit("s1", Write(events=[(UserMessage(text="more"), 1)], status="awaiting_approval",
                                    new_receipts=[NewReceipt(id="r1", call_id="c1", tool="write_file",
-                                                            idempotency_key="K1", args_sha256="a",
+                                                            idempotency_key="s1:K1", args_sha256="a",
                                                             resource_keys=("file:/ws/x", "file:/ws/y"))]))
     await store.update_receipt(ReceiptUpdate(id="r1", status="unknown", note="deadline passed"))
     lease = LeaseHolder(token="tok", pid=77, host="h", proc_start="9", expires_at=T0 + timedelta(seconds=60))

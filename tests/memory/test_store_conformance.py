@@ -87,9 +87,11 @@ def batch(batch_id: str, *call_ids: str) -> BatchProposed:
     return BatchProposed(batch_id=batch_id, content=content, calls=calls)
 
 
-def receipt(receipt_id: str, call_id: str, key: str | None = None) -> NewReceipt:
-    return NewReceipt(id=receipt_id, call_id=call_id, tool="write_file", idempotency_key=key or f"idem-{receipt_id}",
-                      args_sha256=f"sha-{call_id}", resource_keys=("file:/ws/a",))
+def receipt(receipt_id: str, call_id: str, key: str | None = None, session: str = "s1") -> NewReceipt:
+    """A receipt for `session` (the stores require its idempotency key to start with the session id)."""
+    return NewReceipt(id=receipt_id, call_id=call_id, tool="write_file",
+                      idempotency_key=f"{session}:{key or f'idem-{receipt_id}'}", args_sha256=f"sha-{call_id}",
+                      resource_keys=("file:/ws/a",))
 
 
 def events(*items: Event, turn: int = 0) -> Write:
@@ -258,7 +260,7 @@ async def test_new_receipt_is_inserted_as_dispatched(store: EventStore) -> None:
     await store.commit("s1", Write(events=[(batch("b1", "c1"), 1)], new_receipts=[receipt("r1", "c1")]))
     r = await store.get_receipt("r1")
     assert (r.id, r.session_id, r.call_id, r.tool, r.status) == ("r1", "s1", "c1", "write_file", "dispatched")
-    assert (r.idempotency_key, r.args_sha256, r.resource_keys) == ("idem-r1", "sha-c1", ("file:/ws/a",))
+    assert (r.idempotency_key, r.args_sha256, r.resource_keys) == ("s1:idem-r1", "sha-c1", ("file:/ws/a",))
     assert r.created_at == r.updated_at
     assert r.created_at.tzinfo is not None
     assert (r.outcome_sha256, r.note, r.reconciled_by) == (None, None, None)
@@ -270,7 +272,7 @@ async def test_list_receipts_filters_by_session_and_status(store: EventStore) ->
     await new_session(store, "s2")
     await store.commit("s1", Write(new_receipts=[receipt("r1", "c1")]))
     await store.commit("s1", Write(new_receipts=[receipt("r2", "c2")]))
-    await store.commit("s2", Write(new_receipts=[receipt("r3", "c1")]))
+    await store.commit("s2", Write(new_receipts=[receipt("r3", "c1", session="s2")]))
     await store.update_receipt(ReceiptUpdate(id="r2", status="done"))
     assert [r.id for r in await store.list_receipts()] == ["r1", "r2", "r3"]
     assert [r.id for r in await store.list_receipts(session_id="s1")] == ["r1", "r2"]
@@ -352,7 +354,7 @@ async def test_failed_first_write_leaves_no_session(store: EventStore) -> None:
     await store.commit("s1", Write(new_receipts=[receipt("r1", "c1")]))
     with pytest.raises(PersistError):
         await store.create_session(record("s2"), Write(events=[(started("s2"), 0)],
-                                                       new_receipts=[receipt("r1", "c9", key="other")]))
+                                                       new_receipts=[receipt("r1", "c9", key="other", session="s2")]))
     with pytest.raises(SessionNotFound):
         await store.get_session("s2")
     assert await store.read_events("s2") == []
@@ -724,7 +726,7 @@ async def test_timeline_of_a_failed_first_write_leaves_nothing(store: EventStore
     await store.commit("s1", Write(new_receipts=[receipt("r1", "c1")]))
     with pytest.raises(PersistError):
         await store.create_session(record("s2"), Write(events=[(started("s2"), 0)],
-                                                       new_receipts=[receipt("r1", "c9", key="other")],
+                                                       new_receipts=[receipt("r1", "c9", key="other", session="s2")],
                                                        timeline=[TimelineEntry(kind="lifecycle")]))
     assert await store.read_timeline("s2") == []
 

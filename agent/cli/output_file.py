@@ -1,0 +1,110 @@
+"""Writing a command's output to a path the user named (`strata export --output PATH`).
+
+What the path names decides how it is written, so that nothing is replaced that should not be:
+
+- a regular file (or nothing yet): written atomically, a temporary file beside it renamed over it, so a reader
+  never sees half an export and a failure leaves the old file as it was;
+- a symlink is followed deliberately: its final target is what gets written (atomically if it is a regular file
+  or does not exist yet), and the link stays a link;
+- a path through `/dev/stdout`, `/dev/stderr`, `/dev/fd/N` or `/proc/PID/fd/N` names a file this process already
+  has open (a pipe, a terminal, the file a shell redirected stdout to): it is written in place and appended to,
+  as the shell set it up (`>> FILE` keeps what FILE held);
+- anything else that is not a regular file (a device such as /dev/full, a FIFO, a terminal) is opened and written
+  in place, never replaced.
+
+A failed write (ENOSPC on /dev/full, EPIPE on a FIFO whose reader left) is a `StrataError`: one line, exit 1."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import stat
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.errors import StrataError
+
+_FD_ALIAS = re.compile(r"/dev/(stdout|stderr|stdin|fd/\d+)|/proc/(self|thread-self|\d+)/fd/\d+")
+_MAX_LINKS = 40  # as the kernel's limit on symlinks followed in one lookup
+
+
+@dataclass(frozen=True)
+class Written:
+    path: Path
+    """What was written: the target a symlink led to, or the path itself."""
+    made_file: bool
+    """A regular file was written (so printing its path helps); False for a stream written in place."""
+
+
+def write_output(path: Path, text: str) -> Written:
+    """Write `text` where `path` leads (see the module docstring). Errors name the path as given, or the target
+    a symlink led to."""
+    absolute = Path(os.path.abspath(path))
+    target, through_fd = _follow(absolute)
+    if through_fd:
+        return _in_place(path, text, append=True)
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise _error(path, exc) from None
+    if mode is not None and not stat.S_ISREG(mode):
+        return _in_place(path, text, append=False)
+    _atomic(target, text, shown=path if target == absolute else target)
+    return Written(target, made_file=True)
+
+
+def _follow(path: Path) -> tuple[Path, bool]:
+    """The path a chain of symlinks ends at, and whether the chain passes through a file descriptor alias (whose
+    own target, say `pipe:[1234]`, is not a path to follow)."""
+    for _ in range(_MAX_LINKS):
+        if _FD_ALIAS.fullmatch(str(path)):
+            return path, True
+        try:
+            link = os.readlink(path)
+        except OSError:  # not a link, or not there: the chain ends here
+            return path, False
+        path = Path(os.path.normpath(os.path.join(os.path.realpath(path.parent), link)))
+    return path, False  # a loop: opening it reports ELOOP
+
+
+def _in_place(path: Path, text: str, *, append: bool) -> Written:
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()  # what this process printed before comes first, if the path leads to its own stdout
+    flags = os.O_WRONLY | os.O_NOCTTY | (os.O_APPEND if append else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise _error(path, exc) from None
+    try:
+        view = memoryview(text.encode("utf-8"))
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError as exc:
+        raise _error(path, exc) from None
+    finally:
+        os.close(fd)
+    return Written(path, made_file=False)
+
+
+def _atomic(path: Path, text: str, *, shown: Path) -> None:
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise _error(shown, exc) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise _error(shown, exc) from None
+
+
+def _error(path: Path, exc: OSError) -> StrataError:
+    return StrataError(f"cannot write {path}: {exc.strerror or exc}")
