@@ -26,6 +26,7 @@ from structlog.types import EventDict, Processor, WrappedLogger
 
 from config.private_files import open_private, private_dir
 from core.masking import Masker
+from core.terminal_text import safe_text
 
 LOG_DIR = "logs"
 LOG_FILE = "strata.log"
@@ -61,11 +62,13 @@ def _plain(value: Any) -> Any:
 
 
 class _Stderr(logging.Handler):
-    """Writes to whatever `sys.stderr` is when the record comes (it is replaced under test runners)."""
+    """Writes to whatever `sys.stderr` is when the record comes (it is replaced under test runners). A terminal
+    surface like any other: a record's text (a path, a config value, a model's words) is made inert
+    (core/terminal_text.py); the log file keeps it as it was."""
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            sys.stderr.write(self.format(record) + "\n")
+            sys.stderr.write(safe_text(self.format(record)) + "\n")
             sys.stderr.flush()
         except Exception:
             pass  # nowhere left to say it

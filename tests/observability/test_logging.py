@@ -158,6 +158,21 @@ def test_verbose_prints_readable_lines(capsys: pytest.CaptureFixture[str]) -> No
     assert "routine" not in err and "careful" in err
 
 
+def test_stderr_lines_are_inert_on_a_terminal(strata_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A warning quoting hostile text (an OSC 52 clipboard write, a cursor move) reaches stderr as visible escapes;
+    the log file keeps the text as it was, JSON-escaped."""
+    configure_logging()
+    path = attach_home(strata_home, Masker(KEY))
+    assert path is not None
+    hostile = "name\x1b]52;c;aGVsbG8=\x07 and \x1b[2Aup"
+    log.warning("odd file", path=hostile)
+    err = capsys.readouterr().err
+    assert "odd file" in err and "\x1b" not in err and "\x07" not in err
+    assert "\\x1b]52;c;aGVsbG8=\\x07" in err
+    (line,) = lines(path)
+    assert line["path"] == hostile
+
+
 def test_unwritable_home_falls_back_to_stderr(strata_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A home that cannot take the log file: one warning, stderr goes on, nothing raises."""
     (strata_home / "logs").write_text("a file where the log directory should be")
