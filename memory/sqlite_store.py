@@ -99,6 +99,8 @@ class SqliteEventStore:
         """Per session: the last timeline row's (seq, hash), kept like `_event_head`."""
         self.commits = 0
         self._binding = ChainBinding(None, "the database is not open")
+        self._files: DatabaseFiles | None = None
+        """The database, WAL and shm files as the connection opened them, checked before each COMMIT."""
 
     @property
     def chain_key(self) -> ChainKey | None:
@@ -107,8 +109,6 @@ class SqliteEventStore:
     @property
     def chain_problem(self) -> str | None:
         return self._binding.problem
-        self._files: DatabaseFiles | None = None
-        """The database, WAL and shm files as the connection opened them, checked before each COMMIT."""
 
     @classmethod
     async def open(cls, path: Path, *, durability: Durability = "full", clock: Clock | None = None,
