@@ -25,6 +25,7 @@ from core.processes import ProcessGroup
 from core.timeline import TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
 from memory import _read_only
 from memory._db_files import DatabaseFiles, FilesChanged
+from memory._group_commit import GroupCommit, GroupHooks
 from memory.chain_binding import ChainBinding, bind
 from memory.leases import describe
 from memory.migrations import MIGRATIONS, migrate
@@ -101,6 +102,23 @@ class SqliteEventStore:
         self._binding = ChainBinding(None, "the database is not open")
         self._files: DatabaseFiles | None = None
         """The database, WAL and shm files as the connection opened them, checked before each COMMIT."""
+        self._group = GroupCommit(self._run, GroupHooks(before_commit=self._check_files,
+                                                        after_failure=self._after_failure, forget=self._forget))
+
+    @property
+    def fsyncs(self) -> int:
+        """Durable COMMITs made: each carried one or more of the `commits` (group commit)."""
+        return self._group.groups
+
+    def _check_files(self, conn: sqlite3.Connection) -> None:
+        change = self._files.changed() if self._files is not None else None
+        if change is not None:  # the commit would go to a file that is gone: refuse it, before any effect
+            raise _FilesLost(change, None)
+
+    @staticmethod
+    def _after_failure(conn: sqlite3.Connection, exc: BaseException) -> None:
+        if isinstance(exc, _FilesLost) and exc.change.salvageable and exc.saved is None:
+            exc.saved = _salvage(conn)
 
     @property
     def chain_key(self) -> ChainKey | None:
@@ -326,34 +344,13 @@ class SqliteEventStore:
     async def _transaction(self, session_id: str | None,
                            body: Callable[[sqlite3.Connection, str, list[Callable[[], None]]], T], *,
                            creates: bool = False) -> T:
-        """Run `body` in one IMMEDIATE transaction on the worker thread. Callbacks `body` registers run on that
-        thread right after COMMIT (so the seq cache never runs ahead of, or behind, what is stored). `creates`:
-        the transaction creates `session_id`, so when it fails there is no session to resume."""
+        """Run `body` in one IMMEDIATE transaction on the worker thread, together with the other transactions that
+        queued while the previous one was made durable (memory/_group_commit.py). Callbacks `body` registers run
+        on that thread right after COMMIT (so the seq cache never runs ahead of, or behind, what is stored).
+        `creates`: the transaction creates `session_id`, so when it fails there is no session to resume."""
         at = iso(self._clock.now())
-
-        def run(conn: sqlite3.Connection) -> T:
-            committed: list[Callable[[], None]] = []
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = body(conn, at, committed)
-                change = self._files.changed() if self._files is not None else None
-                if change is not None:  # the commit would go to a file that is gone: refuse it, before any effect
-                    raise _FilesLost(change, None)
-                conn.execute("COMMIT")
-            except BaseException as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                if session_id is not None:
-                    self._forget(session_id)
-                if isinstance(exc, _FilesLost) and exc.change.salvageable:
-                    exc.saved = _salvage(conn)
-                raise
-            for callback in committed:
-                callback()
-            return result
-
         try:
-            result = await self._run(run)
+            result: T = await self._group.submit(session_id, body, at)
         except _FilesLost as exc:
             raise _files_error(exc, self.path, session_id) from None
         except _RaceLost as exc:

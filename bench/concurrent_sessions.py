@@ -1,0 +1,106 @@
+"""Durable calls per second with many sessions in one process, and how many commits each fsync carried.
+
+Runs 1, 8 and 32 (by default) concurrent sessions on one runtime and one SQLite store (WAL, synchronous=FULL),
+as a daemon hosts them: real AgenticLoops with a scripted model, batches of read-only no-op calls (the calls
+cost nothing, so what is measured is the runtime: its checks, its commits and their fsyncs). The store's group
+commit (memory/_group_commit.py) lets commits that queue while one is being made durable share the next fsync.
+Prints, per size, calls/s, commits, fsyncs and commits per fsync, and the speed-up over one session, ending with
+
+    sessions_1=<calls/s> sessions_8=<calls/s> sessions_32=<calls/s> speedup_32=<float>
+
+Usage: python bench/concurrent_sessions.py [--sizes 1,8,32] [--batches N] [--k K] [--rounds R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from loop_overhead import TOOLS  # the no-op tools, defined once (bench/ is on sys.path)
+
+from agent.session import Runtime, start_session
+from core.clock import SystemClock
+from core.ids import IdFactory
+from core.messages import TextBlock, ToolUseBlock
+from core.model.scripted import ScriptedModel
+from memory import SqliteEventStore
+
+
+def _script(tag: str, batches: int, k: int) -> list[tuple[Any, ...]]:
+    turns: list[tuple[Any, ...]] = [
+        tuple(ToolUseBlock(id=f"toolu_{tag}_{b:05d}_{j:02d}", name="noop_read", input={"n": j}) for j in range(k))
+        for b in range(batches)]
+    turns.append((TextBlock(text="done"),))
+    return turns
+
+
+async def _round(rt: Runtime, store: SqliteEventStore, tmp: Path, sessions: int, batches: int,
+                 k: int) -> tuple[float, int, int]:
+    """`sessions` sessions started together, each `batches` batches of k read-only calls. Returns (seconds,
+    commits, fsyncs) for the whole round."""
+    commits, fsyncs = store.commits, store.fsyncs
+    outcomes: list[str] = []
+
+    async def one(n: int) -> None:
+        model = ScriptedModel(_script(f"{sessions}_{n}_{time.monotonic_ns()}", batches, k), name="bench")
+        live = await start_session(rt, model=model, workspace=tmp, mode="headless", rules=[], prompt="bench",
+                                   max_turns=batches + 5)
+        outcome = await live.loop.run()
+        await live.release(None)
+        outcomes.append(outcome.status)
+
+    t0 = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for n in range(sessions):
+            tg.start_soon(one, n)
+    elapsed = time.perf_counter() - t0
+    assert outcomes == ["completed"] * sessions, outcomes
+    return elapsed, store.commits - commits, store.fsyncs - fsyncs
+
+
+async def main(args: argparse.Namespace) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="strata-bench-"))
+    sizes = [int(s) for s in args.sizes.split(",")]
+    print(f"concurrent sessions in one process (durable: WAL, synchronous=FULL) in {tmp}")
+    print(f"each session: {args.batches} batches of {args.k} read-only calls; best of {args.rounds} rounds")
+    clock = SystemClock()
+    store = await SqliteEventStore.open(tmp / "strata.db", durability="full", clock=clock)
+    rt = Runtime(store=store, clock=clock, ids=IdFactory(clock), tools=TOOLS)
+    try:
+        await _round(rt, store, tmp, 2, 5, args.k)  # warm up (imports, the database's first pages)
+        rates: dict[int, float] = {}
+        for size in sizes:
+            best: tuple[float, int, int] | None = None
+            runs = []
+            for _ in range(args.rounds):
+                result = await _round(rt, store, tmp, size, args.batches, args.k)
+                runs.append(size * args.batches * args.k / result[0])
+                if best is None or result[0] < best[0]:
+                    best = result
+            assert best is not None
+            secs, commits, fsyncs = best
+            rates[size] = max(runs)
+            print(f"{size:>3} sessions: {rates[size]:8.0f} calls/s (median {statistics.median(runs):.0f}), "
+                  f"{commits} commits in {fsyncs} fsyncs ({commits / fsyncs:.2f} commits per fsync), "
+                  f"{secs:.2f} s")
+        base = rates[sizes[0]]
+        for size in sizes[1:]:
+            print(f"speed-up of {size} sessions over {sizes[0]}: {rates[size] / base:.2f}x")
+        print(" ".join(f"sessions_{s}={rates[s]:.0f}" for s in sizes)
+              + f" speedup_{sizes[-1]}={rates[sizes[-1]] / base:.2f}")
+    finally:
+        await store.close()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="1,8,32")
+    parser.add_argument("--batches", type=int, default=20)
+    parser.add_argument("--k", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3)
+    anyio.run(main, parser.parse_args())
