@@ -5,14 +5,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 
+from core.tools import ToolSpec
 from tool_executor.builtin import builtin_tools
 from tool_executor.checks.fast_schema import compile_fast
-from tool_executor.checks.schema import SchemaValidator, check_schema
-from tool_executor.verdicts import Pass
+from tool_executor.checks.schema import SchemaValidator, check_schema, make_validator
+from tool_executor.verdicts import Deny, Pass
 
 NAMES = st.sampled_from(["path", "n", "content", "x", "timeout_s"])
 TYPES = st.sampled_from(["string", "integer", "number", "boolean", "null", "object", "array"])
@@ -98,3 +101,25 @@ def test_schemas_outside_the_subset_get_no_fast_path() -> None:
                    {"type": "object", "additionalProperties": {"type": "string"}}, {"type": "decimal"},
                    {"oneOf": [{"type": "string"}]}, {"type": "array", "items": {"type": "string"}}):
         assert compile_fast(schema) is None, schema
+
+
+
+async def _noop_handler(args: Any, ctx: Any) -> Any:
+    raise AssertionError("never called")
+
+
+def _spec(name: str, schema: dict[str, Any]) -> ToolSpec:
+    return ToolSpec(name, name, schema, _noop_handler, "read", "read_only")
+
+
+def test_equal_schemas_share_one_validator_and_a_broken_one_fails_every_time() -> None:
+    """Executors of many sessions (a daemon) reuse the validator built for an equal schema, whatever its key
+    order; a schema the meta-schema refuses is refused at every assembly, never remembered as good."""
+    a = _spec("t", {"type": "object", "properties": {"n": {"type": "integer"}}})
+    b = _spec("u", {"properties": {"n": {"type": "integer"}}, "type": "object"})
+    assert make_validator(a) is make_validator(b)
+    assert isinstance(check_schema(make_validator(a), {"n": "x"}), Deny)
+    broken = _spec("v", {"type": "object", "properties": {"n": {"type": 7}}})
+    for _ in range(2):
+        with pytest.raises(SchemaError):
+            make_validator(broken)

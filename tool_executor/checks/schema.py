@@ -5,6 +5,8 @@ sure, the full validator decides, so the verdict is always jsonschema's."""
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -12,6 +14,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from core.hashing import canonical_json
 from core.tools import ToolSpec
 from tool_executor.checks.fast_schema import Predicate, compile_fast
 from tool_executor.verdicts import Deny, Pass, Verdict
@@ -27,8 +30,25 @@ class SchemaValidator:
 
 
 def make_validator(spec: ToolSpec) -> SchemaValidator:
-    """Built once per tool when the executor is assembled; a broken schema fails there, not per call."""
+    """Built when the executor is assembled; a broken schema fails there, not per call. Shared by every executor
+    of the process with the same schema (a daemon assembles one per session: checking a schema against the
+    meta-schema costs milliseconds, validating a call microseconds)."""
     schema = dict(spec.input_schema)
+    try:
+        text = canonical_json(schema)
+    except (TypeError, ValueError):  # not JSON: checked (and refused) as it is, never cached
+        return _build(schema)
+    return _cached(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached(schema_json: str) -> SchemaValidator:
+    """A validator is never changed after it is built, so one serves every executor (exceptions are not cached:
+    a broken schema fails each time it is used)."""
+    return _build(json.loads(schema_json))
+
+
+def _build(schema: dict[str, Any]) -> SchemaValidator:
     Draft202012Validator.check_schema(schema)
     return SchemaValidator(Draft202012Validator(schema), compile_fast(schema))
 
