@@ -4,7 +4,9 @@ Runs 1, 8 and 32 (by default) concurrent sessions on one runtime and one SQLite 
 as a daemon hosts them: real AgenticLoops with a scripted model, batches of read-only no-op calls (the calls
 cost nothing, so what is measured is the runtime: its checks, its commits and their fsyncs). The store's group
 commit (memory/_group_commit.py) lets commits that queue while one is being made durable share the next fsync.
-Prints, per size, calls/s, commits, fsyncs and commits per fsync, and the speed-up over one session, ending with
+Prints, per size, calls/s, commits, fsyncs and commits per fsync, wall and CPU time per call (the process's CPU,
+all threads: when one session's CPU per call is close to its wall time per call, no number of sessions can go
+much faster on one interpreter), and the speed-up over one session, ending with
 
     sessions_1=<calls/s> sessions_8=<calls/s> sessions_32=<calls/s> speedup_32=<float>
 
@@ -40,9 +42,9 @@ def _script(tag: str, batches: int, k: int) -> list[tuple[Any, ...]]:
 
 
 async def _round(rt: Runtime, store: SqliteEventStore, tmp: Path, sessions: int, batches: int,
-                 k: int) -> tuple[float, int, int]:
+                 k: int) -> tuple[float, int, int, float]:
     """`sessions` sessions started together, each `batches` batches of k read-only calls. Returns (seconds,
-    commits, fsyncs) for the whole round."""
+    commits, fsyncs, CPU seconds of the process) for the whole round."""
     commits, fsyncs = store.commits, store.fsyncs
     outcomes: list[str] = []
 
@@ -54,13 +56,13 @@ async def _round(rt: Runtime, store: SqliteEventStore, tmp: Path, sessions: int,
         await live.release(None)
         outcomes.append(outcome.status)
 
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     async with anyio.create_task_group() as tg:
         for n in range(sessions):
             tg.start_soon(one, n)
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     assert outcomes == ["completed"] * sessions, outcomes
-    return elapsed, store.commits - commits, store.fsyncs - fsyncs
+    return elapsed, store.commits - commits, store.fsyncs - fsyncs, cpu
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -75,7 +77,7 @@ async def main(args: argparse.Namespace) -> None:
         await _round(rt, store, tmp, 2, 5, args.k)  # warm up (imports, the database's first pages)
         rates: dict[int, float] = {}
         for size in sizes:
-            best: tuple[float, int, int] | None = None
+            best: tuple[float, int, int, float] | None = None
             runs = []
             for _ in range(args.rounds):
                 result = await _round(rt, store, tmp, size, args.batches, args.k)
@@ -83,11 +85,12 @@ async def main(args: argparse.Namespace) -> None:
                 if best is None or result[0] < best[0]:
                     best = result
             assert best is not None
-            secs, commits, fsyncs = best
+            secs, commits, fsyncs, cpu = best
             rates[size] = max(runs)
+            calls = size * args.batches * args.k
             print(f"{size:>3} sessions: {rates[size]:8.0f} calls/s (median {statistics.median(runs):.0f}), "
                   f"{commits} commits in {fsyncs} fsyncs ({commits / fsyncs:.2f} commits per fsync), "
-                  f"{secs:.2f} s")
+                  f"{secs:.2f} s; per call {secs / calls * 1e6:.0f} us wall, {cpu / calls * 1e6:.0f} us CPU")
         base = rates[sizes[0]]
         for size in sizes[1:]:
             print(f"speed-up of {size} sessions over {sizes[0]}: {rates[size] / base:.2f}x")
