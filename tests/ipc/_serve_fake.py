@@ -38,8 +38,9 @@ async def main(args: argparse.Namespace) -> int:
             attach_home(home, home_masker(home, {}))
             stopper.append(server)
             if args.child_sleep:
-                await anyio.to_thread.run_sync(lambda: subprocess.Popen(
+                child = await anyio.to_thread.run_sync(lambda: subprocess.Popen(
                     ["sleep", str(args.child_sleep)], close_fds=False, start_new_session=True))
+                print(f"CHILD {child.pid}", flush=True)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_stop_on_sigterm, server)
                 await tg.start(_serve_then_end, server, tg)

@@ -71,6 +71,8 @@ class FakeDaemon:
     proc: subprocess.Popen[str]
     home: Path
     socket: Path
+    child: int | None = None
+    """The `--child-sleep` process, when asked for."""
 
     @property
     def pid(self) -> int:
@@ -81,6 +83,14 @@ class FakeDaemon:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
         raise AssertionError("no VmRSS")
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash; the pipes are closed unread (a child of the daemon may hold them open)."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
 
     def stop(self) -> tuple[int, str]:
         if self.proc.poll() is None:
@@ -112,13 +122,17 @@ def start_fake_daemon(home: Path, *extra: str, prefix: Sequence[str] = (), socke
                             text=True)
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
+    child: int | None = None
     line = proc.stdout.readline()
+    if line.startswith("CHILD"):
+        child = int(line.split()[1])
+        line = proc.stdout.readline()
     if not line.startswith("READY"):
         proc.kill()
         _, err = proc.communicate()
         raise AssertionError(f"fake daemon did not start (exit {proc.returncode}): {err[-2000:]}")
     assert time.monotonic() < deadline
-    return FakeDaemon(proc, home, socket_path or home / "run" / "daemon.sock")
+    return FakeDaemon(proc, home, socket_path or home / "run" / "daemon.sock", child)
 
 
 class InProcessDaemon:
