@@ -74,12 +74,13 @@ class IpcClient:
             reader = BufferedByteReceiveStream(stream)
             hello = await _say_hello(shown, stream, reader, client_name, timeout, version)
             client = cls(path, stream, reader, hello)
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(client._read_loop)
-                try:
-                    yield client
-                finally:
-                    tg.cancel_scope.cancel()
+            with client._push_in, client._push_out:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(client._read_loop)
+                    try:
+                        yield client
+                    finally:
+                        tg.cancel_scope.cancel()
 
     async def request(self, kind: type[SessionRequest], **fields: Any) -> OkReply:
         """Send one request (its id is chosen here) and wait for its reply. Raises RequestFailed on an `error`
