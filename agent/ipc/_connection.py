@@ -102,15 +102,21 @@ class _Outbox:
         self.finished = True
         self._wake.set()
 
-    async def get(self) -> bytes | None:
+    async def get(self, max_bytes: int = 256 * 1024) -> bytes | None:
+        """The queued lines, joined up to about `max_bytes` (one write for many pipelined replies); None once
+        finished and empty."""
         while not self._lines:
             if self.finished:
                 return None
             self._wake = anyio.Event()
             await self._wake.wait()
-        line = self._lines.popleft()
-        self._size -= len(line)
-        return line
+        taken = [self._lines.popleft()]
+        size = len(taken[0])
+        while self._lines and size + len(self._lines[0]) <= max_bytes:
+            taken.append(self._lines.popleft())
+            size += len(taken[-1])
+        self._size -= size
+        return b"".join(taken)
 
 
 class ClientConnection:
@@ -241,8 +247,7 @@ class ClientConnection:
         if isinstance(request, Hello):
             self._greeted = True
             self._client_name = request.client
-            self._log = self._log.bind(client=request.client[:100])
-            self._log.debug("ipc client said hello")
+            self._log.debug("ipc client said hello")  # its self-chosen name is not logged: the pid says who
             self._reply(HelloOk(id=request.id, v=PROTOCOL_VERSION, pid=self._pid, server=self._server_name))
             return True
         self._reply(await self._dispatch(dispatcher, request))
@@ -270,12 +275,12 @@ class ClientConnection:
 
     async def _write_loop(self) -> None:
         while True:
-            line = await self._outbox.get()
-            if line is None:
+            data = await self._outbox.get()
+            if data is None:
                 return
             try:
                 with anyio.fail_after(self._limits.send_timeout_s):
-                    await self._stream.send(line)
+                    await self._stream.send(data)
             except TimeoutError:
                 self.close(f"it took no data for {self._limits.send_timeout_s:g} s")
                 return

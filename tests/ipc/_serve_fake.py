@@ -29,13 +29,13 @@ from tests.ipc._fake_dispatcher import FakeDispatcher
 async def main(args: argparse.Namespace) -> int:
     home = Path(args.home)
     configure_logging(verbose=False)
+    attach_home(home, home_masker(home, {}))
     limits = Limits(max_connections=args.max_connections, hello_timeout_s=args.hello_timeout)
     stopper: list[IpcServer] = []
     dispatcher = FakeDispatcher(stop=lambda: stopper[0].stop())
     try:
         async with IpcServer.open(home, dispatcher, socket_path=Path(args.socket) if args.socket else None,
                                   limits=limits, server_name="strata-test") as server:
-            attach_home(home, home_masker(home, {}))
             stopper.append(server)
             if args.child_sleep:
                 child = await anyio.to_thread.run_sync(lambda: subprocess.Popen(
