@@ -132,28 +132,50 @@ def test_a_line_at_the_cap_is_read(connect: Connect) -> None:
     assert reply is not None and reply["id"] == "cap" and reply["code"] in ("invalid", "unknown_session")
 
 
+@pytest.mark.parametrize(("outbox", "send_timeout"), [(256 * 1024, 60.0), (64 * 1024 * 1024, 1.0)],
+                         ids=["outbox-full", "write-timeout"])
 def test_a_client_that_does_not_read_is_disconnected_and_others_are_not_held_up(
-        daemon: InProcessDaemon, connect: Connect) -> None:
-    """A driving client that never reads while its session pushes 40 MB is disconnected once its outbox is full;
-    another client is answered promptly throughout."""
-    driver = connect()
-    driver.hello()
-    session = driver.ask({"type": "new_session", "id": "n", "workspace": "/w", "model": "m"})["session_id"]
-    assert driver.ask({"type": "attach", "id": "a", "session_id": session})["role"] == "drive"
-    driver.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    other = connect()
-    other.hello()
-    started = time.monotonic()
-    driver.send(json.dumps({"type": "prompt", "id": "p", "session_id": session, "text": "flood:400:100000"}).encode()
-                + b"\n")
-    for i in range(20):
-        assert other.ask({"type": "status", "id": f"s{i}"})["type"] == "ok"
-    assert time.monotonic() - started < 5
-    deadline = time.monotonic() + 10
-    while daemon.connections() > 1 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert daemon.connections() == 1, "the client that does not read is still connected"
-    assert other.ask({"type": "status", "id": "after"})["type"] == "ok"
+        tmp_path: Path, outbox: int, send_timeout: float) -> None:
+    """A driving client that never reads while its session pushes 40 MB is disconnected (by the outbox bound, or
+    by the write deadline when the outbox is large), and another client is answered promptly throughout."""
+    daemon = InProcessDaemon(tmp_path / "home", Limits(outbox_max_bytes=outbox, send_timeout_s=send_timeout))
+    driver, other = RawClient(daemon.socket), RawClient(daemon.socket)
+    try:
+        driver.hello()
+        session = driver.ask({"type": "new_session", "id": "n", "workspace": "/w", "model": "m"})["session_id"]
+        assert driver.ask({"type": "attach", "id": "a", "session_id": session})["role"] == "drive"
+        driver.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        other.hello()
+        started = time.monotonic()
+        driver.send(json.dumps({"type": "prompt", "id": "p", "session_id": session,
+                                "text": "flood:400:100000"}).encode() + b"\n")
+        for i in range(20):
+            assert other.ask({"type": "status", "id": f"s{i}"})["type"] == "ok"
+        assert time.monotonic() - started < 5
+        deadline = started + 8  # the outbox fills at once; the write deadline is 1 s where the outbox is large
+        while daemon.connections() > 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert daemon.connections() == 1, "the client that does not read is still connected"
+        assert other.ask({"type": "status", "id": "after"})["type"] == "ok"
+    finally:
+        driver.close()
+        other.close()
+        daemon.close()
+
+
+def test_a_line_over_the_cap_is_refused_even_when_it_arrives_whole(tmp_path: Path) -> None:
+    """A line longer than the cap that arrives in one piece with its newline is still `too_large`, not read."""
+    daemon = InProcessDaemon(tmp_path / "home", Limits(max_line_bytes=100))
+    client = RawClient(daemon.socket)
+    try:
+        client.hello()
+        client.send(json.dumps({"type": "status", "id": "x" * 120}).encode() + b"\n")
+        reply = client.line()
+        assert reply is not None and (reply["code"], reply["fatal"]) == ("too_large", True)
+        assert client.closed_after()
+    finally:
+        client.close()
+        daemon.close()
 
 
 def test_a_failing_session_side_answers_internal_and_the_connection_goes_on(connect: Connect) -> None:
