@@ -29,6 +29,7 @@ from agent.ipc._messages import (
     Hello,
     HelloOk,
     Ok,
+    OkReply,
     Push,
     Refused,
     SessionRequest,
@@ -68,7 +69,9 @@ class Dispatcher(Protocol):
 
     async def handle(self, request: SessionRequest, connection: Connection) -> Ok | Refused:
         """Answer one request. Return promptly; what takes long goes on in the session's task and reaches the
-        client as pushes. An exception is answered `internal` and logged."""
+        client as pushes. Runs shielded: a request the session side took is finished by it, even when the
+        connection is closed meanwhile (its reply is then dropped). An exception is answered `internal` and
+        logged."""
         ...
 
     async def closed(self, connection: Connection) -> None:
@@ -135,6 +138,8 @@ class ClientConnection:
         self._closed = False
         self._scope = anyio.CancelScope()
         self._read_scope = anyio.CancelScope()
+        self._stop_reading = False
+        self._handling = False
         self._log = _log.bind(connection=conn_id, peer_pid=peer.pid)
 
     @property
@@ -171,11 +176,13 @@ class ClientConnection:
         self._scope.cancel()
 
     def finish(self, last: Push | None = None) -> None:
-        """Stop reading, send what is queued (and `last`), then disconnect: the daemon's orderly goodbye."""
+        """Stop reading (after the request being handled, whose reply is still sent), send what is queued (and
+        `last`), then disconnect: the daemon's orderly goodbye."""
         if last is not None:
             self.push(last)
-        self._outbox.finish()
-        self._read_scope.cancel()
+        self._stop_reading = True
+        if not self._handling:
+            self._read_scope.cancel()
 
     async def serve(self, dispatcher: Dispatcher) -> None:
         """Run the connection to its end. Never raises (cancellation aside)."""
@@ -201,7 +208,7 @@ class ClientConnection:
         reader = BufferedByteReceiveStream(self._stream)
         limit = self._limits.max_line_bytes
         hello_deadline = anyio.current_time() + self._limits.hello_timeout_s
-        while not self._closed:
+        while not (self._closed or self._stop_reading):
             try:
                 if self._greeted:
                     line = await reader.receive_until(b"\n", limit + 1)
@@ -250,12 +257,17 @@ class ClientConnection:
             self._log.debug("ipc client said hello")  # its self-chosen name is not logged: the pid says who
             self._reply(HelloOk(id=request.id, v=PROTOCOL_VERSION, pid=self._pid, server=self._server_name))
             return True
-        self._reply(await self._dispatch(dispatcher, request))
+        self._handling = True
+        try:
+            self._reply(await self._dispatch(dispatcher, request))
+        finally:
+            self._handling = False
         return True
 
-    async def _dispatch(self, dispatcher: Dispatcher, request: SessionRequest) -> object:
+    async def _dispatch(self, dispatcher: Dispatcher, request: SessionRequest) -> OkReply | ErrorReply:
         try:
-            answer = await dispatcher.handle(request, self)
+            with anyio.CancelScope(shield=True):  # a request the session side took is finished by it
+                answer = await dispatcher.handle(request, self)
         except Exception as exc:
             self._log.error("ipc request failed in the session side", request_type=request.type,
                             error_type=type(exc).__name__, exc_info=True)
@@ -267,10 +279,10 @@ class ClientConnection:
                         answer_type=type(answer).__name__)
         return ErrorReply(id=request.id, code="internal", message="the daemon failed on this request")
 
-    def _reply(self, message: HelloOk | ErrorReply | object) -> None:
+    def _reply(self, message: HelloOk | OkReply | ErrorReply) -> None:
         if self._outbox.finished:
             return
-        if not self._outbox.put(encode(message)):  # type: ignore[arg-type]
+        if not self._outbox.put(encode(message)):
             self.close("it does not read what the daemon sends (outbox full)")
 
     async def _write_loop(self) -> None:

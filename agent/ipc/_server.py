@@ -27,7 +27,7 @@ from agent.ipc._endpoint import (
 )
 from agent.ipc._errors import SocketUnusable
 from agent.ipc._limits import Limits
-from agent.ipc._messages import ErrorReply, Notice, encode
+from agent.ipc._messages import ErrorCode, ErrorReply, Notice, encode
 from agent.ipc._peer import peer_credentials, same_user
 
 _log = structlog.get_logger("strata.ipc")
@@ -149,9 +149,9 @@ class IpcServer:
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await stream.aclose()
 
-    async def _refuse(self, stream: SocketStream, code: str, message: str, **fields: object) -> None:
+    async def _refuse(self, stream: SocketStream, code: ErrorCode, message: str, **fields: object) -> None:
         _log.info("ipc connection refused", code=code, **fields)
         with anyio.move_on_after(1), contextlib.suppress(Exception):
-            await stream.send(encode(ErrorReply(id=None, code=code, message=message, fatal=True)))  # type: ignore[arg-type]
+            await stream.send(encode(ErrorReply(id=None, code=code, message=message, fatal=True)))
         with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
             await stream.aclose()

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import anyio
+
 from agent.ipc import (
     ApprovalRequest,
     Connection,
@@ -40,7 +42,8 @@ class FakeSession:
 
 class FakeDispatcher:
     """Prompt texts script the turn: `ask` pushes an event and an approval request; `flood:N:SIZE` pushes N
-    events of SIZE characters each; `raise` fails inside the dispatcher; anything else ends the turn at once."""
+    events of SIZE characters each; `sleep:S` takes S seconds to answer; `raise` fails inside the dispatcher;
+    anything else ends the turn at once."""
 
     def __init__(self, stop: Callable[[], None] | None = None) -> None:
         self.sessions: dict[str, FakeSession] = {}
@@ -82,7 +85,7 @@ class FakeDispatcher:
             case _ if session.driver is not connection:
                 return Refused(code="not_driver", message="attach with role drive first")
             case "prompt":
-                return self._turn(session, request.text)
+                return await self._turn(session, request.text)
             case "approve" | "deny":
                 if session.waiting.pop(request.call_id, None) is None:
                     return Refused(code="no_such_call", message=f"no call {request.call_id} waits")
@@ -98,9 +101,12 @@ class FakeDispatcher:
         for session in self.sessions.values():
             self._forget(session, connection)
 
-    def _turn(self, session: FakeSession, text: str) -> Ok | Refused:
+    async def _turn(self, session: FakeSession, text: str) -> Ok | Refused:
         if text == "raise":
             raise RuntimeError("the fake session side failed")
+        if text.startswith("sleep:"):
+            await anyio.sleep(float(text.split(":")[1]))
+            return Ok(session_id=session.id)
         if text.startswith("flood:"):
             _, count, size = text.split(":")
             for _ in range(int(count)):

@@ -248,6 +248,25 @@ def test_stopping_says_goodbye_to_every_client(daemon: InProcessDaemon, connect:
         assert c.closed_after()
 
 
+def test_a_request_being_handled_when_the_daemon_stops_is_finished_and_answered(
+        daemon: InProcessDaemon, connect: Connect) -> None:
+    """Stopping does not cut the session side off mid-request: the request in hand completes, its reply and the
+    goodbye notice both reach the client, then EOF."""
+    client = connect()
+    client.hello()
+    session = client.ask({"type": "new_session", "id": "n", "workspace": "/w", "model": "m"})["session_id"]
+    client.ask({"type": "attach", "id": "a", "session_id": session})
+    client.send(json.dumps({"type": "prompt", "id": "slow", "session_id": session, "text": "sleep:1"}).encode()
+                + b"\n")
+    time.sleep(0.3)
+    daemon.close()
+    messages = []
+    while (message := client.line()) is not None:
+        messages.append(message)
+    assert sorted(m["type"] for m in messages) == ["notice", "ok"], messages
+    assert next(m for m in messages if m["type"] == "ok")["id"] == "slow"
+
+
 def test_half_closed_client_still_gets_its_replies(connect: Connect) -> None:
     """A client that sends its requests and shuts its writing side gets every reply before EOF."""
     client = connect()
