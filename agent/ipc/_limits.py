@@ -1,0 +1,29 @@
+"""What one client may cost the daemon. Every bound here is per connection except `max_connections`, so the
+worst a hostile client can hold is one line buffer plus one outbox, and the daemon's memory stays bounded by
+`max_connections` times that."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MiB = 1024 * 1024
+
+
+class Limits(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_line_bytes: int = Field(default=1 * MiB, gt=0)
+    """A request line longer than this (newline excluded) gets `too_large` and the connection is closed: its id
+    cannot be read without reading all of it."""
+    max_errors: int = Field(default=8, gt=0)
+    """Protocol errors (bad JSON, not an object, unknown type, invalid fields, wrong version) one connection may
+    make; the next error closes it with `too_many_errors`. Refusals by the session side do not count."""
+    hello_timeout_s: float = Field(default=10.0, gt=0)
+    """The first line must come within this; a connection that says nothing is closed (`hello_timeout`)."""
+    max_connections: int = Field(default=64, gt=0)
+    """Connections beyond this get `too_many_connections` and are closed at once."""
+    outbox_max_bytes: int = Field(default=4 * MiB, gt=0)
+    """Replies and pushes waiting for one client; a client that lets more pile up (it does not read) is
+    disconnected. One message is always accepted into an empty outbox, whatever its size."""
+    send_timeout_s: float = Field(default=10.0, gt=0)
+    """A single write to a client that takes longer than this (its socket buffer stays full) disconnects it."""

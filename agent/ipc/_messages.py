@@ -1,0 +1,315 @@
+"""The wire protocol's messages, version 1: one JSON object per line, tagged by `type`.
+
+Two discriminated unions, one per direction. A client sends `Request`s, each with an `id` of its choosing; the
+daemon answers each with exactly one `Reply` (`hello_ok` to `hello`, otherwise `ok` or `error`) carrying that id,
+and pushes `Push`es (committed events, approval requests, turn results, notices) whenever they happen. Requests
+are strict (no coercion: `"1"` is not `1`, unknown fields are refused), because they come from outside.
+
+The `event` push is the object `strata run --json` prints for a committed event (agent/cli/views.py
+`event_view`, the one owner of that shape) plus the `session_id` it belongs to; it is kept typed here (the core
+event union) and flattened on the wire. Tags are written by hand and never derived from class names."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_serializer, model_validator
+
+from agent.cli.views import event_view
+from agent.outcome import RunStatus
+from core.events import Event, StoredEvent
+from core.tools import EffectClass, SafetyLevel
+
+PROTOCOL_VERSION = 1
+SUPPORTED_VERSIONS: tuple[int, ...] = (PROTOCOL_VERSION,)
+
+RequestId = Annotated[str, Field(min_length=1, max_length=128)]
+"""Chosen by the client, echoed in the one reply; a string (a number is refused), at most 128 characters."""
+SessionId = Annotated[str, Field(min_length=1, max_length=200)]
+Text = Annotated[str, Field(max_length=1_000_000)]
+Short = Annotated[str, Field(max_length=1_000)]
+
+ErrorCode = Literal[
+    # the line itself (protocol errors: counted, see Limits.max_errors)
+    "bad_json", "not_object", "unknown_type", "invalid", "bad_version",
+    # the connection (the daemon closes it after the reply)
+    "too_large", "hello_required", "peer_refused", "too_many_errors", "too_many_connections", "hello_timeout",
+    # the request was read, and refused by the session side
+    "unknown_session", "not_driver", "session_busy", "no_such_call", "stale_approval", "shutting_down",
+    "refused", "unsupported", "internal",
+]
+"""Stable codes: clients branch on them, never on the message text."""
+
+Role = Literal["drive", "watch"]
+TurnStatus = RunStatus | Literal["interrupted"]
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+# -- client -> daemon ---------------------------------------------------------------------------------------------
+
+class _Request(_Wire):
+    id: RequestId
+    v: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Optional after the hello; when present it must be the version agreed in the hello."""
+
+
+class Hello(_Request):
+    """Must be the first line of a connection: the daemon answers `hello_ok`, or `bad_version` and closes."""
+
+    type: Literal["hello"] = "hello"
+    v: int  # type: ignore[assignment]  # required here
+    client: Short = ""
+    """Free text naming the client (`strata-attach 0.1.0`), for the daemon's log."""
+
+
+class NewSession(_Request):
+    type: Literal["new_session"] = "new_session"
+    workspace: Text
+    model: Short
+    mode: Literal["ipc"] = "ipc"
+
+
+class Attach(_Request):
+    """One client drives a session (sends prompts, answers approvals); any number watch."""
+
+    type: Literal["attach"] = "attach"
+    session_id: SessionId
+    role: Role = "drive"
+
+
+class Prompt(_Request):
+    """Starts a turn; the `ok` says it started, the turn's end is a `result` push."""
+
+    type: Literal["prompt"] = "prompt"
+    session_id: SessionId
+    text: Text
+
+
+class Approve(_Request):
+    """Bound like every approval: the daemon refuses it (`stale_approval`) unless `args_sha256` and
+    `plan_digest` are the ones of the waiting call, as its `approval_request` gave them."""
+
+    type: Literal["approve"] = "approve"
+    session_id: SessionId
+    call_id: Short
+    args_sha256: Short
+    plan_digest: Short
+    scope: Literal["once", "session"] = "once"
+
+
+class Deny(_Request):
+    type: Literal["deny"] = "deny"
+    session_id: SessionId
+    call_id: Short
+    reason: Short = ""
+
+
+class Interrupt(_Request):
+    """Interrupts the session's running turn as Ctrl-C does (the batch is closed, the session stays resumable)."""
+
+    type: Literal["interrupt"] = "interrupt"
+    session_id: SessionId
+
+
+class Detach(_Request):
+    """Stops this connection's pushes for the session; the session keeps running (a waiting call parks)."""
+
+    type: Literal["detach"] = "detach"
+    session_id: SessionId
+
+
+class Status(_Request):
+    """Lists the daemon's sessions."""
+
+    type: Literal["status"] = "status"
+
+
+class Shutdown(_Request):
+    """Drains the daemon as SIGTERM does. Any client may ask: every client is the daemon's own user."""
+
+    type: Literal["shutdown"] = "shutdown"
+
+
+Request = Annotated[
+    Hello | NewSession | Attach | Prompt | Approve | Deny | Interrupt | Detach | Status | Shutdown,
+    Field(discriminator="type"),
+]
+SessionRequest = NewSession | Attach | Prompt | Approve | Deny | Interrupt | Detach | Status | Shutdown
+"""What the server hands to the Dispatcher: every request but the hello, which the server answers itself."""
+RequestAdapter: TypeAdapter[Request] = TypeAdapter(Request)
+REQUEST_TYPES: frozenset[str] = frozenset(
+    m.model_fields["type"].default for m in get_args(get_args(Request)[0]))
+
+
+# -- daemon -> client: replies ------------------------------------------------------------------------------------
+
+class WaitingCall(_Wire):
+    call_id: str
+    tool: str
+
+
+class SessionInfo(_Wire):
+    """One row of the `status` reply."""
+
+    session_id: str
+    status: str
+    phase: str | None = None
+    workspace: str = ""
+    model: str = ""
+    drivers: int = 0
+    watchers: int = 0
+    waiting: tuple[WaitingCall, ...] = ()
+
+
+class HelloOk(_Wire):
+    type: Literal["hello_ok"] = "hello_ok"
+    id: str
+    v: int
+    pid: int
+    server: str
+    versions: tuple[int, ...] = SUPPORTED_VERSIONS
+
+
+class OkReply(_Wire):
+    type: Literal["ok"] = "ok"
+    id: str
+    session_id: str | None = None
+    """`new_session` and `attach`: the session."""
+    role: Role | None = None
+    """`attach`: the role granted."""
+    sessions: tuple[SessionInfo, ...] | None = None
+    """`status`: every session of the daemon."""
+
+
+class ErrorReply(_Wire):
+    type: Literal["error"] = "error"
+    id: str | None
+    """The request's id when one could be read from the line, else null."""
+    code: ErrorCode
+    message: str
+    fatal: bool = False
+    """The daemon closes the connection after this reply."""
+    versions: tuple[int, ...] | None = None
+    """`bad_version`: the versions the daemon speaks."""
+
+
+# -- daemon -> client: pushes -------------------------------------------------------------------------------------
+
+_EVENT_ENVELOPE = ("type", "session_id", "seq", "turn", "at")
+_EVENT_CLASSES: dict[str, type[BaseModel]] = {
+    c.model_fields["kind"].default: c for c in get_args(get_args(Event)[0])}
+
+
+class EventPush(BaseModel):
+    """A committed event of a session, flattened on the wire exactly as `run --json` prints it, plus its
+    session id. Not strict: it carries the core event models, which read their own JSON."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: Literal["event"] = "event"
+    session_id: str
+    seq: int
+    turn: int
+    at: datetime
+    event: Event
+
+    @classmethod
+    def of(cls, item: StoredEvent) -> EventPush:
+        return cls(session_id=item.session_id, seq=item.seq, turn=item.turn, at=item.at, event=item.event)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unflatten(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "event" in data:
+            return data
+        event = {k: v for k, v in data.items() if k not in _EVENT_ENVELOPE}
+        model = _EVENT_CLASSES.get(event.get("kind"))  # type: ignore[arg-type]
+        if model is not None and "session_id" in model.model_fields and "session_id" in data:
+            event["session_id"] = data["session_id"]  # an event's own field of that name (session_started)
+        return {**{k: data[k] for k in _EVENT_ENVELOPE if k in data}, "event": event}
+
+    @model_serializer(mode="plain")
+    def _flatten(self) -> dict[str, Any]:
+        view = event_view(StoredEvent(session_id=self.session_id, seq=self.seq, turn=self.turn, at=self.at,
+                                      event=self.event))
+        return {"type": "event", "session_id": self.session_id, **{k: v for k, v in view.items() if k != "type"}}
+
+
+class ApprovalRequest(_Wire):
+    """A call waits for the driving client's decision; everything it would run with is here."""
+
+    type: Literal["approval_request"] = "approval_request"
+    session_id: str
+    call_id: str
+    tool: str
+    input: dict[str, Any]
+    args_sha256: str
+    asked_by: str
+    reasons: tuple[str, ...]
+    safety: SafetyLevel
+    effect: EffectClass
+    plan_digest: str
+
+
+class ParkedView(_Wire):
+    call_id: str
+    tool: str
+    input: dict[str, Any]
+    reasons: tuple[str, ...]
+    asked_by: str
+
+
+class ResultPush(_Wire):
+    """The end of a turn, as `run --json` prints it (with `interrupted` for a turn an `interrupt` stopped)."""
+
+    type: Literal["result"] = "result"
+    session_id: str
+    status: TurnStatus
+    exit_code: int
+    reason: str = ""
+    unknown_receipts: int = 0
+    parked: tuple[ParkedView, ...] = ()
+
+
+class Notice(_Wire):
+    """Something a client should show that answers no request (the daemon is draining, a driver left)."""
+
+    type: Literal["notice"] = "notice"
+    session_id: str | None = None
+    level: Literal["info", "warning"] = "info"
+    text: str
+
+
+Push = Annotated[EventPush | ApprovalRequest | ResultPush | Notice, Field(discriminator="type")]
+Reply = Annotated[HelloOk | OkReply | ErrorReply, Field(discriminator="type")]
+ServerMessage = Annotated[
+    HelloOk | OkReply | ErrorReply | EventPush | ApprovalRequest | ResultPush | Notice, Field(discriminator="type")]
+ServerMessageAdapter: TypeAdapter[ServerMessage] = TypeAdapter(ServerMessage)
+
+
+# -- what the Dispatcher answers (the server adds the request's id) ----------------------------------------------
+
+class Ok(_Wire):
+    session_id: str | None = None
+    role: Role | None = None
+    sessions: tuple[SessionInfo, ...] | None = None
+
+    def reply(self, request_id: str) -> OkReply:
+        return OkReply(id=request_id, session_id=self.session_id, role=self.role, sessions=self.sessions)
+
+
+class Refused(_Wire):
+    code: ErrorCode
+    message: str
+
+    def reply(self, request_id: str) -> ErrorReply:
+        return ErrorReply(id=request_id, code=self.code, message=self.message)
+
+
+def encode(message: BaseModel) -> bytes:
+    """One line of the wire: compact JSON, UTF-8, newline-terminated (a newline inside a string is escaped)."""
+    return message.model_dump_json(exclude_none=False).encode() + b"\n"

@@ -1,0 +1,157 @@
+"""The daemon's listening side: one Unix socket per Strata home, every connection a task in one task group.
+
+`IpcServer.open` claims the home (the daemon lock, see _endpoint.py) and publishes the socket; `serve` accepts
+until `stop` (or cancellation), checking each peer's uid with SO_PEERCRED before reading a byte from it; leaving
+`open`'s context closes every connection, removes the socket and frees the lock."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import structlog
+from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskStatus
+
+from agent.ipc._connection import ClientConnection, Dispatcher
+from agent.ipc._endpoint import (
+    DaemonPaths,
+    acquire_lock,
+    daemon_paths,
+    prepare_socket_path,
+    publish_socket,
+    remove_socket,
+)
+from agent.ipc._errors import SocketUnusable
+from agent.ipc._limits import Limits
+from agent.ipc._messages import ErrorCode, ErrorReply, Notice, encode
+from agent.ipc._peer import peer_credentials, same_user
+
+_log = structlog.get_logger("strata.ipc")
+
+
+class IpcServer:
+    def __init__(self, paths: DaemonPaths, listener: SocketListener, dispatcher: Dispatcher, limits: Limits,
+                 server_name: str) -> None:
+        self.paths = paths
+        self._listener = listener
+        self._dispatcher = dispatcher
+        self._limits = limits
+        self._server_name = server_name
+        self._pid = os.getpid()
+        self._ids = itertools.count(1)
+        self._connections: dict[int, ClientConnection] = {}
+        self._none_left = anyio.Event()
+        self._none_left.set()
+        self._accepting = anyio.CancelScope()
+        self._stopping = False
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(cls, home: Path, dispatcher: Dispatcher, *, socket_path: Path | None = None,
+                   limits: Limits | None = None, server_name: str = "strata") -> AsyncIterator[IpcServer]:
+        """Claim `home` for this daemon and listen. Raises DaemonRunning (another daemon holds the home) or
+        SocketUnusable (the path is taken, too long, or in a directory open to others)."""
+        paths = daemon_paths(home, socket_path)
+        lock = await anyio.to_thread.run_sync(acquire_lock, paths)
+        listener: SocketListener | None = None
+        inode: int | None = None
+        temporary = paths.socket
+        try:
+            temporary = await anyio.to_thread.run_sync(prepare_socket_path, paths.socket)
+            try:
+                listener = await anyio.create_unix_listener(temporary, mode=0o600)
+            except OSError as exc:
+                raise SocketUnusable(str(paths.socket), exc.strerror or str(exc)) from None
+            inode = await anyio.to_thread.run_sync(publish_socket, temporary, paths.socket)
+            lock.record(os.getpid(), paths.socket)
+            _log.info("ipc listening", socket=str(paths.socket))
+            server = cls(paths, listener, dispatcher, limits or Limits(), server_name)
+            try:
+                yield server
+            finally:
+                server.stop()
+        finally:
+            with anyio.CancelScope(shield=True):
+                if listener is not None:
+                    with contextlib.suppress(Exception):
+                        await listener.aclose()
+                if inode is not None:
+                    remove_socket(paths.socket, inode)
+                elif temporary != paths.socket:
+                    with contextlib.suppress(OSError):
+                        os.unlink(temporary)
+                lock.release()
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Accept connections until `stop`; then say goodbye to every client (a `notice`, then what was queued
+        for it, within `Limits.send_timeout_s`) and return once every connection has ended."""
+        async with anyio.create_task_group() as tg:
+            with self._accepting:
+                task_status.started()
+                while not self._stopping:
+                    try:
+                        stream = await self._listener.accept()
+                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        break
+                    except OSError as exc:  # EMFILE and friends: wait a little, keep serving
+                        _log.warning("ipc accept failed", error=exc.strerror or str(exc))
+                        await anyio.sleep(0.1)
+                        continue
+                    tg.start_soon(self._serve_one, stream)
+            for connection in list(self._connections.values()):
+                connection.finish(Notice(level="warning", text="the daemon is shutting down"))
+            with anyio.move_on_after(self._limits.send_timeout_s):
+                await self._none_left.wait()
+            for connection in list(self._connections.values()):
+                connection.close("the daemon stopped")
+
+    def stop(self) -> None:
+        """Stop accepting; `serve` then closes the connections and returns. Call from the event loop."""
+        self._stopping = True
+        self._accepting.cancel()
+
+    async def _serve_one(self, stream: SocketStream) -> None:
+        try:
+            peer = peer_credentials(stream.extra(SocketAttribute.raw_socket))
+            if not same_user(peer):
+                await self._refuse(stream, "peer_refused", "this daemon serves only the user it runs as",
+                                   peer_uid=None if peer is None else peer.uid,
+                                   peer_pid=None if peer is None else peer.pid)
+                return
+            assert peer is not None
+            if self._stopping:
+                await self._refuse(stream, "shutting_down", "the daemon is shutting down")
+                return
+            if len(self._connections) >= self._limits.max_connections:
+                await self._refuse(stream, "too_many_connections",
+                                   f"the daemon serves at most {self._limits.max_connections} connections")
+                return
+            conn_id = next(self._ids)
+            connection = ClientConnection(conn_id, stream, peer, self._limits, self._server_name, self._pid)
+            self._connections[conn_id] = connection
+            self._none_left = anyio.Event() if self._none_left.is_set() else self._none_left
+            try:
+                await connection.serve(self._dispatcher)
+            finally:
+                self._connections.pop(conn_id, None)
+                if not self._connections:
+                    self._none_left.set()
+        except Exception as exc:  # nothing about one connection may end the accept loop
+            _log.error("ipc connection setup failed", error_type=type(exc).__name__, exc_info=True)
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await stream.aclose()
+
+    async def _refuse(self, stream: SocketStream, code: ErrorCode, message: str, **fields: object) -> None:
+        _log.info("ipc connection refused", code=code, **fields)
+        with anyio.move_on_after(1), contextlib.suppress(Exception):
+            await stream.send(encode(ErrorReply(id=None, code=code, message=message, fatal=True)))
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            await stream.aclose()
