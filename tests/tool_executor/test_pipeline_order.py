@@ -33,7 +33,7 @@ from tests.tool_executor._pipeline import (
 )
 from tool_executor import DEFAULT_MIDDLEWARE, Decision, Deny, OnAsk, Pass, ToolCallProcessor, builtin_tools
 from tool_executor.approval import Parked
-from tool_executor.record import Step
+from tool_executor import Step
 
 LATE = "a later check must not run"
 BLOCK_LATE: Any = HookBlock(LATE)
