@@ -20,7 +20,8 @@ class TimelineRecorder(Recorder):
         self.masker = masker
 
     def receipt(self, record: CallRecord, change: ReceiptChange, writer: SessionWriter) -> None:
-        writer.stage_timeline(receipt_row(record, change, self.masker))
+        writer.stage_timeline(receipt_row(change, turn=record.env.turn, call_id=record.call.call_id,
+                                          tool=record.tool, masker=self.masker))
 
     def call(self, record: CallRecord, writer: SessionWriter) -> None:
         mask, summary = self.masker.mask, self.masker.summary
@@ -73,9 +74,10 @@ def call_row(record: CallRecord, masker: Masker) -> CallRow:
         else None)
 
 
-def receipt_row(record: CallRecord, change: ReceiptChange, masker: Masker) -> ReceiptRow:
-    """One receipt transition as a row: the receipt id is its `check`, the transition its `outcome`."""
-    tool = masker.mask(record.tool)
+def receipt_row(change: ReceiptChange, *, turn: int, call_id: str, tool: str, masker: Masker) -> ReceiptRow:
+    """One receipt transition of call `call_id` as a row: the receipt id is its `check`, the transition its
+    `outcome`."""
+    tool = masker.mask(tool)
     match change.transition:
         case "dispatched":
             text = f"receipt {change.receipt_id} committed before dispatch"
@@ -86,6 +88,6 @@ def receipt_row(record: CallRecord, change: ReceiptChange, masker: Masker) -> Re
             text = f"receipt {change.receipt_id} {change.transition}"
     if change.note and change.transition != "dispatched":
         text += f": {change.note}"
-    return ReceiptRow(turn=record.env.turn, call_id=record.call.call_id, tool=tool, receipt_id=change.receipt_id,
+    return ReceiptRow(turn=turn, call_id=call_id, tool=tool, receipt_id=change.receipt_id,
                       transition=change.transition, status=change.status,
                       by=masker.mask(change.by) if change.by else None, summary=masker.summary(text, SUMMARY_CHARS))

@@ -12,8 +12,7 @@ import pytest
 from core.ids import IdFactory
 from core.tools import BoundToolPlan, ToolSpec
 from tests.tool_executor._pipeline import Route, env, fake_tool, planned, rules, run_calls, sqlite_session
-from tool_executor import DEFAULT_MIDDLEWARE, Checked, Deny, Middleware, Pass, ToolCallProcessor, builtin_tools
-from tool_executor import Step
+from tool_executor import DEFAULT_MIDDLEWARE, Checked, Deny, Middleware, Pass, Step, ToolCallProcessor, builtin_tools
 
 NORMALISE = "middleware:normalise_paths"
 
