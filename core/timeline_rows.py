@@ -256,21 +256,23 @@ _READERS: dict[str, Any] = {"phase": PhaseRow, "model_attempt": ModelAttemptRow,
 
 def observation(entry: TimelineEntry) -> Observation | OtherRow:
     """A stored row (or entry) read back as its typed kind; `OtherRow` when it does not fit one."""
+    plain = _plain_entry(entry)
     reader = _READERS.get(entry.kind)
-    if reader is None:
-        return OtherRow(turn=entry.turn, summary=entry.summary, entry_=entry)
-    try:
-        typed = reader.read(entry)
-        if typed.entry() == _plain_entry(entry):
-            return typed  # type: ignore[no-any-return]
-    except (ValidationError, TypeError, ValueError):
-        pass
-    return OtherRow(turn=entry.turn, summary=entry.summary, entry_=entry)
+    if reader is not None:
+        try:
+            typed = reader.read(plain)
+            if typed.entry() == plain:
+                return typed  # type: ignore[no-any-return]
+        except (ValidationError, TypeError, ValueError):
+            pass
+    return OtherRow(turn=entry.turn, summary=entry.summary, entry_=plain)
 
 
 def _plain_entry(entry: TimelineEntry) -> TimelineEntry:
     """The entry part of a stored row (a TimelineRow also carries its envelope and chain)."""
-    return TimelineEntry.model_validate({k: getattr(entry, k) for k in TimelineEntry.model_fields})
+    if type(entry) is TimelineEntry:
+        return entry
+    return TimelineEntry.model_construct(**{k: getattr(entry, k) for k in TimelineEntry.model_fields})
 
 
 def _list(values: tuple[str, ...] | None) -> list[str] | None:

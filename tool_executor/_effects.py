@@ -11,6 +11,7 @@ from pathlib import Path
 
 import anyio
 
+import tool_executor.result as results
 from core.faults import fault_point
 from core.hashing import idempotency_key
 from core.hooks import HookSet
@@ -20,7 +21,6 @@ from core.processes import ProcessGroup
 from core.tools import ToolContext
 from core.tools.context import SpawnListener
 from memory.records import NewReceipt
-from tool_executor import result as results
 from tool_executor._call_record import CallRecord
 from tool_executor._receipts import Receipts
 from tool_executor.checks.policy import path_filter

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+import tool_executor.result as results
 from core.errors import OrphanRunning
 from core.events import BatchCompleted, CallResult, PlannedCall
 from core.hashing import sha256_text
@@ -26,7 +27,6 @@ from core.processes import ProcessGroup
 from core.state import OpenBatch
 from memory.records import NewReceipt, Receipt, ReceiptStatus, ReceiptUpdate
 from memory.session_writer import SessionWriter
-from tool_executor import result as results
 from tool_executor._call_record import CallRecord, ReceiptChange, Recorder
 from tool_executor._types import CallEnv
 from tool_executor.locks import ResourceLocks

@@ -29,6 +29,7 @@ from typing import Any
 import anyio
 import structlog
 
+import tool_executor.result as results
 from core.events import BatchProposed, Mode, PlannedCall
 from core.hooks import HookSet
 from core.ids import IdFactory
@@ -38,7 +39,6 @@ from core.state import OpenBatch
 from core.tools import BoundToolPlan
 from memory.records import Receipt
 from memory.session_writer import SessionWriter
-from tool_executor import result as results
 from tool_executor._call_record import CallRecord, Recorder
 from tool_executor._effects import Effects
 from tool_executor._pre_hooks import run_pre_hooks

@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import tool_executor.result as results
 from core.events import CallResult, PlannedCall
 from core.hooks import HookAddContext, HookAllow, HookSet, HookWithhold, PostToolUseInput
-from tool_executor import result as results
 from tool_executor._types import CallEnv, Step
 from tool_executor.hooks import run_post
 
