@@ -8,16 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import anyio
-
 from agent.session import Runtime
 from core.errors import UsageError
-from core.events import ApprovalGranted, ApprovalRejected, ParkedCall
-from core.state import SessionState
-from core.timeline import TimelineEntry
-from memory import Write
-from memory.leases import make_liveness, new_holder, resting_status
-from memory.restore import restore_or_report
+from core.events import ParkedCall
+from memory import Write, leased
+from tool_executor import recorded_decision
 
 
 @dataclass(frozen=True)
@@ -30,13 +25,9 @@ class Recorded:
 
 async def record_decision(rt: Runtime, session_id: str, call_id: str, *, approve: bool, approver: str,
                           reason: str = "") -> Recorded:
-    before = (await rt.store.get_session(session_id)).status
-    holder = new_holder(rt.ids.uuid7(), rt.clock)
-    await rt.store.acquire_lease(session_id, holder, make_liveness(rt.clock), rt.clock.now())
-    recorded = False
-    state: SessionState | None = None
-    try:
-        state = (await restore_or_report(rt.store, session_id)).state
+    async with leased(rt, session_id) as lease:
+        state = lease.state
+        assert state is not None
         parked = state.parked.get(call_id)
         if parked is None:
             waiting = ", ".join(state.parked) or "none"
@@ -56,23 +47,10 @@ async def record_decision(rt: Runtime, session_id: str, call_id: str, *, approve
             raise UsageError(f"call {call_id} of session {session_id} was already {said} by {earlier.approver}; "
                              "a recorded decision is not changed",
                              hint=f"`strata resume {session_id}` acts on it")
-        if approve:
-            event: ApprovalGranted | ApprovalRejected = ApprovalGranted(
-                call_id=call_id, tool=parked.tool, args_sha256=parked.input_sha256, plan_digest=parked.plan_digest,
-                approver=approver, scope="once", asked_by=parked.asked_by)
-        else:
-            event = ApprovalRejected(call_id=call_id, tool=parked.tool, args_sha256=parked.input_sha256,
-                                     approver=approver, reason=reason)
+        event, row = recorded_decision(parked, approve=approve, approver=approver, reason=reason, turn=state.turn,
+                                       mask=rt.masker.mask)
         waiting_ids = tuple(c for c in state.parked if c != call_id and c not in state.approvals)
-        said = f"{'approved' if approve else 'denied'} by {approver}" + (f": {reason}" if reason else "")
-        row = TimelineEntry(kind="approval", turn=state.turn, call_id=call_id, tool=parked.tool,
-                            decision="approved" if approve else "rejected", check=approver,
-                            outcome="recorded", summary=rt.masker.mask(said),
-                            data={"args_sha256": parked.input_sha256, "plan_digest": parked.plan_digest})
-        await rt.store.commit(session_id, Write(events=[(event, state.turn)], timeline=[row],
+        await rt.store.commit(session_id, Write(events=[(event, state.turn)], timeline=[row.entry()],
                                                 status="awaiting_approval" if waiting_ids else "idle"))
-        recorded = True
+        lease.keep_status()  # the commit set it
         return Recorded(parked, approve, waiting_ids)
-    finally:
-        with anyio.CancelScope(shield=True):  # nothing recorded: the session's status stays what it was
-            await rt.store.release_lease(session_id, holder.token, None if recorded else resting_status(state, before))

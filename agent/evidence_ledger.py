@@ -36,16 +36,16 @@ import anyio
 import structlog
 
 from agent.loop import Observer
-from agent.timeline_rows import AttemptTee
+from agent.timeline_rows import AttemptTee, attempt_row
 from config.private_files import open_private, private_dir
 from core.chain import ChainHead
 from core.clock import Clock, iso
-from core.events import CallResult, PlannedCall, StoredEvent
+from core.events import StoredEvent
 from core.hashing import canonical_json, sha256_text
-from core.masking import MASK_TOKEN, Masker
+from core.masking import Masker
 from core.model import ModelAttempt, ModelListener
 from memory.session_writer import SessionWriter
-from tool_executor.record import CallTrace, Recorder, call_decision
+from tool_executor import CallRecord, ReceiptChange, Recorder
 
 log = structlog.get_logger("strata.ledger")
 
@@ -53,22 +53,12 @@ LEDGER_DIR = "ledger"
 HEADS_SUFFIX = ".heads"
 ROW_VERSION = 1
 EXCERPT_CHARS = 1000
-EXCERPT_MASK_CHARS = 2048
-"""Longer text is masked as a stream prefix of this many characters: an excerpt never costs a whole result."""
 CLOSE_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
 class _Call:
-    trace: CallTrace
-    at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class _Settled:
-    call: PlannedCall
-    result: CallResult
-    turn: int
+    record: CallRecord
     at: datetime
 
 
@@ -79,7 +69,7 @@ class _Attempt:
     at: datetime
 
 
-_Observation = _Call | _Settled | _Attempt
+_Observation = _Call | _Attempt
 _Batch = tuple[list[_Observation], datetime | None, ChainHead | None]
 """Observations, the time of the commit that carried them (None: no commit did), and the head after it."""
 
@@ -110,11 +100,8 @@ class EvidenceLedger:
 
     # -- observing (in the loop: cheap, never raises) ------------------------------------------------------------
 
-    def call(self, trace: CallTrace) -> None:
-        self._observe(lambda now: _Call(trace, now))
-
-    def settled(self, call: PlannedCall, result: CallResult, turn: int) -> None:
-        self._observe(lambda now: _Settled(call, result, turn, now))
+    def call(self, record: CallRecord) -> None:
+        self._observe(lambda now: _Call(record, now))
 
     def attempt(self, attempt: ModelAttempt) -> None:
         self._observe(lambda now: _Attempt(attempt, self.turn(), now))
@@ -275,10 +262,8 @@ class EvidenceLedger:
 
     def _row(self, obs: _Observation, committed_at: datetime | None) -> dict[str, Any]:
         match obs:
-            case _Call(trace=trace):
-                body = _call_row(trace, self.masker)
-            case _Settled(call=call, result=result, turn=turn):
-                body = _settled_row(call, result, turn, self.masker)
+            case _Call(record=record):
+                body = _call_row(record, self.masker)
             case _Attempt(attempt=attempt, turn=turn):
                 body = _attempt_row(attempt, turn, self.masker)
         return {"v": ROW_VERSION, "session_id": self.session_id, **body, "observed_at": iso(obs.at),
@@ -301,65 +286,51 @@ def _open_lines(path: Path) -> BinaryIO:
     return f
 
 
-def _call_row(trace: CallTrace, masker: Masker) -> dict[str, Any]:
-    d, result = trace.decision, trace.result
-    decision, by = call_decision(trace)
+def _call_row(record: CallRecord, masker: Masker) -> dict[str, Any]:
+    """The ledger's projection of a call record (the timeline's is tool_executor/_recorder.py)."""
+    d, result, call = record.decision, record.result, record.call
+    decision, by = record.verdict()
+    args = d.input if d is not None else call.input
     row: dict[str, Any] = {
-        "kind": "call", "turn": trace.env.turn, "call_id": masker.mask(trace.call.call_id),
-        "batch_id": result.batch_id if result else None, "tool": masker.mask(d.tool), "decision": decision,
-        "check": masker.mask(by) if by else by, "outcome": result.status if result else None,
+        "kind": "call", "turn": record.env.turn, "call_id": masker.mask(call.call_id),
+        "batch_id": result.batch_id if result else None, "tool": masker.mask(record.tool), "decision": decision,
+        "check": masker.mask(by) if by and not record.settled_on_resume else by,
+        "outcome": result.status if result else None,
         "duration_ms": result.duration_ms if result else None,
-        "args_sha256": d.input_sha256, "result_sha256": sha256_text(result.content) if result else None,
-        "receipt_id": trace.receipt_id,
-        "steps": [[s.check, s.outcome, masker.mask(s.detail)] for s in (*d.steps, *trace.post_steps)],
-        "args": excerpt(masker, canonical_json(dict(d.input))),
-        "result": excerpt(masker, result.content) if result else None,
+        "args_sha256": d.input_sha256 if d is not None else call.input_sha256,
+        "result_sha256": sha256_text(result.content) if result else None,
+        "receipt_id": record.receipt_id if not record.settled_on_resume else result.receipt_id if result else None,
+        "steps": [[s.check, s.outcome, masker.mask(s.detail)] for s in (*record.steps, *record.post_steps)],
+        "args": masker.excerpt(canonical_json(dict(args)), EXCERPT_CHARS),
+        "result": masker.excerpt(result.content, EXCERPT_CHARS) if result else None,
     }
-    if d.tool != trace.call.tool or d.input_sha256 != trace.call.input_sha256:
-        row["proposed"] = {"tool": masker.mask(trace.call.tool), "args_sha256": trace.call.input_sha256}
-    if trace.lock:
-        row["lock"] = masker.mask(trace.lock)
+    if d is not None and (d.tool != call.tool or d.input_sha256 != call.input_sha256):
+        row["proposed"] = {"tool": masker.mask(call.tool), "args_sha256": call.input_sha256}
+    if record.lock:
+        row["lock"] = masker.mask(record.lock)
+    if record.settled_on_resume:
+        row["settled_on_resume"] = True
+    elif record.settled_by:
+        row["settled_by"] = masker.mask(record.settled_by)
+    if record.receipts:
+        row["receipts"] = [[c.transition, c.status] if c.status else [c.transition] for c in record.receipts]
     return row
 
 
-def _settled_row(call: PlannedCall, result: CallResult, turn: int, masker: Masker) -> dict[str, Any]:
-    return {"kind": "call", "turn": turn, "call_id": masker.mask(call.call_id), "batch_id": result.batch_id,
-            "tool": masker.mask(call.tool),
-            "decision": "allowed", "check": "receipt", "outcome": result.status, "duration_ms": None,
-            "args_sha256": call.input_sha256, "result_sha256": sha256_text(result.content),
-            "receipt_id": result.receipt_id, "steps": [], "args": excerpt(masker, canonical_json(dict(call.input))),
-            "result": excerpt(masker, result.content), "settled_on_resume": True}
-
-
 def _attempt_row(attempt: ModelAttempt, turn: int, masker: Masker) -> dict[str, Any]:
-    u = attempt.usage
+    """The ledger's projection of a model attempt (the timeline's is its typed row: the usage is that row's)."""
+    typed = attempt_row(attempt, turn, masker)
     return {"kind": "model_attempt", "turn": turn, "attempt": attempt.number, "outcome": attempt.outcome,
             "error_kind": attempt.error_kind, "status_code": attempt.status_code,
             "request_id": masker.mask(attempt.request_id) if attempt.request_id else None,
-            "duration_ms": round(attempt.duration_ms, 3), "retry_after_s": attempt.retry_after_s,
-            "delay_s": attempt.delay_s, "message": excerpt(masker, attempt.message),
-            "usage": None if u is None else {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
-                                             "cache_read_tokens": u.cache_read_tokens,
-                                             "cache_write_tokens": u.cache_write_tokens}}
+            "duration_ms": typed.duration_ms, "retry_after_s": attempt.retry_after_s,
+            "delay_s": attempt.delay_s, "message": masker.excerpt(attempt.message, EXCERPT_CHARS),
+            "usage": None if typed.usage is None else typed.usage.model_dump()}
 
 
 def excerpt(masker: Masker, text: str, limit: int = EXCERPT_CHARS) -> str:
-    """About the first `limit` characters of `text`, masked before they are cut (cut first, a secret across the
-    cut would lose the part that makes it recognisable), and never cutting a mask token in two. Long text is
-    masked as a stream prefix, which lets out only what cannot be part of a secret."""
-    if len(text) <= EXCERPT_MASK_CHARS:
-        masked = masker.mask(text)
-        if len(masked) <= limit:
-            return masked
-    else:
-        masked = masker.stream().feed(text[:EXCERPT_MASK_CHARS])
-    cut = min(limit, len(masked))
-    start = masked.rfind("[MASKED:", max(0, limit - 48), limit)
-    if start != -1:
-        token = MASK_TOKEN.match(masked, start)
-        if token is not None and token.end() > limit:
-            cut = token.end()
-    return f"{masked[:cut]}... [{len(text)} characters in all]"
+    """About the first `limit` characters of `text`, masked before they are cut (`Masker.excerpt`)."""
+    return masker.excerpt(text, limit)
 
 
 class _LedgerRecorder(Recorder):
@@ -369,13 +340,12 @@ class _LedgerRecorder(Recorder):
         self.inner = inner
         self.ledger = ledger
 
-    def record(self, trace: CallTrace, writer: SessionWriter) -> None:
-        self.inner.record(trace, writer)
-        self.ledger.call(trace)
+    def call(self, record: CallRecord, writer: SessionWriter) -> None:
+        self.inner.call(record, writer)
+        self.ledger.call(record)
 
-    def settled(self, call: PlannedCall, result: CallResult, turn: int, writer: SessionWriter) -> None:
-        self.inner.settled(call, result, turn, writer)
-        self.ledger.settled(call, result, turn)
+    def receipt(self, record: CallRecord, change: ReceiptChange, writer: SessionWriter) -> None:
+        self.inner.receipt(record, change, writer)
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")

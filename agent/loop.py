@@ -31,7 +31,6 @@ from core.errors import ModelError, ReceiptError, UsageError
 from core.events import (
     AssistantMessage,
     BatchCompleted,
-    BatchProposed,
     CallsParked,
     Compacted,
     SessionEnded,
@@ -48,12 +47,11 @@ from core.snapshot import DEFAULT_SNAPSHOT_EVERY
 from core.state import SessionState, apply
 from core.tools import BoundToolPlan
 from core.utf8 import valid_text
-from memory.records import Receipt, ReceiptUpdate
+from memory.records import Receipt
 from memory.session_writer import SessionWriter
 from memory.store import EventStore
 from observability import configure_logging
 from tool_executor import BatchRun, CallEnv, ToolCallProcessor
-from tool_executor import result as results
 from tool_executor.hooks import run_observe
 
 Observer = Callable[[StoredEvent], None]
@@ -129,30 +127,25 @@ class AgenticLoop:
                     log.warning("observation hook failed", hook=hook.name, reason=failure)
 
     async def _close_interrupted(self) -> None:
+        """The run was cancelled: what finished is kept, and an open batch is settled and closed in one commit
+        with every call's row (`settle_open_batch`, tool_executor/_receipts.py)."""
         await self.writer.flush()  # what finished before the interrupt is kept
         cause = self._interruption() or "the user interrupted the turn"
         batch = self.state.open_batch
         if batch is not None:
-            pending = {c.call_id for c in batch.pending()}
-            receipts = {r.call_id: r for r in await self.store.list_receipts(self.state.session_id)
-                        if r.call_id in pending}
-            for call in batch.pending():
-                receipt = receipts.get(call.call_id)
-                if receipt is not None and receipt.status == "dispatched":
-                    # The handler was cancelled and ended its process group; one that is still there goes now.
-                    process = await self.processor.end_process(receipt.id)
-                    self.writer.stage_receipt_update(ReceiptUpdate(id=receipt.id, status="unknown", process=process,
-                                                                   note=f"{cause} while the call ran; not re-run"))
-                    self.writer.stage(results.interrupted(batch.batch_id, call, receipt.id, cause), self.state.turn)
-                elif receipt is not None:
-                    self.writer.stage(results.after_crash(batch.batch_id, call, receipt), self.state.turn)
-                else:
-                    self.writer.stage(results.interrupted(batch.batch_id, call, None, cause), self.state.turn)
-            self.writer.stage(BatchCompleted(batch_id=batch.batch_id), self.state.turn)
+            await self.processor.settle_interrupted(batch, cause, env=CallEnv.from_state(self.state, self.state.turn),
+                                                    writer=self.writer, receipts=await self._open_receipts())
         self.rec.lifecycle("interrupted", self.state.turn,
                            "the person interrupted the turn" if self._interruption() is None else cause)
         self.writer.stage_status("idle")
         await self.writer.flush()
+
+    async def _open_receipts(self) -> dict[str, Receipt]:
+        """The receipts of the open batch's calls that have no result yet."""
+        batch = self.state.open_batch
+        assert batch is not None
+        pending = {c.call_id for c in batch.pending()}
+        return {r.call_id: r for r in await self.store.list_receipts(self.state.session_id) if r.call_id in pending}
 
     async def _run(self, prompt: str | None) -> RunOutcome:
         state = self.state
@@ -240,13 +233,9 @@ class AgenticLoop:
         waiting for approval."""
         batch = self.state.open_batch
         assert batch is not None
-        pending = {c.call_id for c in batch.pending()}
-        receipts: dict[str, Receipt] = {
-            r.call_id: r for r in await self.store.list_receipts(self.state.session_id) if r.call_id in pending}
-        event = BatchProposed(batch_id=batch.batch_id, content=batch.content, calls=batch.calls)
         turn = self.state.turn
-        run = await self.processor.run_batch(event, env=CallEnv.from_state(self.state, turn), writer=self.writer,
-                                             done=dict(batch.results), receipts=receipts)
+        run = await self.processor.finish_open_batch(batch, env=CallEnv.from_state(self.state, turn),
+                                                     writer=self.writer, receipts=await self._open_receipts())
         if run.parked:
             return await self._park(batch.batch_id, run, turn)
         await self._close_batch(batch.batch_id, turn)

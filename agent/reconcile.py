@@ -10,20 +10,19 @@ import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import anyio
+from typing import Any, Protocol
 
 from core.clock import Clock
-from core.errors import ReceiptError
-from core.events import BatchProposed, PlannedCall
+from core.errors import ReceiptError, SessionActive
+from core.events import BatchProposed, Mode, PlannedCall
 from core.hashing import sha256_json
-from core.state import SessionState
+from core.masking import Masker
 from core.tools import ToolContext, ToolSpec
-from memory.leases import make_liveness, new_holder, resting_status
-from memory.records import Receipt, ReceiptUpdate
-from memory.restore import restore_or_report
+from memory import Lease, Write, leased
+from memory.leases import make_liveness
+from memory.records import Receipt
 from memory.store import EventStore
+from tool_executor import receipt_row, reconciliation
 from tool_executor.middleware import normalise_paths
 
 
@@ -37,32 +36,54 @@ def person(via: str = "strata reconcile") -> str:
     return f"person:{user}@{socket.gethostname()} ({tty}) via {via}"
 
 
-async def reconcile(store: EventStore, clock: Clock, receipt_id: str, *, applied: bool, note: str | None,
+class _Runtime(Protocol):
+    """What reconciling needs of agent/session.py's Runtime."""
+
+    @property
+    def store(self) -> EventStore: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def masker(self) -> Masker: ...
+
+
+async def _refuse_if_running(rt: _Runtime, receipt: Receipt) -> None:
+    session = await rt.store.get_session(receipt.session_id)
+    if session.lease is not None and make_liveness(rt.clock)(session.lease):
+        raise ReceiptError(
+            f"receipt {receipt.id} belongs to session {receipt.session_id}, which is running now; the call may "
+            "still be in flight", receipt_id=receipt.id, hint="wait for the session to stop, then reconcile")
+
+
+async def _decide(rt: _Runtime, lease: Lease, receipt: Receipt, *, applied: bool, note: str | None,
+                  by: str) -> Receipt:
+    """Commit the reconciliation of `receipt` (its updates and their receipt rows) under `lease`."""
+    updates, changes = reconciliation(receipt, applied=applied, note=note, by=by)
+    turn = lease.state.turn if lease.state is not None else 0
+    rows = [receipt_row(c, turn=turn, call_id=receipt.call_id, tool=receipt.tool, masker=rt.masker).entry()
+            for c in changes]
+    await rt.store.commit(receipt.session_id, Write(receipt_updates=updates, timeline=rows))
+    return await rt.store.get_receipt(receipt.id)
+
+
+async def reconcile(rt: _Runtime, receipt_id: str, *, applied: bool, note: str | None,
                     by: str) -> tuple[Receipt, Receipt]:
-    before = await store.get_receipt(receipt_id)
-    update = ReceiptUpdate(id=receipt_id, status="done" if applied else "failed", expect=("unknown", "dispatched"),
-                           note=note or ("applied" if applied else "not applied"), reconciled_by=by)
-    if before.status == "unknown":
-        return before, await store.update_receipt(update)
-    if before.status != "dispatched":
+    """Decide an `unknown` receipt (or a `dispatched` one whose session's process is gone) by hand, under the
+    session's lease, so that a resume starting meanwhile is refused as active (or refuses this), instead of the
+    two changing it at once. Each transition is a receipt row on the session's timeline."""
+    before = await rt.store.get_receipt(receipt_id)
+    if before.status not in ("unknown", "dispatched"):
         raise ReceiptError(f"receipt {receipt_id} is {before.status}, not unknown: nothing to reconcile",
                            receipt_id=receipt_id)
-    # A dispatched receipt is one a resume would settle: decide it under the session's lease, so that a resume
-    # starting meanwhile is refused as active (or refuses this), instead of the two changing it at once.
-    session = await store.get_session(before.session_id)
-    if session.lease is not None and make_liveness(clock)(session.lease):
-        raise ReceiptError(
-            f"receipt {receipt_id} belongs to session {before.session_id}, which is running now; the call may "
-            "still be in flight", receipt_id=receipt_id, hint="wait for the session to stop, then reconcile")
-    holder = new_holder(f"reconcile-{os.urandom(8).hex()}", clock)
-    await store.acquire_lease(before.session_id, holder, make_liveness(clock), clock.now())
-    state: SessionState | None = None
-    try:
-        state = (await restore_or_report(store, before.session_id)).state
-        return before, await store.update_receipt(update)
-    finally:
-        with anyio.CancelScope(shield=True):  # a receipt is not the session's log: its status stays as it is
-            await store.release_lease(before.session_id, holder.token, resting_status(state, session.status))
+    await _refuse_if_running(rt, before)
+    async with leased(rt, before.session_id) as lease:
+        current = await rt.store.get_receipt(receipt_id)
+        if current.status not in ("unknown", "dispatched"):
+            raise ReceiptError(f"receipt {receipt_id} is {current.status}, not unknown: nothing to reconcile",
+                               receipt_id=receipt_id)
+        return before, await _decide(rt, lease, current, applied=applied, note=note, by=by)
 
 
 @dataclass(frozen=True)
@@ -84,47 +105,51 @@ def _effective_args(call: PlannedCall, receipt: Receipt, spec: ToolSpec, workspa
     return next((c for c in candidates if sha256_json(c) == receipt.args_sha256), None)
 
 
-async def probe_receipts(store: EventStore, clock: Clock, tools: Sequence[ToolSpec],
-                         session_id: str | None = None) -> list[ProbeOutcome]:
+async def probe_receipts(rt: _Runtime, tools: Sequence[ToolSpec], session_id: str | None = None) -> list[ProbeOutcome]:
     """Run each tool's probe over unknown receipts (and dispatched ones whose session owner is dead). A decided
-    probe reconciles the receipt as `probe:<tool>`; the call itself is never run again."""
+    probe reconciles the receipt as `probe:<tool>` under the session's lease, like `reconcile`; the call itself
+    is never run again. A session that is running is left alone (its calls may be in flight)."""
     specs = {t.name: t for t in tools}
-    alive = make_liveness(clock)
-    candidates = [r for r in await store.list_receipts(session_id) if r.status in ("unknown", "dispatched")]
     outcomes: list[ProbeOutcome] = []
-    calls: dict[str, dict[str, PlannedCall]] = {}
-    for receipt in candidates:
-        session = await store.get_session(receipt.session_id)
-        if receipt.status == "dispatched" and session.lease is not None and alive(session.lease):
-            outcomes.append(ProbeOutcome(receipt, "skipped", "its session is running; the call may be in flight"))
-            continue
-        spec = specs.get(receipt.tool)
-        if spec is None or spec.probe is None:
-            outcomes.append(ProbeOutcome(receipt, "skipped", f"{receipt.tool} has no probe; reconcile it by hand"))
-            continue
-        if receipt.session_id not in calls:
-            calls[receipt.session_id] = {c.call_id: c for item in await store.read_events(receipt.session_id)
-                                         if isinstance(item.event, BatchProposed) for c in item.event.calls}
-        call = calls[receipt.session_id].get(receipt.call_id)
-        workspace = Path(session.workspace)
-        args = _effective_args(call, receipt, spec, workspace) if call is not None else None
-        if args is None:
-            outcomes.append(ProbeOutcome(receipt, "skipped", "the call's arguments were rewritten by a hook; "
-                                                             "reconcile it by hand"))
-            continue
-        ctx = ToolContext(session_id=receipt.session_id, mode=session.mode, model=session.model, turn=0,
-                          call_id=receipt.call_id, workspace=workspace, idempotency_key=receipt.idempotency_key,
-                          deadline_s=spec.timeout_s)
+    by_session: dict[str, list[Receipt]] = {}
+    for r in await rt.store.list_receipts(session_id):
+        if r.status in ("unknown", "dispatched"):
+            by_session.setdefault(r.session_id, []).append(r)
+    for sid, candidates in by_session.items():
         try:
-            result = await spec.probe(args, ctx)
-        except Exception as exc:  # a probe is read-only; its failure decides nothing
-            outcomes.append(ProbeOutcome(receipt, "undecided", f"the probe failed: {type(exc).__name__}: {exc}"))
-            continue
-        if result.verdict == "undecided":
-            outcomes.append(ProbeOutcome(receipt, "undecided", result.note))
-            continue
-        after = await store.update_receipt(ReceiptUpdate(
-            id=receipt.id, status="done" if result.verdict == "applied" else "failed",
-            expect=("unknown", "dispatched"), note=f"probe: {result.note}", reconciled_by=f"probe:{receipt.tool}"))
-        outcomes.append(ProbeOutcome(receipt, result.verdict, result.note, after))
+            async with leased(rt, sid) as lease:
+                calls = {c.call_id: c for item in await rt.store.read_events(sid)
+                         if isinstance(item.event, BatchProposed) for c in item.event.calls}
+                session = await rt.store.get_session(sid)
+                for receipt in candidates:
+                    outcomes.append(await _probe(rt, lease, specs, calls, Path(session.workspace), session.mode,
+                                                 session.model, receipt))
+        except SessionActive:
+            outcomes.extend(ProbeOutcome(r, "skipped", "its session is running; the call may be in flight")
+                            for r in candidates)
     return outcomes
+
+
+async def _probe(rt: _Runtime, lease: Lease, specs: dict[str, ToolSpec], calls: dict[str, PlannedCall],
+                 workspace: Path, mode: Mode, model: str, receipt: Receipt) -> ProbeOutcome:
+    receipt = await rt.store.get_receipt(receipt.id)  # as it is under the lease
+    if receipt.status not in ("unknown", "dispatched"):
+        return ProbeOutcome(receipt, "skipped", f"it is {receipt.status} now")
+    spec = specs.get(receipt.tool)
+    if spec is None or spec.probe is None:
+        return ProbeOutcome(receipt, "skipped", f"{receipt.tool} has no probe; reconcile it by hand")
+    call = calls.get(receipt.call_id)
+    args = _effective_args(call, receipt, spec, workspace) if call is not None else None
+    if args is None:
+        return ProbeOutcome(receipt, "skipped", "the call's arguments were rewritten by a hook; reconcile it by hand")
+    ctx = ToolContext(session_id=receipt.session_id, mode=mode, model=model, turn=0, call_id=receipt.call_id,
+                      workspace=workspace, idempotency_key=receipt.idempotency_key, deadline_s=spec.timeout_s)
+    try:
+        result = await spec.probe(args, ctx)
+    except Exception as exc:  # a probe is read-only; its failure decides nothing
+        return ProbeOutcome(receipt, "undecided", f"the probe failed: {type(exc).__name__}: {exc}")
+    if result.verdict == "undecided":
+        return ProbeOutcome(receipt, "undecided", result.note)
+    after = await _decide(rt, lease, receipt, applied=result.verdict == "applied", note=f"probe: {result.note}",
+                          by=f"probe:{receipt.tool}")
+    return ProbeOutcome(receipt, result.verdict, result.note, after)

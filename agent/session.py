@@ -39,8 +39,7 @@ from memory.records import LeaseHolder, SessionStatus
 from memory.restore import restore_or_report
 from memory.store import EventStore
 from observability import attach_home
-from tool_executor import Approver, OnAsk, Recorder, ResourceLocks, ToolCallProcessor, builtin_tools
-from tool_executor.record import TimelineRecorder
+from tool_executor import Approver, OnAsk, Recorder, ResourceLocks, TimelineRecorder, ToolCallProcessor, builtin_tools
 
 log = structlog.get_logger("strata.session")
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from core.masking import Masker
 from core.model import ModelAttempt, ModelListener
-from core.timeline import TimelineEntry
+from core.timeline_rows import LifecycleRow, ModelAttemptRow, PhaseRow, Usage
 from core.utf8 import TextStream
 from memory.session_writer import SessionWriter
 
@@ -22,31 +22,34 @@ class LoopRecorder:
         self.observed: list[tuple[str, int, str, dict[str, Any]]] = []
         """Lifecycle events not yet given to observation hooks (the loop hands them over after each run)."""
 
-    def phase(self, name: str, turn: int, summary: str = "", **data: Any) -> None:
-        self.writer.stage_timeline(TimelineEntry(kind="phase", turn=turn, outcome=name,
-                                                 summary=self.masker.mask(summary or name),
-                                                 data=self.masker.mask_value(data) if data else {}))
+    def phase(self, name: str, turn: int, summary: str = "", *, batch_id: str | None = None,
+              calls: list[str] | None = None, notes: list[str] | None = None) -> None:
+        mask = self.masker.mask
+        self.writer.stage_timeline(PhaseRow(
+            turn=turn, name=name, summary=mask(summary or name), batch_id=None if batch_id is None else mask(batch_id),
+            calls=None if calls is None else tuple(mask(c) for c in calls),
+            notes=None if notes is None else tuple(mask(n) for n in notes)))
 
     def lifecycle(self, what: str, turn: int, summary: str = "", **data: Any) -> None:
         masked = self.masker.mask_value(data) if data else {}
-        self.writer.stage_timeline(TimelineEntry(kind="lifecycle", turn=turn, outcome=what,
-                                                 summary=self.masker.mask(summary or what), data=masked))
+        self.writer.stage_timeline(LifecycleRow(turn=turn, what=what, summary=self.masker.mask(summary or what),
+                                                details=masked))
         self.observed.append((what, turn, self.masker.mask(summary or what), masked))
 
     def attempt(self, attempt: ModelAttempt) -> None:
-        data: dict[str, Any] = {"number": attempt.number}
-        for key in ("error_kind", "status_code", "request_id", "retry_after_s", "delay_s"):
-            value = getattr(attempt, key)
-            if value is not None:
-                data[key] = value
-        if attempt.usage is not None:
-            u = attempt.usage
-            data["usage"] = {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
-                             "cache_read_tokens": u.cache_read_tokens, "cache_write_tokens": u.cache_write_tokens}
-        self.writer.stage_timeline(TimelineEntry(
-            kind="model_attempt", turn=self.turn, outcome=attempt.outcome, check=attempt.error_kind,
-            duration_ms=round(attempt.duration_ms, 3), summary=self.masker.mask(attempt.message or attempt.outcome),
-            data=data))
+        self.writer.stage_timeline(attempt_row(attempt, self.turn, self.masker))
+
+
+def attempt_row(attempt: ModelAttempt, turn: int, masker: Masker) -> ModelAttemptRow:
+    """A model attempt as its typed row (masked summary; the usage as the model reported it)."""
+    u = attempt.usage
+    usage = None if u is None else Usage(input_tokens=u.input_tokens, output_tokens=u.output_tokens,
+                                         cache_read_tokens=u.cache_read_tokens, cache_write_tokens=u.cache_write_tokens)
+    return ModelAttemptRow(turn=turn, number=attempt.number, outcome=attempt.outcome,
+                           duration_ms=round(attempt.duration_ms, 3), error_kind=attempt.error_kind,
+                           status_code=attempt.status_code, request_id=attempt.request_id,
+                           retry_after_s=attempt.retry_after_s, delay_s=attempt.delay_s, usage=usage,
+                           summary=masker.mask(attempt.message or attempt.outcome))
 
 
 class AttemptTee:

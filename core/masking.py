@@ -230,6 +230,15 @@ def _known_variants(secret: str) -> set[str]:
     return {secret, json.dumps(secret, ensure_ascii=False)[1:-1], quote(secret, safe="")}
 
 
+EXCERPT_MASK_CHARS = 2048
+"""Text longer than this is masked as a stream prefix of this many characters when only an excerpt is wanted."""
+
+
+def _one_line(text: str, limit: int) -> str:
+    line = " | ".join(p.strip() for p in text.strip().splitlines() if p.strip())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 class Masker:
     """Masks secrets and PII in text and in JSON-like values. Pure and thread-safe once built (`on_known`, when
     set, must be thread-safe too)."""
@@ -303,6 +312,37 @@ class Masker:
 
     def stream(self, *, hold_limit: int = 16384, block_limit: int = 65536) -> StreamMasker:
         return StreamMasker(self, hold_limit=hold_limit, block_limit=block_limit)
+
+    # -- excerpts: masked before they are cut (cut first, a secret across the cut would lose the part that makes
+    # it recognisable). Longer text is masked as a stream prefix of EXCERPT_MASK_CHARS characters, which lets out
+    # only what cannot be part of a secret, so an excerpt never costs a whole result. ------------------------------
+
+    def _masked_prefix(self, text: str) -> tuple[str, bool]:
+        """`text` masked, or a masked prefix of it (True) when it is long."""
+        if len(text) <= EXCERPT_MASK_CHARS:
+            return self.mask(text), False
+        return self.stream().feed(text[:EXCERPT_MASK_CHARS]), True
+
+    def excerpt(self, text: str, limit: int) -> str:
+        """About the first `limit` characters of `text`, masked, never cutting a mask token in two, saying how
+        long the whole was when it was cut (the evidence ledger's excerpts)."""
+        masked, _ = self._masked_prefix(text)
+        if len(text) <= EXCERPT_MASK_CHARS and len(masked) <= limit:
+            return masked
+        cut = min(limit, len(masked))
+        start = masked.rfind("[MASKED:", max(0, limit - 48), limit)
+        if start != -1:
+            token = MASK_TOKEN.match(masked, start)
+            if token is not None and token.end() > limit:
+                cut = token.end()
+        return f"{masked[:cut]}... [{len(text)} characters in all]"
+
+    def summary(self, text: str, limit: int) -> str:
+        """`text` masked and folded onto one line of at most `limit` characters (the timeline's summaries)."""
+        masked, long = self._masked_prefix(text)
+        if long:
+            return _one_line(masked, limit - 3) + "..."
+        return _one_line(masked, limit)
 
     # -- machinery ------------------------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """The event store: SQLite (durable) and in-memory (tests), one protocol, effect receipts, leases, blobs,
 snapshots and restore."""
 
+from memory._leased import Lease, leased
 from memory._read_only import connect as connect_read_only
 from memory.memory_store import InMemoryEventStore
 from memory.records import (
@@ -21,6 +22,7 @@ from memory.store import EventStore
 __all__ = [
     "EventStore",
     "InMemoryEventStore",
+    "Lease",
     "LeaseHolder",
     "NewReceipt",
     "Receipt",
@@ -33,5 +35,6 @@ __all__ = [
     "SqliteEventStore",
     "Write",
     "connect_read_only",
+    "leased",
     "restore",
 ]

@@ -31,6 +31,7 @@ from core.faults import armed, fault_point
 from core.snapshot import SNAPSHOT_VERSION, StateEncoder
 from core.state import SessionState
 from core.timeline import TimelineEntry
+from core.timeline_rows import Observation
 from memory.records import NewReceipt, ReceiptUpdate, SessionStatus, Snapshot, Write
 from memory.store import EventStore
 
@@ -83,10 +84,10 @@ class SessionWriter:
         self._pending.receipt_updates.append(update)
         self._barrier = True
 
-    def stage_timeline(self, entry: TimelineEntry) -> None:
-        """Stage an observation (already masked). Not a barrier: it is written with the next commit, in the same
-        transaction as that commit's events."""
-        self._pending.timeline.append(entry)
+    def stage_timeline(self, row: Observation | TimelineEntry) -> None:
+        """Stage an observation (a typed row, already masked; core/timeline_rows.py). Not a barrier: it is written
+        with the next commit, in the same transaction as that commit's events."""
+        self._pending.timeline.append(row if isinstance(row, TimelineEntry) else row.entry())
 
     def stage_status(self, status: SessionStatus) -> None:
         self._pending.status = status

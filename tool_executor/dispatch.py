@@ -16,9 +16,9 @@ from typing import Any
 import anyio
 import structlog
 
+import tool_executor.result as results
 from core.events import CallResult, PlannedCall
 from core.tools import ToolContext, ToolError, ToolOutput, ToolSpec, ToolTimeout
-from tool_executor import result as results
 
 log = structlog.get_logger("strata.executor")
 

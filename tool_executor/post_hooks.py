@@ -6,16 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import tool_executor.result as results
 from core.events import CallResult, PlannedCall
 from core.hooks import HookAddContext, HookAllow, HookSet, HookWithhold, PostToolUseInput
-from tool_executor import result as results
+from tool_executor._types import CallEnv, Step
 from tool_executor.hooks import run_post
-from tool_executor.record import Step
-
-if TYPE_CHECKING:
-    from tool_executor.executor import CallEnv
 
 
 async def run_post_hooks(hooks: HookSet, call: PlannedCall, tool: str, args: Mapping[str, Any], env: CallEnv,
@@ -32,15 +29,15 @@ async def run_post_hooks(hooks: HookSet, call: PlannedCall, tool: str, args: Map
         verdict = await run_post(hook, data)
         match verdict:
             case HookWithhold(reason=reason):
-                steps.append(Step("post_hook", "withhold", f"{hook.name}: {reason}"))
+                steps.append(Step("post_hook", "withhold", f"{hook.name}: {reason}", by=hook.name))
                 content = (f"The call ran (status {result.status}), but its output is withheld by "
                            f"{hook.describe()}: {reason}")
                 break
             case HookAddContext(text=text):
-                steps.append(Step("post_hook", "add_context", hook.name))
+                steps.append(Step("post_hook", "add_context", hook.name, by=hook.name))
                 content = f"{content}\n\n[context from {hook.describe()}]\n{text}"
             case HookAllow():
-                steps.append(Step("post_hook", "allow", hook.name))
+                steps.append(Step("post_hook", "allow", hook.name, by=hook.name))
     if content == result.content:
         return result, tuple(steps)
     return result.model_copy(update={"content": results.cap(content)}), tuple(steps)

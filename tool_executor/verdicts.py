@@ -1,12 +1,13 @@
-"""What a check decides: pass, ask a person, or deny, with the deciding check and every reason."""
+"""What a check decides: pass, ask a person, or deny, with the deciding check and every reason; and `Parked`, where
+the approval step leaves a call that waits for a person (`--on-ask park`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
 
-CheckName = Literal["resolve", "scope", "middleware", "policy", "schema", "hook", "approval", "receipt", "lock",
-                    "dispatch"]
+CheckName = Literal["plan", "resolve", "scope", "middleware", "policy", "schema", "hook", "approval", "receipt",
+                    "lock", "dispatch"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,14 @@ class Ask:
 class Deny:
     check: CheckName
     reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Parked:
+    """The call waits for a recorded decision (`strata approve` / `strata deny`); `note` says why a record that
+    exists did not apply."""
+
+    note: str = ""
 
 
 Verdict = Pass | Deny

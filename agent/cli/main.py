@@ -391,7 +391,7 @@ def reconcile_cmd(target: str | None, applied: bool, not_applied: bool, note: st
 
     async def main() -> None:
         async with runtime(settings) as rt:
-            before, after = await reconcile(rt.store, rt.clock, target, applied=verdict == "applied", note=note,
+            before, after = await reconcile(rt, target, applied=verdict == "applied", note=note,
                                             by=person())
         echo(f"receipt {after.id} ({after.tool}, call {after.call_id}): {before.status} -> {after.status}")
         echo(f"the model hears of it when the session resumes: strata resume {after.session_id}")
@@ -406,7 +406,7 @@ def _reconcile_by_probe(session_id: str | None) -> None:
         async with runtime(settings) as rt:
             if session_id is not None:
                 await rt.store.get_session(session_id)
-            return await probe_receipts(rt.store, rt.clock, rt.tools, session_id)
+            return await probe_receipts(rt, rt.tools, session_id)
 
     outcomes = _run(main)
     if not outcomes:

@@ -12,6 +12,7 @@ from core.clock import iso
 from core.events import StoredEvent
 from core.masking import Masker
 from core.timeline import TimelineRow
+from core.timeline_rows import ModelAttemptRow, observation
 from memory.records import Receipt
 from observability.export._snapshot import SessionSnapshot
 from observability.session_timeline import timeline_record
@@ -23,8 +24,8 @@ def counts(snapshot: SessionSnapshot) -> dict[str, int]:
     """The numbers a reader looks for first. Token totals come from the model attempts the timeline recorded."""
     c = snapshot.state.counters
     attempts = [r for r in snapshot.timeline if r.kind == "model_attempt"]
-    usage = [r.data.get("usage") for r in attempts]
-    usage = [u for u in usage if isinstance(u, dict)]
+    typed = [observation(r) for r in attempts]
+    usage = [t.usage for t in typed if isinstance(t, ModelAttemptRow) and t.usage is not None]
     return {
         "turns": c.assistant_turns,
         "tool_calls": c.tool_calls,
@@ -34,8 +35,8 @@ def counts(snapshot: SessionSnapshot) -> dict[str, int]:
         "repairs": c.repairs,
         "resumes": c.resumes,
         "model_attempts": len(attempts),
-        "input_tokens": sum(int(u.get("input_tokens") or 0) for u in usage),
-        "output_tokens": sum(int(u.get("output_tokens") or 0) for u in usage),
+        "input_tokens": sum(u.input_tokens for u in usage),
+        "output_tokens": sum(u.output_tokens for u in usage),
         "events": len(snapshot.events),
         "timeline_rows": len(snapshot.timeline),
     }

@@ -19,6 +19,7 @@ from core.events import AssistantMessage, BatchProposed, CallResult, PlannedCall
 from core.masking import Masker
 from core.messages import TextBlock
 from core.timeline import TimelineRow
+from core.timeline_rows import CallRow, ModelAttemptRow, observation
 from observability.export._records import timeline_row_record
 from observability.export._snapshot import SessionSnapshot
 
@@ -131,18 +132,20 @@ def _model_calls(rows: list[TimelineRow], masker: Masker) -> list[ModelCallView]
     ordered = sorted(rows, key=lambda r: r.seq)
     next_start: datetime | None = None
     for row in reversed(ordered):
+        typed = observation(row)
+        attempt = typed if isinstance(typed, ModelAttemptRow) else None  # a row that does not fit: times only
         end = row.at if next_start is None else min(row.at, next_start - timedelta(seconds=float(
-            row.data.get("delay_s") or 0.0)))
+            (attempt.delay_s or 0.0) if attempt is not None else 0.0)))
         start = end - _ms(row.duration_ms)
         next_start = start
-        usage = row.data.get("usage") if isinstance(row.data.get("usage"), dict) else None
-        number = row.data.get("number")
+        usage = attempt.usage if attempt is not None else None
         out.append(ModelCallView(
-            turn=row.turn, number=number if isinstance(number, int) else len(ordered) - len(out), seq=row.seq,
+            turn=row.turn, number=attempt.number if attempt is not None else len(ordered) - len(out), seq=row.seq,
             start=start, end=end, duration_ms=row.duration_ms, outcome=masker.mask(row.outcome or ""),
-            error_kind=row.check, status_code=row.data.get("status_code"), request_id=row.data.get("request_id"),
-            input_tokens=usage.get("input_tokens") if usage else None,
-            output_tokens=usage.get("output_tokens") if usage else None, summary=masker.mask(row.summary)))
+            error_kind=row.check, status_code=attempt.status_code if attempt is not None else None,
+            request_id=attempt.request_id if attempt is not None else None,
+            input_tokens=usage.input_tokens if usage else None,
+            output_tokens=usage.output_tokens if usage else None, summary=masker.mask(row.summary)))
     return list(reversed(out))
 
 
@@ -197,11 +200,11 @@ def build_trace(snapshot: SessionSnapshot, masker: Masker) -> SessionTrace:
         start = end - _ms(duration)
         decision = row.decision if row is not None else None
         outcome = result.status if result is not None else (row.outcome if row is not None else None)
-        steps_raw = row.data.get("steps", []) if row is not None else []
-        steps = tuple((str(s[0]), str(s[1]), str(s[2]) if len(s) > 2 else "") for s in steps_raw
-                      if isinstance(s, list | tuple) and len(s) >= 2)
+        typed = observation(row) if row is not None else None
+        call_row = typed if isinstance(typed, CallRow) else None  # a row that does not fit: no path shown
+        steps = (call_row.steps or ()) if call_row is not None else ()
         receipt_id = result.receipt_id if result is not None and result.receipt_id else (
-            row.data.get("receipt_id") if row is not None else None)
+            call_row.receipt_id if call_row is not None else None)
         receipt = receipts.get(call.call_id)
         calls.append(CallView(
             index=index, call_id=masker.mask(call.call_id),

@@ -25,6 +25,7 @@ from core.timeline import TimelineEntry
 from memory import NewReceipt, SessionRecord, SqliteEventStore, Write
 from tests.cli._helpers import result_line, strata, text, tool_use
 from tests.conftest import StrataCLI, write_script
+from tool_executor import CallEnv, CallRecord
 
 SHORT_SECRET = "sk-ant-api03-" + "Qm7vX2pL9sT4wZ8kR3nB6yHc"  # 37 characters of the API's id alphabet
 LONG_SECRET = "sk-ant-api03-" + "Fk2_Jd8-Lw4Np6Qr1Ts3Vx5Zb7Hc9Mg0" * 3
@@ -143,8 +144,10 @@ def test_the_evidence_ledger_masks_call_ids(tmp_path: Path) -> None:
         ledger = ledgers.open("s1", Masker.throwaway({}), turn=lambda: 1)
         args = {"path": "out.txt", "content": "x"}
         call = PlannedCall(call_id=SHORT_SECRET, tool="write_file", input=args, input_sha256=sha256_json(args))
-        ledger.settled(call, CallResult(batch_id="b1", call_id=SHORT_SECRET, tool="write_file", status="unknown",
-                                        content="outcome unknown", is_error=True, receipt_id="rcpt_1"), 1)
+        env = CallEnv(session_id="s1", mode="headless", model="m", turn=1, plan_digest="p")
+        result = CallResult(batch_id="b1", call_id=SHORT_SECRET, tool="write_file", status="unknown",
+                            content="outcome unknown", is_error=True, receipt_id="rcpt_1")
+        ledger.call(CallRecord(env=env, call=call, batch_id="b1", result=result, settled_on_resume=True))
         await ledgers.aclose()
         return ledgers.path("s1").read_text(encoding="utf-8")
 

@@ -12,8 +12,7 @@ import pytest
 from core.ids import IdFactory
 from core.tools import BoundToolPlan, ToolSpec
 from tests.tool_executor._pipeline import Route, env, fake_tool, planned, rules, run_calls, sqlite_session
-from tool_executor import DEFAULT_MIDDLEWARE, Checked, Deny, Middleware, Pass, ToolCallProcessor, builtin_tools
-from tool_executor.record import Step
+from tool_executor import DEFAULT_MIDDLEWARE, Checked, Deny, Middleware, Pass, Step, ToolCallProcessor, builtin_tools
 
 NORMALISE = "middleware:normalise_paths"
 
@@ -49,7 +48,7 @@ def test_dot_dot_path_is_normalised_and_the_call_passes(ws: Path) -> None:
     assert isinstance(checked.verdict, Pass)
     assert (checked.tool, dict(checked.input)) == ("read_file", {"path": "b.txt"})
     assert checked.steps[0] == Step("middleware", "rewrite",
-                                    f"{NORMALISE}: paths normalised (path: './a/../b.txt' -> 'b.txt')")
+                                    f"{NORMALISE}: paths normalised (path: './a/../b.txt' -> 'b.txt')", by=NORMALISE)
 
 
 def test_absolute_path_inside_the_workspace_becomes_relative(ws: Path) -> None:
@@ -105,8 +104,9 @@ def test_routing_down_is_rejected_with_a_reason(ws: Path, source: str, target: s
              fake_tool("vault_act", safety="write", pii="sensitive")]
     checked = check(processor(ws, tools, [Route(source, target)]), source, {"path": "b.txt"}, "+*")
     assert deny_reasons(checked, "middleware") == (f"middleware:route: {says}",)
-    assert checked.steps == (Step("middleware", "rewrite", f"middleware:route: routed {source} to {target}"),
-                             Step("middleware", "deny", says))
+    assert checked.steps == (Step("middleware", "rewrite", f"middleware:route: routed {source} to {target}",
+                                  by="middleware:route"),
+                             Step("middleware", "deny", says, by="middleware:route"))
     assert checked.tool == source
 
 

@@ -31,9 +31,8 @@ from tests.tool_executor._pipeline import (
     run_calls,
     sqlite_session,
 )
-from tool_executor import DEFAULT_MIDDLEWARE, Decision, Deny, OnAsk, Pass, ToolCallProcessor, builtin_tools
+from tool_executor import DEFAULT_MIDDLEWARE, Decision, Deny, OnAsk, Pass, Step, ToolCallProcessor, builtin_tools
 from tool_executor.approval import Parked
-from tool_executor.record import Step
 
 LATE = "a later check must not run"
 BLOCK_LATE: Any = HookBlock(LATE)

@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 
+import tool_executor.builtin._grep as _grep
 from core.tools import (
     ProbeResult,
     Stop,
@@ -28,7 +29,6 @@ from core.tools import (
     run_stoppable,
     skipped_note,
 )
-from tool_executor.builtin import _grep
 from tool_executor.builtin._read import READ_CAP, os_error, read_capped, read_note, read_whole
 from tool_executor.builtin._walk import Walker
 from tool_executor.paths import OutsideWorkspace, relative_pattern_problem, resolve_in_workspace

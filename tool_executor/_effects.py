@@ -1,0 +1,107 @@
+"""Steps 8-12 for a call that was allowed: its receipt (effectful calls; durable before the handler starts), its
+resource locks, the dispatch under its deadline, the receipt's outcome, and the PostToolUse hooks. Fills the call
+record's receipt, lock, post-hook steps and result."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import anyio
+
+import tool_executor.result as results
+from core.faults import fault_point
+from core.hashing import idempotency_key
+from core.hooks import HookSet
+from core.ids import IdFactory
+from core.policy import PermissionRule
+from core.processes import ProcessGroup
+from core.tools import ToolContext
+from core.tools.context import SpawnListener
+from memory.records import NewReceipt
+from tool_executor._call_record import CallRecord
+from tool_executor._receipts import Receipts
+from tool_executor.checks.policy import path_filter
+from tool_executor.dispatch import dispatch
+from tool_executor.locks import Held, HeldCommand, LockTimeout, ResourceLocks
+from tool_executor.post_hooks import run_post_hooks
+
+
+class Effects:
+    """Runs allowed calls: effectful ones one at a time (even if a rewrite put one among reads), each holding its
+    resource keys, and remembers the process groups their handlers start (recorded on their receipts)."""
+
+    def __init__(self, *, workspace: Path, ids: IdFactory, hooks: HookSet, locks: ResourceLocks | None,
+                 config_rules: Sequence[PermissionRule]) -> None:
+        self.workspace = workspace
+        self._ids = ids
+        self.hooks = hooks
+        self.locks = locks
+        self.config_rules = tuple(config_rules)
+        self._one_at_a_time = anyio.Lock(fast_acquire=True)  # uncontended (the usual case): no extra loop pass
+        self.processes: dict[str, ProcessGroup] = {}
+        """Process groups started by the current batch's calls, by receipt id."""
+
+    async def run(self, record: CallRecord, receipts: Receipts) -> None:
+        d, env, call = record.decision, record.env, record.call
+        assert d is not None and d.spec is not None
+        spec, args, writer = d.spec, d.input, receipts.writer
+        for event in d.events:
+            writer.stage(event, env.turn)
+        key = idempotency_key(env.session_id, call.call_id, d.input_sha256)
+        ctx = ToolContext(session_id=env.session_id, mode=env.mode, model=env.model, turn=env.turn,
+                          call_id=call.call_id, workspace=self.workspace, idempotency_key=key,
+                          deadline_s=spec.timeout_s,
+                          path_filter=path_filter(spec, args, (*env.rules, *self.config_rules), self.workspace))
+        effectful = spec.effect == "effectful"
+        keys = tuple(spec.resource_keys(args, ctx)) if spec.resource_keys else ()
+        if effectful:  # step 8
+            receipts.dispatched(record, NewReceipt(id=self._ids.receipt_id(), call_id=call.call_id, tool=d.tool,
+                                                   idempotency_key=key, args_sha256=d.input_sha256,
+                                                   resource_keys=keys))
+        await writer.ensure_durable()  # the proposal (and this call's receipt) before the handler starts
+        if effectful:
+            fault_point("after_receipt")
+        receipt_id = record.receipt_id
+        started = time.perf_counter()
+        try:
+            if spec.effect == "read_only":  # step 10
+                result = await dispatch(record.batch_id, call, spec, args, ctx, receipt_id)
+            else:
+                async with self._one_at_a_time:
+                    if self.locks is not None and keys:  # step 9
+                        async with self.locks.hold(keys) as held:
+                            ctx = replace(ctx, on_spawn=self._spawned(record, held))
+                            result = await dispatch(record.batch_id, call, spec, args, ctx, receipt_id)
+                    else:
+                        ctx = replace(ctx, on_spawn=self._spawned(record, None))
+                        result = await dispatch(record.batch_id, call, spec, args, ctx, receipt_id)
+        except LockTimeout as exc:
+            record.lock = str(exc)
+            record.result = results.busy(record.batch_id, call, str(exc), receipt_id=receipt_id,
+                                         duration_ms=(time.perf_counter() - started) * 1000)
+            if receipt_id is not None:
+                receipts.never_started(record, "resource busy")
+            return
+        fault_point("after_dispatch")
+        if receipt_id is not None:
+            receipts.finished(record, result, self.processes.get(receipt_id))
+        record.result, record.post_steps = await run_post_hooks(self.hooks, call, d.tool, d.input, env,
+                                                                self.workspace, result)  # step 11
+
+    def _spawned(self, record: CallRecord, held: Held | None) -> SpawnListener:
+        """What a handler calls with a process group it started, before the group runs anything: the group is
+        remembered for the receipt and recorded in the call's lock files, where another process finds it if this
+        one dies while it runs (tool_executor/locks.py)."""
+        receipt_id, env = record.receipt_id, record.env
+
+        async def spawned(group: ProcessGroup) -> None:
+            if receipt_id is not None:
+                self.processes[receipt_id] = group
+            if held is not None:
+                await held.adopt(HeldCommand(group=group, session_id=env.session_id, call_id=record.call.call_id,
+                                             receipt_id=receipt_id))
+
+        return spawned

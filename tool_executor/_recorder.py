@@ -1,0 +1,93 @@
+"""Step 13: a call record as timeline rows (masked), staged so they share the commit of what they observe: a
+`hook` row per hook verdict, an `approval` row when the call asked, a `receipt` row per receipt transition (staged
+with the transition itself), and one `call` row with the deciding check and the whole decision path, staged with
+the call's result (for a call settled by an interrupt or a resume: in the commit that closes its batch)."""
+
+from __future__ import annotations
+
+import json
+
+from core.masking import Masker
+from core.timeline_rows import ApprovalRow, Asker, CallRow, HookRow, ReceiptRow
+from memory.session_writer import SessionWriter
+from tool_executor._call_record import CallRecord, ReceiptChange, Recorder
+
+SUMMARY_CHARS = 240
+
+
+class TimelineRecorder(Recorder):
+    def __init__(self, masker: Masker) -> None:
+        self.masker = masker
+
+    def receipt(self, record: CallRecord, change: ReceiptChange, writer: SessionWriter) -> None:
+        writer.stage_timeline(receipt_row(change, turn=record.env.turn, call_id=record.call.call_id,
+                                          tool=record.tool, masker=self.masker))
+
+    def call(self, record: CallRecord, writer: SessionWriter) -> None:
+        mask, summary = self.masker.mask, self.masker.summary
+        turn, call_id, tool = record.env.turn, record.call.call_id, mask(record.tool)  # the model names the tool
+        d = record.decision
+        for step in record.steps:
+            if step.check == "hook":
+                writer.stage_timeline(HookRow(turn=turn, call_id=call_id, tool=tool, hook=mask(step.by),
+                                              verdict=step.outcome, summary=summary(step.detail, SUMMARY_CHARS)))
+        decision, _ = record.verdict()
+        if d is not None and d.ask is not None:
+            writer.stage_timeline(ApprovalRow(
+                turn=turn, call_id=call_id, tool=tool,
+                decision=decision if decision in ("approved", "rejected", "parked") else "denied",
+                by=mask(d.approver or d.ask.asked_by), outcome=decision or "denied",
+                summary=summary(f"asked by {d.ask.asked_by}: {'; '.join(d.ask.reasons)}", SUMMARY_CHARS),
+                args_sha256=d.input_sha256, plan_digest=record.env.plan_digest,
+                asker=Asker(approver=d.approver, asked_by=mask(d.ask.asked_by))))
+        for step in record.post_steps:
+            writer.stage_timeline(HookRow(turn=turn, call_id=call_id, tool=tool, hook=mask(step.by),
+                                          verdict=step.outcome, summary=summary(f"post: {step.detail}", SUMMARY_CHARS)))
+        writer.stage_timeline(call_row(record, self.masker))
+
+
+def call_row(record: CallRecord, masker: Masker) -> CallRow:
+    """The call's own row: what decided it, how it ended, and its decision path."""
+    mask, summary = masker.mask, masker.summary
+    result, d = record.result, record.decision
+    decision, by = record.verdict()
+    tool = mask(record.tool)
+    outcome = result.status if result is not None else None
+    if d is None and record.settled_on_resume:  # decided and started by the process that stopped
+        assert result is not None
+        return CallRow(turn=record.env.turn, call_id=record.call.call_id, tool=tool, decision=decision, by=by,
+                       outcome=outcome, receipt_id=result.receipt_id, settled_on_resume=True,
+                       summary=summary(f"{record.call.tool} settled from receipt {result.receipt_id} on resume, not "
+                                       f"re-run -> {outcome}", SUMMARY_CHARS))
+    tail = (f" -> {outcome}: {summary(result.content, 100)}" if result is not None else " -> waiting for a person")
+    args = summary(json.dumps(dict(d.input if d is not None else record.call.input), ensure_ascii=False,
+                              sort_keys=True), 120)
+    proposed = mask(record.call.tool) if d is not None and d.tool != record.call.tool else None
+    return CallRow(
+        turn=record.env.turn, call_id=record.call.call_id, tool=tool, decision=decision,
+        by=mask(by) if by else by, outcome=outcome,
+        duration_ms=result.duration_ms if result is not None else None, summary=f"{tool} {args}{tail}",
+        steps=tuple((s.check, s.outcome, mask(s.detail)) for s in record.steps) if d is not None else None,
+        input_sha256=d.input_sha256 if d is not None else record.call.input_sha256,
+        plan_digest=record.env.plan_digest, proposed_tool=proposed, receipt_id=record.receipt_id or None,
+        lock=mask(record.lock) if record.lock else None, settled_by=mask(record.settled_by) if record.settled_by
+        else None)
+
+
+def receipt_row(change: ReceiptChange, *, turn: int, call_id: str, tool: str, masker: Masker) -> ReceiptRow:
+    """One receipt transition of call `call_id` as a row: the receipt id is its `check`, the transition its
+    `outcome`."""
+    tool = masker.mask(tool)
+    match change.transition:
+        case "dispatched":
+            text = f"receipt {change.receipt_id} committed before dispatch"
+        case "reconciled":
+            way = "applied" if change.status == "done" else "not applied"
+            text = f"receipt {change.receipt_id} reconciled as {way} by {change.by}"
+        case _:
+            text = f"receipt {change.receipt_id} {change.transition}"
+    if change.note and change.transition != "dispatched":
+        text += f": {change.note}"
+    return ReceiptRow(turn=turn, call_id=call_id, tool=tool, receipt_id=change.receipt_id,
+                      transition=change.transition, status=change.status,
+                      by=masker.mask(change.by) if change.by else None, summary=masker.summary(text, SUMMARY_CHARS))
