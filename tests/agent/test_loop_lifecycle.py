@@ -16,7 +16,7 @@ import structlog
 from agent.loop import AgenticLoop, LoopParts
 from agent.session import Runtime, start_session
 from core.clock import SystemClock
-from core.hooks import Hook, HookRepair, HookSet, ObserveInput, StopInput
+from core.hooks import Hook, HookAllow, HookRepair, HookSet, ObserveInput, StopInput
 from core.ids import IdFactory
 from core.masking import Masker
 from core.model.scripted import ScriptedModel, parse_script
@@ -57,11 +57,11 @@ class Seen:
     async def observe(self, data: ObserveInput) -> None:
         self.events.append(data.event)
 
-    async def stop(self, data: StopInput) -> HookRepair | None:
+    async def stop(self, data: StopInput) -> HookRepair | HookAllow:
         self.stops += 1
         if self.stops <= self.repairs:
             return HookRepair("say it once more")
-        return None
+        return HookAllow()
 
     def hooks(self) -> HookSet:
         return HookSet((Hook("seen-observe", "observe", fn=self.observe), Hook("seen-stop", "stop", fn=self.stop)))
