@@ -7,7 +7,8 @@
               if that commit fails
     act       ToolCallProcessor runs the calls (tool_executor/executor.py)
     observe   each CallResult staged as it finishes; BatchCompleted closes the round and is its checkpoint
-    reflect   a proposal to finish becomes completion only through verify_turn (agent/verify.py)
+    reflect   a proposal to finish becomes completion only through reflect (agent/phases/reflect.py): built-in
+              checks and Stop hooks may ask for a repair
 
 The live state is kept current by applying each committed event with `core.state.apply`, the function `fold`
 uses, so a resumed session and a live one cannot differ."""
@@ -24,9 +25,9 @@ import structlog
 from agent.outcome import RunOutcome, RunStatus
 from agent.phases.perceive import compaction, overhead_chars, perceive
 from agent.phases.plan import propose
+from agent.phases.reflect import reflect
 from agent.prompts import SYSTEM_PROMPT
 from agent.timeline_rows import AttemptTee, LoopRecorder
-from agent.verify import verify_turn
 from core.compaction import DEFAULT_CONTEXT_BUDGET
 from core.errors import ModelError, ReceiptError, UsageError
 from core.events import (
@@ -367,23 +368,23 @@ class AgenticLoop:
         return bool(ids)
 
     async def _reflect(self, answer: AssistantMessage, turn: int) -> RunOutcome | None:
-        """Completion only through verify_turn: None means a repair was asked and the loop goes on. The answer
-        is committed with what verification decided (one commit)."""
-        verification = await verify_turn(self.state, answer, self.hooks, budget=self.repair_budget,
-                                         workspace=self.state.workspace)
+        """Completion only through the reflect phase: None means a repair was asked and the loop goes on. The
+        answer is committed with what reflection decided (one commit)."""
+        reflection = await reflect(self.state, answer, self.hooks, budget=self.repair_budget,
+                                   workspace=self.state.workspace)
         self.writer.stage(answer, turn)
-        self.rec.phase("reflect", turn, f"reflect: {verification.action}"
-                       + (f" ({verification.reason})" if verification.reason else ""))
-        if verification.action == "repair":
-            assert verification.repair is not None
-            self.writer.stage(verification.repair, turn)
+        self.rec.phase("reflect", turn, f"reflect: {reflection.action}"
+                       + (f" ({reflection.reason})" if reflection.reason else ""))
+        if reflection.action == "repair":
+            assert reflection.repair is not None
+            self.writer.stage(reflection.repair, turn)
             await self.writer.flush()
             fault_point("after_repair")
             return None
-        if verification.action == "fail":
-            return await self._end("incomplete", verification.reason, turn=turn)
+        if reflection.action == "fail":
+            return await self._end("incomplete", reflection.reason, turn=turn)
         self.writer.stage(TurnVerified(), turn)
-        return await self._end("completed", "; ".join(verification.notes), turn=turn)
+        return await self._end("completed", "; ".join(reflection.notes), turn=turn)
 
     async def _end(self, status: RunStatus, reason: str, turn: int | None = None) -> RunOutcome:
         self.writer.stage(SessionEnded(status=status, reason=reason), self.state.turn if turn is None else turn)
