@@ -7,7 +7,8 @@
               if that commit fails
     act       ToolCallProcessor runs the calls (tool_executor/executor.py)
     observe   each CallResult staged as it finishes; BatchCompleted closes the round and is its checkpoint
-    reflect   a proposal to finish becomes completion only through verify_turn (agent/verify.py)
+    reflect   a proposal to finish becomes completion only through reflect (agent/phases/reflect.py): built-in
+              checks and Stop hooks may ask for a repair
 
 The live state is kept current by applying each committed event with `core.state.apply`, the function `fold`
 uses, so a resumed session and a live one cannot differ."""
@@ -15,7 +16,8 @@ uses, so a resumed session and a live one cannot differ."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import anyio
 import structlog
@@ -23,9 +25,9 @@ import structlog
 from agent.outcome import RunOutcome, RunStatus
 from agent.phases.perceive import compaction, overhead_chars, perceive
 from agent.phases.plan import propose
+from agent.phases.reflect import reflect
 from agent.prompts import SYSTEM_PROMPT
 from agent.timeline_rows import AttemptTee, LoopRecorder
-from agent.verify import verify_turn
 from core.compaction import DEFAULT_CONTEXT_BUDGET
 from core.errors import ModelError, ReceiptError, UsageError
 from core.events import (
@@ -33,58 +35,149 @@ from core.events import (
     BatchCompleted,
     CallsParked,
     Compacted,
+    RulesAdded,
     SessionEnded,
+    SessionResumed,
+    SessionStarted,
     StoredEvent,
     TurnVerified,
     UserMessage,
 )
 from core.faults import fault_point
-from core.hooks import ObserveInput
+from core.hooks import HookSet, ObserveInput
 from core.ids import IdFactory
 from core.masking import Masker
 from core.model import ModelAdapter, ModelListener
+from core.policy import PermissionRule
 from core.snapshot import DEFAULT_SNAPSHOT_EVERY
-from core.state import SessionState, apply
+from core.state import SessionState, apply, fold
+from core.timeline import TimelineEntry
 from core.tools import BoundToolPlan
 from core.utf8 import valid_text
+from memory import SessionRecord, Write
 from memory.records import Receipt
+from memory.restore import Restored
 from memory.session_writer import SessionWriter
 from memory.store import EventStore
-from observability import configure_logging
-from tool_executor import BatchRun, CallEnv, ToolCallProcessor
+from tool_executor import BatchRun, CallEnv, OnAsk, ToolCallProcessor
 from tool_executor.hooks import run_observe
 
 Observer = Callable[[StoredEvent], None]
 log = structlog.get_logger("strata.loop")
 
 
+@dataclass(frozen=True)
+class LoopParts:
+    """What a loop is built from, injected by the composition root (agent/session.py) or, when Strata is embedded,
+    by hand. `hooks` are the loop's own (Stop hooks judge a proposal to finish, observation hooks hear lifecycle
+    events); the executor is given the ones it runs on calls."""
+
+    store: EventStore
+    model: ModelAdapter
+    plan: BoundToolPlan
+    processor: ToolCallProcessor
+    hooks: HookSet
+    ids: IdFactory
+    masker: Masker = field(default_factory=Masker.throwaway)
+    """Every summary the loop writes passes through it (the home's, keyed, in a real runtime)."""
+    system: str = SYSTEM_PROMPT
+    observer: Observer | None = None
+    """Sees each event once it is committed (after the session's first commit)."""
+    listener: ModelListener | None = None
+    repair_budget: int = 2
+    context_budget: int = DEFAULT_CONTEXT_BUDGET
+    """Estimated tokens a request may carry before older turns are compacted."""
+    snapshot_every: int = DEFAULT_SNAPSHOT_EVERY
+    interruption: Callable[[], str | None] | None = None
+    """Why the run was cancelled, if not by the person (Ctrl-C): e.g. "SIGTERM stopped the run"."""
+
+
 class AgenticLoop:
-    def __init__(self, *, store: EventStore, state: SessionState, model: ModelAdapter, plan: BoundToolPlan,
-                 processor: ToolCallProcessor, ids: IdFactory, system: str = SYSTEM_PROMPT,
-                 observer: Observer | None = None, listener: ModelListener | None = None,
-                 repair_budget: int = 2, masker: Masker | None = None,
-                 context_budget: int = DEFAULT_CONTEXT_BUDGET, snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
-                 interruption: Callable[[], str | None] | None = None) -> None:
-        if not structlog.is_configured():
-            configure_logging(False)  # embedded use: quiet (warnings to stderr), never structlog's stdout default
-        self.store = store
+    """One session's loop. `start` (a new session) and `resume` (a restored one) build it and write its lifecycle
+    events; the constructor only assembles, writes nothing and configures nothing process-wide (logging is the
+    entry point's: observability.configure_logging)."""
+
+    def __init__(self, parts: LoopParts, state: SessionState, *, snapshot_seq: int = 0) -> None:
+        self.store = parts.store
         self.state = state
-        self.model = model
-        self.plan = plan
-        self.processor = processor
-        self._ids = ids
-        self._system = system
-        self._observer = observer
-        self.repair_budget = repair_budget
-        self.context_budget = context_budget
-        """Estimated tokens a request may carry before older turns are compacted."""
-        self._overhead = overhead_chars(plan, system)
-        self.writer = SessionWriter(store, state.session_id, on_commit=self._applied, state=state,
-                                    snapshot_every=snapshot_every)
-        self.rec = LoopRecorder(self.writer, masker or Masker.throwaway({}))
-        self._listener = AttemptTee(self.rec.attempt, listener)
-        self._interruption = interruption or (lambda: None)
-        """Why the run was cancelled, if not by the person (Ctrl-C): e.g. "SIGTERM stopped the run"."""
+        self.model = parts.model
+        self.plan = parts.plan
+        self.processor = parts.processor
+        self.hooks = parts.hooks
+        self._ids = parts.ids
+        self._system = parts.system
+        self._observer = parts.observer
+        self.repair_budget = parts.repair_budget
+        self.context_budget = parts.context_budget
+        self._overhead = overhead_chars(parts.plan, parts.system)
+        self.writer = SessionWriter(parts.store, state.session_id, on_commit=self._applied, state=state,
+                                    snapshot_every=parts.snapshot_every)
+        self.writer.snapshot_seq = snapshot_seq
+        self.rec = LoopRecorder(self.writer, parts.masker)
+        self._listener = AttemptTee(self.rec.attempt, parts.listener)
+        self._interruption = parts.interruption or (lambda: None)
+
+    @classmethod
+    async def start(cls, parts: LoopParts, record: SessionRecord, *, rules: Sequence[PermissionRule],
+                    max_turns: int, on_ask: OnAsk, project_hooks_digest: str | None, prompt: str | None,
+                    announce: Observer | None = None) -> AgenticLoop:
+        """Create the session in one commit: its row (`record`, holding the caller's lease), `SessionStarted`, the
+        first prompt if there is one (an interactive session may start before it; `run(prompt)` adds it) and the
+        "started" row. `announce` sees that commit's events (a surface showing them); `parts.observer` sees every
+        later commit."""
+        summary = parts.masker.mask(f"session started ({record.mode}, {record.model})")
+        started = SessionStarted(session_id=record.id, mode=record.mode, workspace=record.workspace,
+                                 model=record.model, rules=tuple(rules), max_turns=max_turns,
+                                 plan_digest=parts.plan.digest, on_ask=on_ask,
+                                 project_hooks_digest=project_hooks_digest)
+        first = Write(events=[(started, 0)] + ([(UserMessage(text=prompt), 0)] if prompt is not None else []),
+                      timeline=[TimelineEntry(kind="lifecycle", outcome="started", summary=summary,
+                                              data={"plan_digest": parts.plan.digest, "workspace": record.workspace,
+                                                    "project_hooks_digest": project_hooks_digest})])
+        stored = await parts.store.create_session(record, first)
+        loop = cls(parts, fold(stored))
+        loop.rec.observed.append(("started", 0, summary, {"plan_digest": parts.plan.digest}))
+        log.info("session started", session_id=record.id, mode=record.mode, model=record.model,
+                 workspace=record.workspace)
+        if announce is not None:
+            for item in stored:
+                announce(item)
+        return loop
+
+    @classmethod
+    async def resume(cls, parts: LoopParts, restored: Restored, *, rules: Sequence[PermissionRule],
+                     max_turns: int | None, on_ask: OnAsk | None, project_hooks_digest: str | None,
+                     waived_by: str | None) -> AgenticLoop:
+        """Continue a restored session: `SessionResumed` (the tool plan now in force, the open batch, a new turn
+        limit or `on_ask`, the project's hooks), the "resumed" row and the rules added, in one commit applied to
+        the state before anything runs, so an open batch is re-checked with the new rules and the new limit holds.
+        `on_ask`: None keeps the session's own. `project_hooks_digest`: of the project hooks this run has (None
+        without); `waived_by`: who chose to go on without them."""
+        state = restored.state
+        loop = cls(parts, state, snapshot_seq=restored.snapshot_seq)
+        digest = parts.plan.digest
+        open_batch = state.open_batch.batch_id if state.open_batch else None
+        loop.writer.stage(SessionResumed(plan_digest=digest, open_batch_id=open_batch, max_turns=max_turns,
+                                         on_ask=on_ask if on_ask != state.on_ask else None,
+                                         project_hooks_digest=project_hooks_digest,
+                                         project_hooks_waived_by=waived_by), state.turn)
+        changed = digest != state.plan_digest
+        hooks_note = ""
+        if waived_by is not None:
+            hooks_note = f"; without the project's hooks, as {waived_by} chose"
+        elif project_hooks_digest != state.project_hooks_digest and state.project_hooks_digest is not None:
+            hooks_note = "; the project's trusted hooks differ from the last run's (the project was trusted again)"
+        loop.rec.lifecycle("resumed", state.turn, "session resumed" + (
+            f", finishing open batch {open_batch}" if open_batch else "") + (
+            "; the tool plan changed since the last run" if changed else "") + hooks_note,
+            plan_digest=digest, previous_plan_digest=state.plan_digest, project_hooks_digest=project_hooks_digest,
+            previous_project_hooks_digest=state.project_hooks_digest, project_hooks_waived_by=waived_by)
+        if rules:
+            loop.writer.stage(RulesAdded(rules=tuple(rules)), state.turn)
+        await loop.writer.flush()
+        log.info("session resumed", session_id=state.session_id, turn=state.turn, open_batch=open_batch,
+                 plan_changed=changed)
+        return loop
 
     def _applied(self, stored: list[StoredEvent]) -> None:
         for item in stored:
@@ -101,21 +194,23 @@ class AgenticLoop:
             raise UsageError("the prompt is empty", hint="say what the agent should do")
         if prompt is not None:
             prompt = valid_text(prompt)  # as the model's text is: argv that is not UTF-8 arrives as surrogates
-        try:
-            return await self._run(prompt)
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                await self._close_interrupted()
-            raise
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self._notify_observers()
+        # Bound for this run only, in this task's context: many loops can share a process (and a task).
+        with structlog.contextvars.bound_contextvars(session_id=self.state.session_id, turn=self.state.turn):
+            try:
+                return await self._run(prompt)
+            except anyio.get_cancelled_exc_class():
+                with anyio.CancelScope(shield=True):
+                    await self._close_interrupted()
+                raise
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self._notify_observers()
 
     async def _notify_observers(self) -> None:
         """Lifecycle events go to observation hooks after they are committed. They record; they cannot change the
         run: their answers are ignored and a failing one is only logged."""
         observed, self.rec.observed = self.rec.observed, []
-        hooks = self.processor.hooks.for_event("observe")
+        hooks = self.hooks.for_event("observe")
         if not hooks:
             return
         for what, turn, summary, data in observed:
@@ -262,23 +357,23 @@ class AgenticLoop:
         return bool(ids)
 
     async def _reflect(self, answer: AssistantMessage, turn: int) -> RunOutcome | None:
-        """Completion only through verify_turn: None means a repair was asked and the loop goes on. The answer
-        is committed with what verification decided (one commit)."""
-        verification = await verify_turn(self.state, answer, self.processor.hooks, budget=self.repair_budget,
-                                         workspace=self.state.workspace)
+        """Completion only through the reflect phase: None means a repair was asked and the loop goes on. The
+        answer is committed with what reflection decided (one commit)."""
+        reflection = await reflect(self.state, answer, self.hooks, budget=self.repair_budget,
+                                   workspace=self.state.workspace)
         self.writer.stage(answer, turn)
-        self.rec.phase("reflect", turn, f"reflect: {verification.action}"
-                       + (f" ({verification.reason})" if verification.reason else ""))
-        if verification.action == "repair":
-            assert verification.repair is not None
-            self.writer.stage(verification.repair, turn)
+        self.rec.phase("reflect", turn, f"reflect: {reflection.action}"
+                       + (f" ({reflection.reason})" if reflection.reason else ""))
+        if reflection.action == "repair":
+            assert reflection.repair is not None
+            self.writer.stage(reflection.repair, turn)
             await self.writer.flush()
             fault_point("after_repair")
             return None
-        if verification.action == "fail":
-            return await self._end("incomplete", verification.reason, turn=turn)
+        if reflection.action == "fail":
+            return await self._end("incomplete", reflection.reason, turn=turn)
         self.writer.stage(TurnVerified(), turn)
-        return await self._end("completed", "; ".join(verification.notes), turn=turn)
+        return await self._end("completed", "; ".join(reflection.notes), turn=turn)
 
     async def _end(self, status: RunStatus, reason: str, turn: int | None = None) -> RunOutcome:
         self.writer.stage(SessionEnded(status=status, reason=reason), self.state.turn if turn is None else turn)

@@ -3,6 +3,7 @@ This is the composition root the surfaces (CLI, demo, tests) share."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -13,27 +14,26 @@ import anyio
 import structlog
 
 from agent.evidence_ledger import LEDGER_DIR, Ledgers
-from agent.loop import AgenticLoop, Observer
+from agent.loop import AgenticLoop, LoopParts, Observer
 from agent.outcome import RunOutcome
 from agent.project_hooks import ProjectHooks, resume_refusal
 from agent.signals import StopSignal, stop_on_signals
-from config import Settings
+from config import LoadedConfig, Settings
 from config.seen_secrets import home_masker
 from core.clock import Clock, SystemClock
 from core.compaction import DEFAULT_CONTEXT_BUDGET
-from core.errors import LeaseLost, ReceiptError, StoreError, UsageError
-from core.events import Mode, RulesAdded, SessionResumed, SessionStarted, UserMessage
+from core.errors import ConfigError, LeaseLost, ReceiptError, StoreError, UsageError
+from core.events import Mode
 from core.hooks import HookSet
 from core.ids import IdFactory
 from core.masking import Masker, cut_head
 from core.model import ModelAdapter, ModelListener
 from core.policy import PermissionRule
 from core.snapshot import DEFAULT_SNAPSHOT_EVERY
-from core.state import SessionState, fold
-from core.timeline import TimelineEntry
+from core.state import SessionState
 from core.tools import BoundToolPlan, ToolSpec
 from core.utf8 import valid_text
-from memory import SessionRecord, SqliteEventStore, Write
+from memory import SessionRecord, SqliteEventStore
 from memory.leases import LEASE_TTL, describe, make_liveness, new_holder, resting_status
 from memory.records import LeaseHolder, SessionStatus
 from memory.restore import restore_or_report
@@ -74,22 +74,29 @@ class Runtime:
     """Opened for a command that only reads (see `runtime`)."""
 
     @classmethod
-    async def open(cls, settings: Settings, clock: Clock | None = None, tools: list[ToolSpec] | None = None,
-                   hooks: HookSet | None = None, lock_timeout_s: float = 30.0, *,
+    async def open(cls, config: LoadedConfig, clock: Clock | None = None, tools: list[ToolSpec] | None = None, *,
                    read_only: bool = False) -> Runtime:
-        """`read_only`: for commands that only read; the database is opened read-only and nothing needs to be
-        created in the home (see `runtime`)."""
+        """The runtime built once from the loaded config, every setting applied here: the store's durability, the
+        masker with the configured secrets, hooks, policy rules, the project's hooks, budgets, the lock timeout and
+        the tools' deadlines. A setting that cannot apply (a deadline for a tool that does not exist) is a
+        ConfigError before anything is opened. `read_only`: for commands that only read; the database is opened
+        read-only and nothing needs to be created in the home (see `runtime`)."""
+        settings = config.settings
         clock = clock or SystemClock()
+        tools = _with_deadlines(tools or builtin_tools(), config)
         store = await SqliteEventStore.open(settings.db_path, durability=settings.durability, clock=clock,
                                             read_only=read_only)
         try:
-            masker = home_masker(settings.home, os.environ, read_only=read_only)
+            masker = config_masker(config, read_only=read_only)
         except BaseException:
             await store.close()
             raise
-        return cls(store=store, clock=clock, ids=IdFactory(clock), tools=tools or builtin_tools(),
-                   hooks=hooks or HookSet(), locks=ResourceLocks(settings.home / "locks", lock_timeout_s),
-                   masker=masker, ledgers=Ledgers(settings.home / LEDGER_DIR, clock), read_only=read_only)
+        return cls(store=store, clock=clock, ids=IdFactory(clock), tools=tools, hooks=config.hook_set(),
+                   locks=ResourceLocks(settings.home / "locks", settings.lock_timeout_s),
+                   repair_budget=settings.repair_budget, context_budget=settings.context_budget_tokens,
+                   snapshot_every=settings.snapshot_every, masker=masker, config_rules=config.rules,
+                   ledgers=Ledgers(settings.home / LEDGER_DIR, clock),
+                   project_hooks=ProjectHooks.from_config(config), read_only=read_only)
 
     async def close(self) -> None:
         if self.ledgers is not None:
@@ -121,14 +128,16 @@ class LiveSession:
         outcome: RunOutcome | None = None
         error: BaseException | None = None
         self._lost = False
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._heartbeat, tg.cancel_scope)
-            try:
-                outcome = await self.loop.run(prompt)
-            except Exception as exc:
-                error = exc
-            finally:
-                tg.cancel_scope.cancel()
+        # The heartbeat's lines name the session too; bound in this task's context for this run only.
+        with structlog.contextvars.bound_contextvars(session_id=self.id):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._heartbeat, tg.cancel_scope)
+                try:
+                    outcome = await self.loop.run(prompt)
+                except Exception as exc:
+                    error = exc
+                finally:
+                    tg.cancel_scope.cancel()
         if self._lost or (isinstance(error, StoreError | ReceiptError) and await self._taken_over()):
             raise LeaseLost(self.id, self._owner)
         if error is not None:
@@ -186,23 +195,50 @@ class Asking:
     """None: the session's own setting (recorded when it started; "deny" by default)."""
 
 
-def _loop(rt: Runtime, state: SessionState, model: ModelAdapter, plan: BoundToolPlan,
-          observer: Observer | None, asking: Asking, listener: ModelListener | None = None,
-          hooks: HookSet | None = None, kill_orphans: bool = False) -> AgenticLoop:
-    structlog.contextvars.bind_contextvars(session_id=state.session_id)
+def config_masker(config: LoadedConfig, *, read_only: bool = False) -> Masker:
+    """The home's masker with the secrets the config names (values, and environment variables' values)."""
+    secrets = [*config.secrets.values, *(os.environ[n] for n in config.secrets.env if os.environ.get(n))]
+    return home_masker(config.settings.home, os.environ, extra_secrets=secrets, read_only=read_only)
+
+
+def _with_deadlines(tools: list[ToolSpec], config: LoadedConfig) -> list[ToolSpec]:
+    """The tools with the deadlines config gives them (`[tools.NAME] timeout_s`); a name no tool has is an error
+    naming its file, not a setting silently ignored."""
+    names = {t.name for t in tools}
+    for deadline in config.tool_timeouts:
+        if deadline.tool not in names:
+            raise ConfigError(f"no tool is named {deadline.tool!r} (tools: {', '.join(sorted(names))})",
+                              file=deadline.source, key=f"tools.{deadline.tool}")
+    given = {d.tool: d.timeout_s for d in config.tool_timeouts}
+    return [dataclasses.replace(t, timeout_s=given[t.name]) if t.name in given else t for t in tools]
+
+
+class _NextTurn:
+    """The turn a model attempt belongs to, for the evidence ledger: the loop's next one. The state is there only
+    once the loop is (a new session's is folded from its first commit)."""
+
+    def __init__(self, state: SessionState | None = None) -> None:
+        self.state = state
+
+    def __call__(self) -> int:
+        return (self.state.turn if self.state is not None else 0) + 1
+
+
+def _parts(rt: Runtime, session_id: str, *, workspace: str, on_ask: OnAsk, model: ModelAdapter,
+           plan: BoundToolPlan, hooks: HookSet, observer: Observer | None, asking: Asking,
+           listener: ModelListener | None, next_turn: _NextTurn, kill_orphans: bool = False) -> LoopParts:
+    """A session's loop parts from the runtime: the executor and the loop get the same hooks."""
     recorder: Recorder = TimelineRecorder(rt.masker)
     if rt.ledgers is not None:  # the ledger sees each call, model attempt (the loop's next turn) and commit
-        sid = state.session_id
-        ledger = rt.ledgers.open(sid, rt.masker, turn=lambda: state.turn + 1, head=lambda: rt.store.chain_head(sid))
+        ledger = rt.ledgers.open(session_id, rt.masker, turn=next_turn, head=lambda: rt.store.chain_head(session_id))
         recorder, listener, observer = ledger.recorder(recorder), ledger.listener(listener), ledger.observer(observer)
-    processor = ToolCallProcessor(plan, workspace=Path(state.workspace), ids=rt.ids,
-                                  hooks=rt.hooks if hooks is None else hooks,
-                                  approver=asking.approver, on_ask=asking.on_ask or state.on_ask, locks=rt.locks,
+    processor = ToolCallProcessor(plan, workspace=Path(workspace), ids=rt.ids, hooks=hooks,
+                                  approver=asking.approver, on_ask=on_ask, locks=rt.locks,
                                   config_rules=rt.config_rules, recorder=recorder, kill_orphans=kill_orphans)
-    return AgenticLoop(store=rt.store, state=state, model=model, plan=plan, processor=processor, ids=rt.ids,
-                       observer=observer, listener=listener, repair_budget=rt.repair_budget, masker=rt.masker,
-                       context_budget=rt.context_budget, snapshot_every=rt.snapshot_every,
-                       interruption=rt.stop.cause)
+    return LoopParts(store=rt.store, model=model, plan=plan, processor=processor, hooks=hooks, ids=rt.ids,
+                     masker=rt.masker, observer=observer, listener=listener, repair_budget=rt.repair_budget,
+                     context_budget=rt.context_budget, snapshot_every=rt.snapshot_every,
+                     interruption=rt.stop.cause)
 
 
 async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mode: Mode,
@@ -222,26 +258,15 @@ async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mo
     title = cut_head(rt.masker.mask(prompt.strip().splitlines()[0]), 80) if prompt and prompt.strip() else ""
     record = SessionRecord(id=session_id, created_at=now, updated_at=now, mode=mode, workspace=str(ws),
                            model=model.name, title=title, status="active", lease=holder)
-    started = SessionStarted(session_id=session_id, mode=mode, workspace=str(ws), model=model.name,
-                             rules=tuple(rules), max_turns=max_turns, plan_digest=plan.digest,
-                             on_ask=(asking.on_ask if asking else None) or "deny",
-                             project_hooks_digest=rt.project_hooks.digest)
-    # An interactive session may start before its first prompt (its id is shown at once); `run(prompt)` adds it.
-    first = Write(events=[(started, 0)] + ([(UserMessage(text=prompt), 0)] if prompt is not None else []),
-                  timeline=[TimelineEntry(kind="lifecycle", outcome="started",
-                                          summary=rt.masker.mask(f"session started ({mode}, {model.name})"),
-                                          data={"plan_digest": plan.digest, "workspace": str(ws),
-                                                "project_hooks_digest": rt.project_hooks.digest})])
-    stored = await rt.store.create_session(record, first)
-    state = fold(stored)
-    live = LiveSession(rt, state, holder, _loop(rt, state, model, plan, observer, asking or Asking(), listener))
-    live.loop.rec.observed.append(("started", 0, rt.masker.mask(f"session started ({mode}, {model.name})"),
-                                   {"plan_digest": plan.digest}))
-    log.info("session started", mode=mode, model=model.name, workspace=str(ws))
-    if observer is not None:
-        for item in stored:
-            observer(item)
-    return live
+    asking = asking or Asking()
+    on_ask = asking.on_ask or "deny"
+    next_turn = _NextTurn()
+    parts = _parts(rt, session_id, workspace=str(ws), on_ask=on_ask, model=model, plan=plan, hooks=rt.hooks,
+                   observer=observer, asking=asking, listener=listener, next_turn=next_turn)
+    loop = await AgenticLoop.start(parts, record, rules=rules, max_turns=max_turns, on_ask=on_ask,
+                                   project_hooks_digest=rt.project_hooks.digest, prompt=prompt, announce=observer)
+    next_turn.state = loop.state
+    return LiveSession(rt, loop.state, holder, loop)
 
 
 async def resume_session(rt: Runtime, session_id: str, *, rules: list[PermissionRule],
@@ -287,32 +312,13 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
             if model_factory is None:
                 raise UsageError("no model to resume with")
             model = model_factory(state.model)
-        plan = rt.plan(state.mode)
-        live = LiveSession(rt, state, holder, _loop(rt, state, model, plan, observer, asking or Asking(), listener,
-                                                    hooks, kill_orphans=kill_orphans))
-        live.loop.writer.snapshot_seq = restored.snapshot_seq
-        open_batch = state.open_batch.batch_id if state.open_batch else None
-        on_ask = asking.on_ask if asking and asking.on_ask != state.on_ask else None
-        live.loop.writer.stage(SessionResumed(plan_digest=plan.digest, open_batch_id=open_batch,
-                                              max_turns=max_turns, on_ask=on_ask, project_hooks_digest=hooks_digest,
-                                              project_hooks_waived_by=without_project_hooks), state.turn)
-        changed = plan.digest != state.plan_digest
-        hooks_note = ""
-        if without_project_hooks is not None:
-            hooks_note = f"; without the project's hooks, as {without_project_hooks} chose"
-        elif hooks_digest != state.project_hooks_digest and state.project_hooks_digest is not None:
-            hooks_note = "; the project's trusted hooks differ from the last run's (the project was trusted again)"
-        live.loop.rec.lifecycle("resumed", state.turn, "session resumed" + (
-            f", finishing open batch {open_batch}" if open_batch else "") + (
-            "; the tool plan changed since the last run" if changed else "") + hooks_note,
-            plan_digest=plan.digest, previous_plan_digest=state.plan_digest, project_hooks_digest=hooks_digest,
-            previous_project_hooks_digest=state.project_hooks_digest, project_hooks_waived_by=without_project_hooks)
-        if rules:
-            live.loop.writer.stage(RulesAdded(rules=tuple(rules)), state.turn)
-        # Applied to state now: an open batch is re-checked with the new rules, and the new limit holds.
-        await live.loop.writer.flush()
-        log.info("session resumed", turn=state.turn, open_batch=open_batch, plan_changed=changed)
-        return live
+        asking = asking or Asking()
+        parts = _parts(rt, session_id, workspace=state.workspace, on_ask=asking.on_ask or state.on_ask, model=model,
+                       plan=rt.plan(state.mode), hooks=hooks, observer=observer, asking=asking, listener=listener,
+                       next_turn=_NextTurn(state), kill_orphans=kill_orphans)
+        loop = await AgenticLoop.resume(parts, restored, rules=rules, max_turns=max_turns, on_ask=asking.on_ask,
+                                        project_hooks_digest=hooks_digest, waived_by=without_project_hooks)
+        return LiveSession(rt, loop.state, holder, loop)
     except BaseException:
         with anyio.CancelScope(shield=True):
             await rt.store.release_lease(session_id, holder.token, resting_status(state, before))
@@ -320,13 +326,14 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
 
 
 @asynccontextmanager
-async def runtime(settings: Settings, clock: Clock | None = None, *, read_only: bool = False) -> AsyncIterator[Runtime]:
-    """The parts a command needs. `read_only` (sessions, show, timeline, receipts, export): the database is opened
-    read-only, and a home that cannot be written still serves: no masking key is created (a one-off key masks
-    instead, whose fingerprints only correlate within this output), and the log stays on stderr, without a
-    warning (a reading command has nothing to log that would be lost)."""
-    rt = await Runtime.open(settings, clock, read_only=read_only)
-    attach_home(settings.home, rt.masker, quiet=read_only)  # the log file, masked by this home's key
+async def runtime(config: LoadedConfig, clock: Clock | None = None, *,
+                  read_only: bool = False) -> AsyncIterator[Runtime]:
+    """The parts a command needs, built once from its config (`Runtime.open`). `read_only` (sessions, show,
+    timeline, receipts, export): the database is opened read-only, and a home that cannot be written still serves:
+    no masking key is created (a one-off key masks instead, whose fingerprints only correlate within this output),
+    and the log stays on stderr, without a warning (a reading command has nothing to log that would be lost)."""
+    rt = await Runtime.open(config, clock, read_only=read_only)
+    attach_home(config.settings.home, rt.masker, quiet=read_only)  # the log file, masked by this home's key
     try:
         async with stop_on_signals() as stop:  # SIGTERM and SIGHUP close what runs as Ctrl-C does
             rt.stop = stop
@@ -334,3 +341,20 @@ async def runtime(settings: Settings, clock: Clock | None = None, *, read_only: 
     finally:
         with anyio.CancelScope(shield=True):
             await rt.close()
+
+
+async def recorded_workspace(settings: Settings, *, session_id: str | None = None,
+                             receipt_id: str | None = None) -> Path:
+    """The workspace a session recorded (the session named, or the receipt's), read before a command builds its
+    runtime: the session's project config is part of that runtime's config (its durability, secrets, hooks).
+    SessionNotFound or ReceiptError when there is no such session or receipt."""
+    store = await SqliteEventStore.open(settings.db_path, durability=settings.durability, read_only=True)
+    try:
+        if receipt_id is not None:
+            session_id = (await store.get_receipt(receipt_id)).session_id
+        if session_id is None:
+            raise UsageError("name a session or a receipt")
+        return Path((await store.get_session(session_id)).workspace)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await store.close()

@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeVar
 
 import aiosqlite
 import anyio
+import structlog
 from pydantic import ValidationError
 
 from config.private_files import create_private, private_dir
@@ -46,6 +47,8 @@ from memory.timeline_rows import TIMELINE_COLS as _TIMELINE_COLS
 from memory.timeline_rows import timeline_row as _timeline_row
 
 T = TypeVar("T")
+log = structlog.get_logger("strata.store")
+_SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 SEQ_BITS = 40
 SEQ_MASK = (1 << SEQ_BITS) - 1
 Durability = Literal["full", "normal"]
@@ -153,10 +156,14 @@ class SqliteEventStore:
                 if str(mode).lower() != "wal":
                     raise StoreError(f"{where}: could not switch to WAL journal mode (got {mode})", path=where)
                 conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
+                synchronous = conn.execute("PRAGMA synchronous").fetchone()[0]
                 conn.execute("PRAGMA foreign_keys = ON")
                 migrate(conn, where, iso(clock.now()))
                 store._binding = bind(conn, path.parent, iso(clock.now()))
                 store._files = DatabaseFiles.capture(where)
+                # What the connection really does, read back: the setting that decides what a power loss keeps.
+                log.debug("database opened", path=where, durability=durability,
+                          synchronous=_SYNCHRONOUS.get(synchronous, synchronous))
 
             await store._run(setup)
         except StoreError:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import click
 
 from agent.approvals import Recorded, record_decision
+from agent.cli._common import Command
 from agent.cli.output import echo
 from agent.reconcile import person
-from agent.session import runtime
 
 
 def _report(rec: Recorded, session_id: str) -> None:
@@ -21,16 +21,14 @@ def _report(rec: Recorded, session_id: str) -> None:
 
 
 def _decide(session_id: str, call_id: str, approve: bool, reason: str) -> None:
-    from agent.cli.main import _run, _settings
-
-    settings = _settings()
+    cmd = Command()
     who = person("strata approve" if approve else "strata deny")
 
     async def main() -> Recorded:
-        async with runtime(settings) as rt:
+        async with cmd.runtime(await cmd.session_config(session_id=session_id)) as rt:
             return await record_decision(rt, session_id, call_id, approve=approve, approver=who, reason=reason)
 
-    _report(_run(main), session_id)
+    _report(cmd.run(main), session_id)
 
 
 @click.command()

@@ -10,8 +10,9 @@ from pathlib import Path
 import anyio
 import click
 
+from agent.cli._common import Command, notices, waiver
 from agent.models import model_from_spec
-from agent.session import Asking, LiveSession, Runtime, resume_session, runtime, start_session
+from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
 from agent.terminal.safe_text import SafeConsole
 from core.errors import UsageError
 
@@ -34,7 +35,6 @@ TIMELINE_ROWS = 30
 def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continue_latest: bool,
          allow: tuple[str, ...], deny: tuple[str, ...], max_turns: int | None, without_project_hooks: bool) -> None:
     """Talk to an agent in this terminal; it asks before anything that writes, runs or reaches out."""
-    from agent.cli.main import _apply_config, _config, _notices, _rules, _run, waiver
     from agent.terminal.approver import TerminalApprover  # the terminal (prompt_toolkit) loads only for chat
     from agent.terminal.chat import Chat, ChatView, make_prompt
 
@@ -42,17 +42,21 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
         raise click.UsageError("use --resume ID or --continue, not both")
     if without_project_hooks and not (resume_id or continue_latest):
         raise click.UsageError("--without-project-hooks continues a session: use it with --resume ID or --continue")
-    rules = _rules(allow, deny)
+    cmd = Command()
+    rules = cmd.rules(allow, deny)
     # NO_COLOR (no-color.org) here means plain text: no colours and no bold either. Whatever text reaches the
     # console is made inert (agent/terminal/safe_text.py).
     console = SafeConsole(highlight=False, color_system=None if os.environ.get("NO_COLOR") else "auto")
     view = ChatView(console)
 
     async def main() -> None:
-        loaded = _config(workspace if not (resume_id or continue_latest) else None, model=model_spec,
-                         max_turns=max_turns)
+        flags = {"model": model_spec, "max_turns": max_turns}
+        if resume_id is not None:  # the session's own project config, as `strata resume` has it
+            loaded = await cmd.session_config(session_id=resume_id, **flags)
+        else:  # --continue continues the latest session of this workspace: its project config is this one
+            loaded = cmd.config(workspace, quiet=continue_latest, **flags)
         settings = loaded.settings
-        async with runtime(settings) as rt:
+        async with cmd.runtime(loaded) as rt:
             target = resume_id
             if continue_latest:
                 ws = str(await anyio.Path(workspace).resolve())
@@ -68,15 +72,12 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
             asking = Asking(approver=TerminalApprover(console, session.ask_line, on_interrupt=session.interrupt))
             live: LiveSession
             if record is not None:
-                project = _config(Path(record.workspace), quiet=True)
-                _apply_config(rt, project)
                 live = await resume_session(rt, record.id, rules=rules, model=model, max_turns=max_turns,
                                             observer=view, listener=view, asking=asking,
                                             without_project_hooks=waiver(without_project_hooks, "chat"))
-                _notices(project)
+                notices(loaded)
                 _replay(console, live)
             else:
-                _apply_config(rt, loaded)
                 live = await start_session(rt, model=model, workspace=workspace, mode="interactive", rules=rules,
                                            prompt=None, max_turns=settings.max_turns, observer=view, listener=view,
                                            asking=asking)
@@ -88,7 +89,7 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
             finally:
                 await live.release("idle")
 
-    _run(main)
+    cmd.run(main)
     sys.exit(0)
 
 

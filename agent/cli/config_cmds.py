@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import os
 import shlex
-import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
+from agent.cli._common import fail
 from agent.cli.output import echo, echo_json
-from agent.outcome import EXIT_USAGE
 from config import (
     HOOK_EVENTS,
     ConfigFile,
@@ -27,15 +26,8 @@ from config import (
     user_config_path,
 )
 from config.settings import SETTING_KEYS
-from core.errors import ConfigError, StrataError
+from core.errors import StrataError
 from core.policy import PermissionRule
-
-
-def _fail(err: StrataError) -> NoReturn:
-    echo(f"strata: error: {err.message}", err=True)
-    if err.hint:
-        echo(f"hint: {err.hint}", err=True)
-    sys.exit(EXIT_USAGE if isinstance(err, ConfigError) else err.exit_code)
 
 
 def _plural(n: int, word: str) -> str:
@@ -64,7 +56,7 @@ def trust(directory: Path, revoke: bool) -> None:
             return
         record = trust_project(home, workspace)
     except StrataError as err:
-        _fail(err)
+        fail(err)
     echo(f"trusted {record.path}")
     echo(f"sha256 {record.sha256}")
     for line in _summary(record.config):
@@ -110,7 +102,7 @@ def show_config(workspace: Path, as_json: bool) -> None:
     try:
         loaded = load_config(workspace=workspace, env=os.environ)
     except StrataError as err:
-        _fail(err)
+        fail(err)
     view = config_view(loaded, workspace.resolve(), user_config_path(os.environ))
     if as_json:
         echo_json(view)

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import anyio
 import click
 
+from agent.cli._common import Command
 from agent.cli.output import echo, echo_document
 from agent.cli.output_file import write_output
-from agent.session import runtime
 from core.errors import StrataError
 from core.masking import Masker
 from observability.export import RENDERERS, ExportFormat, SessionSnapshot, load_snapshot
@@ -27,23 +26,17 @@ from observability.export import RENDERERS, ExportFormat, SessionSnapshot, load_
                    "current directory for html.")
 def export(session_id: str, fmt: ExportFormat, output: str | None) -> None:
     """Export session SESSION_ID, masked, as JSONL, HTML or OTLP JSON."""
-    from agent.cli.main import _apply_config, _config, _fail, _run, _settings
-
     if output is not None and not output.strip():  # Path("") is the cwd: the export would be renamed onto it
         raise click.BadParameter("is empty; name a file, or '-' for stdout", param_hint="--output")
-    settings = _settings()
+    cmd = Command()
 
     async def main() -> tuple[SessionSnapshot, Masker]:
-        async with runtime(settings, read_only=True) as rt:
-            snapshot = await load_snapshot(rt.store, session_id)
-            workspace = Path(snapshot.record.workspace)
-            # Secrets named in the session's config are masked too, as they were when it ran. Config files are
-            # read in a worker thread, off the event loop.
-            await anyio.to_thread.run_sync(
-                lambda: _apply_config(rt, _config(workspace if workspace.is_dir() else None)))
-            return snapshot, rt.masker
+        # Secrets named in the session's config (its project's too) are masked, as they were when it ran.
+        loaded = await cmd.session_config(session_id=session_id, quiet=False)
+        async with cmd.runtime(loaded, read_only=True) as rt:
+            return await load_snapshot(rt.store, session_id), rt.masker
 
-    snapshot, masker = _run(main)
+    snapshot, masker = cmd.run(main)
     text = RENDERERS[fmt](snapshot, masker)
     if output == "-" or (output is None and fmt != "html"):
         echo_document(text)
@@ -52,6 +45,6 @@ def export(session_id: str, fmt: ExportFormat, output: str | None) -> None:
     try:
         written = write_output(path, text)
     except StrataError as err:
-        _fail(err)
+        cmd.fail(err)
     if written.made_file:
         echo(str(written.path.resolve()))

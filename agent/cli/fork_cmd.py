@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
+from agent.cli._common import Command
 from agent.cli.output import echo, echo_json
 from agent.fork import ForkResult, fork_session
-from agent.session import runtime
 
 
 @click.command(name="fork")
@@ -17,15 +17,13 @@ from agent.session import runtime
 def fork(session_id: str, at_seq: int, as_json: bool) -> None:
     """Fork session SESSION_ID at event SEQ into a new session. Effects up to SEQ are never re-run; resume the
     new session to continue from there."""
-    from agent.cli.main import _run, _settings
-
-    settings = _settings()
+    cmd = Command()
 
     async def main() -> ForkResult:
-        async with runtime(settings) as rt:
+        async with cmd.runtime(await cmd.session_config(session_id=session_id)) as rt:
             return await fork_session(rt, session_id, at_seq)
 
-    result = _run(main)
+    result = cmd.run(main)
     resume = f"strata resume {result.session_id} PROMPT"
     if as_json:
         echo_json({"type": "fork", "session_id": result.session_id, "parent_id": result.parent_id,

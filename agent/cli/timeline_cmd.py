@@ -14,9 +14,10 @@ import click
 from rich.table import Table
 from rich.text import Text
 
+from agent.cli._common import Command
 from agent.cli.output import echo, echo_document, echo_json
 from agent.cli.stdout import output_lost
-from agent.session import Runtime, runtime
+from agent.session import Runtime
 from agent.terminal.safe_text import SafeConsole, json_line, safe_text
 from core.chain import ChainHead, VerifyResult
 from core.masking import Masker
@@ -156,18 +157,15 @@ def timeline(session_id: str, kinds: tuple[str, ...], tools: tuple[str, ...], de
              turn: int | None, since: str | None, as_json: bool, follow: bool, verify: bool) -> None:
     """Show what the runtime observed in session SESSION_ID: phases, model attempts, every call with its
     decision and outcome, hooks, approvals, receipts. Times are UTC."""
-    # Imported here: main.py registers this command at its end, so main is complete by the time this runs.
-    from agent.cli.main import _run, _settings
-
     if verify and (kinds or tools or decisions or turn is not None or since is not None or follow):
         raise click.UsageError("--verify checks the whole chain; it takes no filters and no --follow")
     since_seq, since_at = _since(since)
     filters: dict[str, Any] = {"kinds": kinds or None, "tools": tools or None, "decisions": decisions or None,
                                "turn": turn, "since_seq": since_seq, "since_at": since_at}
-    settings = _settings()
+    cmd = Command()
 
     async def main() -> ChainReport | None:
-        async with runtime(settings, read_only=True) as rt:
+        async with cmd.runtime(await cmd.session_config(session_id=session_id), read_only=True) as rt:
             if verify:
                 ledger_head = rt.ledgers.last_head(session_id) if rt.ledgers is not None else None
                 return await verify_chains(rt.store, session_id, ledger_head)
@@ -179,7 +177,7 @@ def timeline(session_id: str, kinds: tuple[str, ...], tools: tuple[str, ...], de
                        rt.masker)
         return None
 
-    result = _run(main)
+    result = cmd.run(main)
     if result is not None:
         _report_verify(result, as_json)
 

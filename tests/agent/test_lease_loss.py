@@ -17,7 +17,7 @@ import pytest
 import agent.session
 from agent.models import model_from_spec
 from agent.session import runtime, start_session
-from config import load_settings
+from config import load_config
 from core.clock import SystemClock
 from core.errors import LeaseLost
 from core.policy import parse_rule
@@ -37,8 +37,9 @@ async def test_a_run_whose_lease_was_taken_stops_before_its_next_effect(
         {"type": "tool_use", "id": "tick", "name": "bash", "input": {"command": TICKER}},
         {"type": "tool_use", "id": "next", "name": "bash", "input": {"command": "echo next > next.txt"}},
     ], [{"type": "text", "text": "done"}]]))
-    settings = load_settings(env={"STRATA_HOME": str(tmp_path / "home")})
-    async with runtime(settings) as rt:
+    config = load_config(workspace=None, env={"STRATA_HOME": str(tmp_path / "home")})
+    settings = config.settings
+    async with runtime(config) as rt:
         live = await start_session(rt, model=model_from_spec(f"script:{script}"), workspace=workspace,
                                    mode="headless", rules=[parse_rule("allow", "bash")], prompt="go", max_turns=5)
         other = LeaseHolder(token="the-other-process", pid=os.getpid(), host=socket.gethostname(),

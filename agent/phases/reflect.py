@@ -1,10 +1,10 @@
-"""Reflect: a model's proposal to finish becomes completion only through `verify_turn`.
+"""Reflect: a model's proposal to finish becomes completion only through `reflect`.
 
 Built-in checks, then Stop hooks (Python or command, from code and trusted config), may ask for a repair: an
 instruction injected as a user message from the runtime. Repairs are bounded by a budget per request of the
 person (default 2, `repair_budget` in config); the count lives in the state log, so it survives crash and
-resume. A Stop hook that fails (crashes, times out, answers nonsense) does not let the turn pass as verified: the
-session ends incomplete and says why.
+resume. A Stop hook that fails (crashes, times out, answers nonsense) does not let the turn pass (no
+`TurnVerified`, the stored event's name): the session ends incomplete and says why.
 
 Built-in checks:
 - an empty answer after tool errors: the model is asked to say what happened.
@@ -25,7 +25,10 @@ from tool_executor.hooks import run_stop
 
 
 @dataclass(frozen=True)
-class Verification:
+class Reflection:
+    """What reflecting on a proposal to finish decided: complete, ask for a repair (within the budget), or fail
+    (the session ends incomplete, saying why)."""
+
     action: Literal["complete", "repair", "fail"]
     repair: RepairRequested | None = None
     reason: str = ""
@@ -54,8 +57,8 @@ def _builtin(state: SessionState, answer: AssistantMessage) -> RepairRequested |
     return None
 
 
-async def verify_turn(state: SessionState, answer: AssistantMessage, hooks: HookSet, *, budget: int,
-                      workspace: str) -> Verification:
+async def reflect(state: SessionState, answer: AssistantMessage, hooks: HookSet, *, budget: int,
+                  workspace: str) -> Reflection:
     """`state` is the session before `answer` (the model's proposal to finish) is applied."""
     notes = []
     if state.unknown_receipts:
@@ -72,12 +75,12 @@ async def verify_turn(state: SessionState, answer: AssistantMessage, hooks: Hook
                                              instruction=instruction)
                     break
                 case HookBlock(reason=reason):
-                    return Verification("fail", reason=f"verification failed: {reason}", notes=tuple(notes))
+                    return Reflection("fail", reason=f"verification failed: {reason}", notes=tuple(notes))
                 case HookAllow():
                     pass
     if repair is None:
-        return Verification("complete", notes=tuple(notes))
+        return Reflection("complete", notes=tuple(notes))
     if state.repairs_used >= budget:
-        return Verification("fail", reason=f"the repair budget ({budget}) is used up; still: {repair.reason}",
+        return Reflection("fail", reason=f"the repair budget ({budget}) is used up; still: {repair.reason}",
                             notes=tuple(notes))
-    return Verification("repair", repair=repair, reason=repair.reason, notes=tuple(notes))
+    return Reflection("repair", repair=repair, reason=repair.reason, notes=tuple(notes))

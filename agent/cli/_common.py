@@ -1,0 +1,133 @@
+"""What every `strata` subcommand shares: loading its config, building its runtime once from it, running its async
+body, and the one way an error is shown (one line plus a hint, masked, with the documented exit code).
+
+`Command` is one command's run. It keeps what masking an error needs: before the config is read, the patterns and
+the environment's secrets (a throwaway key); once it is read, the home's key and the configured secrets; once the
+runtime is open, the runtime's masker itself. Nothing here is process-wide: each command makes its own `Command`."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import anyio
+import click
+
+from agent.cli.output import echo
+from agent.reconcile import person
+from agent.session import Runtime, config_masker, recorded_workspace, runtime
+from config import LoadedConfig, load_config
+from core.errors import Stopped, StrataError
+from core.masking import Masker
+from core.policy import PermissionRule, parse_rule
+
+T = TypeVar("T")
+
+
+def fail(err: StrataError, masker: Masker | None = None) -> NoReturn:
+    """Say `err` in one line (and its hint) on stderr and exit with its code. An error can quote what the user
+    typed (a rule, a config value, an id): masked like any other observation, by `masker` when there is one."""
+    mask = (masker or Masker.throwaway()).mask
+    prefix = "strata" if isinstance(err, Stopped) else "strata: error"  # a stop that was asked for is no error
+    echo(f"{prefix}: {mask(err.message)}", err=True)
+    if err.hint:
+        echo(f"hint: {mask(err.hint)}", err=True)
+    sys.exit(err.exit_code)
+
+
+def notices(loaded: LoadedConfig) -> None:
+    for notice in loaded.notices:
+        echo(f"strata: notice: {notice}", err=True)
+
+
+def waiver(given: bool, command: str) -> str | None:
+    """Who chose `--without-project-hooks`, as the session records it; None when the flag was not given."""
+    return person(f"strata {command} --without-project-hooks") if given else None
+
+
+class Command:
+    """One command's run: its config, the runtime built from it, and the masker its error line is shown with."""
+
+    def __init__(self) -> None:
+        self._loaded: LoadedConfig | None = None
+        self._masker: Masker | None = None
+
+    @property
+    def masker(self) -> Masker:
+        if self._masker is None and self._loaded is not None:
+            with contextlib.suppress(StrataError, OSError):  # a home that cannot be read: the patterns still mask
+                self._masker = config_masker(self._loaded, read_only=True)
+        return self._masker or Masker.throwaway()
+
+    def fail(self, err: StrataError) -> NoReturn:
+        fail(err, self.masker)
+
+    def run(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """Run the command's async body; a StrataError is its one error line, Ctrl-C exits 130."""
+        try:
+            return anyio.run(fn)
+        except StrataError as err:
+            self.fail(err)
+        except KeyboardInterrupt:
+            echo("strata: interrupted", err=True)
+            sys.exit(130)
+
+    def config(self, workspace: Path | None, *, quiet: bool = False, **flags: Any) -> LoadedConfig:
+        """Effective config for a session in `workspace` (None: no project layer); its notices (an untrusted
+        project file) go to stderr, unless `quiet` (the caller says them with `notices` once it knows the session
+        goes on)."""
+        try:
+            loaded = self._load(workspace, flags)
+        except StrataError as err:
+            self.fail(err)
+        if not quiet:
+            notices(loaded)
+        return loaded
+
+    async def session_config(self, *, session_id: str | None = None, receipt_id: str | None = None,
+                             quiet: bool = True, **flags: Any) -> LoadedConfig:
+        """The config of the session named (or the receipt's): the user's and the environment's, and the project
+        file of the workspace it recorded (when that is still a directory). Files are read off the event loop."""
+        base = await anyio.to_thread.run_sync(self._load, None, flags)
+        workspace = await recorded_workspace(base.settings, session_id=session_id, receipt_id=receipt_id)
+        project = workspace if await anyio.Path(workspace).is_dir() else None
+        loaded = await anyio.to_thread.run_sync(self._load, project, flags)
+        if not quiet:
+            notices(loaded)
+        return loaded
+
+    def _load(self, workspace: Path | None, flags: dict[str, Any]) -> LoadedConfig:
+        self._loaded = load_config(workspace=workspace, flags=flags)
+        return self._loaded
+
+    @asynccontextmanager
+    async def runtime(self, loaded: LoadedConfig, *, read_only: bool = False) -> AsyncIterator[Runtime]:
+        """The runtime built once from `loaded` (agent/session.py `runtime`); its masker shows this command's
+        errors from then on."""
+        self._loaded = loaded
+        async with runtime(loaded, read_only=read_only) as rt:
+            self._masker = rt.masker
+            yield rt
+
+    def rules(self, allow: tuple[str, ...], deny: tuple[str, ...]) -> list[PermissionRule]:
+        try:
+            return [parse_rule("allow", r) for r in allow] + [parse_rule("deny", r) for r in deny]
+        except StrataError as err:
+            self.fail(err)
+
+
+allow_option = click.option("--allow", multiple=True, metavar="RULE",
+                            help="Allow a tool, optionally with a pattern: bash, 'bash(git status*)'. Repeatable.")
+deny_option = click.option("--deny", multiple=True, metavar="RULE", help="Deny a tool (beats allow). Repeatable.")
+json_option = click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+without_project_hooks_option = click.option(
+    "--without-project-hooks", is_flag=True,
+    help="Continue a session without its project's hooks although it started with them trusted (recorded in the "
+         "session as your choice); otherwise such a resume is refused until the project is trusted again.")
+on_ask_option = click.option("--on-ask", type=click.Choice(["deny", "park"]), default=None,
+                             help="What `ask` means with no person at the terminal: deny the call (default), or park "
+                                  "the session (exit 4) until `strata approve` / `strata deny`.")

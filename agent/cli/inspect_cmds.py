@@ -1,0 +1,133 @@
+"""`strata sessions`, `strata show ID` and `strata receipts [ID]`: reading commands. They open the database
+read-only (a home that cannot be written still serves) and mask what they print with the home's masker."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from agent.cli._common import Command, json_option
+from agent.cli.output import echo, echo_json
+from agent.cli.views import receipt_view, session_view, show_view
+from agent.session import Runtime
+from core.errors import DamagedEvent
+from core.state import Counters, FoldError
+from memory import restore
+from memory.leases import make_liveness
+from memory.records import RECEIPT_STATUSES, SessionRecord
+from memory.restore import restore_or_report
+
+
+def display_status(rt: Runtime, rec: SessionRecord) -> str:
+    """A session whose row says `active` but whose driver is gone shows as `interrupted`."""
+    if rec.status == "active" and (rec.lease is None or not make_liveness(rt.clock)(rec.lease)):
+        return "interrupted"
+    return rec.status
+
+
+@click.command()
+@json_option
+def sessions(as_json: bool) -> None:
+    """List sessions, oldest first."""
+    cmd = Command()
+    loaded = cmd.config(None, quiet=True)
+
+    async def main() -> list[dict[str, Any]]:
+        async with cmd.runtime(loaded, read_only=True) as rt:
+            records = await rt.store.list_sessions()
+            unknown: dict[str, int] = {}
+            for r in await rt.store.list_receipts(status="unknown"):
+                unknown[r.session_id] = unknown.get(r.session_id, 0) + 1
+            views = []
+            for r in records:
+                try:  # the counters come from the folded state: one snapshot plus a short tail per session
+                    counters: Counters | None = (await restore(rt.store, r.id)).state.counters
+                except (FoldError, DamagedEvent):  # a broken log is listed with unknown counters ('?')
+                    counters = None
+                views.append(session_view(r, display_status(rt, r), rt.masker, unknown.get(r.id, 0), counters))
+            return views
+
+    views = cmd.run(main)
+    if as_json:
+        for v in views:
+            echo_json(v)
+        return
+    if not views:
+        echo("no sessions yet")
+        return
+    echo(f"{'id':<36}  {'status':<17} {'mode':<11} {'turns':>5} {'calls':>5} {'denied':>6} "
+         f"{'unknown':>7}  {'updated (UTC)':<19}  title")
+    for v in views:
+        def n(key: str, view: dict[str, Any] = v) -> str:
+            return "?" if view[key] is None else str(view[key])
+        echo(f"{v['id']:<36}  {v['status']:<17} {v['mode']:<11} {n('turns'):>5} {n('tool_calls'):>5} "
+             f"{n('denials'):>6} {v['unknown_receipts']:>7}  {v['updated_at'][:19]:<19}  {v['title'][:40]}")
+
+
+@click.command()
+@click.argument("session_id")
+@json_option
+def show(session_id: str, as_json: bool) -> None:
+    """Show a session and its conversation as the next model request would carry it."""
+    cmd = Command()
+
+    async def main() -> dict[str, Any]:
+        loaded = await cmd.session_config(session_id=session_id)
+        async with cmd.runtime(loaded, read_only=True) as rt:
+            rec = await rt.store.get_session(session_id)
+            state = (await restore_or_report(rt.store, session_id)).state
+            return show_view(rec, display_status(rt, rec), state, rt.masker)
+
+    view = cmd.run(main)
+    if as_json:
+        echo_json(view)
+        return
+    s = view["session"]
+    echo(f"session {s['id']}  {s['status']}  mode {s['mode']}  model {s['model']}")
+    echo(f"workspace {s['workspace']}")
+    echo(f"turns {s['turns']}  tool calls {s['tool_calls']}  denials {s['denials']}  "
+         f"unknown outcomes {s['unknown_outcomes']}")
+    for m in view["messages"]:
+        for block in m["content"]:
+            if block["type"] == "text":
+                echo(f"{m['role']}: {block['text']}")
+            elif block["type"] == "tool_use":
+                echo(f"{m['role']}: -> {block['name']} {json.dumps(block['input'])[:100]} [{block['id']}]")
+            else:
+                first = block["content"].strip().splitlines()[0] if block["content"].strip() else ""
+                mark = "error" if block["is_error"] else "ok"
+                echo(f"{m['role']}: <- [{block['tool_use_id']}] {mark}: {first[:100]}")
+    if view["open_batch"]:
+        echo(f"open batch {view['open_batch']['batch_id']}: resume the session to finish it")
+
+
+@click.command()
+@click.argument("session_id", required=False)
+@click.option("--status", type=click.Choice(RECEIPT_STATUSES), default=None)
+@json_option
+def receipts(session_id: str | None, status: str | None, as_json: bool) -> None:
+    """List effect receipts (of one session, or all)."""
+    cmd = Command()
+
+    async def main() -> list[dict[str, Any]]:
+        if session_id is None:
+            loaded = cmd.config(None, quiet=True)
+        else:
+            loaded = await cmd.session_config(session_id=session_id)
+        async with cmd.runtime(loaded, read_only=True) as rt:
+            rows = await rt.store.list_receipts(session_id, status)  # type: ignore[arg-type]
+            return [receipt_view(r, rt.masker) for r in rows]
+
+    views = cmd.run(main)
+    if as_json:
+        for v in views:
+            echo_json(v)
+        return
+    if not views:
+        echo("no receipts")
+    for v in views:
+        extra = f"  ({v['reconciled_by']}: {v['note']})" if v["reconciled_by"] else ""
+        echo(f"{v['id']}  {v['status']:<10} {v['tool']:<10} call {v['call_id']}  session {v['session_id']}"
+             f"{extra}")

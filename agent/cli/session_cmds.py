@@ -1,0 +1,132 @@
+"""`strata run PROMPT` and `strata resume ID [PROMPT]`: drive a session headless to its end, print its events (or
+one JSON object per committed event) and a final result, and exit with the outcome's code."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from agent.cli._common import (
+    Command,
+    allow_option,
+    deny_option,
+    json_option,
+    notices,
+    on_ask_option,
+    waiver,
+    without_project_hooks_option,
+)
+from agent.cli.output import echo, echo_json
+from agent.cli.render import printer
+from agent.cli.views import event_view
+from agent.models import model_from_spec
+from agent.outcome import RunOutcome
+from agent.session import Asking, LiveSession, resume_session, start_session
+from core.errors import StrataError
+from core.events import StoredEvent
+
+
+def _observer(as_json: bool) -> Callable[[StoredEvent], None]:
+    if as_json:
+        return lambda item: echo_json(event_view(item))
+    return printer(echo)
+
+
+async def _drive(live: LiveSession, prompt: str | None, as_json: bool) -> RunOutcome:
+    try:
+        outcome = await live.run(prompt)
+    except BaseException:
+        with contextlib.suppress(StrataError):
+            await live.release(None)
+        raise
+    await live.release(None)
+    parked = [{"call_id": p.call_id, "tool": p.tool, "input": p.input, "reasons": list(p.reasons),
+               "asked_by": p.asked_by} for p in live.state.parked.values()
+              if p.call_id not in live.state.approvals] if outcome.status == "awaiting_approval" else []
+    if as_json:
+        echo_json({"type": "result", "session_id": outcome.session_id, "status": outcome.status,
+                   "reason": outcome.reason, "unknown_receipts": outcome.unknown_receipts,
+                   "exit_code": outcome.exit_code, "parked": parked})
+    else:
+        if outcome.status == "failed":
+            echo(f"strata: error: {outcome.reason}", err=True)
+        for p in parked:
+            echo(f"waiting for approval: {p['tool']} {json.dumps(p['input'], ensure_ascii=False)} "
+                 f"(asked by {p['asked_by']})")
+            echo(f"  approve: strata approve {outcome.session_id} {p['call_id']}    "
+                 f"deny: strata deny {outcome.session_id} {p['call_id']} --reason TEXT")
+        if outcome.unknown_receipts:
+            echo(f"{outcome.unknown_receipts} effect(s) with unknown outcome await reconciliation: "
+                 f"strata receipts {outcome.session_id} --status unknown")
+        echo(f"inspect: strata show {outcome.session_id}    resume: strata resume {outcome.session_id} PROMPT")
+    return outcome
+
+
+@click.command()
+@click.option("--model", "model_spec", metavar="M", help="script:PATH (offline) or anthropic:NAME.")
+@click.option("--workspace", type=click.Path(path_type=Path), default=".", show_default=True,
+              help="Directory the tools may touch.")
+@allow_option
+@deny_option
+@click.option("--max-turns", type=int, default=None, help="Stop as incomplete after this many model turns.")
+@on_ask_option
+@json_option
+@click.argument("prompt")
+def run(model_spec: str | None, workspace: Path, allow: tuple[str, ...], deny: tuple[str, ...],
+        max_turns: int | None, on_ask: str | None, as_json: bool, prompt: str) -> None:
+    """Run a headless session on PROMPT."""
+    cmd = Command()
+    loaded = cmd.config(workspace, model=model_spec, max_turns=max_turns, on_ask=on_ask)
+    settings = loaded.settings
+    rules = cmd.rules(allow, deny)
+
+    async def main() -> RunOutcome:
+        model = model_from_spec(settings.model)
+        async with cmd.runtime(loaded) as rt:
+            live = await start_session(rt, model=model, workspace=workspace, mode="headless", rules=rules,
+                                       prompt=prompt, max_turns=settings.max_turns, observer=_observer(as_json),
+                                       asking=Asking(on_ask=settings.on_ask))
+            return await _drive(live, None, as_json)
+
+    sys.exit(cmd.run(main).exit_code)
+
+
+@click.command()
+@click.argument("session_id")
+@click.argument("prompt", required=False)
+@click.option("--model", "model_spec", metavar="M", help="Override the session's recorded model.")
+@allow_option
+@deny_option
+@click.option("--max-turns", type=click.IntRange(min=1), default=None,
+              help="A new limit on the session's total model turns (to continue an incomplete session).")
+@on_ask_option
+@without_project_hooks_option
+@click.option("--kill-orphans", is_flag=True,
+              help="If a command of the open batch still runs although the process that started it was killed, "
+                   "kill its process group (by default resume waits for it up to the lock timeout, then exits 6).")
+@json_option
+def resume(session_id: str, prompt: str | None, model_spec: str | None, allow: tuple[str, ...],
+           deny: tuple[str, ...], max_turns: int | None, on_ask: str | None, without_project_hooks: bool,
+           kill_orphans: bool, as_json: bool) -> None:
+    """Resume session SESSION_ID by id, optionally with a new PROMPT."""
+    cmd = Command()
+    rules = cmd.rules(allow, deny)
+
+    async def main() -> RunOutcome:
+        loaded = await cmd.session_config(session_id=session_id, on_ask=on_ask)
+        async with cmd.runtime(loaded) as rt:
+            model = model_from_spec(model_spec) if model_spec else None
+            live = await resume_session(rt, session_id, model=model, model_factory=model_from_spec, rules=rules,
+                                        max_turns=max_turns, observer=_observer(as_json),
+                                        asking=Asking(on_ask=on_ask),  # type: ignore[arg-type]  # None: the session's
+                                        prompt=prompt, without_project_hooks=waiver(without_project_hooks, "resume"),
+                                        kill_orphans=kill_orphans)
+            notices(loaded)  # once the resume goes on (a refusal says everything in its own line)
+            return await _drive(live, prompt, as_json)
+
+    sys.exit(cmd.run(main).exit_code)
