@@ -21,11 +21,27 @@ def group() -> Iterator[subprocess.Popen[bytes]]:
     """A shell in its own session whose background child outlives it: a group whose leader may be gone."""
     proc = subprocess.Popen(["/bin/sh", "-c", "sleep 30 & wait"], start_new_session=True)
     try:
+        # The background `sleep` must exist before a test kills the leader (a loaded machine may not have forked
+        # it yet, and the group would then die with its leader).
+        assert _until(lambda: _members(proc.pid) > 1), "the group's background sleep never started"
         yield proc
     finally:
         with contextlib.suppress(OSError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def _members(pgid: int) -> int:
+    """Live processes of a process group, from /proc."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                if int(fields[2]) == pgid and fields[0] != "Z":
+                    count += 1
+    return count
 
 
 def _until(check: object, timeout: float = 5) -> bool:
