@@ -487,3 +487,4 @@ from agent.cli.fork_cmd import fork  # noqa: E402
 
 cli.add_command(export)
 cli.add_command(fork)
+import agent.cli.knowledge_cmd  # noqa: E402, F401  (adds `strata knowledge`)
