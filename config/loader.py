@@ -29,6 +29,7 @@ from config.settings import (
     DEFAULTS_SOURCE,
     SETTING_KEYS,
     Settings,
+    _user_home,
     env_var,
     flag_name,
     home_with_source,
@@ -179,7 +180,7 @@ def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
             if entry.timeout_s is not None:
                 deadlines[tool] = ToolDeadline(tool=tool, timeout_s=entry.timeout_s, source=doc.source)
 
-    knowledge = _knowledge(docs, project=project, trusted=state == "trusted", root=workspace)
+    knowledge = _knowledge(docs, project=project, trusted=state == "trusted", root=workspace, env=env)
 
     notices: list[str] = []
     if project is not None and knowledge.ignored:
@@ -215,8 +216,8 @@ def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
     )
 
 
-def _knowledge(docs: list[ConfigDoc], *, project: ConfigDoc | None, trusted: bool,
-               root: Path | None) -> KnowledgeConfig:
+def _knowledge(docs: list[ConfigDoc], *, project: ConfigDoc | None, trusted: bool, root: Path | None,
+               env: Mapping[str, str]) -> KnowledgeConfig:
     """The knowledge datasets of the files in precedence order: a later file replaces a dataset's table whole; an
     untrusted project's declarations are set aside (declaring a dataset grants access to files)."""
     share = DEFAULT_COMMON_TERM_SHARE
@@ -232,15 +233,19 @@ def _knowledge(docs: list[ConfigDoc], *, project: ConfigDoc | None, trusted: boo
         for name, entry in section.datasets.items():
             path = None
             if entry.path is not None:
-                path = _dataset_path(entry.path, doc, name, workspace=root if doc is project else None)
+                path = _dataset_path(entry.path, doc, name, workspace=root if doc is project else None, env=env)
             datasets[name] = DatasetDecl(name=name, path=path, pii=entry.pii, modes=tuple(entry.modes),
                                          source=doc.source)
     return KnowledgeConfig(common_term_share=share, datasets=tuple(datasets[n] for n in sorted(datasets)),
                            ignored=tuple(sorted(set(ignored))))
 
 
-def _dataset_path(raw: str, doc: ConfigDoc, name: str, *, workspace: Path | None) -> Path:
-    path = Path(raw).expanduser()
+def _dataset_path(raw: str, doc: ConfigDoc, name: str, *, workspace: Path | None, env: Mapping[str, str]) -> Path:
+    """`~` is the user's home as the environment given says (like the config file's own location)."""
+    if raw == "~" or raw.startswith("~/"):
+        path = _user_home(env) / raw[2:]
+    else:
+        path = Path(raw).expanduser()
     if not path.is_absolute():
         if workspace is None:
             raise ConfigError(f"must be an absolute path or start with ~ (got {raw!r})", file=doc.source,

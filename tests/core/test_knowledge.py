@@ -4,6 +4,7 @@ query terms and the discriminating rule, sections, and the grant check."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 
 import pytest
 from hypothesis import given
@@ -142,7 +143,7 @@ def test_sections_cover_the_text_in_order_within_the_size_cap(text: str) -> None
     data = text.encode("utf-8")
     ranges = sections(text)
     assert ranges[0][0] == 0 and ranges[-1][1] == len(data)
-    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
     for start, end in ranges:
         assert end - start <= SECTION_MAX_BYTES
         data[start:end].decode("utf-8")
