@@ -107,7 +107,8 @@ def read_document(dataset: str, filename: str, source_path: str, raw: bytes) -> 
         return problem("bad_front_matter", str(exc), filename)
     offset = front.content_offset
     content = raw[offset:]
+    content_sha = source_sha if offset == 0 else hashlib.sha256(content).hexdigest()
     doc = Document(dataset=dataset, id=front.id or filename, filename=filename, tags=front.tags,
-                   content_sha256=hashlib.sha256(content).hexdigest(), source_path=source_path,
+                   content_sha256=content_sha, source_path=source_path,
                    source_sha256=source_sha, content_offset=offset, content_bytes=len(content))
     return LoadedDocument(document=doc, text=text[front.content_chars:])

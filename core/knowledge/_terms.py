@@ -1,7 +1,7 @@
 """Query terms and the discriminating-term rule.
 
 Terms are read the way the index's tokenizer (SQLite FTS5 `unicode61 remove_diacritics 2`) reads text: runs of
-letters and digits, case-folded, diacritics removed; everything else separates. The index is always asked with
+letters and digits, lower-cased, diacritics removed; everything else separates. The index is always asked with
 each term quoted, so no query is FTS5 syntax and what a term means never depends on its spelling.
 
 A term counts for a match in a dataset only when it is *discriminating* there: it occurs in at least one of the
@@ -20,8 +20,11 @@ _TOKEN = re.compile(r"[^\W_]+")
 
 
 def normalise(text: str) -> str:
-    """Case-folded, without diacritics (as the index's tokenizer compares)."""
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    """Lower-cased, without diacritics, as the index's tokenizer compares (simple lower-casing and canonical
+    decomposition: `ß` stays `ß`, a ligature stays itself, as in FTS5's unicode61)."""
+    if text.isascii():
+        return text.lower()
+    decomposed = unicodedata.normalize("NFD", text.lower())
     return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 

@@ -135,6 +135,8 @@ class KnowledgeIndex:
                 table = f"fts_{number}"
                 db.execute(f"CREATE VIRTUAL TABLE {table} USING fts5(name, tags, body, content='docs', "
                            f"content_rowid='rowid', tokenize='{_TOKENIZE}')")
+                # One merge at the end ('optimize') instead of merging segments as they are written.
+                db.execute(f"INSERT INTO {table}({table}, rank) VALUES ('automerge', 0)")
                 db.execute(f"INSERT INTO {table}(rowid, name, tags, body) "
                            "SELECT rowid, name, tags, body FROM docs WHERE dataset = ? ORDER BY rowid", (entry.name,))
                 db.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
