@@ -112,11 +112,12 @@ class KnowledgeService:
                         hint="declare datasets in config ([knowledge.datasets.NAME]); a session builds its manifest "
                              "when it starts")
         manifest = self.index.corpus.manifest
-        missing = [d for d in scope if manifest.dataset(d) is None]
-        if dataset is not None and missing:
-            return self._miss("no_manifest", f"dataset {dataset!r} is not in this session's manifest (it was "
-                                             "declared after the session started)", dataset=dataset)
-        return tuple(d for d in scope if d not in missing)
+        present = tuple(d for d in scope if manifest.dataset(d) is not None)
+        if not present:
+            return self._miss("no_manifest", f"{_datasets(scope)} not in this session's manifest (declared after "
+                                             "the session started)", dataset=dataset,
+                              hint="start a new session (or resume this one) to read it")
+        return present
 
     def _miss(self, kind: MissKind, reason: str, *, dataset: str | None = None, doc_id: str | None = None,
               hint: str | None = None, candidates: tuple[str, ...] = (),

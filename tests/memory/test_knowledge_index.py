@@ -225,6 +225,19 @@ def test_a_session_without_a_manifest_gets_no_manifest(tmp_path: Path) -> None:
     assert isinstance(denied, Miss) and denied.kind == "dataset_denied"
 
 
+def test_a_dataset_declared_after_the_manifest_was_built_is_no_manifest(tmp_path: Path, corpus_dir: Path) -> None:
+    """A grant for a dataset the session's manifest does not hold cannot be served: `no_manifest`, never an
+    empty answer that reads like "nothing there"."""
+    corpus = load_corpus({"pydoc": (corpus_dir / "pydoc",)})
+    svc = KnowledgeService(grants=grants("pydoc", "later"), index=KnowledgeIndex(tmp_path / "home", corpus),
+                           common_term_share=SHARE)
+    for answer in (svc.get("x.md", mode="headless", dataset="later"), svc.search("nonlocal", mode="headless",
+                                                                                 dataset="later")):
+        assert isinstance(answer, Miss) and answer.kind == "no_manifest"
+    found = svc.search("nonlocal", mode="headless")
+    assert isinstance(found, Hits) and {h.dataset for h in found.hits} == {"pydoc"}
+
+
 def test_invalid_utf8_and_duplicate_ids_are_reported_and_are_misses(tmp_path: Path) -> None:
     """A file that is not UTF-8 and two files claiming one id are in the manifest's problems, not indexed, and
     looking them up answers a miss that says why."""
