@@ -149,4 +149,4 @@ def _lexical_hit(row: IndexRow) -> Hit:
     return Hit(dataset=d.dataset, id=d.id, filename=d.filename, tags=d.tags, text=text,
                byte_range=(d.content_offset + start, d.content_offset + end), content_sha256=d.content_sha256,
                content_bytes=d.content_bytes, source_path=d.source_path, source_sha256=d.source_sha256,
-               method="lexical", score=round(row.score or 0.0, 6), matched_terms=row.matched_terms)
+               method="lexical", score=row.score, matched_terms=row.matched_terms)

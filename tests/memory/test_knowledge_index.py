@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.knowledge import Corpus, DatasetGrant, Hits, Miss, tokens
 from memory.knowledge import INDEX_DIR, IndexRow, KnowledgeIndex, KnowledgeService, LexicalOutcome, load_corpus
@@ -376,3 +378,43 @@ def test_a_reader_with_the_index_open_keeps_its_whole_view_while_it_is_replaced(
     again = KnowledgeService(grants=grants("pydoc"), index=index, common_term_share=SHARE).get("assert.txt",
                                                                                                  mode="headless")
     assert isinstance(again, Hits)  # a missing index file is rebuilt from the corpus on demand
+
+
+WORDS = ["rotate", "keys", "drain", "queue", "deploy", "restart", "the", "and", "cache", "certs"]
+DOCS = st.dictionaries(st.sampled_from(["ops", "dev"]), st.lists(
+    st.lists(st.sampled_from(WORDS), min_size=1, max_size=12).map(" ".join), min_size=1, max_size=8),
+    min_size=1)
+
+
+@settings(max_examples=25, deadline=None)
+@given(docs=DOCS, query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join),
+       share=st.sampled_from([0.25, 0.5, 1.0]))
+def test_ranking_is_deterministic_ordered_and_only_by_discriminating_terms(docs: dict[str, list[str]], query: str,
+                                                                           share: float) -> None:
+    """Any small corpus, any query: two fresh indexes answer byte for byte alike; hits are best first with ties by
+    dataset then id; each holds a term that is in no more than `share` of its dataset's documents."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for dataset, texts in docs.items():
+            (root / dataset).mkdir()
+            for number, text in enumerate(texts):
+                (root / dataset / f"d{number}.md").write_text(text + "\n", encoding="utf-8")
+        roots = {d: (root / d,) for d in docs}
+        answers = [KnowledgeService(grants=grants(*docs), index=KnowledgeIndex(root / home, load_corpus(roots)),
+                                    common_term_share=share).search(query, mode="headless", limit=20)
+                   for home in ("a", "b")]
+        assert answers[0].model_dump_json() == answers[1].model_dump_json()
+        answer = answers[0]
+        if isinstance(answer, Miss):
+            assert answer.kind in ("weak_match", "not_found")
+            return
+        keys = [(-(h.score or 0.0), h.dataset, h.id) for h in answer.hits]
+        assert keys == sorted(keys)
+        for hit in answer.hits:
+            texts = docs[hit.dataset]
+            for term in hit.matched_terms:
+                frequency = sum(term in t.split() for t in texts)
+                assert 0 < frequency <= max(share * len(texts), 1)
+                assert term in hit.text.split()
