@@ -18,13 +18,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
 from config.settings import PROJECT_DIR, _user_home
 from core.events import Mode
-from core.knowledge import DatasetGrant
 from core.tools.spec import PiiClass
+
+if TYPE_CHECKING:
+    from core.knowledge import DatasetGrant
 
 DEFAULT_COMMON_TERM_SHARE = 0.25
 """Low enough that a word in a quarter of the documents ("python" in Python's documentation) does not count."""
@@ -44,6 +47,8 @@ class DatasetDecl(BaseModel):
     """The file that declared it."""
 
     def grant(self) -> DatasetGrant:
+        from core.knowledge import DatasetGrant  # the knowledge models load when a grant is first asked for
+
         return DatasetGrant(name=self.name, pii=self.pii, modes=self.modes, source=self.source)
 
 

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import ParamSpec, TypeVar, get_args
+from typing import TYPE_CHECKING, ParamSpec, TypeVar, get_args
 
 import click
 
@@ -19,8 +19,11 @@ from agent.cli.output import echo, echo_json
 from config import LoadedConfig, dataset_roots, found_datasets
 from core.errors import StrataError
 from core.events import Mode
-from core.knowledge import Corpus, Hit, Hits, Miss, check_scope
-from memory.knowledge import DEFAULT_LIMIT, MAX_LIMIT, KnowledgeIndex, KnowledgeService, load_corpus
+from core.knowledge import DEFAULT_LIMIT, MAX_LIMIT
+
+if TYPE_CHECKING:  # loaded by the commands that use them, so `strata` starts without the knowledge models
+    from core.knowledge import Corpus, Hit, Hits, Miss
+    from memory.knowledge import KnowledgeService
 
 EXIT_MISS = 1
 P = ParamSpec("P")
@@ -58,6 +61,8 @@ def knowledge() -> None:
 @_errors
 def list_cmd(workspace: Path, as_json: bool) -> None:
     """Declared datasets (grants, documents, where they are read from), problems, and undeclared ones found."""
+    from memory.knowledge import KnowledgeIndex
+
     loaded = _loaded(workspace)
     corpus = _corpus(loaded, workspace)
     manifest = corpus.manifest
@@ -129,6 +134,8 @@ def get(doc_id: str, dataset: str | None, mode: Mode, workspace: Path, as_json: 
 @_errors
 def rebuild(workspace: Path, as_json: bool) -> None:
     """Build the index of the current manifest again, and put it in place atomically."""
+    from memory.knowledge import KnowledgeIndex
+
     loaded = _loaded(workspace)
     corpus = _corpus(loaded, workspace)
     report = KnowledgeIndex(loaded.settings.home, corpus).rebuild()
@@ -149,6 +156,8 @@ def _loaded(workspace: Path) -> LoadedConfig:
 
 
 def _corpus(loaded: LoadedConfig, workspace: Path) -> Corpus:
+    from memory.knowledge import load_corpus
+
     roots = dataset_roots(loaded.knowledge, workspace=workspace, project_trusted=loaded.project_trusted)
     return load_corpus(roots)
 
@@ -156,6 +165,9 @@ def _corpus(loaded: LoadedConfig, workspace: Path) -> Corpus:
 def _service(workspace: Path, dataset: str | None, mode: Mode, as_json: bool) -> KnowledgeService:
     """The service over the current corpus, once the grant allows the request: a refusal is printed before any
     document is read or the index is touched."""
+    from core.knowledge import Miss, check_scope
+    from memory.knowledge import KnowledgeIndex, KnowledgeService
+
     loaded = _loaded(workspace)
     grants = loaded.knowledge.grants()
     scope = check_scope(grants, dataset, mode)
@@ -170,6 +182,8 @@ def _service(workspace: Path, dataset: str | None, mode: Mode, as_json: bool) ->
 
 
 def _answer(answer: Hits | Miss, as_json: bool, *, whole: bool) -> None:
+    from core.knowledge import Miss
+
     if isinstance(answer, Miss):
         _miss(answer, as_json)
     if as_json:

@@ -14,18 +14,10 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.knowledge._front_matter import FrontMatterError, parse_front_matter
-
-DATASET_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-"""A dataset name is a directory name and a config key: letters, digits, `_`, `.`, `-`; at most 64 characters."""
+from core.knowledge._names import DATASET_PATTERN, MAX_DOCUMENT_BYTES
 
 DatasetName = Annotated[str, Field(pattern=DATASET_PATTERN)]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
-
-MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
-"""A larger file is reported (`too_large`), not indexed: a procedure is not a data dump."""
-
-DOCUMENT_SUFFIXES = (".md", ".markdown", ".txt", ".text")
-"""Which files under a dataset root are documents (others are not read, and not reported)."""
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 

@@ -15,6 +15,8 @@ from typing import Protocol
 
 from core.events import Mode
 from core.knowledge import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
     Corpus,
     CorpusProblem,
     DatasetGrant,
@@ -28,8 +30,6 @@ from core.knowledge import (
 )
 from memory.knowledge._index import IndexRow, LexicalOutcome
 
-DEFAULT_LIMIT = 5
-MAX_LIMIT = 20
 DOC_PREFIX = "doc:"
 
 
