@@ -4,6 +4,7 @@ environment (`STRATA_*`) < flags, and project trust (a project's hooks and allow
 from config._read import ConfigDoc, read_config_file
 from config.hook_files import FileProblem, HookFiles
 from config.hooks import HOOK_EVENTS, HookSpec
+from config.knowledge import DatasetDecl, KnowledgeConfig, dataset_roots, found_datasets, user_knowledge_dir
 from config.loader import LoadedConfig, Secrets, ToolDeadline, load_config, load_settings, untrusted_notice
 from config.schema import ConfigFile, HookEntry, RuleEntry
 from config.settings import (
@@ -26,11 +27,13 @@ __all__ = [
     "SETTING_KEYS",
     "ConfigDoc",
     "ConfigFile",
+    "DatasetDecl",
     "Durability",
     "FileProblem",
     "HookEntry",
     "HookFiles",
     "HookSpec",
+    "KnowledgeConfig",
     "LoadedConfig",
     "OnAsk",
     "RuleEntry",
@@ -39,9 +42,11 @@ __all__ = [
     "ToolDeadline",
     "TrustRecord",
     "TrustState",
+    "dataset_roots",
     "default_home",
     "env_var",
     "flag_name",
+    "found_datasets",
     "is_trusted",
     "load_config",
     "load_settings",
@@ -53,4 +58,5 @@ __all__ = [
     "untrust",
     "untrusted_notice",
     "user_config_path",
+    "user_knowledge_dir",
 ]

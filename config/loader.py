@@ -24,10 +24,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from config._read import ConfigDoc, describe, parse_config, read_config_file
 from config.hook_files import FileProblem, HookFiles
 from config.hooks import HOOK_EVENTS, HookSpec
+from config.knowledge import DEFAULT_COMMON_TERM_SHARE, DatasetDecl, KnowledgeConfig
 from config.settings import (
     DEFAULTS_SOURCE,
     SETTING_KEYS,
     Settings,
+    _user_home,
     env_var,
     flag_name,
     home_with_source,
@@ -98,6 +100,8 @@ class LoadedConfig(BaseModel):
     """Digest of the active (trusted) project hooks, recorded by a session that starts with them; None without."""
     project_hooks_problem: FileProblem | None = None
     """Why the trusted project's hooks would refuse to run now (a file they execute changed since the trust)."""
+    knowledge: KnowledgeConfig = KnowledgeConfig()
+    """Declared knowledge datasets (an untrusted project's are ignored) and the common-term share."""
 
     @property
     def trust_command(self) -> str:
@@ -176,7 +180,13 @@ def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
             if entry.timeout_s is not None:
                 deadlines[tool] = ToolDeadline(tool=tool, timeout_s=entry.timeout_s, source=doc.source)
 
+    knowledge = _knowledge(docs, project=project, trusted=state == "trusted", root=workspace, env=env)
+
     notices: list[str] = []
+    if project is not None and knowledge.ignored:
+        notices.append(f"project config {project.path} is not trusted: its knowledge datasets "
+                       f"({', '.join(knowledge.ignored)}) are ignored; run "
+                       f"`{_trust_command(project.path.parent.parent)}` after reviewing it")
     if project is not None and (ignored_rules or ignored_hooks):
         notices.append(untrusted_notice(project.path, state, hooks=len(ignored_hooks), allow_rules=len(ignored_rules)))
     root = workspace.expanduser().resolve() if workspace is not None else None
@@ -202,7 +212,46 @@ def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
         project_files=project_files if state == "trusted" else None,
         project_hooks_digest=sha256_json([h.identity() for h in project_hooks]) if project_hooks else None,
         project_hooks_problem=problem,
+        knowledge=knowledge,
     )
+
+
+def _knowledge(docs: list[ConfigDoc], *, project: ConfigDoc | None, trusted: bool, root: Path | None,
+               env: Mapping[str, str]) -> KnowledgeConfig:
+    """The knowledge datasets of the files in precedence order: a later file replaces a dataset's table whole; an
+    untrusted project's declarations are set aside (declaring a dataset grants access to files)."""
+    share = DEFAULT_COMMON_TERM_SHARE
+    datasets: dict[str, DatasetDecl] = {}
+    ignored: list[str] = []
+    for doc in docs:
+        section = doc.data.knowledge
+        if section.common_term_share is not None:
+            share = section.common_term_share
+        if doc is project and not trusted:
+            ignored.extend(section.datasets)
+            continue
+        for name, entry in section.datasets.items():
+            path = None
+            if entry.path is not None:
+                path = _dataset_path(entry.path, doc, name, workspace=root if doc is project else None, env=env)
+            datasets[name] = DatasetDecl(name=name, path=path, pii=entry.pii, modes=tuple(entry.modes),
+                                         source=doc.source)
+    return KnowledgeConfig(common_term_share=share, datasets=tuple(datasets[n] for n in sorted(datasets)),
+                           ignored=tuple(sorted(set(ignored))))
+
+
+def _dataset_path(raw: str, doc: ConfigDoc, name: str, *, workspace: Path | None, env: Mapping[str, str]) -> Path:
+    """`~` is the user's home as the environment given says (like the config file's own location)."""
+    if raw == "~" or raw.startswith("~/"):
+        path = _user_home(env) / raw[2:]
+    else:
+        path = Path(raw).expanduser()
+    if not path.is_absolute():
+        if workspace is None:
+            raise ConfigError(f"must be an absolute path or start with ~ (got {raw!r})", file=doc.source,
+                              key=f"knowledge.datasets.{name}.path")
+        path = workspace.expanduser().resolve() / path
+    return path
 
 
 def load_settings(env: Mapping[str, str] | None = None, **flags: object) -> Settings:

@@ -12,6 +12,7 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from config.settings import (
+    CommonTermShare,
     ContextBudget,
     Durability,
     HookSeconds,
@@ -23,12 +24,16 @@ from config.settings import (
     SnapshotEvery,
     ToolSeconds,
 )
+from core.events import Mode
 from core.faults import FAULT_ENV
+from core.knowledge import DATASET_PATTERN
 from core.policy import RuleAction
+from core.tools.spec import PiiClass
 
 _TOOL_GLOB = re.compile(r"^[A-Za-z0-9_.:*?\[\]!-]+$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
+_DATASET_NAME = re.compile(DATASET_PATTERN)
 
 
 def unclosed_bracket(glob: str) -> bool:
@@ -85,6 +90,27 @@ def _tool_name(value: str) -> str:
     return value
 
 
+def _dataset_name(value: str) -> str:
+    if not _DATASET_NAME.match(value):
+        raise ValueError("a dataset name is 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit")
+    return value
+
+
+def _dataset_path(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    if "\x00" in value:
+        raise ValueError("must not contain a NUL character")
+    return value
+
+
+def _distinct_modes(value: list[Mode]) -> list[Mode]:
+    repeated = sorted({m for m in value if value.count(m) > 1})
+    if repeated:
+        raise ValueError(f"mode {repeated[0]!r} is listed twice")
+    return value
+
+
 def _hook_env_name(value: str) -> str:
     _env_name(value)
     if value == FAULT_ENV:
@@ -99,6 +125,8 @@ Command = Annotated[str, AfterValidator(_command)]
 EnvName = Annotated[str, AfterValidator(_env_name)]
 ToolName = Annotated[str, AfterValidator(_tool_name)]
 HookEnvName = Annotated[str, AfterValidator(_hook_env_name)]
+DatasetName = Annotated[str, AfterValidator(_dataset_name)]
+DatasetPath = Annotated[str, AfterValidator(_dataset_path)]
 SecretValue = Annotated[str, Field(min_length=4)]
 """Shorter values would mask ordinary text wherever it appears."""
 
@@ -158,6 +186,24 @@ class ToolEntry(_Table):
     """The deadline of each call of the tool (None: the tool's own; for `bash` it caps the call's `timeout_s`)."""
 
 
+class DatasetEntry(_Table):
+    """`[knowledge.datasets.NAME]`: a knowledge dataset, where it is read from and who may read it."""
+
+    path: DatasetPath | None = None
+    """Its root directory: absolute or starting with `~` (a project file may give it relative to the workspace).
+    None: `$XDG_DATA_HOME/strata/knowledge/NAME` and, in a trusted project, `.strata/knowledge/NAME`."""
+    pii: PiiClass = "internal"
+    """The PII class of what it holds; the knowledge tools carry the highest of the datasets a mode may read."""
+    modes: Annotated[list[Mode], AfterValidator(_distinct_modes)] = Field(default_factory=list)
+    """The session modes granted to read it (none by default: a grant is always written down)."""
+
+
+class KnowledgeSection(_Table):
+    common_term_share: CommonTermShare | None = None
+    """A term found in more than this share of a dataset's documents does not count as a match there."""
+    datasets: dict[DatasetName, DatasetEntry] = Field(default_factory=dict)
+
+
 class ConfigFile(_Table):
     durability: Durability | None = None
     max_turns: MaxTurns | None = None
@@ -173,3 +219,5 @@ class ConfigFile(_Table):
     secrets: SecretsSection = Field(default_factory=SecretsSection)
     tools: dict[ToolName, ToolEntry] = Field(default_factory=dict)
     """Per-tool settings; a later file overrides an earlier one tool by tool."""
+    knowledge: KnowledgeSection = Field(default_factory=KnowledgeSection)
+    """Knowledge datasets (config/knowledge.py); a later file replaces a dataset's table whole."""

@@ -25,6 +25,7 @@ ToolSeconds = Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)]
 RepairBudget = Annotated[int, Field(ge=0)]
 ContextBudget = Annotated[int, Field(ge=1)]
 SnapshotEvery = Annotated[int, Field(ge=0)]
+CommonTermShare = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
 
 
 class Settings(BaseModel):

@@ -4,8 +4,8 @@ import importlib
 
 import pytest
 
-PACKAGES = ["core.tools", "core.model", "config", "memory", "observability", "tool_executor", "tool_executor.shell",
-            "agent.ipc"]
+PACKAGES = ["core.tools", "core.model", "core.knowledge", "config", "memory", "memory.knowledge", "observability",
+            "tool_executor", "tool_executor.shell", "agent.ipc"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

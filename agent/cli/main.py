@@ -16,6 +16,7 @@ from agent.cli.export_cmd import export
 from agent.cli.first_cmds import demo, doctor
 from agent.cli.fork_cmd import fork
 from agent.cli.inspect_cmds import receipts, sessions, show
+from agent.cli.knowledge_cmd import knowledge
 from agent.cli.output import echo
 from agent.cli.reconcile_cmd import reconcile_cmd
 from agent.cli.session_cmds import resume, run
@@ -34,7 +35,7 @@ def cli(verbose: bool) -> None:
 
 
 for command in (run, resume, sessions, show, receipts, reconcile_cmd, doctor, demo, trust, config_group, approve,
-                deny, timeline, chat, export, fork):
+                deny, timeline, chat, export, fork, knowledge):
     cli.add_command(command)
 
 

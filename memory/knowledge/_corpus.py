@@ -1,0 +1,119 @@
+"""Reading a corpus from disk: every document file under each dataset's roots, read once, bound to its bytes.
+
+Walks each root in sorted order without following symlinks (a symlink is reported `not_followed`, so a dataset
+never reaches outside its root in silence) and skips hidden entries (`.git/`, `.DS_Store`). Only files with a
+document suffix (core/knowledge DOCUMENT_SUFFIXES) are read; each is opened without following a symlink and
+without blocking (a FIFO is reported, never waited on). A file that cannot be indexed is reported, never dropped
+in silence (core/knowledge/_document.py). Blocking: call it from a worker thread in async code."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+
+from core.knowledge import (
+    DOCUMENT_SUFFIXES,
+    MAX_DOCUMENT_BYTES,
+    Corpus,
+    CorpusProblem,
+    LoadedDocument,
+    ProblemKind,
+    build_corpus,
+    read_document,
+)
+from core.utf8 import valid_text
+
+
+def load_corpus(roots: Mapping[str, tuple[Path, ...]]) -> Corpus:
+    """The corpus of the datasets in `roots` (dataset -> root directories, config/knowledge.py dataset_roots)."""
+    loaded: list[LoadedDocument] = []
+    problems: list[CorpusProblem] = []
+    shown: dict[str, tuple[str, ...]] = {}
+    for dataset in sorted(roots):
+        shown[dataset] = tuple(str(_absolute(r)) for r in roots[dataset])
+        for root in roots[dataset]:
+            _walk(dataset, _absolute(root), loaded, problems)
+    return build_corpus(shown, loaded, problems)
+
+
+def _absolute(path: Path) -> Path:
+    return Path(os.path.abspath(path.expanduser()))
+
+
+def _walk(dataset: str, root: Path, loaded: list[LoadedDocument], problems: list[CorpusProblem]) -> None:
+    def report(kind: ProblemKind, path: str, detail: str) -> None:
+        problems.append(CorpusProblem(dataset=dataset, kind=kind, source_path=valid_text(path),
+                                      detail=detail))
+
+    try:
+        st = os.lstat(root)
+    except OSError as exc:
+        report("missing_root", str(root), f"the dataset's directory cannot be read: {exc.strerror or exc}")
+        return
+    if stat.S_ISLNK(st.st_mode):
+        real = os.path.realpath(root)
+        if not os.path.isdir(real):
+            report("missing_root", str(root), "the dataset's directory is a symlink to something that is not one")
+            return
+    elif not stat.S_ISDIR(st.st_mode):
+        report("missing_root", str(root), "the dataset's path is not a directory")
+        return
+
+    errors: list[OSError] = []
+    for current, dirs, files in os.walk(root, onerror=errors.append):
+        here = Path(current)
+        for name in sorted(dirs):
+            if name.startswith(".") or (here / name).is_symlink():
+                if not name.startswith("."):
+                    report("not_followed", str(here / name), "a symlinked directory is not followed")
+                dirs.remove(name)
+        dirs.sort()
+        for name in sorted(files):
+            if name.startswith(".") or not name.lower().endswith(DOCUMENT_SUFFIXES):
+                continue
+            path = here / name
+            filename = path.relative_to(root).as_posix()
+            item = _read(dataset, filename, path)
+            (loaded if isinstance(item, LoadedDocument) else problems).append(item)  # type: ignore[arg-type]
+    for err in errors:
+        report("unreadable", str(err.filename or root), f"cannot list the directory: {err.strerror or err}")
+
+
+def _read(dataset: str, filename: str, path: Path) -> LoadedDocument | CorpusProblem:
+    shown = valid_text(str(path))
+
+    def problem(kind: ProblemKind, detail: str) -> CorpusProblem:
+        return CorpusProblem(dataset=dataset, kind=kind, source_path=shown, id=valid_text(filename),
+                             detail=detail)
+
+    if shown != str(path):
+        return problem("bad_name", "the path is not valid UTF-8")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if os.path.islink(path):
+            return problem("not_followed", "a symlinked file is not followed")
+        return problem("unreadable", f"cannot open: {exc.strerror or exc}")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return problem("unreadable", "not a regular file")
+        if st.st_size > MAX_DOCUMENT_BYTES:
+            return problem("too_large", f"{st.st_size} bytes (at most {MAX_DOCUMENT_BYTES})")
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_DOCUMENT_BYTES:
+                return problem("too_large", f"over {MAX_DOCUMENT_BYTES} bytes")
+        raw = b"".join(chunks)
+    except OSError as exc:
+        return problem("unreadable", f"cannot read: {exc.strerror or exc}")
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    return read_document(dataset, filename, str(path), raw)
