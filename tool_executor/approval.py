@@ -5,7 +5,8 @@ approve. In order:
 2. a decision recorded for this call (`strata approve` / `strata deny` on a parked session) applies only if it
    was made for the same argument sha256 and plan digest; a changed call needs a new decision;
 3. with no person to ask (headless, daemon, mcp) the call is denied, or parked with `--on-ask park`;
-4. otherwise the session's Approver asks: yes, no, or always for this session."""
+4. otherwise the session's Approver asks: yes, no, or always for this session; or it parks the call when the
+   person it would ask is gone (the serve daemon's driving client detached)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,10 @@ class ApprovalAnswer:
 
 
 class Approver(Protocol):
-    async def ask(self, request: ApprovalRequest) -> ApprovalAnswer: ...
+    async def ask(self, request: ApprovalRequest) -> ApprovalAnswer | Parked:
+        """A person's answer, or `Parked` when the person who would answer is gone (a daemon's client detached):
+        the call then waits durably for `strata approve` / `strata deny`, exactly as with `--on-ask park`."""
+        ...
 
 
 @dataclass(frozen=True)

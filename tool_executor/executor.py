@@ -352,7 +352,9 @@ class ToolCallProcessor:
             assert self.approver is not None
             async with self._asking:  # one question at a time, even for calls running side by side
                 answer = await self.approver.ask(request)
-            if answer.decision == "no":
+            if isinstance(answer, Parked):  # the person to ask is gone: the call waits for a recorded decision
+                outcome = answer
+            elif answer.decision == "no":
                 outcome = Rejected(answer.approver, answer.reason, "asked", answer)
                 events.append(ApprovalRejected(call_id=call.call_id, tool=tool, args_sha256=sha,
                                                approver=answer.approver, reason=answer.reason))
@@ -378,7 +380,7 @@ class ToolCallProcessor:
                 return Decision(deny, spec, tool, args, sha, tuple(steps), tuple(events), approver=outcome.approver,
                                 ask=ask)
             case Parked():
-                steps.append(Step("approval", "parked", note or "waiting for `strata approve`"))
+                steps.append(Step("approval", "parked", outcome.note or note or "waiting for `strata approve`"))
                 return Decision(outcome, spec, tool, args, sha, tuple(steps), ask=ask)
 
     # ---- the batch -------------------------------------------------------------------------------------------
