@@ -4,7 +4,8 @@ import importlib
 
 import pytest
 
-PACKAGES = ["core.tools", "core.model", "config", "memory", "observability", "tool_executor", "tool_executor.shell"]
+PACKAGES = ["core.tools", "core.model", "config", "memory", "observability", "tool_executor", "tool_executor.shell",
+            "agent.daemon"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)
