@@ -69,6 +69,7 @@ class SessionHost:
             finally:
                 with anyio.CancelScope(shield=True):
                     await host.drain(0)
+                tg.cancel_scope.cancel()  # whatever did not end in the drain's bounds (their cleanup is shielded)
 
     # ---- sessions ---------------------------------------------------------------------------------------------
 
@@ -80,8 +81,7 @@ class SessionHost:
         hosted = HostedSession(self._parts)
         session_id: str = await self._tg.start(
             hosted.serve, partial(hosted.start_new, workspace, adapter, rules, max_turns))
-        self._sessions[session_id] = hosted
-        self._tg.start_soon(self._forget_when_ended, hosted)
+        self._hosted(hosted)
         return session_id
 
     async def attach(self, session_id: str, role: Role = "drive", *, who: str | None = None) -> Attachment:
@@ -105,8 +105,17 @@ class SessionHost:
         except BaseException:
             self._sessions.pop(session_id, None)
             raise
-        self._tg.start_soon(self._forget_when_ended, hosted)
+        self._hosted(hosted)
         return attachment
+
+    def _hosted(self, hosted: HostedSession) -> None:
+        """A session the host now drives. One that opened while a drain began leaves again at once (the drain
+        did not see it)."""
+        self._sessions[hosted.id] = hosted
+        self._tg.start_soon(self._forget_when_ended, hosted)
+        if self._draining:
+            hosted.stop()
+            self._refuse_if_draining(hosted.id)
 
     async def _forget_when_ended(self, hosted: HostedSession) -> None:
         await hosted.ended.wait()
