@@ -7,9 +7,9 @@ Clients reach a session through attachments: one drives (prompts, approvals, int
 every attachment gets the session's committed events in commit order.
 
 `drain(grace_s)` stops the host as SIGTERM should stop a daemon: no new turn starts, a call waiting for a driver's
-approval parks, a turn stops as soon as no batch is open, running calls get the grace period, then the batches
-still open are closed exactly as Ctrl-C closes them (agent/loop.py), every lease is released and every
-attachment closed. The host never configures logging (the entry point does); each session's log lines carry its
+approval parks, a turn stops at its next model call (where nothing runs), running calls get the grace period,
+then the batches still open are closed exactly as Ctrl-C closes them (agent/loop.py), every lease is released and
+every attachment closed. The host never configures logging (the entry point does); each session's log lines carry its
 id, bound in its own task."""
 
 from __future__ import annotations

@@ -59,20 +59,27 @@ class HostParts:
 
 
 class _StopPoint:
-    """A hosted session's model, with a checkpoint before each call. A drain asks a turn to stop once no batch is
-    open; the stop lands here, before the next model round starts, even with a model that never waits (the
-    scripted one), instead of inside the next batch's first commit."""
+    """A hosted session's model, marking where a drain may stop a turn: at a model call, where no effect runs and
+    no batch is half decided (a call waiting for approval has its proposal staged, not yet committed). A drain
+    stops a turn that is in a model call at once, and any other turn when it reaches its next one; the checkpoint
+    makes the stop land here even with a model that never waits (the scripted one)."""
 
-    def __init__(self, model: ModelAdapter) -> None:
+    def __init__(self, model: ModelAdapter, session: HostedSession) -> None:
         self._model = model
+        self._session = session
 
     @property
     def name(self) -> str:
         return self._model.name
 
     async def complete(self, request: ModelRequest, listener: ModelListener | None = None) -> ModelResponse:
-        await anyio.lowlevel.checkpoint()
-        return await self._model.complete(request, listener)
+        self._session.in_model = True
+        try:
+            self._session.stop_if_draining()
+            await anyio.lowlevel.checkpoint()
+            return await self._model.complete(request, listener)
+        finally:
+            self._session.in_model = False
 
 
 def _undecided(state: SessionState) -> tuple[ParkedCall, ...]:
@@ -101,13 +108,15 @@ class HostedSession:
         self._turn_scope: anyio.CancelScope | None = None
         self._turn_done = anyio.Event()
         self._turn_done.set()
+        self.in_model = False
+        """The running turn waits on the model (see _StopPoint)."""
 
     # ---- opening (in the session's own task) ------------------------------------------------------------------
 
     async def start_new(self, workspace: Path, model: ModelAdapter, rules: Sequence[PermissionRule],
                         max_turns: int | None) -> None:
         rt = self._parts.rt
-        self.live = await start_session(rt, model=_StopPoint(model), workspace=workspace, mode="ipc",
+        self.live = await start_session(rt, model=_StopPoint(model, self), workspace=workspace, mode="ipc",
                                         rules=list(rules), prompt=None, max_turns=max_turns or self._parts.max_turns,
                                         observer=self._observe, asking=Asking(approver=self.approver))
         self.id = self.live.id
@@ -134,7 +143,7 @@ class HostedSession:
     async def _resume(self, prompt: str | None) -> LiveSession:
         factory = self._parts.model_factory
         return await resume_session(self._parts.rt, self.id, rules=[],
-                                    model_factory=lambda spec: _StopPoint(factory(spec)), observer=self._observe,
+                                    model_factory=lambda spec: _StopPoint(factory(spec), self), observer=self._observe,
                                     asking=Asking(approver=self.approver), prompt=prompt)
 
     # ---- the task ---------------------------------------------------------------------------------------------
@@ -271,17 +280,19 @@ class HostedSession:
         return True
 
     def begin_drain(self, why: str) -> None:
-        """No new turn; a call waiting for the driver parks now; a running turn stops once no batch is open."""
+        """No new turn; a call waiting for the driver parks now; a running turn stops at its next model call (at
+        once if it is in one)."""
         self._draining = True
         self.approver.park_all(why)
         self._broadcast(Notice(session_id=self.id, kind="shutting_down", text=why))
-        self._stop_between_batches()
+        if self.in_model:
+            self.interrupt()
 
     async def turn_finished(self) -> None:
         await self._turn_done.wait()
 
-    def _stop_between_batches(self) -> None:
-        if self._draining and self.live is not None and self.live.loop.state.open_batch is None:
+    def stop_if_draining(self) -> None:
+        if self._draining:
             self.interrupt()
 
     # ---- attachments ------------------------------------------------------------------------------------------
@@ -328,7 +339,6 @@ class HostedSession:
         self._broadcast(SessionEvent(session_id=item.session_id, item=item))
         if self.live is not None and self.turn_running:
             self.phase = "act" if self.live.loop.state.open_batch is not None else "plan"
-            self._stop_between_batches()
 
     def _mask(self, text: str) -> str:
         return self._parts.rt.masker.mask(text)

@@ -159,3 +159,30 @@ async def test_strata_deny_from_another_process_settles_a_parked_call_without_ru
         assert result.status == "denied"
         assert await rt.store.list_receipts(sid) == []
     assert not (workspace / "runs.log").exists()
+
+
+async def test_a_drain_parks_a_call_that_waits_for_its_driver(
+        strata_home: Path, workspace: Path, tmp_path: Path, cli: StrataCLI) -> None:
+    """The host drains while the driver is being asked: the call parks (it is not lost, and nothing is approved),
+    the lease is released, the driver is told, and the session waits for a decision from any terminal."""
+    async with host_on(strata_home) as (rt, host):
+        sid = await host.new_session(workspace=workspace, model=_bash_then_done(tmp_path))
+        driver = await host.attach(sid, "drive")
+        await host.prompt(driver, "run it")
+        await read_until(driver, lambda m: isinstance(m, ApprovalAsk))
+        with anyio.fail_after(10):
+            await host.drain(5)
+        rest = [m async for m in driver]
+        results = [m for m in rest if isinstance(m, TurnResult)]
+        assert [(r.status, [p.call_id for p in r.parked]) for r in results] == [("awaiting_approval", ["b1"])]
+        with pytest.raises(HostRefused) as closed:
+            await host.attach(sid, "drive")
+        assert closed.value.code == "shutting_down"
+        record = await rt.store.get_session(sid)
+        assert record.status == "awaiting_approval" and record.lease is None
+    assert not (workspace / "runs.log").exists()
+    code, _, err = await _cli(cli, "approve", sid, "b1")
+    assert code == 0, err
+    code, _, err = await _cli(cli, "resume", sid, "--json")
+    assert code == 0, err
+    assert (workspace / "runs.log").read_text() == "ran\n"
