@@ -26,10 +26,15 @@ class StopSignal:
 
     def __init__(self) -> None:
         self.received: signal.Signals | None = None
+        self.reason: str | None = None
+        """A stop asked for without a signal (a daemon told to shut down, agent/daemon/): how batches name it."""
 
     def cause(self) -> str | None:
-        """How a closed batch names the interruption: None while no signal came (then it was Ctrl-C)."""
-        return None if self.received is None else f"{self.received.name} stopped the run"
+        """How a closed batch names the interruption: None while no signal came and no stop was asked for (then
+        it was Ctrl-C, or an interrupt that stands for it)."""
+        if self.received is not None:
+            return f"{self.received.name} stopped the run"
+        return self.reason
 
 
 @asynccontextmanager

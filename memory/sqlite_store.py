@@ -437,6 +437,9 @@ class SqliteEventStore:
     async def acquire_lease(self, session_id: str, holder: LeaseHolder, alive: LivenessCheck,
                             now: datetime) -> SessionRecord:
         def body(conn: sqlite3.Connection, at: str, _: list[Callable[[], None]]) -> None:
+            # The log heads this store remembers are its own writes': another process may have written the
+            # session since this store last held it (a daemon that gave the lease up), so they are read again.
+            self._forget(session_id)
             row = conn.execute(f"SELECT {_SESSION_SELECT} FROM sessions WHERE id = ?", (session_id,)).fetchone()
             if row is None:
                 raise SessionNotFound(session_id)

@@ -6,7 +6,8 @@ can never approve. In order:
 3. a decision recorded for this call (`strata approve` / `strata deny` on a parked session) applies only if it
    was made for the same argument sha256 and plan digest; a changed call needs a new decision;
 4. with no person to ask (headless, daemon, mcp) the call is denied, or parked with `--on-ask park`;
-5. otherwise the session's Approver asks: yes, no, or always for this session.
+5. otherwise the session's Approver asks: yes, no, or always for this session; or it parks the call when the
+   person it would ask is gone (the serve daemon's driving client detached).
 
 `recorded_decision` builds what `strata approve` / `strata deny` commit for a parked call (agent/approvals.py
 takes the lease and commits it)."""
@@ -55,7 +56,10 @@ class ApprovalAnswer:
 
 
 class Approver(Protocol):
-    async def ask(self, request: ApprovalRequest) -> ApprovalAnswer: ...
+    async def ask(self, request: ApprovalRequest) -> ApprovalAnswer | Parked:
+        """A person's answer, or `Parked` when the person who would answer is gone (a daemon's client detached):
+        the call then waits durably for `strata approve` / `strata deny`, exactly as with `--on-ask park`."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -189,7 +193,9 @@ class ApprovalStep:
             assert self.approver is not None
             async with self._asking:  # one question at a time, even for calls running side by side
                 answer = await self.approver.ask(request)
-            if answer.decision == "no":
+            if isinstance(answer, Parked):  # the person to ask is gone: the call waits for a recorded decision
+                outcome = answer
+            elif answer.decision == "no":
                 outcome = Rejected(answer.approver, answer.reason, "asked", answer)
                 events.append(ApprovalRejected(call_id=call.call_id, tool=tool, args_sha256=sha,
                                                approver=answer.approver, reason=answer.reason))
@@ -213,7 +219,8 @@ class ApprovalStep:
                 return done(Deny("approval", (*ask.reasons, f"rejected by {outcome.approver}{why}")),
                             outcome.approver)
             case Parked():
-                steps.append(Step("approval", "parked", note or "waiting for `strata approve`", by=ask.asked_by))
+                steps.append(Step("approval", "parked", outcome.note or note or "waiting for `strata approve`",
+                                  by=ask.asked_by))
                 return done(outcome)
 
 

@@ -1,0 +1,230 @@
+"""SessionHost: many sessions driven at once in one process, the transport-independent core of `strata serve`.
+
+One host per process, opened on one Runtime. Each session is a task in the host's task group holding the
+session's lease exactly as a `strata run` process does (agent/_hosted.py), so a session the host drives cannot
+be driven by another process, and the host cannot take one another process drives ("session ... is active").
+Clients reach a session through attachments: one drives (prompts, approvals, interrupts), any number watch, and
+every attachment gets the session's committed events in commit order.
+
+`drain(grace_s)` stops the host as SIGTERM should stop a daemon: no new turn starts, a call waiting for a driver's
+approval parks, a turn stops at its next model call (where nothing runs), running calls get the grace period,
+then the batches still open are closed exactly as Ctrl-C closes them (agent/loop.py), every lease is released and
+every attachment closed. The host never configures logging (the entry point does); each session's log lines carry its
+id, bound in its own task."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup
+
+from agent.daemon._attachment import DEFAULT_QUEUE, Attachment, Role
+from agent.daemon._errors import HostRefused
+from agent.daemon._hosted import HostedSession, HostParts
+from agent.daemon._messages import SessionInfo
+from agent.models import model_from_spec
+from agent.reconcile import person
+from agent.session import Runtime
+from core.errors import UsageError
+from core.model import ModelAdapter
+from core.policy import PermissionRule
+from memory.restore import restore_or_report
+from tool_executor import ApprovalAnswer
+
+log = structlog.get_logger("strata.daemon")
+
+SHUTDOWN_REASON = "the host shut down"
+CLOSE_BOUND_S = 30.0
+"""How long a drain waits for interrupted turns to close their batches (killing process groups, a few commits)
+before it stops waiting."""
+
+
+class SessionHost:
+    def __init__(self, rt: Runtime, tg: TaskGroup, *, model_factory: Callable[[str], ModelAdapter],
+                 max_turns: int, queue_size: int) -> None:
+        self._rt = rt
+        self._tg = tg
+        self._parts = HostParts(rt=rt, model_factory=model_factory, max_turns=max_turns, queue_size=queue_size)
+        self._sessions: dict[str, HostedSession] = {}
+        self._draining = False
+        self._drained = anyio.Event()
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, rt: Runtime, *, model_factory: Callable[[str], ModelAdapter] = model_from_spec,
+                   max_turns: int = 50, queue_size: int = DEFAULT_QUEUE) -> AsyncIterator[SessionHost]:
+        """Host sessions on `rt` until the block ends; leaving it drains with no grace (running turns are closed
+        as Ctrl-C closes them) unless `drain` ran already. `model_factory` turns a model spec (`script:PATH`,
+        `anthropic:NAME`) into an adapter, for new sessions and for those it resumes."""
+        async with anyio.create_task_group() as tg:
+            host = cls(rt, tg, model_factory=model_factory, max_turns=max_turns, queue_size=queue_size)
+            try:
+                yield host
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await host.drain(0)
+                tg.cancel_scope.cancel()  # whatever did not end in the drain's bounds (their cleanup is shielded)
+
+    # ---- sessions ---------------------------------------------------------------------------------------------
+
+    async def new_session(self, *, workspace: Path, model: str, rules: Sequence[PermissionRule] = (),
+                          max_turns: int | None = None) -> str:
+        """Start a session in mode `ipc` (its asks go to its driving attachment) and host it. Its id."""
+        self._refuse_if_draining(None)
+        adapter = self._parts.model_factory(model)
+        hosted = HostedSession(self._parts)
+        session_id: str = await self._tg.start(
+            hosted.serve, partial(hosted.start_new, workspace, adapter, rules, max_turns))
+        self._hosted(hosted)
+        return session_id
+
+    async def attach(self, session_id: str, role: Role = "drive", *, who: str | None = None) -> Attachment:
+        """Attach to a session, hosting it first if it is not (`resume_session`: SessionActive if another process
+        drives it). A second driver is refused (`not_driver`); watchers are unlimited. A driver attaching to a
+        session whose calls wait for approval is asked about them again; a batch a crash left open is finished.
+        `who` names the person answering through this attachment (recorded with each decision)."""
+        self._refuse_if_draining(session_id)
+        who = who or person("strata attach")
+        hosted = self._sessions.get(session_id)
+        if hosted is not None:
+            attachment = hosted.add(role, who)
+            if role == "drive" and hosted.live is None and hosted.parked and not hosted.turn_running:
+                hosted.submit(None)
+            return attachment
+        hosted = HostedSession(self._parts, session_id)
+        self._sessions[session_id] = hosted
+        attachment = hosted.add(role, who)
+        try:
+            await self._tg.start(hosted.serve, partial(hosted.open_existing, role))
+        except BaseException:
+            self._sessions.pop(session_id, None)
+            raise
+        self._hosted(hosted)
+        return attachment
+
+    def _hosted(self, hosted: HostedSession) -> None:
+        """A session the host now drives. One that opened while a drain began leaves again at once (the drain
+        did not see it)."""
+        self._sessions[hosted.id] = hosted
+        self._tg.start_soon(self._forget_when_ended, hosted)
+        if self._draining:
+            hosted.stop()
+            self._refuse_if_draining(hosted.id)
+
+    async def _forget_when_ended(self, hosted: HostedSession) -> None:
+        await hosted.ended.wait()
+        if self._sessions.get(hosted.id) is hosted:
+            del self._sessions[hosted.id]
+
+    # ---- what a driver does -----------------------------------------------------------------------------------
+
+    async def prompt(self, attachment: Attachment, text: str) -> None:
+        """Start a turn on `text` and return; its events and its result reach the attachments. One turn at a
+        time: a prompt while one runs is refused (`session_busy`)."""
+        hosted = self._driving(attachment)
+        self._refuse_if_draining(hosted.id)
+        if not text.strip():
+            raise UsageError("the prompt is empty", hint="say what the agent should do")
+        self._refuse_if_busy(hosted)
+        if hosted.live is None:  # parked or released: a prompt cannot pass calls that wait for a decision
+            state = (await restore_or_report(self._rt.store, hosted.id)).state
+            undecided = [c for c in state.parked if c not in state.approvals]
+            if undecided:
+                raise HostRefused("session_busy", f"session {hosted.id} is waiting for approval of "
+                                  f"{', '.join(undecided)}; a new prompt cannot be given until they are decided",
+                                  session_id=hosted.id, hint=f"attach again as the driver to be asked, or decide "
+                                  f"with `strata approve|deny {hosted.id} CALL`")
+            self._refuse_if_busy(hosted)
+        hosted.submit(text)
+
+    async def approve(self, attachment: Attachment, call_id: str, *, args_sha256: str, plan_digest: str,
+                      always: bool = False) -> None:
+        """Approve a call this driver was asked about, for exactly the arguments and tool plan it was asked with
+        (`stale_approval` otherwise). `always`: for the rest of the session, as `a` in `strata chat`."""
+        hosted = self._driving(attachment)
+        answer = ApprovalAnswer("always" if always else "yes", attachment.who)
+        hosted.approver.answer(attachment, call_id, answer, args_sha256=args_sha256, plan_digest=plan_digest)
+
+    async def deny(self, attachment: Attachment, call_id: str, reason: str = "") -> None:
+        hosted = self._driving(attachment)
+        hosted.approver.answer(attachment, call_id, ApprovalAnswer("no", attachment.who, reason))
+
+    async def interrupt(self, attachment: Attachment) -> bool:
+        """Close the running turn exactly as Ctrl-C closes it. Whether a turn was running."""
+        return self._driving(attachment).interrupt()
+
+    async def detach(self, attachment: Attachment) -> None:
+        """The attachment stops; the session keeps running, or idles. A driver's waiting calls park."""
+        hosted = self._sessions.get(attachment.session_id)
+        if hosted is None:
+            return
+        hosted.remove(attachment, "detached", "detached; the session goes on without this client")
+
+    async def status(self) -> tuple[SessionInfo, ...]:
+        return tuple([await hosted.info() for hosted in list(self._sessions.values())])
+
+    # ---- stopping ---------------------------------------------------------------------------------------------
+
+    async def drain(self, grace_s: float, *, signal: signal.Signals | None = None) -> None:
+        """Stop hosting: see the module's docstring. `signal`: the one that asked for it (SIGTERM), so the batches
+        it closes name it as `strata run` does. Returns once every session left the host."""
+        if self._draining:
+            await self._drained.wait()
+            return
+        self._draining = True
+        stop = self._rt.stop
+        if signal is not None:
+            stop.received = signal
+        elif stop.received is None:
+            stop.reason = SHUTDOWN_REASON
+        why = stop.cause() or SHUTDOWN_REASON
+        sessions = list(self._sessions.values())
+        log.info("draining", sessions=len(sessions), grace_s=grace_s)
+        for hosted in sessions:
+            hosted.begin_drain(why)
+        with anyio.move_on_after(grace_s):
+            for hosted in sessions:
+                await hosted.turn_finished()
+        for hosted in sessions:
+            hosted.interrupt()
+        with anyio.move_on_after(CLOSE_BOUND_S):
+            for hosted in sessions:
+                await hosted.turn_finished()
+        for hosted in sessions:
+            hosted.stop()
+        with anyio.move_on_after(CLOSE_BOUND_S):
+            for hosted in sessions:
+                await hosted.ended.wait()
+        self._drained.set()
+        log.info("drained")
+
+    # ---- checks -----------------------------------------------------------------------------------------------
+
+    def _refuse_if_draining(self, session_id: str | None) -> None:
+        if self._draining:
+            raise HostRefused("shutting_down", "the host is shutting down and takes no new work",
+                              session_id=session_id, hint="resume the session with `strata resume ID` or attach "
+                              "again once a daemon runs")
+
+    @staticmethod
+    def _refuse_if_busy(hosted: HostedSession) -> None:
+        if hosted.turn_running:
+            raise HostRefused("session_busy", f"a turn of session {hosted.id} is running; one prompt at a time",
+                              session_id=hosted.id, hint="wait for its result, or interrupt it")
+
+    def _driving(self, attachment: Attachment) -> HostedSession:
+        hosted = self._sessions.get(attachment.session_id)
+        if hosted is None or not attachment.attached or attachment not in hosted.attachments:
+            raise HostRefused("not_attached", f"this client is not attached to session {attachment.session_id}",
+                              session_id=attachment.session_id, hint="attach again")
+        if attachment is not hosted.driver:
+            raise HostRefused("not_driver", f"this client watches session {hosted.id}; only its driving client "
+                              "prompts, approves and interrupts", session_id=hosted.id,
+                              hint="attach with role drive once no other client drives it")
+        return hosted

@@ -1,0 +1,359 @@
+"""One session the host drives: its task, its lease, its attachments and its turns.
+
+The session is driven by one task of the host's task group, as `strata run` drives it: `start_session` or
+`resume_session` take its lease, `LiveSession.run` runs each turn, and the task holds the lease between turns
+(renewing it) for as long as the session is hosted. Requests only set the next turn and wake the task, so they
+return at once. Committed events reach every attachment, in commit order, as they are committed.
+
+A hosted session holds no lease while it waits for approval (`parked`, so that `strata approve` from any terminal
+can record a decision, as after `--on-ask park`) or after its run failed (`released`): its next turn, or a driver
+attaching, resumes it through `resume_session`, which reads everything again from the store."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import anyio.lowlevel
+import structlog
+from anyio.abc import TaskStatus
+
+from agent.daemon._approver import DriverApprover
+from agent.daemon._attachment import Attachment, Role
+from agent.daemon._errors import HostRefused
+from agent.daemon._messages import (
+    EXIT_INTERRUPTED,
+    Notice,
+    NoticeKind,
+    Outbound,
+    Phase,
+    SessionEvent,
+    SessionInfo,
+    TurnResult,
+    WaitingCall,
+)
+from agent.outcome import RunOutcome
+from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
+from core.errors import StoreError, StrataError
+from core.events import ParkedCall, StoredEvent
+from core.model import ModelAdapter, ModelListener, ModelRequest, ModelResponse
+from core.policy import PermissionRule
+from core.state import SessionState
+from memory.leases import LEASE_TTL
+from memory.restore import restore_or_report
+
+log = structlog.get_logger("strata.daemon")
+
+
+@dataclass(frozen=True)
+class HostParts:
+    """What every hosted session shares."""
+
+    rt: Runtime
+    model_factory: Callable[[str], ModelAdapter]
+    max_turns: int
+    queue_size: int
+
+
+class _StopPoint:
+    """A hosted session's model, marking where a drain may stop a turn: at a model call, where no effect runs and
+    no batch is half decided (a call waiting for approval has its proposal staged, not yet committed). A drain
+    stops a turn that is in a model call at once, and any other turn when it reaches its next one; the checkpoint
+    makes the stop land here even with a model that never waits (the scripted one)."""
+
+    def __init__(self, model: ModelAdapter, session: HostedSession) -> None:
+        self._model = model
+        self._session = session
+
+    @property
+    def name(self) -> str:
+        return self._model.name
+
+    async def complete(self, request: ModelRequest, listener: ModelListener | None = None) -> ModelResponse:
+        self._session.in_model = True
+        try:
+            self._session.stop_if_draining()
+            await anyio.lowlevel.checkpoint()
+            return await self._model.complete(request, listener)
+        finally:
+            self._session.in_model = False
+
+
+def _undecided(state: SessionState) -> tuple[ParkedCall, ...]:
+    return tuple(p for p in state.parked.values() if p.call_id not in state.approvals)
+
+
+class HostedSession:
+    def __init__(self, parts: HostParts, session_id: str = "") -> None:
+        self._parts = parts
+        self.id = session_id
+        self.attachments: list[Attachment] = []
+        self.driver: Attachment | None = None
+        self.live: LiveSession | None = None
+        self.approver = DriverApprover(lambda: self.driver, self._send)
+        self.phase: Phase = "starting"
+        self.turn_running = False
+        self.parked: tuple[ParkedCall, ...] = ()
+        """Calls waiting for a recorded decision, as the last run left them (a parked session)."""
+        self.workspace = ""
+        self.model = ""
+        self.ended = anyio.Event()
+        self._next: tuple[str | None] | None = None
+        self._stopping = False
+        self._draining = False
+        self._wake = anyio.Event()
+        self._turn_scope: anyio.CancelScope | None = None
+        self._turn_done = anyio.Event()
+        self._turn_done.set()
+        self.in_model = False
+        """The running turn waits on the model (see _StopPoint)."""
+
+    # ---- opening (in the session's own task) ------------------------------------------------------------------
+
+    async def start_new(self, workspace: Path, model: ModelAdapter, rules: Sequence[PermissionRule],
+                        max_turns: int | None) -> None:
+        rt = self._parts.rt
+        self.live = await start_session(rt, model=_StopPoint(model, self), workspace=workspace, mode="ipc",
+                                        rules=list(rules), prompt=None, max_turns=max_turns or self._parts.max_turns,
+                                        observer=self._observe, asking=Asking(approver=self.approver))
+        self.id = self.live.id
+        self._opened(self.live.loop.state)
+
+    async def open_existing(self, role: Role) -> None:
+        """Resume the session under its lease; a batch left open (by a crash, or parked) is finished at once,
+        its waiting calls asked of the driver. A parked session a watcher attaches to stays parked (no lease)."""
+        rt = self._parts.rt
+        record = await rt.store.get_session(self.id)
+        self.workspace, self.model = record.workspace, record.model
+        if record.status == "awaiting_approval" and role == "watch":
+            self.parked = _undecided((await restore_or_report(rt.store, self.id)).state)
+            self.phase = "parked"
+            return
+        self.live = await self._resume(None)
+        self._opened(self.live.loop.state)
+        if self.live.loop.state.open_batch is not None:
+            self.submit(None)
+
+    def _opened(self, state: SessionState) -> None:
+        self.workspace, self.model, self.phase = state.workspace, state.model, "idle"
+
+    async def _resume(self, prompt: str | None) -> LiveSession:
+        factory = self._parts.model_factory
+        return await resume_session(self._parts.rt, self.id, rules=[],
+                                    model_factory=lambda spec: _StopPoint(factory(spec), self), observer=self._observe,
+                                    asking=Asking(approver=self.approver), prompt=prompt)
+
+    # ---- the task ---------------------------------------------------------------------------------------------
+
+    async def serve(self, open_session: Callable[[], Awaitable[None]], *,
+                    task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
+        """The session's task: open it (an error comes out of the host's `tg.start` as itself), then run its turns
+        until it is stopped; then release the lease and close the attachments. A failure here is logged and ends
+        this session only, never the host."""
+        try:
+            await open_session()
+        except BaseException as exc:
+            self._close_all("closed", f"the session could not be opened: {self._mask(str(exc))}")
+            self.ended.set()
+            raise
+        structlog.contextvars.bind_contextvars(session_id=self.id)  # this task's own context
+        log.info("session hosted", phase=self.phase)
+        task_status.started(self.id)
+        try:
+            while not self._stopping:
+                if self._next is None:
+                    await self._idle()
+                    continue
+                (prompt,), self._next = self._next, None
+                await self._turn(prompt)
+        except Exception as exc:  # a bug: this session leaves the host, the others go on
+            log.error("hosted session failed", error_type=type(exc).__name__, exc_info=True)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._release()
+                self._close_all("closed", "the session left the host; it can be resumed by id")
+                self.ended.set()
+            log.info("session left the host")
+
+    async def _idle(self) -> None:
+        """Wait for the next request; keep the lease renewed meanwhile, as a running turn's heartbeat does."""
+        self._wake = anyio.Event()
+        if self.live is None:
+            await self._wake.wait()
+            return
+        with anyio.move_on_after(LEASE_TTL.total_seconds() / 3):
+            await self._wake.wait()
+            return
+        live = self.live
+        holder = live.holder.model_copy(update={"expires_at": self._parts.rt.clock.now() + LEASE_TTL})
+        try:
+            renewed = await self._parts.rt.store.renew_lease(self.id, holder)
+        except StoreError as exc:  # busy for longer than the busy timeout: the lease is still good, try again
+            log.warning("lease renewal failed; retrying at the next beat", reason=str(exc))
+            return
+        if renewed:
+            live.holder = holder
+            return
+        log.error("the session's lease was taken by another process; it is no longer hosted here")
+        self.live, self.phase = None, "released"
+        self._broadcast(Notice(session_id=self.id, kind="released",
+                               text="another process took this session's lease; the host no longer drives it"))
+
+    def submit(self, prompt: str | None) -> None:
+        """The next turn (None: finish the open batch). The caller checked that no turn runs."""
+        self.turn_running = True
+        self._turn_done = anyio.Event()
+        self._next = (prompt,)
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+
+    async def _turn(self, prompt: str | None) -> None:
+        outcome: RunOutcome | None = None
+        error: StrataError | None = None
+        self.approver.new_run()
+        try:
+            if self._draining:  # accepted just before the drain began: it does not start
+                self._broadcast(TurnResult(session_id=self.id, status="interrupted", exit_code=EXIT_INTERRUPTED,
+                                           reason="the host is shutting down; the turn did not start"))
+                return
+            with anyio.CancelScope() as scope:
+                self._turn_scope = scope
+                try:
+                    if self.live is None:
+                        self.live = await self._resume(prompt)
+                        self.parked = ()
+                    self.phase = "act" if self.live.loop.state.open_batch is not None else "plan"
+                    outcome = await self.live.run(prompt)
+                except StrataError as exc:
+                    error = exc
+            self._turn_scope = None
+            with anyio.CancelScope(shield=True):
+                await self._ended(outcome, error, scope.cancelled_caught)
+        finally:
+            self.turn_running = False
+            self._turn_done.set()
+
+    async def _ended(self, outcome: RunOutcome | None, error: StrataError | None, interrupted: bool) -> None:
+        if outcome is not None:
+            assert self.live is not None
+            parked = _undecided(self.live.loop.state) if outcome.status == "awaiting_approval" else ()
+            if parked:  # the lease goes, so that `strata approve` can record a decision from anywhere
+                await self._release()
+                self.parked, self.phase = parked, "parked"
+            else:
+                self.phase = "idle"
+            self._broadcast(TurnResult.of(outcome, parked))
+            return
+        if error is not None:
+            await self._release()
+            self.phase = "released"
+            log.warning("turn failed", error=str(error))
+            self._broadcast(TurnResult(session_id=self.id, status="failed", exit_code=error.exit_code,
+                                       reason=self._mask(error.message)))
+            return
+        cause = self._parts.rt.stop.cause() or "the turn was interrupted"
+        self.phase = "idle" if self.live is not None else ("parked" if self.parked else "released")
+        reason = (f"{cause}: running calls were stopped; started effects are recorded as unknown, and every call "
+                  "has its result" if interrupted else cause)
+        self._broadcast(TurnResult(session_id=self.id, status="interrupted", exit_code=EXIT_INTERRUPTED,
+                                   reason=reason))
+
+    async def _release(self) -> None:
+        live, self.live = self.live, None
+        if live is not None:
+            with anyio.CancelScope(shield=True), contextlib.suppress(StrataError):
+                await live.release(None)  # the status is what the run committed
+
+    # ---- interrupts and drains ----------------------------------------------------------------------------------
+
+    def interrupt(self) -> bool:
+        """Cancel the running turn, as Ctrl-C does (the loop closes its batch). Whether a turn was running."""
+        if self._turn_scope is None:
+            return False
+        self._turn_scope.cancel()
+        return True
+
+    def begin_drain(self, why: str) -> None:
+        """No new turn; a call waiting for the driver parks now; a running turn stops at its next model call (at
+        once if it is in one)."""
+        self._draining = True
+        self.approver.park_all(why)
+        self._broadcast(Notice(session_id=self.id, kind="shutting_down", text=why))
+        if self.in_model:
+            self.interrupt()
+
+    async def turn_finished(self) -> None:
+        await self._turn_done.wait()
+
+    def stop_if_draining(self) -> None:
+        if self._draining:
+            self.interrupt()
+
+    # ---- attachments ------------------------------------------------------------------------------------------
+
+    def add(self, role: Role, who: str) -> Attachment:
+        if role == "drive" and self.driver is not None:
+            raise HostRefused("not_driver", f"session {self.id} already has a driving client; one client drives a "
+                              "session at a time", session_id=self.id,
+                              hint="attach with role watch to follow it, or wait until the driver detaches")
+        attachment = Attachment(self.id, role, who, self._parts.queue_size)
+        self.attachments.append(attachment)
+        if role == "drive":
+            self.driver = attachment
+        return attachment
+
+    def remove(self, attachment: Attachment, kind: NoticeKind, text: str) -> None:
+        if attachment in self.attachments:
+            self.attachments.remove(attachment)
+        if attachment is self.driver:
+            self.driver = None
+            if self.approver.driver_left(attachment):
+                self._broadcast(Notice(session_id=self.id, kind="parked", text="the driving client left while a "
+                                       "call waited for its approval; the call is parked"))
+        attachment.close(Notice(session_id=self.id, kind=kind, text=text))
+
+    def _send(self, attachment: Attachment, message: Outbound) -> bool:
+        if attachment.offer(message):
+            return True
+        log.warning("attachment dropped: it did not keep up", attachment=attachment.id, role=attachment.role)
+        self.remove(attachment, "dropped", "this client did not read the session's messages fast enough and was "
+                    "detached; attach again to follow the session")
+        return False
+
+    def _broadcast(self, message: Outbound) -> None:
+        for attachment in list(self.attachments):
+            self._send(attachment, message)
+
+    def _close_all(self, kind: NoticeKind, text: str) -> None:
+        for attachment in list(self.attachments):
+            self.remove(attachment, kind, text)
+
+    def _observe(self, item: StoredEvent) -> None:
+        """Every committed event, as it is committed (the loop's observer): to every attachment, in order."""
+        self._broadcast(SessionEvent(session_id=item.session_id, item=item))
+        if self.live is not None and self.turn_running:
+            self.phase = "act" if self.live.loop.state.open_batch is not None else "plan"
+
+    def _mask(self, text: str) -> str:
+        return self._parts.rt.masker.mask(text)
+
+    # ---- status -----------------------------------------------------------------------------------------------
+
+    async def info(self) -> SessionInfo:
+        try:
+            status: str = (await self._parts.rt.store.get_session(self.id)).status
+        except StrataError:
+            status = "unknown"
+        phase: Phase = "approval" if self.approver.waiting() else self.phase
+        waiting = (*self.approver.waiting(),
+                   *(WaitingCall(call_id=p.call_id, tool=p.tool, how="parked") for p in self.parked))
+        return SessionInfo(session_id=self.id, status=status, phase=phase, turn_running=self.turn_running,
+                           workspace=self.workspace, model=self.model,
+                           drivers=1 if self.driver is not None else 0,
+                           watchers=sum(1 for a in self.attachments if a.role == "watch"), waiting=waiting)
