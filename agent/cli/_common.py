@@ -2,8 +2,9 @@
 body, and the one way an error is shown (one line plus a hint, masked, with the documented exit code).
 
 `Command` is one command's run. It keeps what masking an error needs: before the config is read, the patterns and
-the environment's secrets (a throwaway key); once it is read, the home's key and the configured secrets; once the
-runtime is open, the runtime's masker itself. Nothing here is process-wide: each command makes its own `Command`."""
+the environment's secrets (a throwaway key); once it is read, the home's key (if the home has one) and the
+configured secrets; once the runtime is open, the runtime's masker itself. Nothing here is process-wide: each
+command makes its own `Command`."""
 
 from __future__ import annotations
 
