@@ -80,14 +80,18 @@ class Runtime:
         masker with the configured secrets, hooks, policy rules, the project's hooks, budgets, the lock timeout and
         the tools' deadlines. A setting that cannot apply (a deadline for a tool that does not exist) is a
         ConfigError before anything is opened. `read_only`: for commands that only read; the database is opened
-        read-only and nothing needs to be created in the home (see `runtime`)."""
+        read-only and nothing needs to be created in the home (see `runtime`); no tool runs, so the tools' deadlines
+        are neither applied nor checked."""
         settings = config.settings
         clock = clock or SystemClock()
-        tools = _with_deadlines(tools or builtin_tools(), config)
+        tools = tools or builtin_tools()
+        if not read_only:  # a reading command runs no tool: it neither needs the deadlines nor refuses them
+            tools = _with_deadlines(tools, config)
         store = await SqliteEventStore.open(settings.db_path, durability=settings.durability, clock=clock,
                                             read_only=read_only)
         try:
-            masker = config_masker(config, read_only=read_only)
+            masker = home_masker(settings.home, os.environ, extra_secrets=configured_secrets(config),
+                                 read_only=read_only)
         except BaseException:
             await store.close()
             raise
@@ -195,10 +199,9 @@ class Asking:
     """None: the session's own setting (recorded when it started; "deny" by default)."""
 
 
-def config_masker(config: LoadedConfig, *, read_only: bool = False) -> Masker:
-    """The home's masker with the secrets the config names (values, and environment variables' values)."""
-    secrets = [*config.secrets.values, *(os.environ[n] for n in config.secrets.env if os.environ.get(n))]
-    return home_masker(config.settings.home, os.environ, extra_secrets=secrets, read_only=read_only)
+def configured_secrets(config: LoadedConfig) -> list[str]:
+    """The secrets the config names: its values, and the values of the environment variables it names."""
+    return [*config.secrets.values, *(os.environ[n] for n in config.secrets.env if os.environ.get(n))]
 
 
 def _with_deadlines(tools: list[ToolSpec], config: LoadedConfig) -> list[ToolSpec]:

@@ -39,6 +39,7 @@ from core.model.scripted import ScriptedModel
 from core.policy import PermissionRule
 from core.tools import ToolContext, ToolOutput, ToolSpec
 from memory import SqliteEventStore
+from observability import configure_logging
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
           "additionalProperties": False}
@@ -175,6 +176,7 @@ class Bench:
 
 
 async def main(args: argparse.Namespace) -> None:
+    configure_logging()  # an entry point configures logging: warnings only, on stderr, not the sessions' info lines
     tmp = Path(tempfile.mkdtemp(prefix="strata-bench-"))
     print(f"strata loop overhead benchmark (durable: WAL, synchronous=FULL) in {tmp}")
     k = args.k

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sqlite3
 from collections.abc import Callable, Collection
 from datetime import datetime
@@ -14,7 +15,6 @@ from typing import Any, Literal, TypeVar
 
 import aiosqlite
 import anyio
-import structlog
 from pydantic import ValidationError
 
 from config.private_files import create_private, private_dir
@@ -47,7 +47,8 @@ from memory.timeline_rows import TIMELINE_COLS as _TIMELINE_COLS
 from memory.timeline_rows import timeline_row as _timeline_row
 
 T = TypeVar("T")
-log = structlog.get_logger("strata.store")
+log = logging.getLogger("strata.store")
+"""Standard logging, as aiosqlite's: silent below warnings where nobody configured logging."""
 _SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 SEQ_BITS = 40
 SEQ_MASK = (1 << SEQ_BITS) - 1
@@ -162,8 +163,8 @@ class SqliteEventStore:
                 store._binding = bind(conn, path.parent, iso(clock.now()))
                 store._files = DatabaseFiles.capture(where)
                 # What the connection really does, read back: the setting that decides what a power loss keeps.
-                log.debug("database opened", path=where, durability=durability,
-                          synchronous=_SYNCHRONOUS.get(synchronous, synchronous))
+                log.debug("database opened path=%s durability=%s synchronous=%s", where, durability,
+                          _SYNCHRONOUS.get(synchronous, synchronous))
 
             await store._run(setup)
         except StoreError:

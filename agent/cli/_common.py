@@ -2,12 +2,14 @@
 body, and the one way an error is shown (one line plus a hint, masked, with the documented exit code).
 
 `Command` is one command's run. It keeps what masking an error needs: before the config is read, the patterns and
-the environment's secrets (a throwaway key); once it is read, the home's key and the configured secrets; once the
-runtime is open, the runtime's masker itself. Nothing here is process-wide: each command makes its own `Command`."""
+the environment's secrets (a throwaway key); once it is read, the home's key (if the home has one) and the
+configured secrets; once the runtime is open, the runtime's masker itself. Nothing here is process-wide: each
+command makes its own `Command`."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -19,8 +21,10 @@ import click
 
 from agent.cli.output import echo
 from agent.reconcile import person
-from agent.session import Runtime, config_masker, recorded_workspace, runtime
+from agent.session import Runtime, configured_secrets, recorded_workspace, runtime
 from config import LoadedConfig, load_config
+from config.masking_key import KEY_BYTES, KEY_FILE, load_masking_key
+from config.seen_secrets import SeenSecrets
 from core.errors import Stopped, StrataError
 from core.masking import Masker
 from core.policy import PermissionRule, parse_rule
@@ -49,6 +53,18 @@ def waiver(given: bool, command: str) -> str | None:
     return person(f"strata {command} --without-project-hooks") if given else None
 
 
+def error_masker(loaded: LoadedConfig) -> Masker:
+    """The masker an error line is shown with when no runtime is open: the home's key if it has one, the
+    configured and remembered secrets. It creates nothing in the home and remembers nothing (an error line is not
+    session text): a command that fails before its runtime opens leaves the home as it was."""
+    home = loaded.settings.home
+    key = os.urandom(KEY_BYTES)
+    if (home / KEY_FILE).is_file():
+        with contextlib.suppress(StrataError, OSError):  # unreadable: the patterns and known values still mask
+            key = load_masking_key(home)
+    return Masker.from_env(key, os.environ, extra_secrets=[*configured_secrets(loaded), *SeenSecrets(home).values])
+
+
 class Command:
     """One command's run: its config, the runtime built from it, and the masker its error line is shown with."""
 
@@ -59,8 +75,7 @@ class Command:
     @property
     def masker(self) -> Masker:
         if self._masker is None and self._loaded is not None:
-            with contextlib.suppress(StrataError, OSError):  # a home that cannot be read: the patterns still mask
-                self._masker = config_masker(self._loaded, read_only=True)
+            self._masker = error_masker(self._loaded)
         return self._masker or Masker.throwaway()
 
     def fail(self, err: StrataError) -> NoReturn:
