@@ -162,7 +162,9 @@ async def _say_hello(shown: str, stream: SocketStream, reader: BufferedByteRecei
                      timeout: float, version: int) -> HelloOk:
     try:
         with anyio.fail_after(timeout):
-            await stream.send(Hello(id="hello", v=version, client=client_name).model_dump_json().encode() + b"\n")
+            # a daemon that refuses the peer answers and closes before the hello: its answer is still read below
+            with contextlib.suppress(anyio.BrokenResourceError, OSError):
+                await stream.send(encode(Hello(id="hello", v=version, client=client_name)))
             line = await reader.receive_until(b"\n", MAX_REPLY_BYTES)
     except TimeoutError:
         raise DaemonGone(shown, f"no answer to the hello within {timeout:g} s") from None
