@@ -636,7 +636,7 @@ def test_reconcile_racing_a_resume_of_the_crashed_session(cli: StrataCLI, helper
     r_reached, r_go = tmp_path / "reconcile-reached", tmp_path / "reconcile-go"
     s_reached, s_go = tmp_path / "resume-reached", tmp_path / "resume-go"
     reconcile = _popen(cli, helper, "cli", "reconcile", receipt, "--applied", "--note", "seen in effects.log",
-                       patches=[{"kind": "pause", "name": "update_receipt", "reached": str(r_reached),
+                       patches=[{"kind": "pause", "name": "commit", "reached": str(r_reached),
                                  "go": str(r_go)}])
     with _killing(reconcile):
         assert _wait_file(r_reached, reconcile), _finish(reconcile)  # it found the owner dead; now it waits
