@@ -35,6 +35,7 @@ from core.events import (
     BatchCompleted,
     CallsParked,
     Compacted,
+    KnowledgeChanged,
     RulesAdded,
     SessionEnded,
     SessionResumed,
@@ -116,6 +117,7 @@ class AgenticLoop:
         self.rec = LoopRecorder(self.writer, parts.masker)
         self._listener = AttemptTee(self.rec.attempt, parts.listener)
         self._interruption = parts.interruption or (lambda: None)
+        self._knowledge_changed: KnowledgeChanged | None = None
 
     @classmethod
     async def start(cls, parts: LoopParts, record: SessionRecord, *, rules: Sequence[PermissionRule],
@@ -129,11 +131,13 @@ class AgenticLoop:
         started = SessionStarted(session_id=record.id, mode=record.mode, workspace=record.workspace,
                                  model=record.model, rules=tuple(rules), max_turns=max_turns,
                                  plan_digest=parts.plan.digest, on_ask=on_ask,
-                                 project_hooks_digest=project_hooks_digest)
+                                 project_hooks_digest=project_hooks_digest,
+                                 knowledge_digest=parts.plan.knowledge_digest)
         first = Write(events=[(started, 0)] + ([(UserMessage(text=prompt), 0)] if prompt is not None else []),
                       timeline=[TimelineEntry(kind="lifecycle", outcome="started", summary=summary,
                                               data={"plan_digest": parts.plan.digest, "workspace": record.workspace,
-                                                    "project_hooks_digest": project_hooks_digest})])
+                                                    "project_hooks_digest": project_hooks_digest,
+                                                    "knowledge_digest": parts.plan.knowledge_digest})])
         stored = await parts.store.create_session(record, first)
         loop = cls(parts, fold(stored))
         loop.rec.observed.append(("started", 0, summary, {"plan_digest": parts.plan.digest}))
@@ -147,31 +151,39 @@ class AgenticLoop:
     @classmethod
     async def resume(cls, parts: LoopParts, restored: Restored, *, rules: Sequence[PermissionRule],
                      max_turns: int | None, on_ask: OnAsk | None, project_hooks_digest: str | None,
-                     waived_by: str | None) -> AgenticLoop:
+                     waived_by: str | None, knowledge_changed: KnowledgeChanged | None = None) -> AgenticLoop:
         """Continue a restored session: `SessionResumed` (the tool plan now in force, the open batch, a new turn
         limit or `on_ask`, the project's hooks), the "resumed" row and the rules added, in one commit applied to
         the state before anything runs, so an open batch is re-checked with the new rules and the new limit holds.
         `on_ask`: None keeps the session's own. `project_hooks_digest`: of the project hooks this run has (None
-        without); `waived_by`: who chose to go on without them."""
+        without); `waived_by`: who chose to go on without them. The knowledge manifest this run reads is
+        `parts.plan`'s; `knowledge_changed` tells the model it is not the one it last heard of, before its next turn
+        (once no batch is open: the notice is conversation text)."""
         state = restored.state
         loop = cls(parts, state, snapshot_seq=restored.snapshot_seq)
+        loop._knowledge_changed = knowledge_changed
         digest = parts.plan.digest
+        knowledge = parts.plan.knowledge_digest
         open_batch = state.open_batch.batch_id if state.open_batch else None
         loop.writer.stage(SessionResumed(plan_digest=digest, open_batch_id=open_batch, max_turns=max_turns,
                                          on_ask=on_ask if on_ask != state.on_ask else None,
                                          project_hooks_digest=project_hooks_digest,
-                                         project_hooks_waived_by=waived_by), state.turn)
+                                         project_hooks_waived_by=waived_by, knowledge_digest=knowledge), state.turn)
         changed = digest != state.plan_digest
         hooks_note = ""
         if waived_by is not None:
             hooks_note = f"; without the project's hooks, as {waived_by} chose"
         elif project_hooks_digest != state.project_hooks_digest and state.project_hooks_digest is not None:
             hooks_note = "; the project's trusted hooks differ from the last run's (the project was trusted again)"
+        if knowledge != state.knowledge_digest:
+            hooks_note += (f"; the knowledge corpus changed ({state.knowledge_digest or 'none'} -> "
+                           f"{knowledge or 'none'})")
         loop.rec.lifecycle("resumed", state.turn, "session resumed" + (
             f", finishing open batch {open_batch}" if open_batch else "") + (
             "; the tool plan changed since the last run" if changed else "") + hooks_note,
             plan_digest=digest, previous_plan_digest=state.plan_digest, project_hooks_digest=project_hooks_digest,
-            previous_project_hooks_digest=state.project_hooks_digest, project_hooks_waived_by=waived_by)
+            previous_project_hooks_digest=state.project_hooks_digest, project_hooks_waived_by=waived_by,
+            knowledge_digest=knowledge, previous_knowledge_digest=state.knowledge_digest)
         if rules:
             loop.writer.stage(RulesAdded(rules=tuple(rules)), state.turn)
         await loop.writer.flush()
@@ -248,6 +260,7 @@ class AgenticLoop:
             parked = await self._finish_open_batch()
             if parked is not None:
                 return parked
+        self._tell_knowledge_change()
         reported = await self._report_reconciliations()
         if state.ended == "completed" and prompt is None and not reported:
             # Nothing to do: no end event is written again, only the row's status is set back. (A reconciled
@@ -335,6 +348,20 @@ class AgenticLoop:
             return await self._park(batch.batch_id, run, turn)
         await self._close_batch(batch.batch_id, turn)
         return None
+
+    def _tell_knowledge_change(self) -> None:
+        """The model hears of a knowledge manifest it has not been told of, in the next user message (staged with
+        the run's first commit). Pending until then in the state, so a run stopped before it is told on the next."""
+        change = self._knowledge_changed
+        if change is None or self.state.knowledge_told == self.state.knowledge_digest:
+            return
+        if change.digest != self.state.knowledge_digest:  # not this run's manifest: never tell of another
+            return
+        self._knowledge_changed = None
+        self.writer.stage(change, self.state.turn)
+        self.rec.lifecycle("knowledge_changed", self.state.turn, change.notice.splitlines()[0],
+                           previous_digest=change.previous_digest, digest=change.digest, changed=list(change.changed),
+                           added=list(change.added), removed=list(change.removed))
 
     async def _report_reconciliations(self) -> bool:
         """Tell the model the reconciled outcome of calls it was told were unknown. Whether there was any."""

@@ -14,6 +14,7 @@ import anyio
 import structlog
 
 from agent.evidence_ledger import LEDGER_DIR, Ledgers
+from agent.knowledge import KnowledgeSource, SessionKnowledge, knowledge_change
 from agent.loop import AgenticLoop, LoopParts, Observer
 from agent.outcome import RunOutcome
 from agent.project_hooks import ProjectHooks, resume_refusal
@@ -72,6 +73,8 @@ class Runtime:
     """Which termination signal stopped the work, if one did (set by `runtime()`, agent/signals.py)."""
     read_only: bool = False
     """Opened for a command that only reads (see `runtime`)."""
+    knowledge: KnowledgeSource | None = None
+    """The declared knowledge datasets (agent/knowledge.py); None: sessions get no knowledge tools."""
 
     @classmethod
     async def open(cls, config: LoadedConfig, clock: Clock | None = None, tools: list[ToolSpec] | None = None, *,
@@ -100,15 +103,26 @@ class Runtime:
                    repair_budget=settings.repair_budget, context_budget=settings.context_budget_tokens,
                    snapshot_every=settings.snapshot_every, masker=masker, config_rules=config.rules,
                    ledgers=Ledgers(settings.home / LEDGER_DIR, clock),
-                   project_hooks=ProjectHooks.from_config(config), read_only=read_only)
+                   project_hooks=ProjectHooks.from_config(config), read_only=read_only,
+                   knowledge=KnowledgeSource(config.knowledge, settings.home, config.project_trusted))
 
     async def close(self) -> None:
         if self.ledgers is not None:
             await self.ledgers.aclose()
         await self.store.close()
 
-    def plan(self, mode: Mode) -> BoundToolPlan:
-        return BoundToolPlan(self.tools, mode)
+    def plan(self, mode: Mode, knowledge: SessionKnowledge | None = None) -> BoundToolPlan:
+        """The tools a session in `mode` may call: the runtime's, and the knowledge tools over the session's
+        manifest when it has one (whose digest the plan's covers)."""
+        if knowledge is None or knowledge.digest is None:
+            return BoundToolPlan(self.tools, mode)
+        return BoundToolPlan([*self.tools, *knowledge.tools], mode, knowledge_digest=knowledge.digest)
+
+    async def session_knowledge(self, workspace: Path, mode: Mode) -> SessionKnowledge:
+        """The knowledge a session in `workspace` and `mode` reads now (its manifest is built here)."""
+        if self.knowledge is None:
+            return SessionKnowledge()
+        return await self.knowledge.open(workspace, mode)
 
 
 @dataclass
@@ -253,7 +267,7 @@ async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mo
     if prompt is not None:
         prompt = valid_text(prompt)  # argv bytes that are not UTF-8 arrive as surrogates (core/utf8.py)
     ws = _workspace(workspace)
-    plan = rt.plan(mode)
+    plan = rt.plan(mode, await rt.session_knowledge(ws, mode))
     session_id = rt.ids.session_id()
     holder = new_holder(rt.ids.uuid7(), rt.clock)
     now = rt.clock.now()
@@ -316,11 +330,14 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
                 raise UsageError("no model to resume with")
             model = model_factory(state.model)
         asking = asking or Asking()
+        knowledge = await rt.session_knowledge(Path(state.workspace), state.mode)
+        told = knowledge_change(rt.knowledge.home if rt.knowledge else None, state.knowledge_told, knowledge)
         parts = _parts(rt, session_id, workspace=state.workspace, on_ask=asking.on_ask or state.on_ask, model=model,
-                       plan=rt.plan(state.mode), hooks=hooks, observer=observer, asking=asking, listener=listener,
-                       next_turn=_NextTurn(state), kill_orphans=kill_orphans)
+                       plan=rt.plan(state.mode, knowledge), hooks=hooks, observer=observer, asking=asking,
+                       listener=listener, next_turn=_NextTurn(state), kill_orphans=kill_orphans)
         loop = await AgenticLoop.resume(parts, restored, rules=rules, max_turns=max_turns, on_ask=asking.on_ask,
-                                        project_hooks_digest=hooks_digest, waived_by=without_project_hooks)
+                                        project_hooks_digest=hooks_digest, waived_by=without_project_hooks,
+                                        knowledge_changed=told)
         return LiveSession(rt, loop.state, holder, loop)
     except BaseException:
         with anyio.CancelScope(shield=True):

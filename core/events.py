@@ -53,6 +53,9 @@ class SessionStarted(_Event):
     project_hooks_digest: str | None = None
     """Digest of the trusted project hooks the session started with (None: none). A resume that would run
     without them refuses unless the project is trusted again or a person says to go on without them."""
+    knowledge_digest: str | None = Field(default=None, exclude_if=lambda digest: digest is None)
+    """The knowledge manifest the session started with (core/knowledge, `kn_...`; also covered by `plan_digest`);
+    None: its mode may read no dataset, so it has no knowledge tools. Left out of the JSON when None."""
 
 
 class UserMessage(_Event):
@@ -205,6 +208,24 @@ class SessionResumed(_Event):
     """Digest of the trusted project hooks this run continues with (None: none)."""
     project_hooks_waived_by: str | None = None
     """The person who chose to continue without the project's hooks (`--without-project-hooks`), and how."""
+    knowledge_digest: str | None = Field(default=None, exclude_if=lambda digest: digest is None)
+    """The knowledge manifest this run reads (built when it resumed). When it differs from the one the model was
+    last told of, a `KnowledgeChanged` tells the model before its next turn. Left out of the JSON when None."""
+
+
+class KnowledgeChanged(_Event):
+    """The knowledge corpus the session reads changed since the model was last told of it (a document edited,
+    added or removed between runs): `notice` becomes runtime text in the next user message, so the model never
+    cites a procedure it read under another manifest as if it were current."""
+
+    kind: Literal["knowledge_changed"] = "knowledge_changed"
+    previous_digest: str | None
+    digest: str | None
+    changed: tuple[str, ...] = ()
+    """`dataset/id` of documents whose content changed, when the previous manifest could still be read."""
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    notice: str
 
 
 class RepairRequested(_Event):
@@ -248,7 +269,7 @@ class SessionEnded(_Event):
 Event = Annotated[
     SessionStarted | UserMessage | AssistantMessage | BatchProposed | CallResult | BatchCompleted
     | RulesAdded | SessionResumed | TurnVerified | SessionEnded | CallsParked | ApprovalGranted | ApprovalRejected
-    | GrantAdded | RepairRequested | Compacted,
+    | GrantAdded | RepairRequested | Compacted | KnowledgeChanged,
     Field(discriminator="kind"),
 ]
 

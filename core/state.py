@@ -23,6 +23,7 @@ from core.events import (
     Compacted,
     EndStatus,
     GrantAdded,
+    KnowledgeChanged,
     Mode,
     OnAsk,
     ParkedCall,
@@ -114,6 +115,11 @@ class SessionState:
     on_ask: OnAsk = "deny"
     project_hooks_digest: str | None = None
     """The trusted project hooks the session last ran with (see `SessionStarted.project_hooks_digest`)."""
+    knowledge_digest: str | None = None
+    """The knowledge manifest the session's latest run reads (`SessionStarted`/`SessionResumed.knowledge_digest`)."""
+    knowledge_told: str | None = None
+    """The knowledge manifest the model was last told of (at the start, or by a `KnowledgeChanged`): while it
+    differs from `knowledge_digest`, the model has yet to hear of the change."""
     rules: list[PermissionRule] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
     open_batch: OpenBatch | None = None
@@ -170,6 +176,7 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
             state.parent_id = ev.parent_id
             state.on_ask = ev.on_ask
             state.project_hooks_digest = ev.project_hooks_digest
+            state.knowledge_digest = state.knowledge_told = ev.knowledge_digest
             state.rules = list(ev.rules)
         case UserMessage():
             _require_no_open_batch(state, ev.kind)
@@ -258,6 +265,11 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
             if ev.on_ask is not None:
                 state.on_ask = ev.on_ask
             state.project_hooks_digest = ev.project_hooks_digest
+            state.knowledge_digest = ev.knowledge_digest
+        case KnowledgeChanged():
+            _require_no_open_batch(state, ev.kind)
+            state.knowledge_told = ev.digest
+            _add_user_text(state, ev.notice)
         case RepairRequested():
             _require_no_open_batch(state, ev.kind)
             state.counters.repairs += 1

@@ -11,6 +11,7 @@ from core.events import (
     BatchProposed,
     CallResult,
     Compacted,
+    KnowledgeChanged,
     SessionEnded,
     SessionResumed,
     SessionStarted,
@@ -60,6 +61,9 @@ def event_lines(item: StoredEvent) -> list[str]:
         case Compacted():
             return [f"(context compacted: {ev.upto_message} earlier messages summarized, "
                     f"~{ev.tokens_before} -> ~{ev.tokens_after} tokens)"]
+        case KnowledgeChanged():
+            return [f"strata: the knowledge corpus changed ({ev.previous_digest or 'none'} -> {ev.digest or 'none'}); "
+                    "the model is told"]
         case _:
             return []
 

@@ -1,7 +1,7 @@
 """The local knowledge index, its pure parts: documents bound to their bytes, front-matter, the manifest and its
-digest, query terms and the discriminating-term rule, the dataset grant check, and the typed answers (hits and
-misses). Reading files and the SQLite FTS5 index live in `memory/knowledge/`; dataset declarations in
-`config/knowledge.py`.
+digest, what changed between two manifests (and the notice the model gets), query terms and the discriminating-term
+rule, the dataset grant check, and the typed answers (hits and misses). Reading files and the SQLite FTS5 index
+live in `memory/knowledge/`; dataset declarations in `config/knowledge.py`.
 
 Names are loaded on first use (PEP 562), so that reading config or starting the CLI does not build the knowledge
 models until something asks for them."""
@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from core.knowledge._changes import CorpusChanges, change_notice, corpus_changes
     from core.knowledge._document import (
         CorpusProblem,
         Document,
@@ -31,6 +32,7 @@ _WHERE = {
     "ANSWER_ADAPTER": "core.knowledge._results",
     "Answer": "core.knowledge._results",
     "Corpus": "core.knowledge._manifest",
+    "CorpusChanges": "core.knowledge._changes",
     "CorpusProblem": "core.knowledge._document",
     "DATASET_PATTERN": "core.knowledge._names",
     "DEFAULT_LIMIT": "core.knowledge._names",
@@ -54,8 +56,10 @@ _WHERE = {
     "SECTION_MAX_BYTES": "core.knowledge._sections",
     "best_section": "core.knowledge._sections",
     "build_corpus": "core.knowledge._manifest",
+    "change_notice": "core.knowledge._changes",
     "check_scope": "core.knowledge._grants",
     "common_limit": "core.knowledge._terms",
+    "corpus_changes": "core.knowledge._changes",
     "fts_phrase": "core.knowledge._terms",
     "is_discriminating": "core.knowledge._terms",
     "manifest_digest": "core.knowledge._manifest",
@@ -88,6 +92,7 @@ __all__ = [
     "SECTION_MAX_BYTES",
     "Answer",
     "Corpus",
+    "CorpusChanges",
     "CorpusProblem",
     "DatasetEntry",
     "DatasetGrant",
@@ -104,8 +109,10 @@ __all__ = [
     "ProblemKind",
     "best_section",
     "build_corpus",
+    "change_notice",
     "check_scope",
     "common_limit",
+    "corpus_changes",
     "fts_phrase",
     "is_discriminating",
     "manifest_digest",

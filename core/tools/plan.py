@@ -1,5 +1,7 @@
 """BoundToolPlan: the immutable set of tools a session may call, projected per session. Its digest is recorded
-in `SessionStarted` and re-checked on resume."""
+in `SessionStarted` and re-checked on resume. It covers the mode, every tool's identity and, when the session
+has knowledge tools, the knowledge manifest they read (so an approval bound to a plan does not outlive a changed
+corpus)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from core.tools.spec import ToolSpec
 
 
 class BoundToolPlan(Mapping[str, ToolSpec]):
-    def __init__(self, tools: Iterable[ToolSpec], mode: Mode) -> None:
+    def __init__(self, tools: Iterable[ToolSpec], mode: Mode, *, knowledge_digest: str | None = None) -> None:
         specs: dict[str, ToolSpec] = {}
         for spec in tools:
             if spec.name in specs:
@@ -20,8 +22,11 @@ class BoundToolPlan(Mapping[str, ToolSpec]):
             specs[spec.name] = spec
         self._tools = MappingProxyType(specs)
         self.mode = mode
-        self.digest = "plan_" + sha256_json(
-            {"mode": mode, "tools": [specs[n].identity() for n in sorted(specs)]})[:32]
+        self.knowledge_digest = knowledge_digest
+        body: dict[str, object] = {"mode": mode, "tools": [specs[n].identity() for n in sorted(specs)]}
+        if knowledge_digest is not None:  # absent otherwise: a plan without knowledge keeps the digest it had
+            body["knowledge"] = knowledge_digest
+        self.digest = "plan_" + sha256_json(body)[:32]
         self._definitions = tuple(
             MappingProxyType({"name": s.name, "description": s.description, "input_schema": s.input_schema})
             for s in (specs[n] for n in sorted(specs)))

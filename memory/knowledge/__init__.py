@@ -3,7 +3,14 @@ Strata home, one file per manifest digest), the search/get service every surface
 The pure parts (documents, manifest, terms, grants, answers) are in `core/knowledge/`."""
 
 from memory.knowledge._corpus import load_corpus
-from memory.knowledge._index import INDEX_DIR, BuildReport, IndexRow, KnowledgeIndex, LexicalOutcome
+from memory.knowledge._index import (
+    INDEX_DIR,
+    BuildReport,
+    IndexRow,
+    KnowledgeIndex,
+    LexicalOutcome,
+    indexed_documents,
+)
 from memory.knowledge._service import DEFAULT_LIMIT, MAX_LIMIT, KnowledgeLookup, KnowledgeService
 from memory.knowledge._tools import GET, SEARCH, knowledge_tools
 
@@ -19,6 +26,7 @@ __all__ = [
     "KnowledgeLookup",
     "KnowledgeService",
     "LexicalOutcome",
+    "indexed_documents",
     "knowledge_tools",
     "load_corpus",
 ]

@@ -264,6 +264,27 @@ class KnowledgeIndex:
                         matched_terms=matched)
 
 
+def indexed_documents(home: Path, digest: str) -> tuple[Document, ...] | None:
+    """The documents of the index built for manifest `digest` in `home`, if that index is still there (None when
+    it was pruned, never built, or cannot be read): what a resumed session compares the corpus of now with."""
+    if not digest.startswith("kn_") or not digest[3:].isalnum():
+        return None
+    path = home / INDEX_DIR / f"{digest}.db"
+    try:
+        db = sqlite3.connect(path.as_uri() + "?mode=ro&immutable=1", uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        if meta.get("format") != str(FORMAT) or meta.get("digest") != digest:
+            return None
+        return tuple(Document.model_validate_json(m) for (m,) in db.execute("SELECT meta FROM docs ORDER BY rowid"))
+    except (sqlite3.Error, ValueError):
+        return None
+    finally:
+        db.close()
+
+
 def _name(doc: Document) -> str:
     return doc.id if doc.id == doc.filename else f"{doc.id} {doc.filename}"
 

@@ -22,6 +22,7 @@ from core.events import (
     CallStatus,
     Compacted,
     Event,
+    KnowledgeChanged,
     PlannedCall,
     RulesAdded,
     SessionEnded,
@@ -104,6 +105,51 @@ def test_the_project_hooks_digest_follows_the_latest_run() -> None:
     log.append(StoredEvent(session_id="s", seq=3, at=T0, turn=0,
                            event=SessionResumed(plan_digest="p", project_hooks_digest="d2")))
     assert fold(log).project_hooks_digest == "d2"
+
+
+def test_a_session_without_knowledge_stores_its_start_and_resume_as_before() -> None:
+    """No manifest, no field: the stored JSON of `session_started`/`session_resumed` is what it was before
+    sessions recorded a knowledge manifest (so the golden logs and their chains are unchanged)."""
+    started = SessionStarted(session_id="s", mode="headless", workspace="/w", model="m", max_turns=5, plan_digest="p")
+    assert "knowledge_digest" not in started.model_dump_json()
+    assert "knowledge_digest" not in SessionResumed(plan_digest="p").model_dump_json()
+    recorded = started.model_copy(update={"knowledge_digest": "kn_1"})
+    assert json.loads(recorded.model_dump_json())["knowledge_digest"] == "kn_1"
+
+
+def test_a_changed_knowledge_manifest_is_pending_until_the_model_is_told() -> None:
+    """The resume records the manifest it reads; the model has heard of it only once `knowledge_changed` put
+    its notice in the conversation (as runtime text in the next user message)."""
+    started = SessionStarted(session_id="s", mode="headless", workspace="/w", model="m", max_turns=5,
+                             plan_digest="p", knowledge_digest="kn_1")
+    log = [StoredEvent(session_id="s", seq=1, at=T0, turn=0, event=started),
+           StoredEvent(session_id="s", seq=2, at=T0, turn=0, event=UserMessage(text="go"))]
+    state = fold(log)
+    assert (state.knowledge_digest, state.knowledge_told) == ("kn_1", "kn_1")
+    log.append(StoredEvent(session_id="s", seq=3, at=T0, turn=0,
+                           event=SessionResumed(plan_digest="p2", knowledge_digest="kn_2")))
+    state = fold(log)
+    assert (state.knowledge_digest, state.knowledge_told) == ("kn_2", "kn_1")
+    told = KnowledgeChanged(previous_digest="kn_1", digest="kn_2", changed=("sops/restart",),
+                            notice="The knowledge corpus changed: sops/restart was edited.")
+    log.append(StoredEvent(session_id="s", seq=4, at=T0, turn=0, event=told))
+    state = fold(log)
+    assert (state.knowledge_digest, state.knowledge_told) == ("kn_2", "kn_2")
+    assert state.messages[-1] == Message(role="user", content=(
+        TextBlock(text="go"), TextBlock(text="The knowledge corpus changed: sops/restart was edited.")))
+
+
+def test_a_knowledge_notice_while_a_batch_is_open_is_refused() -> None:
+    """The notice is conversation text: like any user text it cannot land between a proposal and its results."""
+    started = SessionStarted(session_id="s", mode="headless", workspace="/w", model="m", max_turns=5, plan_digest="p")
+    batch = BatchProposed(batch_id="b", content=(ToolUseBlock(id="c", name="read_file", input={}),),
+                          calls=(PlannedCall(call_id="c", tool="read_file", input={}, input_sha256="x"),))
+    log = [StoredEvent(session_id="s", seq=1, at=T0, turn=0, event=started),
+           StoredEvent(session_id="s", seq=2, at=T0, turn=1, event=batch),
+           StoredEvent(session_id="s", seq=3, at=T0, turn=1,
+                       event=KnowledgeChanged(previous_digest=None, digest="kn_1", notice="n"))]
+    with pytest.raises(FoldError, match="knowledge_changed while batch b is open"):
+        fold(log)
 
 
 @pytest.mark.parametrize("name", GOLDEN_CASES)
