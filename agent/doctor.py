@@ -19,7 +19,8 @@ from typing import Literal
 
 import anyio
 
-from config import load_config
+from agent.knowledge_view import knowledge_view
+from config import LoadedConfig, load_config
 from config.chain_key import chain_key_path
 from config.masking_key import KEY_FILE, load_masking_key
 from config.private_files import loose_paths, private_dir
@@ -127,6 +128,29 @@ async def _database(path: Path, *, writable: bool) -> list[Check]:
     return checks
 
 
+def _knowledge(loaded: LoadedConfig, workspace: Path) -> list[Check]:
+    """One line per declared dataset (a warning when files are left out of its index, or no mode may read it),
+    and one per dataset directory found but not declared."""
+    view = knowledge_view(loaded, workspace)
+    checks = []
+    for d in view.datasets:
+        where = ", ".join(d.roots)
+        if d.problems:
+            more = f" (and {len(d.problems) - 1} more: strata knowledge list)" if len(d.problems) > 1 else ""
+            checks.append(Check("warn", f"knowledge {d.name}", f"{d.documents} document(s) from {where}; "
+                                f"{len(d.problems)} left out of the index: {d.problems[0]}{more}"))
+        elif not d.modes:
+            checks.append(Check("warn", f"knowledge {d.name}", f"{d.documents} document(s) from {where}; no mode "
+                                f"may read it (modes = [...] in {d.source})"))
+        else:
+            checks.append(Check("ok", f"knowledge {d.name}", f"{d.documents} document(s) from {where}; modes "
+                                f"{', '.join(d.modes)}"))
+    for name, paths in (view.undeclared or {}).items():
+        checks.append(Check("warn", f"knowledge {name}", f"found at {', '.join(paths)} but not declared, so nothing "
+                            f"may read it ([knowledge.datasets.{name}] modes = [...])"))
+    return checks
+
+
 def run_checks(workspace: Path, env: dict[str, str] | None = None) -> list[Check]:
     env = dict(os.environ) if env is None else env
     checks: list[Check] = []
@@ -160,6 +184,7 @@ def run_checks(workspace: Path, env: dict[str, str] | None = None) -> list[Check
                             + ("set" if has_key else "not set (export it, or use --model script:PATH)")))
     else:
         checks.append(Check("ok", "model", model))
+    checks += _knowledge(loaded, workspace)
     checks.append(Check("ok" if shutil.which("bash") else "FAIL", "bash", shutil.which("bash") or "not found "
                         "(the bash tool and command hooks need it)"))
     checks.append(Check("ok" if sys.stdin.isatty() else "warn", "terminal",

@@ -13,6 +13,7 @@ import click
 
 from agent.cli._common import fail
 from agent.cli.output import echo, echo_json
+from agent.knowledge_view import knowledge_view
 from config import (
     HOOK_EVENTS,
     ConfigFile,
@@ -127,6 +128,7 @@ def config_view(loaded: LoadedConfig, workspace: Path, user_file: Path) -> dict[
         "hooks": [_hook_view(h, True) for h in loaded.hooks] + [_hook_view(h, False) for h in loaded.ignored_hooks],
         "secrets": {"env": list(loaded.secrets.env), "values": len(loaded.secrets.values)},
         "tools": {d.tool: {"timeout_s": d.timeout_s, "source": d.source} for d in loaded.tool_timeouts},
+        "knowledge": knowledge_view(loaded, workspace).as_json(),
         "notices": list(loaded.notices),
     }
 
@@ -175,5 +177,23 @@ def _text(view: dict[str, Any]) -> list[str]:
                  "(not shown)")
     lines.extend(f"tool {name}: deadline {item['timeout_s']:g}s  from {item['source']}"
                  for name, item in view["tools"].items())
+    lines.extend(_knowledge_lines(view["knowledge"]))
     lines.extend(f"notice: {n}" for n in view["notices"])
+    return lines
+
+
+def _knowledge_lines(view: dict[str, Any]) -> list[str]:
+    datasets = view["datasets"]
+    if not datasets and not view["undeclared"]:
+        return ["knowledge: no datasets declared"]
+    lines = [f"knowledge: manifest {view['manifest_digest'] or '(none)'}, common_term_share "
+             f"{view['common_term_share']:g}"]
+    for name, d in datasets.items():
+        modes = ", ".join(d["modes"]) or "none (no session may read it)"
+        lines.append(f"  {name}: {d['documents']} document(s), modes {modes}, pii {d['pii']}  from {d['source']}")
+        lines.extend(f"    read from {root}" for root in d["roots"])
+        lines.extend(f"    left out: {p}" for p in d["problems"])
+    for name, paths in view["undeclared"].items():
+        lines.append(f"  {name}: found at {', '.join(paths)} but not declared, so nothing may read it "
+                     f"([knowledge.datasets.{name}])")
     return lines
