@@ -12,6 +12,13 @@ with a reason naming the file and the command that re-trusts the project.
 A check costs a few `stat` calls when nothing changed: a file is hashed again only when its inode, size, mtime
 or ctime moved (ctime cannot be set back by a process, so `touch -r` does not hide an edit).
 
+Knowledge documents are not covered by the `.strata/` rule: a Markdown or text file under `.strata/knowledge/`
+(core/knowledge DOCUMENT_SUFFIXES) is data the knowledge tools serve, never code a hook executes, and editing a
+procedure must not make every hook of the project fail closed. What a session read of them is bound to their bytes
+instead: its manifest digest is recorded when it starts and resumes, every hit carries the document's sha256,
+and a changed corpus is recorded and told to the model (agent/knowledge.py). A knowledge file a hook command
+names is covered as any named file is; any other file under `.strata/knowledge/` (a script) is covered.
+
 Not covered: files a hook reads without naming them outside `.strata/` (a Makefile behind `make test`, a
 library under `node_modules`, Python's site-packages), files outside the workspace (the agent's file tools
 cannot write them; a `bash` command can), and a file changed between the check and the hook reading it."""
@@ -31,6 +38,9 @@ from typing import Literal, assert_never
 
 from config.settings import PROJECT_DIR
 from core.errors import ConfigError
+from core.knowledge._names import DOCUMENT_SUFFIXES
+
+KNOWLEDGE_PREFIX = f"{PROJECT_DIR}/knowledge/"
 
 MAX_FILES = 1000
 """Files under `.strata/` trust will fingerprint: more is refused at `strata trust` (keep generated data out)."""
@@ -143,7 +153,7 @@ def _tree(root: str) -> list[str]:
                     rel = f"{rel_dir}/{entry.name}"
                     if entry.is_dir(follow_symlinks=False):
                         pending.append(rel)  # a symlink to a directory is listed as itself, never followed
-                    else:
+                    elif not knowledge_document(rel):
                         found.append(rel)
         except (FileNotFoundError, NotADirectoryError):
             continue
@@ -151,6 +161,11 @@ def _tree(root: str) -> list[str]:
             raise TooMuch(f"more than {MAX_FILES} files under {os.path.join(root, PROJECT_DIR)}")
     found.sort()
     return found
+
+
+def knowledge_document(rel: str) -> bool:
+    """A knowledge document under `.strata/knowledge/` (data, not covered by the `.strata/` rule)."""
+    return rel.startswith(KNOWLEDGE_PREFIX) and rel.lower().endswith(DOCUMENT_SUFFIXES)
 
 
 def covered_files(root: Path, commands: Iterable[str]) -> dict[str, str]:
@@ -241,7 +256,8 @@ class HookFiles:
 
     def _difference(self, commands: Iterable[str], recorded: Mapping[str, str]) -> FileProblem | None:
         prefix = PROJECT_DIR + "/"
-        expected = {rel: fp for rel, fp in recorded.items() if rel.startswith(prefix)}
+        # A record made before knowledge documents were left out may list some: they are not compared either.
+        expected = {rel: fp for rel, fp in recorded.items() if rel.startswith(prefix) and not knowledge_document(rel)}
         for rel in _tree(self.root):
             fp = self._prints.of(os.path.join(self.root, rel))
             if fp is None:

@@ -343,3 +343,53 @@ def test_resume_refuses_when_a_hook_file_changed(cli: StrataCLI, workspace: Path
     chat = cli.run("chat", "--resume", str(summary["session_id"]), input="")  # the same refusal, before any turn
     assert chat.returncode == 2 and error_lines(chat.stderr) == [line], chat.stderr
     assert not (workspace / "leak.txt").exists()
+
+
+# -- knowledge documents under .strata/knowledge/ are data, not what hooks run -------------------------------------
+
+
+def _knowledge_project(workspace: Path) -> Path:
+    _project(workspace, "python3 .strata/guard.py", guard_at=".strata/guard.py",
+             extra='[knowledge.datasets.sops]\nmodes = ["headless"]\n')
+    doc = workspace / ".strata" / "knowledge" / "sops" / "restart.md"
+    doc.parent.mkdir(parents=True)
+    doc.write_text("# Restart\n\nDrain the pool first.\n", encoding="utf-8")
+    return doc
+
+
+def test_editing_a_procedure_of_a_trusted_project_keeps_its_hooks_and_the_session_reads_the_edit(
+        cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    """A person edits a knowledge document after `strata trust`: the hooks still run (they do not fail closed over
+    a procedure's text), and the session reads the edited bytes, bound to them by its manifest and the hit's
+    sha256."""
+    doc = _knowledge_project(workspace)
+    _trust(cli, workspace)
+    doc.write_text("# Restart\n\nDrain the pool first, then page the on-call.\n", encoding="utf-8")
+    proc, results = _run(cli, workspace, tmp_path, [
+        [tool_use("toolu_get", "knowledge_get", id="restart.md")],
+        [tool_use("toolu_blocked", "write_file", path="blocked.txt", content="x\n")],
+        [text("done")]], "--allow", "write_file")
+    assert proc.returncode == 0, proc.stderr
+    (hit,) = json.loads(results["toolu_get"]["content"])["hits"]
+    assert hit["text"] == doc.read_text(encoding="utf-8")
+    blocked = results["toolu_blocked"]
+    assert blocked["status"] == "denied" and "blocked files are off limits" in blocked["content"], blocked
+    (started,) = [e for e in events_of(proc.stdout) if e["kind"] == "session_started"]
+    assert started["knowledge_digest"].startswith("kn_")
+
+
+def test_a_script_planted_under_the_knowledge_directory_still_blocks_the_hooks(
+        cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    """Only documents are left out of the trust's fingerprints: a file that is not one (a module a hook could
+    load) under `.strata/knowledge/` is a change like any other under `.strata/`."""
+    _knowledge_project(workspace)
+    _trust(cli, workspace)
+    (workspace / ".strata" / "knowledge" / "sops" / "json.py").write_text(PLANTED_JSON)
+    proc, results = _run(cli, workspace, tmp_path, [
+        [tool_use("toolu_blocked", "write_file", path="blocked.txt", content="x\n")],
+        [text("done")]], "--allow", "write_file")
+    assert proc.returncode == 0, proc.stderr
+    blocked = results["toolu_blocked"]
+    assert blocked["status"] == "denied" and blocked["check"] == "hook", blocked
+    assert ".strata/knowledge/sops/json.py" in blocked["content"], blocked["content"]
+    assert not (workspace / "blocked.txt").exists()
