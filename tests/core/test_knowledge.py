@@ -21,7 +21,9 @@ from core.knowledge import (
     Miss,
     best_section,
     build_corpus,
+    change_notice,
     check_scope,
+    corpus_changes,
     is_discriminating,
     parse_front_matter,
     pii_of,
@@ -120,6 +122,28 @@ def test_two_documents_claiming_one_id_are_both_left_out_and_reported() -> None:
     assert [(p.kind, p.id) for p in corpus.manifest.problems] == [("duplicate_id", "restart")] * 2
     assert "/ops/two.md" in corpus.manifest.problems[0].detail
     assert ("ops", "restart") not in corpus.texts
+
+
+def test_corpus_changes_name_documents_edited_added_and_removed() -> None:
+    """By (dataset, id): a document whose bytes changed is edited, one only before is removed, one only after is
+    added; an unchanged one is none of them."""
+    before = build_corpus({"ops": ("/ops",)}, [_doc("ops", "a.md", "alpha\n"), _doc("ops", "b.md", "beta\n"),
+                                              _doc("ops", "c.md", "gamma\n")], ()).manifest.documents
+    after = build_corpus({"ops": ("/ops",)}, [_doc("ops", "a.md", "alpha!\n"), _doc("ops", "b.md", "beta\n"),
+                                             _doc("ops", "d.md", "delta\n")], ()).manifest.documents
+    changes = corpus_changes(before, after)
+    assert (changes.changed, changes.added, changes.removed) == (("ops/a.md",), ("ops/d.md",), ("ops/c.md",))
+    notice = change_notice("kn_1", "kn_2", changes)
+    assert "manifest kn_1 is now kn_2" in notice and "Documents edited: ops/a.md." in notice
+    assert "Documents added: ops/d.md." in notice and "Documents removed: ops/c.md." in notice
+
+
+def test_a_change_notice_says_what_it_cannot_tell() -> None:
+    """Without the previous index the notice says the corpus changed, not which documents; knowledge that appears
+    or goes away is said so."""
+    assert "cannot be told" in change_notice("kn_1", "kn_2", None)
+    assert "available to this session now (manifest kn_2)" in change_notice(None, "kn_2", None)
+    assert "no longer available" in change_notice("kn_1", None, None)
 
 
 def test_query_terms_are_the_tokenizers_words_quoted_never_syntax() -> None:
