@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Annotated, Literal
 
 import anyio
@@ -74,14 +76,24 @@ _LINE: TypeAdapter[ClientLine] = TypeAdapter(ClientLine)
 
 
 def stdin_lines() -> MemoryObjectReceiveStream[bytes]:
-    """stdin's lines, read by a daemon thread (a blocked read never holds the process at exit)."""
+    """stdin's lines, read by a daemon thread from file descriptor 0 itself (a blocked read never holds the process
+    at exit: no buffered reader's lock is held by it). A last line without its newline counts."""
     send, receive = anyio.create_memory_object_stream[bytes](16)
     token = anyio.lowlevel.current_token()
+
+    def lines() -> Iterator[bytes]:
+        pending = b""
+        while chunk := os.read(0, 65536):
+            pending += chunk
+            *complete, pending = pending.split(b"\n")
+            yield from complete
+        if pending:
+            yield pending
 
     def read() -> None:
         # stdin broke, or the event loop is gone: the stream simply ends
         with contextlib.suppress(Exception):
-            for line in sys.stdin.buffer:
+            for line in lines():
                 anyio.from_thread.run(send.send, line, token=token)
         with contextlib.suppress(Exception):  # the event loop ended first
             anyio.from_thread.run_sync(send.close, token=token)

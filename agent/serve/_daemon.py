@@ -58,6 +58,7 @@ async def serve(loaded: LoadedConfig, *, socket_path: Path | None = None, grace_
         finally:
             with anyio.CancelScope(shield=True):
                 await rt.close()
+            log.info("runtime closed")
     finally:
         lock.release()
 

@@ -71,6 +71,7 @@ class Daemon:
         self.out.wait_for(lambda line: "listening on" in line, 60, "listening line")
         self.pid = self.proc.pid
         self.stderr = ""
+        self.exited_at: float | None = None
 
     def signal(self, signum: signal.Signals) -> None:
         self.proc.send_signal(signum)
@@ -78,6 +79,7 @@ class Daemon:
     def wait(self, timeout: float = 60) -> int:
         try:
             self.proc.wait(timeout)
+            self.exited_at = time.monotonic()
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
@@ -129,6 +131,7 @@ class Client:
     def collect(self, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         try:
             self.proc.wait(timeout)
+            self.exited_at = time.monotonic()
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
