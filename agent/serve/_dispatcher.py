@@ -110,9 +110,12 @@ class HostDispatcher:
     async def _pump(self, key: tuple[int, str], link: _Link) -> None:
         """The attachment's messages to the connection, in order, until either ends."""
         with link.scope:
-            async for message in link.attachment:
-                if not link.connection.push(push_of(message)):
-                    break
+            try:
+                async for message in link.attachment:
+                    if not link.connection.push(push_of(message)):
+                        break
+            except Exception as exc:  # a bug here ends this attachment, never the daemon
+                log.error("attachment pump failed", error_type=type(exc).__name__, exc_info=True)
         if self._links.get(key) is link:
             del self._links[key]
         if link.attachment.attached:  # the connection went first: the session goes on without it
