@@ -14,6 +14,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from config.settings import (
     CommonTermShare,
     ContextBudget,
+    DrainSeconds,
     Durability,
     HookSeconds,
     MaxTurns,
@@ -214,6 +215,7 @@ class ConfigFile(_Table):
     repair_budget: RepairBudget | None = None
     context_budget_tokens: ContextBudget | None = None
     snapshot_every: SnapshotEvery | None = None
+    drain_grace_s: DrainSeconds | None = None
     policy: PolicySection = Field(default_factory=PolicySection)
     hooks: HooksSection = Field(default_factory=HooksSection)
     secrets: SecretsSection = Field(default_factory=SecretsSection)

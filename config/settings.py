@@ -25,6 +25,7 @@ ToolSeconds = Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)]
 RepairBudget = Annotated[int, Field(ge=0)]
 ContextBudget = Annotated[int, Field(ge=1)]
 SnapshotEvery = Annotated[int, Field(ge=0)]
+DrainSeconds = Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)]
 CommonTermShare = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
 
 
@@ -47,6 +48,9 @@ class Settings(BaseModel):
     """Estimated tokens a model request may carry before older turns are compacted into a summary."""
     snapshot_every: SnapshotEvery = 500
     """Events between snapshots of a session's state, which resume starts from (0: no snapshots)."""
+    drain_grace_s: DrainSeconds = 10.0
+    """`strata serve` on SIGTERM: how long running calls may still finish before their batches are closed as
+    Ctrl-C closes them."""
 
     @property
     def db_path(self) -> Path:

@@ -5,7 +5,7 @@ import importlib
 import pytest
 
 PACKAGES = ["core.tools", "core.model", "core.knowledge", "config", "memory", "memory.knowledge", "observability",
-            "tool_executor", "tool_executor.shell", "agent.ipc", "agent.daemon"]
+            "tool_executor", "tool_executor.shell", "agent.ipc", "agent.daemon", "agent.serve"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

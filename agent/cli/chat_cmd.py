@@ -81,7 +81,7 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
                 live = await start_session(rt, model=model, workspace=workspace, mode="interactive", rules=rules,
                                            prompt=None, max_turns=settings.max_turns, observer=view, listener=view,
                                            asking=asking)
-            session.commands = _slash_commands(console, rt, live)
+            session.commands = slash_commands(console, rt, live.id)
             try:
                 if live.state.open_batch is not None:
                     await session.turn(live, None)  # finish the batch a crash or an interrupt left open
@@ -110,21 +110,22 @@ def _replay(console: SafeConsole, live: LiveSession) -> None:
                 console.print(f"[dim]  <- {mark}: {_first_line(block.content, 120)}[/]", highlight=False)
 
 
-def _slash_commands(console: SafeConsole, rt: Runtime, live: LiveSession) -> dict[str, Callable[[], Awaitable[None]]]:
-    """/timeline and /receipts: what happened in this session so far, masked like every observation surface."""
+def slash_commands(console: SafeConsole, rt: Runtime, session_id: str) -> dict[str, Callable[[], Awaitable[None]]]:
+    """/timeline and /receipts: what happened in this session so far, masked like every observation surface (also
+    `strata attach`'s, on a read-only runtime)."""
 
     async def timeline() -> None:
-        rows = await rt.store.read_timeline(live.id)
+        rows = await rt.store.read_timeline(session_id)
         shown = [r for r in rows if r.kind in ("call", "approval", "model_attempt", "lifecycle")][-TIMELINE_ROWS:]
-        console.print(f"timeline of {live.id}: {len(rows)} rows; the last {len(shown)} calls, approvals, model "
-                      f"attempts and lifecycle rows (all: strata timeline {live.id})", highlight=False)
+        console.print(f"timeline of {session_id}: {len(rows)} rows; the last {len(shown)} calls, approvals, model "
+                      f"attempts and lifecycle rows (all: strata timeline {session_id})", highlight=False)
         for r in shown:
             decision = f" {r.decision}" if r.decision else ""
             console.print(f"  {r.seq:>5}  t{r.turn:<3} {r.kind:<13}{decision:<10} {r.summary[:140]}", markup=False,
                           highlight=False)
 
     async def receipts() -> None:
-        rows = await rt.store.list_receipts(live.id)
+        rows = await rt.store.list_receipts(session_id)
         if not rows:
             console.print("no effect receipts in this session yet", highlight=False)
         for r in rows:

@@ -10,6 +10,7 @@ import click
 
 from agent.cli import stdout
 from agent.cli.approval_cmds import approve, deny
+from agent.cli.attach_cmd import attach
 from agent.cli.chat_cmd import chat
 from agent.cli.config_cmds import config_group, trust
 from agent.cli.export_cmd import export
@@ -19,6 +20,7 @@ from agent.cli.inspect_cmds import receipts, sessions, show
 from agent.cli.knowledge_cmd import knowledge
 from agent.cli.output import echo
 from agent.cli.reconcile_cmd import reconcile_cmd
+from agent.cli.serve_cmd import ps, serve
 from agent.cli.session_cmds import resume, run
 from agent.cli.timeline_cmd import timeline
 from agent.outcome import EXIT_ERROR
@@ -35,7 +37,7 @@ def cli(verbose: bool) -> None:
 
 
 for command in (run, resume, sessions, show, receipts, reconcile_cmd, doctor, demo, trust, config_group, approve,
-                deny, timeline, chat, export, fork, knowledge):
+                deny, timeline, chat, export, fork, knowledge, serve, ps, attach):
     cli.add_command(command)
 
 

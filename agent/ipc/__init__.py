@@ -2,11 +2,13 @@
 
 The public surface: the message models (two tagged unions, `Request` and the daemon's replies and pushes),
 `IpcServer` with the `Dispatcher` protocol the session side implements, `IpcClient`, the `Limits` one client may
-cost, and the errors a user can meet. The protocol is written down in PROTOCOL.md. Everything else is private."""
+cost, and the errors a user can meet. The protocol is written down in the README ("The serve daemon"). Everything
+else is private."""
 
 from agent.ipc._client import IpcClient
 from agent.ipc._connection import Connection, Dispatcher
-from agent.ipc._endpoint import DaemonInfo, DaemonPaths, daemon_paths, running_daemon
+from agent.ipc._endpoint import DaemonInfo, DaemonLock, DaemonPaths, daemon_paths, running_daemon
+from agent.ipc._endpoint import acquire_lock as claim_home
 from agent.ipc._errors import (
     DaemonGone,
     DaemonRunning,
@@ -63,6 +65,7 @@ __all__ = [
     "Connection",
     "DaemonGone",
     "DaemonInfo",
+    "DaemonLock",
     "DaemonPaths",
     "DaemonRunning",
     "Deny",
@@ -102,6 +105,7 @@ __all__ = [
     "Status",
     "VersionRefused",
     "WaitingCall",
+    "claim_home",
     "daemon_paths",
     "running_daemon",
 ]

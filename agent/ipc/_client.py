@@ -75,12 +75,17 @@ class IpcClient:
             hello = await _say_hello(shown, stream, reader, client_name, timeout, version)
             client = cls(path, stream, reader, hello)
             with client._push_in, client._push_out:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(client._read_loop)
-                    try:
-                        yield client
-                    finally:
-                        tg.cancel_scope.cancel()
+                try:
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(client._read_loop)
+                        try:
+                            yield client
+                        finally:
+                            tg.cancel_scope.cancel()
+                except BaseExceptionGroup as group:  # the body's own error comes out as itself (one line for a user)
+                    if len(group.exceptions) == 1:
+                        raise group.exceptions[0] from None
+                    raise
 
     async def request(self, kind: type[SessionRequest], **fields: Any) -> OkReply:
         """Send one request (its id is chosen here) and wait for its reply. Raises RequestFailed on an `error`

@@ -36,8 +36,8 @@ ErrorCode = Literal[
     # the connection (the daemon closes it after the reply)
     "too_large", "hello_required", "peer_refused", "too_many_errors", "too_many_connections", "hello_timeout",
     # the request was read, and refused by the session side
-    "unknown_session", "not_driver", "session_busy", "no_such_call", "stale_approval", "shutting_down",
-    "refused", "unsupported", "internal",
+    "unknown_session", "not_attached", "not_driver", "session_busy", "no_such_call", "stale_approval",
+    "shutting_down", "refused", "unsupported", "internal",
 ]
 """Stable codes: clients branch on them, never on the message text."""
 
@@ -150,6 +150,9 @@ REQUEST_TYPES: frozenset[str] = frozenset(
 class WaitingCall(_Wire):
     call_id: str
     tool: str
+    how: Literal["asking", "parked"] = "asking"
+    """`asking`: the driving client has its approval request now; `parked`: it waits for `strata approve|deny`
+    or a driving client that attaches."""
 
 
 class SessionInfo(_Wire):
@@ -160,6 +163,7 @@ class SessionInfo(_Wire):
     phase: str | None = None
     workspace: str = ""
     model: str = ""
+    turn_running: bool = False
     drivers: int = 0
     watchers: int = 0
     waiting: tuple[WaitingCall, ...] = ()
@@ -253,6 +257,7 @@ class ApprovalRequest(_Wire):
     safety: SafetyLevel
     effect: EffectClass
     plan_digest: str
+    pii: str = ""
 
 
 class ParkedView(_Wire):
@@ -282,6 +287,10 @@ class Notice(_Wire):
     session_id: str | None = None
     level: Literal["info", "warning"] = "info"
     text: str
+    kind: str | None = None
+    """What happened, for a client to branch on: `detached`, `dropped` and `closed` end the client's attachment to
+    the session (the last message it gets for it); `parked`, `driver_left`, `released`, `shutting_down`; null for
+    a notice about the daemon itself."""
 
 
 Push = Annotated[EventPush | ApprovalRequest | ResultPush | Notice, Field(discriminator="type")]

@@ -18,6 +18,7 @@ from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskStatus
 
 from agent.ipc._connection import ClientConnection, Dispatcher
 from agent.ipc._endpoint import (
+    DaemonLock,
     DaemonPaths,
     acquire_lock,
     daemon_paths,
@@ -52,11 +53,16 @@ class IpcServer:
     @classmethod
     @contextlib.asynccontextmanager
     async def open(cls, home: Path, dispatcher: Dispatcher, *, socket_path: Path | None = None,
-                   limits: Limits | None = None, server_name: str = "strata") -> AsyncIterator[IpcServer]:
+                   limits: Limits | None = None, server_name: str = "strata",
+                   lock: DaemonLock | None = None) -> AsyncIterator[IpcServer]:
         """Claim `home` for this daemon and listen. Raises DaemonRunning (another daemon holds the home) or
-        SocketUnusable (the path is taken, too long, or in a directory open to others)."""
+        SocketUnusable (the path is taken, too long, or in a directory open to others). `lock`: the home's lock,
+        claimed already (`claim_home`) by a daemon that opens other things before it listens; it stays the
+        caller's to release."""
         paths = daemon_paths(home, socket_path)
-        lock = await anyio.to_thread.run_sync(acquire_lock, paths)
+        owned = lock is None
+        if lock is None:
+            lock = await anyio.to_thread.run_sync(acquire_lock, paths)
         listener: SocketListener | None = None
         inode: int | None = None
         temporary = paths.socket
@@ -84,7 +90,8 @@ class IpcServer:
                 elif temporary != paths.socket:
                     with contextlib.suppress(OSError):
                         os.unlink(temporary)
-                lock.release()
+                if owned:
+                    lock.release()
 
     @property
     def connection_count(self) -> int:

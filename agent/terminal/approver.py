@@ -27,19 +27,7 @@ class TerminalApprover:
         self.identity = person("strata chat")
 
     def _show(self, request: ApprovalRequest) -> None:
-        c = self._console
-        c.print(f"[bold yellow]approval needed[/]: [bold]{escape(request.tool)}[/]  (safety {request.safety}, "
-                f"effect {request.effect}, PII {request.pii})", highlight=False)
-        c.print(f"  asked by: {escape(request.asked_by)}", highlight=False)
-        for reason in request.reasons:
-            c.print(f"  why: {escape(reason)}", highlight=False)
-        c.print("  arguments (in full):", highlight=False)
-        body = json.dumps(dict(request.input), indent=2, ensure_ascii=False, sort_keys=True)
-        for line in body.splitlines():
-            c.print(f"    {escape(line)}", highlight=False, soft_wrap=True)
-        c.print(f"  call {request.call_id}, arguments sha256 {request.input_sha256[:16]}", highlight=False)
-        c.print(f"  [bold]y[/] yes, once   [bold]n[/] no   [bold]a[/] always for this session "
-                f"({escape(request.tool)} when asked by the same rule)", highlight=False)
+        show_request(self._console, request)
 
     async def ask(self, request: ApprovalRequest) -> ApprovalAnswer:
         self._show(request)
@@ -61,3 +49,19 @@ class TerminalApprover:
             except (KeyboardInterrupt, EOFError):
                 reason = ""
         return ApprovalAnswer(choice, self.identity, reason)  # type: ignore[arg-type]
+
+
+def show_request(c: Console, request: ApprovalRequest) -> None:
+    """The whole call as a person must see it to decide (`strata chat`, and `strata attach` over the daemon)."""
+    c.print(f"[bold yellow]approval needed[/]: [bold]{escape(request.tool)}[/]  (safety {request.safety}, "
+            f"effect {request.effect}, PII {request.pii})", highlight=False)
+    c.print(f"  asked by: {escape(request.asked_by)}", highlight=False)
+    for reason in request.reasons:
+        c.print(f"  why: {escape(reason)}", highlight=False)
+    c.print("  arguments (in full):", highlight=False)
+    body = json.dumps(dict(request.input), indent=2, ensure_ascii=False, sort_keys=True)
+    for line in body.splitlines():
+        c.print(f"    {escape(line)}", highlight=False, soft_wrap=True)
+    c.print(f"  call {request.call_id}, arguments sha256 {request.input_sha256[:16]}", highlight=False)
+    c.print(f"  [bold]y[/] yes, once   [bold]n[/] no   [bold]a[/] always for this session "
+            f"({escape(request.tool)} when asked by the same rule)", highlight=False)

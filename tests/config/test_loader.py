@@ -33,6 +33,8 @@ TABLE: dict[str, dict[str, tuple[object, object]]] = {
                               "env": ("3000", 3000), "flag": (4000, 4000)},
     "snapshot_every": {"defaults": (None, 500), "user": (0, 0), "project": (50, 50), "env": ("60", 60),
                        "flag": (70, 70)},
+    "drain_grace_s": {"defaults": (None, 10.0), "user": (0, 0.0), "project": (1.5, 1.5), "env": ("2", 2.0),
+                      "flag": (3.0, 3.0)},
     "model": {"defaults": (None, None), "user": ("script:/u.json", "script:/u.json"),
               "project": ("script:/p.json", "script:/p.json"), "env": ("anthropic:e", "anthropic:e"),
               "flag": ("script:/f.json", "script:/f.json")},

@@ -1,0 +1,79 @@
+"""`strata attach [ID] [--new --workspace DIR --model M] [--watch] [--json]`: the thin client of `strata serve`.
+Interactive by default (agent/cli/attach_term.py, `strata chat`'s look); `--json` is the scriptable client
+(agent/cli/attach_json.py). One client drives a session, any number watch (`--watch`); a second driver is refused."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import click
+
+from agent import ipc
+from agent.cli._common import Command, json_option
+from agent.cli._daemon_client import connect, socket_option_help
+from agent.cli.attach_json import JsonAttach
+from core.errors import UsageError
+
+
+def _absolute_model(spec: str | None) -> str | None:
+    """A scripted model's file, as this shell names it: the daemon does not share the client's directory."""
+    if spec and spec.startswith("script:"):
+        return "script:" + os.path.abspath(spec.removeprefix("script:"))
+    return spec
+
+
+@click.command()
+@click.argument("session_id", required=False)
+@click.option("--new", "new", is_flag=True, help="Start a new session in the daemon and attach to it.")
+@click.option("--workspace", type=click.Path(path_type=Path), default=".", show_default=True,
+              help="With --new: the directory the tools may touch.")
+@click.option("--model", "model_spec", metavar="M", help="With --new: script:PATH (offline) or anthropic:NAME.")
+@click.option("--watch", is_flag=True, help="Follow the session without driving it.")
+@click.option("--socket", "socket_path", type=click.Path(path_type=Path), default=None, help=socket_option_help)
+@json_option
+def attach(session_id: str | None, new: bool, workspace: Path, model_spec: str | None, watch: bool,
+           socket_path: Path | None, as_json: bool) -> None:
+    """Attach to a session the daemon hosts (`strata serve`): drive it, or watch it with --watch."""
+    if new == (session_id is not None):
+        raise click.UsageError("name a session ID, or start one with --new")
+    if watch and new:
+        raise click.UsageError("--watch follows an existing session; a new one needs a driver")
+    cmd = Command()
+    loaded = cmd.config(workspace if new else None, model=_absolute_model(model_spec))
+    home = loaded.settings.home
+    role = "watch" if watch else "drive"
+
+    async def main() -> int:
+        async with connect(home, socket_path, "strata attach") as client:
+            sid = session_id
+            if sid is None:
+                if not loaded.settings.model:
+                    raise UsageError("no model chosen for the new session",
+                                     hint="pass --model script:PATH (offline) or anthropic:NAME")
+                ws = await anyio.Path(workspace).resolve()
+                reply = await client.request(ipc.NewSession, workspace=str(ws), model=loaded.settings.model)
+                assert reply.session_id is not None
+                sid = reply.session_id
+            await client.request(ipc.Attach, session_id=sid, role=role)
+            if as_json:
+                return await JsonAttach(client, sid, role).run()
+            return await _interactive(cmd, client, sid, role)
+
+    sys.exit(cmd.run(main))
+
+
+async def _interactive(cmd: Command, client: ipc.IpcClient, session_id: str, role: str) -> int:
+    from agent.cli.attach_term import TerminalAttach  # the terminal (prompt_toolkit) loads only here
+    from agent.cli.chat_cmd import slash_commands
+    from agent.terminal.chat import make_prompt
+    from agent.terminal.safe_text import SafeConsole
+
+    console = SafeConsole(highlight=False, color_system=None if os.environ.get("NO_COLOR") else "auto")
+    loaded = await cmd.session_config(session_id=session_id)
+    async with cmd.runtime(loaded, read_only=True) as rt:  # /timeline and /receipts read the store
+        prompt = make_prompt(str(loaded.settings.home / "chat_history"))
+        return await TerminalAttach(client, session_id, role, console, prompt,
+                                    slash_commands(console, rt, session_id)).run()

@@ -1,0 +1,190 @@
+"""`strata attach` in a terminal: `strata chat`'s look (agent/terminal/chat.py) over the daemon.
+
+Committed events are rendered by chat's own view; an approval request shows every argument and takes an explicit
+y/n/a, sent back bound to the arguments' sha256 and the plan digest it was shown with; Ctrl-C during a turn asks
+the daemon to interrupt it (the batch is closed as Ctrl-C closes it in chat); /timeline and /receipts read the
+store; /exit, Ctrl-D or Ctrl-C at the prompt detach, and the session goes on in the daemon. Text arrives as each
+message is committed (the daemon does not stream the model's tokens). A watching client shows what happens and
+takes only the slash commands."""
+
+from __future__ import annotations
+
+import math
+import signal
+from collections.abc import Awaitable, Callable
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from prompt_toolkit import PromptSession
+from prompt_toolkit.patch_stdout import patch_stdout
+from rich.console import Console
+from rich.markup import escape
+
+from agent import ipc
+from agent.cli.attach_json import ENDING_NOTICES
+from agent.terminal.approver import show_request
+from agent.terminal.chat import HELP, ChatView
+from core.events import StoredEvent
+from tool_executor import ApprovalRequest
+
+_CHOICES = {"y": "once", "yes": "once", "n": "no", "no": "no", "a": "session", "always": "session"}
+
+
+def _as_request(push: ipc.ApprovalRequest) -> ApprovalRequest:
+    return ApprovalRequest(session_id=push.session_id, call_id=push.call_id, tool=push.tool, input=push.input,
+                           input_sha256=push.args_sha256, safety=push.safety, effect=push.effect, pii=push.pii,
+                           reasons=push.reasons, asked_by=push.asked_by, plan_digest=push.plan_digest)
+
+
+class TerminalAttach:
+    def __init__(self, client: ipc.IpcClient, session_id: str, role: str, console: Console,
+                 prompt: PromptSession[str], commands: dict[str, Callable[[], Awaitable[None]]]) -> None:
+        self.client = client
+        self.session_id = session_id
+        self.role = role
+        self.console = console
+        self.prompt = prompt
+        self.commands = commands
+        self.view = ChatView(console)
+        self._in_turn = False
+        self._turn_items: MemoryObjectSendStream[ipc.ApprovalRequest | ipc.ResultPush | None]
+        self._turn_out: MemoryObjectReceiveStream[ipc.ApprovalRequest | ipc.ResultPush | None]
+        self._turn_items, self._turn_out = anyio.create_memory_object_stream(math.inf)
+        self._ended: str | None = None
+
+    def say(self, text: str) -> None:
+        self.console.print(text, highlight=False)
+
+    async def run(self) -> int:
+        how = "driving" if self.role == "drive" else "watching"
+        self.say(f"attached to session [bold]{self.session_id}[/] ({how}). /help for commands, /exit or Ctrl-D "
+                 "detaches (the session goes on in the daemon).")
+        with patch_stdout(raw=True):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._pushes, tg)
+                await self._loop()
+                tg.cancel_scope.cancel()
+        if self._ended is not None:
+            self.say(f"[yellow]{escape(self._ended)}[/]")
+            return 1
+        self.say(f"detached from session {self.session_id}. attach again: strata attach {self.session_id}")
+        return 0
+
+    async def _pushes(self, tg: anyio.abc.TaskGroup) -> None:
+        async for push in self.client.pushes():
+            match push:
+                case ipc.EventPush():
+                    self.view(StoredEvent(session_id=push.session_id, seq=push.seq, turn=push.turn, at=push.at,
+                                          event=push.event))
+                case ipc.ApprovalRequest():
+                    self.view.end_line()
+                    await self._turn_items.send(push)
+                case ipc.ResultPush():
+                    self.view.end_line()
+                    if push.status != "completed":
+                        self.say(f"[yellow]{push.status}[/]: {escape(push.reason)}")
+                    if push.unknown_receipts:
+                        self.say(f"{push.unknown_receipts} effect(s) with unknown outcome: strata receipts "
+                                 f"{push.session_id} --status unknown")
+                    for parked in push.parked:
+                        self.say(f"parked: {escape(parked.tool)} call {parked.call_id} waits for "
+                                 f"`strata approve|deny {push.session_id} {parked.call_id}`")
+                    if self._in_turn:
+                        await self._turn_items.send(push)
+                case ipc.Notice():
+                    self.say(f"[yellow]{escape(push.text)}[/]" if push.level == "warning" else escape(push.text))
+                    if push.kind in ENDING_NOTICES and push.session_id == self.session_id:
+                        break
+        self._ended = self._ended or "the daemon ended this attachment"
+        await self._turn_items.send(None)
+        tg.cancel_scope.cancel()  # the prompt may be waiting for input: nothing more will happen here
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                text = await self.prompt.prompt_async("strata> ", handle_sigint=False)
+            except (KeyboardInterrupt, EOFError):
+                break
+            text = text.strip()
+            if not text:
+                continue
+            if text.startswith("/"):
+                name = text.split()[0]
+                if name in ("/exit", "/quit", "/detach"):
+                    break
+                if name == "/help":
+                    self.console.print(HELP.replace("leave (Ctrl-D does too); the session can be resumed later",
+                                                    "detach (Ctrl-D does too); the session goes on in the daemon"),
+                                       markup=False, highlight=False)
+                elif name in self.commands:
+                    await self.commands[name]()
+                else:
+                    self.say(f"unknown command {escape(name)}; /help lists them")
+                continue
+            if not await self._request(ipc.Prompt, text=text):
+                continue
+            self._in_turn = True
+            try:
+                if not await self._turn():
+                    return
+            finally:
+                self._in_turn = False
+        await self._request(ipc.Detach)
+
+    async def _turn(self) -> bool:
+        """Until the turn's result: answer the approvals it asks. False when the attachment ended."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._interrupt_on_sigint)
+            try:
+                async for item in self._turn_out:
+                    if item is None:
+                        return False
+                    if isinstance(item, ipc.ResultPush):
+                        return True
+                    await self._approve(item)
+            finally:
+                tg.cancel_scope.cancel()
+        return False
+
+    async def _interrupt_on_sigint(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT) as signals:
+            async for _ in signals:
+                self.say("[yellow]interrupting the turn[/] (running calls are stopped; started effects are "
+                         "recorded as unknown)")
+                await self._request(ipc.Interrupt)
+
+    async def _approve(self, asked: ipc.ApprovalRequest) -> None:
+        show_request(self.console, _as_request(asked))
+        while True:
+            try:
+                raw = await self.prompt.prompt_async("approve? [y/n/a] ", handle_sigint=False)
+            except (KeyboardInterrupt, EOFError):
+                await self._request(ipc.Deny, call_id=asked.call_id, reason="the person interrupted the approval "
+                                    "prompt")
+                await self._request(ipc.Interrupt)
+                return
+            choice = _CHOICES.get(raw.strip().lower())
+            if choice is not None:
+                break
+            self.say("  answer y, n or a (Enter alone is not an answer)")
+        if choice == "no":
+            try:
+                reason = (await self.prompt.prompt_async("reason for the model (optional): ",
+                                                         handle_sigint=False)).strip()
+            except (KeyboardInterrupt, EOFError):
+                reason = ""
+            await self._request(ipc.Deny, call_id=asked.call_id, reason=reason)
+            return
+        await self._request(ipc.Approve, call_id=asked.call_id, args_sha256=asked.args_sha256,
+                            plan_digest=asked.plan_digest, scope=choice)
+
+    async def _request(self, kind: type[ipc.SessionRequest], **fields: object) -> bool:
+        try:
+            await self.client.request(kind, session_id=self.session_id, **fields)
+        except ipc.RequestFailed as exc:
+            self.say(f"[red]refused[/]: {escape(exc.message)}")
+            return False
+        except ipc.DaemonGone as exc:
+            self._ended = exc.message
+            return False
+        return True

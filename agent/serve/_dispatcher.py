@@ -1,0 +1,133 @@
+"""The IPC server's Dispatcher over a SessionHost: requests become host calls, and each attachment a connection
+holds is pumped to it by a task of its own, so committed events reach the client as they are committed.
+
+A connection holds at most one attachment per session. Its pump runs on the daemon's event loop and never waits
+on the client: `Connection.push` only queues (a client that does not read is disconnected by the IPC layer, and
+its attachments detached here). When a connection ends, however it ends, each of its attachments is detached, so
+a call that waited for its approval parks (agent/daemon/_approver.py)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup
+
+from agent import daemon, ipc
+from agent.reconcile import person
+from agent.serve._translate import info_of, push_of, refusal_of
+from core.errors import StrataError
+from core.masking import Masker
+
+log = structlog.get_logger("strata.serve")
+
+
+@dataclass
+class _Link:
+    """One connection's attachment to one session, and the scope of the task pumping it."""
+
+    connection: ipc.Connection
+    attachment: daemon.Attachment
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+
+
+class HostDispatcher:
+    def __init__(self, host: daemon.SessionHost, tg: TaskGroup, masker: Masker, *,
+                 on_shutdown: Callable[[], None]) -> None:
+        """`tg`: where the pumps run (it must outlive the IPC server); `on_shutdown`: a client asked the daemon to
+        drain (`shutdown`)."""
+        self._host = host
+        self._tg = tg
+        self._masker = masker
+        self._on_shutdown = on_shutdown
+        self._links: dict[tuple[int, str], _Link] = {}
+
+    async def handle(self, request: ipc.SessionRequest, connection: ipc.Connection) -> ipc.Ok | ipc.Refused:
+        try:
+            return await self._handle(request, connection)
+        except StrataError as err:  # a refusal, or an error of the session services: the client's to read
+            return refusal_of(err, self._masker)
+
+    async def _handle(self, request: ipc.SessionRequest, connection: ipc.Connection) -> ipc.Ok | ipc.Refused:
+        host = self._host
+        match request:
+            case ipc.Status():
+                return ipc.Ok(sessions=tuple(info_of(i) for i in await host.status()))
+            case ipc.Shutdown():
+                log.info("shutdown asked by a client", connection=connection.id, peer_pid=connection.peer.pid)
+                self._on_shutdown()
+                return ipc.Ok()
+            case ipc.NewSession():
+                workspace = Path(request.workspace)
+                if not workspace.is_absolute():
+                    return ipc.Refused(code="refused", message="the workspace must be an absolute path (the "
+                                       "daemon does not share the client's working directory)")
+                return ipc.Ok(session_id=await host.new_session(workspace=workspace, model=request.model))
+            case ipc.Attach():
+                return await self._attach(request, connection)
+        link = self._links.get((connection.id, request.session_id))
+        if link is None:
+            return ipc.Refused(code="not_attached", message=f"this connection is not attached to session "
+                               f"{request.session_id}; attach first")
+        attachment = link.attachment
+        match request:
+            case ipc.Prompt():
+                await host.prompt(attachment, request.text)
+            case ipc.Approve():
+                await host.approve(attachment, request.call_id, args_sha256=request.args_sha256,
+                                   plan_digest=request.plan_digest, always=request.scope == "session")
+            case ipc.Deny():
+                await host.deny(attachment, request.call_id, request.reason)
+            case ipc.Interrupt():
+                if not await host.interrupt(attachment):
+                    return ipc.Refused(code="refused", message=f"no turn of session {request.session_id} is "
+                                       "running")
+            case ipc.Detach():
+                del self._links[(connection.id, request.session_id)]
+                await host.detach(attachment)  # its pump delivers the `detached` notice, then ends
+        return ipc.Ok(session_id=request.session_id)
+
+    async def _attach(self, request: ipc.Attach, connection: ipc.Connection) -> ipc.Ok | ipc.Refused:
+        key = (connection.id, request.session_id)
+        if key in self._links:
+            return ipc.Refused(code="refused", message=f"this connection is attached to session "
+                               f"{request.session_id} already; detach first to change its role")
+        who = person(f"strata attach (client pid {connection.peer.pid})")
+        attachment = await self._host.attach(request.session_id, request.role, who=who)
+        if connection.closed:  # it left while the session was being opened
+            await self._host.detach(attachment)
+            return ipc.Refused(code="refused", message="the connection closed")
+        link = _Link(connection, attachment)
+        self._links[key] = link
+        self._tg.start_soon(self._pump, key, link)
+        log.info("client attached", connection=connection.id, session_id=request.session_id, role=request.role)
+        return ipc.Ok(session_id=request.session_id, role=request.role)
+
+    async def _pump(self, key: tuple[int, str], link: _Link) -> None:
+        """The attachment's messages to the connection, in order, until either ends."""
+        with link.scope:
+            try:
+                async for message in link.attachment:
+                    if not link.connection.push(push_of(message)):
+                        break
+            except Exception as exc:  # a bug here ends this attachment, never the daemon
+                log.error("attachment pump failed", error_type=type(exc).__name__, exc_info=True)
+        if self._links.get(key) is link:
+            del self._links[key]
+        if link.attachment.attached:  # the connection went first: the session goes on without it
+            with anyio.CancelScope(shield=True), contextlib.suppress(StrataError):
+                await self._host.detach(link.attachment)
+
+    async def closed(self, connection: ipc.Connection) -> None:
+        for key, link in list(self._links.items()):
+            if key[0] != connection.id:
+                continue
+            del self._links[key]
+            link.scope.cancel()
+            with contextlib.suppress(StrataError):
+                await self._host.detach(link.attachment)
+            log.info("client detached: its connection ended", connection=connection.id, session_id=key[1])

@@ -1,0 +1,179 @@
+"""Real processes for the daemon's acceptance tests: `strata serve --foreground` and `strata attach --json`
+subprocesses on one Strata home, talking over the real socket. Every wait is on a condition (a line printed, a
+process ended), never a fixed sleep."""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.cli._helpers import assert_clean_stderr
+from tests.conftest import StrataCLI
+
+Line = dict[str, Any]
+
+
+class _Lines:
+    """A process's stdout, line by line, read by a thread; everything seen is kept."""
+
+    def __init__(self, proc: subprocess.Popen[str], parse: Callable[[str], Any]) -> None:
+        self.seen: list[Any] = []
+        self._queue: queue.Queue[Any] = queue.Queue()
+        self._parse = parse
+        self._thread = threading.Thread(target=self._read, args=(proc,), daemon=True)
+        self._thread.start()
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            if raw.strip():
+                self._queue.put(self._parse(raw))
+        self._queue.put(StopIteration)
+
+    def wait_for(self, accept: Callable[[Any], bool], timeout: float, what: str) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no {what} within {timeout:g} s; seen: {self.seen!r}") from None
+            if item is StopIteration:
+                self._queue.put(StopIteration)
+                raise AssertionError(f"the output ended before {what}; seen: {self.seen!r}")
+            self.seen.append(item)
+            if accept(item):
+                return item
+
+    def rest(self, timeout: float = 30) -> list[Any]:
+        """Everything until the output ends."""
+        self._thread.join(timeout)
+        while not self._queue.empty():
+            item = self._queue.get()
+            if item is not StopIteration:
+                self.seen.append(item)
+        return self.seen
+
+
+class Daemon:
+    """`strata serve --foreground`, ready once it printed where it listens."""
+
+    def __init__(self, cli: StrataCLI, *args: str, env: dict[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen(cli.argv(["serve", "--foreground", *args]), cwd=cli.cwd, env=cli.env(env),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.out = _Lines(self.proc, str)
+        self.out.wait_for(lambda line: "listening on" in line, 60, "listening line")
+        self.pid = self.proc.pid
+        self.stderr = ""
+        self.exited_at: float | None = None
+
+    def signal(self, signum: signal.Signals) -> None:
+        self.proc.send_signal(signum)
+
+    def wait(self, timeout: float = 60) -> int:
+        try:
+            self.proc.wait(timeout)
+            self.exited_at = time.monotonic()
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self.out.rest()
+            assert self.proc.stdout is not None and self.proc.stderr is not None
+            self.stderr = self.proc.stderr.read()
+            self.proc.stderr.close()
+            self.proc.stdout.close()
+        return self.proc.returncode
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.signal(signal.SIGTERM)
+            self.wait()
+
+
+class Client:
+    """`strata attach ... --json`: JSON lines in on stdin, out on stdout."""
+
+    def __init__(self, cli: StrataCLI, *args: str) -> None:
+        self.proc = subprocess.Popen(cli.argv(["attach", *args, "--json"]), cwd=cli.cwd, env=cli.env(),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        self.out = _Lines(self.proc, json.loads)
+        attached = self.out.wait_for(lambda o: o["type"] == "attached", 60, "attached line")
+        self.session_id: str = attached["session_id"]
+
+    def send(self, **obj: Any) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(obj) + "\n")
+        self.proc.stdin.flush()
+
+    def wait_for(self, kind: str, timeout: float = 60, **fields: Any) -> Line:
+        return self.out.wait_for(  # type: ignore[no-any-return]
+            lambda o: o["type"] == kind and all(o.get(k) == v for k, v in fields.items()), timeout,
+            f"{kind} {fields or ''}")
+
+    def events(self) -> list[Line]:
+        return [o for o in self.out.seen if o["type"] == "event"]
+
+    def finish(self, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """Close stdin (the client detaches once its turn ended) and collect what it printed."""
+        assert self.proc.stdin is not None
+        if not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        return self.collect(timeout)
+
+    def collect(self, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        try:
+            self.proc.wait(timeout)
+            self.exited_at = time.monotonic()
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+        self.out.rest()
+        assert self.proc.stderr is not None and self.proc.stdout is not None
+        err = self.proc.stderr.read()
+        self.proc.stderr.close()
+        self.proc.stdout.close()
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        proc = subprocess.CompletedProcess(self.proc.args, self.proc.returncode, "", err)
+        assert_clean_stderr(proc)
+        return proc
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.collect()
+
+
+def status(cli: StrataCLI) -> list[Line]:
+    proc = cli.run("serve", "--status", "--json")
+    assert proc.returncode == 0, proc.stderr
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 30, what: str = "condition") -> None:
+    """Poll what nothing can signal (a file a command writes, another process's view of the store)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen within {timeout:g} s")
+        time.sleep(0.05)
+
+
+def script(path: Path, *turns: list[dict[str, Any]]) -> str:
+    path.write_text(json.dumps(list(turns)), encoding="utf-8")
+    return f"script:{path}"
+
+
+def allow_in_user_config(cli: StrataCLI, *tools: str) -> None:
+    """Policy rules of the user's config file: the daemon's sessions apply them as `strata run` does."""
+    path = cli.home / "xdg-config" / "strata" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f'[[policy.rules]]\ntool = "{t}"\naction = "allow"\n\n' for t in tools))

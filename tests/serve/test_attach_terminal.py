@@ -1,0 +1,74 @@
+"""`strata attach` in a real pseudo-terminal against a real daemon: chat's look over IPC. The approval shows the
+whole call and takes an explicit answer, Ctrl-C interrupts a running turn safely and gives the prompt back,
+/timeline and /receipts read the session, and /exit detaches while the session stays in the daemon."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from tests.cli._helpers import text, tool_use
+from tests.conftest import StrataCLI
+from tests.serve._procs import Daemon, script, status, wait_until
+
+pytestmark = pytest.mark.slow
+
+APPROVE = r"approve\? \[y/n/a\]"
+
+
+def test_attach_in_a_terminal_approves_inline_interrupts_with_ctrl_c_and_detaches_with_exit(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model = script(tmp_path / "s.json",
+                   [text("writing"), tool_use("w1", "write_file", path="a.txt", content="A\n")],
+                   [text("wrote a")],
+                   [tool_use("slow", "bash", command="echo started > started.txt; sleep 30; echo late > late.txt")],
+                   [text("after the interrupt")])
+    daemon = Daemon(cli)
+    try:
+        child: pexpect.spawn = cli.spawn_pty("attach", "--new", "--workspace", str(ws), "--model", model)
+        child.expect(r"attached to session ([0-9a-f-]{36}) \(driving\)")
+        sid = child.match.group(1)
+        child.expect("strata>")
+        child.sendline("write a")
+        child.expect("approval needed: write_file")
+        child.expect(r'"content": "A\\n",')
+        child.expect(r'"path": "a.txt"')
+        child.expect(APPROVE)
+        child.sendline("")
+        child.expect("Enter alone is not an answer")
+        child.expect(APPROVE)
+        child.sendline("y")
+        child.expect("<- write_file ok")
+        child.expect("assistant: wrote a")
+        child.expect("strata>")
+        assert (ws / "a.txt").read_text() == "A\n"
+
+        child.sendline("run the slow one")
+        child.expect("approval needed: bash")
+        child.expect(APPROVE)
+        child.sendline("y")
+        wait_until(lambda: (ws / "started.txt").exists(), what="the command started")
+        child.kill(signal.SIGINT)
+        child.expect("interrupting the turn")
+        child.expect("interrupted")
+        child.expect("strata>")
+        child.sendline("/receipts")
+        child.expect(r"unknown\s+bash")
+        child.sendline("/timeline")
+        child.expect(f"timeline of {sid}")
+        child.expect("strata>")
+        child.sendline("/exit")
+        child.expect(f"detached from session {sid}")
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == 0
+        (row,) = status(cli)
+        assert row["session_id"] == sid and row["drivers"] == 0  # still hosted
+    finally:
+        daemon.stop()
+    assert not (ws / "late.txt").exists()
