@@ -62,6 +62,8 @@ class StrataCLI:
         env["STRATA_HOME"] = str(self.home)
         env["XDG_CONFIG_HOME"] = str(self.home / "xdg-config")  # never the machine's own user config
         env["PYTHONPATH"] = str(REPO)
+        # A test that gives up on a hung strata sends SIGABRT first: faulthandler prints every thread's stack.
+        env["PYTHONFAULTHANDLER"] = "1"
         if extra:
             env.update(extra)
         return env

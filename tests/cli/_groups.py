@@ -57,7 +57,11 @@ def finish(proc: subprocess.Popen[str], timeout: float = 30) -> subprocess.Compl
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
+        proc.send_signal(signal.SIGABRT)  # faulthandler (PYTHONFAULTHANDLER, tests/conftest.py) prints the stacks
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
         raise AssertionError(f"{proc.args} did not end within {timeout} s; stderr: {err}") from None
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)

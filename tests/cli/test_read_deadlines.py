@@ -64,9 +64,18 @@ class _Reader:
         try:
             self.proc.wait(within_s)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(30)
-            raise AssertionError(f"the process did not exit within {within_s} s") from None
+            self.proc.send_signal(signal.SIGABRT)  # faulthandler (PYTHONFAULTHANDLER) prints every thread's stack
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(30)
+            self._thread.join(30)
+            assert self.proc.stderr is not None and self.proc.stdout is not None
+            err = self.proc.stderr.read()
+            self.proc.stderr.close()
+            self.proc.stdout.close()
+            raise AssertionError(f"the process did not exit within {within_s} s; stderr: {err}") from None
         finally:
             self._thread.join(30)
         assert self.proc.stderr is not None
