@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -28,6 +29,15 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
             # suites start dozens of strata processes once), which would otherwise run on both workers, and
             # again each time a worker came back to the module.
             config.option.dist = "loadscope"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Tests send SIGINT to strata as Ctrl-C does. A shell without job control starts a background job (`pytest &`,
+    or CI started that way) with SIGINT ignored, every process it starts inherits that, and strata, like any
+    program, leaves an ignored SIGINT ignored: the Ctrl-C tests would then wait for a run that never stops. So
+    this process (and through it each strata it starts) takes SIGINT as usual again."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
