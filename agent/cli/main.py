@@ -9,36 +9,55 @@ import sys
 import click
 
 from agent.cli import stdout
-from agent.cli.approval_cmds import approve, deny
-from agent.cli.attach_cmd import attach
-from agent.cli.chat_cmd import chat
-from agent.cli.config_cmds import config_group, trust
-from agent.cli.export_cmd import export
-from agent.cli.first_cmds import demo, doctor
-from agent.cli.fork_cmd import fork
-from agent.cli.inspect_cmds import receipts, sessions, show
-from agent.cli.knowledge_cmd import knowledge
+from agent.cli._lazy import Entry, LazyGroup
 from agent.cli.output import echo
-from agent.cli.reconcile_cmd import reconcile_cmd
-from agent.cli.serve_cmd import ps, serve
-from agent.cli.session_cmds import resume, run
-from agent.cli.timeline_cmd import timeline
 from agent.outcome import EXIT_ERROR
-from core.masking import Masker
-from observability import configure_logging
+
+COMMANDS = (
+    Entry("run", "agent.cli.session_cmds:run", "Run a headless session on PROMPT."),
+    Entry("resume", "agent.cli.session_cmds:resume", "Resume session SESSION_ID by id, optionally with a new PROMPT."),
+    Entry("sessions", "agent.cli.inspect_cmds:sessions", "List sessions, oldest first."),
+    Entry("show", "agent.cli.inspect_cmds:show",
+          "Show a session and its conversation as the next model request would carry it."),
+    Entry("receipts", "agent.cli.inspect_cmds:receipts", "List effect receipts (of one session, or all)."),
+    Entry("reconcile", "agent.cli.reconcile_cmd:reconcile_cmd",
+          "Decide the outcome of an unknown effect: `reconcile RECEIPT --applied|--not-applied`, or "
+          "`reconcile --probe [SESSION]`."),
+    Entry("doctor", "agent.cli.first_cmds:doctor",
+          "Check that Strata can work here: Python, config, home, database, masking key, model, bash, terminal."),
+    Entry("demo", "agent.cli.first_cmds:demo",
+          "Run the offline demo: a scripted session that is killed mid-batch and resumed by id."),
+    Entry("trust", "agent.cli.config_cmds:trust", "Trust a project's config after reviewing it."),
+    Entry("config", "agent.cli.config_cmds:config_group", "Inspect the effective configuration."),
+    Entry("approve", "agent.cli.approval_cmds:approve",
+          "Approve a call parked in SESSION_ID (for exactly the arguments it was parked with)."),
+    Entry("deny", "agent.cli.approval_cmds:deny", "Deny a call parked in SESSION_ID."),
+    Entry("timeline", "agent.cli.timeline_cmd:timeline",
+          "Show what the runtime observed in session SESSION_ID: phases, model attempts, every call with its "
+          "decision and outcome, hooks, approvals, receipts."),
+    Entry("chat", "agent.cli.chat_cmd:chat",
+          "Talk to an agent in this terminal; it asks before anything that writes, runs or reaches out."),
+    Entry("export", "agent.cli.export_cmd:export", "Export session SESSION_ID, masked, as JSONL, HTML or OTLP JSON."),
+    Entry("fork", "agent.cli.fork_cmd:fork", "Fork session SESSION_ID at event SEQ into a new session."),
+    Entry("knowledge", "agent.cli.knowledge_cmd:knowledge",
+          "The local knowledge index: operating procedures found by exact id or by their discriminating words."),
+    Entry("serve", "agent.cli.serve_cmd:serve",
+          "Run the daemon that hosts sessions for `strata attach` (one per Strata home)."),
+    Entry("ps", "agent.cli.serve_cmd:ps", "The running daemon's sessions (as `strata serve --status`)."),
+    Entry("attach", "agent.cli.attach_cmd:attach",
+          "Attach to a session the daemon hosts (`strata serve`): drive it, or watch it with --watch."),
+)
+"""Every command: its name, where it lives, and its one-line help (agent/cli/_lazy.py)."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, entries=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--verbose", is_flag=True, help="Log what the runtime does to stderr.")
 def cli(verbose: bool) -> None:
     """Strata: an event-sourced agent runtime. A model proposes tool calls; Strata decides, durably and
     auditably, what actually runs."""
+    from observability import configure_logging  # not at import: `strata --help` needs no logging
+
     configure_logging(verbose)  # the entry point configures logging, once; the runtime never does
-
-
-for command in (run, resume, sessions, show, receipts, reconcile_cmd, doctor, demo, trust, config_group, approve,
-                deny, timeline, chat, export, fork, knowledge, serve, ps, attach):
-    cli.add_command(command)
 
 
 def main() -> None:
@@ -50,6 +69,8 @@ def main() -> None:
     except SystemExit as exc:
         code = exc.code
     except Exception as exc:  # a bug, not a user error: say so plainly, keep the detail for a report
+        from core.masking import Masker
+
         echo(f"strata: internal error: {type(exc).__name__}: {Masker.throwaway().mask(str(exc))}", err=True)
         echo("hint: rerun with --verbose and report it with the command you ran", err=True)
         code = EXIT_ERROR

@@ -1,5 +1,5 @@
 """Everything the `strata` command line prints goes through here, so that nothing it did not produce reaches a
-terminal as a control sequence (agent/terminal/safe_text.py): text lines are sanitised, JSON lines are inert
+terminal as a control sequence (core/terminal_text.py): text lines are sanitised, JSON lines are inert
 JSON. A test keeps the other CLI modules from calling `click.echo` directly."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from agent.terminal.safe_text import json_line, json_text, safe_text
+from core.terminal_text import json_line, json_text, safe_text
 
 
 def echo(text: str = "", *, err: bool = False, nl: bool = True) -> None:

@@ -1,0 +1,51 @@
+"""The command table, imported lazily: `strata --help` names every command without importing one, and a command
+imports only its own module (so `strata sessions` never loads the executor, the model SDK or the terminal UI).
+Each entry carries its one-line help for the listing; tests/cli/test_startup_imports.py keeps those lines equal to
+the commands' own docstrings."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+import click
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    target: str
+    """`module:attribute` of the click command."""
+    short_help: str
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported when one is invoked (or its own help is asked for)."""
+
+    def __init__(self, *args: object, entries: tuple[Entry, ...], **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._entries = {entry.name: entry for entry in entries}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(self._entries)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = self._entries.get(cmd_name)
+        if entry is None:
+            return None
+        module, attribute = entry.target.split(":")
+        command = getattr(importlib.import_module(module), attribute)
+        assert isinstance(command, click.Command), entry.target
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The listing from the table, without importing the commands."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        # click shortens a help line for the listing; a bare command of that help shortens it the same way
+        rows = [(name, click.Command(name, help=self._entries[name].short_help).get_short_help_str(limit))
+                for name in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
