@@ -105,9 +105,10 @@ def _status(socket_path: Path | None, as_json: bool) -> None:
             echo_json(json.loads(info.model_dump_json()))
         return
     echo(f"daemon pid {hello.pid} ({hello.server}): {len(sessions)} session(s)")
-    if reply.store is not None and reply.store.fsyncs:
-        echo(f"  store: {reply.store.commits} commits in {reply.store.fsyncs} fsyncs "
-             f"({reply.store.commits / reply.store.fsyncs:.2f} commits per fsync)")
+    store = reply.store
+    if store is not None and store.fsyncs is not None:
+        ratio = f" ({store.commits / store.fsyncs:.2f} commits per fsync)" if store.fsyncs else ""
+        echo(f"  store: {store.commits} commits in {store.fsyncs} fsyncs since the daemon started{ratio}")
     for info in sessions:
         waiting = ", ".join(f"{w.call_id} {w.tool} ({w.how})" for w in info.waiting) or "-"
         echo(f"  {info.session_id}  {info.status:<18} {info.phase or '-':<9} drivers {info.drivers} watchers "
