@@ -16,40 +16,33 @@ Usage: python bench/concurrent_sessions.py [--sizes 1,8,32] [--batches N] [--k K
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import anyio
+from _throughput import Figures, best, script, summary  # shared with bench/daemon_throughput.py
 from loop_overhead import TOOLS  # the no-op tools, defined once (bench/ is on sys.path)
 
 from agent.session import Runtime, start_session
 from core.clock import SystemClock
 from core.ids import IdFactory
-from core.messages import TextBlock, ToolUseBlock
-from core.model.scripted import ScriptedModel
+from core.model.scripted import ScriptedModel, parse_script
 from memory import SqliteEventStore
 
 
-def _script(tag: str, batches: int, k: int) -> list[tuple[Any, ...]]:
-    turns: list[tuple[Any, ...]] = [
-        tuple(ToolUseBlock(id=f"toolu_{tag}_{b:05d}_{j:02d}", name="noop_read", input={"n": j}) for j in range(k))
-        for b in range(batches)]
-    turns.append((TextBlock(text="done"),))
-    return turns
+def _model(tag: str, batches: int, k: int) -> ScriptedModel:
+    turns = script(tag, batches, lambda j: ("noop_read", {"n": j}), k=k)
+    return ScriptedModel(parse_script(turns, "bench"), name="bench")
 
 
-async def _round(rt: Runtime, store: SqliteEventStore, tmp: Path, sessions: int, batches: int,
-                 k: int) -> tuple[float, int, int, float]:
-    """`sessions` sessions started together, each `batches` batches of k read-only calls. Returns (seconds,
-    commits, fsyncs, CPU seconds of the process) for the whole round."""
+async def _round(rt: Runtime, store: SqliteEventStore, tmp: Path, sessions: int, batches: int, k: int) -> Figures:
+    """`sessions` sessions started together, each `batches` batches of k read-only calls."""
     commits, fsyncs = store.commits, store.fsyncs
     outcomes: list[str] = []
 
     async def one(n: int) -> None:
-        model = ScriptedModel(_script(f"{sessions}_{n}_{time.monotonic_ns()}", batches, k), name="bench")
+        model = _model(f"{sessions}_{n}_{time.monotonic_ns()}", batches, k)
         live = await start_session(rt, model=model, workspace=tmp, mode="headless", rules=[], prompt="bench",
                                    max_turns=batches + 5)
         outcome = await live.loop.run()
@@ -62,7 +55,8 @@ async def _round(rt: Runtime, store: SqliteEventStore, tmp: Path, sessions: int,
             tg.start_soon(one, n)
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     assert outcomes == ["completed"] * sessions, outcomes
-    return elapsed, store.commits - commits, store.fsyncs - fsyncs, cpu
+    return Figures(sessions=sessions, calls=sessions * batches * k, seconds=elapsed,
+                   commits=store.commits - commits, fsyncs=store.fsyncs - fsyncs, cpu=cpu)
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -75,27 +69,14 @@ async def main(args: argparse.Namespace) -> None:
     rt = Runtime(store=store, clock=clock, ids=IdFactory(clock), tools=TOOLS)
     try:
         await _round(rt, store, tmp, 2, 5, args.k)  # warm up (imports, the database's first pages)
-        rates: dict[int, float] = {}
+        results: dict[int, Figures] = {}
         for size in sizes:
-            best: tuple[float, int, int, float] | None = None
-            runs = []
-            for _ in range(args.rounds):
-                result = await _round(rt, store, tmp, size, args.batches, args.k)
-                runs.append(size * args.batches * args.k / result[0])
-                if best is None or result[0] < best[0]:
-                    best = result
-            assert best is not None
-            secs, commits, fsyncs, cpu = best
-            rates[size] = max(runs)
-            calls = size * args.batches * args.k
-            print(f"{size:>3} sessions: {rates[size]:8.0f} calls/s (median {statistics.median(runs):.0f}), "
-                  f"{commits} commits in {fsyncs} fsyncs ({commits / fsyncs:.2f} commits per fsync), "
-                  f"{secs:.2f} s; per call {secs / calls * 1e6:.0f} us wall, {cpu / calls * 1e6:.0f} us CPU")
-        base = rates[sizes[0]]
-        for size in sizes[1:]:
-            print(f"speed-up of {size} sessions over {sizes[0]}: {rates[size] / base:.2f}x")
-        print(" ".join(f"sessions_{s}={rates[s]:.0f}" for s in sizes)
-              + f" speedup_{sizes[-1]}={rates[sizes[-1]] / base:.2f}")
+            fastest, median = best([await _round(rt, store, tmp, size, args.batches, args.k)
+                                    for _ in range(args.rounds)])
+            results[size] = fastest
+            print(fastest.line(median))
+        for line in summary(results):
+            print(line)
     finally:
         await store.close()
 

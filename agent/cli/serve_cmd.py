@@ -94,17 +94,21 @@ def _status(socket_path: Path | None, as_json: bool) -> None:
     cmd = Command()
     loaded = cmd.config(None)
 
-    async def main() -> tuple[ipc.HelloOk, tuple[ipc.SessionInfo, ...]]:
+    async def main() -> tuple[ipc.HelloOk, ipc.OkReply]:
         async with connect(loaded.settings.home, socket_path, "strata serve --status") as client:
-            reply = await client.request(ipc.Status)
-            return client.hello, reply.sessions or ()
+            return client.hello, await client.request(ipc.Status)
 
-    hello, sessions = cmd.run(main)
+    hello, reply = cmd.run(main)
+    sessions = reply.sessions or ()
     if as_json:
         for info in sessions:
             echo_json(json.loads(info.model_dump_json()))
         return
     echo(f"daemon pid {hello.pid} ({hello.server}): {len(sessions)} session(s)")
+    store = reply.store
+    if store is not None and store.fsyncs is not None:
+        ratio = f" ({store.commits / store.fsyncs:.2f} commits per fsync)" if store.fsyncs else ""
+        echo(f"  store: {store.commits} commits in {store.fsyncs} fsyncs since the daemon started{ratio}")
     for info in sessions:
         waiting = ", ".join(f"{w.call_id} {w.tool} ({w.how})" for w in info.waiting) or "-"
         echo(f"  {info.session_id}  {info.status:<18} {info.phase or '-':<9} drivers {info.drivers} watchers "

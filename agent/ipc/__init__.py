@@ -51,6 +51,7 @@ from agent.ipc._messages import (
     SessionRequest,
     Shutdown,
     Status,
+    StoreCounts,
     WaitingCall,
 )
 from agent.ipc._peer import PeerCredentials
@@ -103,6 +104,7 @@ __all__ = [
     "Shutdown",
     "SocketUnusable",
     "Status",
+    "StoreCounts",
     "VersionRefused",
     "WaitingCall",
     "claim_home",

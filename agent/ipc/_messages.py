@@ -169,6 +169,16 @@ class SessionInfo(_Wire):
     waiting: tuple[WaitingCall, ...] = ()
 
 
+class StoreCounts(_Wire):
+    """The `status` reply's count of the store's writes since the daemon opened it."""
+
+    commits: int
+    """Transactions committed (a batch, its results, a session's start, ...): each durable when it returned."""
+    fsyncs: int | None = None
+    """Durable COMMITs made, one fsync each (group commit lets one carry several `commits`); null for a store
+    that does not count them."""
+
+
 class HelloOk(_Wire):
     type: Literal["hello_ok"] = "hello_ok"
     id: str
@@ -187,6 +197,8 @@ class OkReply(_Wire):
     """`attach`: the role granted."""
     sessions: tuple[SessionInfo, ...] | None = None
     """`status`: every session of the daemon."""
+    store: StoreCounts | None = None
+    """`status`: the store's commits and fsyncs since the daemon started."""
 
 
 class ErrorReply(_Wire):
@@ -306,9 +318,11 @@ class Ok(_Wire):
     session_id: str | None = None
     role: Role | None = None
     sessions: tuple[SessionInfo, ...] | None = None
+    store: StoreCounts | None = None
 
     def reply(self, request_id: str) -> OkReply:
-        return OkReply(id=request_id, session_id=self.session_id, role=self.role, sessions=self.sessions)
+        return OkReply(id=request_id, session_id=self.session_id, role=self.role, sessions=self.sessions,
+                       store=self.store)
 
 
 class Refused(_Wire):

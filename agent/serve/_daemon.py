@@ -27,6 +27,8 @@ from agent.models import model_from_spec
 from agent.serve._dispatcher import HostDispatcher
 from agent.session import Runtime
 from config import LoadedConfig
+from memory import SqliteEventStore
+from memory.store import EventStore
 from observability import attach_home
 
 log = structlog.get_logger("strata.serve")
@@ -39,6 +41,13 @@ def server_name() -> str:
         return f"strata {importlib.metadata.version('strata')}"
     except importlib.metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree
         return "strata"
+
+
+def store_counts(store: EventStore) -> ipc.StoreCounts:
+    """What the `status` reply says of the store: its commits, and the fsyncs that made them durable (a SQLite
+    store's group commit lets one fsync carry several commits)."""
+    fsyncs = store.fsyncs if isinstance(store, SqliteEventStore) else None
+    return ipc.StoreCounts(commits=store.commits, fsyncs=fsyncs)
 
 
 async def serve(loaded: LoadedConfig, *, socket_path: Path | None = None, grace_s: float | None = None,
@@ -81,7 +90,8 @@ async def _run(rt: Runtime, lock: ipc.DaemonLock, paths: ipc.DaemonPaths, grace_
     async with anyio.create_task_group() as tg:
         tg.start_soon(on_signals)
         async with SessionHost.open(rt, model_factory=model_from_spec, max_turns=max_turns) as host:
-            dispatcher = HostDispatcher(host, tg, rt.masker, on_shutdown=stop.set)
+            dispatcher = HostDispatcher(host, tg, rt.masker, on_shutdown=stop.set,
+                                        store_counts=lambda: store_counts(rt.store))
             async with ipc.IpcServer.open(paths.home, dispatcher, socket_path=paths.socket, lock=lock,
                                           server_name=server_name()) as server, anyio.create_task_group() as serving:
                 await serving.start(server.serve)

@@ -37,13 +37,15 @@ class _Link:
 
 class HostDispatcher:
     def __init__(self, host: daemon.SessionHost, tg: TaskGroup, masker: Masker, *,
-                 on_shutdown: Callable[[], None]) -> None:
+                 on_shutdown: Callable[[], None],
+                 store_counts: Callable[[], ipc.StoreCounts | None] = lambda: None) -> None:
         """`tg`: where the pumps run (it must outlive the IPC server); `on_shutdown`: a client asked the daemon to
-        drain (`shutdown`)."""
+        drain (`shutdown`); `store_counts`: the store's commits and fsyncs so far, for the `status` reply."""
         self._host = host
         self._tg = tg
         self._masker = masker
         self._on_shutdown = on_shutdown
+        self._store_counts = store_counts
         self._links: dict[tuple[int, str], _Link] = {}
 
     async def handle(self, request: ipc.SessionRequest, connection: ipc.Connection) -> ipc.Ok | ipc.Refused:
@@ -56,7 +58,7 @@ class HostDispatcher:
         host = self._host
         match request:
             case ipc.Status():
-                return ipc.Ok(sessions=tuple(info_of(i) for i in await host.status()))
+                return ipc.Ok(sessions=tuple(info_of(i) for i in await host.status()), store=self._store_counts())
             case ipc.Shutdown():
                 log.info("shutdown asked by a client", connection=connection.id, peer_pid=connection.peer.pid)
                 self._on_shutdown()
