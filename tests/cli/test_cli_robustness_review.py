@@ -140,6 +140,11 @@ def _copy_home(world_root: Path, base: StrataCLI, name: str) -> StrataCLI:
     return cli
 
 
+# One module fixture plays dozens of strata processes before the first test: on a loaded 2-core machine that
+# alone can pass the suite's 120 s per-test limit, so this module's tests get more (each test's own checks are fast).
+pytestmark = pytest.mark.timeout(480)
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("robustness")

@@ -144,6 +144,11 @@ def _check_fault_outcome(case: CrashCase, point: str, n: int) -> None:
         raise AssertionError(point)
 
 
+# One module fixture plays dozens of strata processes before the first test: on a loaded 2-core machine that
+# alone can pass the suite's 120 s per-test limit, so this module's tests get more (each test's own checks are fast).
+pytestmark = pytest.mark.timeout(480)
+
+
 @pytest.fixture(scope="module")
 def fault_cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CrashCase]:
     base = tmp_path_factory.mktemp("crash-faults")

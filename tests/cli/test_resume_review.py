@@ -412,6 +412,11 @@ BUSY_TURNS = [[text("write, then a gated mark"), tool_use("q1", "write_file", pa
               [text("done")]]
 
 
+# One module fixture plays dozens of strata processes before the first test: on a loaded 2-core machine that
+# alone can pass the suite's 120 s per-test limit, so this module's tests get more (each test's own checks are fast).
+pytestmark = pytest.mark.timeout(480)
+
+
 @pytest.fixture(scope="module")
 def seen(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Scene]:
     base = tmp_path_factory.mktemp("resume-review")

@@ -58,6 +58,11 @@ def _json_strings(value: Any) -> list[str]:
     return []
 
 
+# One module fixture plays dozens of strata processes before the first test: on a loaded 2-core machine that
+# alone can pass the suite's 120 s per-test limit, so this module's tests get more (each test's own checks are fast).
+pytestmark = pytest.mark.timeout(480)
+
+
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> Hostile:
     base = tmp_path_factory.mktemp("escapes")
