@@ -221,10 +221,10 @@ class EvidenceLedger:
             first = self.failures == 0 and self.head_failures == 1
             (log.warning if first else log.debug)("cannot write the ledger's head", path=str(self.heads_path),
                                                   session_id=self.session_id, error=exc.strerror or str(exc))
-            f, self._heads_file = self._heads_file, None
-            if f is not None:
+            held, self._heads_file = self._heads_file, None
+            if held is not None:
                 with contextlib.suppress(OSError):
-                    f.close()
+                    held.close()
 
     def _open_heads(self) -> BinaryIO:
         self._heads_file = _open_lines(self.heads_path)

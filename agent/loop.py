@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import anyio
 import structlog
 
-from agent.outcome import RunOutcome, RunStatus
+from agent.outcome import RunOutcome
 from agent.phases.perceive import compaction, overhead_chars, perceive
 from agent.phases.plan import propose
 from agent.phases.reflect import reflect
@@ -55,12 +55,13 @@ from core.state import SessionState, apply, fold
 from core.timeline import TimelineEntry
 from core.tools import BoundToolPlan
 from core.utf8 import valid_text
+from core.vocabulary import EndStatus, OnAsk, RunStatus
 from memory import SessionRecord, Write
 from memory.records import Receipt
 from memory.restore import Restored
 from memory.session_writer import SessionWriter
 from memory.store import EventStore
-from tool_executor import BatchRun, CallEnv, OnAsk, ToolCallProcessor
+from tool_executor import BatchRun, CallEnv, ToolCallProcessor
 from tool_executor.hooks import run_observe
 
 Observer = Callable[[StoredEvent], None]
@@ -402,7 +403,7 @@ class AgenticLoop:
         self.writer.stage(TurnVerified(), turn)
         return await self._end("completed", "; ".join(reflection.notes), turn=turn)
 
-    async def _end(self, status: RunStatus, reason: str, turn: int | None = None) -> RunOutcome:
+    async def _end(self, status: EndStatus, reason: str, turn: int | None = None) -> RunOutcome:
         self.writer.stage(SessionEnded(status=status, reason=reason), self.state.turn if turn is None else turn)
         self.rec.lifecycle("ended", self.state.turn if turn is None else turn, f"session {status}: {reason}"
                            if reason else f"session {status}", status=status)

@@ -572,7 +572,9 @@ class StreamMasker:
         self._parts, self._size, self._next_check = [], 0, 0
         head = ""
         if self._in_block:
-            head, text = self._block_continuation(text, final=True)
+            head, rest = self._block_continuation(text, final=True)
+            assert rest is not None  # final: the block ends here
+            text = rest
         return head + self._masker.mask(text)
 
     def _block_continuation(self, text: str, *, final: bool) -> tuple[str, str | None]:

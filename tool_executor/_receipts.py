@@ -77,7 +77,7 @@ class Receipts:
     def _update(self, record: CallRecord, update: ReceiptUpdate) -> None:
         assert update.status in NEXT["dispatched"], update
         self.writer.stage_receipt_update(update)
-        self._changed(record, ReceiptChange(update.id, update.status, note=update.note or ""))  # type: ignore[arg-type]
+        self._changed(record, ReceiptChange(update.id, update.status, note=update.note or ""))
 
 
 def reconciliation(receipt: Receipt, *, applied: bool, note: str | None,
