@@ -16,7 +16,9 @@ of the newest commit the writer has seen: last seq and hash of the state log and
 core/chain.py), and one at close. It is outside the database, so someone who can change only the database cannot
 move it back: `strata timeline ID --verify` compares it with the chains and the session row's head, and a
 truncated tail shows. Best effort like the rest: it lags the database by whatever the writer had not written
-when the process stopped (after a SIGKILL, the last commits), never leads it."""
+when the process stopped (after a SIGKILL, the last commits), never leads it.
+
+Over 400 lines as one concept: the ledger, its rows, its writer thread and its heads file."""
 
 from __future__ import annotations
 

@@ -11,7 +11,10 @@
               checks and Stop hooks may ask for a repair
 
 The live state is kept current by applying each committed event with `core.state.apply`, the function `fold`
-uses, so a resumed session and a live one cannot differ."""
+uses, so a resumed session and a live one cannot differ.
+
+Over 400 lines as one concept: the turn loop and its lifecycle (start, resume, interrupt, end); the phases that
+are more than a step of it are in agent/phases/."""
 
 from __future__ import annotations
 

@@ -1,6 +1,10 @@
 """The SQLite event store: WAL, `synchronous=FULL` by default, one writer connection per process, all access
 through aiosqlite. A commit runs as one transaction in one hop to aiosqlite's worker thread, so a durable commit
-costs one fsync and one thread round trip whatever it carries."""
+costs one fsync and one thread round trip whatever it carries.
+
+Over 400 lines as one concept: the `EventStore` protocol (memory/store.py) implemented over SQLite, each method
+one transaction on the same connection; what stands apart already lives beside it (group commit, migrations,
+chain binding, leases, the read-only opening, the database files)."""
 
 from __future__ import annotations
 
