@@ -63,7 +63,7 @@ class Receipts:
     def finished(self, record: CallRecord, result: CallResult, process: ProcessGroup | None) -> None:
         """The handler ended: ok is done, error is failed, anything else (a deadline passed) unknown."""
         assert record.receipt_id is not None
-        status: ReceiptStatus = {"ok": "done", "error": "failed"}.get(result.status, "unknown")  # type: ignore[assignment]
+        status: ReceiptStatus = "done" if result.status == "ok" else "failed" if result.status == "error" else "unknown"
         self._update(record, ReceiptUpdate(id=record.receipt_id, status=status,
                                            outcome_sha256=sha256_text(result.content), process=process))
 
