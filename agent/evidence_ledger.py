@@ -16,7 +16,9 @@ of the newest commit the writer has seen: last seq and hash of the state log and
 core/chain.py), and one at close. It is outside the database, so someone who can change only the database cannot
 move it back: `strata timeline ID --verify` compares it with the chains and the session row's head, and a
 truncated tail shows. Best effort like the rest: it lags the database by whatever the writer had not written
-when the process stopped (after a SIGKILL, the last commits), never leads it."""
+when the process stopped (after a SIGKILL, the last commits), never leads it.
+
+Over 400 lines as one concept: the ledger, its rows, its writer thread and its heads file."""
 
 from __future__ import annotations
 
@@ -221,10 +223,10 @@ class EvidenceLedger:
             first = self.failures == 0 and self.head_failures == 1
             (log.warning if first else log.debug)("cannot write the ledger's head", path=str(self.heads_path),
                                                   session_id=self.session_id, error=exc.strerror or str(exc))
-            f, self._heads_file = self._heads_file, None
-            if f is not None:
+            held, self._heads_file = self._heads_file, None
+            if held is not None:
                 with contextlib.suppress(OSError):
-                    f.close()
+                    held.close()
 
     def _open_heads(self) -> BinaryIO:
         self._heads_file = _open_lines(self.heads_path)

@@ -19,7 +19,8 @@ from core.errors import InconsistentLog, StrataError, UsageError
 from core.events import SessionStarted, StoredEvent
 from core.state import FoldError, SessionState, apply
 from core.timeline import TimelineEntry
-from memory.records import SessionRecord, SessionStatus, Write
+from core.vocabulary import SessionStatus
+from memory.records import SessionRecord, Write
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,10 @@
               checks and Stop hooks may ask for a repair
 
 The live state is kept current by applying each committed event with `core.state.apply`, the function `fold`
-uses, so a resumed session and a live one cannot differ."""
+uses, so a resumed session and a live one cannot differ.
+
+Over 400 lines as one concept: the turn loop and its lifecycle (start, resume, interrupt, end); the phases that
+are more than a step of it are in agent/phases/."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from dataclasses import dataclass, field
 import anyio
 import structlog
 
-from agent.outcome import RunOutcome, RunStatus
+from agent.outcome import RunOutcome
 from agent.phases.perceive import compaction, overhead_chars, perceive
 from agent.phases.plan import propose
 from agent.phases.reflect import reflect
@@ -55,12 +58,13 @@ from core.state import SessionState, apply, fold
 from core.timeline import TimelineEntry
 from core.tools import BoundToolPlan
 from core.utf8 import valid_text
+from core.vocabulary import EndStatus, OnAsk, RunStatus
 from memory import SessionRecord, Write
 from memory.records import Receipt
 from memory.restore import Restored
 from memory.session_writer import SessionWriter
 from memory.store import EventStore
-from tool_executor import BatchRun, CallEnv, OnAsk, ToolCallProcessor
+from tool_executor import BatchRun, CallEnv, ToolCallProcessor
 from tool_executor.hooks import run_observe
 
 Observer = Callable[[StoredEvent], None]
@@ -402,7 +406,7 @@ class AgenticLoop:
         self.writer.stage(TurnVerified(), turn)
         return await self._end("completed", "; ".join(reflection.notes), turn=turn)
 
-    async def _end(self, status: RunStatus, reason: str, turn: int | None = None) -> RunOutcome:
+    async def _end(self, status: EndStatus, reason: str, turn: int | None = None) -> RunOutcome:
         self.writer.stage(SessionEnded(status=status, reason=reason), self.state.turn if turn is None else turn)
         self.rec.lifecycle("ended", self.state.turn if turn is None else turn, f"session {status}: {reason}"
                            if reason else f"session {status}", status=status)

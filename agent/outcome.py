@@ -5,6 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from core.vocabulary import RunStatus
+
+TurnStatus = RunStatus | Literal["interrupted"]
+"""How one turn a daemon ran for an attachment ended: a run's status, or stopped by an interrupt."""
+
 EXIT_COMPLETED = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -14,8 +19,6 @@ EXIT_UNKNOWN_PENDING = 5
 EXIT_ORPHAN_RUNNING = 6
 """`strata resume`: a command of the open batch outlived the process that started it and still runs
 (core.errors.OrphanRunning). Stopped by a signal: 128 + its number (core.errors.Stopped)."""
-
-RunStatus = Literal["completed", "incomplete", "failed", "awaiting_approval"]
 
 
 @dataclass(frozen=True)

@@ -34,13 +34,14 @@ from core.snapshot import DEFAULT_SNAPSHOT_EVERY
 from core.state import SessionState
 from core.tools import BoundToolPlan, ToolSpec
 from core.utf8 import valid_text
+from core.vocabulary import OnAsk, SessionStatus
 from memory import SessionRecord, SqliteEventStore
 from memory.leases import LEASE_TTL, describe, make_liveness, new_holder, resting_status
-from memory.records import LeaseHolder, SessionStatus
+from memory.records import LeaseHolder
 from memory.restore import restore_or_report
 from memory.store import EventStore
 from observability import attach_home
-from tool_executor import Approver, OnAsk, Recorder, ResourceLocks, TimelineRecorder, ToolCallProcessor, builtin_tools
+from tool_executor import Approver, Recorder, ResourceLocks, TimelineRecorder, ToolCallProcessor, builtin_tools
 
 log = structlog.get_logger("strata.session")
 

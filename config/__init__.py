@@ -10,8 +10,6 @@ from config.schema import ConfigFile, HookEntry, RuleEntry
 from config.settings import (
     PROJECT_DIR,
     SETTING_KEYS,
-    Durability,
-    OnAsk,
     Settings,
     default_home,
     env_var,
@@ -20,6 +18,7 @@ from config.settings import (
     user_config_path,
 )
 from config.trust import TrustRecord, TrustState, is_trusted, trust_project, trust_state, trust_store_path, untrust
+from core.vocabulary import Durability, OnAsk
 
 __all__ = [
     "HOOK_EVENTS",

@@ -15,11 +15,9 @@ from config.settings import (
     CommonTermShare,
     ContextBudget,
     DrainSeconds,
-    Durability,
     HookSeconds,
     MaxTurns,
     ModelSpec,
-    OnAsk,
     RepairBudget,
     Seconds,
     SnapshotEvery,
@@ -30,6 +28,7 @@ from core.faults import FAULT_ENV
 from core.knowledge import DATASET_PATTERN
 from core.policy import RuleAction
 from core.tools.spec import PiiClass
+from core.vocabulary import Durability, OnAsk
 
 _TOOL_GLOB = re.compile(r"^[A-Za-z0-9_.:*?\[\]!-]+$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

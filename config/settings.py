@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Durability = Literal["full", "normal"]
-OnAsk = Literal["deny", "park"]
+from core.vocabulary import Durability, OnAsk
+
 """What `ask` means in a mode with no human: a denial, or the session parked as `awaiting_approval`."""
 
 MaxTurns = Annotated[int, Field(ge=1, le=1_000_000)]

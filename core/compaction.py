@@ -45,10 +45,9 @@ _json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 def block_chars(block: ContentBlock) -> int:
     """Called by `apply` for every block that joins the conversation, so it is cheap: a tool input is measured by
     its repr, which is within a few characters of its JSON and several times faster to make."""
-    kind = type(block)
-    if kind is TextBlock:
+    if type(block) is TextBlock:
         return BLOCK_CHARS + len(block.text)
-    if kind is ToolResultBlock:
+    if type(block) is ToolResultBlock:
         return BLOCK_CHARS + len(block.tool_use_id) + len(block.content)
     assert isinstance(block, ToolUseBlock)
     return BLOCK_CHARS + len(block.id) + len(block.name) + len(repr(block.input))

@@ -20,8 +20,20 @@ clear line plus an optional hint (never a traceback).
     │   └── ModelError               the model path failed (retryable or not)
     ├── OrphanRunning (exit 6)       a command whose Strata process died still runs; nothing runs beside it
     ├── Stopped (exit 128 + N)       a termination signal (SIGTERM, SIGHUP) stopped the command, like Ctrl-C
-    └── control signals the loop catches on purpose
-        └── (added by later issues: ApprovalRequired, ...)
+    └── the serve daemon's, defined beside the code that raises them (the layers above core)
+        ├── HostRefused (exit 2)     a UsageError: the session host will not do what a client asked
+        │                            (agent/daemon/_errors.py)
+        └── DaemonRunning, SocketUnusable (exit 2), NoDaemon, PeerRefused, VersionRefused, DaemonGone,
+            RequestFailed            the IPC layer's, client and server side (agent/ipc/_errors.py)
+
+Other exceptions are internal signals, each caught where it is raised and turned into one of the above, a call's
+result or a note; none reaches a user as itself: `FoldError` (becomes InconsistentLog), `SnapshotError` (the log
+is folded instead), `TooDeep` (a ScriptError, or a model failure as `StreamIncomplete` and `BadToolInput` are),
+`FrontMatterError` (a corpus problem), `TooMuch` (a hook-file problem), `OutsideWorkspace` (a scope denial),
+`ToolError` and `ToolTimeout` (a tool's error result), `core.tools.Stopped` (a worker thread told to give up),
+`LockTimeout` and `HookFailed` (a call's result), and the private ones of a single module. `ValueError` is raised
+for a programming error (a bad argument) and by pydantic validators, which report it as a ConfigError or a
+validation error of the message.
 """
 
 from __future__ import annotations

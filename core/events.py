@@ -14,13 +14,12 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from core.errors import UnstorableEvent
 from core.messages import ContentBlock, TextBlock, ToolUseBlock
 from core.policy import PermissionRule
+from core.vocabulary import CheckName, EndStatus, OnAsk
 
 SCHEMA_VERSION = 1
 
 Mode = Literal["interactive", "ipc", "headless", "daemon", "mcp"]
 CallStatus = Literal["ok", "error", "denied", "timeout", "unknown"]
-EndStatus = Literal["completed", "incomplete", "failed"]
-OnAsk = Literal["deny", "park"]
 
 
 class _Event(BaseModel):
@@ -117,7 +116,7 @@ class CallResult(_Event):
     status: CallStatus
     content: str
     is_error: bool
-    check: str | None = None
+    check: CheckName | None = None
     reasons: tuple[str, ...] = ()
     receipt_id: str | None = None
     duration_ms: float | None = None

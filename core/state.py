@@ -21,11 +21,9 @@ from core.events import (
     CallResult,
     CallsParked,
     Compacted,
-    EndStatus,
     GrantAdded,
     KnowledgeChanged,
     Mode,
-    OnAsk,
     ParkedCall,
     PlannedCall,
     RepairRequested,
@@ -41,6 +39,7 @@ from core.events import (
 from core.id_digests import IdDigests
 from core.messages import ContentBlock, Message, TextBlock, ToolResultBlock
 from core.policy import PermissionRule
+from core.vocabulary import EndStatus, OnAsk
 
 
 class FoldError(ValueError):

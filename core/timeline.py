@@ -83,15 +83,14 @@ def canonical_time(at: datetime) -> str:
 
 def _value(x: object) -> str:
     """One JSON value as `canonical_json` writes it, without building an encoder for the common types."""
-    kind = type(x)
-    if kind is str:
+    if type(x) is str:
         return _encode_str(x)
     if x is None:
         return "null"
-    if kind is int:
-        return int.__repr__(x)  # type: ignore[arg-type]
-    if kind is float and math.isfinite(x):  # type: ignore[arg-type]
-        return float.__repr__(x)  # type: ignore[arg-type]
+    if type(x) is int:
+        return int.__repr__(x)
+    if type(x) is float and math.isfinite(x):
+        return float.__repr__(x)
     return _encode(x)
 
 
@@ -102,9 +101,10 @@ def _canonical(session_id: str, seq: int, at: str, prev_hash: str, row: Timeline
     no dict and sorts nothing. tests/observability/test_timeline_chain.py pins it to `canonical_json` of the
     whole object."""
     call_id, check, decision, kind, outcome = row.call_id, row.check, row.decision, row.kind, row.outcome
-    summary, tool, turn, duration = row.summary, row.tool, row.turn, row.duration_ms
-    finite = duration is None or (type(duration) is float and math.isfinite(duration))
-    if finite and type(turn) is int and type(seq) is int:
+    summary, tool, turn = row.summary, row.tool, row.turn
+    duration: object = row.duration_ms  # typed float | None, but read back from a row anything may have edited
+    if (duration is None or (type(duration) is float and math.isfinite(duration))) and type(turn) is int \
+            and type(seq) is int:
         try:
             # Validated rows: text fields are str or None (encode_basestring raises TypeError otherwise).
             return (f'{{"at":{_encode_str(at)},"call_id":{"null" if call_id is None else _encode_str(call_id)},'

@@ -191,6 +191,7 @@ class ApprovalRow(_Row):
 
 
 ReceiptTransition = Literal["dispatched", "done", "failed", "unknown", "reconciled"]
+_TRANSITION: TypeAdapter[ReceiptTransition] = TypeAdapter(ReceiptTransition)
 
 
 class ReceiptRow(_Row):
@@ -214,7 +215,7 @@ class ReceiptRow(_Row):
     @classmethod
     def read(cls, e: TimelineEntry) -> ReceiptRow:
         return cls(turn=e.turn, summary=e.summary, call_id=e.call_id or "", tool=e.tool or "",
-                   receipt_id=e.check or "", transition=e.outcome, **e.data)  # type: ignore[arg-type]
+                   receipt_id=e.check or "", transition=_TRANSITION.validate_python(e.outcome), **e.data)
 
 
 class LifecycleRow(_Row):

@@ -1,6 +1,7 @@
 """The event store: SQLite (durable) and in-memory (tests), one protocol, effect receipts, leases, blobs,
 snapshots and restore."""
 
+from core.vocabulary import SessionStatus
 from memory._leased import Lease, leased
 from memory._read_only import connect as connect_read_only
 from memory.memory_store import InMemoryEventStore
@@ -11,7 +12,6 @@ from memory.records import (
     ReceiptStatus,
     ReceiptUpdate,
     SessionRecord,
-    SessionStatus,
     Snapshot,
     Write,
 )

@@ -116,14 +116,14 @@ def _chain_session(conn: sqlite3.Connection, key: ChainKey, num: int, session_id
     raw = conn.execute(f"SELECT {TIMELINE_COLS} FROM timeline WHERE key BETWEEN ? AND ? ORDER BY key",
                        (base, base | SEQ_MASK)).fetchall()
     unkeyed = ChainVerifier.legacy()
-    prev, updates = GENESIS_HASH, []
+    prev, row_updates = GENESIS_HASH, []
     for r in raw:
         row = timeline_row(session_id, r)
         unkeyed.feed(row)
         digest = row_hash(key, prev, row)
-        updates.append((prev, digest, r[0]))
+        row_updates.append((prev, digest, r[0]))
         prev = digest
-    conn.executemany("UPDATE timeline SET prev_hash = ?, hash = ? WHERE key = ?", updates)
+    conn.executemany("UPDATE timeline SET prev_hash = ?, hash = ? WHERE key = ?", row_updates)
     timeline_head = ((raw[-1][0] & SEQ_MASK) if raw else 0, prev)
     found = unkeyed.result()
     note = {"at": now, "timeline_rows": len(raw), "events": len(events), "unkeyed_problem": found.reason}

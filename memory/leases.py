@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from datetime import timedelta
 
 from core.clock import Clock
 from core.processes import boot_id, is_zombie, pid_namespace, process_start
 from core.state import SessionState
-from memory.records import LeaseHolder, SessionStatus
+from core.vocabulary import SessionStatus
+from memory.records import LeaseHolder
 
 LEASE_TTL = timedelta(seconds=60)
 
@@ -27,7 +29,7 @@ def new_holder(token: str, clock: Clock) -> LeaseHolder:
                        boot_id=boot_id(), pid_ns=pid_namespace(), expires_at=clock.now() + LEASE_TTL)
 
 
-def make_liveness(clock: Clock):
+def make_liveness(clock: Clock) -> Callable[[LeaseHolder], bool]:
     host, boot, namespace = socket.gethostname(), boot_id(), pid_namespace()
 
     def alive(holder: LeaseHolder) -> bool:

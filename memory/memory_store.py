@@ -13,6 +13,7 @@ from core.clock import Clock, SystemClock, iso
 from core.errors import PersistError, ReceiptError, SessionActive, SessionNotFound
 from core.events import SCHEMA_VERSION, StoredEvent, storable_json
 from core.timeline import TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
+from core.vocabulary import SessionStatus
 from memory.leases import describe
 from memory.records import (
     ChainRecord,
@@ -21,7 +22,6 @@ from memory.records import (
     ReceiptStatus,
     ReceiptUpdate,
     SessionRecord,
-    SessionStatus,
     Snapshot,
     Write,
 )

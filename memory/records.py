@@ -13,8 +13,8 @@ from core.chain import ChainHead
 from core.events import Event, Mode
 from core.processes import ProcessGroup
 from core.timeline import TimelineEntry
+from core.vocabulary import SessionStatus
 
-SessionStatus = Literal["active", "idle", "awaiting_approval", "completed", "incomplete", "failed"]
 ReceiptStatus = Literal["dispatched", "done", "failed", "unknown"]
 RECEIPT_STATUSES: tuple[ReceiptStatus, ...] = ("dispatched", "done", "failed", "unknown")
 

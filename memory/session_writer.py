@@ -32,7 +32,8 @@ from core.snapshot import SNAPSHOT_VERSION, StateEncoder
 from core.state import SessionState
 from core.timeline import TimelineEntry
 from core.timeline_rows import Observation
-from memory.records import NewReceipt, ReceiptUpdate, SessionStatus, Snapshot, Write
+from core.vocabulary import SessionStatus
+from memory.records import NewReceipt, ReceiptUpdate, Snapshot, Write
 from memory.store import EventStore
 
 

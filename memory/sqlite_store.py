@@ -1,6 +1,10 @@
 """The SQLite event store: WAL, `synchronous=FULL` by default, one writer connection per process, all access
 through aiosqlite. A commit runs as one transaction in one hop to aiosqlite's worker thread, so a durable commit
-costs one fsync and one thread round trip whatever it carries."""
+costs one fsync and one thread round trip whatever it carries.
+
+Over 400 lines as one concept: the `EventStore` protocol (memory/store.py) implemented over SQLite, each method
+one transaction on the same connection; what stands apart already lives beside it (group commit, migrations,
+chain binding, leases, the read-only opening, the database files)."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ import sqlite3
 from collections.abc import Callable, Collection
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import aiosqlite
 import anyio
@@ -24,6 +28,7 @@ from core.errors import DamagedEvent, PersistError, ReceiptError, SessionActive,
 from core.events import SCHEMA_VERSION, EventAdapter, StoredEvent, storable_json
 from core.processes import ProcessGroup
 from core.timeline import TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
+from core.vocabulary import Durability, SessionStatus
 from memory import _read_only
 from memory._db_files import DatabaseFiles, FilesChanged
 from memory._group_commit import GroupCommit, GroupHooks
@@ -38,7 +43,6 @@ from memory.records import (
     ReceiptUpdate,
     RechainNote,
     SessionRecord,
-    SessionStatus,
     Snapshot,
     Write,
 )
@@ -52,7 +56,6 @@ log = logging.getLogger("strata.store")
 _SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 SEQ_BITS = 40
 SEQ_MASK = (1 << SEQ_BITS) - 1
-Durability = Literal["full", "normal"]
 
 # `updated_at` is read as the later of the row's own stamp and the session's last event, so that a commit does not
 # have to touch the sessions row (one page fewer in the WAL per commit).
@@ -219,7 +222,8 @@ class SqliteEventStore:
         db = self._db
         runner = getattr(db, "_execute", None)
         if runner is not None:
-            return await runner(fn, db._conn)
+            result: T = await runner(fn, db._conn)  # aiosqlite's private hook: untyped, returns fn's result
+            return result
         raise StoreError("this aiosqlite version lacks the single-hop transaction hook", path=self.path,
                          hint="install aiosqlite>=0.20,<0.23")
 
@@ -377,10 +381,10 @@ class SqliteEventStore:
             values = (record.id, at, at, record.mode, record.workspace, record.model, record.title,
                       record.parent_id, record.fork_seq, record.status, lease and lease.token, lease and lease.pid,
                       lease and lease.host, lease and lease.proc_start, lease and iso(lease.expires_at))
-            columns = _SESSION_COLS
+            columns, params = _SESSION_COLS, list(values)
             if lease is not None:
-                columns, values = f"{columns}, lease_boot, lease_pid_ns", (*values, lease.boot_id, lease.pid_ns)
-            conn.execute(f"INSERT INTO sessions({columns}) VALUES ({', '.join('?' for _ in values)})", values)
+                columns, params = f"{columns}, lease_boot, lease_pid_ns", [*values, lease.boot_id, lease.pid_ns]
+            conn.execute(f"INSERT INTO sessions({columns}) VALUES ({', '.join('?' for _ in params)})", params)
             self._forget(record.id)
             return self._append(conn, record.id, first, at, committed)
 
@@ -532,7 +536,8 @@ class SqliteEventStore:
             except sqlite3.IntegrityError:
                 return []
             first = min(max(1, since_seq or 1), SEQ_MASK)
-            clauses, params = ["key BETWEEN ? AND ?"], [base | first, base | SEQ_MASK]
+            clauses = ["key BETWEEN ? AND ?"]
+            params: list[int | str] = [base | first, base | SEQ_MASK]
             for column, values in (("kind", kinds), ("tool", tools), ("decision", decisions)):
                 if values:
                     clauses.append(f"{column} IN ({','.join('?' for _ in values)})")
@@ -740,8 +745,8 @@ def _persist_error(exc: sqlite3.Error, path: str, session_id: str | None, *, cre
             hint = f"no tool ran after the failed commit; `strata resume {session_id}` when the other process is done"
         return PersistError(f"commit to {path} failed: it is locked by another process ({exc})",
                             session_id=session_id, path=path, hint=hint)
-    hint = "nothing was written; fix the database and retry" if creates or session_id is None else None
-    return PersistError(f"commit to {path} failed: {exc}", session_id=session_id, path=path, hint=hint)
+    fix = "nothing was written; fix the database and retry" if creates or session_id is None else None
+    return PersistError(f"commit to {path} failed: {exc}", session_id=session_id, path=path, hint=fix)
 
 
 def _store_error(exc: sqlite3.Error, path: str) -> StoreError:

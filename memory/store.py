@@ -10,6 +10,7 @@ from typing import Protocol
 from core.chain import ChainHead, ChainKey, EventChainRow
 from core.events import StoredEvent
 from core.timeline import TimelineDecision, TimelineRow
+from core.vocabulary import SessionStatus
 from memory.records import (
     ChainRecord,
     LeaseHolder,
@@ -17,7 +18,6 @@ from memory.records import (
     ReceiptStatus,
     ReceiptUpdate,
     SessionRecord,
-    SessionStatus,
     Snapshot,
     Write,
 )

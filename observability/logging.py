@@ -45,8 +45,9 @@ class _Masking:
 
     def __call__(self, logger: WrappedLogger, method: str, event: EventDict) -> EventDict:
         try:
-            return self.masker.mask_value({k: _plain(v) for k, v in event.items() if not k.startswith("_")}) | {
-                k: v for k, v in event.items() if k.startswith("_")}
+            masked: dict[str, Any] = self.masker.mask_value(
+                {k: _plain(v) for k, v in event.items() if not k.startswith("_")})
+            return masked | {k: v for k, v in event.items() if k.startswith("_")}
         except Exception:  # never emit what could not be masked
             return {"event": "[log event dropped: it could not be masked]", "level": event.get("level", "error")}
 

@@ -63,7 +63,7 @@ class Receipts:
     def finished(self, record: CallRecord, result: CallResult, process: ProcessGroup | None) -> None:
         """The handler ended: ok is done, error is failed, anything else (a deadline passed) unknown."""
         assert record.receipt_id is not None
-        status: ReceiptStatus = {"ok": "done", "error": "failed"}.get(result.status, "unknown")  # type: ignore[assignment]
+        status: ReceiptStatus = "done" if result.status == "ok" else "failed" if result.status == "error" else "unknown"
         self._update(record, ReceiptUpdate(id=record.receipt_id, status=status,
                                            outcome_sha256=sha256_text(result.content), process=process))
 
@@ -77,7 +77,7 @@ class Receipts:
     def _update(self, record: CallRecord, update: ReceiptUpdate) -> None:
         assert update.status in NEXT["dispatched"], update
         self.writer.stage_receipt_update(update)
-        self._changed(record, ReceiptChange(update.id, update.status, note=update.note or ""))  # type: ignore[arg-type]
+        self._changed(record, ReceiptChange(update.id, update.status, note=update.note or ""))
 
 
 def reconciliation(receipt: Receipt, *, applied: bool, note: str | None,

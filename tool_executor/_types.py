@@ -14,11 +14,8 @@ from core.hashing import sha256_json
 from core.policy import PermissionRule
 from core.state import Approval, Grant, SessionState
 from core.tools import ToolSpec
+from core.vocabulary import StepCheck
 from tool_executor.verdicts import Ask, Deny, Parked, Pass
-
-StepCheck = Literal["plan", "resolve", "scope", "middleware", "policy", "schema", "hook", "approval", "post_hook"]
-"""Where in the path a step was taken: the checks (steps 0-5), the PreToolUse hooks, the approval, the
-PostToolUse hooks."""
 
 StepOutcome = Literal["allow", "ask", "deny", "rewrite", "block", "approved", "rejected", "parked", "withhold",
                       "add_context"]

@@ -21,10 +21,10 @@ from typing import Any, Literal, Protocol
 import anyio
 
 from core.events import ApprovalGranted, ApprovalRejected, Event, GrantAdded, ParkedCall, PlannedCall
-from core.events import OnAsk as OnAsk  # re-exported: the approval step owns what `ask` means
 from core.hashing import sha256_json
 from core.state import Approval, Grant
 from core.timeline_rows import ApprovalRow
+from core.vocabulary import OnAsk
 from tool_executor._pre_hooks import Hooked, merge_asks
 from tool_executor._types import CallEnv, Decision, Step, effective_sha256
 from tool_executor.verdicts import Ask, Deny, Parked, Pass

@@ -37,6 +37,7 @@ from core.policy import PermissionRule
 from core.processes import ProcessGroup
 from core.state import OpenBatch
 from core.tools import BoundToolPlan
+from core.vocabulary import OnAsk
 from memory.records import Receipt
 from memory.session_writer import SessionWriter
 from tool_executor._call_record import CallRecord, Recorder
@@ -44,7 +45,7 @@ from tool_executor._effects import Effects
 from tool_executor._pre_hooks import run_pre_hooks
 from tool_executor._receipts import Receipts, SettleCause, settle_open_batch
 from tool_executor._types import BatchRun, CallEnv, Checked, Decision, Step, effective_sha256
-from tool_executor.approval import ApprovalStep, Approver, OnAsk, parked_call
+from tool_executor.approval import ApprovalStep, Approver, parked_call
 from tool_executor.checks._pipeline import CheckContext, run_checks
 from tool_executor.checks.schema import make_validator
 from tool_executor.locks import ResourceLocks

@@ -7,7 +7,7 @@ resume, so it would stop every resume too."""
 
 from __future__ import annotations
 
-from core.events import CallResult, PlannedCall
+from core.events import CallResult, CallStatus, PlannedCall
 from core.utf8 import valid_text
 from memory.records import Receipt
 from tool_executor.verdicts import Deny
@@ -43,6 +43,7 @@ def finished(batch_id: str, call: PlannedCall, text: str, *, is_error: bool, rec
 
 def timed_out(batch_id: str, call: PlannedCall, detail: str, *, effectful: bool, receipt_id: str | None,
               duration_ms: float) -> CallResult:
+    status: CallStatus
     if effectful:
         text = (f"Outcome unknown: {detail}. The work may or may not have taken effect. It will not be re-run; "
                 f"it awaits reconciliation (receipt {receipt_id}).")

@@ -4,10 +4,8 @@ the approval step leaves a call that waits for a person (`--on-ask park`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
-CheckName = Literal["plan", "resolve", "scope", "middleware", "policy", "schema", "hook", "approval", "receipt",
-                    "lock", "dispatch"]
+from core.vocabulary import DecisionCheck
 
 
 @dataclass(frozen=True)
@@ -21,14 +19,14 @@ class Ask:
     """The call needs a person's approval. `asked_by` names the policy rule or hook that asked; a grant for the
     session is scoped to it."""
 
-    check: CheckName
+    check: DecisionCheck
     asked_by: str
     reasons: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class Deny:
-    check: CheckName
+    check: DecisionCheck
     reasons: tuple[str, ...]
 
 

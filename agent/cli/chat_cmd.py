@@ -50,11 +50,10 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
     view = ChatView(console)
 
     async def main() -> None:
-        flags = {"model": model_spec, "max_turns": max_turns}
         if resume_id is not None:  # the session's own project config, as `strata resume` has it
-            loaded = await cmd.session_config(session_id=resume_id, **flags)
+            loaded = await cmd.session_config(session_id=resume_id, model=model_spec, max_turns=max_turns)
         else:  # --continue continues the latest session of this workspace: its project config is this one
-            loaded = cmd.config(workspace, quiet=continue_latest, **flags)
+            loaded = cmd.config(workspace, quiet=continue_latest, model=model_spec, max_turns=max_turns)
         settings = loaded.settings
         async with cmd.runtime(loaded) as rt:
             target = resume_id

@@ -38,8 +38,8 @@ def sessions(as_json: bool) -> None:
         async with cmd.runtime(loaded, read_only=True) as rt:
             records = await rt.store.list_sessions()
             unknown: dict[str, int] = {}
-            for r in await rt.store.list_receipts(status="unknown"):
-                unknown[r.session_id] = unknown.get(r.session_id, 0) + 1
+            for receipt in await rt.store.list_receipts(status="unknown"):
+                unknown[receipt.session_id] = unknown.get(receipt.session_id, 0) + 1
             views = []
             for r in records:
                 try:  # the counters come from the folded state: one snapshot plus a short tail per session

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import TYPE_CHECKING, ParamSpec, TypeVar, get_args
+from typing import TYPE_CHECKING, NoReturn, ParamSpec, TypeVar, get_args
 
 import click
 
@@ -205,7 +205,7 @@ def _hit(number: int, hit: Hit, whole: bool) -> None:
         echo(f"   | {line}")
 
 
-def _miss(miss: Miss, as_json: bool) -> None:
+def _miss(miss: Miss, as_json: bool) -> NoReturn:
     if as_json:
         echo_json(miss.model_dump(mode="json"))
     else:

@@ -22,8 +22,12 @@ import os
 import select
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from agent.outcome import EXIT_ERROR
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12
 
 _OUTCOMES = frozenset({0, 3, 4, 5})
 """Exit statuses that report how a command ended rather than an error (see agent/outcome.py)."""
@@ -46,11 +50,11 @@ class _Fd1(io.RawIOBase):
     def isatty(self) -> bool:
         return self.failure is None and os.isatty(self._fd)
 
-    def write(self, data: bytes | bytearray | memoryview) -> int:  # type: ignore[override]
-        size = len(data)
+    def write(self, data: Buffer, /) -> int:
+        view = memoryview(data).cast("B")
+        size = len(view)  # in bytes, as a raw write counts
         if self.failure is not None:
             return size
-        view = memoryview(data).cast("B")
         while view:
             try:
                 n = os.write(self._fd, view)
@@ -76,7 +80,7 @@ class _Fd1(io.RawIOBase):
 def install() -> None:
     """Route `sys.stdout` through `_Fd1`, keeping its encoding, error handling and buffering."""
     current = sys.stdout
-    if current is None or _raw() is not None:
+    if not isinstance(current, io.TextIOWrapper) or _raw() is not None:  # None, or a test runner's capture
         return
     try:
         fd = current.fileno()

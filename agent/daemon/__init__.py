@@ -16,9 +16,9 @@ from agent.daemon._messages import (
     SessionEvent,
     SessionInfo,
     TurnResult,
-    TurnStatus,
     WaitingCall,
 )
+from agent.outcome import TurnStatus
 
 __all__ = [
     "DEFAULT_QUEUE",

@@ -17,8 +17,7 @@ import anyio
 from agent.daemon._attachment import Attachment
 from agent.daemon._errors import HostRefused
 from agent.daemon._messages import ApprovalAsk, WaitingCall
-from tool_executor import ApprovalAnswer, ApprovalRequest
-from tool_executor.approval import Parked
+from tool_executor import ApprovalAnswer, ApprovalRequest, Parked
 
 NO_DRIVER = "no client was driving the session to approve it"
 DRIVER_LEFT = "the driving client left while the call waited"

@@ -11,11 +11,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from agent.cli.views import event_view
-from agent.outcome import RunOutcome, RunStatus
+from agent.outcome import RunOutcome, TurnStatus
 from core.events import ParkedCall, StoredEvent
 from tool_executor import ApprovalRequest
 
-TurnStatus = RunStatus | Literal["interrupted"]
 """How a turn ended: as `strata run` ends, or interrupted (the driver's interrupt, or a drain)."""
 
 EXIT_INTERRUPTED = 130

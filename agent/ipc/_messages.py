@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_serializer, model_validator
 
 from agent.cli.views import event_view
-from agent.outcome import RunStatus
+from agent.outcome import TurnStatus
 from core.events import Event, StoredEvent
 from core.tools import EffectClass, SafetyLevel
 
@@ -42,7 +42,6 @@ ErrorCode = Literal[
 """Stable codes: clients branch on them, never on the message text."""
 
 Role = Literal["drive", "watch"]
-TurnStatus = RunStatus | Literal["interrupted"]
 
 
 class _Wire(BaseModel):
@@ -61,7 +60,7 @@ class Hello(_Request):
     """Must be the first line of a connection: the daemon answers `hello_ok`, or `bad_version` and closes."""
 
     type: Literal["hello"] = "hello"
-    v: int  # type: ignore[assignment]  # required here
+    v: int  # required here
     client: Short = ""
     """Free text naming the client (`strata-attach 0.1.0`), for the daemon's log."""
 

@@ -36,8 +36,9 @@ def propose(response: ModelResponse, batch_id: str, *, used_ids: Container[str] 
     # Blank text blocks are dropped for the same reason (the API refuses empty text blocks).
     content = tuple(b for b in reviewed.content if not (isinstance(b, TextBlock) and not b.text.strip()))
     reported = response.usage
-    usage = TokenUsage(input_tokens=reported.input_tokens, output_tokens=reported.output_tokens,
-                       cache_read_tokens=reported.cache_read_tokens, cache_write_tokens=reported.cache_write_tokens)
+    usage: TokenUsage | None = TokenUsage(
+        input_tokens=reported.input_tokens, output_tokens=reported.output_tokens,
+        cache_read_tokens=reported.cache_read_tokens, cache_write_tokens=reported.cache_write_tokens)
     if usage == TokenUsage():
         usage = None  # the scripted model reports nothing; keep its events as they were
     if not reviewed.calls:

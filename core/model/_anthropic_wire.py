@@ -70,7 +70,7 @@ def block_to_api(block: ContentBlock) -> dict[str, Any]:
 def tool_to_api(tool: Mapping[str, object]) -> dict[str, Any]:
     """A tool definition as plain JSON data (the plan hands out read-only mappings); an empty description is
     left out."""
-    out = _plain(tool)
+    out = {str(k): _plain(v) for k, v in tool.items()}
     if not out.get("description"):
         out.pop("description", None)
     return out

@@ -20,7 +20,7 @@ from core.model.retry import AttemptFailure, RetryPolicy, kind_for_error_type, k
 try:  # the SDK's HTTP transport: httpx2 in current releases, httpx before
     import httpx2 as _http
 except ImportError:  # pragma: no cover - depends on the installed SDK
-    import httpx as _http  # type: ignore[no-redef]
+    import httpx as _http  # type: ignore[no-redef, import-not-found]  # older SDKs; not installed with current ones
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 DEFAULT_MAX_TOKENS = 8192

@@ -120,7 +120,7 @@ class RetryPolicy:
 
     def backoff(self, attempt: int) -> float:
         """The wait after failed attempt number `attempt` (1-based) when the server asked for nothing."""
-        delay = min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1))
+        delay = min(self.max_delay_s, self.base_delay_s * 2.0 ** (attempt - 1))
         return delay * (1 - self.jitter * self.random())
 
     def next_delay(self, attempt: int, failure: AttemptFailure, elapsed_s: float) -> float | None:

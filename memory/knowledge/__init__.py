@@ -2,6 +2,7 @@
 Strata home, one file per manifest digest), the search/get service every surface uses, and the agent's two tools.
 The pure parts (documents, manifest, terms, grants, answers) are in `core/knowledge/`."""
 
+from core.knowledge import DEFAULT_LIMIT, MAX_LIMIT
 from memory.knowledge._corpus import load_corpus
 from memory.knowledge._index import (
     INDEX_DIR,
@@ -11,7 +12,7 @@ from memory.knowledge._index import (
     LexicalOutcome,
     indexed_documents,
 )
-from memory.knowledge._service import DEFAULT_LIMIT, MAX_LIMIT, KnowledgeLookup, KnowledgeService
+from memory.knowledge._service import KnowledgeLookup, KnowledgeService
 from memory.knowledge._tools import GET, SEARCH, knowledge_tools
 
 __all__ = [

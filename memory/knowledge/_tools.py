@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.events import Mode
-from core.knowledge import Hits, Miss, pii_of
+from core.knowledge import DEFAULT_LIMIT, MAX_LIMIT, Hits, Miss, pii_of
 from core.tools import Stop, ToolContext, ToolOutput, ToolSpec, run_stoppable
-from memory.knowledge._service import DEFAULT_LIMIT, MAX_LIMIT, KnowledgeService
+from memory.knowledge._service import KnowledgeService
 
 SEARCH = "knowledge_search"
 GET = "knowledge_get"

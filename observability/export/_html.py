@@ -160,7 +160,7 @@ def _header(snapshot: SessionSnapshot, trace: SessionTrace, masker: Masker, mode
         fork = (f'<span class="badge fork">fork of <code>{_e(rec.parent_id)}</code> at seq '
                 f"{_e(rec.fork_seq)}</span>")
         facts.append(("Forked from", f"<code>{_e(rec.parent_id)}</code> at event seq {_e(rec.fork_seq)}", ""))
-    cards = [
+    cards: list[tuple[int | str, str, str]] = [
         (n["turns"], "turns", ""), (n["tool_calls"], "tool calls", ""),
         (n["denials"], "denials", "warn" if n["denials"] else ""),
         (n["unknown_receipts"], "unknown receipts", "violet" if n["unknown_receipts"] else ""),

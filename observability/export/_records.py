@@ -44,7 +44,7 @@ def counts(snapshot: SessionSnapshot) -> dict[str, int]:
 
 def session_record(snapshot: SessionSnapshot, masker: Masker) -> dict[str, Any]:
     rec, state = snapshot.record, snapshot.state
-    body = masker.mask_value({
+    body: dict[str, Any] = masker.mask_value({
         "id": rec.id,
         "title": rec.title,
         "status": rec.status,

@@ -187,20 +187,20 @@ def build_trace(snapshot: SessionSnapshot, masker: Masker) -> SessionTrace:
     for index, (call, batch_id, proposed) in enumerate(planned):
         rows = rows_by_call.get(call.call_id, [])
         decisive = [r for r in rows if r.kind == "call"]
-        row = decisive[-1] if decisive else None
+        decided = decisive[-1] if decisive else None
         result, result_at = results.get(call.call_id, (None, None))
-        duration = row.duration_ms if row is not None and row.duration_ms is not None else (
+        duration = decided.duration_ms if decided is not None and decided.duration_ms is not None else (
             result.duration_ms if result is not None else None)
-        if row is not None:
-            end = row.at
+        if decided is not None:
+            end = decided.at
         elif result_at is not None:
             end = result_at.at
         else:
             end = proposed.at
         start = end - _ms(duration)
-        decision = row.decision if row is not None else None
-        outcome = result.status if result is not None else (row.outcome if row is not None else None)
-        typed = observation(row) if row is not None else None
+        decision = decided.decision if decided is not None else None
+        outcome = result.status if result is not None else (decided.outcome if decided is not None else None)
+        typed = observation(decided) if decided is not None else None
         call_row = typed if isinstance(typed, CallRow) else None  # a row that does not fit: no path shown
         steps = (call_row.steps or ()) if call_row is not None else ()
         receipt_id = result.receipt_id if result is not None and result.receipt_id else (
@@ -208,10 +208,10 @@ def build_trace(snapshot: SessionSnapshot, masker: Masker) -> SessionTrace:
         receipt = receipts.get(call.call_id)
         calls.append(CallView(
             index=index, call_id=masker.mask(call.call_id),
-            tool=masker.mask(row.tool if row is not None and row.tool else call.tool),
+            tool=masker.mask(decided.tool if decided is not None and decided.tool else call.tool),
             turn=proposed.turn, batch_id=masker.mask(batch_id), category=_category(
                 decision, outcome, result is not None),
-            decision=decision, check=masker.mask(row.check) if row is not None and row.check else (
+            decision=decision, check=masker.mask(decided.check) if decided is not None and decided.check else (
                 masker.mask(result.check) if result is not None and result.check else None),
             outcome=outcome, is_error=bool(result.is_error) if result is not None else False, start=start, end=end,
             duration_ms=duration, input=masker.mask_value(dict(call.input)),
@@ -220,9 +220,9 @@ def build_trace(snapshot: SessionSnapshot, masker: Masker) -> SessionTrace:
             steps=tuple((masker.mask(a), masker.mask(b), masker.mask(c)) for a, b, c in steps),
             receipt_id=masker.mask(receipt_id) if receipt_id else None,
             receipt_status=receipt.status if receipt is not None else None,
-            summary=masker.mask(row.summary) if row is not None else "",
+            summary=masker.mask(decided.summary) if decided is not None else "",
             inherited=proposed.seq <= fork_seq,
-            observations=tuple(timeline_row_record(r, masker) for r in rows if r is not row)))
+            observations=tuple(timeline_row_record(r, masker) for r in rows if r is not decided)))
 
     calls_by_turn: dict[int, list[CallView]] = defaultdict(list)
     for c in calls:

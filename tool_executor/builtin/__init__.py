@@ -1,12 +1,17 @@
 """The built-in tools."""
 
-from core.tools import ToolSpec
-from tool_executor.builtin.fs import fs_tools
-from tool_executor.builtin.shell import shell_tools
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tool_executor.builtin import fs, shell
+
+if TYPE_CHECKING:
+    from core.tools import ToolSpec
 
 
 def builtin_tools() -> list[ToolSpec]:
-    return [*fs_tools(), *shell_tools()]
+    return [*fs.fs_tools(), *shell.shell_tools()]
 
 
 __all__ = ["builtin_tools"]

@@ -27,7 +27,7 @@ import sys
 _PR_SET_PDEATHSIG = 1
 
 
-def _tie_to(parent, deadline_s):
+def _tie_to(parent: int, deadline_s: float) -> None:
     """Die with the parent (Linux) and at the deadline (the timer's SIGALRM is not handled, so it terminates)."""
     signal.setitimer(signal.ITIMER_REAL, deadline_s)
     if sys.platform.startswith("linux"):
@@ -37,7 +37,7 @@ def _tie_to(parent, deadline_s):
         sys.exit(1)
 
 
-def _read(path, max_file, counts):
+def _read(path: str, max_file: int, counts: dict[str, int | bool]) -> bytes | None:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
@@ -72,7 +72,7 @@ def _read(path, max_file, counts):
     return data
 
 
-def main():
+def main() -> None:
     header = json.loads(sys.stdin.readline())
     _tie_to(header["parent"], header["deadline_s"])
     regex = re.compile(header["pattern"])

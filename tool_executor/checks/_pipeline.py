@@ -123,7 +123,8 @@ CHECKS: tuple[Check, ...] = (resolve, scope, middleware, policy, schema)
 
 def run_checks(tool: str, args: Mapping[str, Any], ctx: CheckContext) -> Checked:
     """Steps 1-5 for one call: where they ended, for the (possibly rewritten) call, and the steps taken."""
-    c, steps = Candidate(tool, args), []
+    c = Candidate(tool, args)
+    steps: list[Step] = []
     for check in CHECKS:
         c = check(c, ctx, steps)
         if isinstance(c.verdict, Deny):

@@ -4,7 +4,10 @@ The lexer never expands anything. A word keeps the literal value bash would give
 (`'r'm`, `r\\m`, `"r"m` and `r\\<newline>m` are all `rm`); where it does hold one (`$x`, `${..}`, `$(..)`,
 backquotes, arithmetic, process substitution, an unquoted glob, braces or a leading `~`), the word says which,
 and the bodies of command substitutions are kept so the reader can read them as commands too. What it cannot
-make sense of (an unclosed quote or substitution) is reported, never guessed."""
+make sense of (an unclosed quote or substitution) is reported, never guessed.
+
+Over 400 lines as one concept: the lexer's one state machine over a command line; the scanners it shares with the
+reader are in _scan.py."""
 
 from __future__ import annotations
 

@@ -17,7 +17,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tool_executor.shell._lexer import MAX_NESTING, Arithmetic, Lexed, Op, Redirection, Token, Word, lex
+from tool_executor.shell._lexer import Arithmetic, Lexed, Op, Redirection, Token, Word, lex
+from tool_executor.shell._scan import MAX_NESTING
 from tool_executor.shell._wrappers import SHELLS, WRAPPERS, find_actions, shell_call, unwrap
 
 MAX_DEPTH = 8
