@@ -15,6 +15,7 @@ from agent.daemon._messages import (
     Phase,
     SessionEvent,
     SessionInfo,
+    TextDelta,
     TurnResult,
     WaitingCall,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "SessionEvent",
     "SessionHost",
     "SessionInfo",
+    "TextDelta",
     "TurnResult",
     "TurnStatus",
     "WaitingCall",

@@ -3,28 +3,50 @@
 The host never waits for an attachment: it offers each message, and an attachment whose queue is full has not
 kept up, so it is dropped (detached) rather than allowed to hold the session or the other attachments back. The
 last message of a closed attachment is a notice saying why (one slot beyond the bound is kept for it), then
-`receive` ends. Only the host's event loop touches an attachment."""
+`receive` ends. Only the host's event loop touches an attachment.
+
+An attachment may start with a replay: the session's committed events from a given seq, read from the store page
+by page as the client takes them, before anything live. The attachment is subscribed (it gets every commit from
+then on) before the first page is read, so every event is in the store's pages, or in the live queue, or both; the
+replay stops once it reaches the first live event (or the store's end), and a live event the replay delivered
+already is skipped. Nothing is skipped or repeated across that boundary. An attachment closed during its replay
+gets only its closing notice after the events replayed so far (the live ones queued meanwhile would leave a gap).
+
+Text deltas are offered, never pressed: one is kept only while the queue is less than half full (and not during a
+replay), so that the committed events of a client that is behind still have room; a dropped delta never drops the
+attachment."""
 
 from __future__ import annotations
 
 import collections
 import itertools
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
 import anyio
 
-from agent.daemon._messages import Notice, Outbound
+from agent.daemon._messages import Notice, Outbound, SessionEvent, TextDelta
+from core.errors import StrataError
+from core.events import StoredEvent
 
 Role = Literal["drive", "watch"]
 
 DEFAULT_QUEUE = 1024
 """Messages an attachment may leave unread before it is dropped: a turn commits a few events per call."""
 
+REPLAY_PAGE = 128
+"""Events read from the store at a time for a replay: the pump takes them as the client's outbox has room."""
+
+EventReader = Callable[[int, int], Awaitable[list[StoredEvent]]]
+"""`(after_seq, upto_seq)`: the session's committed events with `after_seq < seq <= upto_seq`, in seq order."""
+
 _ids = itertools.count(1)
 
 
 class Attachment:
-    def __init__(self, session_id: str, role: Role, who: str, capacity: int = DEFAULT_QUEUE) -> None:
+    def __init__(self, session_id: str, role: Role, who: str, capacity: int = DEFAULT_QUEUE, *,
+                 replay: tuple[EventReader, int] | None = None) -> None:
+        """`replay`: how to read the session's committed events, and the first seq to deliver (see the module)."""
         self.id = next(_ids)
         self.session_id = session_id
         self.role: Role = role
@@ -35,6 +57,18 @@ class Attachment:
         self._wake = anyio.Event()
         self.closed_by: Notice | None = None
         """Why it was closed (also its last message); None while it is attached."""
+        self._reader: EventReader | None = None
+        self._page: collections.deque[SessionEvent] = collections.deque()
+        self._replayed_upto = 0
+        """The last seq the replay delivered (read): a live event up to it is not delivered again."""
+        if replay is not None:
+            self._reader, since_seq = replay
+            self._replayed_upto = max(0, since_seq - 1)
+
+    @property
+    def replaying(self) -> bool:
+        """The replay is not over: the message `receive` returned last came from the store, not live."""
+        return self._reader is not None
 
     @property
     def attached(self) -> bool:
@@ -48,6 +82,14 @@ class Attachment:
         self._wake.set()
         return True
 
+    def offer_delta(self, delta: TextDelta) -> bool:
+        """Queue a text delta if there is room to spare (see the module); whether it was kept."""
+        if self.closed_by is not None or self._reader is not None or len(self._queue) >= self._capacity // 2:
+            return False
+        self._queue.append(delta)
+        self._wake.set()
+        return True
+
     def close(self, notice: Notice) -> None:
         """No more messages after `notice`; what is queued is still delivered. A second close changes nothing."""
         if self.closed_by is not None:
@@ -58,12 +100,48 @@ class Attachment:
 
     async def receive(self) -> Outbound:
         """The next message; anyio.EndOfStream once it is closed and everything was delivered."""
-        while not self._queue:
-            if self.closed_by is not None:
-                raise anyio.EndOfStream
-            self._wake = anyio.Event()
-            await self._wake.wait()
-        return self._queue.popleft()
+        if self._reader is not None and (replayed := await self._replayed()) is not None:
+            return replayed
+        while True:
+            while not self._queue:
+                if self.closed_by is not None:
+                    raise anyio.EndOfStream
+                self._wake = anyio.Event()
+                await self._wake.wait()
+            message = self._queue.popleft()
+            if isinstance(message, SessionEvent) and message.item.seq <= self._replayed_upto:
+                continue  # the replay delivered it
+            return message
+
+    async def _replayed(self) -> SessionEvent | None:
+        """The replay's next event; None once it is over (it is then over for good)."""
+        while (reader := self._reader) is not None:
+            if self.closed_by is not None:  # closed mid-replay: after the events so far, only why
+                self._reader = None
+                self._page.clear()
+                self._queue = collections.deque([self.closed_by])
+                return None
+            if self._page:
+                return self._page.popleft()
+            first_live = next((m.item.seq for m in self._queue if isinstance(m, SessionEvent)), None)
+            upto = self._replayed_upto + REPLAY_PAGE
+            if first_live is not None:
+                upto = min(upto, first_live - 1)
+            if upto <= self._replayed_upto:
+                self._reader = None  # caught up with the live events
+                return None
+            try:
+                page = await reader(self._replayed_upto, upto)
+            except StrataError as exc:
+                self.close(Notice(session_id=self.session_id, kind="closed", text="the session's committed events "
+                                  f"could not be read for the replay ({exc.message}); attach again"))
+                continue
+            if not page:
+                self._reader = None  # the store's end: everything after it is live
+                return None
+            self._page.extend(SessionEvent(session_id=self.session_id, item=item) for item in page)
+            self._replayed_upto = page[-1].seq
+        return None
 
     def __aiter__(self) -> Attachment:
         return self

@@ -84,22 +84,25 @@ class SessionHost:
         self._hosted(hosted)
         return session_id
 
-    async def attach(self, session_id: str, role: Role = "drive", *, who: str | None = None) -> Attachment:
+    async def attach(self, session_id: str, role: Role = "drive", *, who: str | None = None,
+                     since_seq: int | None = None) -> Attachment:
         """Attach to a session, hosting it first if it is not (`resume_session`: SessionActive if another process
         drives it). A second driver is refused (`not_driver`); watchers are unlimited. A driver attaching to a
         session whose calls wait for approval is asked about them again; a batch a crash left open is finished.
-        `who` names the person answering through this attachment (recorded with each decision)."""
+        `who` names the person answering through this attachment (recorded with each decision). `since_seq`: the
+        attachment first replays the session's committed events from that seq, then goes on live, with none
+        skipped or repeated in between (agent/daemon/_attachment.py)."""
         self._refuse_if_draining(session_id)
         who = who or person("strata attach")
         hosted = self._sessions.get(session_id)
         if hosted is not None:
-            attachment = hosted.add(role, who)
+            attachment = hosted.add(role, who, since_seq)
             if role == "drive" and hosted.live is None and hosted.parked and not hosted.turn_running:
                 hosted.submit(None)
             return attachment
         hosted = HostedSession(self._parts, session_id)
         self._sessions[session_id] = hosted
-        attachment = hosted.add(role, who)
+        attachment = hosted.add(role, who, since_seq)
         try:
             await self._tg.start(hosted.serve, partial(hosted.open_existing, role))
         except BaseException:

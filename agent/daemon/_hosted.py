@@ -3,7 +3,9 @@
 The session is driven by one task of the host's task group, as `strata run` drives it: `start_session` or
 `resume_session` take its lease, `LiveSession.run` runs each turn, and the task holds the lease between turns
 (renewing it) for as long as the session is hosted. Requests only set the next turn and wake the task, so they
-return at once. Committed events reach every attachment, in commit order, as they are committed.
+return at once. Committed events reach every attachment, in commit order, as they are committed (an attachment may
+first replay those committed before it came: agent/daemon/_attachment.py); the model's text reaches them as it
+streams, as `TextDelta`s that are never persisted.
 
 A hosted session holds no lease while it waits for approval (`parked`, so that `strata approve` from any terminal
 can record a decision, as after `--on-ask park`) or after its run failed (`released`): its next turn, or a driver
@@ -32,6 +34,7 @@ from agent.daemon._messages import (
     Phase,
     SessionEvent,
     SessionInfo,
+    TextDelta,
     TurnResult,
     WaitingCall,
 )
@@ -39,7 +42,7 @@ from agent.outcome import RunOutcome
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
 from core.errors import StoreError, StrataError
 from core.events import ParkedCall, StoredEvent
-from core.model import ModelAdapter, ModelListener, ModelRequest, ModelResponse
+from core.model import ModelAdapter, ModelAttempt, ModelListener, ModelRequest, ModelResponse
 from core.policy import PermissionRule
 from core.state import SessionState
 from memory.leases import LEASE_TTL
@@ -82,6 +85,26 @@ class _StopPoint:
             self._session.in_model = False
 
 
+class _Deltas:
+    """The hosted session's model listener: the model's text, as it streams, to every attachment (TextDelta)."""
+
+    def __init__(self, session: HostedSession) -> None:
+        self._session = session
+        self._attempt = 1
+        self._offset = 0
+
+    def on_text(self, delta: str) -> None:
+        if delta:
+            self._session.stream(TextDelta(session_id=self._session.id, text=delta, attempt=self._attempt,
+                                           offset=self._offset))
+            self._offset += len(delta)
+
+    def on_attempt(self, attempt: ModelAttempt) -> None:
+        # a retried attempt's text is void and the next one starts over; any other outcome ends the model call
+        self._attempt = attempt.number + 1 if attempt.outcome == "retry" else 1
+        self._offset = 0
+
+
 def _undecided(state: SessionState) -> tuple[ParkedCall, ...]:
     return tuple(p for p in state.parked.values() if p.call_id not in state.approvals)
 
@@ -110,6 +133,7 @@ class HostedSession:
         self._turn_done.set()
         self.in_model = False
         """The running turn waits on the model (see _StopPoint)."""
+        self._deltas = _Deltas(self)
 
     # ---- opening (in the session's own task) ------------------------------------------------------------------
 
@@ -118,7 +142,8 @@ class HostedSession:
         rt = self._parts.rt
         self.live = await start_session(rt, model=_StopPoint(model, self), workspace=workspace, mode="ipc",
                                         rules=list(rules), prompt=None, max_turns=max_turns or self._parts.max_turns,
-                                        observer=self._observe, asking=Asking(approver=self.approver))
+                                        observer=self._observe, asking=Asking(approver=self.approver),
+                                        listener=self._deltas)
         self.id = self.live.id
         self._opened(self.live.loop.state)
 
@@ -144,7 +169,7 @@ class HostedSession:
         factory = self._parts.model_factory
         return await resume_session(self._parts.rt, self.id, rules=[],
                                     model_factory=lambda spec: _StopPoint(factory(spec), self), observer=self._observe,
-                                    asking=Asking(approver=self.approver), prompt=prompt)
+                                    asking=Asking(approver=self.approver), prompt=prompt, listener=self._deltas)
 
     # ---- the task ---------------------------------------------------------------------------------------------
 
@@ -297,12 +322,21 @@ class HostedSession:
 
     # ---- attachments ------------------------------------------------------------------------------------------
 
-    def add(self, role: Role, who: str) -> Attachment:
+    def add(self, role: Role, who: str, since_seq: int | None = None) -> Attachment:
+        """Subscribe a new attachment; with `since_seq` it first replays the committed events from that seq (the
+        subscription comes first, so nothing committed meanwhile is lost: agent/daemon/_attachment.py)."""
         if role == "drive" and self.driver is not None:
             raise HostRefused("not_driver", f"session {self.id} already has a driving client; one client drives a "
                               "session at a time", session_id=self.id,
                               hint="attach with role watch to follow it, or wait until the driver detaches")
-        attachment = Attachment(self.id, role, who, self._parts.queue_size)
+        store = self._parts.rt.store
+        session_id = self.id
+
+        async def read(after_seq: int, upto_seq: int) -> list[StoredEvent]:
+            return await store.read_events(session_id, after_seq, upto_seq)
+
+        attachment = Attachment(self.id, role, who, self._parts.queue_size,
+                                replay=None if since_seq is None else (read, since_seq))
         self.attachments.append(attachment)
         if role == "drive":
             self.driver = attachment
@@ -329,6 +363,11 @@ class HostedSession:
     def _broadcast(self, message: Outbound) -> None:
         for attachment in list(self.attachments):
             self._send(attachment, message)
+
+    def stream(self, delta: TextDelta) -> None:
+        """The model's text as it streams: offered to each attachment, which drops it if it is behind."""
+        for attachment in self.attachments:
+            attachment.offer_delta(delta)
 
     def _close_all(self, kind: NoticeKind, text: str) -> None:
         for attachment in list(self.attachments):

@@ -1,5 +1,6 @@
 """What the host sends an attachment, in the order it happens: committed events, approval requests (to the
-driver only), turn results and notices. Typed here; `view()` gives each its JSON object, the shapes `strata run
+driver only), turn results, notices, and the model's text as it streams (never persisted, and dropped for an
+attachment that is behind). Typed here; `view()` gives each its JSON object, the shapes `strata run
 --json` prints (agent/cli/views.py owns the event's shape) plus the session id, so a transport only encodes.
 
 Also the rows of `SessionHost.status()`."""
@@ -120,7 +121,26 @@ class Notice(_Out):
         return self.model_dump(mode="json")
 
 
-Outbound = SessionEvent | ApprovalAsk | TurnResult | Notice
+class TextDelta(_Out):
+    """A piece of the model's text as it streams, before the message holding it is committed. Not an event: it is
+    never persisted, and an attachment that is behind does not get it (agent/daemon/_attachment.py); the committed
+    `assistant_message` or `batch_proposed` that follows carries the whole text.
+
+    `attempt` numbers the model call's attempts (1 first): a delta of a higher attempt means the text of the earlier
+    attempts of this call is void (it failed and was retried). `offset` is how many characters of this attempt's
+    text came before this delta, so a client that counted fewer knows it missed some."""
+
+    type: Literal["text_delta"] = "text_delta"
+    session_id: str
+    text: str
+    attempt: int
+    offset: int
+
+    def view(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+Outbound = SessionEvent | ApprovalAsk | TurnResult | Notice | TextDelta
 
 
 class WaitingCall(_Out):
