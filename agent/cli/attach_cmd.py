@@ -1,6 +1,9 @@
 """`strata attach [ID] [--new --workspace DIR --model M] [--watch] [--json]`: the thin client of `strata serve`.
-Interactive by default (agent/cli/attach_term.py, `strata chat`'s look); `--json` is the scriptable client
-(agent/cli/attach_json.py). One client drives a session, any number watch (`--watch`); a second driver is refused."""
+Interactive by default (agent/cli/attach_term.py, `strata chat`'s look: the conversation so far as `chat --resume`
+shows it, then what happens); `--json` is the scriptable client (agent/cli/attach_json.py), which prints every
+committed event from `--since SEQ` (default 1: all of them). Either way the attach asks the daemon for the events
+from the first seq the client has not shown, so nothing committed while it attaches is lost. One client drives a
+session, any number watch (`--watch`); a second driver is refused."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from agent.cli._common import Command, json_option
 from agent.cli._daemon_client import connect, socket_option_help
 from agent.cli.attach_json import JsonAttach
 from core.errors import UsageError
+from memory.restore import restore_or_report
 
 
 def _absolute_model(spec: str | None) -> str | None:
@@ -32,15 +36,20 @@ def _absolute_model(spec: str | None) -> str | None:
               help="With --new: the directory the tools may touch.")
 @click.option("--model", "model_spec", metavar="M", help="With --new: script:PATH (offline) or anthropic:NAME.")
 @click.option("--watch", is_flag=True, help="Follow the session without driving it.")
+@click.option("--since", "since_seq", type=click.IntRange(min=1), default=None, metavar="SEQ",
+              help="With --json: print the committed events from this seq on, then the live ones (default 1: "
+              "every event of the session).")
 @click.option("--socket", "socket_path", type=click.Path(path_type=Path), default=None, help=socket_option_help)
 @json_option
 def attach(session_id: str | None, new: bool, workspace: Path, model_spec: str | None, watch: bool,
-           socket_path: Path | None, as_json: bool) -> None:
+           since_seq: int | None, socket_path: Path | None, as_json: bool) -> None:
     """Attach to a session the daemon hosts (`strata serve`): drive it, or watch it with --watch."""
     if new == (session_id is not None):
         raise click.UsageError("name a session ID, or start one with --new")
     if watch and new:
         raise click.UsageError("--watch follows an existing session; a new one needs a driver")
+    if since_seq is not None and not as_json:
+        raise click.UsageError("--since is for --json (the terminal shows the conversation so far)")
     cmd = Command()
     loaded = cmd.config(workspace if new else None, model=_absolute_model(model_spec))
     home = loaded.settings.home
@@ -57,8 +66,8 @@ def attach(session_id: str | None, new: bool, workspace: Path, model_spec: str |
                 reply = await client.request(ipc.NewSession, workspace=str(ws), model=loaded.settings.model)
                 assert reply.session_id is not None
                 sid = reply.session_id
-            await client.request(ipc.Attach, session_id=sid, role=role)
             if as_json:
+                await client.request(ipc.Attach, session_id=sid, role=role, since_seq=since_seq or 1)
                 return await JsonAttach(client, sid, role).run()
             return await _interactive(cmd, client, sid, role)
 
@@ -67,13 +76,19 @@ def attach(session_id: str | None, new: bool, workspace: Path, model_spec: str |
 
 async def _interactive(cmd: Command, client: ipc.IpcClient, session_id: str, role: str) -> int:
     from agent.cli.attach_term import TerminalAttach  # the terminal (prompt_toolkit) loads only here
-    from agent.cli.chat_cmd import slash_commands
+    from agent.cli.chat_cmd import show_history, slash_commands
     from agent.terminal.chat import make_prompt
     from agent.terminal.safe_text import SafeConsole
 
     console = SafeConsole(highlight=False, color_system=None if os.environ.get("NO_COLOR") else "auto")
     loaded = await cmd.session_config(session_id=session_id)
     async with cmd.runtime(loaded, read_only=True) as rt:  # /timeline and /receipts read the store
+        # The conversation so far from the store, then every event after it from the daemon: the attach replays
+        # what was committed since this read, so nothing committed meanwhile is lost (nor shown twice).
+        state = (await restore_or_report(rt.store, session_id)).state
+        await client.request(ipc.Attach, session_id=session_id, role=role, since_seq=state.last_seq + 1)
+        if state.messages:
+            show_history(console, session_id, state.messages)
         prompt = make_prompt(str(loaded.settings.home / "chat_history"))
         return await TerminalAttach(client, session_id, role, console, prompt,
                                     slash_commands(console, rt, session_id)).run()

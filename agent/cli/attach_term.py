@@ -3,9 +3,10 @@
 Committed events are rendered by chat's own view; an approval request shows every argument and takes an explicit
 y/n/a, sent back bound to the arguments' sha256 and the plan digest it was shown with; Ctrl-C during a turn asks
 the daemon to interrupt it (the batch is closed as Ctrl-C closes it in chat); /timeline and /receipts read the
-store; /exit, Ctrl-D or Ctrl-C at the prompt detach, and the session goes on in the daemon. Text arrives as each
-message is committed (the daemon does not stream the model's tokens). A watching client shows what happens and
-takes only the slash commands."""
+store; /exit, Ctrl-D or Ctrl-C at the prompt detach, and the session goes on in the daemon. The model's text
+streams as in chat (the daemon's `text_delta` pushes, through chat's view): text of a failed attempt is marked void
+as chat marks it, and if the daemon dropped some deltas (this client was behind) the committed message is shown
+whole after what streamed. A watching client shows what happens and takes only the slash commands."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from agent import ipc
 from agent.cli.attach_json import ENDING_NOTICES
 from agent.terminal.approver import show_request
 from agent.terminal.chat import HELP, ChatView
-from core.events import StoredEvent
+from core.events import AssistantMessage, BatchProposed, StoredEvent
+from core.model import ModelAttempt
 from tool_executor import ApprovalRequest
 
 _CHOICES = {"y": "once", "yes": "once", "n": "no", "no": "no", "a": "session", "always": "session"}
@@ -51,6 +53,10 @@ class TerminalAttach:
         self._turn_out: MemoryObjectReceiveStream[ipc.ApprovalRequest | ipc.ResultPush | None]
         self._turn_items, self._turn_out = anyio.create_memory_object_stream(math.inf)
         self._ended: str | None = None
+        self._attempt = 1
+        self._streamed_chars = 0
+        self._gap = False
+        """Deltas of the streaming message were lost: its committed text is shown whole."""
 
     def say(self, text: str) -> None:
         self.console.print(text, highlight=False)
@@ -73,13 +79,18 @@ class TerminalAttach:
     async def _pushes(self, tg: anyio.abc.TaskGroup) -> None:
         async for push in self.client.pushes():
             match push:
+                case ipc.TextDelta():
+                    self._delta(push)
                 case ipc.EventPush():
+                    if isinstance(push.event, AssistantMessage | BatchProposed):
+                        self._message_committed()
                     self.view(StoredEvent(session_id=push.session_id, seq=push.seq, turn=push.turn, at=push.at,
                                           event=push.event))
                 case ipc.ApprovalRequest():
                     self.view.end_line()
                     await self._turn_items.send(push)
                 case ipc.ResultPush():
+                    self._message_committed()
                     self.view.end_line()
                     if push.status != "completed":
                         self.say(f"[yellow]{push.status}[/]: {escape(push.reason)}")
@@ -98,6 +109,27 @@ class TerminalAttach:
         self._ended = self._ended or "the daemon ended this attachment"
         await self._turn_items.send(None)
         tg.cancel_scope.cancel()  # the prompt may be waiting for input: nothing more will happen here
+
+    def _delta(self, push: ipc.TextDelta) -> None:
+        if push.attempt != self._attempt:  # a retry: what streamed before is void (chat's view says so)
+            self.view.on_attempt(ModelAttempt(number=self._attempt, outcome="retry", duration_ms=0.0,
+                                              message="the model's answer was retried"))
+            self._attempt, self._streamed_chars, self._gap = push.attempt, 0, False
+        if push.offset != self._streamed_chars:
+            self._gap = True
+        if self._gap:
+            return
+        self.view.on_text(push.text)
+        self._streamed_chars += len(push.text)
+
+    def _message_committed(self) -> None:
+        """The streamed message is committed (or the turn ended): the next text starts a new one."""
+        if self._gap:  # some deltas never came: the committed text is shown whole
+            self.view.end_line()
+            if self.view.streamed:
+                self.say("[dim](some streamed text did not reach this client; the whole message follows)[/]")
+            self.view.streamed = False
+        self._attempt, self._streamed_chars, self._gap = 1, 0, False
 
     async def _loop(self) -> None:
         while True:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import anyio
@@ -15,6 +15,7 @@ from agent.models import model_from_spec
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
 from agent.terminal.safe_text import SafeConsole
 from core.errors import UsageError
+from core.messages import Message
 
 DEFAULT_CHAT_MODEL = "anthropic"
 TIMELINE_ROWS = 30
@@ -94,10 +95,15 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
 
 def _replay(console: SafeConsole, live: LiveSession) -> None:
     """The conversation so far, so a resumed chat shows its history."""
+    show_history(console, live.id, live.state.messages)
+
+
+def show_history(console: SafeConsole, session_id: str, messages: Sequence[Message]) -> None:
+    """A session's conversation, dimmed, one line a block (also `strata attach`'s, before it goes live)."""
     from agent.cli.render import _first_line
 
-    console.print(f"[dim]history of session {live.id}:[/]", highlight=False)
-    for message in live.state.messages:
+    console.print(f"[dim]history of session {session_id}:[/]", highlight=False)
+    for message in messages:
         for block in message.content:
             if block.type == "text":
                 console.print(f"[dim]{message.role}: {_first_line(block.text, 200)}[/]", markup=True,

@@ -52,6 +52,7 @@ from agent.ipc._messages import (
     Shutdown,
     Status,
     StoreCounts,
+    TextDelta,
     WaitingCall,
 )
 from agent.ipc._peer import PeerCredentials
@@ -105,6 +106,7 @@ __all__ = [
     "SocketUnusable",
     "Status",
     "StoreCounts",
+    "TextDelta",
     "VersionRefused",
     "WaitingCall",
     "claim_home",

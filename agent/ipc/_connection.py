@@ -63,6 +63,16 @@ class Connection(Protocol):
         closed now because its outbox overflowed. Call it from the daemon's event loop thread."""
         ...
 
+    @property
+    def has_room(self) -> bool:
+        """The outbox is less than half full: what may be dropped (a text delta) or may wait (a replay) is pushed
+        only then, so that it never costs the client its connection."""
+        ...
+
+    async def wait_for_room(self) -> None:
+        """Until `has_room`, or the connection is closed. Only for what may wait on this client (a replay)."""
+        ...
+
 
 class Dispatcher(Protocol):
     """The session side, plugged into the server: it gets every request but the hello."""
@@ -88,7 +98,17 @@ class _Outbox:
         self._size = 0
         self._max = max_bytes
         self._wake = anyio.Event()
+        self._taken = anyio.Event()
         self.finished = False
+
+    @property
+    def half_empty(self) -> bool:
+        return self._size < self._max // 2
+
+    async def wait_half_empty(self) -> None:
+        while not (self.half_empty or self.finished):
+            self._taken = anyio.Event()
+            await self._taken.wait()
 
     def put(self, line: bytes) -> bool:
         if self.finished:
@@ -104,6 +124,7 @@ class _Outbox:
         """No more lines: the writer sends what is queued, then stops."""
         self.finished = True
         self._wake.set()
+        self._taken.set()
 
     async def get(self, max_bytes: int = 256 * 1024) -> bytes | None:
         """The queued lines, joined up to about `max_bytes` (one write for many pipelined replies); None once
@@ -119,6 +140,7 @@ class _Outbox:
             taken.append(self._lines.popleft())
             size += len(taken[-1])
         self._size -= size
+        self._taken.set()
         return b"".join(taken)
 
 
@@ -165,6 +187,13 @@ class ClientConnection:
             return True
         self.close("it does not read what the daemon sends (outbox full)")
         return False
+
+    @property
+    def has_room(self) -> bool:
+        return not (self._closed or self._outbox.finished) and self._outbox.half_empty
+
+    async def wait_for_room(self) -> None:
+        await self._outbox.wait_half_empty()
 
     def close(self, reason: str) -> None:
         """Disconnect now, dropping what is queued."""

@@ -78,6 +78,9 @@ class Attach(_Request):
     type: Literal["attach"] = "attach"
     session_id: SessionId
     role: Role = "drive"
+    since_seq: int | None = Field(default=None, ge=1, exclude_if=lambda v: v is None)
+    """The session's committed events from this seq are pushed first (1: all of them), then the live ones, none
+    skipped or repeated in between. Absent: only the events committed after the attach."""
 
 
 class Prompt(_Request):
@@ -304,10 +307,25 @@ class Notice(_Wire):
     a notice about the daemon itself."""
 
 
-Push = Annotated[EventPush | ApprovalRequest | ResultPush | Notice, Field(discriminator="type")]
+class TextDelta(_Wire):
+    """The model's text as it streams, before the message holding it is committed. Never persisted, and not
+    guaranteed: a client that is behind misses some (the committed `assistant_message` or `batch_proposed` that
+    follows has the whole text). `attempt` numbers the model call's attempts: a higher one means the text of the
+    earlier attempts was void (retried). `offset`: the characters of this attempt's text before this delta, so a
+    client that counted fewer knows it missed some."""
+
+    type: Literal["text_delta"] = "text_delta"
+    session_id: str
+    text: str
+    attempt: int
+    offset: int
+
+
+Push = Annotated[EventPush | ApprovalRequest | ResultPush | Notice | TextDelta, Field(discriminator="type")]
 Reply = Annotated[HelloOk | OkReply | ErrorReply, Field(discriminator="type")]
 ServerMessage = Annotated[
-    HelloOk | OkReply | ErrorReply | EventPush | ApprovalRequest | ResultPush | Notice, Field(discriminator="type")]
+    HelloOk | OkReply | ErrorReply | EventPush | ApprovalRequest | ResultPush | Notice | TextDelta,
+    Field(discriminator="type")]
 ServerMessageAdapter: TypeAdapter[ServerMessage] = TypeAdapter(ServerMessage)
 
 

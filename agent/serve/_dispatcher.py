@@ -2,9 +2,14 @@
 holds is pumped to it by a task of its own, so committed events reach the client as they are committed.
 
 A connection holds at most one attachment per session. Its pump runs on the daemon's event loop and never waits
-on the client: `Connection.push` only queues (a client that does not read is disconnected by the IPC layer, and
-its attachments detached here). When a connection ends, however it ends, each of its attachments is detached, so
-a call that waited for its approval parks (agent/daemon/_approver.py)."""
+on the client for what is live: `Connection.push` only queues (a client that does not read is disconnected by the
+IPC layer, and its attachments detached here). Two things are paced by the client's outbox instead: a replay of
+committed events (the attach's `since_seq`) waits while the outbox is half full, so a long session's history
+never overflows it (the attachment reads the next page only when it is taken); and a text delta is dropped while
+the outbox is half full, never pushed at the price of the connection.
+
+When a connection ends, however it ends, each of its attachments is detached, so a call that waited for its
+approval parks (agent/daemon/_approver.py)."""
 
 from __future__ import annotations
 
@@ -99,7 +104,8 @@ class HostDispatcher:
             return ipc.Refused(code="refused", message=f"this connection is attached to session "
                                f"{request.session_id} already; detach first to change its role")
         who = person(f"strata attach (client pid {connection.peer.pid})")
-        attachment = await self._host.attach(request.session_id, request.role, who=who)
+        attachment = await self._host.attach(request.session_id, request.role, who=who,
+                                             since_seq=request.since_seq)
         if connection.closed:  # it left while the session was being opened
             await self._host.detach(attachment)
             return ipc.Refused(code="refused", message="the connection closed")
@@ -114,6 +120,11 @@ class HostDispatcher:
         with link.scope:
             try:
                 async for message in link.attachment:
+                    if isinstance(message, daemon.TextDelta):
+                        if not link.connection.has_room:
+                            continue  # streamed text is not owed; the committed message has all of it
+                    elif link.attachment.replaying:
+                        await link.connection.wait_for_room()
                     if not link.connection.push(push_of(message)):
                         break
             except Exception as exc:  # a bug here ends this attachment, never the daemon

@@ -27,6 +27,9 @@ def push_of(message: daemon.Outbound) -> ipc.Push:
                 reason=message.reason, unknown_receipts=message.unknown_receipts,
                 parked=tuple(ipc.ParkedView(call_id=p.call_id, tool=p.tool, input=p.input, reasons=p.reasons,
                                             asked_by=p.asked_by) for p in message.parked))
+        case daemon.TextDelta():
+            return ipc.TextDelta(session_id=message.session_id, text=message.text, attempt=message.attempt,
+                                 offset=message.offset)
         case daemon.Notice():
             return ipc.Notice(session_id=message.session_id, kind=message.kind, text=message.text,
                               level="warning" if message.kind in _WARNINGS else "info")
