@@ -27,6 +27,7 @@ from agent.models import model_from_spec
 from agent.serve._dispatcher import HostDispatcher
 from agent.session import Runtime
 from config import LoadedConfig
+from core.errors import StrataError
 from memory import SqliteEventStore
 from memory.store import EventStore
 from observability import attach_home
@@ -64,12 +65,29 @@ async def serve(loaded: LoadedConfig, *, socket_path: Path | None = None, grace_
         attach_home(home, rt.masker)  # the daemon's log: <home>/logs/strata.log, masked by the home's key
         try:
             await _run(rt, lock, paths, grace, settings.max_turns, ready)
+        except BaseExceptionGroup as group:  # the task groups wrap a refusal to listen (SocketUnusable): one line
+            raise _lone_error(group) from None
         finally:
             with anyio.CancelScope(shield=True):
                 await rt.close()
             log.info("runtime closed")
     finally:
         lock.release()
+
+
+def _lone_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one StrataError nested task groups wrapped, as itself; the group unchanged otherwise."""
+    leaves: list[BaseException] = []
+
+    def collect(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                collect(inner)
+        else:
+            leaves.append(exc)
+
+    collect(group)
+    return leaves[0] if len(leaves) == 1 and isinstance(leaves[0], StrataError) else group
 
 
 async def _run(rt: Runtime, lock: ipc.DaemonLock, paths: ipc.DaemonPaths, grace_s: float, max_turns: int,
