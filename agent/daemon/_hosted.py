@@ -37,6 +37,7 @@ from agent.daemon._messages import (
 )
 from agent.outcome import RunOutcome
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
+from config import LoadedConfig
 from core.errors import StoreError, StrataError
 from core.events import ParkedCall, StoredEvent
 from core.model import ModelAdapter, ModelListener, ModelRequest, ModelResponse
@@ -56,6 +57,10 @@ class HostParts:
     model_factory: Callable[[str], ModelAdapter]
     max_turns: int
     queue_size: int
+    workspace_config: Callable[[Path], LoadedConfig] | None = None
+    """The config a session in a workspace runs under (the host's config with that workspace's project layer),
+    read again whenever the session is opened or resumed, as `strata run` and `strata resume` read it; None: every
+    session runs under `rt` as it is."""
 
 
 class _StopPoint:
@@ -89,6 +94,8 @@ def _undecided(state: SessionState) -> tuple[ParkedCall, ...]:
 class HostedSession:
     def __init__(self, parts: HostParts, session_id: str = "") -> None:
         self._parts = parts
+        self._rt = parts.rt
+        """The runtime as this session sees it (its workspace's config; see HostParts.workspace_config)."""
         self.id = session_id
         self.attachments: list[Attachment] = []
         self.driver: Attachment | None = None
@@ -115,7 +122,7 @@ class HostedSession:
 
     async def start_new(self, workspace: Path, model: ModelAdapter, rules: Sequence[PermissionRule],
                         max_turns: int | None) -> None:
-        rt = self._parts.rt
+        rt = self._rt = await self._runtime_for(workspace)
         self.live = await start_session(rt, model=_StopPoint(model, self), workspace=workspace, mode="ipc",
                                         rules=list(rules), prompt=None, max_turns=max_turns or self._parts.max_turns,
                                         observer=self._observe, asking=Asking(approver=self.approver))
@@ -137,12 +144,24 @@ class HostedSession:
         if self.live.loop.state.open_batch is not None:
             self.submit(None)
 
+    async def _runtime_for(self, workspace: Path) -> Runtime:
+        """The runtime under the config of `workspace` (its project layer when it is still a directory)."""
+        read = self._parts.workspace_config
+        if read is None:
+            return self._parts.rt
+        project = workspace if await anyio.Path(workspace).is_dir() else None
+        config = await anyio.to_thread.run_sync(read, project) if project is not None else None
+        if config is None:
+            return self._parts.rt
+        return await anyio.to_thread.run_sync(self._parts.rt.for_config, config)
+
     def _opened(self, state: SessionState) -> None:
         self.workspace, self.model, self.phase = state.workspace, state.model, "idle"
 
     async def _resume(self, prompt: str | None) -> LiveSession:
         factory = self._parts.model_factory
-        return await resume_session(self._parts.rt, self.id, rules=[],
+        self._rt = await self._runtime_for(Path(self.workspace))
+        return await resume_session(self._rt, self.id, rules=[],
                                     model_factory=lambda spec: _StopPoint(factory(spec), self), observer=self._observe,
                                     asking=Asking(approver=self.approver), prompt=prompt)
 
@@ -341,7 +360,7 @@ class HostedSession:
             self.phase = "act" if self.live.loop.state.open_batch is not None else "plan"
 
     def _mask(self, text: str) -> str:
-        return self._parts.rt.masker.mask(text)
+        return self._rt.masker.mask(text)
 
     # ---- status -----------------------------------------------------------------------------------------------
 
