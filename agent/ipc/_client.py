@@ -21,6 +21,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from pydantic import ValidationError
 
 from agent.ipc._errors import DaemonGone, NoDaemon, PeerRefused, RequestFailed, VersionRefused
+from agent.ipc._limits import Limits
 from agent.ipc._messages import (
     PROTOCOL_VERSION,
     ErrorReply,
@@ -36,6 +37,9 @@ from agent.ipc._messages import (
 MAX_REPLY_BYTES = 64 * 1024 * 1024
 """The longest line this client reads from a daemon (an event carrying a large tool output)."""
 PUSH_BUFFER = 1024
+
+MAX_LINE_BYTES = Limits().max_line_bytes
+"""The daemon's cap on a request line (newline excluded): a longer one ends the connection."""
 
 
 class IpcClient:
@@ -91,11 +95,21 @@ class IpcClient:
         """Send one request (its id is chosen here) and wait for its reply. Raises RequestFailed on an `error`
         reply (typed `code`), DaemonGone when the connection ends first."""
         request_id = f"r{next(self._ids)}"
-        message = kind(id=request_id, **fields)
+        try:
+            message = kind(id=request_id, **fields)
+        except ValidationError as exc:  # what the daemon would refuse is refused here, in one line
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "request"
+            raise RequestFailed("invalid", f"cannot send this {kind.model_fields['type'].default} ({where}: "
+                                f"{first['msg']})", request_id) from None
+        line = encode(message)
+        if len(line) - 1 > MAX_LINE_BYTES:  # the daemon would close the connection over it
+            raise RequestFailed("too_large", f"this {kind.model_fields['type'].default} is {len(line) - 1} bytes "
+                                f"on the wire; a request may hold at most {MAX_LINE_BYTES}", request_id)
         slot = _Slot()
         self._waiting[request_id] = slot
         try:
-            await self._send(encode(message))
+            await self._send(line)
             await slot.done.wait()
         finally:
             self._waiting.pop(request_id, None)
