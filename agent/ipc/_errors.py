@@ -4,6 +4,8 @@
     ├── DaemonRunning (exit 2)   `serve`: a daemon already holds this home's lock (names its pid)
     ├── SocketUnusable (exit 2)  `serve`: the socket path is taken by something else, too long, or its
     │                            directory is open to other users
+    ├── LockUnusable (exit 2)    any daemon command: the home's daemon lock cannot be opened (the home is not a
+    │                            directory, or not this user's to read or write)
     ├── NoDaemon                 a client: nothing listens at the socket
     ├── PeerRefused              a client: the daemon (or the socket's permissions) refused this user
     ├── VersionRefused           a client: the daemon does not speak this client's protocol version
@@ -36,6 +38,15 @@ class SocketUnusable(StrataError):
         super().__init__(f"cannot listen at {path}: {reason}", hint=hint)
         self.path = path
         self.reason = reason
+
+
+class LockUnusable(StrataError):
+    exit_code = 2
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"cannot use the daemon lock {path}: {reason}",
+                         hint="STRATA_HOME must be a directory this user may read and write")
+        self.path = path
 
 
 class NoDaemon(StrataError):

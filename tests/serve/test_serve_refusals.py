@@ -36,3 +36,15 @@ def test_serve_on_an_unusable_socket_path_says_why_in_one_line_and_exits_2(
     assert str(path) in line, line
     if before is not None:
         assert path.read_text() == before  # what was there is left alone
+
+
+@pytest.mark.parametrize("command", [("serve", "--foreground"), ("serve",), ("ps",), ("attach", "some-id", "--json")])
+def test_a_home_that_is_not_a_directory_is_one_error_line_for_the_daemon_commands(
+        cli: StrataCLI, tmp_path: Path, command: tuple[str, ...]) -> None:
+    home = tmp_path / "home-file"
+    home.write_text("not a directory\n")
+    proc = cli.run(*command, env={"STRATA_HOME": str(home)}, input="", timeout=30)
+    assert proc.returncode != 0
+    assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    (line,) = error_lines(proc.stderr)
+    assert str(home) in line, line
