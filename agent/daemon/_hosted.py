@@ -117,6 +117,8 @@ class HostedSession:
         self._turn_done.set()
         self.in_model = False
         """The running turn waits on the model (see _StopPoint)."""
+        self._parked_by_run = False
+        """The last turn ended with calls parked (see _ask_a_late_driver)."""
 
     # ---- opening (in the session's own task) ------------------------------------------------------------------
 
@@ -188,6 +190,7 @@ class HostedSession:
                     continue
                 (prompt,), self._next = self._next, None
                 await self._turn(prompt)
+                self._ask_a_late_driver()
         except Exception as exc:  # a bug: this session leaves the host, the others go on
             log.error("hosted session failed", error_type=type(exc).__name__, exc_info=True)
         finally:
@@ -221,6 +224,13 @@ class HostedSession:
         self._broadcast(Notice(session_id=self.id, kind="released",
                                text="another process took this session's lease; the host no longer drives it"))
 
+    def _ask_a_late_driver(self) -> None:
+        """The run parked, but a driver is attached now: it attached after the park (the driver a call was asked
+        of had left, or there was none), so it is asked about the parked calls, as a driver attaching to a parked
+        session is (SessionHost.attach)."""
+        if self._parked_by_run and self.driver is not None and not self._draining:
+            self.submit(None)
+
     def submit(self, prompt: str | None) -> None:
         """The next turn (None: finish the open batch). The caller checked that no turn runs."""
         self.turn_running = True
@@ -235,6 +245,7 @@ class HostedSession:
     async def _turn(self, prompt: str | None) -> None:
         outcome: RunOutcome | None = None
         error: StrataError | None = None
+        self._parked_by_run = False
         self.approver.new_run()
         try:
             if self._draining:  # accepted just before the drain began: it does not start
@@ -265,6 +276,7 @@ class HostedSession:
             if parked:  # the lease goes, so that `strata approve` can record a decision from anywhere
                 await self._release()
                 self.parked, self.phase = parked, "parked"
+                self._parked_by_run = True
             else:
                 self.phase = "idle"
             self._broadcast(TurnResult.of(outcome, parked))
