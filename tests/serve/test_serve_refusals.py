@@ -48,3 +48,11 @@ def test_a_home_that_is_not_a_directory_is_one_error_line_for_the_daemon_command
     assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     (line,) = error_lines(proc.stderr)
     assert str(home) in line, line
+
+
+@pytest.mark.parametrize("given", [("--model", "script:other.json"), ("--workspace", "elsewhere")])
+def test_attach_to_a_session_by_id_refuses_new_session_options_it_would_ignore(
+        cli: StrataCLI, given: tuple[str, str]) -> None:
+    proc = cli.run("attach", "some-id", *given, "--json", input="", timeout=30)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert f"{given[0]} goes with --new" in proc.stderr and "Traceback" not in proc.stderr
