@@ -87,6 +87,12 @@ class _StopPoint:
             self._session.in_model = False
 
 
+def _turn_unfinished(state: SessionState) -> bool:
+    """A turn was cut short (the process died, or was drained) before the model answered the last message: the
+    user's prompt, or a batch's results. `strata resume ID` continues it; so does a driver attaching."""
+    return state.ended is None and bool(state.messages) and state.messages[-1].role == "user"
+
+
 def _undecided(state: SessionState) -> tuple[ParkedCall, ...]:
     return tuple(p for p in state.parked.values() if p.call_id not in state.approvals)
 
@@ -133,7 +139,8 @@ class HostedSession:
 
     async def open_existing(self, role: Role) -> None:
         """Resume the session under its lease; a batch left open (by a crash, or parked) is finished at once,
-        its waiting calls asked of the driver. A parked session a watcher attaches to stays parked (no lease)."""
+        its waiting calls asked of the driver, and a driver continues a turn cut short before the model answered
+        (as `strata resume ID` does). A parked session a watcher attaches to stays parked (no lease)."""
         rt = self._parts.rt
         record = await rt.store.get_session(self.id)
         self.workspace, self.model = record.workspace, record.model
@@ -142,8 +149,9 @@ class HostedSession:
             self.phase = "parked"
             return
         self.live = await self._resume(None)
-        self._opened(self.live.loop.state)
-        if self.live.loop.state.open_batch is not None:
+        state = self.live.loop.state
+        self._opened(state)
+        if state.open_batch is not None or (role == "drive" and _turn_unfinished(state)):
             self.submit(None)
 
     async def _runtime_for(self, workspace: Path) -> Runtime:
