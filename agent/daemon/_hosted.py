@@ -88,8 +88,9 @@ class _StopPoint:
 
 
 def _turn_unfinished(state: SessionState) -> bool:
-    """A turn was cut short (the process died, or was drained) before the model answered the last message: the
-    user's prompt, or a batch's results. `strata resume ID` continues it; so does a driver attaching."""
+    """A turn was cut short before the model answered the last message (the user's prompt, or a batch's results).
+    `strata resume ID` continues it; so does a driver attaching after a crash (not after an interrupt or a drain,
+    which the person or the operator chose)."""
     return state.ended is None and bool(state.messages) and state.messages[-1].role == "user"
 
 
@@ -139,8 +140,8 @@ class HostedSession:
 
     async def open_existing(self, role: Role) -> None:
         """Resume the session under its lease; a batch left open (by a crash, or parked) is finished at once,
-        its waiting calls asked of the driver, and a driver continues a turn cut short before the model answered
-        (as `strata resume ID` does). A parked session a watcher attaches to stays parked (no lease)."""
+        its waiting calls asked of the driver, and a driver continues a turn a crash cut short before the model
+        answered (as `strata resume ID` does). A parked session a watcher attaches to stays parked (no lease)."""
         rt = self._parts.rt
         record = await rt.store.get_session(self.id)
         self.workspace, self.model = record.workspace, record.model
@@ -151,7 +152,8 @@ class HostedSession:
         self.live = await self._resume(None)
         state = self.live.loop.state
         self._opened(state)
-        if state.open_batch is not None or (role == "drive" and _turn_unfinished(state)):
+        crashed = record.status == "active"  # its last process died holding the lease (a drain leaves it idle)
+        if state.open_batch is not None or (role == "drive" and crashed and _turn_unfinished(state)):
             self.submit(None)
 
     async def _runtime_for(self, workspace: Path) -> Runtime:

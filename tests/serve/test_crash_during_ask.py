@@ -13,7 +13,7 @@ import pytest
 
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
-from tests.serve._procs import Client, Daemon, script
+from tests.serve._procs import Client, Daemon, allow_in_user_config, script, status, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -54,3 +54,33 @@ def test_after_sigkill_during_an_ask_the_next_driver_is_asked_again_and_the_call
     assert receipt["status"] == "done"
     proc = cli.run("timeline", sid, "--verify", "--json")
     assert proc.returncode == 0 and json.loads(proc.stdout)["ok"] is True, proc.stdout
+
+
+def test_a_turn_the_driver_interrupted_is_not_continued_by_the_next_attach_after_a_restart(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    allow_in_user_config(cli, "bash")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model = script(tmp_path / "s.json", [tool_use("b1", "bash", command="echo started > started.txt; sleep 30")],
+                   [text("after the interrupt")])
+    daemon = Daemon(cli)
+    try:
+        driver = Client(cli, "--new", "--workspace", str(ws), "--model", model)
+        sid = driver.session_id
+        driver.send(type="prompt", text="run it")
+        wait_until(lambda: (ws / "started.txt").exists(), what="the command started")
+        driver.send(type="interrupt")
+        assert driver.wait_for("result")["status"] == "interrupted"
+        assert driver.finish().returncode == 0
+    finally:
+        daemon.stop()
+
+    restarted = Daemon(cli)
+    try:
+        again = Client(cli, sid)
+        (row,) = status(cli)
+        assert (row["session_id"], row["turn_running"], row["phase"]) == (sid, False, "idle"), row
+        assert again.finish().returncode == 0
+    finally:
+        restarted.stop()
+    assert not any(e["kind"] == "assistant_message" for e in again.events())
