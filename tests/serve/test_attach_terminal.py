@@ -12,7 +12,7 @@ import pytest
 
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
-from tests.serve._procs import Daemon, script, status, wait_until
+from tests.serve._procs import Client, Daemon, script, status, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -72,3 +72,38 @@ def test_attach_in_a_terminal_approves_inline_interrupts_with_ctrl_c_and_detache
     finally:
         daemon.stop()
     assert not (ws / "late.txt").exists()
+
+
+def test_attach_in_a_terminal_to_a_parked_session_shows_the_waiting_approval_at_once(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """A call parked (its driver left); a driver attaching in a terminal is asked about it at once, at the
+    `strata>` prompt, without starting a turn of its own (a prompt would be refused: the re-asked turn runs)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model = script(tmp_path / "s.json", [tool_use("w1", "write_file", path="a.txt", content="A\n")],
+                   [text("wrote a")])
+    daemon = Daemon(cli)
+    try:
+        first = Client(cli, "--new", "--workspace", str(ws), "--model", model)
+        sid = first.session_id
+        first.send(type="prompt", text="write a")
+        first.wait_for("approval_request", call_id="w1")
+        assert first.finish().returncode == 0  # stdin ends while the call waits: it detaches, the call parks
+        wait_until(lambda: [w["how"] for w in status(cli)[0]["waiting"]] == ["parked"], what="the call parked")
+
+        child: pexpect.spawn = cli.spawn_pty("attach", sid)
+        child.expect(r"\(driving\)")
+        child.expect("approval needed: write_file")
+        child.expect(APPROVE)
+        child.sendline("y")
+        child.expect("<- write_file ok")
+        child.expect("assistant: wrote a")
+        child.expect("strata>")
+        child.sendline("/exit")
+        child.expect(f"detached from session {sid}")
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == 0
+    finally:
+        daemon.stop()
+    assert (ws / "a.txt").read_text() == "A\n"
