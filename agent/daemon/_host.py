@@ -84,7 +84,7 @@ class SessionHost:
                           max_turns: int | None = None) -> str:
         """Start a session in mode `ipc` (its asks go to its driving attachment) and host it. Its id."""
         self._refuse_if_draining(None)
-        adapter = self._parts.model_factory(model)
+        adapter = await anyio.to_thread.run_sync(self._parts.model_factory, model)  # it may read a script file
         hosted = HostedSession(self._parts)
         session_id: str = await self._tg.start(
             hosted.serve, partial(hosted.start_new, workspace, adapter, rules, max_turns))
