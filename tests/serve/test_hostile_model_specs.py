@@ -40,3 +40,25 @@ def test_a_model_spec_naming_an_endless_device_or_a_fifo_is_refused_and_the_daem
     assert "Traceback" not in daemon.stderr
     log = (cli.home / "logs" / "strata.log").read_text()
     assert '"level": "error"' not in log, [json.loads(x)["event"] for x in log.splitlines() if '"error"' in x]
+
+
+def test_a_nul_byte_in_a_new_sessions_workspace_or_model_is_an_invalid_request_not_an_internal_error(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (tmp_path / "s.json").write_text('[[{"type": "text", "text": "hi"}]]')
+    daemon = Daemon(cli)
+    try:
+        client = RawClient(cli.home / "run" / "daemon.sock", timeout=20)
+        client.hello()
+        for i, (workspace, model) in enumerate([(str(ws), f"script:{tmp_path}/s.json\x00x"),
+                                                (f"{ws}\x00x", f"script:{tmp_path}/s.json")]):
+            reply = client.ask({"type": "new_session", "id": f"n{i}", "workspace": workspace, "model": model})
+            assert (reply["type"], reply["code"]) == ("error", "invalid"), reply
+        client.sock.close()
+        assert status(cli) == []
+    finally:
+        daemon.stop()
+    assert daemon.proc.returncode == 0, daemon.stderr
+    log = (cli.home / "logs" / "strata.log").read_text()
+    assert '"level": "error"' not in log, [json.loads(x)["event"] for x in log.splitlines() if '"error"' in x]
