@@ -15,12 +15,19 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.abc import SocketStream
+from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import ValidationError
 
-from agent.ipc._errors import DaemonGone, NoDaemon, PeerRefused, RequestFailed, VersionRefused
+from agent.ipc._errors import (
+    DaemonGone,
+    ForeignListener,
+    NoDaemon,
+    PeerRefused,
+    RequestFailed,
+    VersionRefused,
+)
 from agent.ipc._limits import Limits
 from agent.ipc._messages import (
     PROTOCOL_VERSION,
@@ -33,6 +40,7 @@ from agent.ipc._messages import (
     SessionRequest,
     encode,
 )
+from agent.ipc._peer import peer_credentials, same_user
 
 MAX_REPLY_BYTES = 64 * 1024 * 1024
 """The longest line this client reads from a daemon (an event carrying a large tool output)."""
@@ -60,7 +68,8 @@ class IpcClient:
     @contextlib.asynccontextmanager
     async def connect(cls, path: Path, *, client_name: str = "strata", timeout: float = 10.0,
                       version: int = PROTOCOL_VERSION) -> AsyncIterator[IpcClient]:
-        """Connect and say hello. Raises NoDaemon, PeerRefused or VersionRefused, each one line."""
+        """Connect and say hello. Raises NoDaemon, PeerRefused (ForeignListener: what listens there runs as another
+        user, and nothing was sent to it) or VersionRefused, each one line."""
         shown = str(path)
         try:
             with anyio.fail_after(timeout):
@@ -75,6 +84,9 @@ class IpcClient:
         except OSError as exc:
             raise NoDaemon(shown, exc.strerror or str(exc)) from None
         async with stream:
+            listener = peer_credentials(stream.extra(SocketAttribute.raw_socket))
+            if not same_user(listener):  # a path in a shared directory may be another user's impostor
+                raise ForeignListener(shown, None if listener is None else listener.uid)
             reader = BufferedByteReceiveStream(stream)
             hello = await _say_hello(shown, stream, reader, client_name, timeout, version)
             client = cls(path, stream, reader, hello)

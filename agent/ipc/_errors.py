@@ -8,6 +8,7 @@
     │                            directory, or not this user's to read or write)
     ├── NoDaemon                 a client: nothing listens at the socket
     ├── PeerRefused              a client: the daemon (or the socket's permissions) refused this user
+    │   └── ForeignListener      a client: what listens at the socket runs as another user (nothing sent)
     ├── VersionRefused           a client: the daemon does not speak this client's protocol version
     ├── DaemonGone               a client: the connection ended before the reply (the daemon stopped, or
     │                            closed this connection for misbehaving)
@@ -59,6 +60,16 @@ class PeerRefused(StrataError):
     def __init__(self, path: str, reason: str) -> None:
         super().__init__(f"the Strata daemon at {path} refused this connection: {reason}",
                          hint="a daemon serves only the user it runs as")
+        self.path = path
+
+
+class ForeignListener(PeerRefused):
+    """The client's own check: what listens at the socket runs as another user, so nothing is sent to it."""
+
+    def __init__(self, path: str, uid: int | None) -> None:
+        StrataError.__init__(self, f"not talking to {path}: the process listening there runs as another user (uid "
+                             f"{'unknown' if uid is None else uid}); nothing was sent to it",
+                             hint="a daemon serves only the user it runs as; check the --socket path")
         self.path = path
 
 
