@@ -27,6 +27,8 @@ from agent.terminal.chat import HELP, ChatView
 from core.events import StoredEvent
 from tool_executor import ApprovalRequest
 
+MAX_REASON = 1000
+"""The longest denial reason the protocol carries (agent/ipc/_messages.py `Deny.reason`)."""
 _CHOICES = {"y": "once", "yes": "once", "n": "no", "no": "no", "a": "session", "always": "session"}
 
 
@@ -211,6 +213,9 @@ class TerminalAttach:
                                                          handle_sigint=False)).strip()
             except (KeyboardInterrupt, EOFError):
                 reason = ""
+            if len(reason) > MAX_REASON:  # the protocol's bound: a longer one would be refused, the call left waiting
+                reason = reason[:MAX_REASON]
+                self.say(f"  [yellow]the reason was cut to {MAX_REASON} characters[/]")
             await self._request(ipc.Deny, call_id=asked.call_id, reason=reason)
             return
         await self._request(ipc.Approve, call_id=asked.call_id, args_sha256=asked.args_sha256,

@@ -107,3 +107,35 @@ def test_attach_in_a_terminal_to_a_parked_session_shows_the_waiting_approval_at_
     finally:
         daemon.stop()
     assert (ws / "a.txt").read_text() == "A\n"
+
+
+def test_a_denial_reason_longer_than_the_protocol_allows_is_cut_and_the_call_is_denied(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """A reason typed at the terminal over the protocol's 1,000 characters is cut to them (and the person is told),
+    instead of the denial being refused while the call goes on waiting for an answer nobody is asked for."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model = script(tmp_path / "s.json", [tool_use("w1", "write_file", path="a.txt", content="A\n")],
+                   [text("understood")])
+    daemon = Daemon(cli)
+    try:
+        child: pexpect.spawn = cli.spawn_pty("attach", "--new", "--workspace", str(ws), "--model", model)
+        child.expect(r"attached to session ([0-9a-f-]{36}) \(driving\)")
+        sid = child.match.group(1)
+        child.expect("strata>")
+        child.sendline("write a")
+        child.expect(APPROVE)
+        child.sendline("n")
+        child.expect("reason for the model")
+        child.sendline("r" * 1500)
+        child.expect("cut to 1000 characters")
+        child.expect("assistant: understood")
+        child.expect("strata>")
+        child.sendline("/exit")
+        child.expect(pexpect.EOF)
+        child.close()
+    finally:
+        daemon.stop()
+    assert not (ws / "a.txt").exists()
+    rejected = [r for r in cli.json_lines("timeline", sid, "--json") if r["kind"] == "approval"]
+    assert [r["decision"] for r in rejected] == ["rejected"], rejected
