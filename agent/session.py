@@ -107,6 +107,21 @@ class Runtime:
                    project_hooks=ProjectHooks.from_config(config), read_only=read_only,
                    knowledge=KnowledgeSource(config.knowledge, settings.home, config.project_trusted))
 
+    def for_config(self, config: LoadedConfig) -> Runtime:
+        """This runtime as a session under `config` sees it (a daemon's runtime has no project layer; a session
+        it hosts has its workspace's): that config's policy rules, hooks, project hooks, secrets, tool deadlines,
+        budgets and knowledge, over the same store, clock, ids, locks, ledgers and stop signal. The store's
+        durability stays the store's (one database, one setting). Reads the home's masking key when the config
+        names secrets: call it off the event loop."""
+        settings = config.settings
+        secrets = configured_secrets(config)
+        masker = home_masker(settings.home, os.environ, extra_secrets=secrets) if secrets else self.masker
+        return dataclasses.replace(
+            self, tools=_with_deadlines(self.tools, config), hooks=config.hook_set(), config_rules=config.rules,
+            project_hooks=ProjectHooks.from_config(config), masker=masker, repair_budget=settings.repair_budget,
+            context_budget=settings.context_budget_tokens, snapshot_every=settings.snapshot_every,
+            knowledge=KnowledgeSource(config.knowledge, settings.home, config.project_trusted))
+
     async def close(self) -> None:
         if self.ledgers is not None:
             await self.ledgers.aclose()

@@ -50,6 +50,12 @@ def attach(session_id: str | None, new: bool, workspace: Path, model_spec: str |
         raise click.UsageError("--watch follows an existing session; a new one needs a driver")
     if since_seq is not None and not as_json:
         raise click.UsageError("--since is for --json (the terminal shows the conversation so far)")
+    if not new:  # an existing session keeps its own workspace and model: saying otherwise would be ignored
+        source = click.get_current_context().get_parameter_source
+        for name, flag in (("workspace", "--workspace"), ("model_spec", "--model")):
+            if source(name) is not click.core.ParameterSource.DEFAULT:
+                raise click.UsageError(f"{flag} goes with --new (a session keeps the workspace and model it was "
+                                       "started with)")
     cmd = Command()
     loaded = cmd.config(workspace if new else None, model=_absolute_model(model_spec))
     home = loaded.settings.home

@@ -29,6 +29,8 @@ from core.events import AssistantMessage, BatchProposed, StoredEvent
 from core.model import ModelAttempt
 from tool_executor import ApprovalRequest
 
+MAX_REASON = 1000
+"""The longest denial reason the protocol carries (agent/ipc/_messages.py `Deny.reason`)."""
 _CHOICES = {"y": "once", "yes": "once", "n": "no", "no": "no", "a": "session", "always": "session"}
 
 
@@ -134,10 +136,20 @@ class TerminalAttach:
     async def _loop(self) -> None:
         while True:
             try:
-                text = await self.prompt.prompt_async("strata> ", handle_sigint=False)
+                typed = await self._read()
             except (KeyboardInterrupt, EOFError):
                 break
-            text = text.strip()
+            if not isinstance(typed, str):  # asked at the prompt: a turn this client did not start
+                if typed is None:
+                    return
+                self._in_turn = True
+                try:
+                    if not await self._turn(typed):
+                        return
+                finally:
+                    self._in_turn = False
+                continue
+            text = typed.strip()
             if not text:
                 continue
             if text.startswith("/"):
@@ -163,11 +175,39 @@ class TerminalAttach:
                 self._in_turn = False
         await self._request(ipc.Detach)
 
-    async def _turn(self) -> bool:
-        """Until the turn's result: answer the approvals it asks. False when the attachment ended."""
+    async def _read(self) -> str | ipc.ApprovalRequest | None:
+        """The next line typed at `strata>`; or, if the daemon asks this driver first, its approval request (the
+        prompt is closed for it): a turn this client did not start, such as a parked call asked again when this
+        driver attached. None: the attachment ended."""
+        asked: list[ipc.ApprovalRequest | None] = []
+        running = anyio.Event()
+
+        async def watch() -> None:
+            item = await self._turn_out.receive()
+            assert not isinstance(item, ipc.ResultPush)  # results reach _turn_items only within a turn
+            asked.append(item)
+            await running.wait()  # the prompt may still be starting: close it once it runs
+            if not self.prompt.app.is_done:
+                self.prompt.app.exit(result="")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            text = await self.prompt.prompt_async("strata> ", handle_sigint=False, pre_run=running.set)
+            tg.cancel_scope.cancel()
+        if not asked:
+            return text
+        if text.strip():
+            self.say("[yellow]not sent[/]: answer the approval first")
+        return asked[0]
+
+    async def _turn(self, first: ipc.ApprovalRequest | None = None) -> bool:
+        """Until the turn's result: answer the approvals it asks (`first`: one that arrived already). False when
+        the attachment ended."""
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._interrupt_on_sigint)
             try:
+                if first is not None:
+                    await self._approve(first)
                 async for item in self._turn_out:
                     if item is None:
                         return False
@@ -205,6 +245,9 @@ class TerminalAttach:
                                                          handle_sigint=False)).strip()
             except (KeyboardInterrupt, EOFError):
                 reason = ""
+            if len(reason) > MAX_REASON:  # the protocol's bound: a longer one would be refused, the call left waiting
+                reason = reason[:MAX_REASON]
+                self.say(f"  [yellow]the reason was cut to {MAX_REASON} characters[/]")
             await self._request(ipc.Deny, call_id=asked.call_id, reason=reason)
             return
         await self._request(ipc.Approve, call_id=asked.call_id, args_sha256=asked.args_sha256,

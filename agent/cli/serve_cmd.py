@@ -43,7 +43,10 @@ def serve(socket_path: Path | None, foreground: bool, status: bool, as_json: boo
     home = loaded.settings.home
     socket_path = socket_path.absolute() if socket_path is not None else None
     paths = ipc.daemon_paths(home, socket_path)
-    running = ipc.running_daemon(paths)
+    try:
+        running = ipc.running_daemon(paths)
+    except StrataError as err:  # the home's lock cannot be read (a home that is not a directory)
+        cmd.fail(err)
     if running is not None:  # said at once, before anything forks
         cmd.fail(ipc.DaemonRunning(running.pid, running.socket, str(paths.lock)))
     if foreground:

@@ -31,6 +31,7 @@ from agent.daemon._messages import SessionInfo
 from agent.models import model_from_spec
 from agent.reconcile import person
 from agent.session import Runtime
+from config import LoadedConfig
 from core.errors import UsageError
 from core.model import ModelAdapter
 from core.policy import PermissionRule
@@ -47,10 +48,12 @@ before it stops waiting."""
 
 class SessionHost:
     def __init__(self, rt: Runtime, tg: TaskGroup, *, model_factory: Callable[[str], ModelAdapter],
-                 max_turns: int, queue_size: int) -> None:
+                 max_turns: int, queue_size: int,
+                 workspace_config: Callable[[Path], LoadedConfig] | None = None) -> None:
         self._rt = rt
         self._tg = tg
-        self._parts = HostParts(rt=rt, model_factory=model_factory, max_turns=max_turns, queue_size=queue_size)
+        self._parts = HostParts(rt=rt, model_factory=model_factory, max_turns=max_turns, queue_size=queue_size,
+                                workspace_config=workspace_config)
         self._sessions: dict[str, HostedSession] = {}
         self._draining = False
         self._drained = anyio.Event()
@@ -58,12 +61,16 @@ class SessionHost:
     @classmethod
     @asynccontextmanager
     async def open(cls, rt: Runtime, *, model_factory: Callable[[str], ModelAdapter] = model_from_spec,
-                   max_turns: int = 50, queue_size: int = DEFAULT_QUEUE) -> AsyncIterator[SessionHost]:
+                   max_turns: int = 50, queue_size: int = DEFAULT_QUEUE,
+                   workspace_config: Callable[[Path], LoadedConfig] | None = None) -> AsyncIterator[SessionHost]:
         """Host sessions on `rt` until the block ends; leaving it drains with no grace (running turns are closed
         as Ctrl-C closes them) unless `drain` ran already. `model_factory` turns a model spec (`script:PATH`,
-        `anthropic:NAME`) into an adapter, for new sessions and for those it resumes."""
+        `anthropic:NAME`) into an adapter, for new sessions and for those it resumes. `workspace_config`: the config
+        a session in a workspace runs under (the host's with that workspace's project file), as `strata run` there
+        would load it; None runs every session under `rt`'s config."""
         async with anyio.create_task_group() as tg:
-            host = cls(rt, tg, model_factory=model_factory, max_turns=max_turns, queue_size=queue_size)
+            host = cls(rt, tg, model_factory=model_factory, max_turns=max_turns, queue_size=queue_size,
+                       workspace_config=workspace_config)
             try:
                 yield host
             finally:
@@ -77,7 +84,7 @@ class SessionHost:
                           max_turns: int | None = None) -> str:
         """Start a session in mode `ipc` (its asks go to its driving attachment) and host it. Its id."""
         self._refuse_if_draining(None)
-        adapter = self._parts.model_factory(model)
+        adapter = await anyio.to_thread.run_sync(self._parts.model_factory, model)  # it may read a script file
         hosted = HostedSession(self._parts)
         session_id: str = await self._tg.start(
             hosted.serve, partial(hosted.start_new, workspace, adapter, rules, max_turns))

@@ -40,6 +40,7 @@ from agent.daemon._messages import (
 )
 from agent.outcome import RunOutcome
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
+from config import LoadedConfig
 from core.errors import StoreError, StrataError
 from core.events import ParkedCall, StoredEvent
 from core.model import ModelAdapter, ModelAttempt, ModelListener, ModelRequest, ModelResponse
@@ -59,6 +60,10 @@ class HostParts:
     model_factory: Callable[[str], ModelAdapter]
     max_turns: int
     queue_size: int
+    workspace_config: Callable[[Path], LoadedConfig] | None = None
+    """The config a session in a workspace runs under (the host's config with that workspace's project layer),
+    read again whenever the session is opened or resumed, as `strata run` and `strata resume` read it; None: every
+    session runs under `rt` as it is."""
 
 
 class _StopPoint:
@@ -105,6 +110,13 @@ class _Deltas:
         self._offset = 0
 
 
+def _turn_unfinished(state: SessionState) -> bool:
+    """A turn was cut short before the model answered the last message (the user's prompt, or a batch's results).
+    `strata resume ID` continues it; so does a driver attaching after a crash (not after an interrupt or a drain,
+    which the person or the operator chose)."""
+    return state.ended is None and bool(state.messages) and state.messages[-1].role == "user"
+
+
 def _undecided(state: SessionState) -> tuple[ParkedCall, ...]:
     return tuple(p for p in state.parked.values() if p.call_id not in state.approvals)
 
@@ -112,6 +124,8 @@ def _undecided(state: SessionState) -> tuple[ParkedCall, ...]:
 class HostedSession:
     def __init__(self, parts: HostParts, session_id: str = "") -> None:
         self._parts = parts
+        self._rt = parts.rt
+        """The runtime as this session sees it (its workspace's config; see HostParts.workspace_config)."""
         self.id = session_id
         self.attachments: list[Attachment] = []
         self.driver: Attachment | None = None
@@ -134,12 +148,14 @@ class HostedSession:
         self.in_model = False
         """The running turn waits on the model (see _StopPoint)."""
         self._deltas = _Deltas(self)
+        self._parked_by_run = False
+        """The last turn ended with calls parked (see _ask_a_late_driver)."""
 
     # ---- opening (in the session's own task) ------------------------------------------------------------------
 
     async def start_new(self, workspace: Path, model: ModelAdapter, rules: Sequence[PermissionRule],
                         max_turns: int | None) -> None:
-        rt = self._parts.rt
+        rt = self._rt = await self._runtime_for(workspace)
         self.live = await start_session(rt, model=_StopPoint(model, self), workspace=workspace, mode="ipc",
                                         rules=list(rules), prompt=None, max_turns=max_turns or self._parts.max_turns,
                                         observer=self._observe, asking=Asking(approver=self.approver),
@@ -149,7 +165,8 @@ class HostedSession:
 
     async def open_existing(self, role: Role) -> None:
         """Resume the session under its lease; a batch left open (by a crash, or parked) is finished at once,
-        its waiting calls asked of the driver. A parked session a watcher attaches to stays parked (no lease)."""
+        its waiting calls asked of the driver, and a driver continues a turn a crash cut short before the model
+        answered (as `strata resume ID` does). A parked session a watcher attaches to stays parked (no lease)."""
         rt = self._parts.rt
         record = await rt.store.get_session(self.id)
         self.workspace, self.model = record.workspace, record.model
@@ -158,16 +175,30 @@ class HostedSession:
             self.phase = "parked"
             return
         self.live = await self._resume(None)
-        self._opened(self.live.loop.state)
-        if self.live.loop.state.open_batch is not None:
+        state = self.live.loop.state
+        self._opened(state)
+        crashed = record.status == "active"  # its last process died holding the lease (a drain leaves it idle)
+        if state.open_batch is not None or (role == "drive" and crashed and _turn_unfinished(state)):
             self.submit(None)
+
+    async def _runtime_for(self, workspace: Path) -> Runtime:
+        """The runtime under the config of `workspace` (its project layer when it is still a directory)."""
+        read = self._parts.workspace_config
+        if read is None:
+            return self._parts.rt
+        project = workspace if await anyio.Path(workspace).is_dir() else None
+        config = await anyio.to_thread.run_sync(read, project) if project is not None else None
+        if config is None:
+            return self._parts.rt
+        return await anyio.to_thread.run_sync(self._parts.rt.for_config, config)
 
     def _opened(self, state: SessionState) -> None:
         self.workspace, self.model, self.phase = state.workspace, state.model, "idle"
 
     async def _resume(self, prompt: str | None) -> LiveSession:
         factory = self._parts.model_factory
-        return await resume_session(self._parts.rt, self.id, rules=[],
+        self._rt = await self._runtime_for(Path(self.workspace))
+        return await resume_session(self._rt, self.id, rules=[],
                                     model_factory=lambda spec: _StopPoint(factory(spec), self), observer=self._observe,
                                     asking=Asking(approver=self.approver), prompt=prompt, listener=self._deltas)
 
@@ -194,6 +225,7 @@ class HostedSession:
                     continue
                 (prompt,), self._next = self._next, None
                 await self._turn(prompt)
+                self._ask_a_late_driver()
         except Exception as exc:  # a bug: this session leaves the host, the others go on
             log.error("hosted session failed", error_type=type(exc).__name__, exc_info=True)
         finally:
@@ -227,6 +259,13 @@ class HostedSession:
         self._broadcast(Notice(session_id=self.id, kind="released",
                                text="another process took this session's lease; the host no longer drives it"))
 
+    def _ask_a_late_driver(self) -> None:
+        """The run parked, but a driver is attached now: it attached after the park (the driver a call was asked
+        of had left, or there was none), so it is asked about the parked calls, as a driver attaching to a parked
+        session is (SessionHost.attach)."""
+        if self._parked_by_run and self.driver is not None and not self._draining:
+            self.submit(None)
+
     def submit(self, prompt: str | None) -> None:
         """The next turn (None: finish the open batch). The caller checked that no turn runs."""
         self.turn_running = True
@@ -241,6 +280,7 @@ class HostedSession:
     async def _turn(self, prompt: str | None) -> None:
         outcome: RunOutcome | None = None
         error: StrataError | None = None
+        self._parked_by_run = False
         self.approver.new_run()
         try:
             if self._draining:  # accepted just before the drain began: it does not start
@@ -271,6 +311,7 @@ class HostedSession:
             if parked:  # the lease goes, so that `strata approve` can record a decision from anywhere
                 await self._release()
                 self.parked, self.phase = parked, "parked"
+                self._parked_by_run = True
             else:
                 self.phase = "idle"
             self._broadcast(TurnResult.of(outcome, parked))
@@ -380,7 +421,7 @@ class HostedSession:
             self.phase = "act" if self.live.loop.state.open_batch is not None else "plan"
 
     def _mask(self, text: str) -> str:
-        return self._parts.rt.masker.mask(text)
+        return self._rt.masker.mask(text)
 
     # ---- status -----------------------------------------------------------------------------------------------
 

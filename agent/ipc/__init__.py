@@ -12,6 +12,7 @@ from agent.ipc._endpoint import acquire_lock as claim_home
 from agent.ipc._errors import (
     DaemonGone,
     DaemonRunning,
+    LockUnusable,
     NoDaemon,
     PeerRefused,
     RequestFailed,
@@ -82,6 +83,7 @@ __all__ = [
     "IpcClient",
     "IpcServer",
     "Limits",
+    "LockUnusable",
     "NewSession",
     "NoDaemon",
     "Notice",

@@ -15,12 +15,20 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.abc import SocketStream
+from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import ValidationError
 
-from agent.ipc._errors import DaemonGone, NoDaemon, PeerRefused, RequestFailed, VersionRefused
+from agent.ipc._errors import (
+    DaemonGone,
+    ForeignListener,
+    NoDaemon,
+    PeerRefused,
+    RequestFailed,
+    VersionRefused,
+)
+from agent.ipc._limits import Limits
 from agent.ipc._messages import (
     PROTOCOL_VERSION,
     ErrorReply,
@@ -32,10 +40,14 @@ from agent.ipc._messages import (
     SessionRequest,
     encode,
 )
+from agent.ipc._peer import peer_credentials, same_user
 
 MAX_REPLY_BYTES = 64 * 1024 * 1024
 """The longest line this client reads from a daemon (an event carrying a large tool output)."""
 PUSH_BUFFER = 1024
+
+MAX_LINE_BYTES = Limits().max_line_bytes
+"""The daemon's cap on a request line (newline excluded): a longer one ends the connection."""
 
 
 class IpcClient:
@@ -56,7 +68,8 @@ class IpcClient:
     @contextlib.asynccontextmanager
     async def connect(cls, path: Path, *, client_name: str = "strata", timeout: float = 10.0,
                       version: int = PROTOCOL_VERSION) -> AsyncIterator[IpcClient]:
-        """Connect and say hello. Raises NoDaemon, PeerRefused or VersionRefused, each one line."""
+        """Connect and say hello. Raises NoDaemon, PeerRefused (ForeignListener: what listens there runs as another
+        user, and nothing was sent to it) or VersionRefused, each one line."""
         shown = str(path)
         try:
             with anyio.fail_after(timeout):
@@ -71,6 +84,9 @@ class IpcClient:
         except OSError as exc:
             raise NoDaemon(shown, exc.strerror or str(exc)) from None
         async with stream:
+            listener = peer_credentials(stream.extra(SocketAttribute.raw_socket))
+            if not same_user(listener):  # a path in a shared directory may be another user's impostor
+                raise ForeignListener(shown, None if listener is None else listener.uid)
             reader = BufferedByteReceiveStream(stream)
             hello = await _say_hello(shown, stream, reader, client_name, timeout, version)
             client = cls(path, stream, reader, hello)
@@ -91,11 +107,21 @@ class IpcClient:
         """Send one request (its id is chosen here) and wait for its reply. Raises RequestFailed on an `error`
         reply (typed `code`), DaemonGone when the connection ends first."""
         request_id = f"r{next(self._ids)}"
-        message = kind(id=request_id, **fields)
+        try:
+            message = kind(id=request_id, **fields)
+        except ValidationError as exc:  # what the daemon would refuse is refused here, in one line
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "request"
+            raise RequestFailed("invalid", f"cannot send this {kind.model_fields['type'].default} ({where}: "
+                                f"{first['msg']})", request_id) from None
+        line = encode(message)
+        if len(line) - 1 > MAX_LINE_BYTES:  # the daemon would close the connection over it
+            raise RequestFailed("too_large", f"this {kind.model_fields['type'].default} is {len(line) - 1} bytes "
+                                f"on the wire; a request may hold at most {MAX_LINE_BYTES}", request_id)
         slot = _Slot()
         self._waiting[request_id] = slot
         try:
-            await self._send(encode(message))
+            await self._send(line)
             await slot.done.wait()
         finally:
             self._waiting.pop(request_id, None)

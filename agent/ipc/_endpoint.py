@@ -24,7 +24,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.ipc._errors import DaemonRunning, SocketUnusable
+from agent.ipc._errors import DaemonRunning, LockUnusable, SocketUnusable
 from config.private_files import open_private, private_dir
 
 RUN_DIR = "run"
@@ -79,9 +79,12 @@ class DaemonLock:
 
 
 def acquire_lock(paths: DaemonPaths) -> DaemonLock:
-    """Take the home's daemon lock, or raise DaemonRunning naming the holder."""
+    """Take the home's daemon lock, or raise DaemonRunning naming the holder (LockUnusable: it cannot be opened)."""
     _private_run_dir(paths.run_dir)
-    fd = open_private(paths.lock, os.O_RDWR)
+    try:
+        fd = open_private(paths.lock, os.O_RDWR)
+    except OSError as exc:
+        raise LockUnusable(str(paths.lock), exc.strerror or str(exc)) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -100,6 +103,8 @@ def running_daemon(paths: DaemonPaths) -> DaemonInfo | None:
         fd = os.open(paths.lock, os.O_RDONLY)
     except FileNotFoundError:
         return None
+    except OSError as exc:  # the home is not a directory, or not this user's
+        raise LockUnusable(str(paths.lock), exc.strerror or str(exc)) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)

@@ -4,8 +4,11 @@
     ├── DaemonRunning (exit 2)   `serve`: a daemon already holds this home's lock (names its pid)
     ├── SocketUnusable (exit 2)  `serve`: the socket path is taken by something else, too long, or its
     │                            directory is open to other users
+    ├── LockUnusable (exit 2)    any daemon command: the home's daemon lock cannot be opened (the home is not a
+    │                            directory, or not this user's to read or write)
     ├── NoDaemon                 a client: nothing listens at the socket
     ├── PeerRefused              a client: the daemon (or the socket's permissions) refused this user
+    │   └── ForeignListener      a client: what listens at the socket runs as another user (nothing sent)
     ├── VersionRefused           a client: the daemon does not speak this client's protocol version
     ├── DaemonGone               a client: the connection ended before the reply (the daemon stopped, or
     │                            closed this connection for misbehaving)
@@ -38,6 +41,15 @@ class SocketUnusable(StrataError):
         self.reason = reason
 
 
+class LockUnusable(StrataError):
+    exit_code = 2
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"cannot use the daemon lock {path}: {reason}",
+                         hint="STRATA_HOME must be a directory this user may read and write")
+        self.path = path
+
+
 class NoDaemon(StrataError):
     def __init__(self, path: str, reason: str = "nothing is listening there") -> None:
         super().__init__(f"no Strata daemon at {path}: {reason}", hint="start one with `strata serve`")
@@ -48,6 +60,16 @@ class PeerRefused(StrataError):
     def __init__(self, path: str, reason: str) -> None:
         super().__init__(f"the Strata daemon at {path} refused this connection: {reason}",
                          hint="a daemon serves only the user it runs as")
+        self.path = path
+
+
+class ForeignListener(PeerRefused):
+    """The client's own check: what listens at the socket runs as another user, so nothing is sent to it."""
+
+    def __init__(self, path: str, uid: int | None) -> None:
+        StrataError.__init__(self, f"not talking to {path}: the process listening there runs as another user (uid "
+                             f"{'unknown' if uid is None else uid}); nothing was sent to it",
+                             hint="a daemon serves only the user it runs as; check the --socket path")
         self.path = path
 
 

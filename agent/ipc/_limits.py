@@ -27,3 +27,7 @@ class Limits(BaseModel):
     disconnected. One message is always accepted into an empty outbox, whatever its size."""
     send_timeout_s: float = Field(default=10.0, gt=0)
     """A single write to a client that takes longer than this (its socket buffer stays full) disconnects it."""
+    goodbye_timeout_s: float = Field(default=1.0, gt=0)
+    """When the daemon stops, how long its clients get to take their last messages (the goodbye notice and what
+    was queued) before their connections are closed: a client that does not read cannot hold the daemon's exit
+    for a whole `send_timeout_s`."""

@@ -29,6 +29,8 @@ RequestId = Annotated[str, Field(min_length=1, max_length=128)]
 SessionId = Annotated[str, Field(min_length=1, max_length=200)]
 Text = Annotated[str, Field(max_length=1_000_000)]
 Short = Annotated[str, Field(max_length=1_000)]
+NO_NUL = r"^[^\x00]*$"
+"""What names a file or a model (a path, a spec) holds no NUL byte: no path can."""
 
 ErrorCode = Literal[
     # the line itself (protocol errors: counted, see Limits.max_errors)
@@ -67,8 +69,8 @@ class Hello(_Request):
 
 class NewSession(_Request):
     type: Literal["new_session"] = "new_session"
-    workspace: Text
-    model: Short
+    workspace: Annotated[str, Field(max_length=4096, pattern=NO_NUL)]
+    model: Annotated[str, Field(max_length=1_000, pattern=NO_NUL)]
     mode: Literal["ipc"] = "ipc"
 
 

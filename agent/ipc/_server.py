@@ -99,7 +99,7 @@ class IpcServer:
 
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Accept connections until `stop`; then say goodbye to every client (a `notice`, then what was queued
-        for it, within `Limits.send_timeout_s`) and return once every connection has ended."""
+        for it, within `Limits.goodbye_timeout_s`) and return once every connection has ended."""
         async with anyio.create_task_group() as tg:
             with self._accepting:
                 task_status.started()
@@ -115,7 +115,7 @@ class IpcServer:
                     tg.start_soon(self._serve_one, stream)
             for connection in list(self._connections.values()):
                 connection.finish(Notice(level="warning", text="the daemon is shutting down"))
-            with anyio.move_on_after(self._limits.send_timeout_s):
+            with anyio.move_on_after(min(self._limits.goodbye_timeout_s, self._limits.send_timeout_s)):
                 await self._none_left.wait()
             for connection in list(self._connections.values()):
                 connection.close("the daemon stopped")

@@ -16,6 +16,7 @@ import importlib.metadata
 import os
 import signal
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -26,7 +27,8 @@ from agent.daemon import SessionHost
 from agent.models import model_from_spec
 from agent.serve._dispatcher import HostDispatcher
 from agent.session import Runtime
-from config import LoadedConfig
+from config import LoadedConfig, load_config
+from core.errors import StrataError
 from memory import SqliteEventStore
 from memory.store import EventStore
 from observability import attach_home
@@ -63,7 +65,10 @@ async def serve(loaded: LoadedConfig, *, socket_path: Path | None = None, grace_
         rt = await Runtime.open(loaded)
         attach_home(home, rt.masker)  # the daemon's log: <home>/logs/strata.log, masked by the home's key
         try:
-            await _run(rt, lock, paths, grace, settings.max_turns, ready)
+            await _run(rt, lock, paths, grace, settings.max_turns, ready,
+                       partial(_workspace_config, loaded))
+        except BaseExceptionGroup as group:  # the task groups wrap a refusal to listen (SocketUnusable): one line
+            raise _lone_error(group) from None
         finally:
             with anyio.CancelScope(shield=True):
                 await rt.close()
@@ -72,8 +77,30 @@ async def serve(loaded: LoadedConfig, *, socket_path: Path | None = None, grace_
         lock.release()
 
 
+def _lone_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one StrataError nested task groups wrapped, as itself; the group unchanged otherwise."""
+    leaves: list[BaseException] = []
+
+    def collect(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                collect(inner)
+        else:
+            leaves.append(exc)
+
+    collect(group)
+    return leaves[0] if len(leaves) == 1 and isinstance(leaves[0], StrataError) else group
+
+
+def _workspace_config(loaded: LoadedConfig, workspace: Path) -> LoadedConfig:
+    """The daemon's config with `workspace`'s project file: what `strata run` in that workspace loads (the
+    daemon's own has no project layer). Its notices (an untrusted project file) are the client's to show."""
+    return load_config(workspace=workspace, flags={"home": loaded.settings.home})
+
+
 async def _run(rt: Runtime, lock: ipc.DaemonLock, paths: ipc.DaemonPaths, grace_s: float, max_turns: int,
-               ready: Callable[[ipc.DaemonPaths], None]) -> None:
+               ready: Callable[[ipc.DaemonPaths], None],
+               workspace_config: Callable[[Path], LoadedConfig]) -> None:
     stop = anyio.Event()
     asked: list[signal.Signals] = []
 
@@ -89,7 +116,8 @@ async def _run(rt: Runtime, lock: ipc.DaemonLock, paths: ipc.DaemonPaths, grace_
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(on_signals)
-        async with SessionHost.open(rt, model_factory=model_from_spec, max_turns=max_turns) as host:
+        async with SessionHost.open(rt, model_factory=model_from_spec, max_turns=max_turns,
+                                    workspace_config=workspace_config) as host:
             dispatcher = HostDispatcher(host, tg, rt.masker, on_shutdown=stop.set,
                                         store_counts=lambda: store_counts(rt.store))
             async with ipc.IpcServer.open(paths.home, dispatcher, socket_path=paths.socket, lock=lock,

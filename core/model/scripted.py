@@ -10,6 +10,8 @@ alphabet, inputs of any depth or size, and text with unpaired surrogates reach t
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,9 @@ from core.messages import ContentBlock, TextBlock, ToolUseBlock
 from core.model.base import ModelAttempt, ModelListener, ModelRequest, ModelResponse
 
 FINAL_TEXT = "Done: the script has no more turns."
+MAX_SCRIPT_BYTES = 64 * 1024 * 1024
+"""A script file larger than this is refused unread: the loader never holds more (a daemon loads scripts for its
+clients, and a path may name anything)."""
 
 _TEXT_KEYS = {"type", "text"}
 _TOOL_KEYS = {"type", "name", "input", "id"}
@@ -68,9 +73,25 @@ def parse_script(raw: Any, source: str) -> list[tuple[ContentBlock, ...]]:
     return turns
 
 
+def _read_bounded(path: Path) -> bytes:
+    """The bytes of a regular file of at most MAX_SCRIPT_BYTES. Opened without blocking (a FIFO nobody writes
+    would hold the open) and checked before a byte is read (a device may never end)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ScriptError(str(path), "not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_SCRIPT_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_SCRIPT_BYTES:
+        raise ScriptError(str(path), f"larger than {MAX_SCRIPT_BYTES // (1024 * 1024)} MiB")
+    return data
+
+
 def load_script(path: Path) -> list[tuple[ContentBlock, ...]]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_bounded(path).decode("utf-8")
     except OSError as exc:
         raise ScriptError(str(path), f"cannot read it ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:

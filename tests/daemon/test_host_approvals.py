@@ -186,3 +186,26 @@ async def test_a_drain_parks_a_call_that_waits_for_its_driver(
     code, _, err = await _cli(cli, "resume", sid, "--json")
     assert code == 0, err
     assert (workspace / "runs.log").read_text() == "ran\n"
+
+
+async def test_a_driver_that_attaches_while_a_left_drivers_call_is_parking_is_asked_about_it(
+        strata_home: Path, workspace: Path, tmp_path: Path) -> None:
+    """The driver leaves while a call waits and a new driver attaches before the run has finished parking (no
+    await between the two: the session task has not run yet). The new driver is asked about the call once the
+    run parked, as a driver attaching to a parked session is; it is not left driving a session nobody asks it
+    about (where a prompt is refused until it detaches and attaches again)."""
+    async with host_on(strata_home) as (_rt, host):
+        sid = await host.new_session(workspace=workspace, model=_bash_then_done(tmp_path))
+        first = await host.attach(sid, "drive")
+        await host.prompt(first, "run it")
+        await read_until(first, lambda m: isinstance(m, ApprovalAsk))
+        await host.detach(first)
+        second = await host.attach(sid, "drive")  # before the parking run ends
+
+        messages = await read_until(second, lambda m: isinstance(m, ApprovalAsk), timeout=15)
+        ask = messages[-1]
+        assert isinstance(ask, ApprovalAsk) and ask.call_id == "b1"
+        await host.approve(second, "b1", args_sha256=ask.args_sha256, plan_digest=ask.plan_digest)
+        result = (await read_until(second, is_result))[-1]
+        assert isinstance(result, TurnResult) and result.status == "completed", result
+    assert (workspace / "runs.log").read_text() == "ran\n"

@@ -49,7 +49,8 @@ inputs = st.dictionaries(st.text(max_size=10), json_values, max_size=4)
 
 requests = st.one_of(
     st.builds(Hello, id=ids, v=st.just(1), client=short),
-    st.builds(NewSession, id=ids, workspace=texts, model=short),
+    st.builds(NewSession, id=ids, workspace=texts.filter(lambda t: "\x00" not in t),  # no path holds a NUL
+              model=short.filter(lambda t: "\x00" not in t)),
     st.builds(Attach, id=ids, session_id=ids, role=st.sampled_from(["drive", "watch"])),
     st.builds(Prompt, id=ids, session_id=ids, text=texts),
     st.builds(Approve, id=ids, session_id=ids, call_id=short, args_sha256=short, plan_digest=short,

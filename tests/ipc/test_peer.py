@@ -78,10 +78,57 @@ def test_a_peer_of_another_uid_is_refused_by_its_credentials(shared_tmp: Path) -
         assert raw.closed_after()
         raw.close()
         refused = _probe([], daemon.socket, home)
-        assert refused.returncode == 1 and refused.stdout.startswith("PeerRefused: "), refused.stdout
-        assert "serves only the user it runs as" in refused.stdout
+        assert refused.returncode == 1 and refused.stdout.startswith("ForeignListener: "), refused.stdout
+        assert "runs as another user (uid 65534)" in refused.stdout  # the client's own check comes first
         served = _probe(prefix, daemon.socket, home)
         assert served.stdout.strip() == f"OK {daemon.pid}", served.stdout + served.stderr
     finally:
         code, err = daemon.stop()
     assert code == 0, err
+
+
+_RECORDER = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1]); s.listen(1)
+print("listening", flush=True)
+conn, _ = s.accept()
+conn.settimeout(5)
+data = b""
+try:
+    while chunk := conn.recv(65536):
+        data += chunk
+except OSError:
+    pass
+print(repr(data), flush=True)
+"""
+
+
+def test_a_client_does_not_talk_to_a_listener_of_another_uid(shared_tmp: Path) -> None:
+    """A socket path in a shared directory (`--socket /tmp/...`) may be taken by another user's process posing
+    as the daemon. The client reads the listener's uid from the kernel before it sends a byte, and stops in one
+    line: nothing (no hello, no prompt) reaches the impostor."""
+    prefix = _as_nobody()
+    theirs = shared_tmp / "theirs"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, NOBODY, NOBODY)
+    path = theirs / "impostor.sock"
+    impostor = subprocess.Popen([*prefix, sys.executable, "-c", _RECORDER, str(path)], stdout=subprocess.PIPE,
+                                text=True, cwd=REPO)
+    try:
+        assert impostor.stdout is not None and impostor.stdout.readline().strip() == "listening"
+        os.chmod(path, 0o777)  # its owner opens it to everyone
+        home = shared_tmp / "home"
+        home.mkdir()
+        proc = subprocess.run([sys.executable, "-m", "agent", "ps", "--socket", str(path)], capture_output=True,
+                              text=True, cwd=REPO, env=env(home), timeout=30)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert "Traceback" not in proc.stderr
+        (line,) = [x for x in proc.stderr.splitlines() if x.startswith("strata: error")]
+        assert "another user" in line and str(NOBODY) in line, line
+        received = impostor.communicate(timeout=15)[0].strip()
+        assert received == "b''", received
+    finally:
+        if impostor.poll() is None:
+            impostor.kill()
+            impostor.wait()

@@ -12,7 +12,7 @@ import pytest
 
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
-from tests.serve._procs import Daemon, script, status, wait_until
+from tests.serve._procs import Client, Daemon, script, status, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -72,3 +72,70 @@ def test_attach_in_a_terminal_approves_inline_interrupts_with_ctrl_c_and_detache
     finally:
         daemon.stop()
     assert not (ws / "late.txt").exists()
+
+
+def test_attach_in_a_terminal_to_a_parked_session_shows_the_waiting_approval_at_once(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """A call parked (its driver left); a driver attaching in a terminal is asked about it at once, at the
+    `strata>` prompt, without starting a turn of its own (a prompt would be refused: the re-asked turn runs)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model = script(tmp_path / "s.json", [tool_use("w1", "write_file", path="a.txt", content="A\n")],
+                   [text("wrote a")])
+    daemon = Daemon(cli)
+    try:
+        first = Client(cli, "--new", "--workspace", str(ws), "--model", model)
+        sid = first.session_id
+        first.send(type="prompt", text="write a")
+        first.wait_for("approval_request", call_id="w1")
+        assert first.finish().returncode == 0  # stdin ends while the call waits: it detaches, the call parks
+        wait_until(lambda: [w["how"] for w in status(cli)[0]["waiting"]] == ["parked"], what="the call parked")
+
+        child: pexpect.spawn = cli.spawn_pty("attach", sid)
+        child.expect(r"\(driving\)")
+        child.expect("approval needed: write_file")
+        child.expect(APPROVE)
+        child.sendline("y")
+        child.expect("<- write_file ok")
+        child.expect("assistant: wrote a")
+        child.expect("strata>")
+        child.sendline("/exit")
+        child.expect(f"detached from session {sid}")
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == 0
+    finally:
+        daemon.stop()
+    assert (ws / "a.txt").read_text() == "A\n"
+
+
+def test_a_denial_reason_longer_than_the_protocol_allows_is_cut_and_the_call_is_denied(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """A reason typed at the terminal over the protocol's 1,000 characters is cut to them (and the person is told),
+    instead of the denial being refused while the call goes on waiting for an answer nobody is asked for."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model = script(tmp_path / "s.json", [tool_use("w1", "write_file", path="a.txt", content="A\n")],
+                   [text("understood")])
+    daemon = Daemon(cli)
+    try:
+        child: pexpect.spawn = cli.spawn_pty("attach", "--new", "--workspace", str(ws), "--model", model)
+        child.expect(r"attached to session ([0-9a-f-]{36}) \(driving\)")
+        sid = child.match.group(1)
+        child.expect("strata>")
+        child.sendline("write a")
+        child.expect(APPROVE)
+        child.sendline("n")
+        child.expect("reason for the model")
+        child.sendline("r" * 1500)
+        child.expect("cut to 1000 characters")
+        child.expect("assistant: understood")
+        child.expect("strata>")
+        child.sendline("/exit")
+        child.expect(pexpect.EOF)
+        child.close()
+    finally:
+        daemon.stop()
+    assert not (ws / "a.txt").exists()
+    rejected = [r for r in cli.json_lines("timeline", sid, "--json") if r["kind"] == "approval"]
+    assert [r["decision"] for r in rejected] == ["rejected"], rejected

@@ -1,0 +1,86 @@
+"""The daemon SIGKILLed while a call waits for its driver's approval (its batch staged, not yet committed): after
+a restart, the first driving attach continues the interrupted turn as `strata resume ID` would, so the driver is
+asked again; nothing ran before the answer, the call runs once after it, and the timeline verifies. Real
+processes, a real socket."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.cli._helpers import text, tool_use
+from tests.conftest import StrataCLI
+from tests.serve._procs import Client, Daemon, allow_in_user_config, script, status, wait_until
+
+pytestmark = pytest.mark.slow
+
+
+def test_after_sigkill_during_an_ask_the_next_driver_is_asked_again_and_the_call_runs_once(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model = script(tmp_path / "s.json", [tool_use("w1", "write_file", path="a.txt", content="A\n")],
+                   [text("written")])
+    daemon = Daemon(cli)
+    try:
+        driver = Client(cli, "--new", "--workspace", str(ws), "--model", model)
+        sid = driver.session_id
+        driver.send(type="prompt", text="write a")
+        driver.wait_for("approval_request", call_id="w1")
+        daemon.signal(signal.SIGKILL)
+        assert daemon.wait() == -signal.SIGKILL
+        assert driver.collect().returncode == 1
+    finally:
+        daemon.stop()
+    assert not (ws / "a.txt").exists()
+
+    restarted = Daemon(cli)
+    try:
+        again = Client(cli, sid)
+        ask = again.wait_for("approval_request", timeout=20)
+        assert ask["call_id"] == "w1" and ask["input"] == {"path": "a.txt", "content": "A\n"}
+        again.send(type="approve", call_id="w1")
+        result = again.wait_for("result")
+        assert (result["status"], result["exit_code"]) == ("completed", 0), result
+        assert again.finish().returncode == 0
+    finally:
+        restarted.stop()
+    assert restarted.proc.returncode == 0, restarted.stderr
+    assert (ws / "a.txt").read_text() == "A\n"
+    (receipt,) = cli.json_lines("receipts", sid, "--json")
+    assert receipt["status"] == "done"
+    proc = cli.run("timeline", sid, "--verify", "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["ok"] is True, proc.stdout
+
+
+def test_a_turn_the_driver_interrupted_is_not_continued_by_the_next_attach_after_a_restart(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    allow_in_user_config(cli, "bash")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model = script(tmp_path / "s.json", [tool_use("b1", "bash", command="echo started > started.txt; sleep 30")],
+                   [text("after the interrupt")])
+    daemon = Daemon(cli)
+    try:
+        driver = Client(cli, "--new", "--workspace", str(ws), "--model", model)
+        sid = driver.session_id
+        driver.send(type="prompt", text="run it")
+        wait_until(lambda: (ws / "started.txt").exists(), what="the command started")
+        driver.send(type="interrupt")
+        assert driver.wait_for("result")["status"] == "interrupted"
+        assert driver.finish().returncode == 0
+    finally:
+        daemon.stop()
+
+    restarted = Daemon(cli)
+    try:
+        again = Client(cli, sid)
+        (row,) = status(cli)
+        assert (row["session_id"], row["turn_running"], row["phase"]) == (sid, False, "idle"), row
+        assert again.finish().returncode == 0
+    finally:
+        restarted.stop()
+    assert not any(e["kind"] == "assistant_message" for e in again.events())
