@@ -19,6 +19,12 @@ pytestmark = pytest.mark.slow
 APPROVE = r"approve\? \[y/n/a\]"
 
 
+def said(words: str) -> str:
+    """The assistant's line as the terminal shows it: its text streams in pieces, and the prompt's redraws may put
+    control sequences between the label and the text."""
+    return r"assistant: (?:\x1b\[[0-9;?]*[A-Za-z])*" + words
+
+
 def test_attach_in_a_terminal_approves_inline_interrupts_with_ctrl_c_and_detaches_with_exit(
         cli: StrataCLI, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
@@ -44,7 +50,7 @@ def test_attach_in_a_terminal_approves_inline_interrupts_with_ctrl_c_and_detache
         child.expect(APPROVE)
         child.sendline("y")
         child.expect("<- write_file ok")
-        child.expect("assistant: wrote a")
+        child.expect(said("wrote a"))
         child.expect("strata>")
         assert (ws / "a.txt").read_text() == "A\n"
 
@@ -97,7 +103,7 @@ def test_attach_in_a_terminal_to_a_parked_session_shows_the_waiting_approval_at_
         child.expect(APPROVE)
         child.sendline("y")
         child.expect("<- write_file ok")
-        child.expect("assistant: wrote a")
+        child.expect(said("wrote a"))
         child.expect("strata>")
         child.sendline("/exit")
         child.expect(f"detached from session {sid}")
@@ -129,7 +135,7 @@ def test_a_denial_reason_longer_than_the_protocol_allows_is_cut_and_the_call_is_
         child.expect("reason for the model")
         child.sendline("r" * 1500)
         child.expect("cut to 1000 characters")
-        child.expect("assistant: understood")
+        child.expect(said("understood"))
         child.expect("strata>")
         child.sendline("/exit")
         child.expect(pexpect.EOF)
