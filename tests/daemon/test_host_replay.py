@@ -14,6 +14,8 @@ from agent.daemon import Attachment, Notice, SessionEvent, TextDelta, TurnResult
 from agent.daemon import _attachment as attachment_module
 from tests.daemon._support import host_on, is_result, read_until, script, text, tool_use, wait_for
 
+MAX_WATCHERS = 300
+
 
 class _Collector:
     """Every seq an attachment delivers, read as it comes."""
@@ -55,17 +57,23 @@ async def test_attachments_replaying_while_the_session_commits_get_every_event_o
         tg.start_soon(drive)
         collectors: list[_Collector] = []
         k = 0
-        while not done.is_set():
+        # At most MAX_WATCHERS, spread over the turn (the session commits between rounds): unbounded, a fast
+        # loop attached thousands, whose replays could not catch up in any fixed time.
+        while not done.is_set() and len(collectors) < MAX_WATCHERS:
             since = 1 if k % 2 == 0 else 1 + (k * 7) % 60  # the turn commits more than 60
             collector = _Collector(await host.attach(sid, "watch", since_seq=since), since)
             collectors.append(collector)
             tg.start_soon(collector.run)
             for _ in range(k % 5):
                 await anyio.lowlevel.checkpoint()
+            if k % 10 == 9:
+                await anyio.sleep(0.002)
             k += 1
+        with anyio.fail_after(60):
+            await done.wait()
         final = (await rt.store.read_events(sid))[-1].seq
         try:
-            await wait_for(lambda: all(c.seqs[-1:] == [final] for c in collectors), timeout=5)
+            await wait_for(lambda: all(c.seqs[-1:] == [final] for c in collectors), timeout=30)
         except TimeoutError:
             bad = [(c.since, c.seqs[-3:], c.attachment.closed_by, c.attachment.replaying) for c in collectors
                    if c.seqs[-1:] != [final]]
