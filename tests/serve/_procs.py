@@ -61,6 +61,25 @@ class _Lines:
         return self.seen
 
 
+def _end(proc: subprocess.Popen[str], out: _Lines, timeout: float) -> tuple[float, str]:
+    """Wait for `proc` (killed if it overstays, the timeout then raised), read the rest of its output and close its
+    pipes: when it exited, and what it wrote on stderr."""
+    try:
+        proc.wait(timeout)
+        exited_at = time.monotonic()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        out.rest()
+        assert proc.stdout is not None and proc.stderr is not None
+        err = proc.stderr.read()
+        for pipe in (proc.stderr, proc.stdout, proc.stdin):
+            if pipe is not None and not pipe.closed:
+                pipe.close()
+    return exited_at, err
+
+
 class Daemon:
     """`strata serve --foreground`, ready once it printed where it listens."""
 
@@ -77,18 +96,7 @@ class Daemon:
         self.proc.send_signal(signum)
 
     def wait(self, timeout: float = 60) -> int:
-        try:
-            self.proc.wait(timeout)
-            self.exited_at = time.monotonic()
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            self.out.rest()
-            assert self.proc.stdout is not None and self.proc.stderr is not None
-            self.stderr = self.proc.stderr.read()
-            self.proc.stderr.close()
-            self.proc.stdout.close()
+        self.exited_at, self.stderr = _end(self.proc, self.out, timeout)
         return self.proc.returncode
 
     def stop(self) -> None:
@@ -129,20 +137,7 @@ class Client:
         return self.collect(timeout)
 
     def collect(self, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        try:
-            self.proc.wait(timeout)
-            self.exited_at = time.monotonic()
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-        self.out.rest()
-        assert self.proc.stderr is not None and self.proc.stdout is not None
-        err = self.proc.stderr.read()
-        self.proc.stderr.close()
-        self.proc.stdout.close()
-        if self.proc.stdin is not None and not self.proc.stdin.closed:
-            self.proc.stdin.close()
+        self.exited_at, err = _end(self.proc, self.out, timeout)
         proc = subprocess.CompletedProcess(self.proc.args, self.proc.returncode, "", err)
         assert_clean_stderr(proc)
         return proc
