@@ -15,7 +15,7 @@ from core.events import SCHEMA_VERSION, StoredEvent, storable_json
 from core.timeline import TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
 from core.vocabulary import SessionStatus
 from memory.leases import describe
-from memory.records import (
+from memory.rows import (
     ChainRecord,
     LeaseHolder,
     Receipt,

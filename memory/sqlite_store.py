@@ -35,7 +35,7 @@ from memory._group_commit import GroupCommit, GroupHooks
 from memory.chain_binding import ChainBinding, bind
 from memory.leases import describe
 from memory.migrations import MIGRATIONS, migrate
-from memory.records import (
+from memory.rows import (
     ChainRecord,
     LeaseHolder,
     Receipt,

@@ -54,7 +54,7 @@ from tests.tool_executor._pipeline import (
 )
 from tool_executor import Deny, Pass, ToolCallProcessor, builtin_tools
 from tool_executor.approval import Approver
-from tool_executor.hooks import run_post, run_pre
+from tool_executor.hook_runner import run_post, run_pre
 
 PLAN = BoundToolPlan(builtin_tools(), "headless")
 WRITE = {"path": "notes.txt", "content": "hello"}
