@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 import pytest
 
+from agent.testing import PyHook, StrictApprover
 from core.hashing import sha256_json, sha256_text
 from core.hooks import (
     Hook,
@@ -41,8 +42,6 @@ from tests.conftest import StrataCLI, write_script
 from tests.tool_executor._pipeline import (
     PLAN_DIGEST,
     SESSION,
-    PyHook,
-    StrictApprover,
     command_hook,
     env,
     fake_tool,
