@@ -1,8 +1,8 @@
-"""A review of the tool-call path, trying to break its promises: hook rewrites are re-checked and never lower
+"""The tool-call path's promises, attacked: hook rewrites are re-checked and never lower
 the safety level or PII class, hooks fail closed, deny beats ask beats allow, paths stay in the workspace, an
 allow pattern never matches a compound shell command, a denial lists every reason, the model never approves.
 
-The bugs it found are fixed and their tests state what now holds: a hook cannot change the call by editing its
+The bugs a review found are fixed and their tests state what now holds: a hook cannot change the call by editing its
 input in place; hook answers over the size cap, not UTF-8, with a key given twice, or with numbers or nesting
 Python cannot hold fail closed; hook commands run with pipefail and get their input while their output drains; a
 person's denial stands against a later "always"; NaN and infinities are not numbers; braced parameter expansion
