@@ -10,8 +10,9 @@ import types
 import pytest
 
 PACKAGES = ["core.tools", "core.model", "core.knowledge", "core.hooks", "core.masking", "config", "memory",
-            "memory.knowledge", "observability", "observability.export", "tool_executor", "tool_executor.shell",
-            "tool_executor.builtin", "agent.ipc", "agent.daemon", "agent.serve", "agent.testing"]
+            "memory.knowledge", "memory.postgres", "observability", "observability.export", "tool_executor",
+            "tool_executor.shell", "tool_executor.builtin", "agent.ipc", "agent.daemon", "agent.serve",
+            "agent.testing"]
 
 _PROJECT = ("core", "config", "memory", "observability", "tool_executor", "agent")
 

@@ -1,5 +1,5 @@
-"""The store conformance suite (agent/testing) against both stores Strata ships: the SQLite store on a real file,
-and the in-memory store."""
+"""The store conformance suite (agent/testing) against every store Strata ships: the SQLite store on a real file,
+the in-memory store, and the PostgreSQL store on a real server."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from agent.testing import T0, StoreConformance
 from core.clock import SteppingClock
 from memory import InMemoryEventStore, SqliteEventStore
 from memory.store import EventStore
+from tests._postgres import Cluster
 
 
 class TestSqliteStore(StoreConformance):
@@ -28,6 +29,21 @@ class TestInMemoryStore(StoreConformance):
     @pytest.fixture
     async def store(self) -> AsyncIterator[EventStore]:
         s = InMemoryEventStore(clock=SteppingClock(start=T0))
+        try:
+            yield s
+        finally:
+            await s.close()
+
+
+class TestPostgresStore(StoreConformance):
+    """The same suite on PostgreSQL: a throwaway cluster (tests/_postgres.py), a fresh database per test."""
+
+    @pytest.fixture
+    async def store(self, postgres_cluster: Cluster, tmp_path: Path) -> AsyncIterator[EventStore]:
+        from memory.postgres import PostgresEventStore
+
+        s = await PostgresEventStore.open(postgres_cluster.new_database(), home=tmp_path / "home",
+                                          clock=SteppingClock(start=T0))
         try:
             yield s
         finally:
