@@ -2,8 +2,8 @@
 with pg_ctl, stopped at the end of the test session. Nothing to set up beforehand; where PostgreSQL is not
 installed the tests that need it skip with one reason (tests/_system.py), and CI makes that a failure.
 
-Run as root, the cluster belongs to `nobody` (PostgreSQL refuses to run as root). fsync is off: these are tests
-of behaviour, not of the disk; the benchmarks run with the server's defaults."""
+Run as root, the cluster belongs to `nobody` (PostgreSQL refuses to run as root). fsync is off for the tests (they
+test behaviour, not the disk); bench/postgres.py starts it with the server's defaults (`durable=True`)."""
 
 from __future__ import annotations
 
@@ -56,8 +56,9 @@ def _run(cmd: list[str], *, as_root: bool) -> None:
         raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}): {done.stdout}{done.stderr}")
 
 
-def start_cluster() -> Iterator[Cluster]:
-    """Start a cluster (a generator fixture body: yields it, stops and removes it afterwards)."""
+def start_cluster(*, durable: bool = False) -> Iterator[Cluster]:
+    """Start a cluster (a generator fixture body: yields it, stops and removes it afterwards). `durable`: fsync on,
+    as a server runs by default (the benchmarks); off for the tests."""
     initdb = Path(POSTGRES.require())
     root = Path(tempfile.mkdtemp(prefix="strata-pg-"))
     as_root = os.geteuid() == 0
@@ -71,7 +72,8 @@ def start_cluster() -> Iterator[Cluster]:
         _run(["mkdir", "-p", str(sock)], as_root=as_root)
         port = _free_port()
         _run([pg_ctl, "-D", str(data), "-l", str(root / "server.log"), "-w", "-t", "60", "-o",
-              f"-F -p {port} -k {sock} -c listen_addresses=127.0.0.1 -c max_connections=200", "start"],
+              f"{'' if durable else '-F '}-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c max_connections=200",
+              "start"],
              as_root=as_root)
         try:
             yield Cluster(initdb.parent, root, port)
