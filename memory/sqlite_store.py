@@ -33,6 +33,7 @@ from memory import _read_only
 from memory._db_files import DatabaseFiles, FilesChanged
 from memory._group_commit import GroupCommit, GroupHooks
 from memory.chain_binding import ChainBinding, bind
+from memory.copy import SessionDump
 from memory.leases import describe
 from memory.migrations import MIGRATIONS, migrate
 from memory.rows import (
@@ -394,6 +395,39 @@ class SqliteEventStore:
         return await self._transaction(
             session_id, lambda conn, at, done: self._append(conn, session_id, write, at, done))
 
+
+    async def load_session(self, dump: SessionDump) -> None:
+        """A copied session, rows exactly as dumped (memory/copy.py), in one transaction."""
+        def body(conn: sqlite3.Connection, at: str, committed: list[Callable[[], None]]) -> None:
+            self._key()  # a home that cannot chain cannot take chained rows either
+            rec = dump.record
+            conn.execute(f"INSERT INTO sessions({_SESSION_COLS}) VALUES ({', '.join('?' * 15)})",
+                         (rec.id, iso(rec.created_at), iso(rec.updated_at), rec.mode, rec.workspace, rec.model,
+                          rec.title, rec.parent_id, rec.fork_seq, rec.status, None, None, None, None, None))
+            self._forget(rec.id)
+            base = self._num(conn, rec.id) << SEQ_BITS
+            conn.executemany(_EVENT_INSERT, [(base | r.seq, r.seq, r.kind, r.at, r.turn, r.payload, r.schema_version,
+                                              r.hash) for r in dump.events])
+            conn.executemany(_TIMELINE_INSERT, [
+                (base | r.seq, r.kind, r.turn, r.tool, r.decision, canonical_time(r.at), r.call_id, r.check,
+                 r.outcome, r.duration_ms, r.prev_hash, r.hash, r.summary, json.dumps(r.data)) for r in dump.timeline])
+            conn.executemany(f"INSERT INTO receipts({_RECEIPT_COLS}) VALUES ({', '.join('?' * 14)})", [
+                (r.id, r.session_id, r.call_id, r.tool, r.status, r.idempotency_key, r.args_sha256,
+                 json.dumps(list(r.resource_keys)), iso(r.created_at), iso(r.updated_at), r.outcome_sha256, r.note,
+                 r.reconciled_by, None if r.process is None else r.process.model_dump_json()) for r in dump.receipts])
+            conn.executemany("INSERT OR IGNORE INTO blobs(sha256, size, data) VALUES (?, ?, ?)",
+                             [(sha, len(data), data) for sha, data in dump.blobs.items()])
+            if dump.snapshot is not None:
+                conn.execute("INSERT INTO snapshots(key, version, at, data) VALUES (?, ?, ?, ?)",
+                             (base | dump.snapshot.seq, dump.snapshot.version, at, dump.snapshot.data))
+            head, note = dump.chain.head, dump.chain.rechained
+            if head is not None:
+                conn.execute(_SET_HEAD, (head.events_seq, head.events_hash, head.timeline_seq, head.timeline_hash,
+                                         base >> SEQ_BITS))
+            if note is not None:
+                conn.execute("UPDATE sessions SET chain_note = ? WHERE id = ?", (note.model_dump_json(), rec.id))
+
+        await self._transaction(dump.record.id, body, creates=True)
 
     async def update_receipt(self, update: ReceiptUpdate) -> Receipt:
         def body(conn: sqlite3.Connection, at: str, _: list[Callable[[], None]]) -> None:

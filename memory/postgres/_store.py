@@ -43,6 +43,7 @@ from core.processes import ProcessGroup
 from core.timeline import TimelineDecision, TimelineRow, canonical_time, seal
 from core.vocabulary import SessionStatus
 from memory.chain_binding import ChainBinding
+from memory.copy import SessionDump
 from memory.leases import describe
 from memory.postgres._schema import MIGRATION_LOCK, MIGRATIONS
 from memory.rows import (
@@ -255,6 +256,49 @@ class PostgresEventStore:
 
     def chain_head(self, session_id: str) -> ChainHead | None:
         return self._heads.get(session_id)
+
+    async def load_session(self, dump: SessionDump) -> None:
+        """A copied session, rows exactly as dumped (memory/copy.py), in one transaction."""
+        async def body(cur: Cursor, at: str) -> None:
+            self._key()  # a home that cannot chain cannot take chained rows either
+            rec, head, note = dump.record, dump.chain.head, dump.chain.rechained
+            await cur.execute(
+                "INSERT INTO sessions (id, created_at, updated_at, mode, workspace, model, title, parent_id, "
+                "fork_seq, status, head_events_seq, head_events_hash, head_timeline_seq, head_timeline_hash, "
+                "chain_note) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (rec.id, iso(rec.created_at), iso(rec.updated_at), rec.mode, rec.workspace, rec.model, rec.title,
+                 rec.parent_id, rec.fork_seq, rec.status, head.events_seq if head else 0,
+                 head.events_hash if head else None, head.timeline_seq if head else 0,
+                 head.timeline_hash if head else None, None if note is None else note.model_dump_json()))
+            if dump.events:
+                await cur.executemany(
+                    "INSERT INTO events (session_id, seq, kind, at, turn, payload, schema_version, hash) VALUES "
+                    "(%s, %s, %s, %s, %s, %s, %s, %s)",
+                    [(rec.id, r.seq, r.kind, r.at, r.turn, r.payload, r.schema_version, r.hash) for r in dump.events])
+            if dump.timeline:
+                await cur.executemany(
+                    f"INSERT INTO timeline (session_id, {_TIMELINE_COLS}) VALUES ({', '.join(['%s'] * 15)})",
+                    [(rec.id, r.seq, r.kind, r.turn, r.tool, r.decision, canonical_time(r.at), r.call_id, r.check,
+                      r.outcome, r.duration_ms, r.prev_hash, r.hash, r.summary, json.dumps(r.data))
+                     for r in dump.timeline])
+            if dump.receipts:
+                await cur.executemany(
+                    f"INSERT INTO receipts ({_RECEIPT_COLS}) VALUES ({', '.join(['%s'] * 14)})",
+                    [(r.id, r.session_id, r.call_id, r.tool, r.status, r.idempotency_key, r.args_sha256,
+                      json.dumps(list(r.resource_keys)), iso(r.created_at), iso(r.updated_at), r.outcome_sha256,
+                      r.note, r.reconciled_by, None if r.process is None else r.process.model_dump_json())
+                     for r in dump.receipts])
+            if dump.blobs:
+                await cur.executemany("INSERT INTO blobs (sha256, size, data) VALUES (%s, %s, %s) "
+                                      "ON CONFLICT (sha256) DO NOTHING",
+                                      [(sha, len(data), data) for sha, data in dump.blobs.items()])
+            if dump.snapshot is not None:
+                await cur.execute("INSERT INTO snapshots (session_id, seq, version, at, data) VALUES "
+                                  "(%s, %s, %s, %s, %s)", (rec.id, dump.snapshot.seq, dump.snapshot.version, at,
+                                                           dump.snapshot.data))
+
+        self._heads.pop(dump.record.id, None)
+        await self._transaction(dump.record.id, body, creates=True)
 
     async def update_receipt(self, update: ReceiptUpdate) -> Receipt:
         async def body(cur: Cursor, at: str) -> None:

@@ -1,0 +1,122 @@
+"""Copying sessions between stores, rows exactly as stored: a home moved from SQLite to PostgreSQL (or back) keeps
+every event, timeline row and hash, so both chains still verify under the home's key afterwards.
+
+`dump_session` reads a session through the `EventStore` protocol only (the state log and the timeline as stored,
+receipts, the blobs its events name, its latest snapshot, the heads its row records). A store that can take such
+a dump implements `SessionLoader.load_session`: one transaction that writes the rows as they are (no seq, time or
+hash assigned anew). `copy_sessions` copies every session of a store; a session the target already holds is
+compared, and skipped when identical, so a copy that was interrupted half-way can be run again and ends the same.
+Copy a home at rest: a session some process is writing meanwhile is copied as it was when it was read."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from core.chain import EventChainRow, EventChainVerifier
+from core.errors import PersistError, SessionNotFound
+from core.events import CallResult
+from core.timeline import TimelineRow, verify_chain
+from memory.rows import ChainRecord, Receipt, SessionRecord, Snapshot
+from memory.store import EventStore
+
+
+@dataclass(frozen=True)
+class SessionDump:
+    record: SessionRecord
+    """The session row, without a lease (a copy is nobody's to drive yet)."""
+    events: list[EventChainRow]
+    timeline: list[TimelineRow]
+    receipts: list[Receipt]
+    blobs: dict[str, bytes]
+    snapshot: Snapshot | None
+    chain: ChainRecord
+
+
+class SessionLoader(Protocol):
+    path: str
+
+    async def load_session(self, dump: SessionDump) -> None:
+        """Write the dumped session in one transaction, rows exactly as dumped. PersistError if it cannot (a
+        session of that id exists; the home's chain key is not this store's)."""
+        ...
+
+
+class CopyTarget(EventStore, SessionLoader, Protocol):
+    """A store that can be copied into."""
+
+
+async def dump_session(store: EventStore, session_id: str) -> SessionDump:
+    record = (await store.get_session(session_id)).model_copy(update={"lease": None})
+    events = await store.read_event_chain(session_id)
+    blobs: dict[str, bytes] = {}
+    for stored in await store.read_events(session_id):
+        ref = stored.event.blob if isinstance(stored.event, CallResult) else None
+        if ref is not None and ref.sha256 not in blobs:
+            data = await store.get_blob(ref.sha256)
+            if data is not None:
+                blobs[ref.sha256] = data
+    return SessionDump(record=record, events=events, timeline=await store.read_timeline(session_id),
+                       receipts=await store.list_receipts(session_id),
+                       blobs=blobs, snapshot=await store.read_latest_snapshot(session_id),
+                       chain=await store.chain_record(session_id))
+
+
+@dataclass
+class CopyReport:
+    copied: list[str] = field(default_factory=list)
+    already: list[str] = field(default_factory=list)
+    """Sessions the target held already, identical: left as they were."""
+
+
+async def copy_sessions(source: EventStore, target: CopyTarget,
+                        on_session: Callable[[str, bool], None] | None = None) -> CopyReport:
+    """Copy every session of `source` into `target`, oldest first. A session the target holds already must be
+    identical (then it is skipped); one that differs stops the copy with a PersistError naming it, before
+    anything else is written."""
+    report = CopyReport()
+    for record in await source.list_sessions():
+        dump = await dump_session(source, record.id)
+        try:
+            existing = await dump_session(target, record.id)
+        except SessionNotFound:
+            existing = None
+        if existing is not None:
+            if _comparable(existing) != _comparable(dump):
+                raise PersistError(f"session {record.id} exists in {target.path} and differs from the one in "
+                                   f"{source.path}; nothing of it was copied", session_id=record.id,
+                                   path=target.path, hint="copy into an empty database")
+            report.already.append(record.id)
+        else:
+            _check_chains(dump, target)
+            await target.load_session(dump)
+            report.copied.append(record.id)
+        if on_session is not None:
+            on_session(record.id, existing is None)
+    return report
+
+
+def _comparable(dump: SessionDump) -> tuple[object, ...]:
+    """What must match for a session to count as copied: every row, by value (a time read back from another
+    engine compares as the same instant)."""
+    return (dump.record, [r.model_dump() for r in dump.events], [r.model_dump() for r in dump.timeline],
+            dump.receipts, dump.blobs, dump.snapshot, dump.chain)
+
+
+def _check_chains(dump: SessionDump, target: CopyTarget) -> None:
+    """The dumped rows verify under the target's key (the home's), or nothing of the session is copied: a copy
+    must never turn a damaged or foreign history into one that looks fresh."""
+    key, sid = target.chain_key, dump.record.id
+    if key is None:
+        raise PersistError(f"cannot copy into {target.path}: {target.chain_problem}", session_id=sid,
+                           path=target.path)
+    verifier = EventChainVerifier(key)
+    for row in dump.events:
+        if not verifier.feed(row):
+            break
+    for name, found in (("state log", verifier.result()), ("timeline", verify_chain(dump.timeline, key))):
+        if not found.ok:
+            raise PersistError(f"session {sid} was not copied: its {name} does not verify under this home's chain "
+                               f"key ({found.reason})", session_id=sid, path=target.path,
+                               hint=f"`strata timeline {sid} --verify` in the source home says more")
