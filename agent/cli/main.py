@@ -10,6 +10,7 @@ import click
 
 from agent.cli import stdout
 from agent.cli._lazy import Entry, LazyGroup
+from agent.cli._plain_structlog import import_structlog_plain
 from agent.cli.output import echo
 from agent.outcome import EXIT_ERROR
 
@@ -61,6 +62,7 @@ def cli(verbose: bool) -> None:
 
 
 def main() -> None:
+    import_structlog_plain()  # before anything imports structlog: it would import rich (agent/cli/_plain_structlog.py)
     stdout.install()  # a failed write to stdout is reported once, at the end (agent/cli/stdout.py)
     code: int | str | None
     try:

@@ -17,7 +17,7 @@ from rich.text import Text
 from agent.cli._common import Command
 from agent.cli.output import echo, echo_document, echo_json
 from agent.cli.stdout import output_lost
-from agent.session import Runtime
+from agent.reading import Reader
 from agent.terminal.safe_text import SafeConsole, json_line, safe_text
 from core.chain import ChainHead, VerifyResult
 from core.masking import Masker
@@ -165,10 +165,9 @@ def timeline(session_id: str, kinds: tuple[str, ...], tools: tuple[str, ...], de
     cmd = Command()
 
     async def main() -> ChainReport | None:
-        async with cmd.runtime(await cmd.session_config(session_id=session_id), read_only=True) as rt:
+        async with cmd.reader(await cmd.session_config(session_id=session_id)) as rt:
             if verify:
-                ledger_head = rt.ledgers.last_head(session_id) if rt.ledgers is not None else None
-                return await verify_chains(rt.store, session_id, ledger_head)
+                return await verify_chains(rt.store, session_id, rt.ledger_head(session_id))
             if follow:
                 await _follow(rt, session_id, filters, as_json)
             else:
@@ -210,7 +209,7 @@ def _print(session_id: str, rows: list[TimelineRow], as_json: bool, filtered: bo
     console.print(_table(rows, header=True, width=console.width))
 
 
-async def _follow(rt: Runtime, session_id: str, filters: dict[str, Any], as_json: bool) -> None:
+async def _follow(rt: Reader, session_id: str, filters: dict[str, Any], as_json: bool) -> None:
     console = None if as_json else _console()
     masked = _id_masker(rt.masker)
     first = True
