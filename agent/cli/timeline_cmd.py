@@ -8,23 +8,26 @@ import functools
 import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.table import Table
-from rich.text import Text
 
 from agent.cli._common import Command
 from agent.cli.output import echo, echo_document, echo_json
 from agent.cli.stdout import output_lost
 from agent.reading import Reader
-from agent.terminal.safe_text import SafeConsole, json_line, safe_text
 from core.chain import ChainHead, VerifyResult
 from core.masking import Masker
+from core.terminal_text import json_line, safe_text
 from core.timeline import TIMELINE_DECISIONS, TimelineRow
 from memory.leases import make_liveness
 from observability.chain_verify import ChainReport, verify_chains
 from observability.session_timeline import follow, load_timeline, timeline_record
+
+if TYPE_CHECKING:  # rich draws the table only: `--json` and `--verify` do not import it
+    from rich.table import Table
+
+    from agent.terminal.safe_text import SafeConsole
 
 _SQLITE_INT_MAX = (1 << 63) - 1
 """The largest number an SQLite INTEGER holds: a larger --turn is a usage error, not a failed query."""
@@ -66,6 +69,9 @@ def _duration(ms: float | None) -> str:
 
 
 def _table(rows: Sequence[TimelineRow], *, header: bool, width: int = 200) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(box=None, show_header=header, header_style="bold", pad_edge=False)
     for name, col_width, justify in _COLUMNS:
         table.add_column(name, width=col_width, justify=justify, no_wrap=True,  # type: ignore[arg-type]
@@ -87,6 +93,8 @@ def _table(rows: Sequence[TimelineRow], *, header: bool, width: int = 200) -> Ta
 
 
 def _console() -> SafeConsole:
+    from agent.terminal.safe_text import SafeConsole
+
     # Piped output is not cut at 80 columns; a terminal uses its own width.
     return SafeConsole(highlight=False, width=None if sys.stdout.isatty() else 200)
 
