@@ -5,6 +5,7 @@ database and the evidence ledger (observability/chain_verify.py)."""
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -31,6 +32,8 @@ if TYPE_CHECKING:  # rich draws the table only: `--json` and `--verify` do not i
 
 _SQLITE_INT_MAX = (1 << 63) - 1
 """The largest number an SQLite INTEGER holds: a larger --turn is a usage error, not a failed query."""
+_PIPE_WIDTH = 200
+"""The width of the table printed to a pipe or a file (a terminal's own width otherwise)."""
 _DECISION_STYLE = {"allowed": "green", "approved": "green", "denied": "red", "rejected": "red", "parked": "yellow"}
 # Fixed widths (all but the summary), so the tables `--follow` prints one row at a time line up.
 _COLUMNS: tuple[tuple[str, int, str], ...] = (
@@ -68,6 +71,18 @@ def _duration(ms: float | None) -> str:
     return f"{ms:.0f}ms" if ms < 1000 else f"{ms / 1000:.2f}s"
 
 
+def _cells(r: TimelineRow) -> list[str]:
+    """A row's cells as shown: masked text made inert (a summary holds arbitrary text, such as "[MASKED:...]")."""
+    return [str(r.seq), r.at.astimezone(UTC).strftime("%H:%M:%S.%f")[:-3], str(r.turn), safe_text(r.kind),
+            safe_text(r.tool or ""), r.decision or "", safe_text(r.outcome or ""), _duration(r.duration_ms),
+            safe_text(r.summary.replace("\n", " | "))]
+
+
+def _summary_width(width: int) -> int:
+    """The summary takes what is left, so the fixed columns are never squeezed."""
+    return max(20, width - sum(w for _, w, _ in _COLUMNS) - 2 * len(_COLUMNS) - 2)
+
+
 def _table(rows: Sequence[TimelineRow], *, header: bool, width: int = 200) -> Table:
     from rich.table import Table
     from rich.text import Text
@@ -76,27 +91,43 @@ def _table(rows: Sequence[TimelineRow], *, header: bool, width: int = 200) -> Ta
     for name, col_width, justify in _COLUMNS:
         table.add_column(name, width=col_width, justify=justify, no_wrap=True,  # type: ignore[arg-type]
                          overflow="ellipsis")
-    # The summary takes what is left, so the fixed columns are never squeezed.
-    rest = max(20, width - sum(w for _, w, _ in _COLUMNS) - 2 * len(_COLUMNS) - 2)
-    table.add_column("summary", no_wrap=True, overflow="ellipsis", max_width=rest)
+    table.add_column("summary", no_wrap=True, overflow="ellipsis", max_width=_summary_width(width))
     for r in rows:
         # Text, not markup: summaries hold arbitrary (masked) text such as "[MASKED:...]"; made inert before
         # rich measures it.
-        table.add_row(
-            Text(str(r.seq)), Text(r.at.astimezone(UTC).strftime("%H:%M:%S.%f")[:-3]), Text(str(r.turn)),
-            Text(safe_text(r.kind)), Text(safe_text(r.tool or "")),
-            Text(r.decision or "", style=_DECISION_STYLE.get(r.decision or "", "")),
-            Text(safe_text(r.outcome or "")), Text(_duration(r.duration_ms)),
-            Text(safe_text(r.summary.replace("\n", " | "))),
-        )
+        cells = [Text(cell) for cell in _cells(r)]
+        cells[5] = Text(r.decision or "", style=_DECISION_STYLE.get(r.decision or "", ""))
+        table.add_row(*cells)
     return table
+
+
+_STYLED = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
+"""Environment variables with which rich styles (or sizes) what it writes to a pipe: then rich draws the table."""
+
+
+def _plain(session_id: str, rows: Sequence[TimelineRow]) -> str | None:
+    """The table as rich draws it to a pipe (agent/cli/_plain_table.py), without rich; None on a terminal, or
+    when rich would draw it otherwise."""
+    if sys.stdout.isatty() or any(name in os.environ for name in _STYLED):
+        return None
+    from rich.cells import cell_len  # rich's measure of terminal cells, without its console
+
+    from agent.cli._plain_table import Column, plain_table
+
+    title = f"timeline of session {session_id}: {len(rows)} rows, {rows[0].at.astimezone(UTC):%Y-%m-%d} (times UTC)"
+    if safe_text(title) != title or "\t" in title or cell_len(title) > _PIPE_WIDTH:
+        return None
+    columns = [*(Column(name, width, justify) for name, width, justify in _COLUMNS),  # type: ignore[arg-type]
+               Column("summary", None, max_width=_summary_width(_PIPE_WIDTH))]
+    lines = plain_table(columns, [_cells(r) for r in rows], header=True, page_width=_PIPE_WIDTH)
+    return None if lines is None else "".join(f"{line}\n" for line in [title, *lines])
 
 
 def _console() -> SafeConsole:
     from agent.terminal.safe_text import SafeConsole
 
     # Piped output is not cut at 80 columns; a terminal uses its own width.
-    return SafeConsole(highlight=False, width=None if sys.stdout.isatty() else 200)
+    return SafeConsole(highlight=False, width=None if sys.stdout.isatty() else _PIPE_WIDTH)
 
 
 def _chain(result: VerifyResult | None) -> dict[str, Any] | None:
@@ -210,6 +241,10 @@ def _print(session_id: str, rows: list[TimelineRow], as_json: bool, filtered: bo
         return
     if not rows:
         echo("no timeline rows match" if filtered else f"session {session_id} has no timeline rows yet")
+        return
+    plain = _plain(session_id, rows)
+    if plain is not None:
+        echo_document(plain)  # inert already: every cell and the title went through safe_text
         return
     console = _console()
     console.print(f"timeline of session {session_id}: {len(rows)} rows, {rows[0].at.astimezone(UTC):%Y-%m-%d} "

@@ -87,7 +87,9 @@ def test_reading_commands_import_neither_the_session_machinery_nor_the_model_sdk
         assert done.returncode == 0, (args, done.stderr)
         assert shows in done.stdout, (args, done.stdout)
         assert not loaded & _SESSION_MACHINERY, (args, sorted(loaded & _SESSION_MACHINERY))
-        # rich draws the timeline's table; nothing else a reading command prints needs it (nor does logging)
+        # the timeline's table to a pipe is measured with rich's cell widths, drawn without its console; nothing
+        # else a reading command prints needs rich at all (nor does logging)
+        assert not loaded & {"rich.console", "rich.table", "rich.text"}, args
         assert ("rich" in loaded) == rich, args
         assert "structlog" in loaded  # logging is configured all the same
 
