@@ -21,7 +21,9 @@ exit 0 and print what it should (the listing's 100 sessions, the 1,000 rows, the
 without PYTHONDONTWRITEBYTECODE, after one untimed warm-up run each, so they start from cached bytecode as an
 installed `strata` does. The last line is:
 
-    python_ms=<f> help_ms=<f> sessions_ms=<f> timeline_ms=<f> resume_ms=<f> denied_100k_ms=<f>
+    python_ms=<f> help_ms=<f> sessions_ms=<f> timeline_ms=<f> resume_ms=<f> denied_100k_ms=<f> denied_query_ms=<f>
+
+(the last one: the denied calls' query alone, in-process, as `strata timeline` runs it).
 
 Usage: python bench/cli_startup.py [--runs N] [--small] [--dir DIR]
   --small: 20 sessions, 200 and 2,000 timeline rows, 3 runs (for the test that runs this bench).
@@ -161,6 +163,22 @@ def measure(cases: list[Case], runs: int) -> dict[str, list[float]]:
     return times
 
 
+async def denied_query_ms(home: Path, sid: str, repeat: int = 7) -> float:
+    """The query alone, in-process through the path `strata timeline` uses (median ms)."""
+    from observability.session_timeline import load_timeline
+
+    store = await SqliteEventStore.open(home / "strata.db", read_only=True)
+    try:
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            await load_timeline(store, sid, kinds=["call"], decisions=["denied"])
+            times.append((time.perf_counter() - t0) * 1e3)
+    finally:
+        await store.close()
+    return statistics.median(times)
+
+
 def denied_rows(home: Path, sid: str) -> int:
     """How many denied call rows the long session holds, read with plain sqlite3 (what the command must print)."""
     import sqlite3
@@ -211,7 +229,9 @@ def main(args: argparse.Namespace) -> None:
     print("  runs (ms): " + "; ".join(f"{n} {', '.join(f'{t:.0f}' for t in ts)}" for n, ts in times.items()))
     print(f"load average before: {' '.join(f'{x:.2f}' for x in load)}; after: "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(" ".join(f"{name}_ms={medians[name]:.1f}" for name in times))
+    query = anyio.run(denied_query_ms, long, long_sid)
+    print(f"the denied calls' query alone, in-process: {query:.1f} ms (median of 7)")
+    print(" ".join(f"{name}_ms={medians[name]:.1f}" for name in times) + f" denied_query_ms={query:.1f}")
 
 
 if __name__ == "__main__":
