@@ -97,7 +97,7 @@ async def build_listing_home(home: Path, size: Sizes) -> str:
             for turn in (1, 2):
                 await store.commit(sid, Write(
                     events=[(UserMessage(text=f"question {turn} of session {k}"), turn),
-                            (AssistantMessage(content=[TextBlock(text=f"answer {turn}")]), turn)],
+                            (AssistantMessage(content=(TextBlock(text=f"answer {turn}"),)), turn)],
                     timeline=_entries(rng, turn, 6, [k * 100])))
     finally:
         await store.close()
