@@ -18,8 +18,9 @@ from agent.knowledge import KnowledgeSource, SessionKnowledge, knowledge_change
 from agent.loop import AgenticLoop, LoopParts, Observer
 from agent.outcome import RunOutcome
 from agent.project_hooks import ProjectHooks, resume_refusal
+from agent.reading import configured_secrets
 from agent.signals import StopSignal, stop_on_signals
-from config import LoadedConfig, Settings
+from config import LoadedConfig
 from config.seen_secrets import home_masker
 from core.clock import Clock, SystemClock
 from core.compaction import DEFAULT_CONTEXT_BUDGET
@@ -229,11 +230,6 @@ class Asking:
     """None: the session's own setting (recorded when it started; "deny" by default)."""
 
 
-def configured_secrets(config: LoadedConfig) -> list[str]:
-    """The secrets the config names: its values, and the values of the environment variables it names."""
-    return [*config.secrets.values, *(os.environ[n] for n in config.secrets.env if os.environ.get(n))]
-
-
 def _with_deadlines(tools: list[ToolSpec], config: LoadedConfig) -> list[ToolSpec]:
     """The tools with the deadlines config gives them (`[tools.NAME] timeout_s`); a name no tool has is an error
     naming its file, not a setting silently ignored."""
@@ -377,20 +373,3 @@ async def runtime(config: LoadedConfig, clock: Clock | None = None, *,
     finally:
         with anyio.CancelScope(shield=True):
             await rt.close()
-
-
-async def recorded_workspace(settings: Settings, *, session_id: str | None = None,
-                             receipt_id: str | None = None) -> Path:
-    """The workspace a session recorded (the session named, or the receipt's), read before a command builds its
-    runtime: the session's project config is part of that runtime's config (its durability, secrets, hooks).
-    SessionNotFound or ReceiptError when there is no such session or receipt."""
-    store = await SqliteEventStore.open(settings.db_path, durability=settings.durability, read_only=True)
-    try:
-        if receipt_id is not None:
-            session_id = (await store.get_receipt(receipt_id)).session_id
-        if session_id is None:
-            raise UsageError("name a session or a receipt")
-        return Path((await store.get_session(session_id)).workspace)
-    finally:
-        with anyio.CancelScope(shield=True):
-            await store.close()

@@ -188,19 +188,22 @@ async def _row_cost(store: SqliteEventStore, rng: random.Random) -> None:
     (building the entry)."""
     from core.timeline import GENESIS_HASH, canonical_time, seal
 
+    key = store.chain_key
+    if key is None:
+        raise SystemExit(f"the bench's store has no chain key: {store.chain_problem}")
     rows = _entries(rng, 1, 10_000, [0])
     stamp = canonical_time(SystemClock().now())
     t0 = time.perf_counter()
     prev = GENESIS_HASH
     for seq, e in enumerate(rows, start=1):
-        prev = seal("s", seq, stamp, prev, e)[2]
+        prev = seal(key, "s", seq, stamp, prev, e)[2]
     per_row = (time.perf_counter() - t0) / len(rows) * 1e6
     t0 = time.perf_counter()
     for e in rows:
         TimelineEntry(kind=e.kind, turn=e.turn, call_id=e.call_id, tool=e.tool, decision=e.decision, check=e.check,
                       outcome=e.outcome, duration_ms=e.duration_ms, summary=e.summary, data=e.data)
     make = (time.perf_counter() - t0) / len(rows) * 1e6
-    print(f"python per row: seal (data and row as canonical JSON, sha256) {per_row:.1f} us; making the entry "
+    print(f"python per row: seal (data and row as canonical JSON, keyed hash) {per_row:.1f} us; making the entry "
           f"(pydantic, at the emitter) {make:.1f} us")
 
 

@@ -15,7 +15,7 @@ HOOK_EVENTS: tuple[HookEvent, ...] = get_args(HookEvent)
 
 
 class HookSpec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     event: HookEvent
     matcher: str

@@ -36,7 +36,7 @@ DEFAULT_COMMON_TERM_SHARE = 0.25
 class DatasetDecl(BaseModel):
     """One `[knowledge.datasets.NAME]` table as it applies."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: str
     path: Path | None = None
@@ -53,7 +53,7 @@ class DatasetDecl(BaseModel):
 
 
 class KnowledgeConfig(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     common_term_share: float = DEFAULT_COMMON_TERM_SHARE
     datasets: tuple[DatasetDecl, ...] = ()

@@ -46,7 +46,7 @@ DEFAULTS_FILE = "defaults.toml"
 
 
 class Secrets(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     values: tuple[str, ...] = ()
     env: tuple[str, ...] = ()
@@ -56,7 +56,7 @@ class Secrets(BaseModel):
 class ToolDeadline(BaseModel):
     """A tool's deadline set by a config file (`[tools.NAME] timeout_s`)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     tool: str
     timeout_s: float
@@ -64,7 +64,7 @@ class ToolDeadline(BaseModel):
 
 
 class LoadedConfig(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     settings: Settings
     rules: tuple[PermissionRule, ...] = ()

@@ -132,7 +132,7 @@ SecretValue = Annotated[str, Field(min_length=4)]
 
 
 class _Table(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, strict=True)
 
 
 class RuleEntry(_Table):

@@ -30,7 +30,7 @@ CommonTermShare = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
 
 
 class Settings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     home: Path
     durability: Durability = "full"

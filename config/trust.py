@@ -48,7 +48,7 @@ TrustState = Literal["trusted", "untrusted", "changed"]
 class TrustRecord(BaseModel):
     """What `trust_project` recorded, with the validated content that was trusted."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     path: Path
     sha256: str
@@ -59,7 +59,7 @@ class TrustRecord(BaseModel):
 
 
 class _Entry(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     trusted_at: datetime
@@ -68,7 +68,7 @@ class _Entry(BaseModel):
 
 
 class _Store(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     version: Literal[1, 2] = 2
     projects: dict[str, _Entry] = Field(default_factory=dict)

@@ -65,7 +65,7 @@ class ChainKey:
 class ChainHead(BaseModel):
     """Where a session's two logs end: the last seq and hash of each (0 and the genesis hash for an empty one)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     events_seq: int
     events_hash: str
@@ -80,7 +80,7 @@ class EventChainRow(BaseModel):
     """A state event exactly as the store holds it, for verification: nothing is parsed, so an edited payload is
     checked as the text it now is."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     session_id: str
     seq: int

@@ -23,7 +23,7 @@ CallStatus = Literal["ok", "error", "denied", "timeout", "unknown"]
 
 
 class _Event(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class PlannedCall(_Event):
@@ -272,7 +272,7 @@ Event = Annotated[
     Field(discriminator="kind"),
 ]
 
-EventAdapter: TypeAdapter[Event] = TypeAdapter(Event)
+EventAdapter: TypeAdapter[Event] = TypeAdapter(Event, config=ConfigDict(defer_build=True))  # built at first use
 
 
 def storable_json(event: Event, *, session_id: str | None = None, path: str | None = None) -> str:
@@ -300,7 +300,7 @@ def _first_line(exc: BaseException) -> str:
 class StoredEvent(BaseModel):
     """An event as the store holds it: the envelope is assigned by the store in the append transaction."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     session_id: str
     seq: int

@@ -23,7 +23,7 @@ _RULE = re.compile(r"^(?P<tool>[A-Za-z0-9_.:*?\[\]-]+)(?:\((?P<pattern>.*)\))?$"
 
 
 class PermissionRule(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     action: RuleAction
     tool: str

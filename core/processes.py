@@ -64,7 +64,7 @@ class ProcessGroup(BaseModel):
     """A process group as recorded when its leader started. `pgid` is the leader's pid (a group made with
     `setsid`), `start` the leader's start time."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     pid: int
     pgid: int

@@ -49,7 +49,7 @@ class TimelineEntry(BaseModel):
     plain JSON (a value that is not is stored as text rather than failing the commit it rides with). The store
     assigns session, seq, time and the chain."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     kind: str
     """What was observed: phase, model_attempt, call, hook, approval, receipt, lifecycle, ..."""

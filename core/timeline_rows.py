@@ -20,7 +20,7 @@ from core.timeline import TimelineDecision, TimelineEntry
 
 
 class _Row(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     turn: int = 0
     summary: str = ""
@@ -51,7 +51,7 @@ class PhaseRow(_Row):
 
 
 class Usage(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -152,7 +152,7 @@ class HookRow(_Row):
 class Asker(BaseModel):
     """Who asked, and who answered (None: nobody yet), on an approval row the pipeline wrote."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     approver: str | None
     asked_by: str
@@ -249,7 +249,7 @@ Observation = Annotated[PhaseRow | ModelAttemptRow | CallRow | HookRow | Approva
                         Field(discriminator="kind")]
 """One typed timeline row, as an emitter builds it."""
 
-OBSERVATION: TypeAdapter[Observation] = TypeAdapter(Observation)
+OBSERVATION: TypeAdapter[Observation] = TypeAdapter(Observation, config=ConfigDict(defer_build=True))
 
 _READERS: dict[str, Any] = {"phase": PhaseRow, "model_attempt": ModelAttemptRow, "call": CallRow, "hook": HookRow,
                             "approval": ApprovalRow, "receipt": ReceiptRow, "lifecycle": LifecycleRow}

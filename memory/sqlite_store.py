@@ -552,6 +552,8 @@ class SqliteEventStore:
                 if values:
                     clauses.append(f"{column} IN ({','.join('?' for _ in values)})")
                     params.extend(values)
+            if decisions and "allowed" not in decisions:  # true of those rows; lets SQLite read them through the
+                clauses.append("decision <> 'allowed'")  # partial index of the rare decisions (migration 007)
             if turn is not None:
                 clauses.append("turn = ?")
                 params.append(turn)

@@ -178,7 +178,8 @@ def configure_logging(verbose: bool = False) -> None:
     console = _Stderr(logging.DEBUG if verbose else logging.WARNING)
     console.setFormatter(structlog.stdlib.ProcessorFormatter(
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                    structlog.dev.ConsoleRenderer(colors=False)],
+                    # plain, whether or not rich is installed (format_exc_info above already made exceptions text)
+                    structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback)],
         foreign_pre_chain=chain))
     level = logging.DEBUG if verbose else logging.INFO  # the file takes info and up even when stderr is quiet
     root = logging.getLogger()

@@ -14,20 +14,22 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import anyio
 import click
 
 from agent.cli.output import echo
-from agent.reconcile import person
-from agent.session import Runtime, configured_secrets, recorded_workspace, runtime
+from agent.reading import Reader, configured_secrets, reader, recorded_workspace
 from config import LoadedConfig, load_config
 from config.masking_key import KEY_BYTES, KEY_FILE, load_masking_key
 from config.seen_secrets import SeenSecrets
 from core.errors import Stopped, StrataError
 from core.masking import Masker
 from core.policy import PermissionRule, parse_rule
+
+if TYPE_CHECKING:  # a reading command opens a Reader: it never imports the session machinery
+    from agent.session import Runtime
 
 T = TypeVar("T")
 
@@ -50,6 +52,8 @@ def notices(loaded: LoadedConfig) -> None:
 
 def waiver(given: bool, command: str) -> str | None:
     """Who chose `--without-project-hooks`, as the session records it; None when the flag was not given."""
+    from agent.reconcile import person  # not at import: the reading commands never need it
+
     return person(f"strata {command} --without-project-hooks") if given else None
 
 
@@ -123,10 +127,21 @@ class Command:
     async def runtime(self, loaded: LoadedConfig, *, read_only: bool = False) -> AsyncIterator[Runtime]:
         """The runtime built once from `loaded` (agent/session.py `runtime`); its masker shows this command's
         errors from then on."""
+        from agent.session import runtime  # not at import: a reading command opens a Reader instead
+
         self._loaded = loaded
         async with runtime(loaded, read_only=read_only) as rt:
             self._masker = rt.masker
             yield rt
+
+    @asynccontextmanager
+    async def reader(self, loaded: LoadedConfig) -> AsyncIterator[Reader]:
+        """What a reading command opens (agent/reading.py `reader`: the store read-only, the home's masker), built
+        once from `loaded`; its masker shows this command's errors from then on."""
+        self._loaded = loaded
+        async with reader(loaded) as rd:
+            self._masker = rd.masker
+            yield rd
 
     def rules(self, allow: tuple[str, ...], deny: tuple[str, ...]) -> list[PermissionRule]:
         try:

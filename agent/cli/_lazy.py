@@ -6,6 +6,7 @@ the commands' own docstrings."""
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import click
@@ -22,9 +23,12 @@ class Entry:
 class LazyGroup(click.Group):
     """A click group whose subcommands are imported when one is invoked (or its own help is asked for)."""
 
-    def __init__(self, *args: object, entries: tuple[Entry, ...], **kwargs: object) -> None:
+    def __init__(self, *args: object, entries: tuple[Entry, ...], before_import: Callable[[], None] | None = None,
+                 **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._entries = {entry.name: entry for entry in entries}
+        self._before_import = before_import
+        """Called before a command's module is imported (not for the listing)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(self._entries)
@@ -34,6 +38,8 @@ class LazyGroup(click.Group):
         if entry is None:
             return None
         module, attribute = entry.target.split(":")
+        if self._before_import is not None:
+            self._before_import()
         command = getattr(importlib.import_module(module), attribute)
         assert isinstance(command, click.Command), entry.target
         return command

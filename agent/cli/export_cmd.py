@@ -33,7 +33,7 @@ def export(session_id: str, fmt: ExportFormat, output: str | None) -> None:
     async def main() -> tuple[SessionSnapshot, Masker]:
         # Secrets named in the session's config (its project's too) are masked, as they were when it ran.
         loaded = await cmd.session_config(session_id=session_id, quiet=False)
-        async with cmd.runtime(loaded, read_only=True) as rt:
+        async with cmd.reader(loaded) as rt:
             return await load_snapshot(rt.store, session_id), rt.masker
 
     snapshot, masker = cmd.run(main)

@@ -11,7 +11,7 @@ import click
 from agent.cli._common import Command, json_option
 from agent.cli.output import echo, echo_json
 from agent.cli.views import receipt_view, session_view, show_view
-from agent.session import Runtime
+from agent.reading import Reader
 from core.errors import DamagedEvent
 from core.state import Counters, FoldError
 from memory import restore
@@ -20,7 +20,7 @@ from memory.restore import restore_or_report
 from memory.rows import RECEIPT_STATUSES, SessionRecord
 
 
-def display_status(rt: Runtime, rec: SessionRecord) -> str:
+def display_status(rt: Reader, rec: SessionRecord) -> str:
     """A session whose row says `active` but whose driver is gone shows as `interrupted`."""
     if rec.status == "active" and (rec.lease is None or not make_liveness(rt.clock)(rec.lease)):
         return "interrupted"
@@ -35,7 +35,7 @@ def sessions(as_json: bool) -> None:
     loaded = cmd.config(None, quiet=True)
 
     async def main() -> list[dict[str, Any]]:
-        async with cmd.runtime(loaded, read_only=True) as rt:
+        async with cmd.reader(loaded) as rt:
             records = await rt.store.list_sessions()
             unknown: dict[str, int] = {}
             for receipt in await rt.store.list_receipts(status="unknown"):
@@ -75,7 +75,7 @@ def show(session_id: str, as_json: bool) -> None:
 
     async def main() -> dict[str, Any]:
         loaded = await cmd.session_config(session_id=session_id)
-        async with cmd.runtime(loaded, read_only=True) as rt:
+        async with cmd.reader(loaded) as rt:
             rec = await rt.store.get_session(session_id)
             state = (await restore_or_report(rt.store, session_id)).state
             return show_view(rec, display_status(rt, rec), state, rt.masker)
@@ -116,7 +116,7 @@ def receipts(session_id: str | None, status: str | None, as_json: bool) -> None:
             loaded = cmd.config(None, quiet=True)
         else:
             loaded = await cmd.session_config(session_id=session_id)
-        async with cmd.runtime(loaded, read_only=True) as rt:
+        async with cmd.reader(loaded) as rt:
             rows = await rt.store.list_receipts(session_id, status)  # type: ignore[arg-type]
             return [receipt_view(r, rt.masker) for r in rows]
 

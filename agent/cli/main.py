@@ -10,6 +10,7 @@ import click
 
 from agent.cli import stdout
 from agent.cli._lazy import Entry, LazyGroup
+from agent.cli._plain_structlog import import_structlog_plain
 from agent.cli.output import echo
 from agent.outcome import EXIT_ERROR
 
@@ -50,7 +51,10 @@ COMMANDS = (
 """Every command: its name, where it lives, and its one-line help (agent/cli/_lazy.py)."""
 
 
-@click.group(cls=LazyGroup, entries=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+# Before a command's module imports structlog, which would import rich (agent/cli/_plain_structlog.py); the
+# listing of `strata --help` imports neither.
+@click.group(cls=LazyGroup, entries=COMMANDS, before_import=import_structlog_plain,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--verbose", is_flag=True, help="Log what the runtime does to stderr.")
 def cli(verbose: bool) -> None:
     """Strata: an event-sourced agent runtime. A model proposes tool calls; Strata decides, durably and

@@ -5,29 +5,35 @@ database and the evidence ledger (observability/chain_verify.py)."""
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.table import Table
-from rich.text import Text
 
 from agent.cli._common import Command
 from agent.cli.output import echo, echo_document, echo_json
 from agent.cli.stdout import output_lost
-from agent.session import Runtime
-from agent.terminal.safe_text import SafeConsole, json_line, safe_text
+from agent.reading import Reader
 from core.chain import ChainHead, VerifyResult
 from core.masking import Masker
+from core.terminal_text import json_line, safe_text
 from core.timeline import TIMELINE_DECISIONS, TimelineRow
 from memory.leases import make_liveness
 from observability.chain_verify import ChainReport, verify_chains
 from observability.session_timeline import follow, load_timeline, timeline_record
 
+if TYPE_CHECKING:  # rich draws the table only: `--json` and `--verify` do not import it
+    from rich.table import Table
+
+    from agent.terminal.safe_text import SafeConsole
+
 _SQLITE_INT_MAX = (1 << 63) - 1
 """The largest number an SQLite INTEGER holds: a larger --turn is a usage error, not a failed query."""
+_PIPE_WIDTH = 200
+"""The width of the table printed to a pipe or a file (a terminal's own width otherwise)."""
 _DECISION_STYLE = {"allowed": "green", "approved": "green", "denied": "red", "rejected": "red", "parked": "yellow"}
 # Fixed widths (all but the summary), so the tables `--follow` prints one row at a time line up.
 _COLUMNS: tuple[tuple[str, int, str], ...] = (
@@ -65,30 +71,63 @@ def _duration(ms: float | None) -> str:
     return f"{ms:.0f}ms" if ms < 1000 else f"{ms / 1000:.2f}s"
 
 
+def _cells(r: TimelineRow) -> list[str]:
+    """A row's cells as shown: masked text made inert (a summary holds arbitrary text, such as "[MASKED:...]")."""
+    return [str(r.seq), r.at.astimezone(UTC).strftime("%H:%M:%S.%f")[:-3], str(r.turn), safe_text(r.kind),
+            safe_text(r.tool or ""), r.decision or "", safe_text(r.outcome or ""), _duration(r.duration_ms),
+            safe_text(r.summary.replace("\n", " | "))]
+
+
+def _summary_width(width: int) -> int:
+    """The summary takes what is left, so the fixed columns are never squeezed."""
+    return max(20, width - sum(w for _, w, _ in _COLUMNS) - 2 * len(_COLUMNS) - 2)
+
+
 def _table(rows: Sequence[TimelineRow], *, header: bool, width: int = 200) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(box=None, show_header=header, header_style="bold", pad_edge=False)
     for name, col_width, justify in _COLUMNS:
         table.add_column(name, width=col_width, justify=justify, no_wrap=True,  # type: ignore[arg-type]
                          overflow="ellipsis")
-    # The summary takes what is left, so the fixed columns are never squeezed.
-    rest = max(20, width - sum(w for _, w, _ in _COLUMNS) - 2 * len(_COLUMNS) - 2)
-    table.add_column("summary", no_wrap=True, overflow="ellipsis", max_width=rest)
+    table.add_column("summary", no_wrap=True, overflow="ellipsis", max_width=_summary_width(width))
     for r in rows:
         # Text, not markup: summaries hold arbitrary (masked) text such as "[MASKED:...]"; made inert before
         # rich measures it.
-        table.add_row(
-            Text(str(r.seq)), Text(r.at.astimezone(UTC).strftime("%H:%M:%S.%f")[:-3]), Text(str(r.turn)),
-            Text(safe_text(r.kind)), Text(safe_text(r.tool or "")),
-            Text(r.decision or "", style=_DECISION_STYLE.get(r.decision or "", "")),
-            Text(safe_text(r.outcome or "")), Text(_duration(r.duration_ms)),
-            Text(safe_text(r.summary.replace("\n", " | "))),
-        )
+        cells = [Text(cell) for cell in _cells(r)]
+        cells[5] = Text(r.decision or "", style=_DECISION_STYLE.get(r.decision or "", ""))
+        table.add_row(*cells)
     return table
 
 
+_STYLED = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
+"""Environment variables with which rich styles (or sizes) what it writes to a pipe: then rich draws the table."""
+
+
+def _plain(session_id: str, rows: Sequence[TimelineRow]) -> str | None:
+    """The table as rich draws it to a pipe (agent/cli/_plain_table.py), without rich; None on a terminal, or
+    when rich would draw it otherwise."""
+    if sys.stdout.isatty() or any(name in os.environ for name in _STYLED):
+        return None
+    from rich.cells import cell_len  # rich's measure of terminal cells, without its console
+
+    from agent.cli._plain_table import Column, plain_table
+
+    title = f"timeline of session {session_id}: {len(rows)} rows, {rows[0].at.astimezone(UTC):%Y-%m-%d} (times UTC)"
+    if safe_text(title) != title or "\t" in title or cell_len(title) > _PIPE_WIDTH:
+        return None
+    columns = [*(Column(name, width, justify) for name, width, justify in _COLUMNS),  # type: ignore[arg-type]
+               Column("summary", None, max_width=_summary_width(_PIPE_WIDTH))]
+    lines = plain_table(columns, [_cells(r) for r in rows], header=True, page_width=_PIPE_WIDTH)
+    return None if lines is None else "".join(f"{line}\n" for line in [title, *lines])
+
+
 def _console() -> SafeConsole:
+    from agent.terminal.safe_text import SafeConsole
+
     # Piped output is not cut at 80 columns; a terminal uses its own width.
-    return SafeConsole(highlight=False, width=None if sys.stdout.isatty() else 200)
+    return SafeConsole(highlight=False, width=None if sys.stdout.isatty() else _PIPE_WIDTH)
 
 
 def _chain(result: VerifyResult | None) -> dict[str, Any] | None:
@@ -165,10 +204,9 @@ def timeline(session_id: str, kinds: tuple[str, ...], tools: tuple[str, ...], de
     cmd = Command()
 
     async def main() -> ChainReport | None:
-        async with cmd.runtime(await cmd.session_config(session_id=session_id), read_only=True) as rt:
+        async with cmd.reader(await cmd.session_config(session_id=session_id)) as rt:
             if verify:
-                ledger_head = rt.ledgers.last_head(session_id) if rt.ledgers is not None else None
-                return await verify_chains(rt.store, session_id, ledger_head)
+                return await verify_chains(rt.store, session_id, rt.ledger_head(session_id))
             if follow:
                 await _follow(rt, session_id, filters, as_json)
             else:
@@ -204,13 +242,17 @@ def _print(session_id: str, rows: list[TimelineRow], as_json: bool, filtered: bo
     if not rows:
         echo("no timeline rows match" if filtered else f"session {session_id} has no timeline rows yet")
         return
+    plain = _plain(session_id, rows)
+    if plain is not None:
+        echo_document(plain)  # inert already: every cell and the title went through safe_text
+        return
     console = _console()
     console.print(f"timeline of session {session_id}: {len(rows)} rows, {rows[0].at.astimezone(UTC):%Y-%m-%d} "
                   "(times UTC)", markup=False)
     console.print(_table(rows, header=True, width=console.width))
 
 
-async def _follow(rt: Runtime, session_id: str, filters: dict[str, Any], as_json: bool) -> None:
+async def _follow(rt: Reader, session_id: str, filters: dict[str, Any], as_json: bool) -> None:
     console = None if as_json else _console()
     masked = _id_masker(rt.masker)
     first = True

@@ -25,7 +25,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 class Document(BaseModel):
     """One indexed document: who it is, where it came from, and the digests that bind it to its bytes."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     dataset: DatasetName
     id: Annotated[str, Field(min_length=1, max_length=512)]
@@ -54,7 +54,7 @@ class CorpusProblem(BaseModel):
     """A file (or a root) that is part of a dataset but is not indexed, and why. Never silently dropped: the
     manifest lists it, `strata knowledge list` shows it, and a lookup of its id is a miss that says why."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     dataset: DatasetName
     kind: ProblemKind
@@ -71,7 +71,7 @@ class CorpusProblem(BaseModel):
 class LoadedDocument(BaseModel):
     """A document and its content text: what the index is built from (the text is never re-read from disk)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     document: Document
     text: str

@@ -17,7 +17,7 @@ from core.tools.spec import PII_ORDER, PiiClass
 
 
 class DatasetGrant(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: str
     pii: PiiClass

@@ -20,7 +20,7 @@ MANIFEST_VERSION = 1
 
 
 class DatasetEntry(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: DatasetName
     roots: tuple[str, ...]
@@ -29,7 +29,7 @@ class DatasetEntry(BaseModel):
 
 
 class Manifest(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     version: int = MANIFEST_VERSION
     datasets: tuple[DatasetEntry, ...]

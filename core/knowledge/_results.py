@@ -20,7 +20,7 @@ REFUSALS: frozenset[MissKind] = frozenset({"no_manifest", "unknown_dataset", "da
 
 
 class Hit(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     dataset: str
     id: str
@@ -41,7 +41,7 @@ class Hit(BaseModel):
 
 
 class Hits(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     result: Literal["hits"] = "hits"
     hits: tuple[Hit, ...]
@@ -49,7 +49,7 @@ class Hits(BaseModel):
 
 
 class Miss(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     result: Literal["miss"] = "miss"
     kind: MissKind

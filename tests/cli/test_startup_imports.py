@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 
 from agent.cli._lazy import LazyGroup
 from agent.cli.main import COMMANDS, cli
-from tests.conftest import REPO
+from tests.conftest import REPO, StrataCLI, write_script
 
 
 def test_the_command_table_names_each_command_with_its_own_one_line_help() -> None:
@@ -44,3 +45,78 @@ def test_help_lists_every_command_without_importing_any_or_the_heavy_libraries()
     heavy = {"pydantic", "structlog", "rich", "jsonschema", "anthropic", "aiosqlite", "prompt_toolkit", "core.events",
              "tool_executor", "agent.session"}
     assert not loaded & (commands | heavy), sorted(loaded & (commands | heavy))
+
+
+_SESSION_MACHINERY = {"agent.session", "agent.loop", "agent.evidence_ledger", "agent.reconcile", "tool_executor",
+                      "jsonschema", "anthropic", "prompt_toolkit"}
+"""What a reading command never needs: the loop, the executor and its schema checks, the model SDK, the terminal
+UI. Each costs start-up (bench/cli_startup.py)."""
+
+
+def _modules_after(cli: StrataCLI, args: list[str],
+                   tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """Run `strata ARGS` through its real entry point in a subprocess; the modules it had imported when it exited."""
+    report = tmp_path / "modules.json"
+    probe = (
+        "import atexit, json, sys\n"
+        f"atexit.register(lambda: open({str(report)!r}, 'w').write(json.dumps(sorted(sys.modules))))\n"
+        f"sys.argv = ['strata', *{args!r}]\n"
+        "from agent.cli.main import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=cli.cwd, env=cli.env(), capture_output=True, text=True,
+                          timeout=60)
+    return done, set(json.loads(report.read_text(encoding="utf-8")))
+
+
+def test_reading_commands_import_neither_the_session_machinery_nor_the_model_sdk_nor_the_terminal_ui(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hello\n", encoding="utf-8")
+    script = write_script(tmp_path / "turns.json", [[{"type": "tool_use", "name": "read_file",
+                                                      "input": {"path": "notes.txt"}}]])
+    ran = cli.run("run", "--json", "--model", f"script:{script}", "read the notes")
+    assert ran.returncode == 0, ran.stderr
+    sid = json.loads(ran.stdout.splitlines()[-1])["session_id"]
+
+    for args, shows, rich in ((["sessions"], sid, False), (["sessions", "--json"], sid, False),
+                              (["timeline", sid, "--json"], '"tool": "read_file"', False),
+                              (["timeline", sid, "--kind", "call", "--decision", "denied"], "no timeline rows", False),
+                              (["show", sid, "--json"], sid, False), (["receipts"], "no receipts", False),
+                              (["timeline", sid], "read_file", True)):
+        done, loaded = _modules_after(cli, args, tmp_path)
+        assert done.returncode == 0, (args, done.stderr)
+        assert shows in done.stdout, (args, done.stdout)
+        assert not loaded & _SESSION_MACHINERY, (args, sorted(loaded & _SESSION_MACHINERY))
+        # the timeline's table to a pipe is measured with rich's cell widths, drawn without its console; nothing
+        # else a reading command prints needs rich at all (nor does logging)
+        assert not loaded & {"rich.console", "rich.table", "rich.text"}, args
+        assert ("rich" in loaded) == rich, args
+        assert "structlog" in loaded  # logging is configured all the same
+
+
+def test_the_command_line_imports_structlog_without_rich_and_logs_exceptions_as_plain_text(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """structlog is imported with rich hidden (agent/cli/_plain_structlog.py): its dev renderer falls back to plain
+    tracebacks, which is what Strata's stderr renderer gives it anyway; rich stays importable afterwards."""
+    probe = (
+        "import logging, sys\n"
+        "from agent.cli._plain_structlog import import_structlog_plain\n"
+        "import_structlog_plain()\n"
+        "assert 'rich' not in sys.modules\n"
+        "import structlog.dev\n"
+        "assert structlog.dev.rich is None\n"
+        "from observability import configure_logging\n"
+        "configure_logging(False)\n"
+        "try:\n"
+        "    raise ValueError('boom')\n"
+        "except ValueError:\n"
+        "    structlog.get_logger('t').exception('it failed')\n"
+        "import rich.console\n"
+        "print(rich.console.Console.__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=cli.env(), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Console\n"
+    assert "it failed" in done.stderr and "Traceback (most recent call last)" in done.stderr
+    assert "ValueError: boom" in done.stderr

@@ -4,6 +4,7 @@ stay inside the session's key range."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 
@@ -113,9 +114,37 @@ async def test_filtered_reads_scan_only_the_sessions_key_range(store: SqliteEven
     (query,) = [q for q in seen if "FROM timeline" in q]
     plan = await store._run(lambda conn: conn.execute(f"EXPLAIN QUERY PLAN {query}").fetchall())
     details = " ".join(str(row[-1]) for row in plan)
-    assert "SEARCH timeline USING INDEX" in details and "(key>? AND key<?)" in details, details
+    # the key index, or the rare decisions' (decision, key) index (migration 007): either way one session's range
+    assert re.search(r"SEARCH timeline USING INDEX \w+ \((decision=\? AND )?key>\? AND key<\?\)", details), details
     assert "SCAN timeline" not in details, details
     assert "TEMP B-TREE" not in details, details
+
+
+async def test_a_decision_filter_reads_only_the_rows_with_that_decision(store: SqliteEventStore) -> None:
+    """`--decision denied` (or approved, rejected, parked) reads the partial index of the rows whose decision is
+    not `allowed`, inside the session's key range, and returns exactly the rows a filter over every row would;
+    `allowed` rows, and rows with no decision, are not in that index (they cost a commit no index write)."""
+    decisions = ["allowed", "denied", None, "allowed", "parked", "approved", "allowed", "rejected", "denied", None]
+    entries = [TimelineEntry(kind="call" if d else "phase", tool="bash" if d else None, decision=d,  # type: ignore[arg-type]
+                             summary=f"row {i}") for i, d in enumerate(decisions)]
+    await store.create_session(record("s1"), first_write("s1", *entries))
+    await store.create_session(record("s2"), first_write("s2", *entries))
+    every = await store.read_timeline("s1")
+    for wanted in (["denied"], ["denied", "parked"], ["approved", "rejected"], ["allowed"], ["allowed", "denied"]):
+        rows = await store.read_timeline("s1", kinds=["call"], decisions=wanted)  # type: ignore[arg-type]
+        assert rows == [r for r in every if r.kind == "call" and r.decision in wanted], wanted
+
+    seen: list[str] = []
+    await store._run(lambda conn: conn.set_trace_callback(seen.append))
+    await store.read_timeline("s1", kinds=["call"], decisions=["denied"])
+    await store._run(lambda conn: conn.set_trace_callback(None))
+    (query,) = [q for q in seen if "FROM timeline" in q]
+    plan = await store._run(lambda conn: conn.execute(f"EXPLAIN QUERY PLAN {query}").fetchall())
+    details = " ".join(str(row[-1]) for row in plan)
+    assert "USING INDEX timeline_rare_decision (decision=? AND key>? AND key<?)" in details, details
+    indexed = await store._run(lambda conn: conn.execute(
+        "SELECT decision FROM timeline INDEXED BY timeline_rare_decision WHERE decision <> 'allowed'").fetchall())
+    assert sorted(d for (d,) in indexed) == sorted(2 * [d for d in decisions if d not in (None, "allowed")])
 
 
 async def test_text_that_is_not_valid_unicode_does_not_fail_the_commit(store: SqliteEventStore) -> None:

@@ -1,0 +1,90 @@
+"""What a reading command (sessions, show, receipts, timeline, export) opens: the store read-only, the home's masker,
+the clock, the log file, the stop signals. Nothing of a session's machinery (the loop, the executor, the tools and
+their schemas, the hooks, the model SDKs), so such a command starts without importing any of it.
+
+`reader(config)` opens exactly what `agent.session.runtime(config, read_only=True)` opens for these commands: the
+database read-only, a home that cannot be written still serving (no masking key is created: a one-off key masks
+instead) and the log on stderr without a warning. The composition root for sessions (agent/session.py) takes
+`configured_secrets` and `recorded_workspace` from here, so both paths read a config the same way."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+from agent.signals import StopSignal, stop_on_signals
+from config import LoadedConfig, Settings
+from config.seen_secrets import home_masker
+from core.chain import ChainHead
+from core.clock import Clock, SystemClock
+from core.errors import UsageError
+from core.masking import Masker
+from memory import SqliteEventStore
+from memory.store import EventStore
+from observability import attach_home
+
+__all__ = ["Reader", "configured_secrets", "reader", "recorded_workspace"]
+
+@dataclass
+class Reader:
+    """The parts a reading command uses: the store (opened read-only), the clock, the home's masker, and the
+    signal that stopped it, if one did."""
+
+    store: EventStore
+    clock: Clock
+    masker: Masker
+    home: Path
+    stop: StopSignal
+
+    def ledger_head(self, session_id: str) -> ChainHead | None:
+        """The newest head the session's evidence ledger recorded (None: none). Imports the ledger only here:
+        `strata timeline --verify` needs it, listing rows does not."""
+        from agent.evidence_ledger import LEDGER_DIR, Ledgers
+
+        return Ledgers(self.home / LEDGER_DIR, self.clock).last_head(session_id)
+
+
+def configured_secrets(config: LoadedConfig) -> list[str]:
+    """The secrets the config names: its values, and the values of the environment variables it names."""
+    return [*config.secrets.values, *(os.environ[n] for n in config.secrets.env if os.environ.get(n))]
+
+
+@asynccontextmanager
+async def reader(config: LoadedConfig, clock: Clock | None = None) -> AsyncIterator[Reader]:
+    """The reading parts built once from `config`: the database opened read-only, the home's masker (a one-off
+    key when the home has none; nothing is created in the home), the log file masked by it (no warning when the
+    home cannot take it), and SIGTERM / SIGHUP closing what runs as Ctrl-C does."""
+    settings = config.settings
+    clock = clock or SystemClock()
+    store = await SqliteEventStore.open(settings.db_path, durability=settings.durability, clock=clock,
+                                        read_only=True)
+    try:
+        masker = home_masker(settings.home, os.environ, extra_secrets=configured_secrets(config), read_only=True)
+        attach_home(settings.home, masker, quiet=True)  # the log file, masked by this home's key
+        async with stop_on_signals() as stop:
+            yield Reader(store=store, clock=clock, masker=masker, home=settings.home, stop=stop)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await store.close()
+
+
+async def recorded_workspace(settings: Settings, *, session_id: str | None = None,
+                             receipt_id: str | None = None) -> Path:
+    """The workspace a session recorded (the session named, or the receipt's), read before a command builds its
+    runtime: the session's project config is part of that runtime's config (its durability, secrets, hooks).
+    SessionNotFound or ReceiptError when there is no such session or receipt."""
+    store = await SqliteEventStore.open(settings.db_path, durability=settings.durability, read_only=True)
+    try:
+        if receipt_id is not None:
+            session_id = (await store.get_receipt(receipt_id)).session_id
+        if session_id is None:
+            raise UsageError("name a session or a receipt")
+        return Path((await store.get_session(session_id)).workspace)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await store.close()
