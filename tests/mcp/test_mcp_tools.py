@@ -76,3 +76,78 @@ def test_a_declared_mcp_tool_goes_through_policy_hooks_and_approval(cli: StrataC
     assert "alice@example.com" not in timeline and "[MASKED:" in timeline  # masked like a built-in's result
     decisions = {(r.get("call_id"), r.get("decision")) for r in rows if r.get("call_id")}
     assert {("c2", "parked"), ("c2", "approved"), ("c3", "denied"), ("c4", "denied")} <= decisions, decisions
+
+
+def test_a_tool_without_a_policy_is_listed_unavailable_with_the_reason(cli: StrataCLI, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    user_config(cli, stdio_table(state) + POLICIES + '\n[mcp.servers.tracker.tools.archive]\nsafety = "write"\n'
+                'effect = "idempotent"\n')
+    (server,) = json_lines(strata(cli, "mcp", "list", "--json").stdout)
+    assert server["name"] == "tracker" and server["up"] and server["transport"] == "stdio"
+    tools = {t["tool"]: t for t in server["tools"]}
+    assert tools["close_issue"]["callable"] and tools["close_issue"]["policy"]["resource_keys"] == [
+        "issue:{repo}/{number}"]
+    assert tools["close_issue"]["input_schema"]["required"] == ["repo", "number"]
+    assert not tools["delete_repo"]["callable"]
+    assert "no resource policy declared" in tools["delete_repo"]["reason"]
+    assert "[mcp.servers.tracker.tools.delete_repo]" in tools["delete_repo"]["reason"]
+    assert not tools["archive"]["callable"] and "does not list it" in tools["archive"]["reason"]
+    listing = strata(cli, "mcp", "list").stdout
+    assert "mcp__tracker__delete_repo: unavailable: no resource policy declared" in listing
+
+
+def test_an_untrusted_project_never_starts_its_mcp_server(cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    state = tmp_path / "state"
+    project = workspace / ".strata" / "config.toml"
+    project.parent.mkdir()
+    project.write_text(stdio_table(state) + POLICIES, encoding="utf-8")
+    script = write_script(tmp_path / "script.json", [[tool_use("c1", "mcp__tracker__search", query="x")],
+                                                     [text("done")]])
+    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "look")
+    assert run.returncode == 0, run.stderr
+    assert "its MCP servers (tracker) are not started" in run.stderr and "strata trust" in run.stderr
+    assert call_results(events_of(run.stdout))["c1"]["check"] == "resolve"  # not in the plan
+    listed = json_lines(strata(cli, "mcp", "list", "--json", "--workspace", str(workspace)).stdout)
+    assert listed == [{"type": "server", "name": "tracker", "up": False, "ignored": True,
+                       "problem": "declared by an untrusted project config: never started", "tools": []}]
+    assert not (state / "started").exists()  # the marker the server writes when it starts
+
+    assert strata(cli, "trust", str(workspace)).returncode == 0
+    again = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "look")
+    assert again.returncode == 0, again.stderr
+    assert call_results(events_of(again.stdout))["c1"]["status"] == "ok"
+    assert (state / "started").exists()
+
+
+@pytest.mark.parametrize("fault", ["missing", "hang"])
+def test_a_server_that_cannot_start_gives_one_notice_and_the_session_goes_on(
+        cli: StrataCLI, tmp_path: Path, workspace: Path, fault: str) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    good = stdio_table(tmp_path / "other", name="other")
+    if fault == "missing":
+        bad = '[mcp.servers.tracker]\ncommand = "/nonexistent/mcp-server"\n'
+    else:
+        (state / "hang").touch()
+        bad = stdio_table(state).replace("startup_timeout_s = 20", "startup_timeout_s = 3")
+    user_config(cli, bad + good + POLICIES + '\n[mcp.servers.other.tools.search]\nsafety = "read"\n'
+                'effect = "read_only"\n')
+    script = write_script(tmp_path / "script.json", [
+        [tool_use("c1", "mcp__tracker__search", query="x"), tool_use("c2", "mcp__other__search", query="y")],
+        [text("done")]])
+    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "look")
+    assert run.returncode == 0, run.stderr
+    notices = [line for line in run.stderr.splitlines() if "MCP server 'tracker'" in line]
+    reason = "could not be started" if fault == "missing" else "did not finish initialising within 3 s"
+    assert len(notices) == 1 and reason in notices[0] and "continues without its tools" in notices[0], run.stderr
+    results = call_results(events_of(run.stdout))
+    assert results["c1"]["check"] == "resolve" and results["c2"]["status"] == "ok"
+
+
+def test_an_is_error_result_is_an_error_result(cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    user_config(cli, stdio_table(tmp_path / "state") + POLICIES)
+    script = write_script(tmp_path / "script.json", [[tool_use("c1", "mcp__tracker__fail", reason="no disk")],
+                                                     [text("done")]])
+    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "try")
+    result = call_results(events_of(run.stdout))["c1"]
+    assert result["is_error"] and result["status"] == "error" and "no disk" in result["content"], result

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 STATE = Path(sys.argv[1])
 STATE.mkdir(parents=True, exist_ok=True)
@@ -63,7 +64,7 @@ def search(query: str) -> str:
 @server.tool()
 def fail(reason: str) -> str:
     """Always fails (the result has isError set)."""
-    raise ValueError(f"cannot: {reason}")
+    raise ToolError(f"cannot: {reason}")
 
 
 @server.tool()
