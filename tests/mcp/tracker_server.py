@@ -6,7 +6,7 @@ It keeps what it did in STATE_DIR, so a test can check what happened in the worl
 - `closed.log` gets a line per `close_issue` call that took effect;
 - a file `die-once` makes the next `close_issue` or `search` kill this process mid-call (the file is removed
   first, so the restarted server answers);
-- `schema-v2` makes `close_issue` take an extra required argument (a changed schema);
+- `schema-v2` makes `close_issue` take an extra optional argument (a changed schema the old call still fits);
 - `hang` makes initialisation never finish."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def _maybe_die() -> None:
 
 if (STATE / "schema-v2").exists():
     @server.tool()
-    def close_issue(repo: str, number: int, reason: str) -> str:
+    def close_issue(repo: str, number: int, reason: str = "") -> str:
         """Close an issue of a repository, saying why."""
         _maybe_die()
         with (STATE / "closed.log").open("a", encoding="utf-8") as f:
