@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -86,10 +85,10 @@ def serve_cmd(http: str | None, model_spec: str | None) -> None:
                             hint="for example --http 127.0.0.1:8765"))
         port = int(raw)
     cmd = Command()
-    loaded = cmd.config(Path(os.getcwd()), model=model_spec, quiet=True)
+    loaded = cmd.config(None, model=model_spec, quiet=True)  # each run's workspace adds its own project layer
     from agent.mcp_serve import serve
 
     try:
-        serve(loaded, host=host, port=port)
+        serve(loaded, host=host, port=port, flags={"model": model_spec})
     except StrataError as err:
         cmd.fail(err)
