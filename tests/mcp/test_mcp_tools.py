@@ -94,6 +94,12 @@ def test_a_tool_without_a_policy_is_listed_unavailable_with_the_reason(cli: Stra
     assert not tools["archive"]["callable"] and "does not list it" in tools["archive"]["reason"]
     listing = strata(cli, "mcp", "list").stdout
     assert "mcp__tracker__delete_repo: unavailable: no resource policy declared" in listing
+    doctor = strata(cli, "doctor").stdout
+    assert "mcp__tracker__delete_repo unavailable: no resource policy declared" in doctor, doctor
+    assert not [line for line in doctor.splitlines() if "permissions" in line and "/mcp" in line], doctor
+    (shown,) = json_lines(strata(cli, "config", "show", "--json").stdout)
+    assert sorted(shown["mcp"]["servers"]["tracker"]["policies"]) == ["archive", "close_issue", "fail", "search"]
+    assert "tool without a policy here is unavailable" in strata(cli, "config", "show").stdout
 
 
 def test_an_untrusted_project_never_starts_its_mcp_server(cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:

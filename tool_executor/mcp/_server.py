@@ -8,6 +8,7 @@ tool call never enters them: it uses the live session, and asks the supervising 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,8 +108,9 @@ class ServerLink:
             return streamable_http_client(decl.url)
         from mcp import StdioServerParameters, stdio_client
 
-        self._log_dir.mkdir(parents=True, exist_ok=True)
-        errlog: TextIO = stack.enter_context(open(self._log_dir / f"{decl.name}.log", "a", encoding="utf-8"))  # noqa: SIM115
+        self._log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # in the Strata home: private like it
+        errlog: TextIO = stack.enter_context(open(  # noqa: SIM115 (closed by the stack)
+            self._log_dir / f"{decl.name}.log", "a", encoding="utf-8", opener=_private))
         assert decl.command is not None
         params = StdioServerParameters(command=decl.command, args=list(decl.args), env=dict(decl.env) or None)
         return stdio_client(params, errlog=errlog)  # its own process group, killed with it at the end
@@ -144,6 +146,10 @@ class ServerLink:
         if self._session is None:
             raise ServerGone(self.problem or "did not start again")
         return self._session
+
+
+def _private(path: str, flags: int) -> int:
+    return os.open(path, flags, 0o600)
 
 
 def _reason(exc: BaseException, decl: McpServerDecl) -> str:
