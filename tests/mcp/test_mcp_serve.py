@@ -80,3 +80,61 @@ async def test_an_mcp_host_runs_the_agent_and_reads_its_masked_timeline(cli: Str
         refused = await session.call_tool("run_agent", {"prompt": "go", "workspace": str(tmp_path.parent)})
         assert refused.is_error and "not under the roots" in refused.content[0].text
     assert any("turn 1" in m for m in progress), progress
+
+
+async def test_run_agent_continues_a_session_by_id_and_the_operator_can_add_a_tool_back(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """`allow_tools` puts `bash` back in mode `mcp`'s plan (still under policy: allowed here by a rule);
+    `run_agent(..., session_id=...)` continues the session with a new prompt."""
+    user_config(cli, '[mcp.serve]\nallow_tools = ["bash"]\n\n[[policy.rules]]\ntool = "bash"\naction = "allow"\n')
+    script = write_script(tmp_path / "script.json", [
+        [tool_use("b1", "bash", command="echo one > one.txt")], [text("first done")],
+        [tool_use("b2", "bash", command="echo two > two.txt")], [text("second done")]])
+    async with strata_mcp(cli, workspace, "--model", f"script:{script}") as session:
+        first = structured(await session.call_tool("run_agent", {"prompt": "first"}))
+        assert first["status"] == "completed" and first["final_text"] == "first done", first
+        second = structured(await session.call_tool("run_agent", {"prompt": "second",
+                                                                  "session_id": first["session_id"]}))
+        assert second["session_id"] == first["session_id"] and second["final_text"] == "second done", second
+        unknown = await session.call_tool("run_agent", {"prompt": "x", "session_id": "no-such-session"})
+        assert unknown.is_error and "no-such-session" in unknown.content[0].text
+    assert (workspace / "one.txt").exists() and (workspace / "two.txt").exists()
+
+
+async def test_strata_mcp_serve_over_streamable_http_on_loopback(cli: StrataCLI, tmp_path: Path,
+                                                                 workspace: Path) -> None:
+    import subprocess
+
+    import anyio
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.mcp._servers import free_port
+
+    refused = cli.run("mcp", "serve", "--http", "0.0.0.0:8765")
+    assert refused.returncode == 2 and "loopback" in refused.stderr, refused.stderr
+    script = write_script(tmp_path / "script.json", [[text("hello from http")]])
+    port = free_port()
+    proc = subprocess.Popen(cli.argv(["mcp", "serve", "--http", f"127.0.0.1:{port}", "--model", f"script:{script}"]),
+                            cwd=workspace, env=cli.env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        url = f"http://127.0.0.1:{port}/mcp"
+        with anyio.fail_after(30):
+            while True:
+                try:
+                    stream = await anyio.connect_tcp("127.0.0.1", port)
+                    await stream.aclose()
+                    break
+                except OSError:
+                    assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                    await anyio.sleep(0.05)
+        async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            out = structured(await session.call_tool("run_agent", {"prompt": "say hello"}))
+            assert out["status"] == "completed" and out["final_text"] == "hello from http"
+            sessions = structured(await session.call_tool("list_sessions", {}))
+            assert [s["id"] for s in sessions] == [out["session_id"]]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=20)
