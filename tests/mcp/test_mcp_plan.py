@@ -1,5 +1,6 @@
 """The plan digest covers each MCP tool's schema and policy: a resume after the server changed a tool's schema
-records the plan change, and a call approved under the old plan is asked again, never run on the stale approval.
+records the plan change, a call approved under the old plan is asked again, never run on the stale approval, and
+the model is told which tools changed.
 Real `strata` processes and the SDK-written test server as a real process."""
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ def test_a_changed_tool_schema_on_resume_is_a_plan_change_and_the_old_approval_i
     done = strata(cli, "resume", session_id, "--json")
     assert done.returncode == 0, done.stderr
     assert call_results(events_of(done.stdout))["c1"]["status"] == "ok"
+    (told,) = [e for e in events_of(done.stdout) if e["kind"] == "tools_changed"]  # once the batch is closed
+    assert told["changed"] == ["mcp__tracker__close_issue"] and not told["added"] and not told["removed"]
+    messages = json.dumps(cli.show(session_id)["messages"])
+    assert "Tools from MCP servers changed since you last used them" in messages  # the model is told
     assert (state / "closed.log").read_text(encoding="utf-8").splitlines() == ["a/b#7 "]
 
 
