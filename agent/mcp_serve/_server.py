@@ -7,12 +7,12 @@ the tools are defined) to build their input schemas."""
 
 
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import structlog
 
+from agent.cli.output import echo
 from agent.mcp_serve._agent import Serving, get_timeline, list_sessions, run_agent
 from config import LoadedConfig
 from core.errors import StrataError
@@ -41,7 +41,7 @@ def build_server(config: LoadedConfig, *, cwd: Path, flags: dict[str, Any]) -> A
         return ToolError(masker.mask(f"internal error: {type(err).__name__}: {err}"))
 
     def notify(line: str) -> None:
-        print(f"strata: notice: {masker.mask(line)}", file=sys.stderr, flush=True)
+        echo(f"strata: notice: {masker.mask(line)}", err=True)  # stderr: the host's log of this server
 
     @server.tool(name="run_agent")
     async def run_agent_tool(prompt: str, ctx: Context, workspace: str | None = None, model: str | None = None,
