@@ -11,7 +11,7 @@ import pytest
 
 from tests.cli._helpers import call_results, events_of, json_lines, result_line, strata, text, tool_use
 from tests.conftest import StrataCLI, write_script
-from tests.mcp._servers import POLICIES, stdio_table, user_config
+from tests.mcp._servers import POLICIES, http_server, http_table, stdio_table, user_config
 
 
 def starts(state: Path) -> int:
@@ -71,3 +71,19 @@ def test_the_server_process_is_gone_when_the_session_ends(cli: StrataCLI, tmp_pa
     (pid,) = (int(line) for line in (state / "started").read_text(encoding="utf-8").splitlines())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_an_http_server_killed_during_an_effectful_call_leaves_an_unknown_receipt(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    state = tmp_path / "http-state"
+    state.mkdir()
+    (state / "die-once").touch()
+    script = write_script(tmp_path / "script.json", [
+        [tool_use("c1", "mcp__tracker__close_issue", repo="a/b", number=7)], [text("done")]])
+    with http_server(state) as url:
+        user_config(cli, http_table(url) + POLICIES)
+        run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json",
+                     "--allow", "mcp__tracker__close_issue", "close it")
+    result = call_results(events_of(run.stdout))["c1"]
+    assert result["status"] == "unknown" and run.returncode == 5, (result, run.stderr)
+    assert not (state / "closed.log").exists()
