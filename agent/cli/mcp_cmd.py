@@ -3,14 +3,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from agent.cli._common import Command, fail, notices
 from agent.cli.output import echo, echo_json
 from core.errors import StrataError, UsageError
+
+if TYPE_CHECKING:
+    from agent.session import Runtime
+
+
+def mcp_notice(rt: Runtime) -> Callable[[str], None]:
+    """How a session command says that an MCP server could not start or stopped: one masked notice line."""
+    return lambda line: echo(f"strata: notice: {rt.masker.mask(line)}", err=True)
 
 
 @click.group(name="mcp")

@@ -21,13 +21,14 @@ from agent.cli._common import (
     waiver,
     without_project_hooks_option,
 )
+from agent.cli.mcp_cmd import mcp_notice
 from agent.cli.output import echo, echo_json
 from agent.cli.render import printer
 from agent.cli.views import event_view
 from agent.mcp import with_mcp_tools
 from agent.models import model_from_spec
 from agent.outcome import RunOutcome
-from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
+from agent.session import Asking, LiveSession, resume_session, start_session
 from core.errors import StrataError
 from core.events import StoredEvent
 
@@ -36,11 +37,6 @@ def _observer(as_json: bool) -> Callable[[StoredEvent], None]:
     if as_json:
         return lambda item: echo_json(event_view(item))
     return printer(echo)
-
-
-def mcp_notice(rt: Runtime) -> Callable[[str], None]:
-    """How a session command says that an MCP server could not start or stopped: one masked notice line."""
-    return lambda line: echo(f"strata: notice: {rt.masker.mask(line)}", err=True)
 
 
 async def _drive(live: LiveSession, prompt: str | None, as_json: bool) -> RunOutcome:

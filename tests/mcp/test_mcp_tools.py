@@ -118,7 +118,8 @@ def test_an_untrusted_project_never_starts_its_mcp_server(cli: StrataCLI, tmp_pa
                        "problem": "declared by an untrusted project config: never started", "tools": []}]
     assert not (state / "started").exists()  # the marker the server writes when it starts
 
-    assert strata(cli, "trust", str(workspace)).returncode == 0
+    trusted = strata(cli, "trust", str(workspace))
+    assert trusted.returncode == 0 and "mcp server tracker:" in trusted.stdout  # what trusting it will start
     again = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "look")
     assert again.returncode == 0, again.stderr
     assert call_results(events_of(again.stdout))["c1"]["status"] == "ok"
