@@ -4,7 +4,6 @@ read-only call is retried once on the restarted server and succeeds."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -62,15 +61,25 @@ def test_a_server_killed_during_a_read_only_call_is_restarted_and_the_call_retri
     assert starts(state) == 2 and not (state / "die-once").exists()  # died once, started again, answered
 
 
-def test_the_server_process_is_gone_when_the_session_ends(cli: StrataCLI, tmp_path: Path, workspace: Path,
-                                                         state: Path) -> None:
+def test_the_server_and_its_process_group_are_gone_when_the_session_ends(
+        cli: StrataCLI, tmp_path: Path, workspace: Path, state: Path) -> None:
     (state / "die-once").unlink()
+    (state / "spawn-child").touch()
     script = write_script(tmp_path / "script.json", [[text("nothing to do")]])
     run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "hello")
     assert run.returncode == 0, run.stderr
     (pid,) = (int(line) for line in (state / "started").read_text(encoding="utf-8").splitlines())
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
+    child = int((state / "child.pid").read_text(encoding="utf-8"))
+    assert not alive(pid) and not alive(child)  # the server, and what it left behind in its process group
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie waiting for its reaper is dead)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return False
+    return "\tZ (zombie)" not in status
 
 
 def test_an_http_server_killed_during_an_effectful_call_leaves_an_unknown_receipt(

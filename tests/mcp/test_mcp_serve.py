@@ -8,6 +8,7 @@ user config happens; `bash` is not in the plan (never offered; the scripted call
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -101,10 +102,14 @@ async def test_run_agent_continues_a_session_by_id_and_the_operator_can_add_a_to
     assert (workspace / "one.txt").exists() and (workspace / "two.txt").exists()
 
 
+def serve_http(cli: StrataCLI, workspace: Path, port: int, script: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(cli.argv(["mcp", "serve", "--http", f"127.0.0.1:{port}", "--model", f"script:{script}"]),
+                            cwd=workspace, env=cli.env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+
+
 async def test_strata_mcp_serve_over_streamable_http_on_loopback(cli: StrataCLI, tmp_path: Path,
                                                                  workspace: Path) -> None:
-    import subprocess
-
     import anyio
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
@@ -115,9 +120,7 @@ async def test_strata_mcp_serve_over_streamable_http_on_loopback(cli: StrataCLI,
     assert refused.returncode == 2 and "loopback" in refused.stderr, refused.stderr
     script = write_script(tmp_path / "script.json", [[text("hello from http")]])
     port = free_port()
-    proc = subprocess.Popen(cli.argv(["mcp", "serve", "--http", f"127.0.0.1:{port}", "--model", f"script:{script}"]),
-                            cwd=workspace, env=cli.env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
+    proc = serve_http(cli, workspace, port, script)
     try:
         url = f"http://127.0.0.1:{port}/mcp"
         with anyio.fail_after(30):

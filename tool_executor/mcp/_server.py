@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,7 +84,7 @@ class ServerLink:
                 continue  # a restart was asked for
             except Exception as exc:  # the SDK's errors, OSError, a timeout: the server is left out, once said
                 self._session = None
-                self._fail(_reason(exc, self.decl))
+                self._fail(_reason(exc, self.decl, self._log_dir))
             ready()
             await self._restart.wait()
 
@@ -112,8 +113,16 @@ class ServerLink:
         errlog: TextIO = stack.enter_context(open(  # noqa: SIM115 (closed by the stack)
             self._log_dir / f"{decl.name}.log", "a", encoding="utf-8", opener=_private))
         assert decl.command is not None
-        params = StdioServerParameters(command=decl.command, args=list(decl.args), env=dict(decl.env) or None)
-        return stdio_client(params, errlog=errlog)  # its own process group, killed with it at the end
+        # The SDK starts the server in a new session (its own process group) and kills the group only when the
+        # server does not exit on its own; what the server started and left behind in its group is killed here,
+        # after the transport closed (callbacks run last-in first-out). The shell records the group's id (its own
+        # pid, kept by `exec`) before it becomes the server.
+        pidfile = self._log_dir / f"{decl.name}.{os.getpid()}.{id(self):x}.pid"
+        stack.callback(_kill_group, pidfile)
+        params = StdioServerParameters(command="/bin/sh", args=["-c", _RECORD_PID_AND_EXEC, str(pidfile),
+                                                                decl.command, *decl.args],
+                                       env=dict(decl.env) or None)
+        return stdio_client(params, errlog=errlog)
 
     def _fail(self, reason: str) -> None:
         self.problem = reason
@@ -148,15 +157,40 @@ class ServerLink:
         return self._session
 
 
+_RECORD_PID_AND_EXEC = 'echo $$ > "$0" && exec "$@"'
+"""`sh -c` script: $0 is the pid file, the rest the server's command line."""
+
+
+def _kill_group(pidfile: Path) -> None:
+    """Kill what is left of the server's process group (nothing, usually), and forget its id."""
+    try:
+        pgid = int(pidfile.read_text(encoding="ascii").strip() or 0)
+    except (OSError, ValueError):
+        return
+    finally:
+        with contextlib.suppress(OSError):
+            pidfile.unlink()
+    if pgid > 1:
+        # The group's id is not given to another process while the group has members, so this reaches only them.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
 def _private(path: str, flags: int) -> int:
     return os.open(path, flags, 0o600)
 
 
-def _reason(exc: BaseException, decl: McpServerDecl) -> str:
+def _reason(exc: BaseException, decl: McpServerDecl, log_dir: Path) -> str:
+    from mcp import MCPError
+    from mcp.types import CONNECTION_CLOSED
+
     if isinstance(exc, TimeoutError):
         return f"did not finish initialising within {decl.startup_timeout_s:g} s"
     if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        return _reason(exc.exceptions[0], decl)
+        return _reason(exc.exceptions[0], decl, log_dir)
+    if isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED:
+        where = f"its stderr is in {log_dir / (decl.name + '.log')}" if decl.url is None else decl.url
+        return f"closed the connection before it finished initialising ({where})"
     if isinstance(exc, FileNotFoundError | PermissionError):
         return f"could not be started ({decl.command}: {exc.strerror})"
     detail = str(exc).strip() or type(exc).__name__
