@@ -21,6 +21,8 @@ from tool_executor.mcp._server import ListedTool, ServerGone, ServerLink
 PREFIX = "mcp__"
 MAX_RESULT_CHARS = 256 * 1024
 """An MCP result longer than this is cut (with a note): a server's answer is not ours to bound otherwise."""
+MAX_DESCRIPTION_CHARS = 4096
+"""A server's tool description goes into every model request: longer ones are cut."""
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
 
@@ -54,6 +56,8 @@ def tool_statuses(link: ServerLink) -> list[ToolStatus]:
         reason = None
         if not _MODEL_NAME.match(name):
             reason = "its name cannot be offered to a model (letters, digits, '_' and '-', at most 128)"
+        elif (problem := _schema_problem(tool.input_schema)) is not None:
+            reason = f"its input schema cannot be used: {problem}"
         elif policy is None:
             reason = (f"no resource policy declared: add [mcp.servers.{decl.name}.tools.{tool.name}] with safety, "
                       "effect, pii and resource_keys to make it callable")
@@ -64,6 +68,21 @@ def tool_statuses(link: ServerLink) -> list[ToolStatus]:
             out.append(ToolStatus(decl.name, declared, mcp_tool_name(decl.name, declared), False,
                                   "declared in config, but the server does not list it", declared_policy))
     return out
+
+
+def _schema_problem(schema: Mapping[str, Any]) -> str | None:
+    """Why a server's input schema cannot check calls (the executor builds a validator for every tool of a plan,
+    so one broken schema must not reach it), or None."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    if schema.get("type") != "object":
+        return "it does not describe an object"
+    try:
+        Draft202012Validator.check_schema(dict(schema))
+    except SchemaError as exc:
+        return f"not a valid JSON Schema ({exc.message[:200]})"
+    return None
 
 
 def tool_specs(link: ServerLink) -> list[ToolSpec]:
@@ -84,7 +103,7 @@ def _spec(link: ServerLink, tool: ListedTool, policy: McpToolPolicy) -> ToolSpec
 
     return ToolSpec(
         name=mcp_tool_name(link.name, tool.name),
-        description=tool.description or f"{tool.name} (MCP server {link.name})",
+        description=(tool.description or f"{tool.name} (MCP server {link.name})")[:MAX_DESCRIPTION_CHARS],
         input_schema=tool.input_schema, handler=handler, safety=policy.safety, effect=policy.effect,
         pii=policy.pii, timeout_s=policy.timeout_s, path_args=policy.path_args,
         resource_keys=keys if templates else None,
