@@ -96,3 +96,14 @@ def test_an_http_server_killed_during_an_effectful_call_leaves_an_unknown_receip
     result = call_results(events_of(run.stdout))["c1"]
     assert result["status"] == "unknown" and run.returncode == 5, (result, run.stderr)
     assert not (state / "closed.log").exists()
+
+
+def test_a_server_writing_junk_to_stdout_prints_no_traceback(cli: StrataCLI, tmp_path: Path, workspace: Path,
+                                                            state: Path) -> None:
+    (state / "die-once").unlink()
+    (state / "junk-stdout").touch()
+    script = write_script(tmp_path / "script.json", [[tool_use("c1", "mcp__tracker__search", query="x")],
+                                                     [text("done")]])
+    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "look")
+    assert run.returncode == 0 and run.stderr == "", run.stderr  # the SDK's complaint goes to the log only
+    assert call_results(events_of(run.stdout))["c1"]["status"] == "ok"

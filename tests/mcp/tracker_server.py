@@ -7,7 +7,7 @@ It keeps what it did in STATE_DIR, so a test can check what happened in the worl
 - a file `die-once` makes the next `close_issue` or `search` kill this process mid-call (the file is removed
   first, so the restarted server answers);
 - `schema-v2` makes `close_issue` take an extra optional argument (a changed schema the old call still fits);
-- `hang` makes initialisation never finish;
+- `hang` makes initialisation never finish; `junk-stdout` makes it print a non-protocol line first;
 - `spawn-child` makes it start a `sleep` child (in its process group) and write its pid to `child.pid`."""
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ with (STATE / "started").open("a", encoding="utf-8") as f:
     f.write(f"{os.getpid()}\n")
 if (STATE / "hang").exists():
     time.sleep(3600)
+if (STATE / "junk-stdout").exists():  # a line on stdout that is not the protocol
+    print("this is not JSON-RPC", flush=True)
 if (STATE / "spawn-child").exists():  # a child left behind in the server's process group
     child = subprocess.Popen(["sleep", "300"])
     (STATE / "child.pid").write_text(str(child.pid), encoding="utf-8")
