@@ -64,7 +64,7 @@ def build_server(config: LoadedConfig, *, cwd: Path, flags: dict[str, Any]) -> A
     async def get_timeline_tool(session_id: str, kind: str | None = None, tool: str | None = None,
                                 decision: str | None = None, since: int | None = None) -> list[dict[str, Any]]:
         """What the runtime observed in session SESSION_ID, masked: turns, model attempts, every call with its
-        decision and outcome, hooks, approvals, receipts. Filter by row KIND, TOOL (a glob), DECISION, or rows
+        decision and outcome, hooks, approvals, receipts. Filter by row KIND, TOOL (its name), DECISION, or rows
         from seq SINCE on."""
         try:
             return await get_timeline(serving, session_id, kind=kind, tool=tool, decision=decision, since=since)
