@@ -59,6 +59,7 @@ def test_a_server_killed_during_a_read_only_call_is_restarted_and_the_call_retri
     result = call_results(events_of(run.stdout))["c1"]
     assert result["status"] == "ok" and "1 issue matches 'crash'" in result["content"]
     assert starts(state) == 2 and not (state / "die-once").exists()  # died once, started again, answered
+    assert "notice" not in run.stderr, run.stderr  # the server came back: nothing to tell
 
 
 def test_the_server_and_its_process_group_are_gone_when_the_session_ends(

@@ -132,7 +132,7 @@ class ServerLink:
         log.info("mcp server unavailable", server=self.name, reason=reason)
 
     def gone(self) -> None:
-        """The connection ended under a call: say so once, and stop using it."""
+        """The connection ended under a call and the server is not started again: say so once, stop using it."""
         self._session = None
         self._fail("stopped (its connection ended)")
 

@@ -127,30 +127,28 @@ async def _call(link: ServerLink, tool: str, args: dict[str, Any], policy: McpTo
         session = await link.session()
     except ServerGone as exc:  # nothing was sent: the call did not start
         raise ToolError(f"not run: MCP server {link.name!r} is not available ({exc}); no effect started") from None
-    for attempt in (1, 2):
+    retried = False
+    while True:
         try:
-            result = await session.call_tool(tool, args)  # the dispatch deadline bounds it
+            return _output(await session.call_tool(tool, args))  # the dispatch deadline bounds it
         except MCPError as exc:
             if exc.code != CONNECTION_CLOSED:  # the server answered with a protocol error: nothing was done
                 raise ToolError(f"the MCP server refused the call: {exc.message}") from None
-            link.gone()
-        except (OSError, ConnectionError) as exc:
-            link.gone()
-            if policy.effect == "effectful":
-                raise ToolTimeout(f"the connection to MCP server {link.name!r} failed during the call ({exc})") \
-                    from None
-        else:
-            return _output(result)
+        except OSError:  # the HTTP connection failed under the call
+            pass
+        # The connection ended during the call: the work may have been done.
         if policy.effect == "effectful":
+            link.gone()
             raise ToolTimeout(f"MCP server {link.name!r} stopped during the call")
-        if attempt == 2:
-            break
+        if retried:
+            link.gone()
+            raise ToolError(f"MCP server {link.name!r} stopped during the call, and again when it was retried")
+        retried = True
         try:
-            session = await link.restart()
+            session = await link.restart()  # read-only or idempotent: once more, on the server started again
         except ServerGone as exc:
             raise ToolError(f"MCP server {link.name!r} stopped during the call and could not be started again "
                             f"({exc})") from None
-    raise ToolError(f"MCP server {link.name!r} stopped during the call, and again when it was retried")
 
 
 def _output(result: Any) -> ToolOutput:
