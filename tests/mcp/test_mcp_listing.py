@@ -33,3 +33,17 @@ def test_only_tools_with_a_usable_name_and_schema_are_callable(tmp_path: Path) -
     assert "cannot be offered to a model" in (reasons["a.b"] or "")
     (spec,) = tool_specs(server)
     assert spec.name == "mcp__srv__find" and spec.effect == "read_only" and spec.input_schema == good.input_schema
+
+
+def test_a_result_is_cut_at_the_cap_and_is_error_makes_an_error_result() -> None:
+    from mcp.types import CallToolResult, TextContent
+
+    from tool_executor.mcp._tools import MAX_RESULT_CHARS, _output
+
+    big = _output(CallToolResult(content=[TextContent(type="text", text="x" * (MAX_RESULT_CHARS + 10))]))
+    assert len(big.text) < MAX_RESULT_CHARS + 100 and big.text.endswith("[MCP result truncated: 10 more characters]")
+    assert not big.is_error
+    failed = _output(CallToolResult(content=[TextContent(type="text", text="no")], is_error=True))
+    assert failed.is_error and failed.text == "no"
+    structured = _output(CallToolResult(content=[], structured_content={"b": 1, "a": 2}))
+    assert structured.text == '{"a": 2, "b": 1}'
