@@ -43,22 +43,23 @@ def _maybe_die() -> None:
         os.kill(os.getpid(), 9)
 
 
-if (STATE / "schema-v2").exists():
-    @server.tool()
-    def close_issue(repo: str, number: int, reason: str = "") -> str:
-        """Close an issue of a repository, saying why."""
-        _maybe_die()
-        with (STATE / "closed.log").open("a", encoding="utf-8") as f:
-            f.write(f"{repo}#{number} {reason}\n")
-        return f"closed {repo}#{number}"
-else:
-    @server.tool()
-    def close_issue(repo: str, number: int) -> str:
-        """Close an issue of a repository."""
-        _maybe_die()
-        with (STATE / "closed.log").open("a", encoding="utf-8") as f:
-            f.write(f"{repo}#{number}\n")
-        return f"closed {repo}#{number}"
+def close_issue_v2(repo: str, number: int, reason: str = "") -> str:
+    """Close an issue of a repository, saying why."""
+    _maybe_die()
+    with (STATE / "closed.log").open("a", encoding="utf-8") as f:
+        f.write(f"{repo}#{number} {reason}\n")
+    return f"closed {repo}#{number}"
+
+
+def close_issue_v1(repo: str, number: int) -> str:
+    """Close an issue of a repository."""
+    _maybe_die()
+    with (STATE / "closed.log").open("a", encoding="utf-8") as f:
+        f.write(f"{repo}#{number}\n")
+    return f"closed {repo}#{number}"
+
+
+server.add_tool(close_issue_v2 if (STATE / "schema-v2").exists() else close_issue_v1, name="close_issue")
 
 
 @server.tool()
