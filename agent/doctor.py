@@ -151,6 +151,34 @@ def _knowledge(loaded: LoadedConfig, workspace: Path) -> list[Check]:
     return checks
 
 
+def _mcp(loaded: LoadedConfig) -> list[Check]:
+    """Each declared MCP server, started and asked for its tools (then stopped): up or why not, and each tool it
+    lists without a resource policy as unavailable, with the reason."""
+    if not loaded.mcp.servers:
+        return []
+    from agent.mcp import MCP_LOG_DIR
+    from tool_executor.mcp import ServerStatus, open_mcp
+
+    said: list[str] = []
+
+    async def statuses() -> list[ServerStatus]:
+        async with open_mcp(loaded.mcp.servers, log_dir=loaded.settings.home / MCP_LOG_DIR,
+                            notify=said.append) as mcp:
+            return mcp.statuses()
+
+    checks: list[Check] = []
+    for server in anyio.run(statuses):
+        if not server.up:
+            checks.append(Check("FAIL", f"mcp {server.name}", f"{server.problem} ({server.transport} "
+                                f"{server.target})"))
+            continue
+        usable = [t.name for t in server.tools if t.callable]
+        checks.append(Check("ok", f"mcp {server.name}", f"{len(usable)} callable tool(s): {', '.join(usable) or '-'}"))
+        checks += [Check("warn", f"mcp {server.name}", f"{t.name} unavailable: {t.reason}")
+                   for t in server.tools if not t.callable]
+    return checks
+
+
 def run_checks(workspace: Path, env: dict[str, str] | None = None) -> list[Check]:
     env = dict(os.environ) if env is None else env
     checks: list[Check] = []
@@ -185,6 +213,7 @@ def run_checks(workspace: Path, env: dict[str, str] | None = None) -> list[Check
     else:
         checks.append(Check("ok", "model", model))
     checks += _knowledge(loaded, workspace)
+    checks += _mcp(loaded)
     checks.append(Check("ok" if shutil.which("bash") else "FAIL", "bash", shutil.which("bash") or "not found "
                         "(the bash tool and command hooks need it)"))
     checks.append(Check("ok" if sys.stdin.isatty() else "warn", "terminal",

@@ -57,6 +57,7 @@ from core.snapshot import DEFAULT_SNAPSHOT_EVERY
 from core.state import SessionState, apply, fold
 from core.timeline import TimelineEntry
 from core.tools import BoundToolPlan
+from core.tools.changes import tools_change
 from core.utf8 import valid_text
 from core.vocabulary import EndStatus, OnAsk, RunStatus
 from memory import SessionRecord, Write
@@ -136,7 +137,8 @@ class AgenticLoop:
                                  model=record.model, rules=tuple(rules), max_turns=max_turns,
                                  plan_digest=parts.plan.digest, on_ask=on_ask,
                                  project_hooks_digest=project_hooks_digest,
-                                 knowledge_digest=parts.plan.knowledge_digest)
+                                 knowledge_digest=parts.plan.knowledge_digest,
+                                 declared_tools=parts.plan.declared_digests() or None)
         first = Write(events=[(started, 0)] + ([(UserMessage(text=prompt), 0)] if prompt is not None else []),
                       timeline=[TimelineEntry(kind="lifecycle", outcome="started", summary=summary,
                                               data={"plan_digest": parts.plan.digest, "workspace": record.workspace,
@@ -172,7 +174,8 @@ class AgenticLoop:
         loop.writer.stage(SessionResumed(plan_digest=digest, open_batch_id=open_batch, max_turns=max_turns,
                                          on_ask=on_ask if on_ask != state.on_ask else None,
                                          project_hooks_digest=project_hooks_digest,
-                                         project_hooks_waived_by=waived_by, knowledge_digest=knowledge), state.turn)
+                                         project_hooks_waived_by=waived_by, knowledge_digest=knowledge,
+                                         declared_tools=parts.plan.declared_digests() or None), state.turn)
         changed = digest != state.plan_digest
         hooks_note = ""
         if waived_by is not None:
@@ -265,6 +268,7 @@ class AgenticLoop:
             if parked is not None:
                 return parked
         self._tell_knowledge_change()
+        self._tell_tools_change()
         reported = await self._report_reconciliations()
         if state.ended == "completed" and prompt is None and not reported:
             # Nothing to do: no end event is written again, only the row's status is set back. (A reconciled
@@ -365,6 +369,17 @@ class AgenticLoop:
         self.writer.stage(change, self.state.turn)
         self.rec.lifecycle("knowledge_changed", self.state.turn, change.notice.splitlines()[0],
                            previous_digest=change.previous_digest, digest=change.digest, changed=list(change.changed),
+                           added=list(change.added), removed=list(change.removed))
+
+    def _tell_tools_change(self) -> None:
+        """The model hears of declared (MCP) tools whose schema or policy changed, or that came or went, since it
+        was last told of them: in the next user message, once no batch is open (agent/mcp)."""
+        state = self.state
+        if state.declared_tools == state.declared_told or state.open_batch is not None:
+            return
+        change = tools_change(state.declared_told, state.declared_tools)
+        self.writer.stage(change, state.turn)
+        self.rec.lifecycle("tools_changed", state.turn, change.notice.splitlines()[0], changed=list(change.changed),
                            added=list(change.added), removed=list(change.removed))
 
     async def _report_reconciliations(self) -> bool:

@@ -50,8 +50,10 @@ class Reader:
 
 
 def configured_secrets(config: LoadedConfig) -> list[str]:
-    """The secrets the config names: its values, and the values of the environment variables it names."""
-    return [*config.secrets.values, *(os.environ[n] for n in config.secrets.env if os.environ.get(n))]
+    """The secrets the config names: its values, the values of the environment variables it names, and the values
+    it gives MCP servers' environments."""
+    return [*config.secrets.values, *(os.environ[n] for n in config.secrets.env if os.environ.get(n)),
+            *config.mcp.secret_values()]
 
 
 @asynccontextmanager

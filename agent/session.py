@@ -34,6 +34,7 @@ from core.policy import PermissionRule
 from core.snapshot import DEFAULT_SNAPSHOT_EVERY
 from core.state import SessionState
 from core.tools import BoundToolPlan, ToolSpec
+from core.tools.modes import for_mode
 from core.utf8 import valid_text
 from core.vocabulary import OnAsk, SessionStatus
 from memory import SessionRecord, SqliteEventStore
@@ -77,6 +78,8 @@ class Runtime:
     """Opened for a command that only reads (see `runtime`)."""
     knowledge: KnowledgeSource | None = None
     """The declared knowledge datasets (agent/knowledge.py); None: sessions get no knowledge tools."""
+    mcp_allowed: tuple[str, ...] = ()
+    """Tools the operator adds back to mode `mcp`'s plan (`[mcp.serve] allow_tools`, core/tools/modes.py)."""
 
     @classmethod
     async def open(cls, config: LoadedConfig, clock: Clock | None = None, tools: list[ToolSpec] | None = None, *,
@@ -106,7 +109,8 @@ class Runtime:
                    snapshot_every=settings.snapshot_every, masker=masker, config_rules=config.rules,
                    ledgers=Ledgers(settings.home / LEDGER_DIR, clock),
                    project_hooks=ProjectHooks.from_config(config), read_only=read_only,
-                   knowledge=KnowledgeSource(config.knowledge, settings.home, config.project_trusted))
+                   knowledge=KnowledgeSource(config.knowledge, settings.home, config.project_trusted),
+                   mcp_allowed=config.mcp.serve.allow_tools)
 
     def for_config(self, config: LoadedConfig) -> Runtime:
         """This runtime as a session under `config` sees it (a daemon's runtime has no project layer; a session
@@ -121,7 +125,8 @@ class Runtime:
             self, tools=_with_deadlines(self.tools, config), hooks=config.hook_set(), config_rules=config.rules,
             project_hooks=ProjectHooks.from_config(config), masker=masker, repair_budget=settings.repair_budget,
             context_budget=settings.context_budget_tokens, snapshot_every=settings.snapshot_every,
-            knowledge=KnowledgeSource(config.knowledge, settings.home, config.project_trusted))
+            knowledge=KnowledgeSource(config.knowledge, settings.home, config.project_trusted),
+            mcp_allowed=config.mcp.serve.allow_tools)
 
     async def close(self) -> None:
         if self.ledgers is not None:
@@ -130,10 +135,11 @@ class Runtime:
 
     def plan(self, mode: Mode, knowledge: SessionKnowledge | None = None) -> BoundToolPlan:
         """The tools a session in `mode` may call: the runtime's, and the knowledge tools over the session's
-        manifest when it has one (whose digest the plan's covers)."""
+        manifest when it has one (whose digest the plan's covers); mode `mcp` leaves out its deny list."""
+        tools = for_mode(self.tools, mode, self.mcp_allowed)
         if knowledge is None or knowledge.digest is None:
-            return BoundToolPlan(self.tools, mode)
-        return BoundToolPlan([*self.tools, *knowledge.tools], mode, knowledge_digest=knowledge.digest)
+            return BoundToolPlan(tools, mode)
+        return BoundToolPlan([*tools, *knowledge.tools], mode, knowledge_digest=knowledge.digest)
 
     async def session_knowledge(self, workspace: Path, mode: Mode) -> SessionKnowledge:
         """The knowledge a session in `workspace` and `mode` reads now (its manifest is built here)."""

@@ -6,6 +6,7 @@ from config.hook_files import FileProblem, HookFiles
 from config.hook_spec import HOOK_EVENTS, HookSpec
 from config.knowledge import DatasetDecl, KnowledgeConfig, dataset_roots, found_datasets, user_knowledge_dir
 from config.loader import LoadedConfig, Secrets, ToolDeadline, load_config, load_settings, untrusted_notice
+from config.mcp import McpConfig, McpServeConfig, McpServerDecl, McpToolPolicy
 from config.schema import ConfigFile, HookEntry, RuleEntry
 from config.settings import (
     PROJECT_DIR,
@@ -34,6 +35,10 @@ __all__ = [
     "HookSpec",
     "KnowledgeConfig",
     "LoadedConfig",
+    "McpConfig",
+    "McpServeConfig",
+    "McpServerDecl",
+    "McpToolPolicy",
     "OnAsk",
     "RuleEntry",
     "Secrets",

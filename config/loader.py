@@ -25,6 +25,14 @@ from config._read import ConfigDoc, describe, parse_config, read_config_file
 from config.hook_files import FileProblem, HookFiles
 from config.hook_spec import HOOK_EVENTS, HookSpec
 from config.knowledge import DEFAULT_COMMON_TERM_SHARE, DatasetDecl, KnowledgeConfig
+from config.mcp import (
+    DEFAULT_MCP_TIMEOUT_S,
+    DEFAULT_STARTUP_TIMEOUT_S,
+    McpConfig,
+    McpServeConfig,
+    McpServerDecl,
+    McpToolPolicy,
+)
 from config.settings import (
     DEFAULTS_SOURCE,
     SETTING_KEYS,
@@ -102,6 +110,8 @@ class LoadedConfig(BaseModel):
     """Why the trusted project's hooks would refuse to run now (a file they execute changed since the trust)."""
     knowledge: KnowledgeConfig = KnowledgeConfig()
     """Declared knowledge datasets (an untrusted project's are ignored) and the common-term share."""
+    mcp: McpConfig = McpConfig()
+    """Declared MCP servers with their tools' policies (an untrusted project's are never started)."""
 
     @property
     def trust_command(self) -> str:
@@ -182,7 +192,12 @@ def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
 
     knowledge = _knowledge(docs, project=project, trusted=state == "trusted", root=workspace, env=env)
 
+    mcp = _mcp(docs, project=project, trusted=state == "trusted")
+
     notices: list[str] = []
+    if project is not None and mcp.ignored:
+        notices.append(f"project config {project.path} is not trusted: its MCP servers ({', '.join(mcp.ignored)}) "
+                       f"are not started; run `{_trust_command(project.path.parent.parent)}` after reviewing it")
     if project is not None and knowledge.ignored:
         notices.append(f"project config {project.path} is not trusted: its knowledge datasets "
                        f"({', '.join(knowledge.ignored)}) are ignored; run "
@@ -212,8 +227,34 @@ def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
         project_files=project_files if state == "trusted" else None,
         project_hooks_digest=sha256_json([h.identity() for h in project_hooks]) if project_hooks else None,
         project_hooks_problem=problem,
-        knowledge=knowledge,
+        knowledge=knowledge, mcp=mcp,
     )
+
+
+def _mcp(docs: list[ConfigDoc], *, project: ConfigDoc | None, trusted: bool) -> McpConfig:
+    """The MCP servers of the files in precedence order: a later file replaces a server's table whole; an
+    untrusted project's servers are set aside (declaring one runs its command)."""
+    servers: dict[str, McpServerDecl] = {}
+    ignored: list[str] = []
+    serve = McpServeConfig()
+    for doc in docs:
+        section = doc.data.mcp
+        if doc is project and not trusted:
+            ignored.extend(section.servers)
+            continue
+        if section.serve is not None:
+            serve = McpServeConfig(roots=tuple(section.serve.roots), allow_tools=tuple(section.serve.allow_tools))
+        for name, entry in section.servers.items():
+            tools = tuple((tool, McpToolPolicy(
+                safety=t.safety, effect=t.effect, pii=t.pii, resource_keys=tuple(t.resource_keys),
+                timeout_s=t.timeout_s if t.timeout_s is not None else DEFAULT_MCP_TIMEOUT_S,
+                path_args=tuple(t.path_args))) for tool, t in sorted(entry.tools.items()))
+            servers[name] = McpServerDecl(
+                name=name, command=entry.command, args=tuple(entry.args), env=tuple(sorted(entry.env.items())),
+                url=entry.url, tools=tools, source=doc.source,
+                startup_timeout_s=entry.startup_timeout_s or DEFAULT_STARTUP_TIMEOUT_S)
+    return McpConfig(servers=tuple(servers[n] for n in sorted(servers)), ignored=tuple(sorted(set(ignored))),
+                     serve=serve)
 
 
 def _knowledge(docs: list[ConfigDoc], *, project: ConfigDoc | None, trusted: bool, root: Path | None,

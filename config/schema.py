@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from config.settings import (
     CommonTermShare,
@@ -27,7 +27,7 @@ from core.events import Mode
 from core.faults import FAULT_ENV
 from core.knowledge import DATASET_PATTERN
 from core.policy import RuleAction
-from core.tools.spec import PiiClass
+from core.tools.spec import EffectClass, PiiClass, SafetyLevel
 from core.vocabulary import Durability, OnAsk
 
 _TOOL_GLOB = re.compile(r"^[A-Za-z0-9_.:*?\[\]!-]+$")
@@ -204,6 +204,83 @@ class KnowledgeSection(_Table):
     datasets: dict[DatasetName, DatasetEntry] = Field(default_factory=dict)
 
 
+_MCP_SERVER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*(_[A-Za-z0-9-]+)*$")
+
+
+def _mcp_server_name(value: str) -> str:
+    if not _MCP_SERVER.match(value) or len(value) > 64:
+        raise ValueError("an MCP server name is 1 to 64 letters, digits, '-' or single '_' (it becomes part of "
+                         "`mcp__SERVER__TOOL`)")
+    return value
+
+
+def _resource_key(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    try:
+        value.format_map(_AnyArgs())
+    except (ValueError, IndexError) as exc:
+        raise ValueError(f"not a valid template ({exc})") from None
+    return value
+
+
+class _AnyArgs(dict[str, str]):
+    def __missing__(self, key: str) -> str:
+        return ""
+
+
+def _loopback_url(value: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise ValueError("must be an http:// or https:// URL")
+    return value
+
+
+McpServerName = Annotated[str, AfterValidator(_mcp_server_name)]
+ResourceKeyTemplate = Annotated[str, AfterValidator(_resource_key)]
+McpUrl = Annotated[str, AfterValidator(_loopback_url)]
+
+
+class McpToolEntry(_Table):
+    """`[mcp.servers.NAME.tools.TOOL]`: the resource policy that makes an MCP tool callable."""
+
+    safety: SafetyLevel
+    effect: EffectClass
+    pii: PiiClass = "none"
+    resource_keys: list[ResourceKeyTemplate] = Field(default_factory=list)
+    """Templates over the call's arguments: `"issue:{repo}/{number}"`."""
+    timeout_s: ToolSeconds | None = None
+    path_args: list[ArgName] = Field(default_factory=list)
+
+
+class McpServerEntry(_Table):
+    """`[mcp.servers.NAME]`: a server started over stdio (`command`, `args`, `env`) or reached at `url`."""
+
+    command: Command | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[EnvName, str] = Field(default_factory=dict)
+    url: McpUrl | None = None
+    startup_timeout_s: ToolSeconds | None = None
+    tools: dict[ToolName, McpToolEntry] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerEntry:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give either `command` (stdio) or `url` (streamable HTTP)")
+        if self.url is not None and (self.args or self.env):
+            raise ValueError("`args` and `env` apply only to a `command` server")
+        return self
+
+
+class McpServeEntry(_Table):
+    roots: list[DatasetPath] = Field(default_factory=list)
+    allow_tools: list[ToolName] = Field(default_factory=list)
+
+
+class McpSection(_Table):
+    servers: dict[McpServerName, McpServerEntry] = Field(default_factory=dict)
+    serve: McpServeEntry | None = None
+
+
 class ConfigFile(_Table):
     durability: Durability | None = None
     max_turns: MaxTurns | None = None
@@ -222,3 +299,5 @@ class ConfigFile(_Table):
     """Per-tool settings; a later file overrides an earlier one tool by tool."""
     knowledge: KnowledgeSection = Field(default_factory=KnowledgeSection)
     """Knowledge datasets (config/knowledge.py); a later file replaces a dataset's table whole."""
+    mcp: McpSection = Field(default_factory=McpSection)
+    """MCP servers and their tools' policies (config/mcp.py); a later file replaces a server's table whole."""

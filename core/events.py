@@ -55,6 +55,9 @@ class SessionStarted(_Event):
     knowledge_digest: str | None = Field(default=None, exclude_if=lambda digest: digest is None)
     """The knowledge manifest the session started with (core/knowledge, `kn_...`; also covered by `plan_digest`);
     None: its mode may read no dataset, so it has no knowledge tools. Left out of the JSON when None."""
+    declared_tools: dict[str, str] | None = Field(default=None, exclude_if=lambda tools: not tools)
+    """Tool name -> digest of its declaration, for the plan's declared tools (from MCP servers; also covered by
+    `plan_digest`), so a resume can name the ones that changed. Left out of the JSON when there are none."""
 
 
 class UserMessage(_Event):
@@ -210,6 +213,9 @@ class SessionResumed(_Event):
     knowledge_digest: str | None = Field(default=None, exclude_if=lambda digest: digest is None)
     """The knowledge manifest this run reads (built when it resumed). When it differs from the one the model was
     last told of, a `KnowledgeChanged` tells the model before its next turn. Left out of the JSON when None."""
+    declared_tools: dict[str, str] | None = Field(default=None, exclude_if=lambda tools: not tools)
+    """The declared tools of this run's plan (see `SessionStarted.declared_tools`). When they differ from the ones
+    the model was last told of, a `ToolsChanged` tells the model before its next turn."""
 
 
 class KnowledgeChanged(_Event):
@@ -224,6 +230,20 @@ class KnowledgeChanged(_Event):
     """`dataset/id` of documents whose content changed, when the previous manifest could still be read."""
     added: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
+    notice: str
+
+
+class ToolsChanged(_Event):
+    """Tools from MCP servers changed since the model was last told of them (a schema or policy changed, a tool was
+    added or removed between runs): `notice` becomes runtime text in the next user message, so the model does not
+    call a tool as it was."""
+
+    kind: Literal["tools_changed"] = "tools_changed"
+    changed: tuple[str, ...] = ()
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    tools: dict[str, str]
+    """The declared tools the model is told of now (name -> digest)."""
     notice: str
 
 
@@ -268,7 +288,7 @@ class SessionEnded(_Event):
 Event = Annotated[
     SessionStarted | UserMessage | AssistantMessage | BatchProposed | CallResult | BatchCompleted
     | RulesAdded | SessionResumed | TurnVerified | SessionEnded | CallsParked | ApprovalGranted | ApprovalRejected
-    | GrantAdded | RepairRequested | Compacted | KnowledgeChanged,
+    | GrantAdded | RepairRequested | Compacted | KnowledgeChanged | ToolsChanged,
     Field(discriminator="kind"),
 ]
 

@@ -33,6 +33,7 @@ from core.events import (
     SessionStarted,
     StoredEvent,
     TokenUsage,
+    ToolsChanged,
     TurnVerified,
     UserMessage,
 )
@@ -119,6 +120,10 @@ class SessionState:
     knowledge_told: str | None = None
     """The knowledge manifest the model was last told of (at the start, or by a `KnowledgeChanged`): while it
     differs from `knowledge_digest`, the model has yet to hear of the change."""
+    declared_tools: dict[str, str] = field(default_factory=dict)
+    """The declared (MCP) tools of the latest run's plan, name -> digest."""
+    declared_told: dict[str, str] = field(default_factory=dict)
+    """The declared tools the model was last told of (at the start, or by a `ToolsChanged`)."""
     rules: list[PermissionRule] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
     open_batch: OpenBatch | None = None
@@ -176,6 +181,8 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
             state.on_ask = ev.on_ask
             state.project_hooks_digest = ev.project_hooks_digest
             state.knowledge_digest = state.knowledge_told = ev.knowledge_digest
+            state.declared_tools = dict(ev.declared_tools or {})
+            state.declared_told = dict(state.declared_tools)
             state.rules = list(ev.rules)
         case UserMessage():
             _require_no_open_batch(state, ev.kind)
@@ -265,9 +272,14 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
                 state.on_ask = ev.on_ask
             state.project_hooks_digest = ev.project_hooks_digest
             state.knowledge_digest = ev.knowledge_digest
+            state.declared_tools = dict(ev.declared_tools or {})
         case KnowledgeChanged():
             _require_no_open_batch(state, ev.kind)
             state.knowledge_told = ev.digest
+            _add_user_text(state, ev.notice)
+        case ToolsChanged():
+            _require_no_open_batch(state, ev.kind)
+            state.declared_told = dict(ev.tools)
             _add_user_text(state, ev.notice)
         case RepairRequested():
             _require_no_open_batch(state, ev.kind)

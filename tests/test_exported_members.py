@@ -11,8 +11,8 @@ import pytest
 
 PACKAGES = ["core.tools", "core.model", "core.knowledge", "core.hooks", "core.masking", "config", "memory",
             "memory.knowledge", "memory.postgres", "observability", "observability.export", "tool_executor",
-            "tool_executor.shell", "tool_executor.builtin", "agent.ipc", "agent.daemon", "agent.serve",
-            "agent.testing"]
+            "tool_executor.shell", "tool_executor.builtin", "tool_executor.mcp", "agent.ipc", "agent.daemon",
+            "agent.serve", "agent.testing", "agent.mcp", "agent.mcp_serve"]
 
 _PROJECT = ("core", "config", "memory", "observability", "tool_executor", "agent")
 

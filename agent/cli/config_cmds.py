@@ -82,6 +82,10 @@ def _summary(data: ConfigFile) -> list[str]:
         rule = PermissionRule(action=r.action, tool=r.tool, pattern=r.pattern, args=dict(r.args))
         lines.append(f"rule {i}: {r.action} {rule.text()}")
     lines.extend(f"setting {key} = {getattr(data, key)!r}" for key in settings)
+    for name, server in data.mcp.servers.items():
+        target = server.url or " ".join([server.command or "", *server.args])
+        policies = ", ".join(f"{t} ({p.safety}, {p.effect})" for t, p in server.tools.items()) or "none"
+        lines.append(f"mcp server {name}: {target} (tools with a policy: {policies})")
     if data.secrets.env or data.secrets.values:
         lines.append(f"secrets: {_plural(len(data.secrets.env), 'variable name')}, "
                      f"{_plural(len(data.secrets.values), 'value')} (not shown)")
@@ -129,8 +133,19 @@ def config_view(loaded: LoadedConfig, workspace: Path, user_file: Path) -> dict[
         "secrets": {"env": list(loaded.secrets.env), "values": len(loaded.secrets.values)},
         "tools": {d.tool: {"timeout_s": d.timeout_s, "source": d.source} for d in loaded.tool_timeouts},
         "knowledge": knowledge_view(loaded, workspace).as_json(),
+        "mcp": _mcp_view(loaded),
         "notices": list(loaded.notices),
     }
+
+
+def _mcp_view(loaded: LoadedConfig) -> dict[str, Any]:
+    """The declared MCP servers and their tools' policies (`strata mcp list` starts them and shows every tool a
+    server lists, the ones without a policy as unavailable)."""
+    return {"servers": {s.name: {"transport": s.transport, "target": s.target(), "source": s.source,
+                                 "policies": {tool: policy.identity() for tool, policy in s.tools}}
+                        for s in loaded.mcp.servers},
+            "ignored": list(loaded.mcp.ignored),
+            "serve": {"roots": list(loaded.mcp.serve.roots), "allow_tools": list(loaded.mcp.serve.allow_tools)}}
 
 
 def _plain(value: object) -> object:
@@ -178,7 +193,23 @@ def _text(view: dict[str, Any]) -> list[str]:
     lines.extend(f"tool {name}: deadline {item['timeout_s']:g}s  from {item['source']}"
                  for name, item in view["tools"].items())
     lines.extend(_knowledge_lines(view["knowledge"]))
+    lines.extend(_mcp_lines(view["mcp"]))
     lines.extend(f"notice: {n}" for n in view["notices"])
+    return lines
+
+
+def _mcp_lines(view: dict[str, Any]) -> list[str]:
+    if not view["servers"] and not view["ignored"]:
+        return ["mcp: no servers declared"]
+    lines = ["mcp servers (`strata mcp list` starts them and shows each tool; a tool without a policy here is "
+             "unavailable):"]
+    for name, s in view["servers"].items():
+        lines.append(f"  {name}: {s['transport']} {s['target']}  from {s['source']}")
+        for tool, p in s["policies"].items():
+            keys = f", resource keys {', '.join(p['resource_keys'])}" if p["resource_keys"] else ""
+            lines.append(f"    mcp__{name}__{tool}: safety {p['safety']}, effect {p['effect']}, pii {p['pii']}, "
+                         f"timeout {p['timeout_s']:g}s{keys}")
+    lines.extend(f"  {name}: ignored (project not trusted): never started" for name in view["ignored"])
     return lines
 
 

@@ -45,6 +45,8 @@ COMMANDS = (
     Entry("serve", "agent.cli.serve_cmd:serve",
           "Run the daemon that hosts sessions for `strata attach` (one per Strata home)."),
     Entry("ps", "agent.cli.serve_cmd:ps", "The running daemon's sessions (as `strata serve --status`)."),
+    Entry("mcp", "agent.cli.mcp_cmd:mcp_group",
+          "MCP: list the configured servers and their tools, or serve Strata to an MCP host."),
     Entry("attach", "agent.cli.attach_cmd:attach",
           "Attach to a session the daemon hosts (`strata serve`): drive it, or watch it with --watch."),
 )

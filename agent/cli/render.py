@@ -16,6 +16,7 @@ from core.events import (
     SessionResumed,
     SessionStarted,
     StoredEvent,
+    ToolsChanged,
     UserMessage,
 )
 from core.messages import TextBlock
@@ -63,6 +64,9 @@ def event_lines(item: StoredEvent) -> list[str]:
                     f"~{ev.tokens_before} -> ~{ev.tokens_after} tokens)"]
         case KnowledgeChanged():
             return [f"strata: the knowledge corpus changed ({ev.previous_digest or 'none'} -> {ev.digest or 'none'}); "
+                    "the model is told"]
+        case ToolsChanged():
+            return [f"strata: tools from MCP servers changed ({', '.join((*ev.changed, *ev.added, *ev.removed))}); "
                     "the model is told"]
         case _:
             return []

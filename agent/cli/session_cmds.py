@@ -21,9 +21,11 @@ from agent.cli._common import (
     waiver,
     without_project_hooks_option,
 )
+from agent.cli.mcp_cmd import mcp_notice
 from agent.cli.output import echo, echo_json
 from agent.cli.render import printer
 from agent.cli.views import event_view
+from agent.mcp import with_mcp_tools
 from agent.models import model_from_spec
 from agent.outcome import RunOutcome
 from agent.session import Asking, LiveSession, resume_session, start_session
@@ -87,7 +89,7 @@ def run(model_spec: str | None, workspace: Path, allow: tuple[str, ...], deny: t
 
     async def main() -> RunOutcome:
         model = model_from_spec(settings.model)
-        async with cmd.runtime(loaded) as rt:
+        async with cmd.runtime(loaded) as base, with_mcp_tools(base, loaded, mcp_notice(base)) as rt:
             live = await start_session(rt, model=model, workspace=workspace, mode="headless", rules=rules,
                                        prompt=prompt, max_turns=settings.max_turns, observer=_observer(as_json),
                                        asking=Asking(on_ask=settings.on_ask))
@@ -119,7 +121,7 @@ def resume(session_id: str, prompt: str | None, model_spec: str | None, allow: t
 
     async def main() -> RunOutcome:
         loaded = await cmd.session_config(session_id=session_id, on_ask=on_ask)
-        async with cmd.runtime(loaded) as rt:
+        async with cmd.runtime(loaded) as base, with_mcp_tools(base, loaded, mcp_notice(base)) as rt:
             model = model_from_spec(model_spec) if model_spec else None
             live = await resume_session(rt, session_id, model=model, model_factory=model_from_spec, rules=rules,
                                         max_turns=max_turns, observer=_observer(as_json),

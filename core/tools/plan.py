@@ -40,6 +40,12 @@ class BoundToolPlan(Mapping[str, ToolSpec]):
     def __len__(self) -> int:
         return len(self._tools)
 
+    def declared_digests(self) -> dict[str, str]:
+        """Name -> digest of the declaration of each tool that carries one (tools from MCP servers): what a resume
+        compares to name the tools that changed."""
+        return {name: sha256_json(spec.identity())[:32] for name, spec in sorted(self._tools.items())
+                if spec.declared is not None}
+
     def tool_definitions(self) -> tuple[Mapping[str, object], ...]:
         """Tool definitions as the model sees them (name, description, input schema), in a stable order."""
         return self._definitions

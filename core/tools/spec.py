@@ -65,9 +65,17 @@ class ToolSpec:
     slips past a rule); a shell command with control operators never matches an allow pattern."""
     resource_keys: ResourceKeys | None = None
     probe: Probe | None = field(default=None, compare=False)
+    declared: Mapping[str, Any] | None = None
+    """What else a tool's declaration says that the digest must cover (an MCP tool: its server and its policy's
+    resource-key templates); None for the built-in tools, whose identity stays as it was."""
 
     def identity(self) -> dict[str, Any]:
         """What the plan digest covers: everything that decides how a call is checked and run."""
+        if self.declared is not None:
+            return {**self._identity(), "declared": dict(self.declared)}
+        return self._identity()
+
+    def _identity(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "schema": self.input_schema,

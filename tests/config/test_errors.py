@@ -18,7 +18,7 @@ RULE = '[[policy.rules]]\ntool = "bash"\naction = "allow"\n'
 # (name, file text, key named, reason fragment)
 MALFORMED = [
     ("unknown top-level key", "max_turn = 5\n", "max_turn", "unknown key 'max_turn' (did you mean 'max_turns'?)"),
-    ("unknown table", "[mcp]\nx = 1\n", "mcp", "unknown key 'mcp'"),
+    ("unknown table", "[plugins]\nx = 1\n", "plugins", "unknown key 'plugins'"),
     ("unknown key in a hook", '[[hooks.pre_tool_use]]\ncommand = "x"\nmatchr = "*"\n', "hooks.pre_tool_use[0].matchr",
      "did you mean 'matcher'"),
     ("unknown hook event", "[hooks]\npre = []\n", "hooks.pre", "allowed here: pre_tool_use, post_tool_use, stop"),
@@ -57,6 +57,25 @@ MALFORMED = [
     ("empty args key", RULE + 'args = { "" = "x" }\n', 'policy.rules[0].args[""]', "must not be empty"),
     ("bad secret env name", '[secrets]\nenv = ["1X"]\n', "secrets.env[0]", "not a valid environment variable name"),
     ("short secret value", '[secrets]\nvalues = ["abc"]\n', "secrets.values[0]", "at least 4 characters"),
+    ("mcp server with neither command nor url", "[mcp.servers.tracker]\nargs = []\n", "mcp.servers.tracker",
+     "give either `command` (stdio) or `url` (streamable HTTP)"),
+    ("mcp server with both command and url", '[mcp.servers.t]\ncommand = "x"\nurl = "http://127.0.0.1:1/mcp"\n',
+     "mcp.servers.t", "give either `command` (stdio) or `url`"),
+    ("mcp server name with a double underscore", '[mcp.servers.a__b]\ncommand = "x"\n', "mcp.servers.a__b",
+     "an MCP server name is"),
+    ("mcp url that is not http", '[mcp.servers.t]\nurl = "file:///etc/passwd"\n', "mcp.servers.t.url",
+     "must be an http:// or https:// URL"),
+    ("mcp tool policy with a bad effect", '[mcp.servers.t]\ncommand = "x"\n[mcp.servers.t.tools.close]\n'
+     'safety = "write"\neffect = "sometimes"\n', "mcp.servers.t.tools.close.effect",
+     "must be one of 'read_only', 'idempotent' or 'effectful'"),
+    ("mcp tool policy without a safety level", '[mcp.servers.t]\ncommand = "x"\n[mcp.servers.t.tools.close]\n'
+     'effect = "effectful"\n', "mcp.servers.t.tools.close.safety", "missing required key"),
+    ("mcp resource key that is not a template", '[mcp.servers.t]\ncommand = "x"\n[mcp.servers.t.tools.c]\n'
+     'safety = "write"\neffect = "effectful"\nresource_keys = ["issue:{repo"]\n',
+     "mcp.servers.t.tools.c.resource_keys[0]", "not a valid template"),
+    ("mcp unknown key in a tool policy", '[mcp.servers.t]\ncommand = "x"\n[mcp.servers.t.tools.c]\n'
+     'safety = "write"\neffect = "effectful"\nresource_key = []\n', "mcp.servers.t.tools.c.resource_key",
+     "unknown key 'resource_key'"),
 ]
 
 

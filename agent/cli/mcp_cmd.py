@@ -1,0 +1,103 @@
+"""`strata mcp list` (the configured MCP servers, their tools and whether each is callable) and `strata mcp serve`
+(Strata as an MCP server for MCP hosts, agent/mcp_serve). The SDK is imported only when one of them runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from agent.cli._common import Command, fail, notices
+from agent.cli.output import echo, echo_json
+from core.errors import StrataError, UsageError
+
+if TYPE_CHECKING:
+    from agent.session import Runtime
+
+
+def mcp_notice(rt: Runtime) -> Callable[[str], None]:
+    """How a session command says that an MCP server could not start or stopped: one masked notice line."""
+    return lambda line: echo(f"strata: notice: {rt.masker.mask(line)}", err=True)
+
+
+@click.group(name="mcp")
+def mcp_group() -> None:
+    """MCP: list the configured servers and their tools, or serve Strata to an MCP host."""
+
+
+@mcp_group.command(name="list")
+@click.option("--workspace", type=click.Path(path_type=Path), default=".", show_default=True,
+              help="The workspace whose trusted .strata/config.toml may declare servers too.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per server.")
+def list_cmd(workspace: Path, as_json: bool) -> None:
+    """Start the configured MCP servers, list their tools and say whether each is callable (and why not)."""
+    cmd = Command()
+    loaded = cmd.config(workspace, quiet=True)
+    notices(loaded)
+    said: list[str] = []
+
+    async def main() -> list[dict[str, Any]]:
+        from agent.mcp import MCP_LOG_DIR
+        from tool_executor.mcp import open_mcp
+
+        async with open_mcp(loaded.mcp.servers, log_dir=loaded.settings.home / MCP_LOG_DIR,
+                            notify=said.append) as mcp:
+            views = [server_view(s) for s in mcp.statuses()]
+        return views + [{"type": "server", "name": name, "up": False, "ignored": True,
+                         "problem": "declared by an untrusted project config: never started", "tools": []}
+                        for name in loaded.mcp.ignored]
+
+    views = cmd.run(main)
+    if as_json:
+        for view in views:
+            echo_json(view)
+        return
+    if not views:
+        echo("no MCP servers configured ([mcp.servers.NAME] in the user config, or in a trusted project's)")
+    for view in views:
+        state = "up" if view["up"] else f"not available: {view['problem']}"
+        echo(f"{view['name']}: {state}" + (f"  ({view['transport']} {view['target']}, from {view['source']})"
+                                          if "transport" in view else ""))
+        for tool in view["tools"]:
+            if tool["callable"]:
+                p = tool["policy"]
+                keys = f", resource keys {', '.join(p['resource_keys'])}" if p["resource_keys"] else ""
+                echo(f"  {tool['name']}: callable (safety {p['safety']}, effect {p['effect']}, pii {p['pii']}, "
+                     f"timeout {p['timeout_s']:g}s{keys})")
+            else:
+                echo(f"  {tool['name']}: unavailable: {tool['reason']}")
+
+
+def server_view(status: Any) -> dict[str, Any]:
+    """The stable `mcp list --json` shape of one server (a tool_executor.mcp.ServerStatus)."""
+    return {"type": "server", "name": status.name, "transport": status.transport, "target": status.target,
+            "source": status.source, "up": status.up, "problem": status.problem,
+            "tools": [{"name": t.name, "tool": t.tool, "callable": t.callable, "reason": t.reason,
+                       "policy": t.policy.identity() if t.policy is not None else None,
+                       "input_schema": dict(t.input_schema) if t.input_schema is not None else None}
+                      for t in status.tools]}
+
+
+@mcp_group.command(name="serve")
+@click.option("--http", "http", metavar="HOST:PORT", default=None,
+              help="Serve streamable HTTP on this loopback address instead of stdio.")
+@click.option("--model", "model_spec", metavar="M", help="The model `run_agent` uses unless the call names one.")
+def serve_cmd(http: str | None, model_spec: str | None) -> None:
+    """Serve Strata to an MCP host: `run_agent`, `get_timeline` and `list_sessions` (stdio by default)."""
+    host, port = None, None
+    if http is not None:
+        host, _, raw = http.rpartition(":")
+        if host not in ("127.0.0.1", "localhost", "::1", "[::1]") or not raw.isdigit():
+            fail(UsageError(f"--http takes a loopback HOST:PORT (got {http!r})",
+                            hint="for example --http 127.0.0.1:8765"))
+        port = int(raw)
+    cmd = Command()
+    loaded = cmd.config(None, model=model_spec, quiet=True)  # each run's workspace adds its own project layer
+    from agent.mcp_serve import serve
+
+    try:
+        serve(loaded, host=host, port=port, flags={"model": model_spec})
+    except StrataError as err:
+        cmd.fail(err)

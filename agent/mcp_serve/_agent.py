@@ -1,0 +1,166 @@
+"""`run_agent`, `get_timeline` and `list_sessions` as plain async functions over the Strata home: what the MCP
+tools of `strata mcp serve` call. A run is a headless one-shot session in mode `mcp`: its plan leaves out the
+default deny list (core/tools/modes.py), and `ask` means deny (there is no person to ask)."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from agent.mcp import with_mcp_tools
+from agent.mcp_serve._roots import allowed_roots, workspace_in_roots
+from agent.models import model_from_spec
+from agent.outcome import RunOutcome
+from agent.reading import recorded_workspace
+from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
+from config import LoadedConfig, load_config
+from core.errors import StrataError, UsageError
+from core.events import AssistantMessage, BatchProposed, StoredEvent
+from core.messages import TextBlock
+from memory.leases import make_liveness
+from observability.session_timeline import load_timeline, timeline_record
+
+Progress = Callable[[float, str], Awaitable[None]]
+DEFAULT_MAX_TURNS = 20
+
+
+@dataclass(frozen=True)
+class Serving:
+    """What the server was started with: its config (no project layer), working directory and flags."""
+
+    config: LoadedConfig
+    cwd: Path
+    flags: dict[str, Any]
+
+    def roots(self) -> list[Path]:
+        return allowed_roots(self.config.mcp.serve.roots, self.cwd)
+
+    def for_workspace(self, workspace: Path, model: str | None = None) -> LoadedConfig:
+        flags = dict(self.flags)
+        if model is not None:
+            flags["model"] = model
+        return load_config(workspace=workspace, flags=flags)
+
+
+async def run_agent(serving: Serving, prompt: str, *, workspace: str | None = None, model: str | None = None,
+                    max_turns: int | None = None, session_id: str | None = None,
+                    progress: Progress | None = None, notify: Callable[[str], None]) -> dict[str, Any]:
+    """A new session on `prompt` in `workspace` (or `session_id` resumed with it); its outcome as the tool's
+    result. StrataError for anything refused (a workspace outside the roots, an unknown session, a busy one)."""
+    if max_turns is not None and max_turns < 1:
+        raise UsageError("max_turns must be at least 1")
+    if session_id is not None:
+        base = await anyio.to_thread.run_sync(lambda: serving.for_workspace(serving.cwd))
+        recorded = await recorded_workspace(base.settings, session_id=session_id)
+        ws = workspace_in_roots(str(recorded), serving.roots())
+    else:
+        ws = workspace_in_roots(workspace, serving.roots())
+    loaded = await anyio.to_thread.run_sync(lambda: serving.for_workspace(ws, model))
+    send, receive = anyio.create_memory_object_stream[tuple[int, str]](math.inf)
+    final: list[str] = []
+
+    def observe(item: StoredEvent) -> None:
+        event = item.event
+        if isinstance(event, BatchProposed):
+            tools = ", ".join(c.tool for c in event.calls)
+            send.send_nowait((item.turn, f"turn {item.turn}: {len(event.calls)} tool call(s): {tools}"))
+        elif isinstance(event, AssistantMessage):
+            final[:] = [b.text for b in event.content if isinstance(b, TextBlock)]
+            send.send_nowait((item.turn, f"turn {item.turn}: answered"))
+
+    async def forward() -> None:
+        async with receive:
+            async for turn, message in receive:
+                if progress is not None:
+                    await progress(float(turn), message)
+
+    rt = await Runtime.open(loaded)
+    try:
+        async with with_mcp_tools(rt, loaded, notify) as session_rt, anyio.create_task_group() as tg:
+            tg.start_soon(forward)
+            try:
+                live = await _session(session_rt, loaded, ws, prompt, model, max_turns, session_id, observe)
+                outcome = await _drive(live, prompt if session_id is not None else None)
+            finally:
+                send.close()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await rt.close()
+    return {"session_id": outcome.session_id, "status": outcome.status, "exit_code": outcome.exit_code,
+            "reason": outcome.reason, "final_text": "\n".join(final), "unknown_effects": outcome.unknown_receipts,
+            "resume": f"strata resume {outcome.session_id}"}
+
+
+async def _session(rt: Runtime, loaded: LoadedConfig, ws: Path, prompt: str, model: str | None,
+                   max_turns: int | None, session_id: str | None,
+                   observe: Callable[[StoredEvent], None]) -> LiveSession:
+    asking = Asking(on_ask="deny")  # no person: `ask` means deny
+    if session_id is not None:
+        return await resume_session(rt, session_id, rules=[], model=model_from_spec(model) if model else None,
+                                    model_factory=model_from_spec, max_turns=max_turns, observer=observe,
+                                    asking=asking, prompt=prompt)
+    return await start_session(rt, model=model_from_spec(loaded.settings.model), workspace=ws, mode="mcp",
+                               rules=[], prompt=prompt, max_turns=max_turns or DEFAULT_MAX_TURNS, observer=observe,
+                               asking=asking)
+
+
+async def _drive(live: LiveSession, prompt: str | None) -> RunOutcome:
+    try:
+        outcome = await live.run(prompt)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            with contextlib.suppress(StrataError):
+                await live.release(None)
+        raise
+    await live.release(None)
+    return outcome
+
+
+async def get_timeline(serving: Serving, session_id: str, *, kind: str | None = None, tool: str | None = None,
+                       decision: str | None = None, since: int | None = None) -> list[dict[str, Any]]:
+    """The session's timeline rows (masked when written; call ids masked again on the way out), filtered."""
+    loaded = await anyio.to_thread.run_sync(lambda: serving.for_workspace(serving.cwd))
+    rt = await Runtime.open(loaded, read_only=True)
+    try:
+        rows = await load_timeline(rt.store, session_id, kinds=[kind] if kind else None,
+                                   tools=[tool] if tool else None,
+                                   decisions=[decision] if decision else None,  # type: ignore[list-item]
+                                   since_seq=since)
+        out = []
+        for row in rows:
+            record = timeline_record(row)
+            if record.get("call_id"):
+                record["call_id"] = rt.masker.mask(record["call_id"])
+            out.append(record)
+        return out
+    finally:
+        with anyio.CancelScope(shield=True):
+            await rt.close()
+
+
+async def list_sessions(serving: Serving) -> list[dict[str, Any]]:
+    """Every session of the home, oldest first: id, status, mode, workspace, model, masked title, times."""
+    loaded = await anyio.to_thread.run_sync(lambda: serving.for_workspace(serving.cwd))
+    rt = await Runtime.open(loaded, read_only=True)
+    try:
+        alive = make_liveness(rt.clock)
+        out = []
+        for rec in await rt.store.list_sessions():
+            status: str = rec.status
+            if status == "active" and (rec.lease is None or not alive(rec.lease)):
+                status = "interrupted"
+            out.append({"id": rec.id, "status": status, "mode": rec.mode, "workspace": rec.workspace,
+                        "model": rt.masker.mask(rec.model), "title": rt.masker.mask(rec.title),
+                        "created_at": rec.created_at.isoformat(), "updated_at": rec.updated_at.isoformat()})
+        return out
+    finally:
+        with anyio.CancelScope(shield=True):
+            await rt.close()
+
+

@@ -1,0 +1,91 @@
+"""`strata mcp serve`: Strata as an MCP server (the SDK's `MCPServer`), over stdio or streamable HTTP on loopback.
+Its tools: `run_agent` (a headless one-shot session in mode `mcp`), `get_timeline` and `list_sessions` (read-only,
+masked). A refusal or an error is a tool error with one masked line, never a crash of the server.
+
+No `from __future__ import annotations` here: the SDK reads the tools' annotations (`Context` is imported where
+the tools are defined) to build their input schemas."""
+
+
+import os
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from agent.cli.output import echo
+from agent.mcp_serve._agent import Serving, get_timeline, list_sessions, run_agent
+from config import LoadedConfig
+from core.errors import StrataError
+from core.masking import Masker
+
+log = structlog.get_logger("strata.mcp_serve")
+
+INSTRUCTIONS = ("Strata runs an agent session under its own policy: the model's tool calls are checked, approved "
+                "by rule (there is no person to ask: `ask` means deny), recorded and receipted. `run_agent` returns "
+                "the session id; `get_timeline` shows what the runtime decided for each call, masked.")
+
+
+def build_server(config: LoadedConfig, *, cwd: Path, flags: dict[str, Any]) -> Any:
+    """The MCP server over `config` (the one `strata mcp serve` was started with, without a project layer)."""
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    serving = Serving(config, cwd, flags)
+    masker = Masker.throwaway()
+    server = MCPServer("strata", instructions=INSTRUCTIONS, log_level="WARNING")
+
+    def refused(err: Exception) -> ToolError:
+        if isinstance(err, StrataError):
+            return ToolError(masker.mask(err.message + (f" ({err.hint})" if err.hint else "")))
+        log.exception("mcp tool failed")
+        return ToolError(masker.mask(f"internal error: {type(err).__name__}: {err}"))
+
+    def notify(line: str) -> None:
+        echo(f"strata: notice: {masker.mask(line)}", err=True)  # stderr: the host's log of this server
+
+    @server.tool(name="run_agent")
+    async def run_agent_tool(prompt: str, ctx: Context, workspace: str | None = None, model: str | None = None,
+                             max_turns: int | None = None, session_id: str | None = None) -> dict[str, Any]:
+        """Run a Strata agent session on PROMPT in WORKSPACE (which must lie under the server's roots; default: the
+        first root), headless, in mode `mcp`: no shell and no execute/admin tools, and whatever would ask a person
+        is denied. Give SESSION_ID to continue an earlier session with a new prompt. Returns the session id,
+        status, exit code, final text and the number of effects whose outcome is unknown."""
+
+        async def progress(turn: float, message: str) -> None:
+            await ctx.report_progress(turn, None, masker.mask(message))
+
+        try:
+            return await run_agent(serving, prompt, workspace=workspace, model=model, max_turns=max_turns,
+                                   session_id=session_id, progress=progress, notify=notify)
+        except Exception as err:
+            raise refused(err) from None
+
+    @server.tool(name="get_timeline")
+    async def get_timeline_tool(session_id: str, kind: str | None = None, tool: str | None = None,
+                                decision: str | None = None, since: int | None = None) -> list[dict[str, Any]]:
+        """What the runtime observed in session SESSION_ID, masked: turns, model attempts, every call with its
+        decision and outcome, hooks, approvals, receipts. Filter by row KIND, TOOL (its name), DECISION, or rows
+        from seq SINCE on."""
+        try:
+            return await get_timeline(serving, session_id, kind=kind, tool=tool, decision=decision, since=since)
+        except Exception as err:
+            raise refused(err) from None
+
+    @server.tool(name="list_sessions")
+    async def list_sessions_tool() -> list[dict[str, Any]]:
+        """Every session of this Strata home, oldest first (id, status, mode, workspace, title), masked."""
+        try:
+            return await list_sessions(serving)
+        except Exception as err:
+            raise refused(err) from None
+
+    return server
+
+
+def serve(config: LoadedConfig, *, host: str | None, port: int | None, flags: dict[str, Any]) -> None:
+    """Serve until the host closes stdin (stdio) or the process is stopped (HTTP)."""
+    server = build_server(config, cwd=Path(os.getcwd()), flags=flags)
+    if port is None:
+        server.run()
+    else:
+        server.run("streamable-http", host=host or "127.0.0.1", port=port)

@@ -1,0 +1,49 @@
+"""Which listed MCP tools are callable: a declared policy, a name a model can be offered, and an input schema the
+executor can check calls with (a broken one would stop the whole plan, so the tool is left out with the reason)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from config import McpServerDecl, McpToolPolicy
+from tool_executor.mcp._server import ListedTool, ServerLink
+from tool_executor.mcp._tools import tool_specs, tool_statuses
+
+POLICY = McpToolPolicy(safety="read", effect="read_only")
+
+
+def link(tmp_path: Path, *tools: ListedTool) -> ServerLink:
+    decl = McpServerDecl(name="srv", command="unused", source="test",
+                         tools=tuple((t.name, POLICY) for t in tools))
+    server = ServerLink(decl, tmp_path, lambda line: None)
+    server.tools = tools
+    return server
+
+
+def test_only_tools_with_a_usable_name_and_schema_are_callable(tmp_path: Path) -> None:
+    good = ListedTool("find", "Find things", {"type": "object", "properties": {"q": {"type": "string"}}})
+    not_object = ListedTool("scalar", "", {"type": "string"})
+    broken = ListedTool("broken", "", {"type": "object", "properties": {"q": {"type": 5}}})
+    dotted = ListedTool("a.b", "", {"type": "object"})
+    server = link(tmp_path, good, not_object, broken, dotted)
+    reasons = {s.tool: s.reason for s in tool_statuses(server)}
+    assert reasons["find"] is None
+    assert "does not describe an object" in (reasons["scalar"] or "")
+    assert "not a valid JSON Schema" in (reasons["broken"] or "")
+    assert "cannot be offered to a model" in (reasons["a.b"] or "")
+    (spec,) = tool_specs(server)
+    assert spec.name == "mcp__srv__find" and spec.effect == "read_only" and spec.input_schema == good.input_schema
+
+
+def test_a_result_is_cut_at_the_cap_and_is_error_makes_an_error_result() -> None:
+    from mcp.types import CallToolResult, TextContent
+
+    from tool_executor.mcp._tools import MAX_RESULT_CHARS, _output
+
+    big = _output(CallToolResult(content=[TextContent(type="text", text="x" * (MAX_RESULT_CHARS + 10))]))
+    assert len(big.text) < MAX_RESULT_CHARS + 100 and big.text.endswith("[MCP result truncated: 10 more characters]")
+    assert not big.is_error
+    failed = _output(CallToolResult(content=[TextContent(type="text", text="no")], is_error=True))
+    assert failed.is_error and failed.text == "no"
+    structured = _output(CallToolResult(content=[], structured_content={"b": 1, "a": 2}))
+    assert structured.text == '{"a": 2, "b": 1}'

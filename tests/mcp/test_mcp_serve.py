@@ -1,0 +1,143 @@
+"""`strata mcp serve` driven by the official SDK's client (`mcp.ClientSession`) over stdio, as an MCP host would:
+the real `strata` process, the scripted model, a real Strata home.
+
+`run_agent` runs a headless one-shot session in mode `mcp`: a write allowed by a `[[policy.rules]]` rule of the
+user config happens; `bash` is not in the plan (never offered; the scripted call is denied as not in the plan);
+`get_timeline` on the returned id shows both calls' decisions, masked; a workspace outside the roots is refused."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from tests.cli._helpers import text, tool_use
+from tests.conftest import StrataCLI, write_script
+from tests.mcp._servers import user_config
+
+SECRET_MAIL = "carol@example.com"
+
+
+@asynccontextmanager
+async def strata_mcp(cli: StrataCLI, cwd: Path, *args: str) -> AsyncIterator[Any]:
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "agent", "mcp", "serve", *args],
+                                   env=cli.env(), cwd=cwd)
+    with (cli.home / "serve-stderr.log").open("a", encoding="utf-8") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+def structured(result: Any) -> Any:
+    assert not result.is_error, result.content
+    if result.structured_content is not None:
+        content = result.structured_content
+        return content.get("result", content) if isinstance(content, dict) and set(content) == {"result"} \
+            else content
+    return json.loads(result.content[0].text)
+
+
+async def test_an_mcp_host_runs_the_agent_and_reads_its_masked_timeline(cli: StrataCLI, tmp_path: Path,
+                                                                        workspace: Path) -> None:
+    user_config(cli, '[[policy.rules]]\ntool = "write_file"\naction = "allow"\n')
+    script = write_script(tmp_path / "script.json", [
+        [tool_use("w1", "write_file", path="notes.txt", content=f"contact {SECRET_MAIL}\n"),
+         tool_use("b1", "bash", command="echo escaped > escaped.txt")],
+        [text("wrote the notes")]])
+    progress: list[str] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(message or "")
+
+    async with strata_mcp(cli, workspace, "--model", f"script:{script}") as session:
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+        assert set(tools) == {"run_agent", "get_timeline", "list_sessions"}
+        assert "prompt" in tools["run_agent"].input_schema["required"]
+
+        out = structured(await session.call_tool("run_agent", {"prompt": "write the notes"},
+                                                 progress_callback=on_progress))
+        assert out["status"] == "completed" and out["exit_code"] == 0 and out["unknown_effects"] == 0, out
+        assert out["final_text"] == "wrote the notes"
+        assert (workspace / "notes.txt").read_text(encoding="utf-8") == f"contact {SECRET_MAIL}\n"
+        assert not (workspace / "escaped.txt").exists()
+
+        rows = structured(await session.call_tool("get_timeline", {"session_id": out["session_id"]}))
+        calls = {r["call_id"]: r for r in rows if r["kind"] == "call"}
+        assert calls["w1"]["decision"] == "allowed" and calls["b1"]["decision"] == "denied", calls
+        assert calls["b1"]["check"] == "resolve"  # not in the plan: bash was never offered
+        assert SECRET_MAIL not in json.dumps(rows) and "[MASKED:" in json.dumps(rows)
+        started = [r for r in rows if r["kind"] == "lifecycle" and "started" in r["summary"]]
+        assert started and "mcp" in started[0]["summary"]
+
+        sessions = structured(await session.call_tool("list_sessions", {}))
+        assert [s["id"] for s in sessions] == [out["session_id"]] and sessions[0]["mode"] == "mcp"
+
+        refused = await session.call_tool("run_agent", {"prompt": "go", "workspace": str(tmp_path.parent)})
+        assert refused.is_error and "not under the roots" in refused.content[0].text
+    assert any("turn 1" in m for m in progress), progress
+
+
+async def test_run_agent_continues_a_session_by_id_and_the_operator_can_add_a_tool_back(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """`allow_tools` puts `bash` back in mode `mcp`'s plan (still under policy: allowed here by a rule);
+    `run_agent(..., session_id=...)` continues the session with a new prompt."""
+    user_config(cli, '[mcp.serve]\nallow_tools = ["bash"]\n\n[[policy.rules]]\ntool = "bash"\naction = "allow"\n')
+    script = write_script(tmp_path / "script.json", [
+        [tool_use("b1", "bash", command="echo one > one.txt")], [text("first done")],
+        [tool_use("b2", "bash", command="echo two > two.txt")], [text("second done")]])
+    async with strata_mcp(cli, workspace, "--model", f"script:{script}") as session:
+        first = structured(await session.call_tool("run_agent", {"prompt": "first"}))
+        assert first["status"] == "completed" and first["final_text"] == "first done", first
+        second = structured(await session.call_tool("run_agent", {"prompt": "second",
+                                                                  "session_id": first["session_id"]}))
+        assert second["session_id"] == first["session_id"] and second["final_text"] == "second done", second
+        unknown = await session.call_tool("run_agent", {"prompt": "x", "session_id": "no-such-session"})
+        assert unknown.is_error and "no-such-session" in unknown.content[0].text
+    assert (workspace / "one.txt").exists() and (workspace / "two.txt").exists()
+
+
+def serve_http(cli: StrataCLI, workspace: Path, port: int, script: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(cli.argv(["mcp", "serve", "--http", f"127.0.0.1:{port}", "--model", f"script:{script}"]),
+                            cwd=workspace, env=cli.env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+
+
+async def test_strata_mcp_serve_over_streamable_http_on_loopback(cli: StrataCLI, tmp_path: Path,
+                                                                 workspace: Path) -> None:
+    import anyio
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.mcp._servers import free_port
+
+    refused = cli.run("mcp", "serve", "--http", "0.0.0.0:8765")
+    assert refused.returncode == 2 and "loopback" in refused.stderr, refused.stderr
+    script = write_script(tmp_path / "script.json", [[text("hello from http")]])
+    port = free_port()
+    proc = serve_http(cli, workspace, port, script)
+    try:
+        url = f"http://127.0.0.1:{port}/mcp"
+        with anyio.fail_after(30):
+            while True:
+                try:
+                    stream = await anyio.connect_tcp("127.0.0.1", port)
+                    await stream.aclose()
+                    break
+                except OSError:
+                    assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                    await anyio.sleep(0.05)
+        async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            out = structured(await session.call_tool("run_agent", {"prompt": "say hello"}))
+            assert out["status"] == "completed" and out["final_text"] == "hello from http"
+            sessions = structured(await session.call_tool("list_sessions", {}))
+            assert [s["id"] for s in sessions] == [out["session_id"]]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=20)

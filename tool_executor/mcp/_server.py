@@ -1,0 +1,197 @@
+"""One MCP server's connection, kept by its own task: started (a stdio child in its own process group, or a
+streamable HTTP endpoint), initialised and its tools listed within the startup timeout, restarted once when asked,
+and closed (the child killed with its process group) when the session ends.
+
+The SDK's transports and `ClientSession` are entered and left in one task (anyio's rule for task groups), so a
+tool call never enters them: it uses the live session, and asks the supervising task for a restart."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import anyio
+import structlog
+
+from config.mcp import McpServerDecl
+
+log = structlog.get_logger("strata.mcp")
+
+Notify = Callable[[str], None]
+
+
+class ServerGone(Exception):
+    """The server's connection ended (its process died, its endpoint went away)."""
+
+
+@dataclass(frozen=True)
+class ListedTool:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+class ServerLink:
+    """The supervised connection to one server."""
+
+    def __init__(self, decl: McpServerDecl, log_dir: Path, notify: Notify) -> None:
+        self.decl = decl
+        self._log_dir = log_dir
+        self._notify = notify
+        self.tools: tuple[ListedTool, ...] = ()
+        self.problem: str | None = None
+        """Why the server is not usable (None: it is up)."""
+        self._session: Any = None
+        self._ready = anyio.Event()
+        self._restart = anyio.Event()
+        self._restarts_left = 1
+        self._told = False
+
+    @property
+    def name(self) -> str:
+        return self.decl.name
+
+    @property
+    def up(self) -> bool:
+        return self._session is not None
+
+    async def supervise(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Keep the connection until cancelled (the session's end: the stack closes it, a stdio child is killed with
+        its process group). Reports started once the first attempt is up or has failed."""
+        started = False
+
+        def ready() -> None:
+            nonlocal started
+            self._ready.set()
+            if not started:
+                started = True
+                task_status.started()
+
+        while True:
+            self._restart = anyio.Event()
+            try:
+                async with contextlib.AsyncExitStack() as stack:
+                    self._session = await self._connect(stack)
+                    self.problem = None
+                    ready()
+                    await self._restart.wait()
+                    self._session = None
+                continue  # a restart was asked for
+            except Exception as exc:  # the SDK's errors, OSError, a timeout: the server is left out, once said
+                self._session = None
+                self._fail(_reason(exc, self.decl, self._log_dir))
+            ready()
+            await self._restart.wait()
+
+    async def _connect(self, stack: contextlib.AsyncExitStack) -> Any:
+        from mcp import ClientSession
+
+        # The transport and the session are entered outside the deadline's scope: their task groups outlive it.
+        read, write = await stack.enter_async_context(self._transport(stack))
+        session = await stack.enter_async_context(ClientSession(read, write))
+        with anyio.fail_after(self.decl.startup_timeout_s):
+            await session.initialize()
+            listed = await session.list_tools()
+        self.tools = tuple(ListedTool(t.name, t.description or "", dict(t.input_schema)) for t in listed.tools)
+        log.info("mcp server up", server=self.name, tools=len(self.tools))
+        return session
+
+    def _transport(self, stack: contextlib.AsyncExitStack) -> contextlib.AbstractAsyncContextManager[Any]:
+        decl = self.decl
+        if decl.url is not None:
+            from mcp.client.streamable_http import streamable_http_client
+
+            return streamable_http_client(decl.url)
+        from mcp import StdioServerParameters, stdio_client
+
+        self._log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # in the Strata home: private like it
+        errlog: TextIO = stack.enter_context(open(  # noqa: SIM115 (closed by the stack)
+            self._log_dir / f"{decl.name}.log", "a", encoding="utf-8", opener=_private))
+        assert decl.command is not None
+        # The SDK starts the server in a new session (its own process group) and kills the group only when the
+        # server does not exit on its own; what the server started and left behind in its group is killed here,
+        # after the transport closed (callbacks run last-in first-out). The shell records the group's id (its own
+        # pid, kept by `exec`) before it becomes the server.
+        pidfile = self._log_dir / f"{decl.name}.{os.getpid()}.{id(self):x}.pid"
+        stack.callback(_kill_group, pidfile)
+        params = StdioServerParameters(command="/bin/sh", args=["-c", _RECORD_PID_AND_EXEC, str(pidfile),
+                                                                decl.command, *decl.args],
+                                       env=dict(decl.env) or None)
+        return stdio_client(params, errlog=errlog)
+
+    def _fail(self, reason: str) -> None:
+        self.problem = reason
+        if not self._told:  # one notice per server
+            self._told = True
+            self._notify(f"MCP server {self.name!r} {reason}; the session continues without its tools")
+        log.info("mcp server unavailable", server=self.name, reason=reason)
+
+    def gone(self) -> None:
+        """The connection ended under a call and the server is not started again: say so once, stop using it."""
+        self._session = None
+        self._fail("stopped (its connection ended)")
+
+    async def session(self) -> Any:
+        """The live client session; ServerGone when there is none."""
+        await self._ready.wait()
+        if self._session is None:
+            raise ServerGone(self.problem or "not running")
+        return self._session
+
+    async def restart(self) -> Any:
+        """Start the server again (once per session) and return its session; ServerGone when it cannot."""
+        if self._restarts_left <= 0:
+            raise ServerGone(self.problem or "not running")
+        self._restarts_left -= 1
+        self._session = None
+        self._ready = anyio.Event()
+        self._restart.set()
+        await self._ready.wait()
+        if self._session is None:
+            raise ServerGone(self.problem or "did not start again")
+        return self._session
+
+
+_RECORD_PID_AND_EXEC = 'echo $$ > "$0" && exec "$@"'
+"""`sh -c` script: $0 is the pid file, the rest the server's command line."""
+
+
+def _kill_group(pidfile: Path) -> None:
+    """Kill what is left of the server's process group (nothing, usually), and forget its id."""
+    try:
+        pgid = int(pidfile.read_text(encoding="ascii").strip() or 0)
+    except (OSError, ValueError):
+        return
+    finally:
+        with contextlib.suppress(OSError):
+            pidfile.unlink()
+    if pgid > 1:
+        # The group's id is not given to another process while the group has members, so this reaches only them.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def _private(path: str, flags: int) -> int:
+    return os.open(path, flags, 0o600)
+
+
+def _reason(exc: BaseException, decl: McpServerDecl, log_dir: Path) -> str:
+    from mcp import MCPError
+    from mcp.types import CONNECTION_CLOSED
+
+    if isinstance(exc, TimeoutError):
+        return f"did not finish initialising within {decl.startup_timeout_s:g} s"
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        return _reason(exc.exceptions[0], decl, log_dir)
+    if isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED:
+        where = f"its stderr is in {log_dir / (decl.name + '.log')}" if decl.url is None else decl.url
+        return f"closed the connection before it finished initialising ({where})"
+    if isinstance(exc, FileNotFoundError | PermissionError):
+        return f"could not be started ({decl.command}: {exc.strerror})"
+    detail = str(exc).strip() or type(exc).__name__
+    return f"failed to start ({detail[:200]})"

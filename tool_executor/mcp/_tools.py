@@ -1,0 +1,173 @@
+"""An MCP server's tools as Strata tools: `mcp__SERVER__TOOL`, the server's input schema, and the resource policy
+config declares (safety, effect, PII, resource-key templates, timeout). A tool without a declared policy is never
+made a ToolSpec: it is listed as unavailable with the reason, and is not in any plan.
+
+A call's outcome: the result's text (an `isError` result is an error result); a connection that ends during the
+call makes an effectful call's outcome unknown (ToolTimeout: the executor keeps its receipt `unknown` for
+`strata reconcile`), and a read-only or idempotent call is retried once on the restarted server."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from config.mcp import McpToolPolicy
+from core.tools import ToolContext, ToolError, ToolOutput, ToolSpec, ToolTimeout
+from tool_executor.mcp._server import ListedTool, ServerGone, ServerLink
+
+PREFIX = "mcp__"
+MAX_RESULT_CHARS = 256 * 1024
+"""An MCP result longer than this is cut (with a note): a server's answer is not ours to bound otherwise."""
+MAX_DESCRIPTION_CHARS = 4096
+"""A server's tool description goes into every model request: longer ones are cut."""
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+
+
+def mcp_tool_name(server: str, tool: str) -> str:
+    return f"{PREFIX}{server}__{tool}"
+
+
+@dataclass(frozen=True)
+class ToolStatus:
+    """One tool of one server as a listing shows it."""
+
+    server: str
+    tool: str
+    name: str
+    callable: bool
+    reason: str | None = None
+    """Why it is not callable."""
+    policy: McpToolPolicy | None = None
+    description: str = ""
+    input_schema: Mapping[str, Any] | None = None
+
+
+def tool_statuses(link: ServerLink) -> list[ToolStatus]:
+    """Every tool the server lists, callable or not, and each policy config declares for a tool it does not list."""
+    decl = link.decl
+    out: list[ToolStatus] = []
+    listed = {t.name for t in link.tools}
+    for tool in link.tools:
+        name = mcp_tool_name(decl.name, tool.name)
+        policy = decl.policy(tool.name)
+        reason = None
+        if not _MODEL_NAME.match(name):
+            reason = "its name cannot be offered to a model (letters, digits, '_' and '-', at most 128)"
+        elif (problem := _schema_problem(tool.input_schema)) is not None:
+            reason = f"its input schema cannot be used: {problem}"
+        elif policy is None:
+            reason = (f"no resource policy declared: add [mcp.servers.{decl.name}.tools.{tool.name}] with safety, "
+                      "effect, pii and resource_keys to make it callable")
+        out.append(ToolStatus(decl.name, tool.name, name, reason is None, reason, policy, tool.description,
+                              tool.input_schema))
+    for declared, declared_policy in decl.tools:
+        if declared not in listed and link.up:
+            out.append(ToolStatus(decl.name, declared, mcp_tool_name(decl.name, declared), False,
+                                  "declared in config, but the server does not list it", declared_policy))
+    return out
+
+
+def _schema_problem(schema: Mapping[str, Any]) -> str | None:
+    """Why a server's input schema cannot check calls (the executor builds a validator for every tool of a plan,
+    so one broken schema must not reach it), or None."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    if schema.get("type") != "object":
+        return "it does not describe an object"
+    try:
+        Draft202012Validator.check_schema(dict(schema))
+    except SchemaError as exc:
+        return f"not a valid JSON Schema ({exc.message[:200]})"
+    return None
+
+
+def tool_specs(link: ServerLink) -> list[ToolSpec]:
+    """The callable tools of a server that is up."""
+    listed = {t.name: t for t in link.tools}
+    return [_spec(link, listed[s.tool], s.policy) for s in tool_statuses(link)
+            if s.callable and s.policy is not None]
+
+
+def _spec(link: ServerLink, tool: ListedTool, policy: McpToolPolicy) -> ToolSpec:
+    templates = policy.resource_keys
+
+    async def handler(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        return await _call(link, tool.name, dict(args), policy, ctx)
+
+    def keys(args: Mapping[str, Any], ctx: ToolContext) -> list[str]:
+        return [t.format_map(_Args(args)) for t in templates]
+
+    return ToolSpec(
+        name=mcp_tool_name(link.name, tool.name),
+        description=(tool.description or f"{tool.name} (MCP server {link.name})")[:MAX_DESCRIPTION_CHARS],
+        input_schema=tool.input_schema, handler=handler, safety=policy.safety, effect=policy.effect,
+        pii=policy.pii, timeout_s=policy.timeout_s, path_args=policy.path_args,
+        resource_keys=keys if templates else None,
+        declared={"server": link.name, "transport": link.decl.transport, "resource_keys": list(templates)})
+
+
+class _Args(dict[str, str]):
+    def __init__(self, args: Mapping[str, Any]) -> None:
+        super().__init__({k: v if isinstance(v, str) else json.dumps(v) for k, v in args.items()})
+
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+async def _call(link: ServerLink, tool: str, args: dict[str, Any], policy: McpToolPolicy,
+                ctx: ToolContext) -> ToolOutput:
+    from mcp import MCPError
+    from mcp.types import CONNECTION_CLOSED
+
+    try:
+        session = await link.session()
+    except ServerGone as exc:  # nothing was sent: the call did not start
+        raise ToolError(f"not run: MCP server {link.name!r} is not available ({exc}); no effect started") from None
+    retried = False
+    while True:
+        try:
+            return _output(await session.call_tool(tool, args))  # the dispatch deadline bounds it
+        except MCPError as exc:
+            if exc.code != CONNECTION_CLOSED:  # the server answered with a protocol error: nothing was done
+                raise ToolError(f"the MCP server refused the call: {exc.message}") from None
+        except OSError:  # the HTTP connection failed under the call
+            pass
+        # The connection ended during the call: the work may have been done.
+        if policy.effect == "effectful":
+            link.gone()
+            raise ToolTimeout(f"MCP server {link.name!r} stopped during the call")
+        if retried:
+            link.gone()
+            raise ToolError(f"MCP server {link.name!r} stopped during the call, and again when it was retried")
+        retried = True
+        try:
+            session = await link.restart()  # read-only or idempotent: once more, on the server started again
+        except ServerGone as exc:
+            raise ToolError(f"MCP server {link.name!r} stopped during the call and could not be started again "
+                            f"({exc})") from None
+
+
+def _output(result: Any) -> ToolOutput:
+    from mcp.types import EmbeddedResource, ImageContent, TextContent
+
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, TextContent):
+            parts.append(block.text)
+        elif isinstance(block, ImageContent):
+            parts.append(f"[image: {block.mime_type}, {len(block.data)} base64 characters]")
+        elif isinstance(block, EmbeddedResource):
+            resource = block.resource
+            parts.append(getattr(resource, "text", None) or f"[resource {resource.uri}]")
+        else:
+            parts.append(f"[{getattr(block, 'type', 'content')} block]")
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False, sort_keys=True))
+    text = "\n".join(parts) or "(the MCP tool returned no content)"
+    if len(text) > MAX_RESULT_CHARS:
+        text = text[:MAX_RESULT_CHARS] + f"\n[MCP result truncated: {len(text) - MAX_RESULT_CHARS} more characters]"
+    return ToolOutput(text, is_error=bool(result.is_error))
