@@ -11,6 +11,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from config.channels import ChannelEntry, DaemonSection
 from config.settings import (
     CommonTermShare,
     ContextBudget,
@@ -222,3 +223,6 @@ class ConfigFile(_Table):
     """Per-tool settings; a later file overrides an earlier one tool by tool."""
     knowledge: KnowledgeSection = Field(default_factory=KnowledgeSection)
     """Knowledge datasets (config/knowledge.py); a later file replaces a dataset's table whole."""
+    channels: list[ChannelEntry] | None = None
+    """The serve daemon's channels (config/channels.py); the user's file only."""
+    daemon: DaemonSection | None = None

@@ -1,0 +1,68 @@
+"""Acceptance 1: a spool round trip through a real `strata serve` process with a scripted model. A message file in
+the inbox becomes one turn in its thread's session and one reply file in the outbox; the thread's next message
+continues the same session (one id, one chain); the same message dropped again is acknowledged, not processed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.channels._support import (
+    drop,
+    pending,
+    replies,
+    session_events,
+    session_ids,
+    spool_table,
+    write_config,
+)
+from tests.cli._helpers import text
+from tests.conftest import StrataCLI
+from tests.serve._procs import Daemon, script, wait_until
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_spool_message_gets_one_turn_and_one_reply_and_its_thread_keeps_one_session(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    spool = tmp_path / "spool"
+    model = script(tmp_path / "s.json", [text("first answer")], [text("second answer")])
+    write_config(cli, spool_table("team", spool, ws, model))
+    daemon = Daemon(cli)
+    try:
+        drop(spool / "in", "a", thread="t1", id="m1", sender="anna@example.com", text="Please review the report")
+        wait_until(lambda: len(replies(spool / "out")) == 1 and not pending(spool / "in"), what="the first reply")
+        [first] = replies(spool / "out")
+        assert (first["in_reply_to"], first["thread"], first["status"], first["text"]) == (
+            "m1", "t1", "completed", "first answer")
+        assert first["task_id"] == 1  # an imperative aimed at a work artifact: the gate made it a task
+
+        drop(spool / "in", "b", thread="t1", id="m2", sender="anna@example.com", text="thanks, and how long is it?")
+        wait_until(lambda: len(replies(spool / "out")) == 2 and not pending(spool / "in"), what="the second reply")
+        second = next(r for r in replies(spool / "out") if r["in_reply_to"] == "m2")
+        assert (second["session_id"], second["text"], second["task_id"]) == (first["session_id"], "second answer",
+                                                                             None)
+
+        drop(spool / "in", "a-again", thread="t1", id="m1", sender="anna@example.com",
+             text="Please review the report")
+        wait_until(lambda: not pending(spool / "in"), what="the redelivered message acknowledged")
+        assert len(replies(spool / "out")) == 2
+    finally:
+        daemon.stop()
+    assert daemon.proc.returncode == 0, daemon.stderr
+
+    sid = first["session_id"]
+    assert session_ids(cli.home) == [sid]
+    events = session_events(cli.home, sid)
+    prompts = [p["text"] for _, kind, p in events if kind == "user_message"]
+    assert len(prompts) == 2
+    assert prompts[0].startswith("[channel team · thread t1 · message m1 · from anna@example.com]")
+    assert "[task 1:" in prompts[0]
+    assert prompts[1].startswith("[channel team · thread t1 · message m2")
+    assert [kind for _, kind, _ in events].count("session_started") == 1
+    assert [s for s, _, _ in events] == list(range(1, len(events) + 1))  # one chain, no gap
+    assert json.loads((spool / "out" / f"{first['key']}.json").read_text())["key"] == first["key"]
