@@ -8,6 +8,7 @@ from agent.channels._messages import AttachmentRef, Channel, InboundMessage, Rep
 from agent.channels._runner import ChannelRunner, open_channel
 from agent.channels._spool import SpoolChannel
 from agent.channels._turns import daemon_runtime
+from agent.channels._webhook import WebhookChannel
 
 __all__ = [
     "AttachmentRef",
@@ -16,6 +17,7 @@ __all__ = [
     "InboundMessage",
     "Reply",
     "SpoolChannel",
+    "WebhookChannel",
     "daemon_runtime",
     "open_channel",
     "reply_key",

@@ -10,11 +10,12 @@ as Ctrl-C closes them; whatever was not acknowledged is handled again by the nex
 
 from __future__ import annotations
 
+import os
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from functools import partial
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -24,6 +25,7 @@ from anyio.abc import TaskGroup
 from agent.channels._messages import Channel, InboundMessage
 from agent.channels._spool import SpoolChannel
 from agent.channels._turns import ChannelParts, daemon_runtime, handle
+from agent.channels._webhook import WebhookChannel
 from agent.session import Runtime
 from config import ChannelEntry, LoadedConfig
 from core.errors import ConfigError
@@ -97,12 +99,19 @@ class _Poller:
         thread.queue.clear()
 
 
-def open_channel(entry: ChannelEntry) -> Channel:
+def open_channel(entry: ChannelEntry, home: Path, env: Mapping[str, str]) -> Channel:
+    """The channel `entry` configures (its folders created). A webhook's token must be in the environment."""
     if entry.kind == "spool":
         assert entry.inbox is not None and entry.outbox is not None
         return SpoolChannel(entry.name, Path(entry.inbox).expanduser(), Path(entry.outbox).expanduser(),
                             tuple(entry.threads))
-    raise ConfigError(f"channel kind {entry.kind!r} is not served by this build", key=f"channels.{entry.name}.kind")
+    assert entry.port is not None and entry.token_env is not None
+    token = env.get(entry.token_env, "")
+    if len(token) < 16:
+        raise ConfigError(f"the environment variable {entry.token_env} must hold the webhook's bearer token (16 "
+                          "characters or more)", key=f"channels.{entry.name}.token_env")
+    return WebhookChannel(entry.name, home / "channels" / entry.name, port=entry.port, token=token,
+                          max_body_bytes=entry.max_body_bytes, threads=tuple(entry.threads))
 
 
 class ChannelRunner:
@@ -127,7 +136,13 @@ class ChannelRunner:
                     if not await workspace.is_dir():
                         raise ConfigError(f"the workspace {workspace} is not a directory",
                                           key=f"channels.{entry.name}.workspace")
-                    channel = await anyio.to_thread.run_sync(open_channel, entry)
+                    channel = await anyio.to_thread.run_sync(open_channel, entry, settings.home, os.environ)
+                    if isinstance(channel, WebhookChannel):
+                        try:
+                            await tg.start(channel.serve)
+                        except OSError as exc:
+                            raise ConfigError(f"port {channel.port} cannot be listened on: {exc.strerror}",
+                                              key=f"channels.{entry.name}.port") from None
                     base = rt
                     if workspace_config is not None:
                         project = await anyio.to_thread.run_sync(workspace_config, Path(workspace))
