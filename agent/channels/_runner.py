@@ -61,8 +61,9 @@ class _Poller:
         while not self.stopping:
             try:
                 found = await anyio.to_thread.run_sync(channel.poll)
-            except OSError as exc:
-                log.error("channel cannot be polled", channel=channel.name, reason=str(exc))
+            except Exception as exc:  # a folder gone or unreadable, or a bug: logged, polled again, never fatal
+                log.error("channel cannot be polled", channel=channel.name, error_type=type(exc).__name__,
+                          reason=str(exc))
                 found = []
             for message, handle_ in found:
                 if handle_ in self._queued or self.stopping:

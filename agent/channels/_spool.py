@@ -19,13 +19,17 @@ import contextlib
 import fnmatch
 import json
 import os
+import stat
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from agent.channels._messages import InboundMessage, Reply
+from core import bounded_json
 
 MAX_FILE_BYTES = 1024 * 1024
+MAX_DEPTH = 32
+"""A message is shallow; deeper JSON is refused before it is parsed (core/bounded_json.py)."""
 REJECTED = "rejected"
 
 
@@ -42,7 +46,7 @@ class SpoolChannel:
         found: list[tuple[int, str, Path]] = []
         with os.scandir(self.inbox) as entries:
             for entry in entries:
-                if entry.name.startswith(".") or not entry.name.endswith(".json") or not entry.is_file():
+                if entry.name.startswith(".") or not entry.name.endswith(".json") or entry.is_dir():
                     continue
                 with contextlib.suppress(FileNotFoundError):
                     found.append((entry.stat().st_mtime_ns, entry.name, Path(entry.path)))
@@ -55,6 +59,9 @@ class SpoolChannel:
 
     def _read(self, path: Path) -> InboundMessage | None:
         try:
+            if not stat.S_ISREG(path.lstat().st_mode):
+                self._reject(path, "not a regular file (a link, a device or a pipe is never read)")
+                return None
             with path.open("rb") as f:
                 raw = f.read(MAX_FILE_BYTES + 1)
         except FileNotFoundError:
@@ -66,11 +73,11 @@ class SpoolChannel:
             self._reject(path, f"larger than {MAX_FILE_BYTES} bytes")
             return None
         try:
-            body = json.loads(raw)
+            body = bounded_json.loads(raw.decode("utf-8"), max_depth=MAX_DEPTH)
             if not isinstance(body, dict):
                 raise ValueError("not a JSON object")
             message = InboundMessage.model_validate({**body, "channel": self.name})
-        except (ValueError, ValidationError) as exc:
+        except (ValueError, ValidationError) as exc:  # UnicodeDecodeError and TooDeep are ValueErrors
             self._reject(path, f"not a message: {_one_line(exc)}")
             return None
         if not any(fnmatch.fnmatchcase(message.thread, glob) for glob in self.threads):

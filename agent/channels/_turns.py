@@ -118,6 +118,9 @@ async def handle(parts: ChannelParts, message: InboundMessage, handle: str) -> O
     finally:
         await live.release(None)
     await anyio.to_thread.run_sync(channel.send, reply)
+    if task is not None:
+        await anyio.to_thread.run_sync(book.set_task_status, task.id,
+                                       "done" if reply.status == "completed" else reply.status)
     await _finish(parts, message, handle)
     log.info("message processed", channel=message.channel, thread=message.thread, message_id=message.id,
              session_id=session_id, status=reply.status, task=task.id if task else None)

@@ -28,7 +28,8 @@ from anyio.abc import SocketStream, TaskStatus
 from pydantic import ValidationError
 
 from agent.channels._messages import InboundMessage
-from agent.channels._spool import SpoolChannel, _one_line, _write_atomically
+from agent.channels._spool import MAX_DEPTH, SpoolChannel, _one_line, _write_atomically
+from core import bounded_json
 from core.hashing import sha256_text
 
 log = structlog.get_logger("strata.channels")
@@ -104,7 +105,7 @@ class WebhookChannel(SpoolChannel):
             else:
                 return 400, {"error": "the body ended early"}
         try:
-            body = json.loads(bytes(raw))
+            body = bounded_json.loads(bytes(raw).decode("utf-8"), max_depth=MAX_DEPTH)
             if not isinstance(body, dict):
                 raise ValueError("not a JSON object")
             message = InboundMessage.model_validate({**body, "channel": self.name})

@@ -66,3 +66,18 @@ def test_a_spool_message_gets_one_turn_and_one_reply_and_its_thread_keeps_one_se
     assert [kind for _, kind, _ in events].count("session_started") == 1
     assert [s for s, _, _ in events] == list(range(1, len(events) + 1))  # one chain, no gap
     assert json.loads((spool / "out" / f"{first['key']}.json").read_text())["key"] == first["key"]
+
+    listed = cli.run("tasks", "--json")
+    assert listed.returncode == 0, listed.stderr
+    [task] = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert {k: task[k] for k in ("id", "channel", "thread", "message", "status", "session", "rule")} == {
+        "id": 1, "channel": "team", "thread": "t1", "message": "m1", "status": "done", "session": sid,
+        "rule": "imperative"}
+    shown = cli.run("channels", "--json")
+    assert shown.returncode == 0, shown.stderr
+    [channel] = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert {k: channel[k] for k in ("name", "kind", "threads", "messages", "unacknowledged", "backlog")} == {
+        "name": "team", "kind": "spool", "threads": 1, "messages": 2, "unacknowledged": 0, "backlog": 0}
+    assert (channel["last_message"]["id"], channel["last_message"]["status"]) == ("m2", "acked")
+    table = cli.run("tasks")
+    assert table.returncode == 0 and "imperative" in table.stdout and sid in table.stdout
