@@ -132,10 +132,11 @@ class ChannelBook:
 
     def take_in(self, row: IntakeRow) -> IntakeRow:
         """Record a message as taken in (once: a second call for the same id returns the first record)."""
-        self._write("INSERT OR IGNORE INTO intake (channel, message_id, thread_id, session_id, sender, status, rule, "
-                    "reply_key, at) VALUES (?, ?, ?, ?, ?, 'started', ?, ?, ?)",
+        self._write("INSERT INTO intake (channel, message_id, thread_id, session_id, sender, status, rule, "
+                    "reply_key, at) SELECT ?, ?, ?, ?, ?, 'started', ?, ?, ? WHERE NOT EXISTS "
+                    "(SELECT 1 FROM intake WHERE channel = ? AND message_id = ?)",
                     (row.channel, row.message_id, row.thread_id, row.session_id, row.sender, row.rule,
-                     row.reply_key, _now()))
+                     row.reply_key, _now(), row.channel, row.message_id))
         found = self.intake(row.channel, row.message_id)
         assert found is not None
         return found
@@ -154,9 +155,10 @@ class ChannelBook:
 
     def add_task(self, channel: str, thread_id: str, message_id: str, session_id: str, rule: str) -> TaskRow:
         """The message's task (created once)."""
-        self._write("INSERT OR IGNORE INTO tasks (channel, thread_id, message_id, session_id, status, rule, "
-                    "created_at) VALUES (?, ?, ?, ?, 'open', ?, ?)",
-                    (channel, thread_id, message_id, session_id, rule, _now()))
+        self._write("INSERT INTO tasks (channel, thread_id, message_id, session_id, status, rule, created_at) "
+                    "SELECT ?, ?, ?, ?, 'open', ?, ? WHERE NOT EXISTS "
+                    "(SELECT 1 FROM tasks WHERE channel = ? AND message_id = ?)",
+                    (channel, thread_id, message_id, session_id, rule, _now(), channel, message_id))
         return next(t for t in self.tasks() if (t.channel, t.message_id) == (channel, message_id))
 
     def set_task_status(self, task_id: int, status: str) -> None:
