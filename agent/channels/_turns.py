@@ -12,7 +12,8 @@ The steps, each durable before the next, so a crash anywhere is recovered by doi
    does not get it again: an unfinished turn is continued (as `strata resume` continues one), a finished one is
    not run again. The turn has `turn_budget_s`; past it the turn is closed as Ctrl-C closes it;
 5. the reply, named by the message's idempotency key (the outbox never takes a key twice), then the book's
-   `replied`, the channel's acknowledgement and the book's `acked`."""
+   `replied` and `acked`, then the channel's acknowledgement (a crash before it: the message is redelivered and
+   step 1 acknowledges it again)."""
 
 from __future__ import annotations
 
@@ -129,9 +130,11 @@ async def handle(parts: ChannelParts, message: InboundMessage, handle: str) -> O
 
 async def _finish(parts: ChannelParts, message: InboundMessage, handle: str) -> None:
     book = parts.book
+    # The book first: a crash before the channel hears it leaves the message there, redelivered and acknowledged
+    # again (step 1); the other order could leave an acknowledged message the book still calls unacknowledged.
     await anyio.to_thread.run_sync(book.advance, message.channel, message.id, "replied")
-    await anyio.to_thread.run_sync(parts.channel.ack, handle)
     await anyio.to_thread.run_sync(book.advance, message.channel, message.id, "acked")
+    await anyio.to_thread.run_sync(parts.channel.ack, handle)
 
 
 def _started_at(state: SessionState, message: InboundMessage) -> int | None:
