@@ -91,7 +91,7 @@ _INFORMATIONAL_OPENERS = (
 _NEGATIONS = ("don't", "do not", "dont", "never", "no need to", "not", "stop", "no")
 _FILLERS = ("also", "and", "then", "now", "so", "first", "next", "finally", "additionally", "asap")
 _FILE_NAME = re.compile(r"^[\w-]+\.(?:pdf|docx?|xlsx?|csv|txt|md|pptx?|json|ya?ml|toml|py|odt|ods|rtf|eml|png|jpe?g)$")
-_SENTENCE_END = re.compile(r"(?:[.!?;]+(?=\s|$)|\n+)")
+_SENTENCE_END = re.compile(r"(?:[.!?;]+(?=[\s,)\]\"']|$)|\n+)")
 _TOKEN = re.compile(r"[a-z0-9_'\-./]+")
 _TRIM = ".,:;!?-\u2013\u2014()[]\"'/"
 

@@ -37,10 +37,16 @@ log = structlog.get_logger("strata.channels")
 POLL_INTERVAL_S = 0.2
 
 
+DEFERRED_RETRY_S = 2.0
+"""A thread whose message could not be handled (its session waits for approval, or is driven elsewhere) is offered
+its messages again no sooner than this."""
+
+
 @dataclass
 class _Thread:
     queue: deque[tuple[InboundMessage, str]] = field(default_factory=deque)
     running: bool = False
+    not_before: float = 0.0
 
 
 class _Poller:
@@ -66,10 +72,10 @@ class _Poller:
                           reason=str(exc))
                 found = []
             for message, handle_ in found:
-                if handle_ in self._queued or self.stopping:
+                thread = self._threads.setdefault(message.thread, _Thread())
+                if handle_ in self._queued or self.stopping or thread.not_before > anyio.current_time():
                     continue
                 self._queued.add(handle_)
-                thread = self._threads.setdefault(message.thread, _Thread())
                 thread.queue.append((message, handle_))
                 if not thread.running:
                     thread.running = True
@@ -87,6 +93,7 @@ class _Poller:
                               error_type=type(exc).__name__, exc_info=True)
                     outcome = "deferred"
                 if outcome == "deferred":  # offered again at a later poll, still first of its thread
+                    thread.not_before = anyio.current_time() + DEFERRED_RETRY_S
                     self._forget(thread)
                     return
                 thread.queue.popleft()

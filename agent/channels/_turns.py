@@ -35,6 +35,7 @@ from core.messages import Message, TextBlock
 from core.model import ModelAdapter
 from core.state import SessionState
 from memory.channel_book import ChannelBook, IntakeRow, TaskRow
+from memory.restore import restore_or_report
 
 log = structlog.get_logger("strata.channels")
 
@@ -99,6 +100,11 @@ async def handle(parts: ChannelParts, message: InboundMessage, handle: str) -> O
             session_id = await anyio.to_thread.run_sync(book.bind, message.channel, message.thread, live.id)
             assert session_id == live.id  # one poller a channel, one worker a thread: nothing else binds it
         else:
+            waiting = _undecided((await restore_or_report(parts.rt.store, session_id)).state)
+            if waiting:  # parked calls wait for `strata approve|deny`: the thread's next message waits too
+                log.info("thread's session waits for approval; the message stays queued", channel=message.channel,
+                         thread=message.thread, message_id=message.id, calls=list(waiting))
+                return "deferred"
             live = await resume_session(parts.rt, session_id, rules=[], model=parts.model(),
                                         max_turns=parts.max_turns, asking=asking)
     except (SessionActive, StrataError) as exc:
@@ -146,6 +152,10 @@ def _started_at(state: SessionState, message: InboundMessage) -> int | None:
     return None
 
 
+def _undecided(state: SessionState) -> list[str]:
+    return [c for c in state.parked if c not in state.approvals]
+
+
 def _unfinished(state: SessionState) -> bool:
     return state.open_batch is not None or (state.ended is None and bool(state.messages)
                                             and state.messages[-1].role == "user")
@@ -161,6 +171,8 @@ async def _turn(parts: ChannelParts, live: LiveSession, message: InboundMessage,
     with anyio.move_on_after(parts.turn_budget_s) as budget:
         try:
             if _started_at(state, message) is None:
+                if _unfinished(state):  # an earlier turn left a batch open (parked, then decided): finish it first
+                    await live.run(None)
                 outcome = await live.run(prompt_of(message, verdict, task))
             elif _unfinished(state):
                 outcome = await live.run(None)
@@ -176,7 +188,7 @@ async def _turn(parts: ChannelParts, live: LiveSession, message: InboundMessage,
     if failed is not None:
         return _reply(message, live.id, "failed", f"The turn failed: {failed}", task)
     if outcome is not None and outcome.status == "awaiting_approval":
-        waiting = ", ".join(c for c in state.parked if c not in state.approvals)
+        waiting = ", ".join(_undecided(state))
         text = (f"A call waits for approval ({waiting}): decide with `strata approve|deny {live.id} CALL`; the thread "
                 "goes on after that.")
         return _reply(message, live.id, "parked", text, task)

@@ -5,6 +5,7 @@ started effect `unknown`) with a reply that says so."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -65,17 +66,28 @@ def test_an_ask_is_denied_and_with_on_ask_park_the_call_parks_for_strata_approve
         denied = _one_reply(tmp_path / "deny" / "out")
         parked = _one_reply(tmp_path / "park" / "out")
         wait_until(lambda: not pending(tmp_path / "park" / "in"), what="the parked message acknowledged")
+        kinds = [kind for _, kind, _ in session_events(cli.home, parked["session_id"])]
+        assert "calls_parked" in kinds and "call_result" not in kinds
+
+        # the thread's next message waits while the call is undecided, and goes on once a person decides it
+        drop(tmp_path / "park" / "in", "m2", thread="t", id="m2", text="And the changelog?")
+        time.sleep(1.0)
+        assert pending(tmp_path / "park" / "in") == ["m2.json"]
+        assert len(replies(tmp_path / "park" / "out")) == 1
+        decided = cli.run("deny", parked["session_id"], "b1", "--reason", "not unattended")
+        assert decided.returncode == 0, decided.stderr
+        wait_until(lambda: len(replies(tmp_path / "park" / "out")) == 2, what="the second message answered")
     finally:
         daemon.stop()
+    later = next(r for r in replies(tmp_path / "park" / "out") if r["in_reply_to"] == "m2")
+    assert later["session_id"] == parked["session_id"] and later["status"] == "completed"
+    results = _results(cli, parked["session_id"])
+    assert [(r["call_id"], r["status"]) for r in results] == [("b1", "denied")]
     assert (denied["status"], denied["text"]) == ("completed", "denied, as expected")
     [result] = _results(cli, denied["session_id"])
     assert result["status"] == "denied" and result["receipt_id"] is None, result
     assert parked["status"] == "parked" and "b1" in parked["text"]
-    kinds = [kind for _, kind, _ in session_events(cli.home, parked["session_id"])]
-    assert "calls_parked" in kinds and "call_result" not in kinds
     assert not (deny_ws / "ran.txt").exists() and not (park_ws / "ran.txt").exists()
-    listed = cli.run("sessions", "--json")
-    assert parked["session_id"] in listed.stdout and "awaiting_approval" in listed.stdout
 
 
 def test_a_turn_past_its_budget_is_closed_with_the_started_effect_unknown_and_a_reply_saying_so(

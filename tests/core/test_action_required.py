@@ -79,6 +79,7 @@ TABLE: list[tuple[str, int, bool, str]] = [
     ("Remind me what the budget was?", 0, N, "question"),
     ("Who wrote invoice_17.pdf?", 0, N, "question"),
     ("the report, where is it?", 0, N, "question"),
+    ("the report, where is it?, please.", 0, N, "question"),
     ("Is report.pdf the final one? And where is the deck?", 0, N, "question"),
     ("Hey team! How's the proposal going?", 0, N, "question"),
     ("Fyi the report is out", 0, N, "question"),
