@@ -65,6 +65,8 @@ def test_a_spool_message_gets_one_turn_and_one_reply_and_its_thread_keeps_one_se
     assert prompts[1].startswith("[channel team · thread t1 · message m2")
     assert [kind for _, kind, _ in events].count("session_started") == 1
     assert [s for s, _, _ in events] == list(range(1, len(events) + 1))  # one chain, no gap
+    verified = cli.run("timeline", sid, "--verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
     assert json.loads((spool / "out" / f"{first['key']}.json").read_text())["key"] == first["key"]
 
     listed = cli.run("tasks", "--json")
