@@ -10,7 +10,8 @@ import pytest
 
 PACKAGES = ["core.tools", "core.model", "core.knowledge", "core.hooks", "core.masking", "config", "memory",
             "memory.knowledge", "observability", "observability.export", "tool_executor", "tool_executor.shell",
-            "tool_executor.builtin", "agent.ipc", "agent.daemon", "agent.serve", "agent.channels", "memory.channel_book"]
+            "tool_executor.builtin", "agent.ipc", "agent.daemon", "agent.serve", "agent.channels",
+            "memory.channel_book"]
 
 _PROJECT = ("core", "config", "memory", "observability", "tool_executor", "agent")
 
