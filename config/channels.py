@@ -63,6 +63,8 @@ class ChannelEntry(_Table):
     token_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
     """webhook: the environment variable holding the bearer token (a token never sits in a config file)."""
     max_body_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = DEFAULT_BODY_CAP
+    callback_url: Annotated[str, Field(pattern=r"^https?://[^\s]+$", max_length=2000)] | None = None
+    """webhook: where each reply is also POSTed (header `Idempotency-Key`), until the callback answers 2xx."""
     threads: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=lambda: ["*"])
     on_ask: OnAsk = "deny"
 
@@ -72,6 +74,8 @@ class ChannelEntry(_Table):
             raise ValueError(f"spool channel {self.name!r} needs `inbox` and `outbox`")
         if self.kind == "webhook" and (self.port is None or self.token_env is None):
             raise ValueError(f"webhook channel {self.name!r} needs `port` and `token_env`")
+        if self.kind == "spool" and self.callback_url is not None:
+            raise ValueError(f"spool channel {self.name!r} has no `callback_url` (its replies are outbox files)")
         return self
 
 

@@ -119,7 +119,8 @@ def open_channel(entry: ChannelEntry, home: Path, env: Mapping[str, str]) -> Cha
         raise ConfigError(f"the environment variable {entry.token_env} must hold the webhook's bearer token (16 "
                           "characters or more)", key=f"channels.{entry.name}.token_env")
     return WebhookChannel(entry.name, home / "channels" / entry.name, port=entry.port, token=token,
-                          max_body_bytes=entry.max_body_bytes, threads=tuple(entry.threads))
+                          max_body_bytes=entry.max_body_bytes, threads=tuple(entry.threads),
+                          callback_url=entry.callback_url)
 
 
 class ChannelRunner:
@@ -151,6 +152,7 @@ class ChannelRunner:
                         except OSError as exc:
                             raise ConfigError(f"port {channel.port} cannot be listened on: {exc.strerror}",
                                               key=f"channels.{entry.name}.port") from None
+                        tg.start_soon(channel.deliver)
                     base = rt
                     if workspace_config is not None:
                         project = await anyio.to_thread.run_sync(workspace_config, Path(workspace))

@@ -4,6 +4,8 @@
                           -> 202 {"accepted": ID, "reply": "/replies/KEY"} once the message is durably queued
     GET  /replies/KEY     Authorization: Bearer TOKEN -> 200 and the reply, or 404 while there is none
 
+With `callback_url`, every reply is also POSTed there (see `deliver`), with its key as `Idempotency-Key`.
+
 The token comes from the environment variable the channel's `token_env` names and is compared in constant time;
 a request without it, or with another, gets 401 before its body is read, and nothing is created. A body over
 `max_body_bytes` (by its Content-Length, which is required: 411 without it) gets 413 unread; a body that is not
@@ -16,9 +18,11 @@ from __future__ import annotations
 
 import fnmatch
 import hmac
+import http.client
 import json
 import re
 import time
+import urllib.parse
 from pathlib import Path
 
 import anyio
@@ -35,18 +39,68 @@ from core.hashing import sha256_text
 log = structlog.get_logger("strata.channels")
 
 REQUEST_TIMEOUT_S = 30.0
+CALLBACK_TIMEOUT_S = 10.0
+DELIVERY_PAUSE_S = 0.2
 MAX_HEADER_BYTES = 16 * 1024
 _REPLY_PATH = re.compile(r"^/replies/(reply-[0-9a-f]{32})$")
 
 
 class WebhookChannel(SpoolChannel):
     def __init__(self, name: str, folder: Path, *, port: int, token: str, max_body_bytes: int,
-                 threads: tuple[str, ...] = ("*",), host: str = "127.0.0.1") -> None:
+                 threads: tuple[str, ...] = ("*",), host: str = "127.0.0.1", callback_url: str | None = None) -> None:
         super().__init__(name, folder / "in", folder / "out", threads)
         self.port = port
         self.host = host
+        self.callback_url = callback_url
         self._expected = f"Bearer {token}".encode()
         self._cap = max_body_bytes
+        self._delivered = folder / "delivered"
+        self._delivered.mkdir(parents=True, exist_ok=True)
+
+    async def deliver(self) -> None:
+        """POST every reply in the outbox not yet delivered to the callback, oldest first, with its key as the
+        `Idempotency-Key` header; a 2xx answer is recorded as a marker file (the probe of delivery). A failure is
+        retried with a growing pause (up to 30 s). A crash between the answer and the marker posts that reply once
+        more, under the same key: a callback that keeps the keys it has seen takes every reply exactly once."""
+        if self.callback_url is None:
+            return
+        pause = DELIVERY_PAUSE_S
+        while True:
+            waiting = await anyio.to_thread.run_sync(self._undelivered)
+            failed = False
+            for path in waiting:
+                try:
+                    await anyio.to_thread.run_sync(self._post, path)
+                except OSError as exc:
+                    log.warning("reply not delivered to the callback; retrying", channel=self.name, reply=path.stem,
+                                reason=str(exc))
+                    failed = True
+                    break
+            pause = min(pause * 2, 30.0) if failed else DELIVERY_PAUSE_S
+            await anyio.sleep(pause)
+
+    def _undelivered(self) -> list[Path]:
+        found = [(p.stat().st_mtime_ns, p) for p in self.outbox.glob("reply-*.json")
+                 if not (self._delivered / p.stem).exists()]
+        return [p for _, p in sorted(found)]
+
+    def _post(self, path: Path) -> None:
+        assert self.callback_url is not None
+        url = urllib.parse.urlsplit(self.callback_url)
+        conn_type = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
+        conn = conn_type(url.hostname or "", url.port, timeout=CALLBACK_TIMEOUT_S)
+        try:
+            conn.request("POST", url.path or "/", body=path.read_bytes(),
+                         headers={"Content-Type": "application/json", "Idempotency-Key": path.stem})
+            status = conn.getresponse().status
+        finally:
+            conn.close()
+        if not 200 <= status < 300:
+            raise OSError(f"the callback answered {status}")
+        _write_atomically(self._delivered / path.stem, b"")
+
+    def delivered(self, key: str) -> bool:
+        return (self._delivered / key).exists()
 
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         listener = await anyio.create_tcp_listener(local_host=self.host, local_port=self.port, reuse_port=False)

@@ -132,3 +132,61 @@ def test_wrong_or_missing_tokens_get_401_oversized_bodies_413_unread_and_bad_jso
     assert daemon.proc.returncode == 0, daemon.stderr
     sessions = cli.run("sessions", "--json")
     assert sessions.returncode == 0 and not sessions.stdout.strip()
+
+
+class _Callback:
+    """A loopback HTTP server standing in for the remote service: it records each POST (key and body), and
+    answers 503 to the first one, so delivery must retry."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        self.posts: list[tuple[int, str, dict[str, Any]]] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                status = 503 if not outer.posts else 200
+                outer.posts.append((status, self.headers["Idempotency-Key"], body))
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                return
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_replies_are_posted_to_the_callback_with_their_idempotency_key_until_it_takes_them(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    callback = _Callback()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model = script(tmp_path / "s.json", [text("pushed")])
+    port = _free_port()
+    write_config(cli, f'[[channels]]\nname = "hook"\nkind = "webhook"\nport = {port}\ntoken_env = "HOOK_TOKEN"\n'
+                 f'workspace = "{ws}"\nmodel = "{model}"\ncallback_url = "{callback.url}"\n')
+    daemon = Daemon(cli, env={"HOOK_TOKEN": TOKEN})
+    try:
+        posted = _http("POST", f"http://127.0.0.1:{port}/messages", headers={"Authorization": f"Bearer {TOKEN}"},
+                       json_body={"thread": "t1", "id": "w1", "text": "Any news?"})
+        assert posted.status_code == 202
+        wait_until(lambda: any(status == 200 for status, _, _ in callback.posts), what="the callback took it")
+        time.sleep(1.0)  # a few delivery rounds: a delivered reply is not posted again
+    finally:
+        daemon.stop()
+        callback.close()
+    key = posted.json()["reply"].removeprefix("/replies/")
+    assert [(s, k) for s, k, _ in callback.posts] == [(503, key), (200, key)]
+    assert callback.posts[-1][2]["text"] == "pushed" and callback.posts[-1][2]["key"] == key
+    assert (cli.home / "channels" / "hook" / "delivered" / key).exists()
