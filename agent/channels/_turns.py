@@ -171,7 +171,7 @@ async def _turn(parts: ChannelParts, live: LiveSession, message: InboundMessage,
     with anyio.move_on_after(parts.turn_budget_s) as budget:
         try:
             if _started_at(state, message) is None:
-                if _unfinished(state):  # an earlier turn left a batch open (parked, then decided): finish it first
+                if state.open_batch is not None:  # an earlier turn's batch is open (parked, then decided): finish it
                     await live.run(None)
                 outcome = await live.run(prompt_of(message, verdict, task))
             elif _unfinished(state):
