@@ -23,6 +23,7 @@ import structlog
 from anyio.abc import TaskGroup
 
 from agent.channels._messages import Channel, InboundMessage
+from agent.channels._reply_tool import Current, reply_tool
 from agent.channels._spool import SpoolChannel
 from agent.channels._turns import ChannelParts, daemon_runtime, handle
 from agent.channels._webhook import WebhookChannel
@@ -162,9 +163,11 @@ class ChannelRunner:
                         raise ConfigError("no model for the channel's sessions", key=f"channels.{entry.name}.model",
                                           hint="set `model` in the channel's table or in the config")
                     model_factory(spec)  # a bad spec is an error now, not at the first message
-                    parts = ChannelParts(rt=daemon_runtime(base, config.enable), book=book, channel=channel,
-                                         entry=entry, model=partial(model_factory, spec),
-                                         max_turns=settings.max_turns, turn_budget_s=config.turn_budget_s)
+                    current: Current = {}
+                    drt = daemon_runtime(base, config.enable, reply_tool(channel, book, current), entry.name)
+                    parts = ChannelParts(rt=drt, book=book, channel=channel, entry=entry,
+                                         model=partial(model_factory, spec), max_turns=settings.max_turns,
+                                         turn_budget_s=config.turn_budget_s, current=current)
                     pollers.append(_Poller(parts, tg, interval))
                 for poller in pollers:
                     tg.start_soon(poller.run)

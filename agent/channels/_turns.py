@@ -26,6 +26,7 @@ import anyio
 import structlog
 
 from agent.channels._messages import Channel, InboundMessage, Reply
+from agent.channels._reply_tool import Current, reply_rule
 from agent.outcome import RunOutcome
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
 from config import ChannelEntry
@@ -34,6 +35,7 @@ from core.errors import SessionActive, StrataError
 from core.messages import Message, TextBlock
 from core.model import ModelAdapter
 from core.state import SessionState
+from core.tools import ToolSpec
 from memory.channel_book import ChannelBook, IntakeRow, TaskRow
 from memory.restore import restore_or_report
 
@@ -55,14 +57,19 @@ class ChannelParts:
     model: Callable[[], ModelAdapter]
     max_turns: int
     turn_budget_s: float
+    current: Current = dataclasses.field(default_factory=dict)
+    """The message each session's running turn handles (the `reply` tool reads it)."""
     vocabulary: GateVocabulary = DEFAULT_VOCABULARY
 
 
-def daemon_runtime(rt: Runtime, enable: tuple[str, ...]) -> Runtime:
+def daemon_runtime(rt: Runtime, enable: tuple[str, ...], reply: ToolSpec | None = None,
+                   channel: str = "") -> Runtime:
     """`rt` as a channel's sessions see it: tools of safety level execute and admin are removed from the plan
-    unless the operator enabled them by name (`daemon.enable`)."""
+    unless the operator enabled them by name (`daemon.enable`); the channel's `reply` tool is added, and allowed."""
     kept = [t for t in rt.tools if t.safety not in ("execute", "admin") or t.name in enable]
-    return dataclasses.replace(rt, tools=kept)
+    if reply is None:
+        return dataclasses.replace(rt, tools=kept)
+    return dataclasses.replace(rt, tools=[*kept, reply], config_rules=(*rt.config_rules, reply_rule(channel)))
 
 
 def marker(message: InboundMessage) -> str:
@@ -74,6 +81,7 @@ def prompt_of(message: InboundMessage, verdict: GateVerdict, task: TaskRow | Non
     if task is not None:
         lines.append(f"[task {task.id}: the action-required gate made this message a task (rule {verdict.rule}); "
                      "do the work it asks for]")
+    lines.append("[answer with the `reply` tool (once); if you do not, your last text is sent as the reply]")
     for a in message.attachments:
         lines.append(f"[attachment {a.name} sha256 {a.sha256}" + (f" at {a.path}]" if a.path else "]"))
     lines.append(message.text)
@@ -168,6 +176,7 @@ async def _turn(parts: ChannelParts, live: LiveSession, message: InboundMessage,
     failed: str | None = None
     if not message.text.strip() and not message.attachments:
         return _reply(message, live.id, "empty", "The message was empty; there was nothing to do.", task)
+    parts.current[live.id] = (message, task)
     with anyio.move_on_after(parts.turn_budget_s) as budget:
         try:
             if _started_at(state, message) is None:
@@ -178,6 +187,8 @@ async def _turn(parts: ChannelParts, live: LiveSession, message: InboundMessage,
                 outcome = await live.run(None)
         except StrataError as exc:
             failed = exc.message
+        finally:
+            parts.current.pop(live.id, None)
     state = live.loop.state
     if budget.cancelled_caught:
         unknown = len(state.unknown_receipts)

@@ -18,7 +18,7 @@ from tests.channels._support import (
     spool_table,
     write_config,
 )
-from tests.cli._helpers import text
+from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
 from tests.serve._procs import Daemon, script, wait_until
 
@@ -83,3 +83,30 @@ def test_a_spool_message_gets_one_turn_and_one_reply_and_its_thread_keeps_one_se
     assert (channel["last_message"]["id"], channel["last_message"]["status"]) == ("m2", "acked")
     table = cli.run("tasks")
     assert table.returncode == 0 and "imperative" in table.stdout and sid in table.stdout
+
+
+def test_a_reply_the_model_sends_with_the_reply_tool_is_an_effect_with_a_receipt_and_the_only_reply(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """The reply goes through the tool-call path (policy, receipt, idempotency key); a second `reply` call in
+    the same turn and the daemon's own fallback send nothing more."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    spool = tmp_path / "spool"
+    model = script(tmp_path / "s.json", [tool_use("r1", "reply", text="the report is fine")],
+                   [tool_use("r2", "reply", text="a second answer")], [text("all done")])
+    write_config(cli, spool_table("team", spool, ws, model))
+    daemon = Daemon(cli)
+    try:
+        drop(spool / "in", "a", thread="t1", id="m1", text="Please review the report")
+        wait_until(lambda: not pending(spool / "in") and len(replies(spool / "out")) == 1, what="the reply")
+    finally:
+        daemon.stop()
+    [reply] = replies(spool / "out")
+    assert (reply["in_reply_to"], reply["text"], reply["task_id"]) == ("m1", "the report is fine", 1)
+    sid = reply["session_id"]
+    results = {p["call_id"]: p for _, kind, p in session_events(cli.home, sid) if kind == "call_result"}
+    assert results["r1"]["status"] == "ok" and not results["r1"]["is_error"]
+    assert "nothing more was sent" in results["r2"]["content"]
+    listed = cli.run("receipts", sid, "--json")
+    receipts = {r["call_id"]: r for r in map(json.loads, listed.stdout.splitlines())}
+    assert receipts["r1"]["status"] == "done" and receipts["r1"]["tool"] == "reply"
