@@ -32,12 +32,14 @@ from agent.session import Asking, LiveSession, Runtime, resume_session, start_se
 from config import ChannelEntry
 from core.action_required import DEFAULT_VOCABULARY, GateVerdict, GateVocabulary, decide
 from core.errors import SessionActive, StrataError
+from core.events import UserMessage
 from core.messages import Message, TextBlock
 from core.model import ModelAdapter
 from core.state import SessionState
 from core.tools import ToolSpec
 from memory.channel_book import ChannelBook, IntakeRow, TaskRow
 from memory.restore import restore_or_report
+from memory.store import EventStore
 
 log = structlog.get_logger("strata.channels")
 
@@ -123,13 +125,14 @@ async def handle(parts: ChannelParts, message: InboundMessage, handle: str) -> O
         return "deferred"
     try:
         row = IntakeRow(channel=message.channel, message_id=message.id, thread_id=message.thread,
-                        session_id=session_id, sender=message.sender, rule=verdict.rule, reply_key=key)
-        await anyio.to_thread.run_sync(book.take_in, row)
+                        session_id=session_id, sender=message.sender, rule=verdict.rule, reply_key=key,
+                        after_seq=live.loop.state.last_seq)
+        row = await anyio.to_thread.run_sync(book.take_in, row)  # a second attempt gets the first record
         task = None
         if verdict.task:
             task = await anyio.to_thread.run_sync(book.add_task, message.channel, message.thread, message.id,
                                                   session_id, verdict.rule)
-        reply = await _turn(parts, live, message, verdict, task)
+        reply = await _turn(parts, live, message, verdict, task, row.after_seq)
     finally:
         await live.release(None)
     await anyio.to_thread.run_sync(channel.send, reply)
@@ -151,11 +154,22 @@ async def _finish(parts: ChannelParts, message: InboundMessage, handle: str) -> 
     await anyio.to_thread.run_sync(parts.channel.ack, handle)
 
 
-def _started_at(state: SessionState, message: InboundMessage) -> int | None:
-    """Index of the user message that started this message's turn, if the session has it."""
+def _opens_turn_of(text: str, message: InboundMessage) -> bool:
     head = marker(message)
+    return text.startswith(head + "]") or text.startswith(head + " · ")
+
+
+async def _started(store: EventStore, session_id: str, message: InboundMessage, after_seq: int) -> bool:
+    """Whether the session's log holds the user message that starts this message's turn: read from the log (not
+    the folded state, which compaction may shorten), from where the message was taken in."""
+    events = await store.read_events(session_id, after_seq)
+    return any(isinstance(e.event, UserMessage) and _opens_turn_of(e.event.text, message) for e in events)
+
+
+def _started_at(state: SessionState, message: InboundMessage) -> int | None:
+    """Index of the user message that started this message's turn in the state, where the answer is sought."""
     for i, m in enumerate(state.messages):
-        if m.role == "user" and any(isinstance(b, TextBlock) and b.text.startswith(head) for b in m.content):
+        if m.role == "user" and any(isinstance(b, TextBlock) and _opens_turn_of(b.text, message) for b in m.content):
             return i
     return None
 
@@ -170,7 +184,7 @@ def _unfinished(state: SessionState) -> bool:
 
 
 async def _turn(parts: ChannelParts, live: LiveSession, message: InboundMessage, verdict: GateVerdict,
-                task: TaskRow | None) -> Reply:
+                task: TaskRow | None, after_seq: int) -> Reply:
     state = live.loop.state
     outcome: RunOutcome | None = None
     failed: str | None = None
@@ -179,7 +193,7 @@ async def _turn(parts: ChannelParts, live: LiveSession, message: InboundMessage,
     parts.current[live.id] = (message, task)
     with anyio.move_on_after(parts.turn_budget_s) as budget:
         try:
-            if _started_at(state, message) is None:
+            if not await _started(parts.rt.store, live.id, message, after_seq):
                 if state.open_batch is not None:  # an earlier turn's batch is open (parked, then decided): finish it
                     await live.run(None)
                 outcome = await live.run(prompt_of(message, verdict, task))

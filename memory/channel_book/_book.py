@@ -44,6 +44,8 @@ class IntakeRow(BaseModel):
     status: IntakeStatus = "started"
     rule: str = ""
     reply_key: str = ""
+    after_seq: int = 0
+    """The session's last seq when the message was taken in: its turn-starting event comes after it."""
     at: str = ""
 
 
@@ -64,8 +66,8 @@ def _m001_book(conn: sqlite3.Connection) -> None:
                     created_at TEXT NOT NULL, PRIMARY KEY (channel, thread_id))""")
     conn.execute("""CREATE TABLE intake (num INTEGER PRIMARY KEY AUTOINCREMENT, channel TEXT NOT NULL,
                     message_id TEXT NOT NULL, thread_id TEXT NOT NULL, session_id TEXT NOT NULL, sender TEXT NOT NULL,
-                    status TEXT NOT NULL, rule TEXT NOT NULL, reply_key TEXT NOT NULL, at TEXT NOT NULL,
-                    UNIQUE (channel, message_id))""")
+                    status TEXT NOT NULL, rule TEXT NOT NULL, reply_key TEXT NOT NULL, after_seq INTEGER NOT NULL,
+                    at TEXT NOT NULL, UNIQUE (channel, message_id))""")
     conn.execute("""CREATE TABLE tasks (id INTEGER PRIMARY KEY AUTOINCREMENT, channel TEXT NOT NULL,
                     thread_id TEXT NOT NULL, message_id TEXT NOT NULL, session_id TEXT NOT NULL, status TEXT NOT NULL,
                     rule TEXT NOT NULL, created_at TEXT NOT NULL, UNIQUE (channel, message_id))""")
@@ -133,10 +135,10 @@ class ChannelBook:
     def take_in(self, row: IntakeRow) -> IntakeRow:
         """Record a message as taken in (once: a second call for the same id returns the first record)."""
         self._write("INSERT INTO intake (channel, message_id, thread_id, session_id, sender, status, rule, "
-                    "reply_key, at) SELECT ?, ?, ?, ?, ?, 'started', ?, ?, ? WHERE NOT EXISTS "
+                    "reply_key, after_seq, at) SELECT ?, ?, ?, ?, ?, 'started', ?, ?, ?, ? WHERE NOT EXISTS "
                     "(SELECT 1 FROM intake WHERE channel = ? AND message_id = ?)",
                     (row.channel, row.message_id, row.thread_id, row.session_id, row.sender, row.rule,
-                     row.reply_key, _now(), row.channel, row.message_id))
+                     row.reply_key, row.after_seq, _now(), row.channel, row.message_id))
         found = self.intake(row.channel, row.message_id)
         assert found is not None
         return found
@@ -197,7 +199,7 @@ class ChannelBook:
                     from None
 
 
-_INTAKE_COLS = "num, channel, message_id, thread_id, session_id, sender, status, rule, reply_key, at"
+_INTAKE_COLS = "num, channel, message_id, thread_id, session_id, sender, status, rule, reply_key, after_seq, at"
 
 
 def _intake(r: tuple[object, ...]) -> IntakeRow:

@@ -110,3 +110,22 @@ def test_a_reply_the_model_sends_with_the_reply_tool_is_an_effect_with_a_receipt
     listed = cli.run("receipts", sid, "--json")
     receipts = {r["call_id"]: r for r in map(json.loads, listed.stdout.splitlines())}
     assert receipts["r1"]["status"] == "done" and receipts["r1"]["tool"] == "reply"
+
+
+def test_a_message_whose_id_extends_an_earlier_ones_is_a_message_of_its_own(cli: StrataCLI, tmp_path: Path) -> None:
+    """`m1` after `m10` in one thread is not mistaken for a message whose turn already started."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    spool = tmp_path / "spool"
+    model = script(tmp_path / "s.json", [text("answer to m10")], [text("answer to m1")])
+    write_config(cli, spool_table("team", spool, ws, model))
+    daemon = Daemon(cli)
+    try:
+        drop(spool / "in", "a", thread="t1", id="m10", text="hello")
+        wait_until(lambda: len(replies(spool / "out")) == 1, what="the first reply")
+        drop(spool / "in", "b", thread="t1", id="m1", text="hello again")
+        wait_until(lambda: len(replies(spool / "out")) == 2, what="the second reply")
+    finally:
+        daemon.stop()
+    assert sorted((r["in_reply_to"], r["text"]) for r in replies(spool / "out")) == [
+        ("m1", "answer to m1"), ("m10", "answer to m10")]
