@@ -28,6 +28,7 @@ import structlog
 from agent.channels._messages import Channel, InboundMessage, Reply
 from agent.channels._reply_tool import Current, reply_rule
 from agent.outcome import RunOutcome
+from agent.reconcile import probe_receipts
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
 from config import ChannelEntry
 from core.action_required import DEFAULT_VOCABULARY, GateVerdict, GateVocabulary, decide
@@ -115,6 +116,7 @@ async def handle(parts: ChannelParts, message: InboundMessage, handle: str) -> O
                 log.info("thread's session waits for approval; the message stays queued", channel=message.channel,
                          thread=message.thread, message_id=message.id, calls=list(waiting))
                 return "deferred"
+            await _probe_uncertain(parts.rt, session_id)
             live = await resume_session(parts.rt, session_id, rules=[], model=parts.model(),
                                         max_turns=parts.max_turns, asking=asking)
     except (SessionActive, StrataError) as exc:
@@ -143,6 +145,19 @@ async def handle(parts: ChannelParts, message: InboundMessage, handle: str) -> O
     log.info("message processed", channel=message.channel, thread=message.thread, message_id=message.id,
              session_id=session_id, status=reply.status, task=task.id if task else None)
     return "processed"
+
+
+async def _probe_uncertain(rt: Runtime, session_id: str) -> None:
+    """Effects of the thread's session whose outcome is uncertain (`unknown`, or `dispatched` by a daemon that
+    died) are reconciled by their tools' probes before its next turn, as `strata reconcile --probe` does: the
+    `reply` tool's asks the channel whether the reply's key was delivered. Undecided ones stay for a person."""
+    uncertain = [*await rt.store.list_receipts(session_id, status="unknown"),
+                 *await rt.store.list_receipts(session_id, status="dispatched")]
+    if not uncertain:
+        return
+    for outcome in await probe_receipts(rt, rt.tools, session_id):
+        log.info("uncertain effect probed", session_id=session_id, receipt=outcome.receipt.id,
+                 tool=outcome.receipt.tool, verdict=outcome.verdict, note=outcome.note)
 
 
 async def _finish(parts: ChannelParts, message: InboundMessage, handle: str) -> None:
