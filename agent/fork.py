@@ -20,7 +20,7 @@ from core.events import SessionStarted, StoredEvent
 from core.state import FoldError, SessionState, apply
 from core.timeline import TimelineEntry
 from core.vocabulary import SessionStatus
-from memory.records import SessionRecord, Write
+from memory.rows import SessionRecord, Write
 
 
 @dataclass(frozen=True)

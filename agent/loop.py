@@ -60,12 +60,12 @@ from core.tools import BoundToolPlan
 from core.utf8 import valid_text
 from core.vocabulary import EndStatus, OnAsk, RunStatus
 from memory import SessionRecord, Write
-from memory.records import Receipt
 from memory.restore import Restored
+from memory.rows import Receipt
 from memory.session_writer import SessionWriter
 from memory.store import EventStore
 from tool_executor import BatchRun, CallEnv, ToolCallProcessor
-from tool_executor.hooks import run_observe
+from tool_executor.hook_runner import run_observe
 
 Observer = Callable[[StoredEvent], None]
 log = structlog.get_logger("strata.loop")

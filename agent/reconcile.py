@@ -20,7 +20,7 @@ from core.masking import Masker
 from core.tools import ToolContext, ToolSpec
 from memory import Lease, Write, leased
 from memory.leases import make_liveness
-from memory.records import Receipt
+from memory.rows import Receipt
 from memory.store import EventStore
 from tool_executor import receipt_row, reconciliation
 from tool_executor.middleware import normalise_paths

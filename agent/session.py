@@ -37,8 +37,8 @@ from core.utf8 import valid_text
 from core.vocabulary import OnAsk, SessionStatus
 from memory import SessionRecord, SqliteEventStore
 from memory.leases import LEASE_TTL, describe, make_liveness, new_holder, resting_status
-from memory.records import LeaseHolder
 from memory.restore import restore_or_report
+from memory.rows import LeaseHolder
 from memory.store import EventStore
 from observability import attach_home
 from tool_executor import Approver, Recorder, ResourceLocks, TimelineRecorder, ToolCallProcessor, builtin_tools

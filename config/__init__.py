@@ -4,7 +4,7 @@ environment (`STRATA_*`) < flags, and project trust (a project's hooks and allow
 from config._read import ConfigDoc, read_config_file
 from config.channels import ChannelEntry, ChannelsConfig
 from config.hook_files import FileProblem, HookFiles
-from config.hooks import HOOK_EVENTS, HookSpec
+from config.hook_spec import HOOK_EVENTS, HookSpec
 from config.knowledge import DatasetDecl, KnowledgeConfig, dataset_roots, found_datasets, user_knowledge_dir
 from config.loader import LoadedConfig, Secrets, ToolDeadline, load_config, load_settings, untrusted_notice
 from config.schema import ConfigFile, HookEntry, RuleEntry

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from config._read import ConfigDoc, describe, parse_config, read_config_file
 from config.channels import ChannelsConfig
 from config.hook_files import FileProblem, HookFiles
-from config.hooks import HOOK_EVENTS, HookSpec
+from config.hook_spec import HOOK_EVENTS, HookSpec
 from config.knowledge import DEFAULT_COMMON_TERM_SHARE, DatasetDecl, KnowledgeConfig
 from config.settings import (
     DEFAULTS_SOURCE,

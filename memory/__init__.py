@@ -5,7 +5,8 @@ from core.vocabulary import SessionStatus
 from memory._leased import Lease, leased
 from memory._read_only import connect as connect_read_only
 from memory.memory_store import InMemoryEventStore
-from memory.records import (
+from memory.restore import Restored, restore
+from memory.rows import (
     LeaseHolder,
     NewReceipt,
     Receipt,
@@ -15,7 +16,6 @@ from memory.records import (
     Snapshot,
     Write,
 )
-from memory.restore import Restored, restore
 from memory.sqlite_store import SqliteEventStore
 from memory.store import EventStore
 

@@ -25,8 +25,8 @@ from core.clock import Clock
 from core.state import SessionState
 from core.vocabulary import SessionStatus
 from memory.leases import make_liveness, new_holder, resting_status
-from memory.records import LeaseHolder
 from memory.restore import restore_or_report
+from memory.rows import LeaseHolder
 from memory.store import EventStore
 
 

@@ -16,7 +16,7 @@ from core.clock import Clock
 from core.processes import boot_id, is_zombie, pid_namespace, process_start
 from core.state import SessionState
 from core.vocabulary import SessionStatus
-from memory.records import LeaseHolder
+from memory.rows import LeaseHolder
 
 LEASE_TTL = timedelta(seconds=60)
 

@@ -15,7 +15,7 @@ from core.events import SCHEMA_VERSION, StoredEvent, storable_json
 from core.timeline import TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
 from core.vocabulary import SessionStatus
 from memory.leases import describe
-from memory.records import (
+from memory.rows import (
     ChainRecord,
     LeaseHolder,
     Receipt,
@@ -197,24 +197,6 @@ class InMemoryEventStore:
         self.commits += 1
         return stored
 
-    async def copy_events(self, source_id: str, target: SessionRecord, upto_seq: int) -> None:
-        if target.id in self._sessions:
-            raise PersistError(f"commit failed: session {target.id} exists", session_id=target.id)
-        key = self._key(target.id)
-        now = self._clock.now()
-        self._sessions[target.id] = target.model_copy(update={"created_at": now, "updated_at": now, "lease": None})
-        self._events[target.id] = [e.model_copy(update={"session_id": target.id})
-                                   for e in self._events[source_id] if e.seq <= upto_seq]
-        chain, prev = [], GENESIS_HASH
-        for r in self._chains.get(source_id, []):
-            if r.seq > upto_seq:
-                break
-            prev = key.digest(prev, event_canonical(target.id, r.seq, r.at, r.turn, r.kind, r.payload,
-                                                    r.schema_version))
-            chain.append(r.model_copy(update={"session_id": target.id, "hash": prev}))
-        self._chains[target.id] = chain
-        self._heads[target.id] = self._head(target.id)
-        self.commits += 1
 
     async def update_receipt(self, update: ReceiptUpdate) -> Receipt:
         current = self._receipts.get(update.id)

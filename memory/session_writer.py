@@ -33,7 +33,7 @@ from core.state import SessionState
 from core.timeline import TimelineEntry
 from core.timeline_rows import Observation
 from core.vocabulary import SessionStatus
-from memory.records import NewReceipt, ReceiptUpdate, Snapshot, Write
+from memory.rows import NewReceipt, ReceiptUpdate, Snapshot, Write
 from memory.store import EventStore
 
 

@@ -35,7 +35,7 @@ from memory._group_commit import GroupCommit, GroupHooks
 from memory.chain_binding import ChainBinding, bind
 from memory.leases import describe
 from memory.migrations import MIGRATIONS, migrate
-from memory.records import (
+from memory.rows import (
     ChainRecord,
     LeaseHolder,
     Receipt,
@@ -394,30 +394,6 @@ class SqliteEventStore:
         return await self._transaction(
             session_id, lambda conn, at, done: self._append(conn, session_id, write, at, done))
 
-    async def copy_events(self, source_id: str, target: SessionRecord, upto_seq: int) -> None:
-        """Copy a session's state log up to `upto_seq` into a new session (fork), chained as the new session's."""
-        def body(conn: sqlite3.Connection, at: str, committed: list[Callable[[], None]]) -> None:
-            key = self._key()
-            conn.execute(
-                f"INSERT INTO sessions({_SESSION_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, "
-                "NULL, NULL)",
-                (target.id, at, at, target.mode, target.workspace, target.model, target.title, target.parent_id,
-                 target.fork_seq, target.status))
-            self._forget(target.id)
-            source = self._num(conn, source_id) << SEQ_BITS
-            target_base = self._num(conn, target.id) << SEQ_BITS
-            rows, seq, prev = [], 0, GENESIS_HASH
-            for seq, kind, stamp, turn, payload, version in conn.execute(
-                    "SELECT seq, kind, at, turn, payload, schema_version FROM events WHERE key > ? AND key <= ? "
-                    "ORDER BY key", (source, source | min(upto_seq, SEQ_MASK))).fetchall():
-                prev = key.digest(prev, event_canonical(target.id, seq, stamp, turn, kind, payload, version))
-                rows.append((target_base | seq, seq, kind, stamp, turn, payload, version, prev))
-            conn.executemany(_EVENT_INSERT, rows)
-            conn.execute(_SET_HEAD, (seq, prev, 0, GENESIS_HASH, target_base >> SEQ_BITS))
-            events = (seq, prev)
-            committed.append(lambda: self._set_heads(target.id, events, (0, GENESIS_HASH)))
-
-        await self._transaction(target.id, body, creates=True)
 
     async def update_receipt(self, update: ReceiptUpdate) -> Receipt:
         def body(conn: sqlite3.Connection, at: str, _: list[Callable[[], None]]) -> None:

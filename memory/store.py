@@ -11,7 +11,7 @@ from core.chain import ChainHead, ChainKey, EventChainRow
 from core.events import StoredEvent
 from core.timeline import TimelineDecision, TimelineRow
 from core.vocabulary import SessionStatus
-from memory.records import (
+from memory.rows import (
     ChainRecord,
     LeaseHolder,
     Receipt,

@@ -20,7 +20,7 @@ from typing import Literal
 
 from core.chain import GENESIS_HASH, ChainHead, EventChainVerifier, LinkVerifier, VerifyResult
 from core.timeline import ChainVerifier
-from memory.records import ChainRecord
+from memory.rows import ChainRecord
 from memory.store import EventStore
 
 VERIFY_PAGE = 20_000

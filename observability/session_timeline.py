@@ -14,7 +14,7 @@ import anyio
 from core.clock import SystemClock
 from core.timeline import ChainVerifier, TimelineDecision, TimelineRow, VerifyResult, canonical_time
 from memory.leases import make_liveness
-from memory.records import SessionRecord
+from memory.rows import SessionRecord
 from memory.store import EventStore, LivenessCheck
 from observability.chain_verify import VERIFY_PAGE
 

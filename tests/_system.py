@@ -3,11 +3,12 @@
 Where one is missing, a test that needs it skips with one reason that names the program and how to install it
 (pytest prints skip reasons in its summary: `-rs` is in the project's addopts). Where it must not be missing (CI,
 which installs it), an environment variable set to 1 turns that skip into a failure, so a broken install cannot
-pass as a skip. One variable per program: `STRATA_REQUIRE_BROWSER` for Chromium, and the same pattern for the
-next one."""
+pass as a skip. One variable per program: `STRATA_REQUIRE_BROWSER` for Chromium, `STRATA_REQUIRE_POSTGRES` for
+PostgreSQL."""
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 from dataclasses import dataclass
@@ -26,11 +27,20 @@ class SystemProgram:
     install: str
     """How to install it, for the skip or failure message."""
 
+    also_in: tuple[str, ...] = ()
+    """Directory globs searched after PATH (Debian keeps PostgreSQL's programs off PATH)."""
+
     def find(self) -> str | None:
         for command in self.commands:
             found = shutil.which(command)
             if found:
                 return found
+        for pattern in self.also_in:
+            for folder in sorted(glob.glob(pattern), reverse=True):
+                for command in self.commands:
+                    found = shutil.which(command, path=folder)
+                    if found:
+                        return found
         return None
 
     def require(self) -> str:
@@ -47,3 +57,7 @@ class SystemProgram:
 
 CHROMIUM = SystemProgram("Chromium", ("chromium", "chromium-browser"), "STRATA_REQUIRE_BROWSER",
                          "sudo apt-get install -y chromium")
+
+POSTGRES = SystemProgram("PostgreSQL", ("initdb",), "STRATA_REQUIRE_POSTGRES",
+                         "sudo apt-get install -y postgresql", also_in=("/usr/lib/postgresql/*/bin",))
+"""Found by its `initdb`; `pg_ctl` is beside it."""

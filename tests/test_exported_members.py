@@ -4,14 +4,15 @@ a name added to a package without being exported (or exported without existing) 
 import __future__
 
 import importlib
+import pathlib
 import types
 
 import pytest
 
 PACKAGES = ["core.tools", "core.model", "core.knowledge", "core.hooks", "core.masking", "config", "memory",
-            "memory.knowledge", "observability", "observability.export", "tool_executor", "tool_executor.shell",
-            "tool_executor.builtin", "agent.ipc", "agent.daemon", "agent.serve", "agent.channels",
-            "memory.channel_book"]
+            "memory.knowledge", "memory.postgres", "observability", "observability.export", "tool_executor",
+            "tool_executor.shell", "tool_executor.builtin", "agent.ipc", "agent.daemon", "agent.serve",
+            "agent.testing", "agent.channels", "memory.channel_book"]
 
 _PROJECT = ("core", "config", "memory", "observability", "tool_executor", "agent")
 
@@ -47,3 +48,21 @@ def test_every_public_name_is_exported(name: str) -> None:
     or for type checking only)."""
     module = importlib.import_module(name)
     assert sorted(_public(module) - set(module.__all__)) == []
+
+
+def _packages() -> list[str]:
+    top = pathlib.Path(__file__).resolve().parent.parent
+    found = []
+    for root in _PROJECT:
+        for init in sorted((top / root).rglob("__init__.py")):
+            found.append(".".join(init.parent.relative_to(top).parts))
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(set(_packages()) - set(PACKAGES)))
+def test_a_package_without_an_export_list_is_only_a_folder_of_modules(name: str) -> None:
+    """A package not listed above exports nothing: its `__init__` binds no public name, so its modules are
+    imported by their own paths (`agent.cli.main`, `core.events`) and nothing is reachable by two names."""
+    module = importlib.import_module(name)
+    assert not hasattr(module, "__all__")
+    assert sorted(_public(module)) == []

@@ -4,10 +4,15 @@ the program (CI, after installing it). Real pytest processes run real test files
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from tests._system import POSTGRES
 
 REPO = Path(__file__).resolve().parent.parent
 BROWSER_TEST = "tests/cli/test_export.py::test_html_opens_in_headless_chromium"
@@ -72,3 +77,15 @@ def test_ci_requires_the_browser_it_installs() -> None:
     ci = (REPO / ".ci" / "run").read_text()
     assert "apt-get install -y -qq chromium" in ci
     assert ci.index("apt-get install -y -qq chromium") < ci.index("export STRATA_REQUIRE_BROWSER=1")
+
+
+def test_a_missing_postgresql_skips_naming_it_and_fails_where_required(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The PostgreSQL tests use the same rule: without `initdb` (on PATH or in Debian's folder) they skip, saying
+    how to install PostgreSQL; with STRATA_REQUIRE_POSTGRES=1 (CI) that is a failure."""
+    missing = dataclasses.replace(POSTGRES, commands=("strata-no-such-initdb",), also_in=())
+    monkeypatch.delenv("STRATA_REQUIRE_POSTGRES", raising=False)
+    with pytest.raises(pytest.skip.Exception, match=r"PostgreSQL is not installed.*apt-get install -y postgresql"):
+        missing.require()
+    monkeypatch.setenv("STRATA_REQUIRE_POSTGRES", "1")
+    with pytest.raises(pytest.fail.Exception, match="STRATA_REQUIRE_POSTGRES=1 requires it"):
+        missing.require()

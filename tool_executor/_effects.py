@@ -20,7 +20,7 @@ from core.policy import PermissionRule
 from core.processes import ProcessGroup
 from core.tools import ToolContext
 from core.tools.context import SpawnListener
-from memory.records import NewReceipt
+from memory.rows import NewReceipt
 from tool_executor._call_record import CallRecord
 from tool_executor._receipts import Receipts
 from tool_executor.checks.policy import path_filter

@@ -1,7 +1,7 @@
 """Step 6: PreToolUse hooks. Each may allow, block, rewrite or ask. After a rewrite steps 1-5 run again on the
 new call (their verdict replaces the policy verdict on the old arguments), and a rewrite to another tool brings
 that tool's own hooks in, also those that judged the old tool; each hook judges each tool the call becomes once,
-so this ends. A hook that fails blocks (fail closed, tool_executor/hooks.py)."""
+so this ends. A hook that fails blocks (fail closed, tool_executor/hook_runner.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from core.events import PlannedCall
 from core.hooks import Hook, HookAllow, HookAsk, HookBlock, HookRewrite, HookSet, PreToolUseInput
 from core.tools import BoundToolPlan, ToolSpec
 from tool_executor._types import CallEnv, Checked, Step
-from tool_executor.hooks import run_pre
+from tool_executor.hook_runner import run_pre
 from tool_executor.middleware import downgrade
 from tool_executor.verdicts import Ask, Deny, Pass
 

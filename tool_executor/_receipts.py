@@ -25,7 +25,7 @@ from core.events import BatchCompleted, CallResult, PlannedCall
 from core.hashing import sha256_text
 from core.processes import ProcessGroup
 from core.state import OpenBatch
-from memory.records import NewReceipt, Receipt, ReceiptStatus, ReceiptUpdate
+from memory.rows import NewReceipt, Receipt, ReceiptStatus, ReceiptUpdate
 from memory.session_writer import SessionWriter
 from tool_executor._call_record import CallRecord, ReceiptChange, Recorder
 from tool_executor._types import CallEnv

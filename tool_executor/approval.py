@@ -9,7 +9,7 @@ can never approve. In order:
 5. otherwise the session's Approver asks: yes, no, or always for this session; or it parks the call when the
    person it would ask is gone (the serve daemon's driving client detached).
 
-`recorded_decision` builds what `strata approve` / `strata deny` commit for a parked call (agent/approvals.py
+`recorded_decision` builds what `strata approve` / `strata deny` commit for a parked call (agent/parked_decisions.py
 takes the lease and commits it)."""
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from core.processes import ProcessGroup
 from core.state import OpenBatch
 from core.tools import BoundToolPlan
 from core.vocabulary import OnAsk
-from memory.records import Receipt
+from memory.rows import Receipt
 from memory.session_writer import SessionWriter
 from tool_executor._call_record import CallRecord, Recorder
 from tool_executor._effects import Effects

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import anyio
 
 from core.processes import ProcessGroup
-from memory.records import Receipt
+from memory.rows import Receipt
 from tool_executor.locks import ResourceLocks
 
 POLL_S = 0.05

@@ -12,7 +12,7 @@ import tool_executor.result as results
 from core.events import CallResult, PlannedCall
 from core.hooks import HookAddContext, HookAllow, HookSet, HookWithhold, PostToolUseInput
 from tool_executor._types import CallEnv, Step
-from tool_executor.hooks import run_post
+from tool_executor.hook_runner import run_post
 
 
 async def run_post_hooks(hooks: HookSet, call: PlannedCall, tool: str, args: Mapping[str, Any], env: CallEnv,

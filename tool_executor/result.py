@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from core.events import CallResult, CallStatus, PlannedCall
 from core.utf8 import valid_text
-from memory.records import Receipt
+from memory.rows import Receipt
 from tool_executor.verdicts import Deny
 
 MAX_RESULT_CHARS = 16 * 1024 * 1024

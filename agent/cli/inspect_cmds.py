@@ -16,8 +16,8 @@ from core.errors import DamagedEvent
 from core.state import Counters, FoldError
 from memory import restore
 from memory.leases import make_liveness
-from memory.records import RECEIPT_STATUSES, SessionRecord
 from memory.restore import restore_or_report
+from memory.rows import RECEIPT_STATUSES, SessionRecord
 
 
 def display_status(rt: Runtime, rec: SessionRecord) -> str:

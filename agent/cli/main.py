@@ -29,9 +29,9 @@ COMMANDS = (
           "Run the offline demo: a scripted session that is killed mid-batch and resumed by id."),
     Entry("trust", "agent.cli.config_cmds:trust", "Trust a project's config after reviewing it."),
     Entry("config", "agent.cli.config_cmds:config_group", "Inspect the effective configuration."),
-    Entry("approve", "agent.cli.approval_cmds:approve",
+    Entry("approve", "agent.cli.decide_cmds:approve",
           "Approve a call parked in SESSION_ID (for exactly the arguments it was parked with)."),
-    Entry("deny", "agent.cli.approval_cmds:deny", "Deny a call parked in SESSION_ID."),
+    Entry("deny", "agent.cli.decide_cmds:deny", "Deny a call parked in SESSION_ID."),
     Entry("timeline", "agent.cli.timeline_cmd:timeline",
           "Show what the runtime observed in session SESSION_ID: phases, model attempts, every call with its "
           "decision and outcome, hooks, approvals, receipts."),

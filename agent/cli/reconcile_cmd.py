@@ -8,7 +8,7 @@ import click
 from agent.cli._common import Command
 from agent.cli.output import echo
 from agent.reconcile import ProbeOutcome, person, probe_receipts, reconcile
-from memory.records import Receipt
+from memory.rows import Receipt
 
 
 @click.command(name="reconcile")

@@ -8,7 +8,7 @@ from core.clock import iso
 from core.events import StoredEvent
 from core.masking import Masker
 from core.state import Counters, SessionState
-from memory.records import Receipt, SessionRecord
+from memory.rows import Receipt, SessionRecord
 
 
 def session_view(rec: SessionRecord, display_status: str, masker: Masker, unknown_receipts: int = 0,

@@ -9,7 +9,9 @@ streams, as `TextDelta`s that are never persisted.
 
 A hosted session holds no lease while it waits for approval (`parked`, so that `strata approve` from any terminal
 can record a decision, as after `--on-ask park`) or after its run failed (`released`): its next turn, or a driver
-attaching, resumes it through `resume_session`, which reads everything again from the store."""
+attaching, resumes it through `resume_session`, which reads everything again from the store.
+
+Over 400 lines as one concept: one hosted session's life (turns, its driver and watchers, asks, parking, release)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from core.events import AssistantMessage, RepairRequested
 from core.hooks import HookAllow, HookBlock, HookRepair, HookSet, StopInput
 from core.messages import TextBlock, ToolResultBlock
 from core.state import SessionState
-from tool_executor.hooks import run_stop
+from tool_executor.hook_runner import run_stop
 
 
 @dataclass(frozen=True)

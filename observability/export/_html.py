@@ -16,8 +16,8 @@ from typing import Any
 from core.masking import Masker
 from core.timeline import verify_chain
 from observability.export._html_assets import CSS, JS
+from observability.export._masked_json import counts
 from observability.export._otlp import provider_and_model
-from observability.export._records import counts
 from observability.export._scale import TimeScale, duration_label
 from observability.export._snapshot import SessionSnapshot
 from observability.export._view import CallView, ModelCallView, SessionTrace, TurnView, build_trace

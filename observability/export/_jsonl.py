@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from core.masking import Masker
-from observability.export._records import (
+from observability.export._masked_json import (
     EXPORT_VERSION,
     event_record,
     receipt_record,

@@ -17,7 +17,7 @@ from pathlib import PurePath
 from typing import Any
 
 from core.masking import Masker
-from observability.export._records import counts
+from observability.export._masked_json import counts
 from observability.export._snapshot import SessionSnapshot
 from observability.export._view import CallView, ModelCallView, SessionTrace, TurnView, build_trace
 

@@ -10,7 +10,7 @@ from core.errors import InconsistentLog, SessionNotFound
 from core.events import AssistantMessage, BatchProposed, StoredEvent
 from core.state import FoldError, SessionState, fold
 from core.timeline import TimelineRow
-from memory.records import Receipt, SessionRecord
+from memory.rows import Receipt, SessionRecord
 from memory.store import EventStore
 
 

@@ -20,7 +20,7 @@ from core.masking import Masker
 from core.messages import TextBlock
 from core.timeline import TimelineRow
 from core.timeline_rows import CallRow, ModelAttemptRow, observation
-from observability.export._records import timeline_row_record
+from observability.export._masked_json import timeline_row_record
 from observability.export._snapshot import SessionSnapshot
 
 Category = Literal["allowed", "approved", "denied", "rejected", "parked", "unknown", "pending"]

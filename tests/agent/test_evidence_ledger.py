@@ -15,6 +15,7 @@ from structlog.testing import capture_logs
 from agent.evidence_ledger import Ledgers, excerpt
 from agent.phases.plan import propose
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
+from agent.testing import StrictScriptedModel
 from core.clock import SystemClock
 from core.errors import PersistError
 from core.events import BatchProposed, CallResult, SessionStarted, UserMessage
@@ -22,7 +23,7 @@ from core.hashing import canonical_json, idempotency_key, sha256_text
 from core.ids import IdFactory
 from core.masking import Masker
 from core.model import ModelResponse
-from core.model.scripted import ScriptedModel, parse_script
+from core.model.scripted import parse_script
 from core.policy import parse_rule
 from memory import InMemoryEventStore, NewReceipt, SessionRecord, Write
 from tool_executor import builtin_tools
@@ -39,8 +40,8 @@ def say(value: str) -> dict[str, Any]:
     return {"type": "text", "text": value}
 
 
-def model(*turns: list[dict[str, Any]]) -> ScriptedModel:
-    return ScriptedModel(parse_script(list(turns), "test-script"), name="script:test")
+def model(*turns: list[dict[str, Any]]) -> StrictScriptedModel:
+    return StrictScriptedModel(parse_script(list(turns), "test-script"), name="script:test")
 
 
 def make_runtime(tmp_path: Path, store: InMemoryEventStore | None = None) -> Runtime:
@@ -49,7 +50,7 @@ def make_runtime(tmp_path: Path, store: InMemoryEventStore | None = None) -> Run
                    masker=Masker(KEY), ledgers=Ledgers(tmp_path / "home" / "ledger", clock))
 
 
-async def start(rt: Runtime, workspace: Path, scripted: ScriptedModel, *allow: str,
+async def start(rt: Runtime, workspace: Path, scripted: StrictScriptedModel, *allow: str,
                 on_ask: str | None = None) -> LiveSession:
     return await start_session(rt, model=scripted, workspace=workspace, mode="headless",
                                rules=[parse_rule("allow", a) for a in allow], prompt="do the task", max_turns=10,

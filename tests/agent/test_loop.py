@@ -14,6 +14,7 @@ import pytest
 
 from agent.phases.plan import propose
 from agent.session import LiveSession, Runtime, resume_session, start_session
+from agent.testing import StrictScriptedModel
 from core.clock import SystemClock
 from core.errors import PersistError
 from core.events import (
@@ -28,7 +29,7 @@ from core.hashing import idempotency_key
 from core.ids import IdFactory
 from core.messages import Message, ToolResultBlock, ToolUseBlock
 from core.model import ModelListener, ModelRequest, ModelResponse
-from core.model.scripted import ScriptedModel, parse_script
+from core.model.scripted import parse_script
 from core.policy import PermissionRule, parse_rule
 from core.tools import EffectClass, ToolContext, ToolOutput, ToolSpec
 from memory import EventStore, InMemoryEventStore, NewReceipt, ReceiptUpdate, SessionRecord, SqliteEventStore, Write
@@ -41,7 +42,7 @@ class RecordingModel:
     """A scripted model that keeps every request it was sent, to check what the model saw."""
 
     def __init__(self, *turns: list[dict[str, Any]]) -> None:
-        self._inner = ScriptedModel(parse_script(list(turns), "test-script"), name="script:test")
+        self._inner = StrictScriptedModel(parse_script(list(turns), "test-script"), name="script:test")
         self.requests: list[ModelRequest] = []
 
     @property

@@ -15,11 +15,12 @@ import structlog
 
 from agent.loop import AgenticLoop, LoopParts
 from agent.session import Runtime, start_session
+from agent.testing import StrictScriptedModel
 from core.clock import SystemClock
 from core.hooks import Hook, HookAllow, HookRepair, HookSet, ObserveInput, StopInput
 from core.ids import IdFactory
 from core.masking import Masker
-from core.model.scripted import ScriptedModel, parse_script
+from core.model.scripted import parse_script
 from core.policy import parse_rule
 from core.tools import BoundToolPlan, ToolContext, ToolOutput, ToolSpec
 from memory import InMemoryEventStore, SessionRecord
@@ -42,8 +43,8 @@ def text(value: str) -> dict[str, Any]:
     return {"type": "text", "text": value}
 
 
-def model(*turns: list[dict[str, Any]]) -> ScriptedModel:
-    return ScriptedModel(parse_script(list(turns), "t"), name="script:t")
+def model(*turns: list[dict[str, Any]]) -> StrictScriptedModel:
+    return StrictScriptedModel(parse_script(list(turns), "t"), name="script:t")
 
 
 class Seen:
@@ -67,7 +68,7 @@ class Seen:
         return HookSet((Hook("seen-observe", "observe", fn=self.observe), Hook("seen-stop", "stop", fn=self.stop)))
 
 
-def parts(store: InMemoryEventStore, workspace: Path, scripted: ScriptedModel, hooks: HookSet) -> LoopParts:
+def parts(store: InMemoryEventStore, workspace: Path, scripted: StrictScriptedModel, hooks: HookSet) -> LoopParts:
     """A loop's parts assembled by hand, without agent/session.py: the executor gets no hooks at all."""
     plan = BoundToolPlan(builtin_tools(), "headless")
     ids = IdFactory()
@@ -160,7 +161,7 @@ async def test_sessions_driven_by_one_task_log_under_their_own_ids(strata_home: 
     assert path is not None
     rt = _runtime(InMemoryEventStore(), noisy)
 
-    def script(tag: str) -> ScriptedModel:
+    def script(tag: str) -> StrictScriptedModel:
         return model([{"type": "tool_use", "id": f"n-{tag}", "name": "noisy", "input": {"tag": tag}}], [text("done")])
 
     first = await start_session(rt, model=script("first"), workspace=workspace, mode="headless", rules=[],

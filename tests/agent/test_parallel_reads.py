@@ -11,9 +11,10 @@ from typing import Any
 import anyio
 
 from agent.session import Runtime, start_session
+from agent.testing import StrictScriptedModel
 from core.clock import SystemClock
 from core.ids import IdFactory
-from core.model.scripted import ScriptedModel, parse_script
+from core.model.scripted import parse_script
 from core.policy import parse_rule
 from core.state import fold
 from core.tools import ToolContext, ToolOutput, ToolSpec
@@ -55,7 +56,7 @@ async def _run(tmp_path: Path, gauge: Gauge, batch: list[dict[str, Any]]) -> lis
     store = await SqliteEventStore.open(tmp_path / "strata.db")
     tools = [*builtin_tools(), gauge.tool("slow_read", "read_only", 0.2), gauge.tool("slow_write", "effectful", 0.05)]
     rt = Runtime(store=store, clock=SystemClock(), ids=IdFactory(), tools=tools)
-    model = ScriptedModel(parse_script([batch, [{"type": "text", "text": "done"}]], "t"), name="script:t")
+    model = StrictScriptedModel(parse_script([batch, [{"type": "text", "text": "done"}]], "t"), name="script:t")
     (tmp_path / "ws").mkdir()
     try:
         live = await start_session(rt, model=model, workspace=tmp_path / "ws", mode="headless",

@@ -11,12 +11,12 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from tests._terminal import CHAT_SESSION, answer, asked, enter_alone_is_refused, leave_chat
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI, write_script
 
 pytestmark = pytest.mark.slow
 
-APPROVE = r"approve\? \[y/n/a\]"
 
 
 def _spawn(cli: StrataCLI, *args: str) -> pexpect.spawn:
@@ -40,46 +40,32 @@ def test_terminal_approvals_interrupt_and_resume(cli: StrataCLI, workspace: Path
     """The whole interactive path in a pty, then a headless resume that uses the grant, then chat --resume."""
     script = _script(tmp_path)
     child = _spawn(cli, "chat", "--model", f"script:{script}", "--workspace", str(workspace))
-    child.expect(r"session ([0-9a-f-]{36}) \(interactive\)")
+    child.expect(CHAT_SESSION)
     session_id = child.match.group(1)
     child.expect("strata>")
     child.sendline("write the files")
     # The first write: the whole call is shown, Enter alone is not an answer, `n` denies with a reason.
-    child.expect("approval needed: write_file")
-    child.expect(r"asked by: default: write tools ask in every mode")
-    child.expect(r'"content": "A\\n",')
-    child.expect(r'"path": "a.txt"')
-    child.expect(APPROVE)
-    child.sendline("")
-    child.expect("Enter alone is not an answer")
-    child.expect(APPROVE)
+    asked(child, "write_file", r"asked by: default: write tools ask in every mode", r'"content": "A\\n",',
+          r'"path": "a.txt"')
+    enter_alone_is_refused(child)
     child.sendline("n")
     child.expect("reason for the model")
     child.sendline("not a.txt")
     child.expect("write_file DENIED by approval")
     # The second write: `a` grants write_file for the session.
-    child.expect("approval needed: write_file")
-    child.expect(APPROVE)
-    child.sendline("a")
+    answer(child, "write_file", "a")
     child.expect("write_file ok")
     child.expect("assistant: wrote b")
     child.expect("strata>")
     # A slow tool, approved once, then Ctrl-C: the turn stops, the prompt comes back.
     child.sendline("now something slow")
-    child.expect("approval needed: bash")
-    child.expect(APPROVE)
-    child.sendline("y")
+    answer(child, "bash", "y")
     child.expect("-> bash")
     time.sleep(0.8)
     child.sendintr()
     child.expect("bash UNKNOWN")
     child.expect("interrupted")
-    child.expect("strata>")
-    child.sendcontrol("d")
-    child.expect(f"resume it: strata chat --resume {session_id}")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    leave_chat(child, session_id)
 
     assert not (workspace / "a.txt").exists() and (workspace / "b.txt").read_text() == "B\n"
     time.sleep(0.3)

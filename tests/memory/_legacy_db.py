@@ -17,7 +17,7 @@ from core.clock import iso
 from core.events import SCHEMA_VERSION, StoredEvent
 from core.timeline import TimelineRow, canonical_time, legacy_row_hash
 from memory import migrations
-from memory.records import Write
+from memory.rows import Write
 
 SEQ_BITS = 40
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from agent.testing import T0
 from core.errors import PersistError
 from core.events import SessionStarted
 from core.hashing import idempotency_key
 from memory import NewReceipt, ReceiptUpdate, SessionRecord, SqliteEventStore, Write
-from tests.memory.test_store_conformance import T0
 
 
 def _record(session_id: str) -> SessionRecord:

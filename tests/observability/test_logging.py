@@ -17,10 +17,11 @@ import structlog
 
 from agent.evidence_ledger import Ledgers
 from agent.session import Runtime, start_session
+from agent.testing import StrictScriptedModel
 from core.clock import SystemClock
 from core.ids import IdFactory
 from core.masking import Masker
-from core.model.scripted import ScriptedModel, parse_script
+from core.model.scripted import parse_script
 from core.tools import ToolContext, ToolOutput, ToolSpec
 from memory import InMemoryEventStore
 from observability import attach_home, configure_logging, reset_logging
@@ -74,7 +75,7 @@ async def test_runtime_binds_session_turn_and_call(tmp_path: Path, strata_home: 
     script = [[{"type": "tool_use", "id": "n1", "name": "noisy", "input": {"tag": "a"}},
                {"type": "tool_use", "id": "n2", "name": "noisy", "input": {"tag": "b"}}],
               [{"type": "text", "text": "done"}]]
-    live = await start_session(rt, model=ScriptedModel(parse_script(script, "t"), name="script:t"),
+    live = await start_session(rt, model=StrictScriptedModel(parse_script(script, "t"), name="script:t"),
                                workspace=workspace, mode="headless", rules=[], prompt="go", max_turns=5)
     await live.run()
     await rt.close()

@@ -10,13 +10,13 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from tests._terminal import APPROVE, answer, asked, enter_alone_is_refused
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
 from tests.serve._procs import Client, Daemon, script, status, wait_until
 
 pytestmark = pytest.mark.slow
 
-APPROVE = r"approve\? \[y/n/a\]"
 
 
 def said(words: str) -> str:
@@ -41,13 +41,8 @@ def test_attach_in_a_terminal_approves_inline_interrupts_with_ctrl_c_and_detache
         sid = child.match.group(1)
         child.expect("strata>")
         child.sendline("write a")
-        child.expect("approval needed: write_file")
-        child.expect(r'"content": "A\\n",')
-        child.expect(r'"path": "a.txt"')
-        child.expect(APPROVE)
-        child.sendline("")
-        child.expect("Enter alone is not an answer")
-        child.expect(APPROVE)
+        asked(child, "write_file", r'"content": "A\\n",', r'"path": "a.txt"')
+        enter_alone_is_refused(child)
         child.sendline("y")
         child.expect("<- write_file ok")
         child.expect(said("wrote a"))
@@ -55,9 +50,7 @@ def test_attach_in_a_terminal_approves_inline_interrupts_with_ctrl_c_and_detache
         assert (ws / "a.txt").read_text() == "A\n"
 
         child.sendline("run the slow one")
-        child.expect("approval needed: bash")
-        child.expect(APPROVE)
-        child.sendline("y")
+        answer(child, "bash", "y")
         wait_until(lambda: (ws / "started.txt").exists(), what="the command started")
         child.kill(signal.SIGINT)
         child.expect("interrupting the turn")
@@ -99,9 +92,7 @@ def test_attach_in_a_terminal_to_a_parked_session_shows_the_waiting_approval_at_
 
         child: pexpect.spawn = cli.spawn_pty("attach", sid)
         child.expect(r"\(driving\)")
-        child.expect("approval needed: write_file")
-        child.expect(APPROVE)
-        child.sendline("y")
+        answer(child, "write_file", "y")
         child.expect("<- write_file ok")
         child.expect(said("wrote a"))
         child.expect("strata>")

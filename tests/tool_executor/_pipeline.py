@@ -1,5 +1,5 @@
-"""Shared parts for the tool-call path tests: calls and envs, strict fake approvers, counting hooks, fake tools,
-routing middleware, command-hook scripts, and a real SQLite session to run batches through."""
+"""Shared parts for the tool-call path tests: calls and envs, fake tools, routing middleware, command-hook
+scripts, and a real SQLite session to run batches through. The strict approver and Python hook are agent.testing's."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-import pytest
 
 from core.clock import SystemClock
 from core.events import BatchProposed, CallResult, Mode, PlannedCall, SessionStarted, UserMessage
@@ -25,7 +24,7 @@ from core.state import Approval, Grant
 from core.tools import BoundToolPlan, PiiClass, SafetyLevel, ToolContext, ToolOutput, ToolSpec
 from memory import SessionRecord, SqliteEventStore, Write
 from memory.session_writer import SessionWriter
-from tool_executor import ApprovalAnswer, ApprovalRequest, CallEnv, Rewrite
+from tool_executor import CallEnv, Rewrite
 
 PLAN_DIGEST = "plan_test"
 SESSION = "sess_test"
@@ -52,47 +51,6 @@ def env(*, rules: Sequence[PermissionRule] = (), grants: Sequence[Grant] = (),
         plan_digest: str = PLAN_DIGEST) -> CallEnv:
     return CallEnv(session_id=SESSION, mode=mode, model="m", turn=1, plan_digest=plan_digest, rules=tuple(rules),
                    grants=tuple(grants), approvals=dict(approvals or {}))
-
-
-# -- approvers ---------------------------------------------------------------------------------------------
-
-
-class StrictApprover:
-    """Answers from a script, one answer per question; being asked with no answer left fails the test."""
-
-    def __init__(self, *answers: Answer, who: str = PERSON) -> None:
-        self._answers = list(answers)
-        self.who = who
-        self.asked: list[ApprovalRequest] = []
-
-    async def ask(self, request: ApprovalRequest) -> ApprovalAnswer:
-        self.asked.append(request)
-        if not self._answers:
-            pytest.fail(f"the approver was asked about {request.tool} ({request.asked_by}) but should not be")
-        return ApprovalAnswer(self._answers.pop(0), self.who, reason="tester said so")
-
-
-# -- hooks -------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class PyHook:
-    """A Python hook that answers `verdict` (or `verdict(data)`) and keeps every input it was given."""
-
-    verdict: Any
-    name: str = "guard"
-    event: HookEvent = "pre_tool_use"
-    matcher: str = "*"
-    timeout_s: float = 5.0
-    seen: list[Any] = field(default_factory=list)
-
-    async def __call__(self, data: Any) -> Any:
-        self.seen.append(data)
-        return self.verdict(data) if callable(self.verdict) else self.verdict
-
-    @property
-    def hook(self) -> Hook:
-        return Hook(self.name, self.event, self.matcher, fn=self, timeout_s=self.timeout_s)
 
 
 def script(tmp_path: Path, name: str, body: str) -> Path:

@@ -11,6 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from agent.testing import PyHook, StrictApprover
 from core.events import ApprovalGranted
 from core.hooks import (
     Hook,
@@ -28,8 +29,6 @@ from core.tools import BoundToolPlan
 from memory.session_writer import SessionWriter
 from tests.tool_executor._pipeline import (
     SESSION,
-    PyHook,
-    StrictApprover,
     command_hook,
     env,
     planned,

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agent.testing import PyHook, StrictApprover
 from core.hashing import sha256_json
 from core.hooks import HookAllow, HookAsk, HookBlock, HookRewrite, HookSet
 from core.ids import IdFactory
@@ -21,9 +22,7 @@ from tests.tool_executor._pipeline import (
     PERSON,
     PLAN_DIGEST,
     Answer,
-    PyHook,
     Route,
-    StrictApprover,
     env,
     fake_tool,
     planned,

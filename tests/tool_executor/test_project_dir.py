@@ -9,15 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from agent.testing import PyHook, StrictApprover
 from core.hooks import HookRewrite, HookSet
 from core.ids import IdFactory
 from core.state import Grant
 from core.tools import BoundToolPlan
 from memory.session_writer import SessionWriter
 from tests.tool_executor._pipeline import (
-    PyHook,
     Route,
-    StrictApprover,
     command_hook,
     env,
     planned,

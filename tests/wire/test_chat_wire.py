@@ -15,6 +15,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from tests._terminal import CHAT_SESSION, answer, asked, leave_chat
 from tests.conftest import StrataCLI
 from tests.wire.messages_server import Fault, MessagesServer, Reply
 from tests.wire.wire_helpers import (
@@ -31,21 +32,10 @@ from tests.wire.wire_helpers import (
 pytestmark = pytest.mark.slow
 
 MODEL = "anthropic:claude-test"
-APPROVE = r"approve\? \[y/n/a\]"
-SESSION = r"session ([0-9a-f-]{36}) \(interactive\)"
 
 
 def spawn(cli: StrataCLI, server: MessagesServer, *args: str) -> pexpect.spawn:
     return cli.spawn_pty(*args, env=model_env(server))
-
-
-def leave(child: pexpect.spawn, session_id: str) -> None:
-    child.expect("strata>")
-    child.sendcontrol("d")
-    child.expect(f"resume it: strata chat --resume {session_id}")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0, child.before
 
 
 def test_chat_streams_approves_interrupts_and_resumes(cli: StrataCLI, messages_server: MessagesServer,
@@ -63,7 +53,7 @@ def test_chat_streams_approves_interrupts_and_resumes(cli: StrataCLI, messages_s
     )
     child = spawn(cli, messages_server, "chat", "--model", MODEL, "--workspace", str(workspace))
     try:
-        child.expect(SESSION)
+        child.expect(CHAT_SESSION)
         session_id = child.match.group(1)
         child.expect("strata>")
         child.sendline("write a.txt please")
@@ -71,10 +61,7 @@ def test_chat_streams_approves_interrupts_and_resumes(cli: StrataCLI, messages_s
         child.expect("assistant: Stream")
         assert messages_server.requests[0].outcome == "reply" and not gate.is_set()
         gate.set()
-        child.expect("approval needed: write_file")
-        child.expect(r'"path": "a.txt"')
-        child.expect(APPROVE)
-        child.sendline("y")
+        answer(child, "write_file", "y", r'"path": "a.txt"')
         child.expect("write_file ok")
         child.expect("model attempt 1 failed: Anthropic API is overloaded")
         child.expect("retrying in")
@@ -82,9 +69,7 @@ def test_chat_streams_approves_interrupts_and_resumes(cli: StrataCLI, messages_s
         child.expect("strata>")
 
         child.sendline("now something slow")
-        child.expect("approval needed: bash")
-        child.expect(APPROVE)
-        child.sendline("y")
+        answer(child, "bash", "y")
         child.expect("-> bash")
         time.sleep(0.8)
         child.sendintr()
@@ -93,7 +78,7 @@ def test_chat_streams_approves_interrupts_and_resumes(cli: StrataCLI, messages_s
         child.expect("strata>")
         child.sendline("what happened?")
         child.expect("assistant: Stopped as you asked.")
-        leave(child, session_id)
+        leave_chat(child, session_id)
     finally:
         gate.set()
         child.close(force=True)
@@ -151,7 +136,7 @@ def test_ctrl_c_while_the_model_streams(cli: StrataCLI, messages_server: Message
     )
     child = spawn(cli, messages_server, "chat", "--model", MODEL, "--workspace", str(workspace))
     try:
-        child.expect(SESSION)
+        child.expect(CHAT_SESSION)
         session_id = child.match.group(1)
         child.expect("strata>")
         child.sendline("tell me a long story")
@@ -162,7 +147,7 @@ def test_ctrl_c_while_the_model_streams(cli: StrataCLI, messages_server: Message
         gate.set()
         child.sendline("shorter please")
         child.expect("assistant: Here is a fresh answer.")
-        leave(child, session_id)
+        leave_chat(child, session_id)
     finally:
         gate.set()
         child.close(force=True)
@@ -184,18 +169,17 @@ def test_ctrl_c_at_the_approval_prompt(cli: StrataCLI, messages_server: Messages
     )
     child = spawn(cli, messages_server, "chat", "--model", MODEL, "--workspace", str(workspace))
     try:
-        child.expect(SESSION)
+        child.expect(CHAT_SESSION)
         session_id = child.match.group(1)
         child.expect("strata>")
         child.sendline("write b.txt")
-        child.expect("approval needed: write_file")
-        child.expect(APPROVE)
+        asked(child, "write_file")
         child.sendintr()
         child.expect("interrupted")
         child.expect("strata>")
         child.sendline("ok then")
         child.expect("assistant: Fine, no file.")
-        leave(child, session_id)
+        leave_chat(child, session_id)
     finally:
         child.close(force=True)
     assert_all_valid(messages_server)
@@ -222,7 +206,7 @@ def test_a_refusal_in_chat_then_the_next_prompt_works(cli: StrataCLI, messages_s
     messages_server.script(Fault(400, message="scripted refusal"), Reply([text("Fine now.")]))
     child = spawn(cli, messages_server, "chat", "--model", MODEL, "--workspace", str(workspace))
     try:
-        child.expect(SESSION)
+        child.expect(CHAT_SESSION)
         session_id = child.match.group(1)
         child.expect("strata>")
         child.sendline("hello")
@@ -230,7 +214,7 @@ def test_a_refusal_in_chat_then_the_next_prompt_works(cli: StrataCLI, messages_s
         child.expect("strata>")
         child.sendline("again")
         child.expect("assistant: Fine now.")
-        leave(child, session_id)
+        leave_chat(child, session_id)
     finally:
         child.close(force=True)
     assert_all_valid(messages_server)
@@ -247,12 +231,12 @@ def test_a_wrong_key_in_chat_is_reported_in_one_line(cli: StrataCLI, messages_se
     log = io.StringIO()
     child.logfile_read = log
     try:
-        child.expect(SESSION)
+        child.expect(CHAT_SESSION)
         session_id = child.match.group(1)
         child.expect("strata>")
         child.sendline("hello")
         child.expect("check ANTHROPIC_API_KEY")
-        leave(child, session_id)
+        leave_chat(child, session_id)
     finally:
         child.close(force=True)
     (sent,) = messages_server.requests

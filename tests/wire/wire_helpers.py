@@ -4,10 +4,12 @@ received (every request valid; tool_results first, in proposal order)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
+from tests.cli._helpers import json_lines as json_lines
+from tests.cli._helpers import text as text
+from tests.cli._helpers import tool_use
 from tests.wire.conftest import TEST_KEY
 from tests.wire.messages_server import MessagesServer, Recorded
 from tests.wire.messages_validation import validate_request
@@ -17,12 +19,9 @@ from tests.wire.messages_validation import validate_request
 SCRIPTED_OUTCOMES = frozenset({"reply", "fault", "stream_fault", "drop"})
 
 
-def text(value: str) -> dict[str, Any]:
-    return {"type": "text", "text": value}
-
-
 def use(name: str, call_id: str, **args: Any) -> dict[str, Any]:
-    return {"type": "tool_use", "id": call_id, "name": name, "input": args}
+    """A tool_use block, named first (the order the wire tests read best); the same shape as the CLI tests'."""
+    return tool_use(call_id, name, **args)
 
 
 def model_env(server: MessagesServer, key: str = TEST_KEY) -> dict[str, str]:
@@ -83,7 +82,3 @@ def result_text(block: dict[str, Any]) -> str:
 
 def user_texts(message: dict[str, Any]) -> list[str]:
     return [b["text"] for b in blocks(message) if b["type"] == "text"]
-
-
-def json_lines(stdout: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in stdout.splitlines() if line.strip()]

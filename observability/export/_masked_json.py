@@ -13,7 +13,7 @@ from core.events import StoredEvent
 from core.masking import Masker
 from core.timeline import TimelineRow
 from core.timeline_rows import ModelAttemptRow, observation
-from memory.records import Receipt
+from memory.rows import Receipt
 from observability.export._snapshot import SessionSnapshot
 from observability.session_timeline import timeline_record
 

@@ -1,4 +1,4 @@
-"""Leak review: realistic fake secrets planted in every place a session can carry them (the prompt, model text,
+"""No leaks: realistic fake secrets planted in every place a session can carry them (the prompt, model text,
 tool arguments and outputs, file names, hook answers and stderr, policy rules, approval and reconcile notes,
 config values, the environment, long outputs cut into excerpts, compaction), then every observation surface's
 bytes searched for the secret and for distinctive pieces of it (12-character windows of its random part, so a

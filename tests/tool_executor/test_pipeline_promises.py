@@ -1,8 +1,8 @@
-"""A review of the tool-call path, trying to break its promises: hook rewrites are re-checked and never lower
+"""The tool-call path's promises, attacked: hook rewrites are re-checked and never lower
 the safety level or PII class, hooks fail closed, deny beats ask beats allow, paths stay in the workspace, an
 allow pattern never matches a compound shell command, a denial lists every reason, the model never approves.
 
-The bugs it found are fixed and their tests state what now holds: a hook cannot change the call by editing its
+The bugs a review found are fixed and their tests state what now holds: a hook cannot change the call by editing its
 input in place; hook answers over the size cap, not UTF-8, with a key given twice, or with numbers or nesting
 Python cannot hold fail closed; hook commands run with pipefail and get their input while their output drains; a
 person's denial stands against a later "always"; NaN and infinities are not numbers; braced parameter expansion
@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 import pytest
 
+from agent.testing import PyHook, StrictApprover
 from core.hashing import sha256_json, sha256_text
 from core.hooks import (
     Hook,
@@ -41,8 +42,6 @@ from tests.conftest import StrataCLI, write_script
 from tests.tool_executor._pipeline import (
     PLAN_DIGEST,
     SESSION,
-    PyHook,
-    StrictApprover,
     command_hook,
     env,
     fake_tool,
@@ -54,7 +53,7 @@ from tests.tool_executor._pipeline import (
 )
 from tool_executor import Deny, Pass, ToolCallProcessor, builtin_tools
 from tool_executor.approval import Approver
-from tool_executor.hooks import run_post, run_pre
+from tool_executor.hook_runner import run_post, run_pre
 
 PLAN = BoundToolPlan(builtin_tools(), "headless")
 WRITE = {"path": "notes.txt", "content": "hello"}

@@ -1,8 +1,8 @@
-"""Review of the `strata` command line against bad input and a bad environment, with real processes.
+"""The `strata` command line against bad input and a bad environment, with real processes.
 
 The promise under test: bad input gets a clear one-line error (exit 1 for an error, 2 for usage), never a
 traceback or an "internal error", and loses nothing: a corrupt, locked or unusable database is reported and left
-as it was. The bugs this review found (tests named `test_bug_...`) are fixed; their tests state the behaviour that
+as it was. The bugs a review found (tests named `test_bug_...`) are fixed; their tests state the behaviour that
 now holds.
 
 To stay fast, every `strata` process the tests look at is started once, by the module fixture `world`, in a

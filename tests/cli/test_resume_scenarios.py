@@ -1,11 +1,11 @@
-"""A review of crash and resume correctness with real `strata` processes: parked calls approved or denied and then
+"""Crash and resume correctness with real `strata` processes: parked calls approved or denied and then
 killed at each fault point, resumes with changed rules, a moved workspace, reconciliation done twice or with both
 verdicts, forks around an open batch, two resumes racing, decisions taken while a session runs, and kills during
 `strata resume` itself.
 
 Effects are counted by bash calls appending a marker line to effects.log. Every scenario runs in its own workspace
 and Strata home, the scenarios two at a time in threads (module fixture `seen`, about 40 s on two cores); each test
-then asserts on what its scenario recorded. The bugs this review found (a person's denial overruled by a later
+then asserts on what its scenario recorded. The bugs a review found (a person's denial overruled by a later
 allow rule, a decision accepted for a call already started, a prompt dropped by a parked session, a failed command
 clobbering the session's status, a resume into a missing workspace, contradictory reconcile verdicts, a reconciled
 outcome never reported, a fork's exit code) are fixed; their tests state the behaviour that now holds."""

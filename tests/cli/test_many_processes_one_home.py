@@ -1,11 +1,11 @@
-"""Multi-process review: several `strata` processes on one Strata home at once.
+"""Several `strata` processes on one Strata home at once.
 
 Each scenario uses real processes on one home. Where a race window is only microseconds wide, a helper process
 (`_HELPER`, written beside the test) runs the real CLI or the real module with one *pause point*: a store method
 that touches a "reached" file and waits for a "go" file before (or after) it runs. The interleaving is then
 decided by the test, not by luck. A pause only widens a window the code already has; it changes no behaviour.
 
-Passing tests document what holds. Fixed since the review: concurrent `strata trust` (a lock around the record),
+Passing tests document what holds. Fixed since it was first run: concurrent `strata trust` (a lock around the record),
 a busy database at lease renewal (the heartbeat retries), a failed approve/resume restoring a stale status (the
 status is derived from the state folded under the lease), reconcile racing a resume (reconciled under the
 lease), a second contradicting decision (refused), log rotation by several processes at once (one rotation at a

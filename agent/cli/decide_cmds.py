@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import click
 
-from agent.approvals import Recorded, record_decision
 from agent.cli._common import Command
 from agent.cli.output import echo
+from agent.parked_decisions import Recorded, record_decision
 from agent.reconcile import person
 
 

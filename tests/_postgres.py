@@ -1,0 +1,83 @@
+"""A throwaway PostgreSQL cluster for the tests: initdb in a temporary directory, started on a free loopback port
+with pg_ctl, stopped at the end of the test session. Nothing to set up beforehand; where PostgreSQL is not
+installed the tests that need it skip with one reason (tests/_system.py), and CI makes that a failure.
+
+Run as root, the cluster belongs to `nobody` (PostgreSQL refuses to run as root). fsync is off for the tests (they
+test behaviour, not the disk); bench/postgres.py starts it with the server's defaults (`durable=True`)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from tests._system import POSTGRES
+
+_NOBODY = 65534
+_names = itertools.count(1)
+
+
+@dataclass
+class Cluster:
+    bin: Path
+    root: Path
+    port: int
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://strata@127.0.0.1:{self.port}/{database}"
+
+    def new_database(self) -> str:
+        """A fresh, empty database on the cluster; its URL."""
+        name = f"t{os.getpid()}_{next(_names)}"
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _run(cmd: list[str], *, as_root: bool) -> None:
+    kwargs = {"user": _NOBODY, "group": _NOBODY} if as_root else {}
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False, **kwargs)  # type: ignore[call-overload]
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}): {done.stdout}{done.stderr}")
+
+
+def start_cluster(*, durable: bool = False) -> Iterator[Cluster]:
+    """Start a cluster (a generator fixture body: yields it, stops and removes it afterwards). `durable`: fsync on,
+    as a server runs by default (the benchmarks); off for the tests."""
+    initdb = Path(POSTGRES.require())
+    root = Path(tempfile.mkdtemp(prefix="strata-pg-"))
+    as_root = os.geteuid() == 0
+    if as_root:
+        os.chown(root, _NOBODY, _NOBODY)
+    data, sock = root / "data", root / "sock"
+    pg_ctl = str(initdb.parent / "pg_ctl")
+    try:
+        _run([str(initdb), "-D", str(data), "-U", "strata", "--auth=trust", "-E", "UTF8", "--no-sync",
+              "--no-instructions"], as_root=as_root)
+        _run(["mkdir", "-p", str(sock)], as_root=as_root)
+        port = _free_port()
+        _run([pg_ctl, "-D", str(data), "-l", str(root / "server.log"), "-w", "-t", "60", "-o",
+              f"{'' if durable else '-F '}-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c max_connections=200",
+              "start"],
+             as_root=as_root)
+        try:
+            yield Cluster(initdb.parent, root, port)
+        finally:
+            _run([pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop"], as_root=as_root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
