@@ -2,6 +2,7 @@
 environment (`STRATA_*`) < flags, and project trust (a project's hooks and allow rules apply only once trusted)."""
 
 from config._read import ConfigDoc, read_config_file
+from config.channels import ChannelEntry, ChannelsConfig
 from config.hook_files import FileProblem, HookFiles
 from config.hook_spec import HOOK_EVENTS, HookSpec
 from config.knowledge import DatasetDecl, KnowledgeConfig, dataset_roots, found_datasets, user_knowledge_dir
@@ -25,6 +26,8 @@ __all__ = [
     "HOOK_EVENTS",
     "PROJECT_DIR",
     "SETTING_KEYS",
+    "ChannelEntry",
+    "ChannelsConfig",
     "ConfigDoc",
     "ConfigFile",
     "DatasetDecl",

@@ -22,6 +22,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from config._read import ConfigDoc, describe, parse_config, read_config_file
+from config.channels import ChannelsConfig
 from config.hook_files import FileProblem, HookFiles
 from config.hook_spec import HOOK_EVENTS, HookSpec
 from config.knowledge import DEFAULT_COMMON_TERM_SHARE, DatasetDecl, KnowledgeConfig
@@ -112,6 +113,8 @@ class LoadedConfig(BaseModel):
     """Declared knowledge datasets (an untrusted project's are ignored) and the common-term share."""
     mcp: McpConfig = McpConfig()
     """Declared MCP servers with their tools' policies (an untrusted project's are never started)."""
+    channels: ChannelsConfig = ChannelsConfig()
+    """The serve daemon's channels and DAEMON-mode settings (config/channels.py)."""
 
     @property
     def trust_command(self) -> str:
@@ -191,6 +194,7 @@ def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
                 deadlines[tool] = ToolDeadline(tool=tool, timeout_s=entry.timeout_s, source=doc.source)
 
     knowledge = _knowledge(docs, project=project, trusted=state == "trusted", root=workspace, env=env)
+    channels = _channels(docs, project)
 
     mcp = _mcp(docs, project=project, trusted=state == "trusted")
 
@@ -227,7 +231,7 @@ def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
         project_files=project_files if state == "trusted" else None,
         project_hooks_digest=sha256_json([h.identity() for h in project_hooks]) if project_hooks else None,
         project_hooks_problem=problem,
-        knowledge=knowledge, mcp=mcp,
+        knowledge=knowledge, mcp=mcp, channels=channels,
     )
 
 
@@ -255,6 +259,32 @@ def _mcp(docs: list[ConfigDoc], *, project: ConfigDoc | None, trusted: bool) -> 
                 startup_timeout_s=entry.startup_timeout_s or DEFAULT_STARTUP_TIMEOUT_S)
     return McpConfig(servers=tuple(servers[n] for n in sorted(servers)), ignored=tuple(sorted(set(ignored))),
                      serve=serve)
+
+
+def _channels(docs: list[ConfigDoc], project: ConfigDoc | None) -> ChannelsConfig:
+    """The daemon's channels and DAEMON-mode settings: a later file's `[[channels]]` list replaces an earlier one
+    whole, `[daemon]` keys override one by one. A project file may set neither (config/channels.py)."""
+    found = ChannelsConfig()
+    for doc in docs:
+        if doc is project:
+            if doc.data.channels is not None or doc.data.daemon is not None:
+                raise ConfigError("a project file cannot configure the daemon's channels or DAEMON mode",
+                                  file=doc.source, key="channels" if doc.data.channels is not None else "daemon",
+                                  hint="put `[[channels]]` and `[daemon]` in the user's config file")
+            continue
+        update: dict[str, object] = {}
+        if doc.data.channels is not None:
+            names = [c.name for c in doc.data.channels]
+            if len(set(names)) != len(names):
+                raise ConfigError("two channels have the same name", file=doc.source, key="channels")
+            update["channels"] = tuple(doc.data.channels)
+        if doc.data.daemon is not None:
+            if doc.data.daemon.enable is not None:
+                update["enable"] = tuple(doc.data.daemon.enable)
+            if doc.data.daemon.turn_budget_s is not None:
+                update["turn_budget_s"] = doc.data.daemon.turn_budget_s
+        found = found.model_copy(update=update)
+    return found
 
 
 def _knowledge(docs: list[ConfigDoc], *, project: ConfigDoc | None, trusted: bool, root: Path | None,

@@ -11,6 +11,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from config.channels import ChannelEntry, DaemonSection
 from config.settings import (
     CommonTermShare,
     ContextBudget,
@@ -301,3 +302,6 @@ class ConfigFile(_Table):
     """Knowledge datasets (config/knowledge.py); a later file replaces a dataset's table whole."""
     mcp: McpSection = Field(default_factory=McpSection)
     """MCP servers and their tools' policies (config/mcp.py); a later file replaces a server's table whole."""
+    channels: list[ChannelEntry] | None = None
+    """The serve daemon's channels (config/channels.py); the user's file only."""
+    daemon: DaemonSection | None = None

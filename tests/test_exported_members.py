@@ -12,7 +12,7 @@ import pytest
 PACKAGES = ["core.tools", "core.model", "core.knowledge", "core.hooks", "core.masking", "config", "memory",
             "memory.knowledge", "memory.postgres", "observability", "observability.export", "tool_executor",
             "tool_executor.shell", "tool_executor.builtin", "tool_executor.mcp", "agent.ipc", "agent.daemon",
-            "agent.serve", "agent.testing", "agent.mcp", "agent.mcp_serve"]
+            "agent.serve", "agent.testing", "agent.mcp", "agent.mcp_serve", "agent.channels", "memory.channel_book"]
 
 _PROJECT = ("core", "config", "memory", "observability", "tool_executor", "agent")
 

@@ -47,6 +47,10 @@ COMMANDS = (
     Entry("ps", "agent.cli.serve_cmd:ps", "The running daemon's sessions (as `strata serve --status`)."),
     Entry("mcp", "agent.cli.mcp_cmd:mcp_group",
           "MCP: list the configured servers and their tools, or serve Strata to an MCP host."),
+    Entry("channels", "agent.cli.channels_cmd:channels",
+          "The serve daemon's channels: kind, where they listen, threads, last message, backlog."),
+    Entry("tasks", "agent.cli.channels_cmd:tasks",
+          "The tasks the action-required gate created from channel messages, oldest first."),
     Entry("attach", "agent.cli.attach_cmd:attach",
           "Attach to a session the daemon hosts (`strata serve`): drive it, or watch it with --watch."),
 )

@@ -24,6 +24,7 @@ import anyio
 import structlog
 
 from agent import ipc
+from agent.channels import ChannelRunner
 from agent.daemon import SessionHost
 from agent.models import model_from_spec
 from agent.serve._dispatcher import HostDispatcher
@@ -68,7 +69,7 @@ async def serve(loaded: LoadedConfig, *, socket_path: Path | None = None, grace_
         attach_home(home, rt.masker)  # the daemon's log: <home>/logs/strata.log, masked by the home's key
         try:
             await _run(rt, lock, paths, grace, settings.max_turns, ready,
-                       partial(_workspace_config, loaded))
+                       partial(_workspace_config, loaded), loaded)
         except BaseExceptionGroup as group:  # the task groups wrap a refusal to listen (SocketUnusable): one line
             raise _lone_error(group) from None
         finally:
@@ -111,7 +112,7 @@ def _workspace_config(loaded: LoadedConfig, workspace: Path) -> LoadedConfig:
 
 async def _run(rt: Runtime, lock: ipc.DaemonLock, paths: ipc.DaemonPaths, grace_s: float, max_turns: int,
                ready: Callable[[ipc.DaemonPaths], None],
-               workspace_config: Callable[[Path], LoadedConfig]) -> None:
+               workspace_config: Callable[[Path], LoadedConfig], loaded: LoadedConfig) -> None:
     stop = anyio.Event()
     asked: list[signal.Signals] = []
 
@@ -128,7 +129,9 @@ async def _run(rt: Runtime, lock: ipc.DaemonLock, paths: ipc.DaemonPaths, grace_
     async with anyio.create_task_group() as tg:
         tg.start_soon(on_signals)
         async with SessionHost.open(rt, model_factory=model_from_spec, max_turns=max_turns,
-                                    workspace_config=workspace_config) as host:
+                                    workspace_config=workspace_config) as host, \
+                ChannelRunner.open(rt, loaded, model_factory=model_from_spec,
+                                   workspace_config=workspace_config) as channels:
             dispatcher = HostDispatcher(host, tg, rt.masker, on_shutdown=stop.set,
                                         store_counts=lambda: store_counts(rt.store))
             async with ipc.IpcServer.open(paths.home, dispatcher, socket_path=paths.socket, lock=lock,
@@ -137,6 +140,7 @@ async def _run(rt: Runtime, lock: ipc.DaemonLock, paths: ipc.DaemonPaths, grace_
                 log.info("daemon serving", pid=os.getpid(), socket=str(paths.socket))
                 ready(paths)
                 await stop.wait()
+                await channels.drain(grace_s)
                 await host.drain(grace_s, signal=asked[0] if asked else None)
                 server.stop()  # a goodbye to every client; `serve` returns once they are gone
         tg.cancel_scope.cancel()

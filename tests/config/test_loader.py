@@ -102,7 +102,7 @@ def test_defaults_file_is_package_data() -> None:
 
 def test_schema_and_settings_keys_agree() -> None:
     """Every settable scalar is a key of the file schema (so a file can set it) and nothing else is."""
-    tables = {"policy", "hooks", "secrets", "tools", "knowledge", "mcp"}
+    tables = {"policy", "hooks", "secrets", "tools", "knowledge", "mcp", "channels", "daemon"}
     assert set(ConfigFile.model_fields) - tables == set(SETTING_KEYS)
 
 

@@ -1,0 +1,78 @@
+"""The channel protocol's shapes: a message taken in, the reply sent back, and the idempotency key that binds
+them (one reply per message, whatever crashes in between)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from core.hashing import sha256_text
+
+Id = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:@+=-]+$")]
+"""Thread and message ids: printable and short, so they can name files and rows without escaping."""
+
+
+class AttachmentRef(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: Annotated[str, Field(min_length=1, max_length=255)]
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    path: str | None = None
+    """Where the bytes are, when the channel keeps them as a file."""
+
+
+class InboundMessage(BaseModel):
+    """One message a channel delivers."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    channel: str
+    thread: Id
+    id: Id
+    sender: Annotated[str, Field(max_length=320)] = ""
+    text: Annotated[str, Field(max_length=200_000)] = ""
+    attachments: tuple[AttachmentRef, ...] = ()
+
+    @property
+    def reply_key(self) -> str:
+        return reply_key(self.channel, self.id)
+
+
+class Reply(BaseModel):
+    """What goes back on the thread: at most one per message, named by its key."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key: str
+    channel: str
+    thread: str
+    in_reply_to: str
+    session_id: str
+    status: str
+    """How the message's turn ended: `completed`, `denied`, `parked`, `over_budget`, `failed`, ..."""
+    text: str
+    task_id: int | None = None
+
+
+def reply_key(channel: str, message_id: str) -> str:
+    """The idempotency key of the reply to a message: the same on every attempt, different for every message."""
+    return "reply-" + sha256_text(f"{channel}\x00{message_id}")[:32]
+
+
+class Channel(Protocol):
+    """A source of messages and a sink of replies. `poll` lists what waits (oldest first) with a handle to
+    acknowledge it by; `send` is idempotent on the reply's key; `sent` probes whether a reply with that key was
+    delivered (an unknown outcome is reconciled by it)."""
+
+    name: str
+
+    def poll(self) -> list[tuple[InboundMessage, str]]: ...
+
+    def ack(self, handle: str) -> None: ...
+
+    def send(self, reply: Reply) -> None: ...
+
+    def sent(self, key: str) -> bool: ...
+
+    def backlog(self) -> int: ...

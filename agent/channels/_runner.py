@@ -1,0 +1,191 @@
+"""The channels' pollers inside the serve daemon: one poller a channel, one worker a thread.
+
+A poller takes messages only from its own channel (its `threads` globs filter what it may take), oldest first,
+and hands each to its thread's worker; a thread's messages are handled in arrival order, one at a time, while
+different threads run side by side. A message a worker could not handle yet (its session is driven elsewhere, or
+waits for approval) stays in the channel and is offered again at the next poll, ahead of the thread's later ones.
+
+`drain(grace_s)`: the pollers stop taking messages, running turns get the grace period, then they are closed
+as Ctrl-C closes them; whatever was not acknowledged is handled again by the next daemon, exactly once."""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup
+
+from agent.channels._messages import Channel, InboundMessage
+from agent.channels._reply_tool import Current, reply_tool
+from agent.channels._spool import SpoolChannel
+from agent.channels._turns import ChannelParts, daemon_runtime, handle
+from agent.channels._webhook import WebhookChannel
+from agent.session import Runtime
+from config import ChannelEntry, LoadedConfig
+from core.errors import ConfigError
+from core.model import ModelAdapter
+from memory.channel_book import BOOK_FILE, ChannelBook
+
+log = structlog.get_logger("strata.channels")
+
+POLL_INTERVAL_S = 0.2
+
+
+DEFERRED_RETRY_S = 2.0
+"""A thread whose message could not be handled (its session waits for approval, or is driven elsewhere) is offered
+its messages again no sooner than this."""
+
+
+@dataclass
+class _Thread:
+    queue: deque[tuple[InboundMessage, str]] = field(default_factory=deque)
+    running: bool = False
+    not_before: float = 0.0
+
+
+class _Poller:
+    def __init__(self, parts: ChannelParts, tg: TaskGroup, interval: float) -> None:
+        self.parts = parts
+        self._tg = tg
+        self._interval = interval
+        self._threads: dict[str, _Thread] = {}
+        self._queued: set[str] = set()
+        self.stopping = False
+
+    @property
+    def busy(self) -> bool:
+        return any(t.running for t in self._threads.values())
+
+    async def run(self) -> None:
+        channel = self.parts.channel
+        while not self.stopping:
+            try:
+                found = await anyio.to_thread.run_sync(channel.poll)
+            except Exception as exc:  # a folder gone or unreadable, or a bug: logged, polled again, never fatal
+                log.error("channel cannot be polled", channel=channel.name, error_type=type(exc).__name__,
+                          reason=str(exc))
+                found = []
+            for message, handle_ in found:
+                thread = self._threads.setdefault(message.thread, _Thread())
+                if handle_ in self._queued or self.stopping or thread.not_before > anyio.current_time():
+                    continue
+                self._queued.add(handle_)
+                thread.queue.append((message, handle_))
+                if not thread.running:
+                    thread.running = True
+                    self._tg.start_soon(self._work, message.thread, thread)
+            await anyio.sleep(self._interval)
+
+    async def _work(self, name: str, thread: _Thread) -> None:
+        try:
+            while thread.queue and not self.stopping:
+                message, handle_ = thread.queue[0]
+                try:
+                    outcome = await handle(self.parts, message, handle_)
+                except Exception as exc:  # a bug or an unusable store: this message waits, the daemon goes on
+                    log.error("message could not be handled", channel=message.channel, message_id=message.id,
+                              error_type=type(exc).__name__, exc_info=True)
+                    outcome = "deferred"
+                if outcome == "deferred":  # offered again at a later poll, still first of its thread
+                    thread.not_before = anyio.current_time() + DEFERRED_RETRY_S
+                    self._forget(thread)
+                    return
+                thread.queue.popleft()
+                self._queued.discard(handle_)
+        finally:
+            thread.running = False
+
+    def _forget(self, thread: _Thread) -> None:
+        for _, handle_ in thread.queue:
+            self._queued.discard(handle_)
+        thread.queue.clear()
+
+
+def open_channel(entry: ChannelEntry, home: Path, env: Mapping[str, str]) -> Channel:
+    """The channel `entry` configures (its folders created). A webhook's token must be in the environment."""
+    if entry.kind == "spool":
+        assert entry.inbox is not None and entry.outbox is not None
+        return SpoolChannel(entry.name, Path(entry.inbox).expanduser(), Path(entry.outbox).expanduser(),
+                            tuple(entry.threads))
+    assert entry.port is not None and entry.token_env is not None
+    token = env.get(entry.token_env, "")
+    if len(token) < 16:
+        raise ConfigError(f"the environment variable {entry.token_env} must hold the webhook's bearer token (16 "
+                          "characters or more)", key=f"channels.{entry.name}.token_env")
+    return WebhookChannel(entry.name, home / "channels" / entry.name, port=entry.port, token=token,
+                          max_body_bytes=entry.max_body_bytes, threads=tuple(entry.threads),
+                          callback_url=entry.callback_url)
+
+
+class ChannelRunner:
+    def __init__(self, pollers: list[_Poller], book: ChannelBook) -> None:
+        self._pollers = pollers
+        self.book = book
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, rt: Runtime, loaded: LoadedConfig, *, model_factory: Callable[[str], ModelAdapter],
+                   workspace_config: Callable[[Path], LoadedConfig] | None = None,
+                   interval: float = POLL_INTERVAL_S) -> AsyncIterator[ChannelRunner]:
+        """Start a poller for every configured channel; leaving the block stops them (after `drain`)."""
+        config = loaded.channels
+        settings = loaded.settings
+        book = await anyio.to_thread.run_sync(ChannelBook.open, settings.home / BOOK_FILE)
+        try:
+            async with anyio.create_task_group() as tg:
+                pollers: list[_Poller] = []
+                for entry in config.channels:
+                    workspace = await anyio.Path(entry.workspace).expanduser()
+                    if not await workspace.is_dir():
+                        raise ConfigError(f"the workspace {workspace} is not a directory",
+                                          key=f"channels.{entry.name}.workspace")
+                    channel = await anyio.to_thread.run_sync(open_channel, entry, settings.home, os.environ)
+                    if isinstance(channel, WebhookChannel):
+                        try:
+                            await tg.start(channel.serve)
+                        except OSError as exc:
+                            raise ConfigError(f"port {channel.port} cannot be listened on: {exc.strerror}",
+                                              key=f"channels.{entry.name}.port") from None
+                        tg.start_soon(channel.deliver)
+                    base = rt
+                    if workspace_config is not None:
+                        project = await anyio.to_thread.run_sync(workspace_config, Path(workspace))
+                        base = await anyio.to_thread.run_sync(rt.for_config, project)
+                    spec = entry.model or settings.model
+                    if not spec:
+                        raise ConfigError("no model for the channel's sessions", key=f"channels.{entry.name}.model",
+                                          hint="set `model` in the channel's table or in the config")
+                    model_factory(spec)  # a bad spec is an error now, not at the first message
+                    current: Current = {}
+                    drt = daemon_runtime(base, config.enable, reply_tool(channel, book, current), entry.name)
+                    parts = ChannelParts(rt=drt, book=book, channel=channel, entry=entry,
+                                         model=partial(model_factory, spec), max_turns=settings.max_turns,
+                                         turn_budget_s=config.turn_budget_s, current=current)
+                    pollers.append(_Poller(parts, tg, interval))
+                for poller in pollers:
+                    tg.start_soon(poller.run)
+                    log.info("channel polling", channel=poller.parts.channel.name, kind=poller.parts.entry.kind)
+                runner = cls(pollers, book)
+                try:
+                    yield runner
+                finally:
+                    for poller in pollers:
+                        poller.stopping = True
+                    tg.cancel_scope.cancel()
+        finally:
+            await anyio.to_thread.run_sync(book.close)
+
+    async def drain(self, grace_s: float) -> None:
+        """Take no more messages; let running turns finish within `grace_s` (the block's end closes the rest)."""
+        for poller in self._pollers:
+            poller.stopping = True
+        with anyio.move_on_after(grace_s):
+            while any(p.busy for p in self._pollers):  # noqa: ASYNC110 - workers end on their own schedule
+                await anyio.sleep(0.05)

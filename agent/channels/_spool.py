@@ -1,0 +1,144 @@
+"""The `spool` channel: an inbox and an outbox folder of JSON files, one message or reply per file.
+
+Inbox: a writer puts `NAME.json` there atomically (write `.NAME.tmp`, then rename; names starting with `.` are
+never read). Oldest first (modification time, then name). A file is acknowledged by removing it, after the daemon
+recorded it. A file that is not a valid message (bad JSON, missing fields, over `MAX_FILE_BYTES`) or names a
+thread the channel may not take is moved to `inbox/rejected/` with a `NAME.error` line saying why; nothing else
+happens to it.
+
+    {"thread": "t-42", "id": "m-1001", "sender": "anna@example.com", "text": "Please review the Q3 report",
+     "attachments": [{"name": "q3.pdf", "sha256": "<64 hex>", "path": "/srv/in/q3.pdf"}]}
+
+Outbox: each reply is `<key>.json` (key: `reply-` + 32 hex digits of sha256(channel, message id)), written to a
+temporary name and renamed, never replaced: a second send of the same key finds it there and does nothing, so a
+crash between the two never delivers a reply twice; whether a reply was delivered is whether its file exists."""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import json
+import os
+import stat
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from agent.channels._messages import InboundMessage, Reply
+from core import bounded_json
+
+MAX_FILE_BYTES = 1024 * 1024
+MAX_DEPTH = 32
+"""A message is shallow; deeper JSON is refused before it is parsed (core/bounded_json.py)."""
+REJECTED = "rejected"
+
+
+class SpoolChannel:
+    def __init__(self, name: str, inbox: Path, outbox: Path, threads: tuple[str, ...] = ("*",)) -> None:
+        self.name = name
+        self.inbox = inbox
+        self.outbox = outbox
+        self.threads = threads
+        for folder in (inbox, outbox, inbox / REJECTED):
+            folder.mkdir(parents=True, exist_ok=True)
+
+    def poll(self) -> list[tuple[InboundMessage, str]]:
+        found: list[tuple[int, str, Path]] = []
+        with os.scandir(self.inbox) as entries:
+            for entry in entries:
+                if entry.name.startswith(".") or not entry.name.endswith(".json") or entry.is_dir():
+                    continue
+                with contextlib.suppress(FileNotFoundError):
+                    found.append((entry.stat().st_mtime_ns, entry.name, Path(entry.path)))
+        out: list[tuple[InboundMessage, str]] = []
+        for _, _, path in sorted(found):
+            message = self._read(path)
+            if message is not None:
+                out.append((message, str(path)))
+        return out
+
+    def _read(self, path: Path) -> InboundMessage | None:
+        try:
+            if not stat.S_ISREG(path.lstat().st_mode):
+                self._reject(path, "not a regular file (a link, a device or a pipe is never read)")
+                return None
+            with path.open("rb") as f:
+                raw = f.read(MAX_FILE_BYTES + 1)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            self._reject(path, f"cannot be read: {exc.strerror}")
+            return None
+        if len(raw) > MAX_FILE_BYTES:
+            self._reject(path, f"larger than {MAX_FILE_BYTES} bytes")
+            return None
+        try:
+            body = bounded_json.loads(raw.decode("utf-8"), max_depth=MAX_DEPTH)
+            if not isinstance(body, dict):
+                raise ValueError("not a JSON object")
+            message = InboundMessage.model_validate({**body, "channel": self.name})
+        except (ValueError, ValidationError) as exc:  # UnicodeDecodeError and TooDeep are ValueErrors
+            self._reject(path, f"not a message: {_one_line(exc)}")
+            return None
+        if not any(fnmatch.fnmatchcase(message.thread, glob) for glob in self.threads):
+            self._reject(path, f"thread {message.thread!r} is not one this channel may take")
+            return None
+        return message
+
+    def _reject(self, path: Path, why: str) -> None:
+        target = self.inbox / REJECTED / path.name
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(path, target)
+            _write_atomically(target.with_name(path.name + ".error"), (why + "\n").encode())
+
+    def ack(self, handle: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(handle)
+
+    def send(self, reply: Reply) -> None:
+        target = self.outbox / f"{reply.key}.json"
+        if target.exists():
+            return
+        _write_atomically(target, (json.dumps(reply.model_dump(mode="json"), ensure_ascii=False) + "\n").encode(),
+                          replace=False)
+
+    def sent(self, key: str) -> bool:
+        return (self.outbox / f"{key}.json").exists()
+
+    def backlog(self) -> int:
+        with os.scandir(self.inbox) as entries:
+            return sum(1 for e in entries if e.name.endswith(".json") and not e.name.startswith("."))
+
+
+def _write_atomically(target: Path, data: bytes, *, replace: bool = True) -> None:
+    """Write `data` to a temporary file beside `target`, fsync it, then move it there (with `replace=False`, a
+    hard link that fails when `target` exists, so a file once delivered is never replaced), and fsync the folder."""
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        if replace:
+            os.replace(tmp, target)
+        else:
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    folder = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
+def _one_line(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        return f"{where}: {first['msg']}" if where else str(first["msg"])
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

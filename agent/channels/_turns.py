@@ -1,0 +1,248 @@
+"""One channel message through its thread's session, exactly once.
+
+The steps, each durable before the next, so a crash anywhere is recovered by doing the same steps again:
+
+1. the book says whether the message was taken in already: replied or acknowledged means only the
+   acknowledgement may be missing (it is given again), and a reply found in the outbox (the probe) means only
+   the book's note of it is;
+2. the thread's session: the one the book binds the thread to, or a new one in DAEMON mode bound now, for ever;
+3. the message is taken in (book row, with the gate's verdict, and its task when the gate says so);
+4. the turn: the message is the user message that starts it, headed by a line naming the channel, thread and
+   message id, so the commit that starts the turn records the message id; a session that already has that line
+   does not get it again: an unfinished turn is continued (as `strata resume` continues one), a finished one is
+   not run again. The turn has `turn_budget_s`; past it the turn is closed as Ctrl-C closes it;
+5. the reply, named by the message's idempotency key (the outbox never takes a key twice), then the book's
+   `replied` and `acked`, then the channel's acknowledgement (a crash before it: the message is redelivered and
+   step 1 acknowledges it again)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import structlog
+
+from agent.channels._messages import Channel, InboundMessage, Reply
+from agent.channels._reply_tool import Current, reply_rule
+from agent.outcome import RunOutcome
+from agent.reconcile import probe_receipts
+from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
+from config import ChannelEntry
+from core.action_required import DEFAULT_VOCABULARY, GateVerdict, GateVocabulary, decide
+from core.errors import SessionActive, StrataError
+from core.events import UserMessage
+from core.messages import Message, TextBlock
+from core.model import ModelAdapter
+from core.state import SessionState
+from core.tools import ToolSpec
+from memory.channel_book import ChannelBook, IntakeRow, TaskRow
+from memory.restore import restore_or_report
+from memory.store import EventStore
+
+log = structlog.get_logger("strata.channels")
+
+Outcome = str
+"""How a message was handled: `processed`, `redelivered` (acknowledged again), `deferred` (left for later)."""
+
+
+@dataclass(frozen=True)
+class ChannelParts:
+    """What the turns of one channel share."""
+
+    rt: Runtime
+    """The runtime in DAEMON mode: execute and admin tools left out unless enabled by name."""
+    book: ChannelBook
+    channel: Channel
+    entry: ChannelEntry
+    model: Callable[[], ModelAdapter]
+    max_turns: int
+    turn_budget_s: float
+    current: Current = dataclasses.field(default_factory=dict)
+    """The message each session's running turn handles (the `reply` tool reads it)."""
+    vocabulary: GateVocabulary = DEFAULT_VOCABULARY
+
+
+def daemon_runtime(rt: Runtime, enable: tuple[str, ...], reply: ToolSpec | None = None,
+                   channel: str = "") -> Runtime:
+    """`rt` as a channel's sessions see it: tools of safety level execute and admin are removed from the plan
+    unless the operator enabled them by name (`daemon.enable`); the channel's `reply` tool is added, and allowed."""
+    kept = [t for t in rt.tools if t.safety not in ("execute", "admin") or t.name in enable]
+    if reply is None:
+        return dataclasses.replace(rt, tools=kept)
+    return dataclasses.replace(rt, tools=[*kept, reply], config_rules=(*rt.config_rules, reply_rule(channel)))
+
+
+def marker(message: InboundMessage) -> str:
+    return f"[channel {message.channel} · thread {message.thread} · message {message.id}"
+
+
+def prompt_of(message: InboundMessage, verdict: GateVerdict, task: TaskRow | None) -> str:
+    lines = [f"{marker(message)}" + (f" · from {message.sender}]" if message.sender else "]")]
+    if task is not None:
+        lines.append(f"[task {task.id}: the action-required gate made this message a task (rule {verdict.rule}); "
+                     "do the work it asks for]")
+    lines.append("[answer with the `reply` tool (once); if you do not, your last text is sent as the reply]")
+    for a in message.attachments:
+        lines.append(f"[attachment {a.name} sha256 {a.sha256}" + (f" at {a.path}]" if a.path else "]"))
+    lines.append(message.text)
+    return "\n".join(lines)
+
+
+async def handle(parts: ChannelParts, message: InboundMessage, handle: str) -> Outcome:
+    book, channel = parts.book, parts.channel
+    key = message.reply_key
+    known = await anyio.to_thread.run_sync(book.intake, message.channel, message.id)
+    if known is not None and (known.status != "started" or await anyio.to_thread.run_sync(channel.sent, key)):
+        await _finish(parts, message, handle)
+        log.info("message redelivered: acknowledged again", channel=message.channel, message_id=message.id)
+        return "redelivered"
+    verdict = decide(message.text, attachments=len(message.attachments), vocabulary=parts.vocabulary)
+    entry = parts.entry
+    asking = Asking(on_ask=entry.on_ask)
+    live: LiveSession | None = None
+    session_id = await anyio.to_thread.run_sync(book.session_of, message.channel, message.thread)
+    try:
+        if session_id is None:
+            live = await start_session(parts.rt, model=parts.model(), workspace=Path(entry.workspace), mode="daemon",
+                                       rules=[], prompt=None, max_turns=parts.max_turns, asking=asking)
+            session_id = await anyio.to_thread.run_sync(book.bind, message.channel, message.thread, live.id)
+            assert session_id == live.id  # one poller a channel, one worker a thread: nothing else binds it
+        else:
+            waiting = _undecided((await restore_or_report(parts.rt.store, session_id)).state)
+            if waiting:  # parked calls wait for `strata approve|deny`: the thread's next message waits too
+                log.info("thread's session waits for approval; the message stays queued", channel=message.channel,
+                         thread=message.thread, message_id=message.id, calls=list(waiting))
+                return "deferred"
+            await _probe_uncertain(parts.rt, session_id)
+            live = await resume_session(parts.rt, session_id, rules=[], model=parts.model(),
+                                        max_turns=parts.max_turns, asking=asking)
+    except (SessionActive, StrataError) as exc:
+        log.warning("thread's session cannot take the message now; it stays queued", channel=message.channel,
+                    thread=message.thread, message_id=message.id, reason=str(exc))
+        if live is not None:
+            await live.release(None)
+        return "deferred"
+    try:
+        row = IntakeRow(channel=message.channel, message_id=message.id, thread_id=message.thread,
+                        session_id=session_id, sender=message.sender, rule=verdict.rule, reply_key=key,
+                        after_seq=live.loop.state.last_seq)
+        row = await anyio.to_thread.run_sync(book.take_in, row)  # a second attempt gets the first record
+        task = None
+        if verdict.task:
+            task = await anyio.to_thread.run_sync(book.add_task, message.channel, message.thread, message.id,
+                                                  session_id, verdict.rule)
+        reply = await _turn(parts, live, message, verdict, task, row.after_seq)
+    finally:
+        await live.release(None)
+    await anyio.to_thread.run_sync(channel.send, reply)
+    if task is not None:
+        await anyio.to_thread.run_sync(book.set_task_status, task.id,
+                                       "done" if reply.status == "completed" else reply.status)
+    await _finish(parts, message, handle)
+    log.info("message processed", channel=message.channel, thread=message.thread, message_id=message.id,
+             session_id=session_id, status=reply.status, task=task.id if task else None)
+    return "processed"
+
+
+async def _probe_uncertain(rt: Runtime, session_id: str) -> None:
+    """Effects of the thread's session whose outcome is uncertain (`unknown`, or `dispatched` by a daemon that
+    died) are reconciled by their tools' probes before its next turn, as `strata reconcile --probe` does: the
+    `reply` tool's asks the channel whether the reply's key was delivered. Undecided ones stay for a person."""
+    uncertain = [*await rt.store.list_receipts(session_id, status="unknown"),
+                 *await rt.store.list_receipts(session_id, status="dispatched")]
+    if not uncertain:
+        return
+    for outcome in await probe_receipts(rt, rt.tools, session_id):
+        log.info("uncertain effect probed", session_id=session_id, receipt=outcome.receipt.id,
+                 tool=outcome.receipt.tool, verdict=outcome.verdict, note=outcome.note)
+
+
+async def _finish(parts: ChannelParts, message: InboundMessage, handle: str) -> None:
+    book = parts.book
+    # The book first: a crash before the channel hears it leaves the message there, redelivered and acknowledged
+    # again (step 1); the other order could leave an acknowledged message the book still calls unacknowledged.
+    await anyio.to_thread.run_sync(book.advance, message.channel, message.id, "replied")
+    await anyio.to_thread.run_sync(book.advance, message.channel, message.id, "acked")
+    await anyio.to_thread.run_sync(parts.channel.ack, handle)
+
+
+def _opens_turn_of(text: str, message: InboundMessage) -> bool:
+    head = marker(message)
+    return text.startswith(head + "]") or text.startswith(head + " · ")
+
+
+async def _started(store: EventStore, session_id: str, message: InboundMessage, after_seq: int) -> bool:
+    """Whether the session's log holds the user message that starts this message's turn: read from the log (not
+    the folded state, which compaction may shorten), from where the message was taken in."""
+    events = await store.read_events(session_id, after_seq)
+    return any(isinstance(e.event, UserMessage) and _opens_turn_of(e.event.text, message) for e in events)
+
+
+def _started_at(state: SessionState, message: InboundMessage) -> int | None:
+    """Index of the user message that started this message's turn in the state, where the answer is sought."""
+    for i, m in enumerate(state.messages):
+        if m.role == "user" and any(isinstance(b, TextBlock) and _opens_turn_of(b.text, message) for b in m.content):
+            return i
+    return None
+
+
+def _undecided(state: SessionState) -> list[str]:
+    return [c for c in state.parked if c not in state.approvals]
+
+
+def _unfinished(state: SessionState) -> bool:
+    return state.open_batch is not None or (state.ended is None and bool(state.messages)
+                                            and state.messages[-1].role == "user")
+
+
+async def _turn(parts: ChannelParts, live: LiveSession, message: InboundMessage, verdict: GateVerdict,
+                task: TaskRow | None, after_seq: int) -> Reply:
+    state = live.loop.state
+    outcome: RunOutcome | None = None
+    failed: str | None = None
+    if not message.text.strip() and not message.attachments:
+        return _reply(message, live.id, "empty", "The message was empty; there was nothing to do.", task)
+    parts.current[live.id] = (message, task)
+    with anyio.move_on_after(parts.turn_budget_s) as budget:
+        try:
+            if not await _started(parts.rt.store, live.id, message, after_seq):
+                if state.open_batch is not None:  # an earlier turn's batch is open (parked, then decided): finish it
+                    await live.run(None)
+                outcome = await live.run(prompt_of(message, verdict, task))
+            elif _unfinished(state):
+                outcome = await live.run(None)
+        except StrataError as exc:
+            failed = exc.message
+        finally:
+            parts.current.pop(live.id, None)
+    state = live.loop.state
+    if budget.cancelled_caught:
+        unknown = len(state.unknown_receipts)
+        text = (f"This message's turn ran out of its time budget ({parts.turn_budget_s:g} s) and was stopped as "
+                "Ctrl-C stops a turn: running calls were stopped and started effects are recorded as unknown"
+                f" ({unknown} unknown). Session {live.id} can be inspected with `strata timeline {live.id}`.")
+        return _reply(message, live.id, "over_budget", text, task)
+    if failed is not None:
+        return _reply(message, live.id, "failed", f"The turn failed: {failed}", task)
+    if outcome is not None and outcome.status == "awaiting_approval":
+        waiting = ", ".join(_undecided(state))
+        text = (f"A call waits for approval ({waiting}): decide with `strata approve|deny {live.id} CALL`; the thread "
+                "goes on after that.")
+        return _reply(message, live.id, "parked", text, task)
+    status = outcome.status if outcome is not None else "completed"
+    return _reply(message, live.id, status, _answer(state.messages, _started_at(state, message)), task)
+
+
+def _answer(messages: list[Message] | tuple[Message, ...], start: int | None) -> str:
+    """The last text the assistant wrote in this message's turn."""
+    texts = [b.text for m in messages[(start or 0):] if m.role == "assistant" for b in m.content
+             if isinstance(b, TextBlock) and b.text.strip()]
+    return texts[-1] if texts else "(the turn ended without a text answer)"
+
+
+def _reply(message: InboundMessage, session_id: str, status: str, text: str, task: TaskRow | None) -> Reply:
+    return Reply(key=message.reply_key, channel=message.channel, thread=message.thread, in_reply_to=message.id,
+                 session_id=session_id, status=status, text=text, task_id=task.id if task else None)

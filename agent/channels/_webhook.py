@@ -1,0 +1,198 @@
+"""The `webhook` channel: an HTTP endpoint the daemon serves on loopback, in front of a spool kept in the home.
+
+    POST /messages        Authorization: Bearer TOKEN; a JSON message as a spool file holds it
+                          -> 202 {"accepted": ID, "reply": "/replies/KEY"} once the message is durably queued
+    GET  /replies/KEY     Authorization: Bearer TOKEN -> 200 and the reply, or 404 while there is none
+
+With `callback_url`, every reply is also POSTed there (see `deliver`), with its key as `Idempotency-Key`.
+
+The token comes from the environment variable the channel's `token_env` names and is compared in constant time;
+a request without it, or with another, gets 401 before its body is read, and nothing is created. A body over
+`max_body_bytes` (by its Content-Length, which is required: 411 without it) gets 413 unread; a body that is not
+a JSON message gets 400 with the reason; a thread the channel may not take 403. One request a connection, each
+bounded in time (`REQUEST_TIMEOUT_S`), so a slow or hostile client holds nothing for long. An accepted message is
+written to `<home>/channels/NAME/in/` (write, fsync, rename) before the 202, and from there it is a spool
+message like any other: its reply lands in `<home>/channels/NAME/out/KEY.json`."""
+
+from __future__ import annotations
+
+import fnmatch
+import hmac
+import http.client
+import json
+import re
+import time
+import urllib.parse
+from pathlib import Path
+
+import anyio
+import h11
+import structlog
+from anyio.abc import SocketStream, TaskStatus
+from pydantic import ValidationError
+
+from agent.channels._messages import InboundMessage
+from agent.channels._spool import MAX_DEPTH, SpoolChannel, _one_line, _write_atomically
+from core import bounded_json
+from core.hashing import sha256_text
+
+log = structlog.get_logger("strata.channels")
+
+REQUEST_TIMEOUT_S = 30.0
+CALLBACK_TIMEOUT_S = 10.0
+DELIVERY_PAUSE_S = 0.2
+MAX_HEADER_BYTES = 16 * 1024
+_REPLY_PATH = re.compile(r"^/replies/(reply-[0-9a-f]{32})$")
+
+
+class WebhookChannel(SpoolChannel):
+    def __init__(self, name: str, folder: Path, *, port: int, token: str, max_body_bytes: int,
+                 threads: tuple[str, ...] = ("*",), host: str = "127.0.0.1", callback_url: str | None = None) -> None:
+        super().__init__(name, folder / "in", folder / "out", threads)
+        self.port = port
+        self.host = host
+        self.callback_url = callback_url
+        self._expected = f"Bearer {token}".encode()
+        self._cap = max_body_bytes
+        self._delivered = folder / "delivered"
+        self._delivered.mkdir(parents=True, exist_ok=True)
+
+    async def deliver(self) -> None:
+        """POST every reply in the outbox not yet delivered to the callback, oldest first, with its key as the
+        `Idempotency-Key` header; a 2xx answer is recorded as a marker file (the probe of delivery). A failure is
+        retried with a growing pause (up to 30 s). A crash between the answer and the marker posts that reply once
+        more, under the same key: a callback that keeps the keys it has seen takes every reply exactly once."""
+        if self.callback_url is None:
+            return
+        pause = DELIVERY_PAUSE_S
+        while True:
+            waiting = await anyio.to_thread.run_sync(self._undelivered)
+            failed = False
+            for path in waiting:
+                try:
+                    await anyio.to_thread.run_sync(self._post, path)
+                except OSError as exc:
+                    log.warning("reply not delivered to the callback; retrying", channel=self.name, reply=path.stem,
+                                reason=str(exc))
+                    failed = True
+                    break
+            pause = min(pause * 2, 30.0) if failed else DELIVERY_PAUSE_S
+            await anyio.sleep(pause)
+
+    def _undelivered(self) -> list[Path]:
+        found = [(p.stat().st_mtime_ns, p) for p in self.outbox.glob("reply-*.json")
+                 if not (self._delivered / p.stem).exists()]
+        return [p for _, p in sorted(found)]
+
+    def _post(self, path: Path) -> None:
+        assert self.callback_url is not None
+        url = urllib.parse.urlsplit(self.callback_url)
+        conn_type = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
+        conn = conn_type(url.hostname or "", url.port, timeout=CALLBACK_TIMEOUT_S)
+        try:
+            conn.request("POST", url.path or "/", body=path.read_bytes(),
+                         headers={"Content-Type": "application/json", "Idempotency-Key": path.stem})
+            status = conn.getresponse().status
+        finally:
+            conn.close()
+        if not 200 <= status < 300:
+            raise OSError(f"the callback answered {status}")
+        _write_atomically(self._delivered / path.stem, b"")
+
+    def delivered(self, key: str) -> bool:
+        return (self._delivered / key).exists()
+
+    async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        listener = await anyio.create_tcp_listener(local_host=self.host, local_port=self.port, reuse_port=False)
+        async with listener:
+            task_status.started()
+            await listener.serve(self._connection)
+
+    async def _connection(self, stream: SocketStream) -> None:
+        async with stream:
+            conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
+            with anyio.move_on_after(REQUEST_TIMEOUT_S):
+                try:
+                    status, body = await self._answer(conn, stream)
+                except h11.RemoteProtocolError as exc:
+                    status, body = 400, {"error": f"bad HTTP request: {exc}"}
+                except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionError):
+                    return
+                except Exception as exc:  # a bug here answers 500 and ends this connection, never the daemon
+                    log.error("webhook request failed", channel=self.name, error_type=type(exc).__name__,
+                              exc_info=True)
+                    status, body = 500, {"error": "internal error"}
+                await self._send(conn, stream, status, body)
+
+    async def _answer(self, conn: h11.Connection, stream: SocketStream) -> tuple[int, dict[str, object]]:
+        request = await _next_event(conn, stream)
+        if not isinstance(request, h11.Request):
+            return 400, {"error": "expected an HTTP request"}
+        headers = {k.lower(): v for k, v in request.headers}
+        if not hmac.compare_digest(headers.get(b"authorization", b""), self._expected):
+            return 401, {"error": "missing or wrong bearer token"}
+        target = request.target.decode("ascii", "replace")
+        if request.method == b"GET":
+            match = _REPLY_PATH.match(target)
+            if match is None:
+                return 404, {"error": "no such resource"}
+            path = self.outbox / f"{match.group(1)}.json"
+            if not await anyio.Path(path).exists():
+                return 404, {"error": "no reply yet"}
+            return 200, json.loads(await anyio.Path(path).read_text(encoding="utf-8"))
+        if request.method != b"POST" or target != "/messages":
+            return (405 if target == "/messages" else 404), {"error": "POST /messages or GET /replies/KEY"}
+        length = headers.get(b"content-length")
+        if length is None:
+            return 411, {"error": "a Content-Length is required"}
+        if not length.isdigit():
+            return 400, {"error": "a Content-Length is a number"}
+        if int(length) > self._cap:
+            return 413, {"error": f"the body is larger than {self._cap} bytes"}
+        raw = bytearray()
+        while True:
+            event = await _next_event(conn, stream)
+            if isinstance(event, h11.Data):
+                raw += event.data
+            elif isinstance(event, h11.EndOfMessage):
+                break
+            else:
+                return 400, {"error": "the body ended early"}
+        try:
+            body = bounded_json.loads(bytes(raw).decode("utf-8"), max_depth=MAX_DEPTH)
+            if not isinstance(body, dict):
+                raise ValueError("not a JSON object")
+            message = InboundMessage.model_validate({**body, "channel": self.name})
+        except (ValueError, ValidationError) as exc:
+            return 400, {"error": f"not a message: {_one_line(exc)}"}
+        if not any(fnmatch.fnmatchcase(message.thread, glob) for glob in self.threads):
+            return 403, {"error": f"thread {message.thread!r} is not one this channel may take"}
+        name = f"{time.time_ns():020d}-{sha256_text(message.id)[:16]}.json"
+        data = json.dumps(body, ensure_ascii=False).encode()
+        await anyio.to_thread.run_sync(_write_atomically, self.inbox / name, data)
+        return 202, {"accepted": message.id, "reply": f"/replies/{message.reply_key}"}
+
+    @staticmethod
+    async def _send(conn: h11.Connection, stream: SocketStream, status: int, body: dict[str, object]) -> None:
+        data = json.dumps(body, ensure_ascii=False).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
+                   (b"connection", b"close")]
+        try:
+            await stream.send(conn.send(h11.Response(status_code=status, headers=headers)) or b"")
+            await stream.send(conn.send(h11.Data(data=data)) or b"")
+            await stream.send(conn.send(h11.EndOfMessage()) or b"")
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError, h11.LocalProtocolError):
+            return
+
+
+async def _next_event(conn: h11.Connection, stream: SocketStream) -> object:
+    while True:
+        event = conn.next_event()
+        if event is h11.NEED_DATA:
+            try:
+                data = await stream.receive(65536)
+            except anyio.EndOfStream:
+                data = b""
+            conn.receive_data(data)
+            continue
+        return event

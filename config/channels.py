@@ -1,0 +1,94 @@
+"""The serve daemon's channels and its DAEMON mode (`[[channels]]`, `[daemon]`): where unattended work comes from.
+
+    [daemon]
+    enable = ["bash"]          # execute/admin tools kept in channel sessions' plans (removed otherwise)
+    turn_budget_s = 300        # wall-clock budget of one message's turn
+
+    [[channels]]
+    name = "inbox"             # unique; the key of its threads
+    kind = "spool"             # or "webhook"
+    inbox = "/srv/strata/in"   # spool: the folders (created when missing)
+    outbox = "/srv/strata/out"
+    workspace = "/srv/project" # where the channel's sessions work
+    model = "anthropic:claude-sonnet-4-5"
+    threads = ["*"]            # globs over thread ids this channel's poller may take
+    on_ask = "deny"            # or "park": an `ask` waits on the worklist for `strata approve`
+
+Channels are read from the built-in defaults and the user's file only: a project file (a workspace's) never opens
+a door into the daemon, and its `[[channels]]` or `[daemon]` tables are a ConfigError."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from core.vocabulary import OnAsk
+
+__all__ = ["ChannelEntry", "ChannelKind", "ChannelsConfig", "DaemonSection"]
+
+ChannelKind = Literal["spool", "webhook"]
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+DEFAULT_TURN_BUDGET_S = 300.0
+DEFAULT_BODY_CAP = 1024 * 1024
+
+
+def _name(value: str) -> str:
+    if not _NAME.match(value):
+        raise ValueError("a channel name is 1 to 64 lower-case letters, digits, '_' or '-', starting with a letter "
+                         "or digit")
+    return value
+
+
+def _path(value: str) -> str:
+    if not value.strip() or "\x00" in value:
+        raise ValueError("must be a non-empty path without NUL")
+    return value
+
+
+class _Table(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class ChannelEntry(_Table):
+    name: Annotated[str, AfterValidator(_name)]
+    kind: ChannelKind
+    workspace: Annotated[str, AfterValidator(_path)]
+    model: Annotated[str, Field(min_length=1)] | None = None
+    """The model of the channel's sessions; the settings' `model` when absent."""
+    inbox: Annotated[str, AfterValidator(_path)] | None = None
+    outbox: Annotated[str, AfterValidator(_path)] | None = None
+    port: Annotated[int, Field(ge=1, le=65535)] | None = None
+    token_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
+    """webhook: the environment variable holding the bearer token (a token never sits in a config file)."""
+    max_body_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = DEFAULT_BODY_CAP
+    callback_url: Annotated[str, Field(pattern=r"^https?://[^\s]+$", max_length=2000)] | None = None
+    """webhook: where each reply is also POSTed (header `Idempotency-Key`), until the callback answers 2xx."""
+    threads: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=lambda: ["*"])
+    on_ask: OnAsk = "deny"
+
+    @model_validator(mode="after")
+    def _complete(self) -> ChannelEntry:
+        if self.kind == "spool" and (self.inbox is None or self.outbox is None):
+            raise ValueError(f"spool channel {self.name!r} needs `inbox` and `outbox`")
+        if self.kind == "webhook" and (self.port is None or self.token_env is None):
+            raise ValueError(f"webhook channel {self.name!r} needs `port` and `token_env`")
+        if self.kind == "spool" and self.callback_url is not None:
+            raise ValueError(f"spool channel {self.name!r} has no `callback_url` (its replies are outbox files)")
+        return self
+
+
+class DaemonSection(_Table):
+    enable: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]+$")]] | None = None
+    turn_budget_s: Annotated[float, Field(gt=0, le=86400, allow_inf_nan=False)] | None = None
+
+
+class ChannelsConfig(BaseModel):
+    """The channels and DAEMON-mode settings as they apply (defaults < user file)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    channels: tuple[ChannelEntry, ...] = ()
+    enable: tuple[str, ...] = ()
+    turn_budget_s: float = DEFAULT_TURN_BUDGET_S

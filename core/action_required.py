@@ -1,0 +1,224 @@
+"""The action-required gate: does a channel message deserve a durable task? Pure and deterministic, no model.
+
+Six ordered rules (the founding substrate document); the first that decides wins and the verdict names it:
+
+1. `attachment`   a message with an attachment always creates a task;
+2. `empty`        empty text never does (nothing but whitespace and punctuation);
+3. `polite_only`  polite wrappers ("hi", "please", "could you", "thanks", "kind regards", ...) are stripped from
+                  the start and end of every sentence; a message that was nothing but politeness creates no task;
+4. `question`     an informational question never creates a task, even when it names a document: every sentence
+                  left opens with an interrogative ("what", "is", "does", ...) or an informational opener
+                  ("tell me", "explain", "let me know", ...), or ends with "?" without opening on a work verb;
+5. `imperative`   a sentence that opens with a work verb and names a work artifact after it ("review the Q3
+                  report", "send invoice_17.pdf") creates a task;
+6. `conversation` everything else is conversation: no task. Ambiguity (a work verb with no artifact, a negated
+                  verb, a statement about an artifact) lands here, so ambiguity never creates a task.
+
+A polite request form ("could you", "can you", "would you") is a wrapper: "Could you send the invoice?" is the
+imperative "send the invoice". A trailing "?" is no signal on a sentence that opens with a work verb (chat drops
+the request form: "send the invoice?"), so adding or removing a wrapper never changes a verdict.
+
+The word lists are a `GateVocabulary` (English defaults; config may replace any list)."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = [
+    "DEFAULT_VOCABULARY",
+    "GATE_RULES",
+    "GateRule",
+    "GateVerdict",
+    "GateVocabulary",
+    "decide",
+]
+
+GateRule = Literal["attachment", "empty", "polite_only", "question", "imperative", "conversation"]
+GATE_RULES: tuple[GateRule, ...] = ("attachment", "empty", "polite_only", "question", "imperative", "conversation")
+
+_WORK_VERBS = (
+    "add", "analyse", "analyze", "approve", "archive", "audit", "book", "build", "calculate", "cancel", "check",
+    "close", "compile", "complete", "convert", "correct", "create", "deploy", "draft", "edit", "email", "export",
+    "file", "fill", "finalise", "finalize", "finish", "fix", "format", "forward", "generate", "import", "investigate",
+    "issue", "merge", "migrate", "pay", "prepare", "print", "process", "proofread", "publish", "rebase", "reconcile",
+    "record", "refactor", "refund", "release", "remove", "rename", "renew", "reply", "revise", "review", "rewrite",
+    "run", "scan", "schedule", "send", "sign", "submit", "summarise", "summarize", "test", "translate", "triage",
+    "update", "upload", "verify", "write",
+)
+_ARTIFACTS = (
+    "agenda", "application", "article", "backlog", "bill", "branch", "brief", "budget", "bug", "build", "changelog",
+    "chart", "code", "commit", "config", "contract", "database", "deck", "deployment", "diagram", "doc", "document",
+    "draft", "email", "estimate", "expense", "feature", "file", "folder", "form", "forecast", "invoice", "issue",
+    "ledger", "letter", "manuscript", "memo", "migration", "minutes", "newsletter", "notes", "order", "page",
+    "patch", "payment", "payroll", "pdf", "plan", "po", "policy", "post", "pr", "presentation", "proposal", "query",
+    "quote", "readme", "receipt", "reconciliation", "record", "release", "report", "request", "script",
+    "slide", "slides", "spec", "specification", "spreadsheet", "statement", "summary", "table", "task", "test",
+    "tests", "ticket", "timesheet", "transcript", "translation", "whitepaper", "wiki",
+)
+_POLITE_PREFIXES = (
+    "hi", "hello", "hey", "hiya", "greetings", "good morning", "good afternoon", "good evening", "morning",
+    "dear team", "dear all", "dear colleagues", "hi team", "hi all", "hi everyone", "hello team", "hello all",
+    "hey team", "hey all", "hi there", "hello there", "hey there", "team", "folks", "all",
+    "please", "pls", "plz", "kindly", "could you", "can you", "would you", "will you", "could you please",
+    "can you please", "would you please", "will you please", "if you could", "if you can",
+    "i'd appreciate it if you could",
+    "i was wondering if you could", "just", "quick favour", "quick favor", "sorry to bother you", "sorry",
+)
+_POLITE_SUFFIXES = (
+    "please", "pls", "plz", "thanks", "thank you", "thx", "ty", "thanks a lot", "thanks so much", "thank you so much",
+    "many thanks", "thanks in advance", "thank you in advance", "much appreciated", "appreciated", "cheers",
+    "regards", "kind regards", "best regards", "warm regards", "best", "best wishes", "all the best", "ta",
+    "if you can", "if you could", "if possible", "when you get a chance", "when you have a moment",
+    "when you have time", "if you don't mind", "if you do not mind", "no rush", "have a nice day",
+    "have a good day", "have a great day", "sincerely", "yours sincerely", "yours truly", "thanks team",
+    "thank you team", "ok", "okay",
+)
+_QUESTION_OPENERS = (
+    "what", "what's", "whats", "when", "when's", "where", "where's", "who", "who's", "whom", "whose", "why",
+    "how", "how's", "which", "is", "isn't", "are", "aren't", "was", "wasn't", "were", "weren't", "am", "do",
+    "does", "doesn't", "did", "didn't", "has", "hasn't", "have", "haven't", "had", "can", "can't", "could",
+    "couldn't", "would", "wouldn't", "should", "shouldn't", "will", "won't", "shall", "may", "might", "must",
+    "any idea", "any update", "any news", "anyone know", "does anyone", "do you know", "do we know",
+)
+_INFORMATIONAL_OPENERS = (
+    "tell me", "explain", "let me know", "remind me", "i wonder", "i was wondering", "i'm wondering",
+    "wondering", "just wondering", "curious", "quick question", "question", "fyi", "for your information",
+    "describe", "clarify", "help me understand",
+)
+_NEGATIONS = ("don't", "do not", "dont", "never", "no need to", "not", "stop", "no")
+_FILLERS = ("also", "and", "then", "now", "so", "first", "next", "finally", "additionally", "asap")
+_FILE_NAME = re.compile(r"^[\w-]+\.(?:pdf|docx?|xlsx?|csv|txt|md|pptx?|json|ya?ml|toml|py|odt|ods|rtf|eml|png|jpe?g)$")
+_SENTENCE_END = re.compile(r"(?:[.!?;]+(?=[\s,)\]\"']|$)|\n+)")
+_TOKEN = re.compile(r"[a-z0-9_'\-./]+")
+_TRIM = ".,:;!?-\u2013\u2014()[]\"'/"
+
+
+class GateVocabulary(BaseModel):
+    """The gate's word lists; every entry is a lower-case word or a phrase of words."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    work_verbs: tuple[str, ...] = _WORK_VERBS
+    artifacts: tuple[str, ...] = _ARTIFACTS
+    polite_prefixes: tuple[str, ...] = _POLITE_PREFIXES
+    polite_suffixes: tuple[str, ...] = _POLITE_SUFFIXES
+    question_openers: tuple[str, ...] = _QUESTION_OPENERS
+    informational_openers: tuple[str, ...] = _INFORMATIONAL_OPENERS
+    negations: tuple[str, ...] = _NEGATIONS
+
+
+DEFAULT_VOCABULARY = GateVocabulary()
+
+
+class GateVerdict(BaseModel):
+    """Whether a message creates a task, the rule that decided, and the text the rules read (wrappers stripped)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    task: bool
+    rule: GateRule
+    core: str = ""
+
+
+def decide(text: str, *, attachments: int = 0, vocabulary: GateVocabulary = DEFAULT_VOCABULARY) -> GateVerdict:
+    """Apply the six rules in order to one message (its text and how many attachments it carries)."""
+    if attachments > 0:
+        return GateVerdict(task=True, rule="attachment", core=text.strip())
+    split = _sentences(text)
+    if not split:
+        return GateVerdict(task=False, rule="empty")
+    phrases = _Phrases(vocabulary)
+    sentences = [s for s in (phrases.strip_wrappers(t) for t in split) if s]
+    if not sentences:
+        return GateVerdict(task=False, rule="polite_only")
+    core = ". ".join(" ".join(words) for words, _ in sentences)
+    kinds = [phrases.classify(s) for s in sentences]
+    if all(k == "question" for k in kinds):
+        return GateVerdict(task=False, rule="question", core=core)
+    if "imperative" in kinds:
+        return GateVerdict(task=True, rule="imperative", core=core)
+    return GateVerdict(task=False, rule="conversation", core=core)
+
+
+_Kind = Literal["question", "imperative", "other"]
+
+
+def _sentences(text: str) -> list[tuple[list[str], bool]]:
+    """The text's sentences as lower-case word lists, each with whether it ended in a question mark."""
+    normal = text.replace("\u2019", "'").replace("\u2018", "'").lower()
+    out: list[tuple[list[str], bool]] = []
+    start = 0
+    for m in _SENTENCE_END.finditer(normal):
+        out.append((_words(normal[start : m.start()]), "?" in m.group()))
+        start = m.end()
+    out.append((_words(normal[start:]), False))
+    return [(w, q) for w, q in out if w]
+
+
+def _words(chunk: str) -> list[str]:
+    words = (t.strip(_TRIM) for t in _TOKEN.findall(chunk))
+    return [w for w in words if w]
+
+
+class _Phrases:
+    def __init__(self, v: GateVocabulary) -> None:
+        self.v = v
+        self.prefixes = _split_sorted(v.polite_prefixes)
+        self.suffixes = _split_sorted(v.polite_suffixes)
+        self.questions = _split_sorted(v.question_openers)
+        self.informational = _split_sorted(v.informational_openers)
+        self.negations = _split_sorted(v.negations)
+        self.fillers = _split_sorted(_FILLERS)
+        self.verbs = frozenset(v.work_verbs)
+        self.artifacts = frozenset(v.artifacts)
+
+    def strip_wrappers(self, sentence: tuple[list[str], bool]) -> tuple[tuple[str, ...], bool] | None:
+        words, asked = sentence
+        rest = tuple(words)
+        changed = True
+        while rest and changed:
+            changed = False
+            for p in self.prefixes:
+                if rest[: len(p)] == p:
+                    rest, changed = rest[len(p) :], True
+                    break
+            for s in self.suffixes:
+                if len(rest) >= len(s) and rest[len(rest) - len(s) :] == s:
+                    rest, changed = rest[: len(rest) - len(s)], True
+                    break
+        return (rest, asked) if rest else None
+
+    def classify(self, sentence: tuple[tuple[str, ...], bool]) -> _Kind:
+        words, asked = sentence
+        if _opens(words, self.negations):
+            return "other"
+        if _opens(words, self.questions) or _opens(words, self.informational):
+            return "question"
+        body = words
+        while (n := _opens(body, self.fillers) or _opens(body, self.prefixes)) and len(body) > n:
+            body = body[n:]
+        if _opens(body, self.negations):
+            return "other"
+        if body[0] in self.verbs:
+            return "imperative" if any(self._artifact(w) for w in body[1:]) else "other"
+        return "question" if asked else "other"
+
+    def _artifact(self, word: str) -> bool:
+        if word in self.artifacts or _FILE_NAME.match(word):
+            return True
+        return any(word.endswith(end) and word[: -len(end)] in self.artifacts for end in ("s", "es", "'s"))
+
+
+def _split_sorted(phrases: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """Phrases as word tuples, longest first, so "could you please" is stripped before "could you"."""
+    return tuple(sorted({tuple(p.lower().split()) for p in phrases if p.split()}, key=lambda p: (-len(p), p)))
+
+
+def _opens(words: tuple[str, ...], phrases: tuple[tuple[str, ...], ...]) -> int:
+    for p in phrases:
+        if words[: len(p)] == p:
+            return len(p)
+    return 0

@@ -1,0 +1,63 @@
+"""A serve daemon with spool channels, for the channel acceptance tests: the user's config file names the
+channels, a message is a JSON file dropped into the inbox (written then renamed, as a writer must), a reply is a
+file in the outbox. Every wait is on a condition."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import StrataCLI
+
+
+def write_config(cli: StrataCLI, body: str) -> None:
+    path = cli.home / "xdg-config" / "strata" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(body, encoding="utf-8")
+
+
+def spool_table(name: str, root: Path, workspace: Path, model: str, **extra: str) -> str:
+    lines = [f'[[channels]]\nname = "{name}"\nkind = "spool"\ninbox = "{root / "in"}"\noutbox = "{root / "out"}"\n'
+             f'workspace = "{workspace}"\nmodel = "{model}"\n']
+    lines += [f"{k} = {v}\n" for k, v in extra.items()]
+    return "".join(lines) + "\n"
+
+
+def drop(inbox: Path, name: str, **message: Any) -> None:
+    inbox.mkdir(parents=True, exist_ok=True)
+    tmp = inbox / f".{name}.tmp"
+    tmp.write_text(json.dumps(message), encoding="utf-8")
+    os.replace(tmp, inbox / f"{name}.json")
+
+
+def replies(outbox: Path) -> list[dict[str, Any]]:
+    if not outbox.is_dir():
+        return []
+    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(outbox.glob("*.json"))]
+
+
+def pending(inbox: Path) -> list[str]:
+    return sorted(p.name for p in inbox.glob("*.json")) if inbox.is_dir() else []
+
+
+def session_events(home: Path, session_id: str) -> list[tuple[int, str, dict[str, Any]]]:
+    with sqlite3.connect(f"file:{home / 'strata.db'}?mode=ro", uri=True) as conn:
+        rows = conn.execute("SELECT seq, kind, payload FROM session_events WHERE session_id = ? ORDER BY seq",
+                            (session_id,)).fetchall()
+    return [(seq, kind, json.loads(payload)) for seq, kind, payload in rows]
+
+
+def session_ids(home: Path) -> list[str]:
+    with sqlite3.connect(f"file:{home / 'strata.db'}?mode=ro", uri=True) as conn:
+        return [r[0] for r in conn.execute("SELECT id FROM sessions ORDER BY num")]
+
+
+def user_texts(home: Path, session_id: str) -> list[str]:
+    out = []
+    for _, kind, payload in session_events(home, session_id):
+        if kind == "user_message":
+            out.append(json.dumps(payload))
+    return out
