@@ -43,10 +43,10 @@ class _Lines:
             try:
                 item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
-                raise AssertionError(f"no {what} within {timeout:g} s; seen: {self.seen!r}") from None
+                raise AssertionError(f"no {what} within {timeout:g} s; seen: {_brief(self.seen)}") from None
             if item is StopIteration:
                 self._queue.put(StopIteration)
-                raise AssertionError(f"the output ended before {what}; seen: {self.seen!r}")
+                raise AssertionError(f"the output ended before {what}; seen: {_brief(self.seen)}")
             self.seen.append(item)
             if accept(item):
                 return item
@@ -59,6 +59,13 @@ class _Lines:
             if item is not StopIteration:
                 self.seen.append(item)
         return self.seen
+
+
+def _brief(seen: list[Any], last: int = 12, width: int = 300) -> str:
+    """What a client printed, for a failure message: how many lines, and the last few, each cut (a turn can
+    carry megabytes of text, which would bury the reason)."""
+    shown = [r if len(r := repr(item)) <= width else f"{r[:width]}... ({len(r)} chars)" for item in seen[-last:]]
+    return f"{len(seen)} line(s), the last {len(shown)}: [{', '.join(shown)}]"
 
 
 def _end(proc: subprocess.Popen[str], out: _Lines, timeout: float) -> tuple[float, str]:
