@@ -20,7 +20,7 @@ from typing import Literal
 import anyio
 
 from agent.knowledge_view import knowledge_view
-from config import LoadedConfig, load_config
+from config import LoadedConfig, Settings, load_config
 from config.chain_key import chain_key_path
 from config.masking_key import KEY_FILE, load_masking_key
 from config.private_files import loose_paths, private_dir
@@ -28,6 +28,7 @@ from core.errors import StrataError
 from core.masking import Masker
 from memory import SqliteEventStore, connect_read_only
 from memory.migrations import MIGRATIONS
+from memory.opening import open_store
 
 Level = Literal["ok", "warn", "FAIL"]
 
@@ -83,6 +84,24 @@ def _write_lock(path: Path) -> str | None:
     finally:
         conn.close()
     return None
+
+
+async def _postgres(settings: Settings) -> list[Check]:
+    """The PostgreSQL store's checks: it connects and migrates, its sessions read, and the home holds its key."""
+    try:
+        store = await open_store(settings)
+    except StrataError as exc:
+        return [Check("FAIL", "database", exc.message)]
+    try:
+        sessions = await store.list_sessions()
+    except StrataError as exc:
+        return [Check("FAIL", "database", exc.message)]
+    finally:
+        await store.close()
+    key = store.chain_key
+    return [Check("ok", "database", f"{store.path} ({len(sessions)} sessions)"),
+            Check("ok", "chain key", f"{chain_key_path(settings.home)} (key {key.id})") if key is not None else
+            Check("FAIL", "chain key", f"{store.chain_problem}: sessions can be read, not verified or continued")]
 
 
 async def _database(path: Path, *, writable: bool) -> list[Check]:
@@ -203,7 +222,9 @@ def run_checks(workspace: Path, env: dict[str, str] | None = None) -> list[Check
             checks.append(Check("FAIL", "masking key", exc.message))
     else:
         checks.append(Check("warn", "masking key", f"{home / KEY_FILE} is missing (a run would create it)"))
-    if writable or loaded.settings.db_path.exists():
+    if loaded.settings.db is not None:
+        checks += anyio.run(_postgres, loaded.settings)
+    elif writable or loaded.settings.db_path.exists():
         checks += anyio.run(partial(_database, loaded.settings.db_path, writable=writable))
     model = loaded.settings.model or "anthropic (the default of strata chat)"
     if model.startswith("anthropic"):

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import anyio
 
@@ -24,7 +25,7 @@ from core.chain import ChainHead
 from core.clock import Clock, SystemClock
 from core.errors import UsageError
 from core.masking import Masker
-from memory import SqliteEventStore
+from memory.opening import open_store
 from memory.store import EventStore
 from observability import attach_home
 
@@ -51,9 +52,10 @@ class Reader:
 
 def configured_secrets(config: LoadedConfig) -> list[str]:
     """The secrets the config names: its values, the values of the environment variables it names, and the values
-    it gives MCP servers' environments."""
+    it gives MCP servers' environments, and the store URL's password."""
+    db_password = urlsplit(config.settings.db).password if config.settings.db else None
     return [*config.secrets.values, *(os.environ[n] for n in config.secrets.env if os.environ.get(n)),
-            *config.mcp.secret_values()]
+            *config.mcp.secret_values(), *([db_password] if db_password else [])]
 
 
 @asynccontextmanager
@@ -63,8 +65,7 @@ async def reader(config: LoadedConfig, clock: Clock | None = None) -> AsyncItera
     home cannot take it), and SIGTERM / SIGHUP closing what runs as Ctrl-C does."""
     settings = config.settings
     clock = clock or SystemClock()
-    store = await SqliteEventStore.open(settings.db_path, durability=settings.durability, clock=clock,
-                                        read_only=True)
+    store = await open_store(settings, clock=clock, read_only=True)
     try:
         masker = home_masker(settings.home, os.environ, extra_secrets=configured_secrets(config), read_only=True)
         attach_home(settings.home, masker, quiet=True)  # the log file, masked by this home's key
@@ -80,7 +81,7 @@ async def recorded_workspace(settings: Settings, *, session_id: str | None = Non
     """The workspace a session recorded (the session named, or the receipt's), read before a command builds its
     runtime: the session's project config is part of that runtime's config (its durability, secrets, hooks).
     SessionNotFound or ReceiptError when there is no such session or receipt."""
-    store = await SqliteEventStore.open(settings.db_path, durability=settings.durability, read_only=True)
+    store = await open_store(settings, read_only=True)
     try:
         if receipt_id is not None:
             session_id = (await store.get_receipt(receipt_id)).session_id

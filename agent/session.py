@@ -37,8 +37,9 @@ from core.tools import BoundToolPlan, ToolSpec
 from core.tools.modes import for_mode
 from core.utf8 import valid_text
 from core.vocabulary import OnAsk, SessionStatus
-from memory import SessionRecord, SqliteEventStore
+from memory import SessionRecord
 from memory.leases import LEASE_TTL, describe, make_liveness, new_holder, resting_status
+from memory.opening import open_store
 from memory.restore import restore_or_report
 from memory.rows import LeaseHolder
 from memory.store import EventStore
@@ -95,8 +96,7 @@ class Runtime:
         tools = tools or builtin_tools()
         if not read_only:  # a reading command runs no tool: it neither needs the deadlines nor refuses them
             tools = _with_deadlines(tools, config)
-        store = await SqliteEventStore.open(settings.db_path, durability=settings.durability, clock=clock,
-                                            read_only=read_only)
+        store = await open_store(settings, clock=clock, read_only=read_only)
         try:
             masker = home_masker(settings.home, os.environ, extra_secrets=configured_secrets(config),
                                  read_only=read_only)

@@ -153,6 +153,9 @@ def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
         state, project_files = lookup(home, project.path, project.sha256)
     docs = [d for d in (defaults, user, project) if d is not None]
 
+    if project is not None and project.data.db is not None:  # a repository must not send sessions elsewhere
+        raise ConfigError("a project file cannot choose the event store", file=project.source, key="db",
+                          hint="set STRATA_DB, or `db` in the user's config file")
     values: dict[str, object] = {"home": home}
     sources: dict[str, str] = {"home": home_source}
     for doc in docs:

@@ -22,6 +22,7 @@ from config.settings import (
     RepairBudget,
     Seconds,
     SnapshotEvery,
+    StoreUrl,
     ToolSeconds,
 )
 from core.events import Mode
@@ -293,6 +294,7 @@ class ConfigFile(_Table):
     context_budget_tokens: ContextBudget | None = None
     snapshot_every: SnapshotEvery | None = None
     drain_grace_s: DrainSeconds | None = None
+    db: StoreUrl | None = None
     policy: PolicySection = Field(default_factory=PolicySection)
     hooks: HooksSection = Field(default_factory=HooksSection)
     secrets: SecretsSection = Field(default_factory=SecretsSection)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,6 +28,8 @@ ContextBudget = Annotated[int, Field(ge=1)]
 SnapshotEvery = Annotated[int, Field(ge=0)]
 DrainSeconds = Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)]
 CommonTermShare = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+StoreUrl = Annotated[str, Field(pattern=r"^postgres(ql)?://\S+$", max_length=2000)]
+"""A PostgreSQL URL for the event store (memory/postgres/)."""
 
 
 class Settings(BaseModel):
@@ -51,10 +54,27 @@ class Settings(BaseModel):
     drain_grace_s: DrainSeconds = 10.0
     """`strata serve` on SIGTERM: how long running calls may still finish before their batches are closed as
     Ctrl-C closes them."""
+    db: StoreUrl | None = None
+    """The event store on PostgreSQL (`STRATA_DB`, or `db` in the user's file; never a project's); none: SQLite
+    in the home (`db_path`)."""
 
     @property
     def db_path(self) -> Path:
         return self.home / "strata.db"
+
+
+def without_password(url: str) -> str:
+    """A store URL as it may be shown: its password replaced by `***` (the URL itself is not a secret)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def shown_setting(key: str, value: object) -> object:
+    """A setting's value as `config show` prints it."""
+    return without_password(value) if key == "db" and isinstance(value, str) else value
 
 
 SETTING_KEYS: tuple[str, ...] = tuple(k for k in Settings.model_fields if k != "home")

@@ -7,11 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests._postgres import Cluster, start_cluster
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -62,9 +64,11 @@ def workspace(tmp_path: Path) -> Path:
 class StrataCLI:
     """Runs the real `strata` command (python -m agent) as a subprocess against one Strata home."""
 
-    def __init__(self, home: Path, cwd: Path) -> None:
+    def __init__(self, home: Path, cwd: Path, *, store_url: str | None = None) -> None:
         self.home = home
         self.cwd = cwd
+        self.store_url = store_url
+        """A PostgreSQL URL: every `strata` this runs uses that store (STRATA_DB) instead of the home's SQLite."""
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         # COLUMNS/LINES from the test runner (pytest-xdist workers set them) would override a pty's real size.
@@ -74,6 +78,8 @@ class StrataCLI:
         env["PYTHONPATH"] = str(REPO)
         # A test that gives up on a hung strata sends SIGABRT first: faulthandler prints every thread's stack.
         env["PYTHONFAULTHANDLER"] = "1"
+        if self.store_url is not None:
+            env["STRATA_DB"] = self.store_url
         if extra:
             env.update(extra)
         return env
@@ -117,3 +123,9 @@ def cli(strata_home: Path, tmp_path: Path) -> StrataCLI:
 def write_script(path: Path, turns: list[list[dict[str, Any]]]) -> Path:
     path.write_text(json.dumps(turns), encoding="utf-8")
     return path
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[Cluster]:
+    """A throwaway PostgreSQL cluster for the test session (skips where PostgreSQL is not installed)."""
+    yield from start_cluster()

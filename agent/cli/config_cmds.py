@@ -26,7 +26,7 @@ from config import (
     untrust,
     user_config_path,
 )
-from config.settings import SETTING_KEYS
+from config.settings import SETTING_KEYS, shown_setting
 from core.errors import StrataError
 from core.policy import PermissionRule
 
@@ -81,7 +81,7 @@ def _summary(data: ConfigFile) -> list[str]:
     for i, r in enumerate(data.policy.rules):
         rule = PermissionRule(action=r.action, tool=r.tool, pattern=r.pattern, args=dict(r.args))
         lines.append(f"rule {i}: {r.action} {rule.text()}")
-    lines.extend(f"setting {key} = {getattr(data, key)!r}" for key in settings)
+    lines.extend(f"setting {key} = {shown_setting(key, getattr(data, key))!r}" for key in settings)
     for name, server in data.mcp.servers.items():
         target = server.url or " ".join([server.command or "", *server.args])
         policies = ", ".join(f"{t} ({p.safety}, {p.effect})" for t, p in server.tools.items()) or "none"
@@ -126,7 +126,7 @@ def config_view(loaded: LoadedConfig, workspace: Path, user_file: Path) -> dict[
             "project": {"path": str(project_file), "found": loaded.project_file is not None,
                         "trust": loaded.project_trust, "sha256": loaded.project_sha256},
         },
-        "settings": {key: {"value": _plain(getattr(loaded.settings, key)), "source": source}
+        "settings": {key: {"value": _plain(shown_setting(key, getattr(loaded.settings, key))), "source": source}
                      for key, source in loaded.sources.items()},
         "rules": [_rule_view(r, True) for r in loaded.rules] + [_rule_view(r, False) for r in loaded.ignored_rules],
         "hooks": [_hook_view(h, True) for h in loaded.hooks] + [_hook_view(h, False) for h in loaded.ignored_hooks],

@@ -16,6 +16,7 @@ Over 400 lines as one concept: the protocol over SQL, one transaction per method
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable, Collection
 from datetime import datetime
 from pathlib import Path
@@ -61,6 +62,8 @@ from memory.store import LivenessCheck
 from memory.timeline_rows import timeline_row
 
 T = TypeVar("T")
+logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+"""The pool's retries while a server is away are warnings of its own on stderr; the store reports what fails."""
 Cursor = psycopg.AsyncCursor[Any]
 
 _SESSION_SELECT = ("id, created_at, updated_at, mode, workspace, model, title, parent_id, fork_seq, status, "
@@ -106,12 +109,17 @@ class PostgresEventStore:
         where = redact(url)
         pool = AsyncConnectionPool(url, min_size=1, max_size=max(1, max_connections), open=False,
                                    kwargs={"autocommit": True, "connect_timeout": max(1, int(connect_timeout_s))})
+        hint = "check the URL, that the server runs, and the credentials"
+        try:  # one plain connection first: a refusal is then the server's own reason, at once, not a pool timeout
+            probe = await psycopg.AsyncConnection.connect(url, connect_timeout=max(1, int(connect_timeout_s)))
+            await probe.close()
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot connect to {where}: {_reason(exc)}", path=where, hint=hint) from None
         try:
             await pool.open(wait=True, timeout=connect_timeout_s)
-        except Exception as exc:  # psycopg_pool's PoolTimeout carries the server's own reason in its message
+        except Exception as exc:  # psycopg_pool's PoolTimeout carries the reason in its message
             await pool.close()
-            raise StoreError(f"cannot connect to {where}: {_reason(exc)}", path=where,
-                             hint="check the URL, that the server runs, and the credentials") from None
+            raise StoreError(f"cannot connect to {where}: {_reason(exc)}", path=where, hint=hint) from None
         store = cls(pool, where, clock or SystemClock())
         try:
             async with pool.connection() as conn:

@@ -84,14 +84,16 @@ def test_layers_merge_key_by_key(tmp_path: Path) -> None:
 
 
 def test_defaults_file_agrees_with_settings_model() -> None:
-    """config/defaults.toml sets every key except `model`, to the same values the Settings model defaults to."""
+    """config/defaults.toml sets every key except `model` and `db` (none by default), to the same values the
+    Settings model defaults to."""
     resource = resources.files("config").joinpath("defaults.toml")
     data = tomllib.loads(resource.read_text(encoding="utf-8"))
     ConfigFile.model_validate(data)
     fields = Settings.model_fields
-    assert {k: data[k] for k in SETTING_KEYS if k != "model"} == {k: fields[k].default for k in SETTING_KEYS
-                                                                    if k != "model"}
-    assert "model" not in data
+    unset = ("model", "db")
+    assert {k: data[k] for k in SETTING_KEYS if k not in unset} == {k: fields[k].default for k in SETTING_KEYS
+                                                                     if k not in unset}
+    assert not set(unset) & set(data)
 
 
 def test_defaults_file_is_package_data() -> None:

@@ -3,14 +3,13 @@ need another `store` (the conformance suite runs both stores) define their own."
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from core.clock import SteppingClock
 from memory import SqliteEventStore
-from tests._postgres import Cluster, start_cluster
 from tests.memory._sqlite import T0
 
 
@@ -26,9 +25,3 @@ async def store(db_path: Path) -> AsyncIterator[SqliteEventStore]:
         yield s
     finally:
         await s.close()
-
-
-@pytest.fixture(scope="session")
-def postgres_cluster() -> Iterator[Cluster]:
-    """A throwaway PostgreSQL cluster for the test session (skips where PostgreSQL is not installed)."""
-    yield from start_cluster()
