@@ -40,6 +40,7 @@ COMMANDS = (
           "Talk to an agent in this terminal; it asks before anything that writes, runs or reaches out."),
     Entry("export", "agent.cli.export_cmd:export", "Export session SESSION_ID, masked, as JSONL, HTML or OTLP JSON."),
     Entry("fork", "agent.cli.fork_cmd:fork", "Fork session SESSION_ID at event SEQ into a new session."),
+    Entry("db", "agent.cli.db_cmd:db", "The event store: copy a home's sessions to another store."),
     Entry("knowledge", "agent.cli.knowledge_cmd:knowledge",
           "The local knowledge index: operating procedures found by exact id or by their discriminating words."),
     Entry("serve", "agent.cli.serve_cmd:serve",

@@ -1,0 +1,94 @@
+"""`strata db copy --to TARGET`: move a home's sessions to another store, rows exactly as stored (memory/copy.py).
+
+TARGET is a PostgreSQL URL, or the path of a SQLite database file (`HOME/strata.db` of another home). The source
+is the store this command would use (`STRATA_DB`, or the home's `strata.db`). Both chains are keyed with the home's
+`chain.key`: a SQLite target in a home without a key gets a copy of this home's key (0600), so its sessions verify
+and continue there; a target home with another key is refused before anything is written. Run it with the home at
+rest (no session running): a session written meanwhile is copied as it was when it was read."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import anyio
+import click
+
+from agent.cli._common import Command
+from agent.cli.output import echo, echo_json
+from config.chain_key import chain_key_path
+from config.private_files import private_dir
+from core.errors import StoreError, UsageError
+from memory.copy import CopyReport, CopyTarget, copy_sessions
+from memory.opening import open_store
+
+
+@click.group(name="db")
+def db() -> None:
+    """The event store: copy a home's sessions to another store."""
+
+
+@db.command(name="copy")
+@click.option("--to", "target", required=True, metavar="TARGET",
+              help="postgresql://USER@HOST/DB, or the path of a SQLite strata.db (another home's).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per session, then a summary.")
+def copy(target: str, as_json: bool) -> None:
+    """Copy every session of this home's store into TARGET, rows and hashes as they are. Sessions TARGET holds
+    already are compared and skipped when identical, so a copy that stopped half-way can be run again."""
+    cmd = Command()
+    loaded = cmd.config(None)
+    settings = loaded.settings
+
+    def said(session_id: str, copied: bool) -> None:
+        if as_json:
+            echo_json({"type": "session", "session_id": session_id, "copied": copied})
+        else:
+            echo(f"{'copied' if copied else 'already there'}: {session_id}")
+
+    async def main() -> CopyReport:
+        source = await open_store(settings, read_only=True)
+        try:
+            into = await _open_target(target, settings.home)
+            try:
+                if into.path == source.path:
+                    raise UsageError(f"{target} is the store this home uses already")
+                return await copy_sessions(source, into, on_session=said)
+            finally:
+                await into.close()
+        finally:
+            await source.close()
+
+    report = cmd.run(main)
+    if as_json:
+        echo_json({"type": "copied", "copied": len(report.copied), "already": len(report.already)})
+    else:
+        echo(f"{len(report.copied)} session(s) copied, {len(report.already)} already there")
+
+
+async def _open_target(target: str, home: Path) -> CopyTarget:
+    if target.startswith(("postgresql://", "postgres://")):
+        from memory.postgres import PostgresEventStore
+
+        return await PostgresEventStore.open(target, home=home)
+    path = await anyio.to_thread.run_sync(_sqlite_target, target, home)
+    from memory import SqliteEventStore
+
+    return await SqliteEventStore.open(path)
+
+
+def _sqlite_target(target: str, home: Path) -> Path:
+    """The SQLite target's path, its home given this home's chain key if it has none."""
+    path = Path(target).expanduser().resolve()
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory: name the database file (e.g. {path / 'strata.db'})")
+    here, there = chain_key_path(home), chain_key_path(path.parent)
+    if not there.exists() and here.exists():
+        try:
+            private_dir(path.parent)
+            fd = os.open(there, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(here.read_bytes())
+        except OSError as exc:
+            raise StoreError(f"cannot give {path.parent} this home's chain key: {exc.strerror or exc}",
+                             path=str(path)) from None
+    return path
