@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import anyio
+
 from core.clock import Clock
 from core.errors import ReceiptError, SessionActive
 from core.events import BatchProposed, Mode, PlannedCall
@@ -49,12 +51,23 @@ class _Runtime(Protocol):
     def masker(self) -> Masker: ...
 
 
+SHORT_LEASE_S = 3.0
+"""How long a reconcile waits for a session's lease to be released before it calls the session running: another
+reconcile or a probe holds it for milliseconds, a running session for as long as it runs."""
+
+
 async def _refuse_if_running(rt: _Runtime, receipt: Receipt) -> None:
-    session = await rt.store.get_session(receipt.session_id)
-    if session.lease is not None and make_liveness(rt.clock)(session.lease):
-        raise ReceiptError(
-            f"receipt {receipt.id} belongs to session {receipt.session_id}, which is running now; the call may "
-            "still be in flight", receipt_id=receipt.id, hint="wait for the session to stop, then reconcile")
+    alive = make_liveness(rt.clock)
+    deadline = anyio.current_time() + SHORT_LEASE_S
+    while True:
+        session = await rt.store.get_session(receipt.session_id)
+        if session.lease is None or not alive(session.lease):
+            return
+        if anyio.current_time() >= deadline:
+            raise ReceiptError(
+                f"receipt {receipt.id} belongs to session {receipt.session_id}, which is running now; the call "
+                "may still be in flight", receipt_id=receipt.id, hint="wait for the session to stop, then reconcile")
+        await anyio.sleep(0.05)
 
 
 async def _decide(rt: _Runtime, lease: Lease, receipt: Receipt, *, applied: bool, note: str | None,
@@ -78,12 +91,23 @@ async def reconcile(rt: _Runtime, receipt_id: str, *, applied: bool, note: str |
         raise ReceiptError(f"receipt {receipt_id} is {before.status}, not unknown: nothing to reconcile",
                            receipt_id=receipt_id)
     await _refuse_if_running(rt, before)
-    async with leased(rt, before.session_id) as lease:
-        current = await rt.store.get_receipt(receipt_id)
-        if current.status not in ("unknown", "dispatched"):
-            raise ReceiptError(f"receipt {receipt_id} is {current.status}, not unknown: nothing to reconcile",
-                               receipt_id=receipt_id)
-        return before, await _decide(rt, lease, current, applied=applied, note=note, by=by)
+    try:
+        async with leased(rt, before.session_id) as lease:
+            return await _decide_once(rt, lease, receipt_id, before, applied=applied, note=note, by=by)
+    except SessionActive:  # taken between the check and ours: by another reconcile, most likely; once more
+        await _refuse_if_running(rt, before)
+        async with leased(rt, before.session_id) as lease:
+            return await _decide_once(rt, lease, receipt_id, before, applied=applied, note=note, by=by)
+
+
+async def _decide_once(rt: _Runtime, lease: Lease, receipt_id: str, before: Receipt, *, applied: bool,
+                       note: str | None, by: str) -> tuple[Receipt, Receipt]:
+    """Under the lease: the receipt as it is now (another reconcile may have decided it meanwhile), decided."""
+    current = await rt.store.get_receipt(receipt_id)
+    if current.status not in ("unknown", "dispatched"):
+        raise ReceiptError(f"receipt {receipt_id} is {current.status}, not unknown: nothing to reconcile",
+                           receipt_id=receipt_id)
+    return before, await _decide(rt, lease, current, applied=applied, note=note, by=by)
 
 
 @dataclass(frozen=True)
