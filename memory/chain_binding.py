@@ -37,7 +37,6 @@ def bind(conn: sqlite3.Connection, home: Path, now: str, *, read_only: bool = Fa
     """Check (or, for a database without one, record) the database's chain key against the home's. Runs on the
     store's connection, outside any transaction; the re-chaining is one IMMEDIATE transaction. `read_only`: a
     connection that cannot write records nothing and creates no key (the database is read as it is)."""
-    path = chain_key_path(home)
     if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'chain_key'").fetchone() is None:
         return ChainBinding(None, "the database has no chains yet (its schema is older than 005_keyed_chains)")
     recorded = _recorded(conn)
@@ -45,16 +44,10 @@ def bind(conn: sqlite3.Connection, home: Path, now: str, *, read_only: bool = Fa
         return ChainBinding(None, "the database's chains are not keyed yet (opened read-only: the first run in a "
                                   "home that can be written keys them)",
                             "run any strata command that writes (strata run, resume) where the home is writable")
-    try:
-        secret = load_chain_key(home, create=recorded is None)
-    except ConfigError as exc:
-        return ChainBinding(None, f"cannot use the chain key {path}: {exc.message}", exc.hint)
-    except OSError as exc:
-        return ChainBinding(None, f"cannot create the chain key {path}: {exc.strerror or exc}",
-                            "check the permissions of the Strata home")
+    key = home_key(home, recorded)
+    if isinstance(key, ChainBinding):
+        return key
     if recorded is None:
-        assert secret is not None
-        key = ChainKey(secret)
         conn.execute("BEGIN IMMEDIATE")
         try:
             if _recorded(conn) is None:  # another process may have bound it while we waited for the lock
@@ -66,15 +59,37 @@ def bind(conn: sqlite3.Connection, home: Path, now: str, *, read_only: bool = Fa
                 conn.execute("ROLLBACK")
             raise
         recorded = _recorded(conn)
-    hint = (f"restore {path} from the home this database was made in; without that key no session in it can be "
+    return matching(home, key, recorded)
+
+
+def _restore_hint(path: Path) -> str:
+    return (f"restore {path} from the home this database was made in; without that key no session in it can be "
             "verified or continued")
+
+
+def home_key(home: Path, recorded: str | None) -> ChainKey | ChainBinding:
+    """The home's chain key (created when the database has none recorded yet), or the binding that says why
+    there is none to use. Shared by every store that chains under the home's key."""
+    path = chain_key_path(home)
+    try:
+        secret = load_chain_key(home, create=recorded is None)
+    except ConfigError as exc:
+        return ChainBinding(None, f"cannot use the chain key {path}: {exc.message}", exc.hint)
+    except OSError as exc:
+        return ChainBinding(None, f"cannot create the chain key {path}: {exc.strerror or exc}",
+                            "check the permissions of the Strata home")
     if secret is None:
         return ChainBinding(None, f"the chain key {path} is missing (this database was chained with key "
-                                  f"{recorded})", hint)
-    key = ChainKey(secret)
+                                  f"{recorded})", _restore_hint(path))
+    return ChainKey(secret)
+
+
+def matching(home: Path, key: ChainKey, recorded: str | None) -> ChainBinding:
+    """The binding of `key` to a database that recorded key `recorded`: usable only when they are the same."""
     if key.id != recorded:
+        path = chain_key_path(home)
         return ChainBinding(None, f"the chain key {path} (key {key.id}) is not the key this database was "
-                                  f"chained with (key {recorded})", hint)
+                                  f"chained with (key {recorded})", _restore_hint(path))
     return ChainBinding(key)
 
 

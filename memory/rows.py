@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -138,3 +139,27 @@ class Write:
     def __bool__(self) -> bool:
         return bool(self.events or self.new_receipts or self.receipt_updates or self.status or self.timeline
                     or self.blobs or self.snapshot)
+
+
+def session_from_row(row: Any) -> SessionRecord:
+    """A session row as both SQL stores select it (id, created_at, updated_at, mode, workspace, model, title,
+    parent_id, fork_seq, status, then the lease: token, pid, host, proc_start, expires, boot, pid_ns)."""
+    (sid, created, updated, mode, workspace, model, title, parent, fork_seq, status,
+     token, pid, host, proc_start, expires, boot, pid_ns) = row
+    lease = None
+    if token:
+        lease = LeaseHolder(token=token, pid=pid, host=host, proc_start=proc_start or "", boot_id=boot or "",
+                            pid_ns=pid_ns or "", expires_at=datetime.fromisoformat(expires))
+    return SessionRecord(id=sid, created_at=datetime.fromisoformat(created), updated_at=datetime.fromisoformat(updated),
+                         mode=mode, workspace=workspace, model=model, title=title, parent_id=parent,
+                         fork_seq=fork_seq, status=status, lease=lease)
+
+
+def receipt_from_row(row: Any) -> Receipt:
+    """A receipt row as both SQL stores select it (their `_RECEIPT_COLS`)."""
+    (rid, sid, call_id, tool, status, key, args_sha, keys, created, updated, outcome, note, by, process) = row
+    return Receipt(id=rid, session_id=sid, call_id=call_id, tool=tool, status=status, idempotency_key=key,
+                   args_sha256=args_sha, resource_keys=tuple(json.loads(keys)),
+                   created_at=datetime.fromisoformat(created), updated_at=datetime.fromisoformat(updated),
+                   outcome_sha256=outcome, note=note, reconciled_by=by,
+                   process=None if process is None else ProcessGroup.model_validate_json(process))

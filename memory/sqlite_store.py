@@ -26,7 +26,6 @@ from core.chain import GENESIS_HASH, ChainHead, ChainKey, EventChainRow, event_c
 from core.clock import Clock, SystemClock, iso
 from core.errors import DamagedEvent, PersistError, ReceiptError, SessionActive, SessionNotFound, StoreError
 from core.events import SCHEMA_VERSION, EventAdapter, StoredEvent, storable_json
-from core.processes import ProcessGroup
 from core.timeline import TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
 from core.vocabulary import Durability, SessionStatus
 from memory import _read_only
@@ -46,6 +45,8 @@ from memory.rows import (
     SessionRecord,
     Snapshot,
     Write,
+    receipt_from_row,
+    session_from_row,
 )
 from memory.store import LivenessCheck
 from memory.timeline_rows import TIMELINE_COLS as _TIMELINE_COLS
@@ -458,7 +459,7 @@ class SqliteEventStore:
             row = conn.execute(f"SELECT {_SESSION_SELECT} FROM sessions WHERE id = ?", (session_id,)).fetchone()
             if row is None:
                 raise SessionNotFound(session_id)
-            current = _session(row).lease
+            current = session_from_row(row).lease
             if current is not None and current.token != holder.token and alive(current):
                 raise SessionActive(session_id, describe(current))
             conn.execute(
@@ -616,12 +617,12 @@ class SqliteEventStore:
             f"SELECT {_SESSION_SELECT} FROM sessions WHERE id = ?", (session_id,)).fetchone())
         if row is None:
             raise SessionNotFound(session_id)
-        return _session(row)
+        return session_from_row(row)
 
     async def list_sessions(self) -> list[SessionRecord]:
         rows = await self._read(lambda conn: conn.execute(
             f"SELECT {_SESSION_SELECT} FROM sessions ORDER BY created_at, id").fetchall())
-        return [_session(r) for r in rows]
+        return [session_from_row(r) for r in rows]
 
     async def list_receipts(self, session_id: str | None = None,
                             status: ReceiptStatus | None = None) -> list[Receipt]:
@@ -638,12 +639,12 @@ class SqliteEventStore:
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         rows = await self._read(lambda conn: conn.execute(
             f"SELECT {_RECEIPT_COLS} FROM receipts {where} ORDER BY created_at, id", params).fetchall())
-        return [_receipt(r) for r in rows]
+        return [receipt_from_row(r) for r in rows]
 
     async def _maybe_receipt(self, receipt_id: str) -> Receipt | None:
         row = await self._read(lambda conn: conn.execute(
             f"SELECT {_RECEIPT_COLS} FROM receipts WHERE id = ?", (receipt_id,)).fetchone())
-        return _receipt(row) if row else None
+        return receipt_from_row(row) if row else None
 
     async def get_receipt(self, receipt_id: str) -> Receipt:
         receipt = await self._maybe_receipt(receipt_id)
@@ -652,26 +653,6 @@ class SqliteEventStore:
                                hint="`strata receipts` lists them")
         return receipt
 
-
-def _session(row: Any) -> SessionRecord:
-    (sid, created, updated, mode, workspace, model, title, parent, fork_seq, status,
-     token, pid, host, proc_start, expires, boot, pid_ns) = row
-    lease = None
-    if token:
-        lease = LeaseHolder(token=token, pid=pid, host=host, proc_start=proc_start or "", boot_id=boot or "",
-                            pid_ns=pid_ns or "", expires_at=datetime.fromisoformat(expires))
-    return SessionRecord(id=sid, created_at=datetime.fromisoformat(created), updated_at=datetime.fromisoformat(updated),
-                         mode=mode, workspace=workspace, model=model, title=title, parent_id=parent,
-                         fork_seq=fork_seq, status=status, lease=lease)
-
-
-def _receipt(row: Any) -> Receipt:
-    (rid, sid, call_id, tool, status, key, args_sha, keys, created, updated, outcome, note, by, process) = row
-    return Receipt(id=rid, session_id=sid, call_id=call_id, tool=tool, status=status, idempotency_key=key,
-                   args_sha256=args_sha, resource_keys=tuple(json.loads(keys)),
-                   created_at=datetime.fromisoformat(created), updated_at=datetime.fromisoformat(updated),
-                   outcome_sha256=outcome, note=note, reconciled_by=by,
-                   process=None if process is None else ProcessGroup.model_validate_json(process))
 
 
 async def _connect(target: str, where: str, **options: Any) -> aiosqlite.Connection:

@@ -27,11 +27,9 @@ from psycopg import errors as pg_errors
 from psycopg_pool import AsyncConnectionPool
 from pydantic import ValidationError
 
-from config.chain_key import chain_key_path, load_chain_key
 from core.chain import GENESIS_HASH, ChainHead, ChainKey, EventChainRow, event_canonical
 from core.clock import Clock, SystemClock, iso
 from core.errors import (
-    ConfigError,
     DamagedEvent,
     PersistError,
     ReceiptError,
@@ -40,10 +38,9 @@ from core.errors import (
     StoreError,
 )
 from core.events import SCHEMA_VERSION, EventAdapter, StoredEvent, storable_json
-from core.processes import ProcessGroup
 from core.timeline import TimelineDecision, TimelineRow, canonical_time, seal
 from core.vocabulary import SessionStatus
-from memory.chain_binding import ChainBinding
+from memory.chain_binding import ChainBinding, home_key, matching
 from memory.copy import SessionDump
 from memory.leases import describe
 from memory.postgres._schema import MIGRATION_LOCK, MIGRATIONS
@@ -57,6 +54,8 @@ from memory.rows import (
     SessionRecord,
     Snapshot,
     Write,
+    receipt_from_row,
+    session_from_row,
 )
 from memory.store import LivenessCheck
 from memory.timeline_rows import timeline_row
@@ -333,7 +332,7 @@ class PostgresEventStore:
             row = await cur.fetchone()
             if row is None:
                 raise SessionNotFound(session_id)
-            current = _session(row).lease
+            current = session_from_row(row).lease
             if current is not None and current.token != holder.token and alive(current):
                 raise SessionActive(session_id, describe(current))
             await cur.execute(
@@ -458,10 +457,10 @@ class PostgresEventStore:
         rows = await self._fetch(f"SELECT {_SESSION_SELECT} FROM sessions WHERE id = %s", [session_id])
         if not rows:
             raise SessionNotFound(session_id)
-        return _session(rows[0])
+        return session_from_row(rows[0])
 
     async def list_sessions(self) -> list[SessionRecord]:
-        return [_session(r) for r in await self._fetch(f"SELECT {_SESSION_SELECT} FROM sessions "
+        return [session_from_row(r) for r in await self._fetch(f"SELECT {_SESSION_SELECT} FROM sessions "
                                                        "ORDER BY created_at, id")]
 
     async def list_receipts(self, session_id: str | None = None,
@@ -474,12 +473,12 @@ class PostgresEventStore:
             clauses.append("status = %s")
             params.append(status)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        return [_receipt(r) for r in await self._fetch(f"SELECT {_RECEIPT_COLS} FROM receipts {where} "
+        return [receipt_from_row(r) for r in await self._fetch(f"SELECT {_RECEIPT_COLS} FROM receipts {where} "
                                                        "ORDER BY created_at, id", params)]
 
     async def _maybe_receipt(self, receipt_id: str) -> Receipt | None:
         rows = await self._fetch(f"SELECT {_RECEIPT_COLS} FROM receipts WHERE id = %s", [receipt_id])
-        return _receipt(rows[0]) if rows else None
+        return receipt_from_row(rows[0]) if rows else None
 
     async def get_receipt(self, receipt_id: str) -> Receipt:
         receipt = await self._maybe_receipt(receipt_id)
@@ -527,54 +526,20 @@ async def _migrate(conn: psycopg.AsyncConnection[Any], where: str) -> None:
 
 async def _bind(conn: psycopg.AsyncConnection[Any], home: Path, now: str) -> ChainBinding:
     """The chain key of `home`, checked against (or, for a new database, recorded as) the database's."""
-    path = chain_key_path(home)
     cur = await conn.execute("SELECT key_id FROM chain_key WHERE id = 1")
     row = await cur.fetchone()
     recorded = None if row is None else str(row[0])
-    try:
-        secret = load_chain_key(home, create=recorded is None)
-    except ConfigError as exc:
-        return ChainBinding(None, f"cannot use the chain key {path}: {exc.message}", exc.hint)
-    except OSError as exc:
-        return ChainBinding(None, f"cannot create the chain key {path}: {exc.strerror or exc}",
-                            "check the permissions of the Strata home")
-    hint = (f"restore {path} from the home this database was first used from; without that key no session in it "
-            "can be verified or continued")
-    if secret is None:
-        return ChainBinding(None, f"the chain key {path} is missing (this database was chained with key "
-                                  f"{recorded})", hint)
-    key = ChainKey(secret)
+    key = home_key(home, recorded)
+    if isinstance(key, ChainBinding):
+        return key
     if recorded is None:
         await conn.execute("INSERT INTO chain_key (id, key_id, bound_at) VALUES (1, %s, %s) ON CONFLICT (id) "
                            "DO NOTHING", (key.id, now))
         cur = await conn.execute("SELECT key_id FROM chain_key WHERE id = 1")
         row = await cur.fetchone()
         recorded = None if row is None else str(row[0])
-    if key.id != recorded:
-        return ChainBinding(None, f"the chain key {path} (key {key.id}) is not the key this database was "
-                                  f"chained with (key {recorded})", hint)
-    return ChainBinding(key)
+    return matching(home, key, recorded)
 
-
-def _session(row: Any) -> SessionRecord:
-    (sid, created, updated, mode, workspace, model, title, parent, fork_seq, status,
-     token, pid, host, proc_start, expires, boot, pid_ns) = row
-    lease = None
-    if token:
-        lease = LeaseHolder(token=token, pid=pid, host=host, proc_start=proc_start or "", boot_id=boot or "",
-                            pid_ns=pid_ns or "", expires_at=datetime.fromisoformat(expires))
-    return SessionRecord(id=sid, created_at=datetime.fromisoformat(created), updated_at=datetime.fromisoformat(updated),
-                         mode=mode, workspace=workspace, model=model, title=title, parent_id=parent,
-                         fork_seq=fork_seq, status=status, lease=lease)
-
-
-def _receipt(row: Any) -> Receipt:
-    (rid, sid, call_id, tool, status, key, args_sha, keys, created, updated, outcome, note, by, process) = row
-    return Receipt(id=rid, session_id=sid, call_id=call_id, tool=tool, status=status, idempotency_key=key,
-                   args_sha256=args_sha, resource_keys=tuple(json.loads(keys)),
-                   created_at=datetime.fromisoformat(created), updated_at=datetime.fromisoformat(updated),
-                   outcome_sha256=outcome, note=note, reconciled_by=by,
-                   process=None if process is None else ProcessGroup.model_validate_json(process))
 
 
 def redact(url: str) -> str:
