@@ -5,12 +5,19 @@ and hands each to its thread's worker; a thread's messages are handled in arriva
 different threads run side by side. A message a worker could not handle yet (its session is driven elsewhere, or
 waits for approval) stays in the channel and is offered again at the next poll, ahead of the thread's later ones.
 
+A thread's worker first claims the thread in the book (memory/channel_book/): of several daemons working on one
+PostgreSQL database, one at a time drives a thread; the others leave its messages where they are. The claim is a
+lease (renewed while the worker runs, released when its queue is empty), taken over from a daemon that died: at
+once on the same machine (its pid is gone), at the claim's expiry from another.
+
 `drain(grace_s)`: the pollers stop taking messages, running turns get the grace period, then they are closed
 as Ctrl-C closes them; whatever was not acknowledged is handled again by the next daemon, exactly once."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -29,9 +36,11 @@ from agent.channels._turns import ChannelParts, daemon_runtime, handle
 from agent.channels._webhook import WebhookChannel
 from agent.session import Runtime
 from config import ChannelEntry, LoadedConfig
-from core.errors import ConfigError
+from core.clock import SystemClock
+from core.errors import ConfigError, StoreError
 from core.model import ModelAdapter
-from memory.channel_book import BOOK_FILE, ChannelBook
+from memory.channel_book import ChannelBook
+from memory.leases import LEASE_TTL, make_liveness, new_holder
 
 log = structlog.get_logger("strata.channels")
 
@@ -51,8 +60,11 @@ class _Thread:
 
 
 class _Poller:
-    def __init__(self, parts: ChannelParts, tg: TaskGroup, interval: float) -> None:
+    def __init__(self, parts: ChannelParts, tg: TaskGroup, interval: float, token: str) -> None:
         self.parts = parts
+        self._token = token
+        self._clock = SystemClock()
+        self._alive = make_liveness(self._clock)
         self._tg = tg
         self._interval = interval
         self._threads: dict[str, _Thread] = {}
@@ -84,23 +96,60 @@ class _Poller:
             await anyio.sleep(self._interval)
 
     async def _work(self, name: str, thread: _Thread) -> None:
+        book, channel = self.parts.book, self.parts.channel.name
         try:
-            while thread.queue and not self.stopping:
-                message, handle_ = thread.queue[0]
-                try:
-                    outcome = await handle(self.parts, message, handle_)
-                except Exception as exc:  # a bug or an unusable store: this message waits, the daemon goes on
-                    log.error("message could not be handled", channel=message.channel, message_id=message.id,
-                              error_type=type(exc).__name__, exc_info=True)
-                    outcome = "deferred"
-                if outcome == "deferred":  # offered again at a later poll, still first of its thread
-                    thread.not_before = anyio.current_time() + DEFERRED_RETRY_S
-                    self._forget(thread)
-                    return
-                thread.queue.popleft()
-                self._queued.discard(handle_)
+            holder = new_holder(self._token, self._clock)
+            try:
+                claimed = await anyio.to_thread.run_sync(book.claim, channel, name, holder, self._alive)
+            except StoreError as exc:
+                log.error("thread cannot be claimed", channel=channel, thread=name, reason=exc.message)
+                claimed = False
+            if not claimed:  # another daemon drives this thread now: its messages are left to it
+                self._defer(thread)
+                return
+            try:
+                async with anyio.create_task_group() as renewing:
+                    renewing.start_soon(self._renew, name)
+                    await self._drain(thread)
+                    renewing.cancel_scope.cancel()
+            finally:
+                with anyio.CancelScope(shield=True), contextlib.suppress(StoreError):
+                    await anyio.to_thread.run_sync(book.release_claim, channel, name, self._token)
         finally:
             thread.running = False
+
+    async def _drain(self, thread: _Thread) -> None:
+        while thread.queue and not self.stopping:
+            message, handle_ = thread.queue[0]
+            try:
+                outcome = await handle(self.parts, message, handle_)
+            except Exception as exc:  # a bug or an unusable store: this message waits, the daemon goes on
+                log.error("message could not be handled", channel=message.channel, message_id=message.id,
+                          error_type=type(exc).__name__, exc_info=True)
+                outcome = "deferred"
+            if outcome == "deferred":  # offered again at a later poll, still first of its thread
+                self._defer(thread)
+                return
+            thread.queue.popleft()
+            self._queued.discard(handle_)
+
+    async def _renew(self, name: str) -> None:
+        book, channel = self.parts.book, self.parts.channel.name
+        while True:
+            await anyio.sleep(LEASE_TTL.total_seconds() / 3)
+            try:
+                held = await anyio.to_thread.run_sync(book.renew_claim, channel, name, self._token,
+                                                      self._clock.now() + LEASE_TTL)
+            except StoreError as exc:
+                log.error("thread's claim cannot be renewed", channel=channel, thread=name, reason=exc.message)
+                continue
+            if not held:  # taken over (this daemon was thought dead): the session's own lease still guards it
+                log.warning("thread's claim was taken over by another daemon", channel=channel, thread=name)
+                return
+
+    def _defer(self, thread: _Thread) -> None:
+        thread.not_before = anyio.current_time() + DEFERRED_RETRY_S
+        self._forget(thread)
 
     def _forget(self, thread: _Thread) -> None:
         for _, handle_ in thread.queue:
@@ -137,7 +186,9 @@ class ChannelRunner:
         """Start a poller for every configured channel; leaving the block stops them (after `drain`)."""
         config = loaded.channels
         settings = loaded.settings
-        book = await anyio.to_thread.run_sync(ChannelBook.open, settings.home / BOOK_FILE)
+        book = await anyio.to_thread.run_sync(partial(ChannelBook.open_for, settings))
+        assert book is not None  # opened for writing: created when missing
+        token = uuid.uuid4().hex  # this daemon's claims
         try:
             async with anyio.create_task_group() as tg:
                 pollers: list[_Poller] = []
@@ -168,7 +219,7 @@ class ChannelRunner:
                     parts = ChannelParts(rt=drt, book=book, channel=channel, entry=entry,
                                          model=partial(model_factory, spec), max_turns=settings.max_turns,
                                          turn_budget_s=config.turn_budget_s, current=current)
-                    pollers.append(_Poller(parts, tg, interval))
+                    pollers.append(_Poller(parts, tg, interval, token))
                 for poller in pollers:
                     tg.start_soon(poller.run)
                     log.info("channel polling", channel=poller.parts.channel.name, kind=poller.parts.entry.kind)

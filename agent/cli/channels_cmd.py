@@ -12,16 +12,15 @@ import click
 
 from agent.cli._common import Command, json_option
 from agent.cli.output import echo, echo_json
-from config import ChannelEntry
+from config import ChannelEntry, Settings
 from core.errors import StoreError
-from memory.channel_book import BOOK_FILE, ChannelBook, IntakeRow, TaskRow, ThreadRow
+from memory.channel_book import ChannelBook, IntakeRow, TaskRow, ThreadRow
 
 
-def _book(home: Path) -> tuple[list[ThreadRow], list[IntakeRow], list[TaskRow]]:
-    path = home / BOOK_FILE
-    if not path.is_file():
+def _book(settings: Settings) -> tuple[list[ThreadRow], list[IntakeRow], list[TaskRow]]:
+    book = ChannelBook.open_for(settings, read_only=True)
+    if book is None:
         return [], [], []
-    book = ChannelBook.open(path, read_only=True)
     try:
         return book.threads(), book.intakes(), book.tasks()
     finally:
@@ -45,7 +44,7 @@ def channels(as_json: bool) -> None:
     loaded = cmd.config(None, quiet=True)
     home = loaded.settings.home
     try:
-        threads, intakes, _ = _book(home)
+        threads, intakes, _ = _book(loaded.settings)
     except StoreError as err:
         cmd.fail(err)
     mask = cmd.masker.mask
@@ -89,7 +88,7 @@ def tasks(as_json: bool) -> None:
     cmd = Command()
     loaded = cmd.config(None, quiet=True)
     try:
-        _, _, rows = _book(loaded.settings.home)
+        _, _, rows = _book(loaded.settings)
     except StoreError as err:
         cmd.fail(err)
     mask = cmd.masker.mask

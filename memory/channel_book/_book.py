@@ -1,24 +1,30 @@
-"""ChannelBook: three tables in one SQLite file, each write its own transaction.
+"""ChannelBook: four tables, in the home's SQLite file or in the event store's PostgreSQL database (_sql.py),
+each write its own transaction.
 
-- `threads`: (channel, thread_id) -> session_id, written once (INSERT OR IGNORE) and never changed;
-- `intake`: one row per (channel, message_id), in arrival order (`num`), with the message's status:
+- `channel_threads`: (channel, thread_id) -> session_id, written once (INSERT OR IGNORE) and never changed;
+- `channel_intake`: one row per (channel, message_id), in arrival order (`num`), with the message's status:
   `started` (taken in; its turn is recorded in the session with the message id), `replied` (the reply is in the
   outbox) and `acked` (the channel was told; a redelivery of the id is acknowledged again, never processed);
-- `tasks`: one per message the gate judged action-required (unique per message), with the deciding rule.
+- `channel_tasks`: one per message the gate judged action-required (unique per message), with the deciding rule;
+- `channel_claims`: which worker drives a thread now (a lease: holder and expiry, taken over from a holder that is
+  dead or whose claim expired), so that of several daemons on one database one at a time handles a thread.
 
 Blocking calls: the daemon runs them in a worker thread."""
 
 from __future__ import annotations
 
-import sqlite3
-import threading
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from core.errors import StoreError
+from memory.channel_book._sql import BookDb, PostgresBookDb, SqliteBookDb, Tx, now
+from memory.rows import LeaseHolder
+
+if TYPE_CHECKING:
+    from config import Settings
 
 BOOK_FILE = "channels.db"
 IntakeStatus = Literal["started", "replied", "acked"]
@@ -61,84 +67,107 @@ class TaskRow(BaseModel):
     created_at: str
 
 
-def _m001_book(conn: sqlite3.Connection) -> None:
-    conn.execute("""CREATE TABLE threads (channel TEXT NOT NULL, thread_id TEXT NOT NULL, session_id TEXT NOT NULL,
-                    created_at TEXT NOT NULL, PRIMARY KEY (channel, thread_id))""")
-    conn.execute("""CREATE TABLE intake (num INTEGER PRIMARY KEY AUTOINCREMENT, channel TEXT NOT NULL,
-                    message_id TEXT NOT NULL, thread_id TEXT NOT NULL, session_id TEXT NOT NULL, sender TEXT NOT NULL,
-                    status TEXT NOT NULL, rule TEXT NOT NULL, reply_key TEXT NOT NULL, after_seq INTEGER NOT NULL,
-                    at TEXT NOT NULL, UNIQUE (channel, message_id))""")
-    conn.execute("""CREATE TABLE tasks (id INTEGER PRIMARY KEY AUTOINCREMENT, channel TEXT NOT NULL,
-                    thread_id TEXT NOT NULL, message_id TEXT NOT NULL, session_id TEXT NOT NULL, status TEXT NOT NULL,
-                    rule TEXT NOT NULL, created_at TEXT NOT NULL, UNIQUE (channel, message_id))""")
-
-
-MIGRATIONS = (("001_book", _m001_book),)
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
-
-
 class ChannelBook:
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
-        self._conn = conn
-        self._lock = threading.Lock()
-        self.path = path
+    def __init__(self, db: BookDb, where: str) -> None:
+        self._db = db
+        self.where = where
 
     @classmethod
     def open(cls, path: Path, *, read_only: bool = False) -> ChannelBook:
-        """Open (creating and migrating, unless `read_only`) the book at `path`. StoreError when it cannot."""
-        try:
-            if read_only:
-                conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None,
-                                       check_same_thread=False, timeout=10)
-            else:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10)
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=FULL")
-                _migrate(conn)
-        except sqlite3.Error as exc:
-            raise StoreError(f"the channel book {path} cannot be used: {exc}", path=str(path)) from None
-        return cls(conn, path)
+        """The book in the SQLite file at `path` (created and migrated, unless `read_only`). StoreError when it
+        cannot be opened."""
+        return cls(SqliteBookDb.open(path, read_only=read_only), str(path))
+
+    @classmethod
+    def open_for(cls, settings: Settings, *, read_only: bool = False) -> ChannelBook | None:
+        """The book of the settings' store: in its PostgreSQL database when one is named (its tables made by the
+        store's migrations), else `<home>/channels.db`. None for a reading command where no book exists yet."""
+        if settings.db is not None:
+            db = PostgresBookDb.open(settings.db, read_only=read_only)
+            return None if db is None else cls(db, db.where)
+        path = settings.home / BOOK_FILE
+        if read_only and not path.is_file():
+            return None
+        return cls.open(path, read_only=read_only)
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        self._db.close()
 
     # ---- threads ------------------------------------------------------------------------------------------------
 
     def session_of(self, channel: str, thread_id: str) -> str | None:
-        row = self._one("SELECT session_id FROM threads WHERE channel = ? AND thread_id = ?", (channel, thread_id))
+        row = self._one("SELECT session_id FROM channel_threads WHERE channel = ? AND thread_id = ?",
+                        (channel, thread_id))
         return None if row is None else str(row[0])
 
     def bind(self, channel: str, thread_id: str, session_id: str) -> str:
         """Bind the thread to `session_id` unless it is bound already; the session it is bound to, for ever."""
-        self._write("INSERT OR IGNORE INTO threads VALUES (?, ?, ?, ?)", (channel, thread_id, session_id, _now()))
+        self._write("INSERT INTO channel_threads VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    (channel, thread_id, session_id, now()))
         bound = self.session_of(channel, thread_id)
         assert bound is not None
         return bound
 
     def threads(self) -> list[ThreadRow]:
-        rows = self._all("SELECT channel, thread_id, session_id, created_at FROM threads ORDER BY channel, created_at")
+        rows = self._db.read("SELECT channel, thread_id, session_id, created_at FROM channel_threads "
+                             "ORDER BY channel, created_at")
         keys = ("channel", "thread_id", "session_id", "created_at")
         return [ThreadRow.model_validate(dict(zip(keys, r, strict=True))) for r in rows]
+
+    # ---- claims -------------------------------------------------------------------------------------------------
+
+    def claim(self, channel: str, thread_id: str, holder: LeaseHolder, alive: Callable[[LeaseHolder], bool]) -> bool:
+        """Take the thread for `holder` unless another holder that `alive` says lives has it. In one transaction
+        that locks the claim's row, so of two workers claiming at once one wins."""
+        def steps(tx: Tx) -> bool:
+            tx.execute("INSERT INTO channel_claims VALUES (?, ?, '', 0, '', '', '', '', '') ON CONFLICT DO NOTHING",
+                       (channel, thread_id))
+            (row,) = tx.fetch(f"SELECT token, pid, host, proc_start, boot_id, pid_ns, expires_at FROM channel_claims "
+                              f"WHERE channel = ? AND thread_id = ?{self._db.row_lock}", (channel, thread_id))
+            token = str(row[0])
+            if token and token != holder.token:
+                other = LeaseHolder(token=token, pid=int(str(row[1])), host=str(row[2]), proc_start=str(row[3]),
+                                    boot_id=str(row[4]), pid_ns=str(row[5]),
+                                    expires_at=datetime.fromisoformat(str(row[6])))
+                if alive(other):
+                    return False
+            tx.execute("UPDATE channel_claims SET token = ?, pid = ?, host = ?, proc_start = ?, boot_id = ?, "
+                       "pid_ns = ?, expires_at = ? WHERE channel = ? AND thread_id = ?",
+                       (holder.token, holder.pid, holder.host, holder.proc_start, holder.boot_id, holder.pid_ns,
+                        holder.expires_at.isoformat(), channel, thread_id))
+            return True
+
+        return self._db.write(steps)
+
+    def renew_claim(self, channel: str, thread_id: str, token: str, expires_at: datetime) -> bool:
+        """Move the claim's expiry on; False when `token` no longer holds it."""
+        return self._db.write(lambda tx: tx.execute(
+            "UPDATE channel_claims SET expires_at = ? WHERE channel = ? AND thread_id = ? AND token = ?",
+            (expires_at.isoformat(), channel, thread_id, token))) == 1
+
+    def release_claim(self, channel: str, thread_id: str, token: str) -> None:
+        self._write("UPDATE channel_claims SET token = '' WHERE channel = ? AND thread_id = ? AND token = ?",
+                    (channel, thread_id, token))
+
+    def claimed_by(self, channel: str, thread_id: str) -> str | None:
+        """The token holding the thread now (whether it lives or not), None when nobody does."""
+        row = self._one("SELECT token FROM channel_claims WHERE channel = ? AND thread_id = ?", (channel, thread_id))
+        return str(row[0]) or None if row is not None else None
 
     # ---- intake -------------------------------------------------------------------------------------------------
 
     def intake(self, channel: str, message_id: str) -> IntakeRow | None:
-        row = self._one(f"SELECT {_INTAKE_COLS} FROM intake WHERE channel = ? AND message_id = ?",
+        row = self._one(f"SELECT {_INTAKE_COLS} FROM channel_intake WHERE channel = ? AND message_id = ?",
                         (channel, message_id))
         return None if row is None else _intake(row)
 
     def take_in(self, row: IntakeRow) -> IntakeRow:
         """Record a message as taken in (once: a second call for the same id returns the first record)."""
-        self._write("INSERT INTO intake (channel, message_id, thread_id, session_id, sender, status, rule, "
+        self._write("INSERT INTO channel_intake (channel, message_id, thread_id, session_id, sender, status, rule, "
                     "reply_key, after_seq, at) SELECT ?, ?, ?, ?, ?, 'started', ?, ?, ?, ? WHERE NOT EXISTS "
-                    "(SELECT 1 FROM intake WHERE channel = ? AND message_id = ?)",
+                    f"({_SAME_MESSAGE.format(table='channel_intake')}) ON CONFLICT DO NOTHING",
                     (row.channel, row.message_id, row.thread_id, row.session_id, row.sender, row.rule,
-                     row.reply_key, row.after_seq, _now(), row.channel, row.message_id))
+                     row.reply_key, row.after_seq, now(), row.channel, row.message_id))
         found = self.intake(row.channel, row.message_id)
         assert found is not None
         return found
@@ -146,79 +175,49 @@ class ChannelBook:
     def advance(self, channel: str, message_id: str, status: IntakeStatus) -> None:
         """Move a message's status forward (never back)."""
         later = _ORDER[_ORDER.index(status):]
-        self._write(f"UPDATE intake SET status = ? WHERE channel = ? AND message_id = ? AND status NOT IN "
+        self._write(f"UPDATE channel_intake SET status = ? WHERE channel = ? AND message_id = ? AND status NOT IN "
                     f"({', '.join('?' * len(later))})", (status, channel, message_id, *later))
 
     def intakes(self, channel: str | None = None) -> list[IntakeRow]:
         where, args = ("WHERE channel = ?", (channel,)) if channel else ("", ())
-        return [_intake(r) for r in self._all(f"SELECT {_INTAKE_COLS} FROM intake {where} ORDER BY num", args)]
+        return [_intake(r) for r in self._db.read(f"SELECT {_INTAKE_COLS} FROM channel_intake {where} ORDER BY num",
+                                                  args)]
 
     # ---- tasks --------------------------------------------------------------------------------------------------
 
     def add_task(self, channel: str, thread_id: str, message_id: str, session_id: str, rule: str) -> TaskRow:
         """The message's task (created once)."""
-        self._write("INSERT INTO tasks (channel, thread_id, message_id, session_id, status, rule, created_at) "
+        self._write("INSERT INTO channel_tasks (channel, thread_id, message_id, session_id, status, rule, created_at) "
                     "SELECT ?, ?, ?, ?, 'open', ?, ? WHERE NOT EXISTS "
-                    "(SELECT 1 FROM tasks WHERE channel = ? AND message_id = ?)",
-                    (channel, thread_id, message_id, session_id, rule, _now(), channel, message_id))
+                    f"({_SAME_MESSAGE.format(table='channel_tasks')}) ON CONFLICT DO NOTHING",
+                    (channel, thread_id, message_id, session_id, rule, now(), channel, message_id))
         return next(t for t in self.tasks() if (t.channel, t.message_id) == (channel, message_id))
 
     def set_task_status(self, task_id: int, status: str) -> None:
-        self._write("UPDATE tasks SET status = ? WHERE id = ?", (status, task_id))
+        self._write("UPDATE channel_tasks SET status = ? WHERE id = ?", (status, task_id))
 
     def tasks(self) -> list[TaskRow]:
-        rows = self._all("SELECT id, channel, thread_id, message_id, session_id, status, rule, created_at FROM tasks "
-                         "ORDER BY id")
+        rows = self._db.read("SELECT id, channel, thread_id, message_id, session_id, status, rule, created_at "
+                             "FROM channel_tasks ORDER BY id")
         keys = ("id", "channel", "thread_id", "message_id", "session_id", "status", "rule", "created_at")
         return [TaskRow.model_validate(dict(zip(keys, r, strict=True))) for r in rows]
 
     # ---- sql ----------------------------------------------------------------------------------------------------
 
     def _write(self, sql: str, args: tuple[object, ...]) -> None:
-        with self._lock:
-            try:
-                self._conn.execute("BEGIN IMMEDIATE")
-                self._conn.execute(sql, args)
-                self._conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
-                raise StoreError(f"the channel book {self.path} cannot be written: {exc}", path=str(self.path)) \
-                    from None
+        self._db.write(lambda tx: tx.execute(sql, args))
 
     def _one(self, sql: str, args: tuple[object, ...]) -> tuple[object, ...] | None:
-        rows = self._all(sql, args)
+        rows = self._db.read(sql, args)
         return rows[0] if rows else None
 
-    def _all(self, sql: str, args: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
-        with self._lock:
-            try:
-                return list(self._conn.execute(sql, args).fetchall())
-            except sqlite3.Error as exc:
-                raise StoreError(f"the channel book {self.path} cannot be read: {exc}", path=str(self.path)) \
-                    from None
 
-
+_SAME_MESSAGE = "SELECT 1 FROM {table} WHERE channel = ? AND message_id = ?"
+"""An insert that checks first takes no number (of the intake's order, of a task's id) when the row exists; its
+`ON CONFLICT DO NOTHING` covers two inserts at once on PostgreSQL."""
 _INTAKE_COLS = "num, channel, message_id, thread_id, session_id, sender, status, rule, reply_key, after_seq, at"
 
 
 def _intake(r: tuple[object, ...]) -> IntakeRow:
     keys = _INTAKE_COLS.split(", ")
     return IntakeRow.model_validate(dict(zip(keys, r, strict=True)))
-
-
-def _migrate(conn: sqlite3.Connection) -> None:
-    conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    for index, (name, step) in enumerate(MIGRATIONS):
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if conn.execute("PRAGMA user_version").fetchone()[0] > index:
-                conn.execute("COMMIT")
-                continue
-            step(conn)
-            conn.execute("INSERT INTO schema_migrations(name, applied_at) VALUES (?, ?)", (name, _now()))
-            conn.execute(f"PRAGMA user_version = {index + 1}")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise

@@ -1,7 +1,8 @@
 """The PostgreSQL schema, as numbered migrations applied in order under an advisory lock (several workers may
 open one database at once). The same concepts as the SQLite schema (memory/migrations.py): sessions with their
 lease and the heads of both logs, the state log, the timeline, receipts, blobs, snapshots, and the id of the key
-the chains are made with. Times are ISO text, as the chains hash them.
+the chains are made with; and (002) the channel book, shared by the daemons working on this database
+(memory/channel_book/). Times are ISO text, as the chains hash them.
 
 Append-only is enforced by the database, not only by the code: a trigger refuses any UPDATE or DELETE of an
 event or a timeline row, whoever sends it."""
@@ -110,5 +111,19 @@ CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON events
     FOR EACH STATEMENT EXECUTE FUNCTION strata_append_only();
 CREATE TRIGGER timeline_no_truncate BEFORE TRUNCATE ON timeline
     FOR EACH STATEMENT EXECUTE FUNCTION strata_append_only();
+"""),
+    ("002_channel_book", """
+CREATE TABLE channel_threads (channel text NOT NULL, thread_id text NOT NULL, session_id text NOT NULL,
+    created_at text NOT NULL, PRIMARY KEY (channel, thread_id));
+CREATE TABLE channel_intake (num bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, channel text NOT NULL,
+    message_id text NOT NULL, thread_id text NOT NULL, session_id text NOT NULL, sender text NOT NULL,
+    status text NOT NULL, rule text NOT NULL, reply_key text NOT NULL, after_seq bigint NOT NULL, at text NOT NULL,
+    UNIQUE (channel, message_id));
+CREATE TABLE channel_tasks (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, channel text NOT NULL,
+    thread_id text NOT NULL, message_id text NOT NULL, session_id text NOT NULL, status text NOT NULL,
+    rule text NOT NULL, created_at text NOT NULL, UNIQUE (channel, message_id));
+CREATE TABLE channel_claims (channel text NOT NULL, thread_id text NOT NULL, token text NOT NULL,
+    pid bigint NOT NULL, host text NOT NULL, proc_start text NOT NULL, boot_id text NOT NULL, pid_ns text NOT NULL,
+    expires_at text NOT NULL, PRIMARY KEY (channel, thread_id));
 """),
 )

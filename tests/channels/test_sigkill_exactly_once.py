@@ -43,8 +43,8 @@ def _turns() -> list[list[dict[str, object]]]:
 
 def _book(home: Path) -> tuple[dict[str, str], dict[str, str]]:
     with sqlite3.connect(f"file:{home / 'channels.db'}?mode=ro", uri=True) as conn:
-        threads = dict(conn.execute("SELECT thread_id, session_id FROM threads").fetchall())
-        status = dict(conn.execute("SELECT message_id, status FROM intake").fetchall())
+        threads = dict(conn.execute("SELECT thread_id, session_id FROM channel_threads").fetchall())
+        status = dict(conn.execute("SELECT message_id, status FROM channel_intake").fetchall())
     return threads, status
 
 

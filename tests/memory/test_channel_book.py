@@ -58,8 +58,8 @@ def test_the_schema_migrations_are_recorded_and_a_reopen_does_not_repeat_them(tm
     ChannelBook.open(tmp_path / BOOK_FILE).close()
     ChannelBook.open(tmp_path / BOOK_FILE).close()
     with sqlite3.connect(tmp_path / BOOK_FILE) as conn:
-        assert conn.execute("SELECT name FROM schema_migrations").fetchall() == [("001_book",)]
-        assert conn.execute("PRAGMA user_version").fetchone() == (1,)
+        assert conn.execute("SELECT name FROM schema_migrations").fetchall() == [("001_book",), ("002_claims",)]
+        assert conn.execute("PRAGMA user_version").fetchone() == (2,)
 
 
 def test_a_file_that_is_not_a_database_is_a_store_error(tmp_path: Path) -> None:
