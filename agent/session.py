@@ -104,7 +104,7 @@ class Runtime:
             await store.close()
             raise
         return cls(store=store, clock=clock, ids=IdFactory(clock), tools=tools, hooks=config.hook_set(),
-                   locks=ResourceLocks(settings.home / "locks", settings.lock_timeout_s),
+                   locks=ResourceLocks(settings.home / "locks", settings.lock_timeout_s, store.shared_locks()),
                    repair_budget=settings.repair_budget, context_budget=settings.context_budget_tokens,
                    snapshot_every=settings.snapshot_every, masker=masker, config_rules=config.rules,
                    ledgers=Ledgers(settings.home / LEDGER_DIR, clock),

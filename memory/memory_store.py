@@ -50,6 +50,9 @@ class InMemoryEventStore:
         self._snapshots: dict[str, Snapshot] = {}
         self._fail = fail_on_commit
 
+    def shared_locks(self) -> None:
+        return None  # one machine: the home's lock files are enough
+
     async def close(self) -> None:
         return None
 

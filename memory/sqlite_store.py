@@ -229,6 +229,9 @@ class SqliteEventStore:
         raise StoreError("this aiosqlite version lacks the single-hop transaction hook", path=self.path,
                          hint="install aiosqlite>=0.20,<0.23")
 
+    def shared_locks(self) -> None:
+        return None  # one machine: the home's lock files are enough
+
     async def close(self) -> None:
         await self._db.close()
 

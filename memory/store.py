@@ -26,6 +26,17 @@ LivenessCheck = Callable[[LeaseHolder], bool]
 """Decides whether a lease's owner still runs (see memory/leases.py)."""
 
 
+class SharedLocks(Protocol):
+    """Exclusive locks by resource key, held by this process until given back or until it dies."""
+
+    async def try_take(self, key: str) -> bool:
+        """Take `key` if nobody else holds it; False when another process does. StoreError when the lock service
+        cannot be reached."""
+        ...
+
+    async def give_back(self, key: str) -> None: ...
+
+
 class EventStore(Protocol):
     path: str
     commits: int
@@ -116,5 +127,10 @@ class EventStore(Protocol):
         ...
 
     async def release_lease(self, session_id: str, token: str, status: SessionStatus | None) -> None: ...
+
+    def shared_locks(self) -> SharedLocks | None:
+        """Resource locks that hold across every machine using this store (a database several machines share);
+        None for a store of one machine, whose home's lock files are enough (tool_executor/locks.py)."""
+        ...
 
     async def close(self) -> None: ...

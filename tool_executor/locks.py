@@ -11,6 +11,11 @@ takes the lock next reads that record first: while the group still runs, the key
 waits, up to the same timeout, and then reports `resource busy` naming the command and how to end it). The record
 is cleared when the call lets the lock go and its group is gone.
 
+Where the store is shared by several machines (PostgreSQL), each key is also taken in the store's shared locks
+(advisory locks, memory/postgres/_advisory.py), after the local ones: two workers on different machines (or with
+different homes) never run calls on one key at once. A command left running by a worker that died is not seen from
+another machine (its process group cannot be checked there): the README's limits say so.
+
 Read-only calls take no locks: reads are not effects, and within a batch they run side by side."""
 
 from __future__ import annotations
@@ -28,9 +33,13 @@ import anyio
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from config.private_files import open_private, private_dir
+from core.errors import StoreError
 from core.processes import ProcessGroup
+from memory.store import SharedLocks
 
 POLL_S = 0.01
+SHARED_POLL_S = 0.05
+"""A key another worker holds is asked for again this often (a round trip to the database each time)."""
 ORPHAN_POLL_S = 0.05
 RECORD_MAX = 64 * 1024
 
@@ -123,9 +132,10 @@ class Held:
 
 
 class ResourceLocks:
-    def __init__(self, lock_dir: Path, timeout_s: float = 30.0) -> None:
+    def __init__(self, lock_dir: Path, timeout_s: float = 30.0, shared: SharedLocks | None = None) -> None:
         self.lock_dir = lock_dir
         self.timeout_s = timeout_s
+        self.shared = shared
         self._local: dict[str, anyio.Lock] = {}
 
     def _path(self, key: str) -> Path:
@@ -187,7 +197,21 @@ class ResourceLocks:
                     if await anyio.to_thread.run_sync(orphan.group.state) != "running":
                         orphan = None
                         await anyio.to_thread.run_sync(_write_record, fd, _Record(key=key, holder=os.getpid()))
+                if self.shared is not None:
+                    await self._take_shared(self.shared, key, deadline, timeout)
+                    stack.push_async_callback(self.shared.give_back, key)
             yield held
+
+    @staticmethod
+    async def _take_shared(shared: SharedLocks, key: str, deadline: float, timeout: float) -> None:
+        try:
+            while not await shared.try_take(key):
+                if time.monotonic() >= deadline:
+                    raise LockTimeout(key, timeout, f"resource busy: {key} is held by a call of another worker on "
+                                                    f"this database (waited {timeout:g} s)")
+                await anyio.sleep(SHARED_POLL_S)
+        except StoreError as err:
+            raise LockTimeout(key, timeout, f"resource busy: {err.message}") from None
 
     def command_for(self, receipt_id: str, keys: Sequence[str]) -> HeldCommand | None:
         """The command the lock files of `keys` record for `receipt_id`, if one is still recorded (it is, while

@@ -43,6 +43,7 @@ from core.vocabulary import SessionStatus
 from memory.chain_binding import ChainBinding, home_key, matching
 from memory.copy import SessionDump
 from memory.leases import describe
+from memory.postgres._advisory import AdvisoryLocks
 from memory.postgres._schema import MIGRATION_LOCK, MIGRATIONS
 from memory.rows import (
     ChainRecord,
@@ -82,11 +83,12 @@ class _Refused(Exception):
 
 
 class PostgresEventStore:
-    def __init__(self, pool: AsyncConnectionPool, where: str, clock: Clock) -> None:
+    def __init__(self, pool: AsyncConnectionPool, where: str, clock: Clock, *, url: str) -> None:
         self._pool = pool
         self.path = where
         """The database as people name it, without a password (in messages and `strata doctor`)."""
         self._clock = clock
+        self._advisory = AdvisoryLocks(url, where)
         self._binding = ChainBinding(None, "the database is not open")
         self._heads: dict[str, ChainHead] = {}
         """Per session: the heads this store's last commit to it recorded (set only after COMMIT)."""
@@ -119,7 +121,7 @@ class PostgresEventStore:
         except Exception as exc:  # psycopg_pool's PoolTimeout carries the reason in its message
             await pool.close()
             raise StoreError(f"cannot connect to {where}: {_reason(exc)}", path=where, hint=hint) from None
-        store = cls(pool, where, clock or SystemClock())
+        store = cls(pool, where, clock or SystemClock(), url=url)
         try:
             async with pool.connection() as conn:
                 await _migrate(conn, where)
@@ -132,7 +134,11 @@ class PostgresEventStore:
             raise
         return store
 
+    def shared_locks(self) -> AdvisoryLocks:
+        return self._advisory
+
     async def close(self) -> None:
+        await self._advisory.close()
         await self._pool.close()
 
     # -- writes --------------------------------------------------------------------------------------------

@@ -88,7 +88,8 @@ def test_a_dead_holders_claim_is_taken_over_at_once_on_its_own_machine(opener: C
     book.close()
 
 
-def test_another_machines_claim_holds_until_it_expires_and_renewing_moves_that_on(opener: Callable[[], ChannelBook]) -> None:
+def test_another_machines_claim_holds_until_it_expires_and_renewing_moves_that_on(
+        opener: Callable[[], ChannelBook]) -> None:
     book = opener()
     assert book.claim("team", "t1", _foreign("far", expires_in_s=30), ALIVE)
     assert not book.claim("team", "t1", new_holder("near", CLOCK), ALIVE)
@@ -106,7 +107,8 @@ def test_of_two_workers_claiming_one_thread_at_once_exactly_one_wins(opener: Cal
         won: list[str] = []
         barrier = threading.Barrier(2)
 
-        def claim(book: ChannelBook, token: str, thread: str = thread) -> None:
+        def claim(book: ChannelBook, token: str, thread: str = thread, barrier: threading.Barrier = barrier,
+                  won: list[str] = won) -> None:
             barrier.wait()
             if book.claim("team", thread, new_holder(token, CLOCK), ALIVE):
                 won.append(token)
