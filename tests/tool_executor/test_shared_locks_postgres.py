@@ -41,6 +41,13 @@ async def test_a_key_one_worker_holds_keeps_another_workers_call_waiting(postgre
         await far.close()
 
 
+def _start_holder(script: str, url: str) -> subprocess.Popen[str]:
+    """A worker in its own process that takes a key and keeps it; returns once it holds the key."""
+    proc = subprocess.Popen([sys.executable, "-c", script, url], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    return proc
+
+
 async def test_a_key_held_by_a_worker_that_is_killed_is_free_again(postgres_cluster: Cluster,
                                                                    tmp_path: Path) -> None:
     url = postgres_cluster.url()
@@ -55,9 +62,8 @@ async def test_a_key_held_by_a_worker_that_is_killed_is_free_again(postgres_clus
             time.sleep(600)
         anyio.run(main)
     """)
-    proc = subprocess.Popen([sys.executable, "-c", holder, url], stdout=subprocess.PIPE, text=True)
+    proc = _start_holder(holder, url)
     try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
         far = AdvisoryLocks(url, "db")
         locks = ResourceLocks(tmp_path / "locks", timeout_s=0.3, shared=far)
         with pytest.raises(LockTimeout):
