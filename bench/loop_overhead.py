@@ -5,7 +5,14 @@ same process and in alternating rounds, performs the same number of aiosqlite WA
 directly (one small insert and a commit each: the floor any durable runtime pays). Prints commits per call, both
 times and their ratio, and flatness with session length, ending with one line:
 
-    overhead_ratio=<float> commits_per_effectful_call=<float>
+    overhead_ratio=<float> commits_per_effectful_call=<float> same_rows_ratio=<float> loop_cpu_us=<float>
+
+`same_rows_ratio` compares with a second floor, the raw commit of the same rows: every write transaction the
+store made for a session (its events, receipts and timeline rows with their indexes, as the SQL statements the
+store ran, captured by sqlite3's trace callback in an untimed copy of the session) is replayed with plain `sqlite3`
+(WAL, synchronous=FULL, same schema) into a database of its own, one COMMIT per transaction. `loop_cpu_us` is the
+CPU time of the event loop's thread per call (`time.thread_time` around the session): the Python the runtime adds
+on the loop, apart from the store's thread.
 
 Both databases are kept across rounds and warmed up first, so both are measured in the same steady state.
 Flatness compares, in the same database and alternating, calls in a session ~200 events long with calls in one
@@ -108,25 +115,70 @@ class Bench:
         await self.raw.execute("PRAGMA synchronous=FULL")
         await self.raw.execute("CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, payload TEXT)")
         await self.raw.commit()
+        floor = await SqliteEventStore.open(self.tmp / "same_rows.db", durability="full", clock=clock)
+        await floor.close()  # the store's schema, migrations included; the rows come from the replay
+        self.same = sqlite3.connect(str(self.tmp / "same_rows.db"), isolation_level=None, check_same_thread=False)
+        self.same.execute("PRAGMA journal_mode=WAL")
+        self.same.execute("PRAGMA synchronous=FULL")
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        self.same.close()
         await self.raw.close()
         await self.store.close()
 
     async def session(self, batches: int, k: int, tool: str) -> tuple[float, int]:
         """A new session of `batches` batches of k calls. Returns (seconds in the loop, commits for calls)."""
+        elapsed, _, commits = await self.timed_session(batches, k, tool)
+        return elapsed, commits
+
+    async def timed_session(self, batches: int, k: int, tool: str) -> tuple[float, float, int]:
+        """A new session: (seconds in the loop, CPU seconds of the loop's thread, commits for calls)."""
         model = _TimedModel(_turns(batches, k, tool))
         live = await start_session(self.rt, model=model, workspace=self.tmp, mode="headless", rules=RULES,
                                    prompt="bench", max_turns=batches + 5)
         before = self.store.commits
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         outcome = await live.loop.run()
-        elapsed = time.perf_counter() - t0
+        elapsed, cpu = time.perf_counter() - t0, time.thread_time() - c0
         commits = self.store.commits - before - 1  # the closing commit (answer, verify, end) is no call's
         await live.release(None)
         assert outcome.status == "completed", outcome
-        return elapsed, commits
+        return elapsed, cpu, commits
+
+    async def traced_writes(self, batches: int, k: int, tool: str) -> list[list[str]]:
+        """An untimed session whose write transactions are captured as the SQL the store ran (values inlined):
+        one list of statements per COMMIT, for calls only: the session's creation (before the loop runs) and
+        what follows the calls (the closing commit, the lease's release) are left out, as in `session`."""
+        statements: list[str] = []
+        await self.store._run(lambda c: c.set_trace_callback(statements.append))
+        try:
+            _, commits = await self.session(batches, k, tool)
+        finally:
+            await self.store._run(lambda c: c.set_trace_callback(None))
+        transactions: list[list[str]] = []
+        current: list[str] | None = None
+        for sql in statements:
+            head = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
+            if head == "BEGIN":
+                current = []
+            elif head == "COMMIT" and current is not None:
+                transactions.append(current)
+                current = None
+            elif current is not None and head in ("INSERT", "UPDATE", "DELETE", "REPLACE"):
+                current.append(sql)
+        return transactions[1:1 + commits]
+
+    def same_rows(self, transactions: list[list[str]]) -> float:
+        """The second floor: the same rows written with plain sqlite3, one BEGIN IMMEDIATE ... COMMIT each."""
+        conn = self.same
+        t0 = time.perf_counter()
+        for statements in transactions:
+            conn.execute("BEGIN IMMEDIATE")
+            for sql in statements:
+                conn.execute(sql)
+            conn.execute("COMMIT")
+        return time.perf_counter() - t0
 
     async def pages_per_commit(self, batches: int, k: int) -> tuple[float, float]:
         """WAL frames (database pages) written per commit: the runtime's effectful commits and the raw floor's.
@@ -192,15 +244,23 @@ async def main(args: argparse.Namespace) -> None:
         # Warm both databases up (untimed), then alternate rounds of runtime and raw floor.
         _, commits = await bench.session(args.batches, k, "noop_write")
         await bench.raw_commits(commits)
+        bench.same_rows(await bench.traced_writes(args.batches, k, "noop_write"))
         ratios, per_call, floor_per_commit, cpc = [], [], [], []
+        same_ratios, loop_cpu, same_per_call = [], [], []
         for _ in range(args.rounds):
-            secs, commits = await bench.session(args.batches, k, "noop_write")
+            writes = await bench.traced_writes(args.batches, k, "noop_write")
+            secs, cpu, commits = await bench.timed_session(args.batches, k, "noop_write")
             raw = await bench.raw_commits(commits)
+            same = await anyio.to_thread.run_sync(bench.same_rows, writes)
             calls = args.batches * k
+            assert len(writes) == commits, (len(writes), commits)
             per_call.append(secs / calls)
             floor_per_commit.append(raw / commits)
             cpc.append(commits / calls)
             ratios.append((secs / calls) / ((raw / commits) * (commits / calls)))
+            same_ratios.append(secs / same)
+            same_per_call.append(same / calls)
+            loop_cpu.append(cpu / calls)
         commits_per_call = statistics.median(cpc)
         ratio = statistics.median(ratios)
         floor = statistics.median(floor_per_commit)
@@ -211,6 +271,10 @@ async def main(args: argparse.Namespace) -> None:
         print(f"raw aiosqlite FULL commit:  {floor * 1e3:.3f} ms; floor per call = "
               f"{floor * commits_per_call * 1e3:.3f} ms")
         print(f"overhead ratio per round: {', '.join(f'{x:.2f}' for x in ratios)}")
+        same_ratio, cpu_us = statistics.median(same_ratios), statistics.median(loop_cpu) * 1e6
+        print(f"raw sqlite3 commit of the same rows: {statistics.median(same_per_call) * 1e3:.3f} ms per call; "
+              f"runtime / same rows per round: {', '.join(f'{x:.2f}' for x in same_ratios)}")
+        print(f"loop-thread CPU per effectful call: {cpu_us:.0f} us (median of {args.rounds} rounds)")
 
         # Flatness: per-call cost in a session ~10,000 events long vs one ~200 events long, same database,
         # alternating so that both meet the same database state.
@@ -232,7 +296,8 @@ async def main(args: argparse.Namespace) -> None:
         e, lt = statistics.median(early) / k, statistics.median(late) / k
         print(f"per call in a session at ~200 events: {e * 1e3:.3f} ms; at ~{long_events} events: {lt * 1e3:.3f} ms;"
               f" ratio {lt / e:.3f}")
-    print(f"overhead_ratio={ratio:.3f} commits_per_effectful_call={commits_per_call:.3f}")
+    print(f"overhead_ratio={ratio:.3f} commits_per_effectful_call={commits_per_call:.3f} "
+          f"same_rows_ratio={same_ratio:.3f} loop_cpu_us={cpu_us:.1f}")
 
 
 if __name__ == "__main__":
