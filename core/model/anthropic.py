@@ -113,6 +113,11 @@ class AnthropicModel:
                 return accumulator.finish(request_id)
             except (_http.TransportError, StreamIncomplete, BadToolInput) as exc:
                 raise _StreamBroken(exc, request_id) from exc
+            except anthropic.APIConnectionError as exc:
+                # Current SDKs wrap a failed read of the body (a reset, a cut chunked stream) as a connection
+                # error; once the stream began it is a stream that broke off, with the request's id.
+                cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+                raise _StreamBroken(cause, request_id) from exc
 
     def _classify(self, exc: Exception) -> AttemptFailure | None:
         if isinstance(exc, anthropic.APIStatusError):
