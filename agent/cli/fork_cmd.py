@@ -21,7 +21,7 @@ def fork(session_id: str, at_seq: int, as_json: bool) -> None:
 
     async def main() -> ForkResult:
         async with cmd.runtime(await cmd.session_config(session_id=session_id)) as rt:
-            return await fork_session(rt, session_id, at_seq)
+            return await fork_session(rt, cmd.session_id, at_seq)
 
     result = cmd.run(main)
     resume = f"strata resume {result.session_id} PROMPT"

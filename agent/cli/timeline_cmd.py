@@ -180,7 +180,7 @@ def _report_verify(report: ChainReport, as_json: bool) -> None:
 
 
 @click.command(name="timeline")
-@click.argument("session_id")
+@click.argument("session_ref", metavar="SESSION_ID")
 @click.option("--kind", "kinds", multiple=True, metavar="KIND",
               help="Only rows of this kind (phase, model_attempt, call, hook, approval, receipt, ...). Repeatable.")
 @click.option("--tool", "tools", multiple=True, metavar="TOOL", help="Only rows about this tool. Repeatable.")
@@ -192,7 +192,7 @@ def _report_verify(report: ChainReport, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @click.option("--follow", is_flag=True, help="Keep printing new rows while the session runs.")
 @click.option("--verify", is_flag=True, help="Recompute the hash chain; exit 1 naming the first bad row.")
-def timeline(session_id: str, kinds: tuple[str, ...], tools: tuple[str, ...], decisions: tuple[str, ...],
+def timeline(session_ref: str, kinds: tuple[str, ...], tools: tuple[str, ...], decisions: tuple[str, ...],
              turn: int | None, since: str | None, as_json: bool, follow: bool, verify: bool) -> None:
     """Show what the runtime observed in session SESSION_ID: phases, model attempts, every call with its
     decision and outcome, hooks, approvals, receipts. Times are UTC."""
@@ -204,7 +204,8 @@ def timeline(session_id: str, kinds: tuple[str, ...], tools: tuple[str, ...], de
     cmd = Command()
 
     async def main() -> ChainReport | None:
-        async with cmd.reader(await cmd.session_config(session_id=session_id)) as rt:
+        async with cmd.reader(await cmd.session_config(session_id=session_ref)) as rt:
+            session_id = cmd.session_id
             if verify:
                 return await verify_chains(rt.store, session_id, rt.ledger_head(session_id))
             if follow:
