@@ -614,7 +614,7 @@ def test_forks_around_an_open_batch_never_rerun_a_recorded_effect(seen: dict[str
     assert inside.returncode == 2, inside.stdout
     (line,) = error_lines(inside.stderr)
     assert "is open there" in line and "still open" in line, line
-    assert f"--at {s.notes['proposed'] - 1}" in inside.stderr
+    assert f"--at-event {s.notes['proposed'] - 1}" in inside.stderr
     assert s.notes["sessions-after-refusal"] == 1
     check_world(s, script_calls(CRASH_TURNS), "final", outputs=("killed", "final"), counts=s.notes["counts-parent"])
     assert s.notes["counts-parent"] == {marker("k0"): 1, marker("k1"): 1}
