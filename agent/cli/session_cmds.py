@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import click
+import structlog
 
 from agent.cli._common import (
     Command,
@@ -26,6 +27,7 @@ from agent.cli.mcp_cmd import mcp_notice
 from agent.cli.output import echo, echo_json
 from agent.cli.render import Tally, printer
 from agent.cli.views import event_view
+from agent.default_model import DEFAULT_MODEL_SPEC
 from agent.mcp import with_mcp_tools
 from agent.models import model_from_spec
 from agent.outcome import RunOutcome
@@ -35,9 +37,19 @@ from core.events import StoredEvent
 
 
 def _observer(as_json: bool, tally: Tally) -> Callable[[StoredEvent], None]:
-    if as_json:
-        return lambda item: echo_json(event_view(item))
-    return printer(echo, tally)
+    show = (lambda item: echo_json(event_view(item))) if as_json else printer(echo, tally)
+
+    def observe(item: StoredEvent) -> None:
+        ev = item.event
+        # what --verbose shows: Strata's own events as they are committed (the log file keeps them too)
+        about = {k: v for k in ("call_id", "tool", "status") if (v := getattr(ev, k, None)) is not None}
+        _log.debug("event committed", seq=item.seq, turn=item.turn, kind=ev.kind, **about)
+        show(item)
+
+    return observe
+
+
+_log = structlog.get_logger("strata.session")
 
 
 def _effectful(rt: Runtime) -> set[str]:
@@ -83,7 +95,8 @@ async def _drive(live: LiveSession, prompt: str | None, as_json: bool, tally: Ta
 
 
 @click.command()
-@click.option("--model", "model_spec", metavar="M", help="script:PATH (offline) or anthropic:NAME.")
+@click.option("--model", "model_spec", metavar="M",
+              help="script:PATH (offline) or anthropic:NAME; default: the config's model, else `anthropic` (as chat).")
 @click.option("--workspace", type=click.Path(path_type=Path), default=".", show_default=True,
               help="Directory the tools may touch.")
 @allow_option
@@ -101,7 +114,7 @@ def run(model_spec: str | None, workspace: Path, allow: tuple[str, ...], deny: t
     rules = cmd.rules(allow, deny)
 
     async def main() -> RunOutcome:
-        model = model_from_spec(settings.model)
+        model = model_from_spec(settings.model or DEFAULT_MODEL_SPEC)  # the one chat uses too
         async with cmd.runtime(loaded) as base, with_mcp_tools(base, loaded, mcp_notice(base)) as rt:
             tally = Tally(_effectful(rt))
             live = await start_session(rt, model=model, workspace=workspace, mode="headless", rules=rules,
