@@ -16,12 +16,24 @@ if TYPE_CHECKING:
     from agent.cli._common import Command
 
 
+def _group(r: Receipt) -> str:
+    """What became of the command's process group, when the call started one (`bash`)."""
+    if r.process is None:
+        return ""
+    state = r.process.state()
+    if state == "gone":
+        return f"; its {r.process.describe()} was killed and nothing of it runs any more"
+    if state == "running":
+        return f"; its {r.process.describe()} still runs"
+    return ""
+
+
 def hint_lines(session_id: str, unknown: list[Receipt]) -> list[str]:
     """The lines after `strata: interrupted` for session `session_id` whose `unknown` receipts await a decision."""
     lines = [f"session {session_id} was stopped safely: its open batch was closed and its lease released"]
     for r in unknown:
         lines.append(f"call {r.call_id} ({r.tool}) had started when it was interrupted: its outcome is unknown "
-                     f"(receipt {r.id}); check the workspace, then: strata reconcile {r.call_id} "
+                     f"(receipt {r.id}){_group(r)}; check the workspace, then: strata reconcile {r.call_id} "
                      "--applied|--not-applied")
     if unknown:
         lines.append(f"or let each tool's probe decide: strata reconcile --probe {session_id}")

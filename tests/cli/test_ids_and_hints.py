@@ -153,6 +153,7 @@ def test_ctrl_c_exits_130_naming_resume_and_reconcile_with_the_call_id(cli: Stra
     err = done.stderr
     assert "strata: interrupted" in err and "Traceback" not in err
     assert "call toolu_slow_01 (bash) had started" in err and "outcome is unknown" in err
+    assert "was killed and nothing of it runs any more" in err  # its process group is gone, and it says so
     assert "strata reconcile toolu_slow_01 --applied|--not-applied" in err
     assert f"continue it: strata resume {sid}" in err and "exit code 130" in err
 
