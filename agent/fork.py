@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agent.fork_points import Walk, walk
 from agent.session import Runtime
-from core.errors import InconsistentLog, StrataError, UsageError
-from core.events import SessionStarted, StoredEvent
-from core.state import FoldError, SessionState, apply
+from core.errors import StrataError, UsageError
+from core.events import CallResult, SessionStarted
+from core.state import SessionState, apply
 from core.timeline import TimelineEntry
 from core.vocabulary import SessionStatus
 from memory.rows import SessionRecord, Write
@@ -32,40 +33,14 @@ class ForkResult:
     turns: int
     """Assistant turns in the copied log: the scripted model continues the fork at this turn."""
     status: SessionStatus
+    workspace: str = ""
+    rules: tuple[str, ...] = ()
+    """The session rules the fork inherits, as `allow bash (flag)`."""
+    later_calls: tuple[str, ...] = ()
+    """The parent's calls after the fork point, as `CALL_ID (TOOL)`: resuming the fork may propose them again."""
 
 
-@dataclass(frozen=True)
-class _Walk:
-    valid: list[int]
-    """Seqs after which no batch is open: the points a fork may be taken at."""
-    open_at: dict[int, tuple[str, int]]
-    """Seq -> (batch id, seq it was proposed at) for seqs inside an open batch."""
-    closed_at: dict[str, int]
-    """Batch id -> seq of its batch_completed."""
-
-
-def _walk(session_id: str, events: list[StoredEvent]) -> _Walk:
-    state = SessionState()
-    valid: list[int] = []
-    open_at: dict[int, tuple[str, int]] = {}
-    closed_at: dict[str, int] = {}
-    for stored in events:
-        before = state.open_batch
-        try:
-            apply(state, stored)
-        except FoldError as exc:
-            raise InconsistentLog(session_id, str(exc), hint="the log was left untouched; nothing was forked") from None
-        batch = state.open_batch
-        if batch is None:
-            valid.append(stored.seq)
-            if before is not None:
-                closed_at[before.batch_id] = stored.seq
-        else:
-            open_at[stored.seq] = (batch.batch_id, batch.proposed_seq)
-    return _Walk(valid, open_at, closed_at)
-
-
-def _not_a_boundary(session_id: str, at_seq: int, walk: _Walk) -> UsageError:
+def _not_a_boundary(session_id: str, at_seq: int, walk: Walk) -> UsageError:
     batch_id, proposed = walk.open_at[at_seq]
     before = max((s for s in walk.valid if s < at_seq), default=None)
     after = min((s for s in walk.valid if s > at_seq), default=None)
@@ -75,7 +50,8 @@ def _not_a_boundary(session_id: str, at_seq: int, walk: _Walk) -> UsageError:
     return UsageError(
         f"cannot fork session {session_id} at seq {at_seq}: batch {batch_id} is open there (proposed at seq "
         f"{proposed}, {where}); the nearest batch boundaries are {' and '.join(options)}",
-        hint=f"fork at a batch boundary, e.g. `strata fork {session_id} --at {after if after is not None else before}`")
+        hint=f"fork at a batch boundary, e.g. `strata fork {session_id} --at-event "
+             f"{after if after is not None else before}` (`--points` lists them by timeline position)")
 
 
 async def fork_session(rt: Runtime, source_id: str, at_seq: int) -> ForkResult:
@@ -88,10 +64,10 @@ async def fork_session(rt: Runtime, source_id: str, at_seq: int) -> ForkResult:
     last = events[-1].seq
     if not 1 <= at_seq <= last:
         raise UsageError(f"cannot fork session {source_id} at seq {at_seq}: its log has seqs 1 to {last}",
-                         hint=f"`strata export {source_id} --format jsonl` lists the events with their seqs")
-    walk = _walk(source_id, events)
-    if at_seq in walk.open_at:
-        raise _not_a_boundary(source_id, at_seq, walk)
+                         hint=f"`strata fork {source_id} --points` lists the points a fork can be taken at")
+    walked = walk(source_id, events)
+    if at_seq in walked.open_at:
+        raise _not_a_boundary(source_id, at_seq, walked)
     prefix = [e for e in events if e.seq <= at_seq]
     first = prefix[0].event
     assert isinstance(first, SessionStarted)  # fold checked it
@@ -112,5 +88,8 @@ async def fork_session(rt: Runtime, source_id: str, at_seq: int) -> ForkResult:
                         data={"parent_id": source_id, "fork_seq": at_seq, "events": len(prefix),
                               "parent_last_seq": last})
     await rt.store.create_session(record, Write(events=copied, timeline=[row]))
+    later = tuple(f"{e.event.call_id} ({e.event.tool})" for e in events
+                  if e.seq > at_seq and isinstance(e.event, CallResult) and e.event.status != "denied")
+    rules = tuple(f"{r.action} {r.text()} ({r.source})" for r in state.rules)
     return ForkResult(session_id=new_id, parent_id=source_id, fork_seq=at_seq, events=len(prefix),
-                      turns=state.turn, status=status)
+                      turns=state.turn, status=status, workspace=state.workspace, rules=rules, later_calls=later)

@@ -19,8 +19,8 @@ def model_from_spec(spec: str | None, env: Mapping[str, str] | None = None) -> M
     ANTHROPIC_BASE_URL; the model path itself never reads the environment."""
     if not spec:
         raise UsageError("no model chosen",
-                         hint="pass --model script:PATH for the offline scripted model (see examples/), "
-                              "or set STRATA_MODEL")
+                         hint="pass --model anthropic:NAME (the API; needs ANTHROPIC_API_KEY) or --model "
+                              "script:PATH (the offline scripted model, see examples/), or set STRATA_MODEL")
     kind, _, rest = spec.partition(":")
     if kind == "script" and rest:
         return ScriptedModel.from_file(Path(rest).expanduser().resolve())

@@ -6,12 +6,16 @@ and only if, it still has exactly those arguments under that plan."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from agent.ids import match_call
 from agent.session import Runtime
 from core.errors import UsageError
-from core.events import ParkedCall
+from core.events import Event, ParkedCall
+from core.state import SessionState
 from memory import Write, leased
+from memory.rows import Receipt
 from tool_executor import recorded_decision
 
 
@@ -23,34 +27,68 @@ class Recorded:
     """Parked calls of the session that have no decision yet."""
 
 
+def waiting(state: SessionState) -> tuple[str, ...]:
+    """The parked calls of a session that have no decision yet, in the order they were parked."""
+    return tuple(c for c in state.parked if c not in state.approvals)
+
+
 async def record_decision(rt: Runtime, session_id: str, call_id: str, *, approve: bool, approver: str,
                           reason: str = "") -> Recorded:
+    """Decide one parked call (`call_id` exact or a unique prefix of at least 8 characters)."""
+    (rec,) = await record_decisions(rt, session_id, [call_id], approve=approve, approver=approver, reason=reason)
+    return rec
+
+
+async def record_decisions(rt: Runtime, session_id: str, call_ids: Sequence[str] | None, *, approve: bool,
+                           approver: str, reason: str = "") -> list[Recorded]:
+    """Decide the parked calls named (None: every call still waiting) in one commit under the session lease.
+    Nothing is recorded when one of them cannot be decided (a UsageError says why)."""
     async with leased(rt, session_id) as lease:
         state = lease.state
         assert state is not None
-        parked = state.parked.get(call_id)
-        if parked is None:
-            waiting = ", ".join(state.parked) or "none"
-            raise UsageError(f"call {call_id} of session {session_id} is not waiting for approval",
-                             hint=f"calls waiting for approval: {waiting} (see `strata show {session_id}`)")
-        started = [r for r in await rt.store.list_receipts(session_id) if r.call_id == call_id]
-        if started:  # approved earlier and started by a resume that stopped: a decision can change nothing now
-            r = started[0]
-            raise UsageError(f"call {call_id} of session {session_id} has already started (receipt {r.id} is "
-                             f"{r.status}); a decision can no longer change it",
-                             hint=f"decide its outcome with `strata reconcile {r.id} --applied|--not-applied`, "
-                                  f"then `strata resume {session_id}`" if r.status in ("dispatched", "unknown")
-                             else f"`strata resume {session_id}` settles it from its receipt")
-        earlier = state.approvals.get(call_id)
-        if earlier is not None:  # one person was told their decision holds: a second one does not overwrite it
-            said = "approved" if earlier.decision == "approved" else "denied"
-            raise UsageError(f"call {call_id} of session {session_id} was already {said} by {earlier.approver}; "
-                             "a recorded decision is not changed",
-                             hint=f"`strata resume {session_id}` acts on it")
-        event, row = recorded_decision(parked, approve=approve, approver=approver, reason=reason, turn=state.turn,
-                                       mask=rt.masker.mask)
-        waiting_ids = tuple(c for c in state.parked if c != call_id and c not in state.approvals)
-        await rt.store.commit(session_id, Write(events=[(event, state.turn)], timeline=[row.entry()],
+        if call_ids is None:
+            call_ids = waiting(state)
+            if not call_ids:
+                raise UsageError(f"session {session_id} has no call waiting for a decision",
+                                 hint=f"`strata show {session_id}` shows where it stands")
+        receipts = await rt.store.list_receipts(session_id)
+        chosen = [_decidable(state, session_id, ref, receipts) for ref in call_ids]
+        events: list[tuple[Event, int]] = []
+        rows = []
+        for parked in chosen:
+            event, row = recorded_decision(parked, approve=approve, approver=approver, reason=reason,
+                                           turn=state.turn, mask=rt.masker.mask)
+            events.append((event, state.turn))
+            rows.append(row.entry())
+        decided = {p.call_id for p in chosen}
+        waiting_ids = tuple(c for c in waiting(state) if c not in decided)
+        await rt.store.commit(session_id, Write(events=events, timeline=rows,
                                                 status="awaiting_approval" if waiting_ids else "idle"))
         lease.keep_status()  # the commit set it
-        return Recorded(parked, approve, waiting_ids)
+        return [Recorded(p, approve, waiting_ids) for p in chosen]
+
+
+def _decidable(state: SessionState, session_id: str, ref: str, receipts: Sequence[Receipt]) -> ParkedCall:
+    """The parked call `ref` names, if a decision can still change it; a UsageError saying why not otherwise."""
+    call_id = match_call(list(state.parked), ref, session_id=session_id)
+    parked = state.parked.get(call_id) if call_id is not None else None
+    if parked is None or call_id is None:
+        left = waiting(state)
+        return_hint = (f"calls waiting for approval: {', '.join(left)} (`strata approve {session_id} --all` "
+                       "approves them all)" if left else f"no call is waiting (see `strata show {session_id}`)")
+        raise UsageError(f"call {ref} of session {session_id} is not waiting for approval", hint=return_hint)
+    started = [r for r in receipts if r.call_id == call_id]
+    if started:  # approved earlier and started by a resume that stopped: a decision can change nothing now
+        r = started[0]
+        raise UsageError(f"call {call_id} of session {session_id} has already started (receipt {r.id} is "
+                         f"{r.status}); a decision can no longer change it",
+                         hint=f"decide its outcome with `strata reconcile {r.id} --applied|--not-applied`, "
+                              f"then `strata resume {session_id}`" if r.status in ("dispatched", "unknown")
+                         else f"`strata resume {session_id}` settles it from its receipt")
+    earlier = state.approvals.get(call_id)
+    if earlier is not None:  # one person was told their decision holds: a second one does not overwrite it
+        said = "approved" if earlier.decision == "approved" else "denied"
+        raise UsageError(f"call {call_id} of session {session_id} was already {said} by {earlier.approver}; "
+                         "a recorded decision is not changed",
+                         hint=f"`strata resume {session_id}` acts on it")
+    return parked

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 import anyio
 
+from agent.ids import resolve_receipt, resolve_session
 from agent.signals import StopSignal, stop_on_signals
 from config import LoadedConfig, Settings
 from config.seen_secrets import home_masker
@@ -26,10 +27,11 @@ from core.clock import Clock, SystemClock
 from core.errors import UsageError
 from core.masking import Masker
 from memory.opening import open_store
+from memory.rows import Receipt
 from memory.store import EventStore
 from observability import attach_home
 
-__all__ = ["Reader", "configured_secrets", "reader", "recorded_workspace"]
+__all__ = ["Reader", "RecordedSession", "configured_secrets", "reader", "recorded_session", "recorded_workspace"]
 
 @dataclass
 class Reader:
@@ -76,18 +78,39 @@ async def reader(config: LoadedConfig, clock: Clock | None = None) -> AsyncItera
             await store.close()
 
 
-async def recorded_workspace(settings: Settings, *, session_id: str | None = None,
-                             receipt_id: str | None = None) -> Path:
-    """The workspace a session recorded (the session named, or the receipt's), read before a command builds its
+@dataclass(frozen=True)
+class RecordedSession:
+    """The session a command names, resolved (agent/ids.py: a prefix, `last`), and the workspace it recorded; the
+    receipt too when the command named one (by its id or its call's id)."""
+
+    session_id: str
+    workspace: Path
+    receipt: Receipt | None = None
+
+
+async def recorded_session(settings: Settings, *, session_ref: str | None = None,
+                           receipt_ref: str | None = None) -> RecordedSession:
+    """Resolve the session named (or the receipt's) and read the workspace it recorded, before a command builds its
     runtime: the session's project config is part of that runtime's config (its durability, secrets, hooks).
-    SessionNotFound or ReceiptError when there is no such session or receipt."""
+    SessionNotFound, ReceiptError or a UsageError (too short, ambiguous) when the reference names no one."""
     store = await open_store(settings, read_only=True)
     try:
-        if receipt_id is not None:
-            session_id = (await store.get_receipt(receipt_id)).session_id
-        if session_id is None:
+        receipt = None
+        if receipt_ref is not None:
+            receipt = await resolve_receipt(store, receipt_ref)
+            session_id = receipt.session_id
+        elif session_ref is not None:
+            session_id = await resolve_session(store, session_ref)
+        else:
             raise UsageError("name a session or a receipt")
-        return Path((await store.get_session(session_id)).workspace)
+        workspace = Path((await store.get_session(session_id)).workspace)
+        return RecordedSession(session_id, workspace, receipt)
     finally:
         with anyio.CancelScope(shield=True):
             await store.close()
+
+
+async def recorded_workspace(settings: Settings, *, session_id: str | None = None,
+                             receipt_id: str | None = None) -> Path:
+    """The workspace a session recorded (the session named, or the receipt's; see `recorded_session`)."""
+    return (await recorded_session(settings, session_ref=session_id, receipt_ref=receipt_id)).workspace

@@ -160,6 +160,18 @@ class _Setup:
 _active: _Setup | None = None
 
 
+_CHATTY = ("aiosqlite", "asyncio", "asyncpg", "psycopg", "httpcore", "hpack")
+"""Libraries whose debug records narrate their own internals (a database driver's every operation)."""
+
+
+def _own_events(record: logging.LogRecord) -> bool:
+    """On stderr: no debug chatter of a database driver or a transport (`_CHATTY`); their INFO and up, and every
+    other logger's records (Strata's own events), pass."""
+    if record.levelno >= logging.INFO:
+        return True
+    return not any(record.name == name or record.name.startswith(name + ".") for name in _CHATTY)
+
+
 def configure_logging(verbose: bool = False) -> None:
     """Stderr only for now: readable lines of everything with `verbose`, warnings and errors otherwise. Events
     are masked with a masker of a random key until `attach_home` gives the runtime's."""
@@ -176,6 +188,7 @@ def configure_logging(verbose: bool = False) -> None:
         masking,
     ]
     console = _Stderr(logging.DEBUG if verbose else logging.WARNING)
+    console.addFilter(_own_events)  # --verbose shows Strata's events, not a driver's internals
     console.setFormatter(structlog.stdlib.ProcessorFormatter(
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
                     # plain, whether or not rich is installed (format_exc_info above already made exceptions text)

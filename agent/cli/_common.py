@@ -20,7 +20,7 @@ import anyio
 import click
 
 from agent.cli.output import echo
-from agent.reading import Reader, configured_secrets, reader, recorded_workspace
+from agent.reading import Reader, configured_secrets, reader, recorded_session
 from config import LoadedConfig, load_config
 from config.masking_key import KEY_BYTES, KEY_FILE, load_masking_key
 from config.seen_secrets import SeenSecrets
@@ -30,6 +30,7 @@ from core.policy import PermissionRule, parse_rule
 
 if TYPE_CHECKING:  # a reading command opens a Reader: it never imports the session machinery
     from agent.session import Runtime
+    from memory.rows import Receipt
 
 T = TypeVar("T")
 
@@ -75,6 +76,15 @@ class Command:
     def __init__(self) -> None:
         self._loaded: LoadedConfig | None = None
         self._masker: Masker | None = None
+        self.session_id = ""
+        """The session `session_config` resolved (a prefix or `last` made a full id)."""
+        self.receipt: Receipt | None = None
+        """The receipt `session_config` resolved, when it was given one."""
+
+    @property
+    def loaded(self) -> LoadedConfig | None:
+        """The config this command read last (None before it read one)."""
+        return self._loaded
 
     @property
     def masker(self) -> Masker:
@@ -85,14 +95,22 @@ class Command:
     def fail(self, err: StrataError) -> NoReturn:
         fail(err, self.masker)
 
-    def run(self, fn: Callable[[], Awaitable[T]]) -> T:
-        """Run the command's async body; a StrataError is its one error line, Ctrl-C exits 130."""
+    def run(self, fn: Callable[[], Awaitable[T]], *, on_interrupt: Callable[[], list[str]] | None = None) -> T:
+        """Run the command's async body; a StrataError is its one error line, Ctrl-C exits 130 (after the lines
+        `on_interrupt` gives: what became of the session and what to do next)."""
         try:
             return anyio.run(fn)
         except StrataError as err:
             self.fail(err)
         except KeyboardInterrupt:
             echo("strata: interrupted", err=True)
+            if on_interrupt is not None:
+                try:
+                    lines = on_interrupt()
+                except (StrataError, OSError, KeyboardInterrupt):  # the hint is a courtesy: exit 130 regardless
+                    lines = []
+                for line in lines:
+                    echo(self.masker.mask(line), err=True)
             sys.exit(130)
 
     def config(self, workspace: Path | None, *, quiet: bool = False, **flags: Any) -> LoadedConfig:
@@ -110,14 +128,24 @@ class Command:
     async def session_config(self, *, session_id: str | None = None, receipt_id: str | None = None,
                              quiet: bool = True, **flags: Any) -> LoadedConfig:
         """The config of the session named (or the receipt's): the user's and the environment's, and the project
-        file of the workspace it recorded (when that is still a directory). Files are read off the event loop."""
+        file of the workspace it recorded (when that is still a directory). Files are read off the event loop.
+        `session_id` may be a unique prefix or `last`, `receipt_id` a receipt's or a call's id or a unique prefix
+        of one (agent/ids.py): the resolved ones are `self.session_id` and `self.receipt` from then on."""
         base = await anyio.to_thread.run_sync(self._load, None, flags)
-        workspace = await recorded_workspace(base.settings, session_id=session_id, receipt_id=receipt_id)
-        project = workspace if await anyio.Path(workspace).is_dir() else None
+        found = await recorded_session(base.settings, session_ref=session_id, receipt_ref=receipt_id)
+        self.session_id, self.receipt = found.session_id, found.receipt
+        project = found.workspace if await anyio.Path(found.workspace).is_dir() else None
         loaded = await anyio.to_thread.run_sync(self._load, project, flags)
         if not quiet:
             notices(loaded)
         return loaded
+
+    async def resolve(self, session_ref: str) -> str:
+        """The full id of the session `session_ref` names (a unique prefix, `last`: agent/ids.py), for a command
+        that needs no session config."""
+        base = await anyio.to_thread.run_sync(self._load, None, {})
+        self.session_id = (await recorded_session(base.settings, session_ref=session_ref)).session_id
+        return self.session_id
 
     def _load(self, workspace: Path | None, flags: dict[str, Any]) -> LoadedConfig:
         self._loaded = load_config(workspace=workspace, flags=flags)

@@ -63,7 +63,7 @@ def attach(session_id: str | None, new: bool, workspace: Path, model_spec: str |
 
     async def main() -> int:
         async with connect(home, socket_path, "strata attach") as client:
-            sid = session_id
+            sid = await cmd.resolve(session_id) if session_id is not None else None
             if sid is None:
                 if not loaded.settings.model:
                     raise UsageError("no model chosen for the new session",

@@ -59,7 +59,7 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
             loaded = cmd.config(workspace, quiet=continue_latest, model=model_spec, max_turns=max_turns)
         settings = loaded.settings
         async with cmd.runtime(loaded) as base, with_mcp_tools(base, loaded, mcp_notice(base)) as rt:
-            target = resume_id
+            target = cmd.session_id if resume_id is not None else None
             if continue_latest:
                 ws = str(await anyio.Path(workspace).resolve())
                 records = [r for r in await rt.store.list_sessions() if r.workspace == ws]

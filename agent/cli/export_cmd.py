@@ -17,14 +17,14 @@ from observability.export import RENDERERS, ExportFormat, SessionSnapshot, load_
 
 
 @click.command(name="export")
-@click.argument("session_id")
+@click.argument("session_ref", metavar="SESSION_ID")
 @click.option("--format", "fmt", type=click.Choice(list(RENDERERS)), default="jsonl", show_default=True,
               help="jsonl: the session header, state events, timeline rows and receipts, one object per line. "
                    "html: one self-contained page with a waterfall. otlp: an OTLP/JSON trace (GenAI conventions).")
 @click.option("--output", "-o", metavar="FILE", default=None,
               help="Where to write ('-' for stdout). Default: stdout for jsonl and otlp, strata-ID.html in the "
                    "current directory for html.")
-def export(session_id: str, fmt: ExportFormat, output: str | None) -> None:
+def export(session_ref: str, fmt: ExportFormat, output: str | None) -> None:
     """Export session SESSION_ID, masked, as JSONL, HTML or OTLP JSON."""
     if output is not None and not output.strip():  # Path("") is the cwd: the export would be renamed onto it
         raise click.BadParameter("is empty; name a file, or '-' for stdout", param_hint="--output")
@@ -32,16 +32,16 @@ def export(session_id: str, fmt: ExportFormat, output: str | None) -> None:
 
     async def main() -> tuple[SessionSnapshot, Masker]:
         # Secrets named in the session's config (its project's too) are masked, as they were when it ran.
-        loaded = await cmd.session_config(session_id=session_id, quiet=False)
+        loaded = await cmd.session_config(session_id=session_ref, quiet=False)
         async with cmd.reader(loaded) as rt:
-            return await load_snapshot(rt.store, session_id), rt.masker
+            return await load_snapshot(rt.store, cmd.session_id), rt.masker
 
     snapshot, masker = cmd.run(main)
     text = RENDERERS[fmt](snapshot, masker)
     if output == "-" or (output is None and fmt != "html"):
         echo_document(text)
         return
-    path = Path(output) if output is not None else Path.cwd() / f"strata-{session_id}.html"
+    path = Path(output) if output is not None else Path.cwd() / f"strata-{cmd.session_id}.html"
     try:
         written = write_output(path, text)
     except StrataError as err:

@@ -76,9 +76,10 @@ def show(session_id: str, as_json: bool) -> None:
     async def main() -> dict[str, Any]:
         loaded = await cmd.session_config(session_id=session_id)
         async with cmd.reader(loaded) as rt:
-            rec = await rt.store.get_session(session_id)
-            state = (await restore_or_report(rt.store, session_id)).state
-            return show_view(rec, display_status(rt, rec), state, rt.masker)
+            rec = await rt.store.get_session(cmd.session_id)
+            state = (await restore_or_report(rt.store, cmd.session_id)).state
+            unknown = await rt.store.list_receipts(cmd.session_id, "unknown")
+            return show_view(rec, display_status(rt, rec), state, rt.masker, len(unknown))
 
     view = cmd.run(main)
     if as_json:
@@ -87,8 +88,10 @@ def show(session_id: str, as_json: bool) -> None:
     s = view["session"]
     echo(f"session {s['id']}  {s['status']}  mode {s['mode']}  model {s['model']}")
     echo(f"workspace {s['workspace']}")
+    settled = s["unknown_outcomes"] - s["unknown_receipts"]
+    reconciled = f" ({settled} reconciled since)" if settled > 0 else ""
     echo(f"turns {s['turns']}  tool calls {s['tool_calls']}  denials {s['denials']}  "
-         f"unknown outcomes {s['unknown_outcomes']}")
+         f"unknown outcomes {s['unknown_receipts']}{reconciled}")
     for m in view["messages"]:
         for block in m["content"]:
             if block["type"] == "text":
@@ -117,7 +120,7 @@ def receipts(session_id: str | None, status: str | None, as_json: bool) -> None:
         else:
             loaded = await cmd.session_config(session_id=session_id)
         async with cmd.reader(loaded) as rt:
-            rows = await rt.store.list_receipts(session_id, status)  # type: ignore[arg-type]
+            rows = await rt.store.list_receipts(cmd.session_id or None, status)  # type: ignore[arg-type]
             return [receipt_view(r, rt.masker) for r in rows]
 
     views = cmd.run(main)
@@ -129,5 +132,5 @@ def receipts(session_id: str | None, status: str | None, as_json: bool) -> None:
         echo("no receipts")
     for v in views:
         extra = f"  ({v['reconciled_by']}: {v['note']})" if v["reconciled_by"] else ""
-        echo(f"{v['id']}  {v['status']:<10} {v['tool']:<10} call {v['call_id']}  session {v['session_id']}"
+        echo(f"{v['id']}  {v['reads']:<11} {v['tool']:<10} call {v['call_id']}  session {v['session_id']}"
              f"{extra}")

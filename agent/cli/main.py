@@ -39,7 +39,8 @@ COMMANDS = (
     Entry("chat", "agent.cli.chat_cmd:chat",
           "Talk to an agent in this terminal; it asks before anything that writes, runs or reaches out."),
     Entry("export", "agent.cli.export_cmd:export", "Export session SESSION_ID, masked, as JSONL, HTML or OTLP JSON."),
-    Entry("fork", "agent.cli.fork_cmd:fork", "Fork session SESSION_ID at event SEQ into a new session."),
+    Entry("fork", "agent.cli.fork_cmd:fork",
+          "Fork session SESSION_ID at a timeline position (or a turn, or an event) into a new session."),
     Entry("db", "agent.cli.db_cmd:db", "The event store: copy a home's sessions to another store."),
     Entry("knowledge", "agent.cli.knowledge_cmd:knowledge",
           "The local knowledge index: operating procedures found by exact id or by their discriminating words."),
@@ -58,11 +59,36 @@ COMMANDS = (
 """Every command: its name, where it lives, and its one-line help (agent/cli/_lazy.py)."""
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version("strata")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        found = "unknown (not installed)"
+    echo(f"strata {found}")
+    ctx.exit(0)
+
+
+def global_flags_first(args: list[str]) -> list[str]:
+    """`--verbose` given after the subcommand (`strata run --verbose PROMPT`) is moved before it, where the group
+    reads it. Nothing after `--` is touched: that is a value (a prompt may be `--verbose`)."""
+    end = args.index("--") if "--" in args else len(args)
+    if "--verbose" not in args[:end]:
+        return args
+    return ["--verbose", *(a for i, a in enumerate(args) if not (i < end and a == "--verbose"))]
+
+
 # Before a command's module imports structlog, which would import rich (agent/cli/_plain_structlog.py); the
 # listing of `strata --help` imports neither.
 @click.group(cls=LazyGroup, entries=COMMANDS, before_import=import_structlog_plain,
              context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--verbose", is_flag=True, help="Log what the runtime does to stderr.")
+@click.option("--verbose", is_flag=True,
+              help="Log what the runtime does to stderr (before or after the command: `strata run --verbose ...`).")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Print Strata's version and exit.")
 def cli(verbose: bool) -> None:
     """Strata: an event-sourced agent runtime. A model proposes tool calls; Strata decides, durably and
     auditably, what actually runs."""
@@ -75,7 +101,7 @@ def main() -> None:
     stdout.install()  # a failed write to stdout is reported once, at the end (agent/cli/stdout.py)
     code: int | str | None
     try:
-        cli.main(prog_name="strata", standalone_mode=True)
+        cli.main(args=global_flags_first(sys.argv[1:]), prog_name="strata", standalone_mode=True)
         code = 0
     except SystemExit as exc:
         code = exc.code

@@ -7,6 +7,7 @@ import click
 
 from agent.cli._common import Command
 from agent.cli.output import echo
+from agent.cli.views import receipt_reads
 from agent.reconcile import ProbeOutcome, person, probe_receipts, reconcile
 from memory.rows import Receipt
 
@@ -37,11 +38,13 @@ def reconcile_cmd(target: str | None, applied: bool, not_applied: bool, note: st
 
     async def main() -> tuple[Receipt, Receipt]:
         loaded = await cmd.session_config(receipt_id=target)
+        assert cmd.receipt is not None
         async with cmd.runtime(loaded) as rt:
-            return await reconcile(rt, target, applied=verdict == "applied", note=note, by=person())
+            return await reconcile(rt, cmd.receipt.id, applied=verdict == "applied", note=note, by=person())
 
     before, after = cmd.run(main)
-    echo(f"receipt {after.id} ({after.tool}, call {after.call_id}): {before.status} -> {after.status}")
+    echo(f"receipt {after.id} ({after.tool}, call {after.call_id}): {receipt_reads(before)} -> "
+         f"{receipt_reads(after)}")
     echo(f"the model hears of it when the session resumes: strata resume {after.session_id}")
 
 
@@ -54,7 +57,7 @@ def _reconcile_by_probe(session_id: str | None) -> None:
         else:
             loaded = await cmd.session_config(session_id=session_id)
         async with cmd.runtime(loaded) as rt:
-            return await probe_receipts(rt, rt.tools, session_id)
+            return await probe_receipts(rt, rt.tools, cmd.session_id or None)
 
     outcomes = cmd.run(main)
     if not outcomes:
@@ -62,7 +65,7 @@ def _reconcile_by_probe(session_id: str | None) -> None:
     for o in outcomes:
         r = o.receipt
         if o.after is not None:
-            echo(f"receipt {r.id} ({r.tool}, call {r.call_id}): {r.status} -> {o.after.status} "
+            echo(f"receipt {r.id} ({r.tool}, call {r.call_id}): {receipt_reads(r)} -> {receipt_reads(o.after)} "
                  f"({o.verdict.replace('_', ' ')}: {o.note})")
         else:
             echo(f"receipt {r.id} ({r.tool}, call {r.call_id}): {o.verdict}: {o.note}")

@@ -4,7 +4,7 @@ issue)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from core.events import (
     AssistantMessage,
@@ -52,8 +52,9 @@ def event_lines(item: StoredEvent) -> list[str]:
             lines = [f"assistant: {b.text}" for b in ev.content if isinstance(b, TextBlock)]
             return lines + [f"  -> {c.tool} {_short(c.input)}  [{c.call_id}]" for c in ev.calls]
         case CallResult():
-            if ev.status == "denied":
-                return [f"  <- {ev.tool} DENIED by {ev.check}: {_first_line(r)}" for r in ev.reasons]
+            if ev.status == "denied":  # one line: the deciding reason (the last one says what would allow it)
+                reason = ev.reasons[-1] if ev.reasons else ev.content
+                return [f"  <- {ev.tool} [{ev.call_id}] DENIED by {ev.check}: {_first_line(reason, 400)}"]
             return [f"  <- {ev.tool} {_MARK[ev.status]}: {_first_line(ev.content)}"]
         case SessionEnded(status="failed"):
             return ["session failed (the error is on stderr)"]  # one line carries the reason, not two
@@ -72,8 +73,36 @@ def event_lines(item: StoredEvent) -> list[str]:
             return []
 
 
-def printer(echo: Callable[[str], None]) -> Callable[[StoredEvent], None]:
+class Tally:
+    """The calls of one headless run by outcome, for its summary: whether every effectful call was denied."""
+
+    def __init__(self, effectful: Collection[str]) -> None:
+        self._effectful = frozenset(effectful)
+        self.effectful_denied: list[str] = []
+        self.effectful_other = 0
+
+    def observe(self, item: StoredEvent) -> None:
+        ev = item.event
+        if isinstance(ev, CallResult) and ev.tool in self._effectful:
+            if ev.status == "denied":
+                self.effectful_denied.append(ev.tool)
+            else:
+                self.effectful_other += 1
+
+    def summary(self) -> str | None:
+        """A line when the run proposed effectful calls and denied every one (nothing was changed)."""
+        if not self.effectful_denied or self.effectful_other:
+            return None
+        tools = sorted(set(self.effectful_denied))
+        allow = " ".join(f"--allow {t}" for t in tools)
+        return (f"every effectful call was denied ({len(self.effectful_denied)}: {', '.join(tools)}): nothing was "
+                f"written or run; to let them run, allow them ({allow}) or park them for a person (--on-ask park)")
+
+
+def printer(echo: Callable[[str], None], tally: Tally | None = None) -> Callable[[StoredEvent], None]:
     def observe(item: StoredEvent) -> None:
+        if tally is not None:
+            tally.observe(item)
         for line in event_lines(item):
             echo(line)
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import click
+import structlog
 
 from agent.cli._common import (
     Command,
@@ -21,25 +22,41 @@ from agent.cli._common import (
     waiver,
     without_project_hooks_option,
 )
+from agent.cli.interrupted import interrupted_hints
 from agent.cli.mcp_cmd import mcp_notice
 from agent.cli.output import echo, echo_json
-from agent.cli.render import printer
+from agent.cli.render import Tally, printer
 from agent.cli.views import event_view
+from agent.default_model import DEFAULT_MODEL_SPEC
 from agent.mcp import with_mcp_tools
 from agent.models import model_from_spec
 from agent.outcome import RunOutcome
-from agent.session import Asking, LiveSession, resume_session, start_session
+from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
 from core.errors import StrataError
 from core.events import StoredEvent
 
 
-def _observer(as_json: bool) -> Callable[[StoredEvent], None]:
-    if as_json:
-        return lambda item: echo_json(event_view(item))
-    return printer(echo)
+def _observer(as_json: bool, tally: Tally) -> Callable[[StoredEvent], None]:
+    show = (lambda item: echo_json(event_view(item))) if as_json else printer(echo, tally)
+
+    def observe(item: StoredEvent) -> None:
+        ev = item.event
+        # what --verbose shows: Strata's own events as they are committed (the log file keeps them too)
+        about = {k: v for k in ("call_id", "tool", "status") if (v := getattr(ev, k, None)) is not None}
+        _log.debug("event committed", seq=item.seq, turn=item.turn, kind=ev.kind, **about)
+        show(item)
+
+    return observe
 
 
-async def _drive(live: LiveSession, prompt: str | None, as_json: bool) -> RunOutcome:
+_log = structlog.get_logger("strata.session")
+
+
+def _effectful(rt: Runtime) -> set[str]:
+    return {t.name for t in rt.tools if t.effect == "effectful"}
+
+
+async def _drive(live: LiveSession, prompt: str | None, as_json: bool, tally: Tally) -> RunOutcome:
     try:
         outcome = await live.run(prompt)
     except BaseException:
@@ -50,27 +67,36 @@ async def _drive(live: LiveSession, prompt: str | None, as_json: bool) -> RunOut
     parked = [{"call_id": p.call_id, "tool": p.tool, "input": p.input, "reasons": list(p.reasons),
                "asked_by": p.asked_by} for p in live.state.parked.values()
               if p.call_id not in live.state.approvals] if outcome.status == "awaiting_approval" else []
+    sid = outcome.session_id
     if as_json:
-        echo_json({"type": "result", "session_id": outcome.session_id, "status": outcome.status,
+        echo_json({"type": "result", "session_id": sid, "status": outcome.status,
                    "reason": outcome.reason, "unknown_receipts": outcome.unknown_receipts,
                    "exit_code": outcome.exit_code, "parked": parked})
     else:
         if outcome.status == "failed":
             echo(f"strata: error: {outcome.reason}", err=True)
+        if (denied := tally.summary()) is not None:
+            echo(denied)
         for p in parked:
             echo(f"waiting for approval: {p['tool']} {json.dumps(p['input'], ensure_ascii=False)} "
                  f"(asked by {p['asked_by']})")
-            echo(f"  approve: strata approve {outcome.session_id} {p['call_id']}    "
-                 f"deny: strata deny {outcome.session_id} {p['call_id']} --reason TEXT")
+            echo(f"  approve: strata approve {sid} {p['call_id']}    "
+                 f"deny: strata deny {sid} {p['call_id']} --reason TEXT")
         if outcome.unknown_receipts:
             echo(f"{outcome.unknown_receipts} effect(s) with unknown outcome await reconciliation: "
-                 f"strata receipts {outcome.session_id} --status unknown")
-        echo(f"inspect: strata show {outcome.session_id}    resume: strata resume {outcome.session_id} PROMPT")
+                 f"strata receipts {sid} --status unknown")
+        if parked:  # a prompt would not run before the parked calls are decided: no such suggestion now
+            if len(parked) > 1:
+                echo(f"  all at once: strata approve {sid} --all    or: strata deny {sid} --all --reason TEXT")
+            echo(f"inspect: strata show {sid}    once every call is decided: strata resume {sid}")
+        else:
+            echo(f"inspect: strata show {sid}    resume: strata resume {sid} PROMPT")
     return outcome
 
 
 @click.command()
-@click.option("--model", "model_spec", metavar="M", help="script:PATH (offline) or anthropic:NAME.")
+@click.option("--model", "model_spec", metavar="M",
+              help="script:PATH (offline) or anthropic:NAME; default: the config's model, else `anthropic` (as chat).")
 @click.option("--workspace", type=click.Path(path_type=Path), default=".", show_default=True,
               help="Directory the tools may touch.")
 @allow_option
@@ -88,14 +114,16 @@ def run(model_spec: str | None, workspace: Path, allow: tuple[str, ...], deny: t
     rules = cmd.rules(allow, deny)
 
     async def main() -> RunOutcome:
-        model = model_from_spec(settings.model)
+        model = model_from_spec(settings.model or DEFAULT_MODEL_SPEC)  # the one chat uses too
         async with cmd.runtime(loaded) as base, with_mcp_tools(base, loaded, mcp_notice(base)) as rt:
+            tally = Tally(_effectful(rt))
             live = await start_session(rt, model=model, workspace=workspace, mode="headless", rules=rules,
-                                       prompt=prompt, max_turns=settings.max_turns, observer=_observer(as_json),
-                                       asking=Asking(on_ask=settings.on_ask))
-            return await _drive(live, None, as_json)
+                                       prompt=prompt, max_turns=settings.max_turns,
+                                       observer=_observer(as_json, tally), asking=Asking(on_ask=settings.on_ask))
+            cmd.session_id = live.id
+            return await _drive(live, None, as_json, tally)
 
-    sys.exit(cmd.run(main).exit_code)
+    sys.exit(cmd.run(main, on_interrupt=interrupted_hints(cmd)).exit_code)
 
 
 @click.command()
@@ -123,12 +151,13 @@ def resume(session_id: str, prompt: str | None, model_spec: str | None, allow: t
         loaded = await cmd.session_config(session_id=session_id, on_ask=on_ask)
         async with cmd.runtime(loaded) as base, with_mcp_tools(base, loaded, mcp_notice(base)) as rt:
             model = model_from_spec(model_spec) if model_spec else None
-            live = await resume_session(rt, session_id, model=model, model_factory=model_from_spec, rules=rules,
-                                        max_turns=max_turns, observer=_observer(as_json),
+            tally = Tally(_effectful(rt))
+            live = await resume_session(rt, cmd.session_id, model=model, model_factory=model_from_spec, rules=rules,
+                                        max_turns=max_turns, observer=_observer(as_json, tally),
                                         asking=Asking(on_ask=on_ask),  # type: ignore[arg-type]  # None: the session's
                                         prompt=prompt, without_project_hooks=waiver(without_project_hooks, "resume"),
                                         kill_orphans=kill_orphans)
             notices(loaded)  # once the resume goes on (a refusal says everything in its own line)
-            return await _drive(live, prompt, as_json)
+            return await _drive(live, prompt, as_json, tally)
 
-    sys.exit(cmd.run(main).exit_code)
+    sys.exit(cmd.run(main, on_interrupt=interrupted_hints(cmd)).exit_code)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from agent.cli.output import echo, echo_document, echo_json
 from agent.cli.stdout import output_lost
 from agent.reading import Reader
 from core.chain import ChainHead, VerifyResult
+from core.errors import UsageError
 from core.masking import Masker
 from core.terminal_text import json_line, safe_text
 from core.timeline import TIMELINE_DECISIONS, TimelineRow
@@ -38,8 +40,11 @@ _DECISION_STYLE = {"allowed": "green", "approved": "green", "denied": "red", "re
 # Fixed widths (all but the summary), so the tables `--follow` prints one row at a time line up.
 _COLUMNS: tuple[tuple[str, int, str], ...] = (
     ("seq", 6, "right"), ("time", 12, "left"), ("turn", 4, "right"), ("kind", 13, "left"), ("tool", 14, "left"),
-    ("decision", 8, "left"), ("outcome", 10, "left"), ("duration", 8, "right"),
+    ("decision", 8, "left"), ("check", 12, "left"), ("outcome", 10, "left"), ("duration", 8, "right"),
 )
+TIMELINE_KINDS = ("phase", "model_attempt", "call", "hook", "approval", "receipt", "lifecycle")
+"""The kinds of row Strata writes (core/timeline_rows.py); `--kind` takes these (or a kind the session holds)."""
+_DECIDED = ("denied", "rejected", "parked")
 
 
 def _since(value: str | None) -> tuple[int | None, datetime | None]:
@@ -71,11 +76,37 @@ def _duration(ms: float | None) -> str:
     return f"{ms:.0f}ms" if ms < 1000 else f"{ms / 1000:.2f}s"
 
 
+def _deciding_reason(r: TimelineRow) -> str | None:
+    """The reason the deciding check gave for a denied, rejected or parked call, in full (the row's summary cuts
+    it): the last step of the decision that did not allow it."""
+    steps = r.data.get("steps") if r.decision in _DECIDED and isinstance(r.data, dict) else None
+    if not isinstance(steps, list):
+        return None
+    reasons = [str(s[2]) for s in steps if isinstance(s, list | tuple) and len(s) >= 3 and s[1] != "allow" and s[2]]
+    return reasons[-1] if reasons else None
+
+
+def _summary(r: TimelineRow) -> str:
+    summary = r.summary
+    reason = _deciding_reason(r)
+    if reason is not None:
+        summary = f"{summary.split(' -> ')[0]} -> {r.outcome or r.decision}: {reason}"
+    return safe_text(summary.replace("\n", " | "))
+
+
 def _cells(r: TimelineRow) -> list[str]:
     """A row's cells as shown: masked text made inert (a summary holds arbitrary text, such as "[MASKED:...]")."""
     return [str(r.seq), r.at.astimezone(UTC).strftime("%H:%M:%S.%f")[:-3], str(r.turn), safe_text(r.kind),
-            safe_text(r.tool or ""), r.decision or "", safe_text(r.outcome or ""), _duration(r.duration_ms),
-            safe_text(r.summary.replace("\n", " | "))]
+            safe_text(r.tool or ""), r.decision or "", safe_text(r.check or ""), safe_text(r.outcome or ""),
+            _duration(r.duration_ms), _summary(r)]
+
+
+def _lines(r: TimelineRow, summary_width: int) -> list[list[str]]:
+    """A row as the table's lines: its cells, and the rest of a long summary wrapped on lines of its own."""
+    cells = _cells(r)
+    parts = textwrap.wrap(cells[-1], summary_width, break_on_hyphens=False) or [""]
+    blank = [""] * (len(cells) - 1)
+    return [[*cells[:-1], parts[0]], *([*blank, part] for part in parts[1:])]
 
 
 def _summary_width(width: int) -> int:
@@ -95,9 +126,10 @@ def _table(rows: Sequence[TimelineRow], *, header: bool, width: int = 200) -> Ta
     for r in rows:
         # Text, not markup: summaries hold arbitrary (masked) text such as "[MASKED:...]"; made inert before
         # rich measures it.
-        cells = [Text(cell) for cell in _cells(r)]
-        cells[5] = Text(r.decision or "", style=_DECISION_STYLE.get(r.decision or "", ""))
-        table.add_row(*cells)
+        for line in _lines(r, _summary_width(width)):
+            cells = [Text(cell) for cell in line]
+            cells[5] = Text(line[5], style=_DECISION_STYLE.get(line[5], ""))
+            table.add_row(*cells)
     return table
 
 
@@ -119,7 +151,8 @@ def _plain(session_id: str, rows: Sequence[TimelineRow]) -> str | None:
         return None
     columns = [*(Column(name, width, justify) for name, width, justify in _COLUMNS),  # type: ignore[arg-type]
                Column("summary", None, max_width=_summary_width(_PIPE_WIDTH))]
-    lines = plain_table(columns, [_cells(r) for r in rows], header=True, page_width=_PIPE_WIDTH)
+    shown = [line for r in rows for line in _lines(r, _summary_width(_PIPE_WIDTH))]
+    lines = plain_table(columns, shown, header=True, page_width=_PIPE_WIDTH)
     return None if lines is None else "".join(f"{line}\n" for line in [title, *lines])
 
 
@@ -180,9 +213,9 @@ def _report_verify(report: ChainReport, as_json: bool) -> None:
 
 
 @click.command(name="timeline")
-@click.argument("session_id")
+@click.argument("session_ref", metavar="SESSION_ID")
 @click.option("--kind", "kinds", multiple=True, metavar="KIND",
-              help="Only rows of this kind (phase, model_attempt, call, hook, approval, receipt, ...). Repeatable.")
+              help=f"Only rows of this kind ({', '.join(TIMELINE_KINDS)}). Repeatable.")
 @click.option("--tool", "tools", multiple=True, metavar="TOOL", help="Only rows about this tool. Repeatable.")
 @click.option("--decision", "decisions", multiple=True, type=click.Choice(TIMELINE_DECISIONS),
               help="Only rows with this decision. Repeatable.")
@@ -192,7 +225,7 @@ def _report_verify(report: ChainReport, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @click.option("--follow", is_flag=True, help="Keep printing new rows while the session runs.")
 @click.option("--verify", is_flag=True, help="Recompute the hash chain; exit 1 naming the first bad row.")
-def timeline(session_id: str, kinds: tuple[str, ...], tools: tuple[str, ...], decisions: tuple[str, ...],
+def timeline(session_ref: str, kinds: tuple[str, ...], tools: tuple[str, ...], decisions: tuple[str, ...],
              turn: int | None, since: str | None, as_json: bool, follow: bool, verify: bool) -> None:
     """Show what the runtime observed in session SESSION_ID: phases, model attempts, every call with its
     decision and outcome, hooks, approvals, receipts. Times are UTC."""
@@ -204,7 +237,9 @@ def timeline(session_id: str, kinds: tuple[str, ...], tools: tuple[str, ...], de
     cmd = Command()
 
     async def main() -> ChainReport | None:
-        async with cmd.reader(await cmd.session_config(session_id=session_id)) as rt:
+        async with cmd.reader(await cmd.session_config(session_id=session_ref)) as rt:
+            session_id = cmd.session_id
+            await _check_kinds(rt, session_id, kinds)
             if verify:
                 return await verify_chains(rt.store, session_id, rt.ledger_head(session_id))
             if follow:
@@ -218,6 +253,19 @@ def timeline(session_id: str, kinds: tuple[str, ...], tools: tuple[str, ...], de
     result = cmd.run(main)
     if result is not None:
         _report_verify(result, as_json)
+
+
+async def _check_kinds(rt: Reader, session_id: str, kinds: tuple[str, ...]) -> None:
+    """`--kind` takes a kind Strata writes, or one the session's rows hold (an older Strata's); another is a
+    usage error listing the valid kinds, as click does for `--decision`."""
+    unknown = [k for k in kinds if k not in TIMELINE_KINDS]
+    if not unknown:
+        return
+    held = {r.kind for r in await rt.store.read_timeline(session_id, kinds=unknown)}
+    wrong = [k for k in unknown if k not in held]
+    if wrong:
+        raise UsageError(f"invalid value for --kind: {wrong[0]!r} is not one of {', '.join(TIMELINE_KINDS)}",
+                         hint="repeat --kind for several kinds")
 
 
 def _id_masker(masker: Masker) -> Callable[[dict[str, Any]], dict[str, Any]]:

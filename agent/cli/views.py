@@ -35,6 +35,17 @@ def session_view(rec: SessionRecord, display_status: str, masker: Masker, unknow
     }
 
 
+def receipt_reads(r: Receipt) -> str:
+    """A receipt's status as people read it: one a person or a probe reconciled says what was decided (`applied`,
+    `not applied`), not the status that records it (`done`, `failed`)."""
+    if r.reconciled_by:
+        if r.status == "failed":
+            return "not applied"
+        if r.status == "done":
+            return "applied"
+    return r.status
+
+
 def receipt_view(r: Receipt, masker: Masker) -> dict[str, Any]:
     """Masked where a secret can show: resource keys name paths, notes and names are typed by people, and the call
     id (in the idempotency key too) and the tool name were chosen by the model."""
@@ -44,6 +55,7 @@ def receipt_view(r: Receipt, masker: Masker) -> dict[str, Any]:
         "call_id": masker.mask(r.call_id),
         "tool": masker.mask(r.tool),
         "status": r.status,
+        "reads": receipt_reads(r),
         "idempotency_key": masker.mask(r.idempotency_key),
         "args_sha256": r.args_sha256,
         "resource_keys": [masker.mask(k) for k in r.resource_keys],
@@ -70,8 +82,11 @@ def open_batch_view(state: SessionState) -> dict[str, Any] | None:
     }
 
 
-def show_view(rec: SessionRecord, display_status: str, state: SessionState, masker: Masker) -> dict[str, Any]:
-    session = session_view(rec, display_status, masker)
+def show_view(rec: SessionRecord, display_status: str, state: SessionState, masker: Masker,
+              unknown_receipts: int = 0) -> dict[str, Any]:
+    """`unknown_outcomes` counts the calls the log recorded as unknown (a reconciliation does not change it);
+    `unknown_receipts` those still awaiting a decision, as `strata sessions` counts them."""
+    session = session_view(rec, display_status, masker, unknown_receipts)
     session.update({
         "turns": state.counters.assistant_turns,
         "tool_calls": state.counters.tool_calls,

@@ -13,9 +13,11 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
+from core.events import UserMessage
 from core.masking import Masker
 from core.timeline import verify_chain
 from observability.export._html_assets import CSS, JS
+from observability.export._markdown import render_markdown
 from observability.export._masked_json import counts
 from observability.export._otlp import provider_and_model
 from observability.export._scale import TimeScale, duration_label
@@ -140,7 +142,7 @@ def _header(snapshot: SessionSnapshot, trace: SessionTrace, masker: Masker, mode
     n = counts(snapshot)
     key = snapshot.chain_key
     chain = verify_chain(snapshot.timeline, key) if key is not None else None
-    title = masker.mask(rec.title) or "untitled session"
+    title = _title(snapshot, masker)
     facts = [
         ("Mode", _e(rec.mode), ""),
         ("Model", _e(masker.mask(state.model or rec.model)), ""),
@@ -171,7 +173,7 @@ def _header(snapshot: SessionSnapshot, trace: SessionTrace, masker: Masker, mode
     return "".join([
         '<header class="top">',
         '<div class="brand"><b>Strata</b> &middot; session export</div>',
-        f"<h1>{_e(_one_line(title, 200))}</h1>",
+        f"<h1>{_e(title)}</h1>",
         f'<div class="ids"><code>{_e(rec.id)}</code><span class="badge st-{_e(rec.status)}">'
         f"{_e(rec.status.replace('_', ' '))}</span>{fork}</div>",
         '<dl class="facts">',
@@ -255,6 +257,24 @@ def _model_line(turn: TurnView, model: str) -> str:
     return f'<p class="model-line">chat {_e(model)}: {_e("; ".join(parts))}</p>'
 
 
+def _prompt(text: str) -> str:
+    """The person's prompt in a turn card, as typed (masked), cut like an assistant text."""
+    shown, rest = _clip(text, TEXT_CHARS)
+    return (f'<div class="prompt"><span class="who">you</span><div class="words">{_e(shown)}'
+            f'{"&hellip;" if rest else ""}</div></div>')
+
+
+def _title(snapshot: SessionSnapshot, masker: Masker) -> str:
+    """The session's title; one cut from a longer first prompt ends with an ellipsis."""
+    title = masker.mask(snapshot.record.title).strip()
+    if not title:
+        return "untitled session"
+    first = next((masker.mask(s.event.text).strip() for s in snapshot.events
+                  if isinstance(s.event, UserMessage) and s.event.source == "user" and s.event.text.strip()), "")
+    cut = len(" ".join(first.split())) > len(" ".join(title.split())) and not title.endswith(("\u2026", "..."))
+    return _one_line(title + ("\u2026" if cut else ""), 200)
+
+
 def _turns(trace: SessionTrace, model: str) -> str:
     if not trace.turns:
         return '<p class="empty">No turns were recorded.</p>'
@@ -263,10 +283,13 @@ def _turns(trace: SessionTrace, model: str) -> str:
         head = (f'<h3>Turn {t.number} <span class="muted">&middot; {len(t.calls)} tool call(s)'
                 f'{" &middot; answer" if t.finished else ""}</span>'
                 f'{" <span class=inh>inherited</span>" if t.inherited else ""}</h3>')
+        asked = "".join(_prompt(p) for p in t.prompts)
         text, rest = _clip(t.text, TEXT_CHARS)
-        say = f'<blockquote class="say">{_e(text)}{"&hellip;" if rest else ""}</blockquote>' if text else ""
+        say = (f'<div class="say md">{render_markdown(text)}{"<p>&hellip;</p>" if rest else ""}</div>'
+               if text else "")
         calls = "".join(_call_details(c) for c in t.calls)
-        blocks.append(f'<div class="turn-block" id="turn-{t.number}">{head}{say}{_model_line(t, model)}{calls}</div>')
+        blocks.append(f'<div class="turn-block" id="turn-{t.number}">{head}{asked}{say}{_model_line(t, model)}'
+                      f"{calls}</div>")
     return "".join(blocks)
 
 

@@ -121,7 +121,19 @@ h4 { margin: 14px 0 6px; font-size: 12px; text-transform: uppercase; letter-spac
 .turn-block { border-top: 1px solid var(--line); padding-top: 14px; margin-top: 14px; }
 .turn-block:first-of-type { border-top: 0; margin-top: 0; padding-top: 0; }
 .say { margin: 0 0 10px; padding: 8px 12px; border-left: 3px solid #c7d2fe; background: #f5f7ff;
-  border-radius: 0 8px 8px 0; white-space: pre-wrap; overflow-wrap: anywhere; }
+  border-radius: 0 8px 8px 0; overflow-wrap: anywhere; }
+.say > :first-child { margin-top: 0; } .say > :last-child { margin-bottom: 0; }
+.md p, .md ul, .md ol { margin: 0 0 8px; } .md ul, .md ol { padding-left: 22px; }
+.md pre.md-code { background: #0f172a; color: #e2e8f0; padding: 8px 10px; border-radius: 6px; overflow-x: auto;
+  white-space: pre; font-size: 12px; margin: 0 0 8px; }
+.md code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; }
+.md :not(pre) > code { background: #e8ebf7; padding: 0 4px; border-radius: 4px; }
+.md blockquote { margin: 0 0 8px; padding-left: 10px; border-left: 3px solid #d0d5dd; color: #475467; }
+.md .md-h { margin: 6px 0; } .md .md-url { color: var(--muted); }
+.prompt { display: flex; gap: 8px; margin: 0 0 8px; padding: 8px 12px; background: #f9fafb;
+  border: 1px solid var(--line); border-radius: 8px; }
+.prompt .who { font-weight: 600; color: #344054; flex: none; }
+.prompt .words { white-space: pre-wrap; overflow-wrap: anywhere; }
 .model-line { color: var(--muted); font-size: 12px; margin: 0 0 8px; }
 details.call { border: 1px solid var(--line); border-left: 4px solid var(--c); border-radius: 10px; margin: 8px 0;
   background: #fff; }
@@ -214,6 +226,24 @@ JS = r"""
   });
   axis.appendChild(axisTrack);
   root.appendChild(axis);
+  // A label that would overlap one already kept (a break's first, then the ticks left to right) is hidden; its
+  // grid line stays. Redone when the page is resized (the track's width changes, the labels' do not).
+  function declutter() {
+    var kept = [];
+    var labels = Array.prototype.slice.call(axisTrack.querySelectorAll(".wf-break-label"))
+      .concat(Array.prototype.slice.call(axisTrack.querySelectorAll(".wf-tick")));
+    labels.forEach(function (k) {
+      k.style.visibility = "";
+      k.removeAttribute("data-hidden");
+      var r = k.getBoundingClientRect();
+      var clash = kept.some(function (o) { return r.left < o.right + 6 && o.left < r.right + 6; });
+      if (clash) { k.style.visibility = "hidden"; k.setAttribute("data-hidden", "overlap"); }
+      else { kept.push(r); }
+    });
+    axisTrack.setAttribute("data-labels-shown", String(kept.length));
+  }
+  declutter();
+  window.addEventListener("resize", declutter);
 
   var body = el("div", "wf-body");
   var grid = el("div", "wf-grid");

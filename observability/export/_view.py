@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from core.events import AssistantMessage, BatchProposed, CallResult, PlannedCall, StoredEvent
+from core.events import AssistantMessage, BatchProposed, CallResult, PlannedCall, StoredEvent, UserMessage
 from core.masking import Masker
 from core.messages import TextBlock
 from core.timeline import TimelineRow
@@ -89,6 +89,8 @@ class TurnView:
     finished: bool
     """The model proposed to finish (no tool calls)."""
     inherited: bool
+    prompts: tuple[str, ...] = ()
+    """What the person said before this turn (masked): the prompt it answers."""
 
 
 @dataclass(frozen=True)
@@ -168,8 +170,11 @@ def build_trace(snapshot: SessionSnapshot, masker: Masker) -> SessionTrace:
     texts: dict[int, list[str]] = defaultdict(list)
     finished: set[int] = set()
     inherited_turns: set[int] = set()
+    said: list[tuple[int, str]] = []
     for stored in snapshot.events:
         ev = stored.event
+        if isinstance(ev, UserMessage) and ev.source == "user" and ev.text.strip():
+            said.append((stored.turn, masker.mask(ev.text)))
         if isinstance(ev, BatchProposed):
             planned.extend((c, ev.batch_id, stored) for c in ev.calls)
         elif isinstance(ev, CallResult):
@@ -228,9 +233,15 @@ def build_trace(snapshot: SessionSnapshot, masker: Masker) -> SessionTrace:
     for c in calls:
         calls_by_turn[c.turn].append(c)
     numbers = sorted({t for t in attempts} | set(calls_by_turn) | set(texts) | finished)
+    shown = [n for n in numbers if n > 0 or calls_by_turn.get(n) or attempts.get(n)]
+    prompts: dict[int, list[str]] = defaultdict(list)
+    for after, words in said:  # a prompt given after turn k is what the next turn answers
+        answered = next((n for n in shown if n > after), None)
+        if answered is not None:
+            prompts[answered].append(words)
     turns: list[TurnView] = []
     for n in numbers:
-        if n <= 0 and not calls_by_turn.get(n) and not attempts.get(n):
+        if n not in shown:
             continue
         models = _model_calls(attempts.get(n, []), masker)
         spans = [(m.start, m.end) for m in models] + [(c.start, c.end) for c in calls_by_turn.get(n, [])]
@@ -240,7 +251,7 @@ def build_trace(snapshot: SessionSnapshot, masker: Masker) -> SessionTrace:
         turns.append(TurnView(number=n, start=min(s for s, _ in spans), end=max(e for _, e in spans),
                               model_calls=tuple(models), calls=tuple(calls_by_turn.get(n, [])),
                               text="\n\n".join(texts.get(n, [])), finished=n in finished,
-                              inherited=n in inherited_turns))
+                              inherited=n in inherited_turns, prompts=tuple(prompts.get(n, []))))
 
     instants = [snapshot.record.created_at] + [s.at for s in snapshot.events] + [r.at for r in snapshot.timeline]
     instants += [t.start for t in turns]

@@ -288,8 +288,8 @@ def _usage_cases(w: World) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
         "model-unknown": (run(model="gpt:4"), ("unknown model 'gpt:4'",)),
         "workspace-missing": (run(workspace=str(w.root / "no-such-dir")), ("no-such-dir", "not a directory")),
         "allow-unclosed": (run("--allow", "bash("), ("invalid --allow rule 'bash('",)),
-        "fork-at-negative": (("fork", sid, "--at", "-3"), ("at seq -3", "seqs 1 to")),
-        "fork-beyond": (("fork", sid, "--at", "999"), ("at seq 999", "seqs 1 to")),
+        "fork-at-negative": (("fork", sid, "--at-event", "-3"), ("at seq -3", "seqs 1 to")),
+        "fork-beyond": (("fork", sid, "--at-event", "999"), ("at seq 999", "seqs 1 to")),
         # the non-UTF-8 script is a bug, checked below
         "script-latin1": (run(model=f"script:{d / 'latin1.json'}"), ("invalid model script", "latin1.json")),
     }

@@ -238,6 +238,28 @@ def test_html_opens_in_headless_chromium(chromium: str, exported: Exported, tmp_
     assert missing == {}, f"the screenshot lacks {missing}"
 
 
+def test_html_axis_labels_never_overlap(chromium: str, cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    """The page hides an axis label that would overlap another (its grid line stays): a narrow window keeps
+    fewer labels than a wide one, and hides the rest."""
+    import re
+
+    script = write_script(tmp_path / "s.json", [[text("Waiting."), tool_use("w", "bash", command="sleep 1.2")],
+                                                [text("done")]])
+    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "bash", "go")
+    assert run.returncode == 0, run.stderr
+    page = tmp_path / "page.html"
+    assert strata(cli, "export", "last", "--format", "html", "--output", str(page)).returncode == 0
+    shown = {}
+    for width in (1400, 420):
+        dom = _chromium(chromium, f"--window-size={width},900", "--dump-dom", page.as_uri(),
+                        profile=tmp_path / f"p{width}")
+        assert dom.returncode == 0, dom.stderr[-2000:]
+        (track,) = re.findall(r'<div class="wf-axis-track" data-labels-shown="(\d+)">(.*?)</div>', dom.stdout)
+        shown[width] = (int(track[0]), track[1].count('data-hidden="overlap"'))
+    assert shown[1400][0] >= 4 and shown[420][0] >= 2, shown
+    assert shown[420][0] < shown[1400][0] and shown[420][1] >= 1, shown
+
+
 def test_html_default_output_is_in_the_current_directory(exported: Exported, tmp_path: Path) -> None:
     """Without --output the page goes to ./strata-ID.html, and its path is printed."""
     cli = StrataCLI(exported.cli.home, tmp_path)

@@ -1,4 +1,4 @@
-"""`strata fork ID --at SEQ` with real processes: the fork starts from the parent's log up to a batch boundary,
+"""`strata fork ID --at-event SEQ` with real processes: the fork starts from the parent's log up to a batch boundary,
 records its parent, resumes from the fork point with the scripted model continuing at the right turn, never
 re-runs an effect from before the fork point, and leaves the parent untouched. A seq inside an open batch is a
 usage error naming the nearest boundaries; an unknown session is one error line."""
@@ -55,7 +55,7 @@ def parent(cli: StrataCLI, workspace: Path, tmp_path: Path) -> Parent:
 
 
 def fork_json(p: Parent, seq: int) -> dict[str, Any]:
-    (out,) = strata_json(p.cli, "fork", p.session_id, "--at", str(seq), "--json")
+    (out,) = strata_json(p.cli, "fork", p.session_id, "--at-event", str(seq), "--json")
     return out
 
 
@@ -127,19 +127,19 @@ def test_fork_inside_an_open_batch_is_a_usage_error(parent: Parent) -> None:
     previous = parent.seq_of("batch_completed", 0)
     sessions = strata_json(parent.cli, "sessions", "--json")
     for inside in (proposed, proposed + 1):
-        proc = strata(parent.cli, "fork", parent.session_id, "--at", str(inside))
+        proc = strata(parent.cli, "fork", parent.session_id, "--at-event", str(inside))
         assert proc.returncode == 2, proc.stderr
         (line,) = error_lines(proc.stderr)
         assert f"seq {inside}" in line and "is open there" in line, line
         assert f"seq {previous} and seq {closed}" in line, line
-        assert f"--at {closed}" in proc.stderr
+        assert f"--at-event {closed}" in proc.stderr
     assert strata_json(parent.cli, "sessions", "--json") == sessions
 
 
 @pytest.mark.parametrize("seq", ["0", "999"])
 def test_fork_outside_the_log_is_a_usage_error(parent: Parent, seq: str) -> None:
     """A seq before the first event or past the last exits 2 saying which seqs exist."""
-    proc = strata(parent.cli, "fork", parent.session_id, "--at", seq)
+    proc = strata(parent.cli, "fork", parent.session_id, "--at-event", seq)
     assert proc.returncode == 2, proc.stderr
     (line,) = error_lines(proc.stderr)
     assert f"seqs 1 to {parent.events[-1]['seq']}" in line, line
@@ -147,7 +147,7 @@ def test_fork_outside_the_log_is_a_usage_error(parent: Parent, seq: str) -> None
 
 def test_fork_of_an_unknown_session_is_one_error_line(cli: StrataCLI) -> None:
     """An unknown id exits 1 with one error line naming it; nothing is printed on stdout."""
-    proc = strata(cli, "fork", "no-such-session", "--at", "3")
+    proc = strata(cli, "fork", "no-such-session", "--at-event", "3")
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout == ""
     (line,) = error_lines(proc.stderr)
@@ -157,10 +157,10 @@ def test_fork_of_an_unknown_session_is_one_error_line(cli: StrataCLI) -> None:
 def test_fork_prints_how_to_resume(parent: Parent) -> None:
     """Without --json the new id and the resume command are printed; forking the last event copies it all."""
     last = parent.events[-1]["seq"]
-    proc = strata(parent.cli, "fork", parent.session_id, "--at", str(last))
+    proc = strata(parent.cli, "fork", parent.session_id, "--at-event", str(last))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     new = json_lines(strata(parent.cli, "sessions", "--json").stdout)[-1]["id"]
-    assert lines[0].startswith(f"forked session {parent.session_id} at seq {last} into {new}")
+    assert lines[0].startswith(f"forked session {parent.session_id} at event {last} into {new}")
     assert lines[1] == f"resume it: strata resume {new} PROMPT"
     assert parent.cli.show(new)["session"]["ended"] == "completed"

@@ -55,7 +55,7 @@ def assert_session_usable(cli: StrataCLI, session_id: str, workspace: Path) -> d
     assert again.returncode == 0, again.stderr
     check_pairing(cli.show(session_id)["messages"])
     last = max(e["seq"] for e in events_of(again.stdout))
-    fork = cli.run("fork", session_id, "--at", str(last), "--json")
+    fork = cli.run("fork", session_id, "--at-event", str(last), "--json")
     assert_clean_stderr(fork)
     assert fork.returncode == 0, fork.stderr
     return view

@@ -305,17 +305,17 @@ def forks(s: Scene) -> None:
     killed = events_of(s.procs["killed"].stdout)
     proposed = next(e["seq"] for e in killed if e["kind"] == "batch_proposed")
     s.notes["proposed"] = proposed
-    s.run("fork-inside", "fork", s.sid, "--at", str(proposed), "--json")
+    s.run("fork-inside", "fork", s.sid, "--at-event", str(proposed), "--json")
     with closing(sqlite3.connect(s.cli.home / "strata.db", timeout=10)) as conn:
         s.notes["sessions-after-refusal"] = conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
-    early = s.run("fork-before", "fork", s.sid, "--at", str(proposed - 1), "--json")
+    early = s.run("fork-before", "fork", s.sid, "--at-event", str(proposed - 1), "--json")
     assert early.returncode == 0, early.stderr
     s.notes["early"] = json_lines(early.stdout)[0]["session_id"]
     s.run("final", "resume", s.sid, "--json")
     s.notes["counts-parent"] = effect_counts(s.ws)
     s.notes["parent-events"] = _event_count(s)
     closed = next(e["seq"] for e in events_of(s.procs["final"].stdout) if e["kind"] == "batch_completed")
-    late = s.run("fork-after", "fork", s.sid, "--at", str(closed), "--json")
+    late = s.run("fork-after", "fork", s.sid, "--at-event", str(closed), "--json")
     assert late.returncode == 0, late.stderr
     s.notes["late"] = json_lines(late.stdout)[0]["session_id"]
     s.run("late-resume", "resume", s.notes["late"], "carry on", "--json")
@@ -614,7 +614,7 @@ def test_forks_around_an_open_batch_never_rerun_a_recorded_effect(seen: dict[str
     assert inside.returncode == 2, inside.stdout
     (line,) = error_lines(inside.stderr)
     assert "is open there" in line and "still open" in line, line
-    assert f"--at {s.notes['proposed'] - 1}" in inside.stderr
+    assert f"--at-event {s.notes['proposed'] - 1}" in inside.stderr
     assert s.notes["sessions-after-refusal"] == 1
     check_world(s, script_calls(CRASH_TURNS), "final", outputs=("killed", "final"), counts=s.notes["counts-parent"])
     assert s.notes["counts-parent"] == {marker("k0"): 1, marker("k1"): 1}

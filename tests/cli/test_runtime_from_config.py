@@ -46,7 +46,7 @@ def test_an_error_line_is_masked_with_the_homes_configured_secrets(cli: StrataCL
     config.mkdir(parents=True)
     (config / "config.toml").write_text(f'[secrets]\nvalues = ["{KNOWN}"]\n')
     for command in ("show", "resume", "timeline", "export", "fork"):
-        args = [command, KNOWN] + (["--at", "1"] if command == "fork" else [])
+        args = [command, KNOWN] + (["--at-event", "1"] if command == "fork" else [])
         proc = cli.run(*args)
         assert proc.returncode == 1, (command, proc.stderr)
         assert "no session with id" in proc.stderr and "[MASKED:" in proc.stderr, (command, proc.stderr)

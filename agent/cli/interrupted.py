@@ -1,0 +1,64 @@
+"""What `strata run` / `strata resume` say after Ctrl-C (exit 130): what became of each call the interrupt caught
+and the commands that go on from there, naming the session and the calls by their ids. `strata reconcile` takes a
+call id as well as a receipt id (agent/ids.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import anyio
+
+from memory.opening import open_store
+from memory.rows import Receipt
+
+if TYPE_CHECKING:
+    from agent.cli._common import Command
+
+
+def _group(r: Receipt) -> str:
+    """What became of the command's process group, when the call started one (`bash`)."""
+    if r.process is None:
+        return ""
+    state = r.process.state()
+    if state == "gone":
+        return f"; its {r.process.describe()} was killed and nothing of it runs any more"
+    if state == "running":
+        return f"; its {r.process.describe()} still runs"
+    return ""
+
+
+def hint_lines(session_id: str, unknown: list[Receipt]) -> list[str]:
+    """The lines after `strata: interrupted` for session `session_id` whose `unknown` receipts await a decision."""
+    lines = [f"session {session_id} was stopped safely: its open batch was closed and its lease released"]
+    for r in unknown:
+        lines.append(f"call {r.call_id} ({r.tool}) had started when it was interrupted: its outcome is unknown "
+                     f"(receipt {r.id}){_group(r)}; check the workspace, then: strata reconcile {r.call_id} "
+                     "--applied|--not-applied")
+    if unknown:
+        lines.append(f"or let each tool's probe decide: strata reconcile --probe {session_id}")
+    lines.append(f"continue it: strata resume {session_id}    see what happened: strata timeline {session_id}")
+    lines.append("(exit code 130: interrupted by Ctrl-C)")
+    return lines
+
+
+def interrupted_hints(cmd: Command) -> Callable[[], list[str]]:
+    """The `on_interrupt` of a session command: reads the session's unknown receipts once the run has stopped."""
+
+    def lines() -> list[str]:
+        loaded = cmd.loaded
+        if not cmd.session_id or loaded is None:
+            return []
+        session_id = cmd.session_id
+
+        async def read() -> list[Receipt]:
+            store = await open_store(loaded.settings, read_only=True)
+            try:
+                return await store.list_receipts(session_id, "unknown")
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await store.close()
+
+        return hint_lines(session_id, anyio.run(read))
+
+    return lines

@@ -1,0 +1,103 @@
+"""Ids as people type them: a session by a unique prefix of its id (at least `MIN_PREFIX` characters) or `last`
+(the most recently updated session); a receipt by its id or its call's id, either by a unique prefix. An exact id
+always names itself. A prefix that is too short or names several is a usage error; an ambiguous one lists the
+candidates (id, title, updated) so the next attempt can be exact."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from core.errors import ReceiptError, SessionNotFound, UsageError
+from memory.rows import Receipt, SessionRecord
+from memory.store import EventStore
+
+MIN_PREFIX = 8
+LAST = "last"
+_SHOWN = 10
+"""Candidates listed in an ambiguity error at most."""
+
+
+def _too_short(what: str, ref: str, listing: str) -> UsageError:
+    return UsageError(f"{what} id {ref!r} is too short: give at least {MIN_PREFIX} characters of it",
+                      hint=f"{listing} lists them; `last` names the most recently updated session")
+
+
+def _session_line(rec: SessionRecord) -> str:
+    title = f"  {rec.title[:40]}" if rec.title else ""
+    return f"{rec.id}  updated {rec.updated_at:%Y-%m-%d %H:%M:%S}{title}"
+
+
+def match_session(records: Sequence[SessionRecord], ref: str) -> SessionRecord:
+    """The session `ref` names among `records`: its exact id, `last`, or a unique prefix of its id."""
+    ref = ref.strip()
+    if ref == LAST:
+        if not records:
+            raise UsageError("there is no session yet, so `last` names none",
+                             hint="`strata run PROMPT` or `strata chat` starts one")
+        return max(records, key=lambda r: (r.updated_at, r.id))
+    for rec in records:
+        if rec.id == ref:
+            return rec
+    if len(ref) < MIN_PREFIX:
+        raise _too_short("session", ref, "`strata sessions`")
+    found = [r for r in records if r.id.startswith(ref)]
+    if not found:
+        raise SessionNotFound(ref)
+    if len(found) > 1:
+        found.sort(key=lambda r: r.updated_at, reverse=True)
+        more = f"\n  ... and {len(found) - _SHOWN} more" if len(found) > _SHOWN else ""
+        raise UsageError(f"session id prefix {ref!r} names {len(found)} sessions:\n  "
+                         + "\n  ".join(_session_line(r) for r in found[:_SHOWN]) + more,
+                         hint="give more characters of the id")
+    return found[0]
+
+
+async def resolve_session(store: EventStore, ref: str) -> str:
+    """The full id of the session `ref` names (see `match_session`)."""
+    return match_session(await store.list_sessions(), ref).id
+
+
+def _receipt_line(r: Receipt) -> str:
+    return f"{r.id}  call {r.call_id}  {r.tool}  {r.status}  session {r.session_id}"
+
+
+def match_receipt(receipts: Sequence[Receipt], ref: str) -> Receipt:
+    """The receipt `ref` names: its id or its call's id, exactly or by a unique prefix (at least MIN_PREFIX). Of
+    several, the only one whose outcome is unknown (the one a reconciliation is for), if exactly one is."""
+    ref = ref.strip()
+    exact = [r for r in receipts if r.id == ref] or [r for r in receipts if r.call_id == ref]
+    found = exact
+    if not found:
+        if len(ref) < MIN_PREFIX:
+            raise _too_short("receipt or call", ref, "`strata receipts`")
+        found = [r for r in receipts if r.id.startswith(ref) or r.call_id.startswith(ref)]
+    if not found:
+        raise ReceiptError(f"no receipt with id or call id {ref!r}", receipt_id=ref,
+                           hint="`strata receipts --status unknown` lists the receipts awaiting a decision")
+    awaiting = [r for r in found if r.status == "unknown"]
+    if len(found) > 1 and len(awaiting) == 1:  # a call id reused by another session: the one awaiting a decision
+        return awaiting[0]
+    if len(found) > 1:
+        more = f"\n  ... and {len(found) - _SHOWN} more" if len(found) > _SHOWN else ""
+        raise UsageError(f"{ref!r} names {len(found)} receipts:\n  "
+                         + "\n  ".join(_receipt_line(r) for r in found[:_SHOWN]) + more,
+                         hint="give the receipt id (or more characters of it)")
+    return found[0]
+
+
+async def resolve_receipt(store: EventStore, ref: str) -> Receipt:
+    return match_receipt(await store.list_receipts(), ref)
+
+
+def match_call(call_ids: Sequence[str], ref: str, *, session_id: str) -> str | None:
+    """The call among `call_ids` that `ref` names: exactly, or by a unique prefix of at least MIN_PREFIX
+    characters. None when none matches (the caller says what is waiting)."""
+    if ref in call_ids:
+        return ref
+    if len(ref) < MIN_PREFIX:
+        return None
+    found = [c for c in call_ids if c.startswith(ref)]
+    if len(found) > 1:
+        raise UsageError(f"call id prefix {ref!r} names {len(found)} calls of session {session_id}: "
+                         f"{', '.join(found)}", hint="give more characters of the call id")
+    return found[0] if found else None

@@ -1,0 +1,258 @@
+"""Ids as people type them and the hints that name them (issue 15), with the real `strata` and the scripted model:
+a session by a unique prefix (at least 8 characters) or `last`, an ambiguous prefix listing its candidates, a short
+one refused; a receipt by its call's id; `fork --points` and `fork --at POSITION`; `approve --all`; Ctrl-C exiting
+130 with a hint naming resume and reconcile; and the listings' fixed messages (one line per denied call, `not
+applied`, counts that agree, `--kind`, `--version`, `--verbose` after the subcommand, run's default model)."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+from tests.cli._groups import finish, wait_for
+from tests.cli._helpers import error_lines, json_lines, result_line, strata, strata_json, text, tool_use
+from tests.conftest import StrataCLI, write_script
+
+
+def _run(cli: StrataCLI, workspace: Path, script: Path, *args: str, prompt: str = "go") -> tuple[str, Any]:
+    proc = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), *args, "--json", prompt)
+    result = result_line(proc.stdout)
+    assert result is not None, proc.stderr
+    return result["session_id"], proc
+
+
+def _hello(tmp_path: Path) -> Path:
+    return write_script(tmp_path / "hello.json", [[text("hello")]])
+
+
+def _two_sharing_a_prefix(cli: StrataCLI, workspace: Path, tmp_path: Path) -> tuple[str, str]:
+    """Two sessions whose ids share at least 8 characters (UUIDv7: made within the same ~65 s)."""
+    ids = [_run(cli, workspace, _hello(tmp_path))[0]]
+    while True:
+        ids.append(_run(cli, workspace, _hello(tmp_path))[0])
+        if ids[-1][:8] == ids[-2][:8]:
+            return ids[-2], ids[-1]
+
+
+def _shortest_unique(mine: str, other: str) -> str:
+    n = 8
+    while other.startswith(mine[:n]):
+        n += 1
+    return mine[:n]
+
+
+def test_a_unique_prefix_names_the_session_in_every_command(cli: StrataCLI, workspace: Path,
+                                                            tmp_path: Path) -> None:
+    """show, timeline, receipts, export and resume take a unique prefix of at least 8 characters."""
+    first, second = _two_sharing_a_prefix(cli, workspace, tmp_path)
+    prefix = _shortest_unique(second, first)
+    assert cli.show(prefix)["session"]["id"] == second
+    rows = strata_json(cli, "timeline", prefix, "--json")
+    assert rows and {r["session_id"] for r in rows} == {second}
+    assert strata_json(cli, "receipts", prefix, "--json") == []
+    exported = strata_json(cli, "export", prefix, "--format", "jsonl")
+    assert exported[0]["type"] == "session" and exported[0]["session"]["id"] == second
+    resumed = strata(cli, "resume", prefix, "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert result_line(resumed.stdout)["session_id"] == second  # type: ignore[index]
+
+
+def test_an_ambiguous_prefix_lists_the_candidates(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    first, second = _two_sharing_a_prefix(cli, workspace, tmp_path)
+    common = _shortest_unique(first, second)[:-1]  # what both ids begin with (8 characters at least)
+    proc = strata(cli, "show", common)
+    assert proc.returncode == 2, proc.stderr
+    assert f"session id prefix {common!r} names" in proc.stderr
+    assert first in proc.stderr and second in proc.stderr and "updated" in proc.stderr
+    assert "hint: give more characters of the id" in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_a_prefix_shorter_than_8_characters_is_a_usage_error(cli: StrataCLI, workspace: Path,
+                                                             tmp_path: Path) -> None:
+    sid, _ = _run(cli, workspace, _hello(tmp_path))
+    proc = strata(cli, "show", sid[:7])
+    assert proc.returncode == 2, proc.stderr
+    (line,) = error_lines(proc.stderr)
+    assert "too short" in line and "at least 8 characters" in line
+    unknown = strata(cli, "show", "ffffffff-no-such")
+    assert unknown.returncode == 1 and "no session with id" in unknown.stderr
+
+
+def test_last_names_the_most_recently_updated_session(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    nothing = strata(cli, "show", "last")
+    assert nothing.returncode == 2 and "no session yet" in nothing.stderr
+    twice = write_script(tmp_path / "twice.json", [[text("hello")], [text("again")]])
+    older, _ = _run(cli, workspace, twice)
+    newer, _ = _run(cli, workspace, twice)
+    assert cli.show("last")["session"]["id"] == newer
+    assert strata(cli, "resume", older, "again").returncode == 0  # the older one is now the most recently updated
+    assert cli.show("last")["session"]["id"] == older
+
+
+# -- approvals ----------------------------------------------------------------------------------------------------
+
+PARKED = [[text("Two writes."), tool_use("call_alpha_1", "write_file", path="a.txt", content="a\n"),
+           tool_use("call_beta_2", "write_file", path="b.txt", content="b\n")],
+          [text("done")]]
+
+
+def _parked(cli: StrataCLI, workspace: Path, tmp_path: Path) -> str:
+    script = write_script(tmp_path / "parked.json", PARKED)
+    proc = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--on-ask", "park", "go")
+    assert proc.returncode == 4, proc.stderr
+    sid = json_lines(strata(cli, "sessions", "--json").stdout)[-1]["id"]
+    assert f"strata approve {sid} --all" in proc.stdout
+    assert "PROMPT" not in proc.stdout  # no "resume with a prompt" while calls wait for a decision
+    assert f"once every call is decided: strata resume {sid}" in proc.stdout
+    return sid
+
+
+def test_approve_all_decides_every_waiting_call_at_once(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    sid = _parked(cli, workspace, tmp_path)
+    proc = strata(cli, "approve", sid[:20], "--all")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [f"approved call call_alpha_1 (write_file) of session {sid}",
+                                        f"approved call call_beta_2 (write_file) of session {sid}",
+                                        f"continue it: strata resume {sid}"]
+    again = strata(cli, "approve", sid, "--all")
+    assert again.returncode == 2 and "no call waiting" in again.stderr
+    resumed = strata(cli, "resume", sid)
+    assert resumed.returncode == 0, resumed.stderr
+    assert (workspace / "a.txt").read_text() == "a\n" and (workspace / "b.txt").read_text() == "b\n"
+
+
+def test_a_decision_by_call_prefix_updates_the_waiting_list(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    sid = _parked(cli, workspace, tmp_path)
+    proc = strata(cli, "deny", "last", "call_alp", "--reason", "not that one")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"denied call call_alpha_1 (write_file) of session {sid}"
+    assert lines[1] == "still waiting for a decision: call_beta_2"
+    assert "--all" in lines[2] and lines[3] == f"once every call is decided: strata resume {sid}"
+    neither = strata(cli, "approve", sid, "call_alpha_1", "--all")
+    assert neither.returncode == 2 and "or give --all" in neither.stderr
+    denied = strata(cli, "deny", sid, "--all")
+    assert denied.returncode == 0 and f"continue it: strata resume {sid}" in denied.stdout
+
+
+# -- Ctrl-C, reconcile by call id, counts -------------------------------------------------------------------------
+
+def test_ctrl_c_exits_130_naming_resume_and_reconcile_with_the_call_id(cli: StrataCLI, workspace: Path,
+                                                                       tmp_path: Path) -> None:
+    script = write_script(tmp_path / "slow.json", [[tool_use("toolu_slow_01", "bash",
+                                                             command="echo started >> started; sleep 30")],
+                                                   [text("done")]])
+    proc = cli.popen("run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "bash", "go")
+    wait_for(workspace / "started", proc)
+    proc.send_signal(signal.SIGINT)
+    done = finish(proc)
+    assert done.returncode == 130, done.stderr
+    sid = json_lines(strata(cli, "sessions", "--json").stdout)[-1]["id"]
+    err = done.stderr
+    assert "strata: interrupted" in err and "Traceback" not in err
+    assert "call toolu_slow_01 (bash) had started" in err and "outcome is unknown" in err
+    assert "was killed and nothing of it runs any more" in err  # its process group is gone, and it says so
+    assert "strata reconcile toolu_slow_01 --applied|--not-applied" in err
+    assert f"continue it: strata resume {sid}" in err and "exit code 130" in err
+
+    reconciled = strata(cli, "reconcile", "toolu_slo", "--not-applied")
+    assert reconciled.returncode == 0, reconciled.stderr
+    assert ": unknown -> not applied" in reconciled.stdout.splitlines()[0]
+    (receipt,) = strata_json(cli, "receipts", sid, "--json")
+    assert (receipt["status"], receipt["reads"]) == ("failed", "not applied")
+    assert " not applied " in strata(cli, "receipts", sid).stdout
+    # show and sessions count the same unknown outcomes after the reconcile
+    listed = next(s for s in strata_json(cli, "sessions", "--json") if s["id"] == sid)
+    shown = cli.show(sid)["session"]
+    assert listed["unknown_receipts"] == shown["unknown_receipts"] == 0
+    assert "unknown outcomes 0 (1 reconciled since)" in strata(cli, "show", sid).stdout
+
+
+# -- fork ---------------------------------------------------------------------------------------------------------
+
+TWO_BATCHES = [[text("First."), tool_use("a1", "bash", command="echo a1 >> log")],
+               [text("Second."), tool_use("b1", "bash", command="echo b1 >> log")],
+               [text("done")]]
+
+
+def test_fork_points_list_timeline_positions_and_fork_at_takes_one(cli: StrataCLI, workspace: Path,
+                                                                   tmp_path: Path) -> None:
+    script = write_script(tmp_path / "two.json", TWO_BATCHES)
+    sid, _ = _run(cli, workspace, script, "--allow", "bash")
+    points = strata_json(cli, "fork", sid, "--points", "--json")
+    assert [p["turn"] for p in points] == [0, 1, 2, 3]
+    assert [p["last_call"] for p in points] == [None, "a1 (bash) ok", "b1 (bash) ok", "b1 (bash) ok"]
+    plain = strata(cli, "fork", sid[:20], "--points").stdout
+    assert "position" in plain and "last call before it" in plain and "a1 (bash) ok" in plain
+
+    after_first = points[1]
+    proc = strata(cli, "fork", sid, "--at", str(after_first["position"]))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert f"at timeline position {after_first['position']} (event {after_first['event_seq']})" in lines[0]
+    assert "b1 (bash)" in lines[2] and "may propose them again and run them again" in lines[2]
+    assert lines[3] == "the fork inherits the session rules: allow bash (flag)"
+
+    (by_turn,) = strata_json(cli, "fork", sid, "--at-turn", "1", "--json")
+    assert by_turn["fork_seq"] == after_first["event_seq"] and by_turn["inherited_rules"] == ["allow bash (flag)"]
+
+    inside = after_first["position"] + 2  # a row of the second batch, while it is open
+    refused = strata(cli, "fork", sid, "--at", str(inside))
+    assert refused.returncode == 2, refused.stderr
+    assert f"positions {after_first['position']} and {points[2]['position']}" in refused.stderr
+    none = strata(cli, "fork", sid)
+    assert none.returncode == 2 and "--at POSITION, --at-turn TURN or --at-event SEQ" in none.stderr
+
+
+# -- listings -----------------------------------------------------------------------------------------------------
+
+DENIED = [[text("Try."), tool_use("c1", "bash", command="echo hi > f"),
+           tool_use("c2", "write_file", path="x", content="y")], [text("done")]]
+
+
+def test_headless_prints_one_line_per_denied_call_and_says_when_all_were_denied(cli: StrataCLI, workspace: Path,
+                                                                                tmp_path: Path) -> None:
+    script = write_script(tmp_path / "denied.json", DENIED)
+    proc = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "go")
+    assert proc.returncode == 0, proc.stderr
+    denied = [line for line in proc.stdout.splitlines() if "DENIED" in line]
+    assert len(denied) == 2, proc.stdout
+    assert denied[0].startswith("  <- bash [c1] DENIED by policy:") and "--allow bash" in denied[0]
+    assert "every effectful call was denied (2: bash, write_file)" in proc.stdout
+
+
+def test_plain_timeline_shows_the_check_and_the_full_reason(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path / "denied.json", DENIED)
+    sid, _ = _run(cli, workspace, script)
+    out = strata(cli, "timeline", sid, "--kind", "call").stdout
+    header = next(line for line in out.splitlines() if "seq" in line)
+    assert "check" in header
+    flat = " ".join(out.split())
+    assert "policy" in flat and "approve it with `strata approve`" in flat  # the end of the reason: not cut
+    bad = strata(cli, "timeline", sid, "--kind", "calls")
+    assert bad.returncode == 2
+    assert "'calls' is not one of phase, model_attempt, call, hook, approval, receipt, lifecycle" in bad.stderr
+
+
+def test_version_and_verbose_after_the_subcommand(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    version = strata(cli, "--version")
+    assert version.returncode == 0 and version.stdout.startswith("strata ")
+    proc = strata(cli, "run", "--model", f"script:{_hello(tmp_path)}", "--workspace", str(workspace), "--verbose",
+                  "go")
+    assert proc.returncode == 0, proc.stderr
+    assert "event committed" in proc.stderr and "session_started" in proc.stderr
+    assert "aiosqlite" not in proc.stderr and "Using selector" not in proc.stderr
+
+
+def test_run_without_a_model_uses_chats_default(cli: StrataCLI, workspace: Path) -> None:
+    from agent.cli.chat_cmd import DEFAULT_CHAT_MODEL
+    from agent.default_model import DEFAULT_MODEL_SPEC
+
+    assert DEFAULT_MODEL_SPEC == DEFAULT_CHAT_MODEL
+    proc = strata(cli, "run", "--workspace", str(workspace), "go", env={"ANTHROPIC_API_KEY": ""})
+    assert proc.returncode == 2
+    (line,) = error_lines(proc.stderr)
+    assert "ANTHROPIC_API_KEY" in line and "script:PATH" in line  # the default is the API model, as in chat
+    assert "no model chosen" not in proc.stderr
