@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import signal
-from collections.abc import Awaitable, Callable
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -24,7 +23,7 @@ from rich.markup import escape
 from agent import ipc
 from agent.cli.attach_json import ENDING_NOTICES
 from agent.terminal.approver import show_request
-from agent.terminal.chat import HELP, ChatView
+from agent.terminal.chat import HELP, ChatView, Command
 from core.events import AssistantMessage, BatchProposed, StoredEvent
 from core.model import ModelAttempt
 from tool_executor import ApprovalRequest
@@ -42,14 +41,14 @@ def _as_request(push: ipc.ApprovalRequest) -> ApprovalRequest:
 
 class TerminalAttach:
     def __init__(self, client: ipc.IpcClient, session_id: str, role: str, console: Console,
-                 prompt: PromptSession[str], commands: dict[str, Callable[[], Awaitable[None]]]) -> None:
+                 prompt: PromptSession[str], commands: dict[str, Command]) -> None:
         self.client = client
         self.session_id = session_id
         self.role = role
         self.console = console
         self.prompt = prompt
         self.commands = commands
-        self.view = ChatView(console)
+        self.view = ChatView(console, live=False)  # the prompt shares the screen (patch_stdout)
         self._in_turn = False
         self._turn_items: MemoryObjectSendStream[ipc.ApprovalRequest | ipc.ResultPush | None]
         self._turn_out: MemoryObjectReceiveStream[ipc.ApprovalRequest | ipc.ResultPush | None]
@@ -127,8 +126,9 @@ class TerminalAttach:
     def _message_committed(self) -> None:
         """The streamed message is committed (or the turn ended): the next text starts a new one."""
         if self._gap:  # some deltas never came: the committed text is shown whole
+            shown = self.view.streamed
             self.view.end_line()
-            if self.view.streamed:
+            if shown:
                 self.say("[dim](some streamed text did not reach this client; the whole message follows)[/]")
             self.view.streamed = False
         self._attempt, self._streamed_chars, self._gap = 1, 0, False
@@ -153,7 +153,7 @@ class TerminalAttach:
             if not text:
                 continue
             if text.startswith("/"):
-                name = text.split()[0]
+                name, _, arg = text.partition(" ")
                 if name in ("/exit", "/quit", "/detach"):
                     break
                 if name == "/help":
@@ -161,7 +161,7 @@ class TerminalAttach:
                                                     "detach (Ctrl-D does too); the session goes on in the daemon"),
                                        markup=False, highlight=False)
                 elif name in self.commands:
-                    await self.commands[name]()
+                    await self.commands[name](arg.strip())
                 else:
                     self.say(f"unknown command {escape(name)}; /help lists them")
                 continue

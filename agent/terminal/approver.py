@@ -5,13 +5,13 @@ decision; the model never reaches this prompt's input."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 
 from rich.console import Console
 from rich.markup import escape
 
 from agent.reconcile import person
+from agent.terminal.tool_views import show_arguments
 from tool_executor import ApprovalAnswer, ApprovalRequest
 
 AskLine = Callable[[str], Awaitable[str]]
@@ -48,7 +48,9 @@ class TerminalApprover:
                 reason = (await self._ask_line("reason for the model (optional): ")).strip()
             except (KeyboardInterrupt, EOFError):
                 reason = ""
-        return ApprovalAnswer(choice, self.identity, reason)  # type: ignore[arg-type]
+        answer = ApprovalAnswer(choice, self.identity, reason)  # type: ignore[arg-type]
+        show_answer(self._console, answer, request.tool)
+        return answer
 
 
 def show_request(c: Console, request: ApprovalRequest) -> None:
@@ -58,10 +60,26 @@ def show_request(c: Console, request: ApprovalRequest) -> None:
     c.print(f"  asked by: {escape(request.asked_by)}", highlight=False)
     for reason in request.reasons:
         c.print(f"  why: {escape(reason)}", highlight=False)
-    c.print("  arguments (in full):", highlight=False)
-    body = json.dumps(dict(request.input), indent=2, ensure_ascii=False, sort_keys=True)
-    for line in body.splitlines():
-        c.print(f"    {escape(line)}", highlight=False, soft_wrap=True)
-    c.print(f"  call {request.call_id}, arguments sha256 {request.input_sha256[:16]}", highlight=False)
-    c.print(f"  [bold]y[/] yes, once   [bold]n[/] no   [bold]a[/] always for this session "
-            f"({escape(request.tool)} when asked by the same rule)", highlight=False)
+    c.print("  arguments (all of them, in full):", highlight=False)
+    show_arguments(c, request.tool, request.input)
+    c.print(f"  [dim]call {escape(request.call_id)}, arguments sha256 {request.input_sha256[:16]}[/]",
+            highlight=False)
+    c.print("  [bold]y[/] yes, this call once", highlight=False)
+    c.print("  [bold]n[/] no (you may give the model a reason)", highlight=False)
+    c.print(f"  [bold]a[/] always: {always_means(request)}", highlight=False)
+
+
+def always_means(request: ApprovalRequest) -> str:
+    """What `a` allows from now on, said exactly."""
+    return (f"every {escape(request.tool)} call in this session that the same rule asks about "
+            f"({escape(request.asked_by)}), without asking again")
+
+
+def show_answer(c: Console, answer: ApprovalAnswer, tool: str) -> None:
+    """The decision as it is recorded, on screen."""
+    if answer.decision == "no":
+        why = f": {escape(answer.reason)}" if answer.reason else " (no reason given)"
+        c.print(f"  [red]you said no[/] to {escape(tool)}{why}", highlight=False)
+    elif answer.decision == "always":
+        c.print(f"  [green]allowed always[/]: every {escape(tool)} call this rule asks about, in this session",
+                highlight=False)
