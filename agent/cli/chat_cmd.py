@@ -90,6 +90,7 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
                                            prompt=None, max_turns=settings.max_turns, observer=view, listener=view,
                                            asking=asking)
             session.commands = slash_commands(console, rt, live.id)
+            session.untitled = record is None or not record.title
             try:
                 if live.state.open_batch is not None:
                     await session.turn(live, None)  # finish the batch a crash or an interrupt left open

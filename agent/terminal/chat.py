@@ -230,6 +230,8 @@ class Chat:
         self.view = view
         self.commands = commands or {}
         self.keys = keys or CtrlC()
+        self.untitled = False
+        """The session has no title yet: its first prompt names it (as `strata run` names a session)."""
         self._turn: anyio.CancelScope | None = None
 
     async def ask_line(self, message: str) -> str:
@@ -298,6 +300,9 @@ class Chat:
                 else:
                     self.console.print(f"unknown command {escape(name)}; /help lists them", highlight=False)
                 continue
+            if self.untitled:
+                await live.name(text)
+                self.untitled = False
             outcome = await self.turn(live, text)
             if outcome is not None and outcome.status not in ("completed",):
                 self.console.print(f"[yellow]{outcome.status}[/]: {escape(outcome.reason)}", highlight=False)

@@ -88,6 +88,8 @@ def test_chat_screen_markdown_spinner_diff_and_ctrl_c(cli: StrataCLI, workspace:
         assert "half typed" not in pane.screen() and pane.alive()
         pane.keys("C-c")
         pane.wait_for(r"left session [0-9a-f-]{36}\. resume it: strata chat --resume")
+    # The first prompt named the session, as `strata run` names one.
+    assert [r["title"] for r in cli.json_lines("sessions", "--json")] == ["make greet.py nicer"]
 
 
 def test_chat_without_a_terminal_refuses_in_one_line_and_creates_nothing(cli: StrataCLI, workspace: Path,
