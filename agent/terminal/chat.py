@@ -132,7 +132,7 @@ class ChatView:
                     self.stream.print_whole("\n\n".join(b.text for b in ev.content if b.type == "text"))
                 if isinstance(ev, BatchProposed):
                     for call in ev.calls:
-                        what = escape(main_argument(call.input, 100))
+                        what = escape(main_argument(call.input, 70))
                         self.console.print(f"  [bold]->[/] {escape(call.tool)} {what}  [dim]{call.call_id}[/]",
                                            highlight=False)
                     self.batch, self.results = list(ev.calls), {}
@@ -156,19 +156,21 @@ class ChatView:
             result = self.results.get(call.call_id)
             what = f"{escape(call.tool)} {escape(main_argument(call.input, 40))} [dim]({call.call_id})[/]"
             if result is None or (result.status == "error" and result.check == "interrupt"):
-                said = "[dim]not run[/]: it had not finished; nothing of it was kept"
+                said = "[dim]not run[/]: nothing of it was kept; it runs only if the model asks again"
             elif result.status == "unknown":
                 receipt = escape(result.receipt_id or "")
-                said = (f"[magenta]started, outcome unknown[/]: look at what it did, then record it: "
-                        f"strata reconcile {receipt} --applied (or --not-applied)")
+                said = (f"[magenta]started, outcome unknown[/]: look at what it did, then record it:\n"
+                        f"      strata reconcile {receipt} --applied   [dim](or --not-applied)[/]")
             elif result.status == "ok":
                 said = "[green]finished[/] before the interrupt; its result stands"
             else:
                 said = f"{escape(result.status)} before the interrupt"
             self.console.print(f"  {what}: {said}", highlight=False)
-        self.console.print("  The prompt is yours: say what to do next, or /show CALL_ID for a result. "
-                           f"[dim](strata receipts {session_id} --status unknown lists open effects)[/]",
+        self.console.print("  The prompt is yours: say what to do next; /show CALL_ID prints a result.",
                            highlight=False)
+        if any(r.status == "unknown" for r in self.results.values()):
+            self.console.print(f"  [dim]open effects: strata receipts {session_id} --status unknown[/]",
+                               highlight=False)
 
 
 class CtrlC:

@@ -55,12 +55,15 @@ def show_result(c: Console, ev: CallResult) -> None:
         return
     total = ev.blob.size if ev.blob is not None else len(body.encode("utf-8"))
     timing = f", {ev.duration_ms / 1000:.1f} s" if ev.duration_ms is not None else ""
-    c.print(f"{head} [dim]({len(lines)} lines, {size(total)}{timing})[/]", highlight=False)
+    count = f"{len(lines)} line{'s' if len(lines) != 1 else ''}"
+    c.print(f"{head} [dim]({count}, {size(total)}{timing})[/]", highlight=False)
+    room = max(20, c.width - 7)
     for line in lines[:PREVIEW_LINES]:
         c.print(Text("     │ ", style="dim") + Text(line), no_wrap=True, overflow="ellipsis", highlight=False)
     hidden = len(lines) - PREVIEW_LINES
-    if hidden > 0 or ev.blob is not None:
-        more = f"{hidden} more lines" if hidden > 0 else "the rest"
+    cropped = any(len(line) > room for line in lines[:PREVIEW_LINES])
+    if hidden > 0 or ev.blob is not None or cropped:
+        more = f"{hidden} more lines" if hidden > 0 else "long lines are cropped here"
         whole = " (the whole output is kept as a blob)" if ev.blob is not None else ""
         c.print(f"     [dim]… {more}, {size(total)} in all{whole}: /show {escape(ev.call_id)}[/]", highlight=False)
 

@@ -102,3 +102,36 @@ def test_chat_without_a_terminal_refuses_in_one_line_and_creates_nothing(cli: St
     assert len(lines) == 1 and "needs a terminal" in lines[0] and "strata run" in lines[0], lines
     assert cli.json_lines("sessions", "--json") == []
     assert not (cli.home / "chat_history").exists()
+
+
+def test_after_ctrl_c_each_call_is_accounted_for_and_show_prints_a_whole_result(cli: StrataCLI, workspace: Path,
+                                                                                tmp_path: Path) -> None:
+    """Ctrl-C during a batch: the screen says per call what happened (finished, started with an unknown outcome
+    and how to reconcile it, not run); `/show PREFIX` and `/last` print a call's whole result."""
+    tmux = TMUX.require()
+    long_output = "; ".join(f"echo line {i}" for i in range(1, 21))
+    script = write_script(tmp_path / "turns.json", [
+        [tool_use("toolu_fast", "bash", command=long_output), tool_use("toolu_slow", "bash", command="sleep 30"),
+         tool_use("toolu_after", "bash", command="echo after")],
+    ])
+    env = {**cli.env(), "TERM": "xterm-256color"}
+    argv = cli.argv(["chat", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "bash"])
+    with tmux_pane(tmux, argv, cwd=cli.cwd, env=env, width=WIDTH, height=60) as pane:
+        pane.wait_for(r"^strata>")
+        pane.type("three commands")
+        pane.wait_for(r"… 15 more lines, .* /show toolu_fast")
+        pane.wait_for(rf"{SPINNER} running \[bash\] sleep 30")
+        pane.keys("C-c")
+        pane.wait_for(r"interrupted: the turn stopped and every call has its result:")
+        pane.wait_for(r"bash .* \(toolu_fast\): finished before the interrupt")
+        pane.wait_for(r"bash sleep 30 \(toolu_slow\): started, outcome unknown: .*\n"
+                      r"\s+strata reconcile rcpt_\w+ --applied")
+        pane.wait_for(r"bash echo after \(toolu_after\): not run")
+        pane.wait_for(r"^strata>\s*$")
+        pane.type("/show toolu_fa")
+        pane.wait_for(r"result of toolu_fast \(bash, ok, \d+ bytes, whole\):")
+        pane.wait_for(r"^line 20$")
+        pane.type("/last")
+        pane.wait_for(r"result of toolu_after \(bash, error, \d+ bytes, whole\):")
+        pane.keys("C-d")
+        pane.wait_for(r"left session")
