@@ -73,7 +73,8 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
             if not sys.stdin.isatty():  # after what would refuse anyway, before anything is recorded
                 if record is not None and not without_project_hooks:
                     await _refuse_resume_early(rt, record.id)
-                raise NoTerminal
+                raise UsageError("strata chat needs a terminal on stdin; for a script or a pipe use "
+                                 "`strata run PROMPT` (nothing was started)")
             view.max_attempts = getattr(getattr(model, "_retry", None), "max_attempts", None)
             keys = CtrlC()
             session = Chat(console, make_prompt(str(settings.home / "chat_history"), keys), view, keys=keys)
@@ -98,17 +99,8 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
             finally:
                 await live.release("idle")
 
-    try:
-        cmd.run(main)
-    except NoTerminal:
-        click.echo("strata: error: strata chat needs a terminal on stdin; for a script or a pipe use "
-                   "`strata run PROMPT` (nothing was started)", err=True)
-        sys.exit(2)
+    cmd.run(main)
     sys.exit(0)
-
-
-class NoTerminal(Exception):
-    """stdin is not a terminal: chat refuses before it records anything."""
 
 
 async def _refuse_resume_early(rt: Runtime, session_id: str) -> None:

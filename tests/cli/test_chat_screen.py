@@ -135,3 +135,56 @@ def test_after_ctrl_c_each_call_is_accounted_for_and_show_prints_a_whole_result(
         pane.wait_for(r"result of toolu_after \(bash, error, \d+ bytes, whole\):")
         pane.keys("C-d")
         pane.wait_for(r"left session")
+
+
+def test_always_offers_the_command_pattern_first_and_the_grant_holds_only_for_it(cli: StrataCLI, workspace: Path,
+                                                                                 tmp_path: Path) -> None:
+    """For a plain command, `a` is "always for commands with this first word" (said exactly), `e` the whole tool.
+    The pattern grant lets the next `echo` through without asking, but not another command nor a compound line
+    that starts with `echo`; a headless resume honours it the same way."""
+    tmux = TMUX.require()
+    script = write_script(tmp_path / "turns.json", [
+        [tool_use("b1", "bash", command="echo one")],
+        [tool_use("b2", "bash", command="echo two")],
+        [tool_use("b3", "bash", command="echo three; touch compound.txt")],
+        [tool_use("b4", "bash", command="touch other.txt")],
+        [text("done")],
+        [tool_use("b5", "bash", command="echo four")],
+        [tool_use("b6", "bash", command="touch headless.txt")],
+        [text("resumed")],
+    ])
+    env = {**cli.env(), "TERM": "xterm-256color"}
+    argv = cli.argv(["chat", "--model", f"script:{script}", "--workspace", str(workspace)])
+    with tmux_pane(tmux, argv, cwd=cli.cwd, env=env, width=WIDTH, height=60) as pane:
+        session_id = pane.wait_for(r"session ([0-9a-f-]{36}) \(interactive\)").group(1)
+        pane.type("echo things")
+        pane.wait_for(r"a always: bash commands matching `echo \*`, for the rest of this session, when the same rule "
+                      r"asks")
+        pane.wait_for(r"e always: every bash call, for the rest of this session")
+        pane.wait_for(r"approve\? \[y/n/a/e\]")
+        pane.type("a")
+        pane.wait_for(r"allowed from now on: bash commands matching `echo \*`")
+        pane.wait_for(r"<- bash ok .*\n.*\n.*one")
+        pane.wait_for(r"<- bash ok .*\n.*\n.*two")  # no question for the second echo
+        pane.wait_for(r"approval needed: bash[\s\S]*echo three; touch compound.txt")
+        assert pane.screen().count("approval needed") == 2
+        pane.wait_for(r"approve\? \[y/n/a\]\s*$")  # a compound line: no narrower choice
+        pane.type("n")
+        pane.wait_for(r"reason for the model")
+        pane.type("")
+        pane.wait_for(r"you said no to bash \(no reason given\)")
+        pane.wait_for(r"approval needed: bash[\s\S]*touch other.txt[\s\S]*matching `touch \*`")
+        pane.type("n")
+        pane.wait_for(r"reason for the model")
+        pane.type("not now")
+        pane.wait_for(r"you said no to bash: not now")
+        pane.wait_for(r"assistant: done")
+        pane.keys("C-d")
+        pane.wait_for(r"left session")
+    assert not (workspace / "compound.txt").exists() and not (workspace / "other.txt").exists()
+    resumed = cli.run("resume", session_id, "more")
+    assert "b5" not in resumed.stdout or "DENIED" not in resumed.stdout.split("b5")[0]
+    view = cli.show(session_id)
+    results = {b["tool_use_id"]: b for m in view["messages"] for b in m["content"] if b["type"] == "tool_result"}
+    assert "four" in results["b5"]["content"] and not results["b5"]["is_error"], results["b5"]
+    assert results["b6"]["is_error"] and not (workspace / "headless.txt").exists(), results["b6"]
