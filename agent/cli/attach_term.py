@@ -1,6 +1,7 @@
 """`strata attach` in a terminal: `strata chat`'s look (agent/terminal/chat.py) over the daemon.
 
-Committed events are rendered by chat's own view; an approval request shows every argument and takes an explicit
+Committed events are rendered by chat's own view (Markdown, result blocks, and during a turn the live status
+line, paused while an approval is asked); an approval request shows every argument and takes an explicit
 y/n/a, sent back bound to the arguments' sha256 and the plan digest it was shown with; Ctrl-C during a turn asks
 the daemon to interrupt it (the batch is closed as Ctrl-C closes it in chat); /timeline and /receipts read the
 store; /exit, Ctrl-D or Ctrl-C at the prompt detach, and the session goes on in the daemon. The model's text
@@ -48,7 +49,7 @@ class TerminalAttach:
         self.console = console
         self.prompt = prompt
         self.commands = commands
-        self.view = ChatView(console, live=False)  # the prompt shares the screen (patch_stdout)
+        self.view = ChatView(console)
         self._in_turn = False
         self._turn_items: MemoryObjectSendStream[ipc.ApprovalRequest | ipc.ResultPush | None]
         self._turn_out: MemoryObjectReceiveStream[ipc.ApprovalRequest | ipc.ResultPush | None]
@@ -203,6 +204,7 @@ class TerminalAttach:
     async def _turn(self, first: ipc.ApprovalRequest | None = None) -> bool:
         """Until the turn's result: answer the approvals it asks (`first`: one that arrived already). False when
         the attachment ended."""
+        self.view.begin_turn()  # the live area (status line) only while no prompt is on the screen
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._interrupt_on_sigint)
             try:
@@ -216,6 +218,7 @@ class TerminalAttach:
                     await self._approve(item)
             finally:
                 tg.cancel_scope.cancel()
+                self.view.end_turn()
         return False
 
     async def _interrupt_on_sigint(self) -> None:
@@ -226,6 +229,10 @@ class TerminalAttach:
                 await self._request(ipc.Interrupt)
 
     async def _approve(self, asked: ipc.ApprovalRequest) -> None:
+        with self.view.area.paused():
+            await self._decide(asked)
+
+    async def _decide(self, asked: ipc.ApprovalRequest) -> None:
         show_request(self.console, _as_request(asked))
         while True:
             try:

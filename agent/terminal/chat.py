@@ -58,7 +58,8 @@ class ChatView:
     console: Console
     max_attempts: int | None = None
     live: bool = True
-    """Whether the live area (the open block, the status line) is drawn; without it finished blocks still show."""
+    """Whether the live area (the open block, the status line) is drawn during a turn (between `begin_turn` and
+    `end_turn`, when no prompt shares the screen); without it finished blocks still show."""
     stream: MarkdownStream = field(init=False, repr=False)
     area: LiveArea = field(init=False, repr=False)
     batch: list[PlannedCall] = field(default_factory=list, repr=False)
@@ -67,7 +68,7 @@ class ChatView:
 
     def __post_init__(self) -> None:
         self.stream = MarkdownStream(self.console)
-        self.area = LiveArea(self.console, self.stream, enabled=self.live)
+        self.area = LiveArea(self.console, self.stream, enabled=False)
 
     @property
     def streamed(self) -> bool:
@@ -98,7 +99,7 @@ class ChatView:
             of = f" of {self.max_attempts}" if self.max_attempts else ""
             self.area.status(f"{what}, retrying in {{s}} s (attempt {attempt.number + 1}{of})",
                              until=self.area.clock() + attempt.delay_s)
-            if not (self.live and self.console.is_terminal):  # no live countdown: the wait is said once, here
+            if not (self.area.enabled and self.console.is_terminal):  # no live countdown: the wait is said once, here
                 self.console.print(f"[yellow]retrying in {attempt.delay_s:.0f} s (attempt {attempt.number + 1}"
                                    f"{of})[/]", highlight=False)
 
@@ -108,11 +109,13 @@ class ChatView:
 
     def begin_turn(self) -> None:
         self.batch, self.results = [], {}
+        self.area.enabled = self.live
         self.area.status("thinking")
 
     def end_turn(self) -> None:
         self.stream.finish()
         self.area.stop()
+        self.area.enabled = False
 
     def _next_status(self) -> None:
         pending = [c for c in self.batch if c.call_id not in self.results]
