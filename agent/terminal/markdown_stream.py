@@ -79,7 +79,7 @@ class MarkdownStream:
         fenced = text.lstrip("\n").startswith(("```", "~~~"))
         if self._blocks and not (fenced or self._after_fence):  # a code block brings its own blank lines
             self.console.print()
-        self._after_fence = fenced
+        self._after_fence = text.rstrip().endswith(("```", "~~~"))
         self.console.print(labelled(markdown(text.strip("\n")), first=not self._blocks))
         self._blocks += 1
 
