@@ -148,6 +148,22 @@ class Runtime:
         return await self.knowledge.open(workspace, mode)
 
 
+TITLE_CHARS = 80
+
+
+def session_title(masker: Masker, prompt: str) -> str:
+    """A session's title, which listings show: the first line of its first prompt, masked before it is cut (half a
+    secret would not look like one), cut at a word boundary and then ended with an ellipsis."""
+    lines = prompt.strip().splitlines()
+    if not lines:
+        return ""
+    whole = masker.mask(lines[0].strip())
+    if len(whole) <= TITLE_CHARS:
+        return whole
+    cut = cut_head(whole, TITLE_CHARS - 1).rstrip() or whole[: TITLE_CHARS - 1]
+    return cut + "…"
+
+
 @dataclass
 class LiveSession:
     runtime: Runtime
@@ -185,6 +201,12 @@ class LiveSession:
             raise error
         assert outcome is not None
         return outcome
+
+    async def name(self, prompt: str) -> None:
+        """Title a session that has none after `prompt` (`strata chat` starts without one), as `strata run` does."""
+        title = session_title(self.runtime.masker, prompt)
+        if title:
+            await self.runtime.store.name_session(self.id, self.holder.token, title)
 
     async def _taken_over(self) -> bool:
         with anyio.CancelScope(shield=True):
@@ -289,8 +311,7 @@ async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mo
     session_id = rt.ids.session_id()
     holder = new_holder(rt.ids.uuid7(), rt.clock)
     now = rt.clock.now()
-    # Masked before it is cut (half a secret would not look like one), since listings show it.
-    title = cut_head(rt.masker.mask(prompt.strip().splitlines()[0]), 80) if prompt and prompt.strip() else ""
+    title = session_title(rt.masker, prompt) if prompt else ""
     record = SessionRecord(id=session_id, created_at=now, updated_at=now, mode=mode, workspace=str(ws),
                            model=model.name, title=title, status="active", lease=holder)
     asking = asking or Asking()

@@ -184,6 +184,8 @@ class GrantAdded(_Event):
     asked_by: str
     approver: str
     call_id: str
+    pattern: str | None = Field(default=None, exclude_if=lambda pattern: pattern is None)
+    """Only calls matching this allow pattern (e.g. `git *` for bash, core/grant_scope.py); None: every call."""
 
 
 class BatchCompleted(_Event):

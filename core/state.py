@@ -77,6 +77,8 @@ class Grant:
     tool: str
     asked_by: str
     approver: str
+    pattern: str | None = None
+    """Only calls matching this allow pattern (core/grant_scope.py), or every call of the tool (None)."""
 
 
 @dataclass
@@ -260,7 +262,7 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
         case ApprovalRejected():
             state.approvals[ev.call_id] = Approval("rejected", ev.args_sha256, ev.approver, reason=ev.reason)
         case GrantAdded():
-            state.grants.append(Grant(ev.tool, ev.asked_by, ev.approver))
+            state.grants.append(Grant(ev.tool, ev.asked_by, ev.approver, ev.pattern))
         case RulesAdded():
             state.rules.extend(ev.rules)
         case SessionResumed():

@@ -238,6 +238,11 @@ class InMemoryEventStore:
         self._sessions[session_id] = rec.model_copy(
             update={"lease": None, "status": status or rec.status, "updated_at": self._clock.now()})
 
+    async def name_session(self, session_id: str, token: str, title: str) -> None:
+        rec = await self.get_session(session_id)
+        if rec.lease is not None and rec.lease.token == token:
+            self._sessions[session_id] = rec.model_copy(update={"title": title})
+
     async def read_events(self, session_id: str, after_seq: int = 0,
                           upto_seq: int | None = None) -> list[StoredEvent]:
         log = self._events.get(session_id)

@@ -492,6 +492,12 @@ class SqliteEventStore:
 
         await self._transaction(session_id, body)
 
+    async def name_session(self, session_id: str, token: str, title: str) -> None:
+        def body(conn: sqlite3.Connection, at: str, _: list[Callable[[], None]]) -> None:
+            conn.execute("UPDATE sessions SET title = ? WHERE id = ? AND lease_token = ?", (title, session_id, token))
+
+        await self._transaction(session_id, body)
+
     # -- reads ---------------------------------------------------------------------------------------------
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:

@@ -128,6 +128,11 @@ class EventStore(Protocol):
 
     async def release_lease(self, session_id: str, token: str, status: SessionStatus | None) -> None: ...
 
+    async def name_session(self, session_id: str, token: str, title: str) -> None:
+        """Set the session's title (what listings call it) if `token` holds its lease; its log is untouched. A
+        session started without a prompt (`strata chat`) is named after its first one."""
+        ...
+
     def shared_locks(self) -> SharedLocks | None:
         """Resource locks that hold across every machine using this store (a database several machines share);
         None for a store of one machine, whose home's lock files are enough (tool_executor/locks.py)."""

@@ -61,3 +61,6 @@ CHROMIUM = SystemProgram("Chromium", ("chromium", "chromium-browser"), "STRATA_R
 POSTGRES = SystemProgram("PostgreSQL", ("initdb",), "STRATA_REQUIRE_POSTGRES",
                          "sudo apt-get install -y postgresql", also_in=("/usr/lib/postgresql/*/bin",))
 """Found by its `initdb`; `pg_ctl` is beside it."""
+
+TMUX = SystemProgram("tmux", ("tmux",), "STRATA_REQUIRE_TMUX", "sudo apt-get install -y tmux")
+"""The terminal multiplexer the chat-screen tests drive `strata chat` in (its screen is read back with colours)."""

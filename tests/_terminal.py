@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pexpect
 
-APPROVE = r"approve\? \[y/n/a\]"
+APPROVE = r"approve\? \[y/n/a(?:/e)?\]"
 CHAT_SESSION = r"session ([0-9a-f-]{36}) \(interactive\)"
 
 

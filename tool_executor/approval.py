@@ -45,6 +45,8 @@ class ApprovalRequest:
     reasons: tuple[str, ...]
     asked_by: str
     plan_digest: str
+    narrower: str | None = None
+    """A narrower "always" to offer first: an allow pattern this call matches (`git *`, core/grant_scope.py)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,12 @@ class ApprovalAnswer:
     approver: str
     """Who decided (e.g. `person:alice@host (/dev/pts/3)`); recorded with the decision."""
     reason: str = ""
+    pattern: str | None = None
+    """With "always": only calls matching the request's `narrower` pattern (any other pattern is ignored)."""
+
+
+Covers = Callable[[str], bool]
+"""Whether the call being decided matches an allow pattern (a pattern grant's)."""
 
 
 class Approver(Protocol):
@@ -80,15 +88,16 @@ class Rejected:
 ApprovalOutcome = Approved | Rejected | Parked
 
 
-def from_record(request: ApprovalRequest, grants: Sequence[Grant],
-                recorded: Approval | None) -> tuple[ApprovalOutcome | None, str]:
+def from_record(request: ApprovalRequest, grants: Sequence[Grant], recorded: Approval | None,
+                covers: Covers | None = None) -> tuple[ApprovalOutcome | None, str]:
     """Steps 1 and 2: an outcome decided without asking anyone, or None and a note on why a record did not
-    apply."""
+    apply. A grant with a pattern covers the call only where `covers` says the call matches it."""
     # A person's "no" to this very call stands, whatever grant ("always") was given for its tool since.
     if recorded is not None and recorded.decision == "rejected":
         return Rejected(recorded.approver, recorded.reason, "recorded"), ""
     # An ask may be the union of several askers ("rule A + hook B"): grants must cover every one of them.
     askers = request.asked_by.split(" + ")
+    grants = [g for g in grants if g.pattern is None or (covers is not None and covers(g.pattern))]
     covering = [next((g for g in grants if g.tool == request.tool and g.asked_by in (a, request.asked_by)), None)
                 for a in askers]
     if all(g is not None for g in covering):
@@ -119,9 +128,15 @@ class ApprovalStep:
     """Step 7 for the calls of one processor: who asks (`approver`, or nobody and then `on_ask`), one question
     at a time, and the "always" answers given during the current batch (for its later calls)."""
 
-    def __init__(self, approver: Approver | None, on_ask: OnAsk) -> None:
+    def __init__(self, approver: Approver | None, on_ask: OnAsk,
+                 matches: Callable[[str, Mapping[str, Any], str], bool] | None = None,
+                 narrower: Callable[[str, Mapping[str, Any]], str | None] | None = None) -> None:
         self.approver = approver
         self.on_ask = on_ask
+        self.matches = matches
+        """Whether a call (tool, arguments) matches an allow pattern: how a pattern grant is judged."""
+        self.narrower = narrower
+        """The narrower "always" pattern to offer for a call, if any."""
         self._asking = anyio.Lock()
         self.batch_grants: list[Grant] = []
 
@@ -139,10 +154,14 @@ class ApprovalStep:
             request = ApprovalRequest(session_id=env.session_id, call_id=call_id, tool=tool, input=args,
                                       input_sha256=sha256_json(args), safety="", effect="", pii="",
                                       reasons=ask.reasons, asked_by=ask.asked_by, plan_digest=env.plan_digest)
-            outcome, _ = from_record(request, env.grants, env.approvals.get(call_id))
+            outcome, _ = from_record(request, env.grants, env.approvals.get(call_id), self._covers(tool, args))
             if outcome is not None:
                 return None
         return no_human(ask, tool, mode)
+
+    def _covers(self, tool: str, args: Mapping[str, Any]) -> Covers | None:
+        matches = self.matches
+        return None if matches is None else (lambda pattern: matches(tool, args, pattern))
 
     async def decide(self, call: PlannedCall, env: CallEnv, hooked: Hooked, steps: list[Step]) -> Decision:
         """Where steps 1-7 end for a call the hooks let through (`hooked`)."""
@@ -175,9 +194,11 @@ class ApprovalStep:
         sha = effective_sha256(call, args)
         request = ApprovalRequest(session_id=env.session_id, call_id=call.call_id, tool=tool, input=args,
                                   input_sha256=sha, safety=spec.safety, effect=spec.effect, pii=spec.pii,
-                                  reasons=ask.reasons, asked_by=ask.asked_by, plan_digest=env.plan_digest)
+                                  reasons=ask.reasons, asked_by=ask.asked_by, plan_digest=env.plan_digest,
+                                  narrower=self.narrower(tool, args) if self.narrower is not None else None)
         outcome: ApprovalOutcome | None
-        outcome, note = from_record(request, (*env.grants, *self.batch_grants), env.approvals.get(call.call_id))
+        outcome, note = from_record(request, (*env.grants, *self.batch_grants), env.approvals.get(call.call_id),
+                                    self._covers(tool, args))
         events: list[Event] = []
 
         def done(verdict: Pass | Deny | Parked, approver: str | None = None) -> Decision:
@@ -206,9 +227,10 @@ class ApprovalStep:
                                               scope="session" if answer.decision == "always" else "once",
                                               asked_by=ask.asked_by))
                 if answer.decision == "always":
+                    pattern = answer.pattern if answer.pattern == request.narrower else None
                     events.append(GrantAdded(tool=tool, asked_by=ask.asked_by, approver=answer.approver,
-                                             call_id=call.call_id))
-                    self.batch_grants.append(Grant(tool, ask.asked_by, answer.approver))
+                                             call_id=call.call_id, pattern=pattern))
+                    self.batch_grants.append(Grant(tool, ask.asked_by, answer.approver, pattern))
         match outcome:
             case Approved():
                 steps.append(Step("approval", "approved", f"{outcome.approver} ({outcome.via})", by=outcome.approver))

@@ -31,6 +31,7 @@ import structlog
 
 import tool_executor.result as results
 from core.events import BatchProposed, Mode, PlannedCall
+from core.grant_scope import command_pattern
 from core.hooks import HookSet
 from core.ids import IdFactory
 from core.policy import PermissionRule
@@ -47,10 +48,12 @@ from tool_executor._receipts import Receipts, SettleCause, settle_open_batch
 from tool_executor._types import BatchRun, CallEnv, Checked, Decision, Step, effective_sha256
 from tool_executor.approval import ApprovalStep, Approver, parked_call
 from tool_executor.checks._pipeline import CheckContext, run_checks
+from tool_executor.checks.policy import rule_matches
 from tool_executor.checks.schema import make_validator
 from tool_executor.locks import ResourceLocks
 from tool_executor.middleware import DEFAULT_MIDDLEWARE, Middleware
 from tool_executor.orphans import end_group
+from tool_executor.shell import read_command
 from tool_executor.verdicts import Ask, Deny, Parked
 
 log = structlog.get_logger("strata.executor")
@@ -66,7 +69,7 @@ class ToolCallProcessor:
         self.workspace = workspace
         self.hooks = hooks or HookSet()
         self.middleware = tuple(middleware)
-        self.approval = ApprovalStep(approver, on_ask)
+        self.approval = ApprovalStep(approver, on_ask, matches=self._matches, narrower=self._narrower)
         self.locks = locks
         self.recorder = recorder or Recorder()
         self.config_rules = tuple(config_rules)
@@ -78,6 +81,21 @@ class ToolCallProcessor:
         """On resume, a command that outlived its Strata process is killed (instead of waited for)."""
         self._in_flight: dict[str, CallRecord] = {}
         """The records of the current batch's calls that have no result staged yet, by call id."""
+
+    def _matches(self, tool: str, args: Mapping[str, Any], pattern: str) -> bool:
+        """A pattern grant covers a call as an allow rule with that pattern would (a compound command never)."""
+        spec = self.plan.get(tool)
+        rule = PermissionRule(action="allow", tool=tool, pattern=pattern, source="grant")
+        return spec is not None and rule_matches(rule, spec, args, self.workspace)
+
+    def _narrower(self, tool: str, args: Mapping[str, Any]) -> str | None:
+        """For a command read with certainty: "always" for commands with its first word (core/grant_scope.py),
+        offered only if this very call matches it."""
+        spec = self.plan.get(tool)
+        if spec is None or spec.primary_kind != "command" or not isinstance(args.get(spec.primary_arg or ""), str):
+            return None
+        pattern = command_pattern(read_command(args[spec.primary_arg or ""]).allow_text)
+        return pattern if pattern is not None and self._matches(tool, args, pattern) else None
 
     @property
     def approver(self) -> Approver | None:

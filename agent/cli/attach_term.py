@@ -1,6 +1,7 @@
 """`strata attach` in a terminal: `strata chat`'s look (agent/terminal/chat.py) over the daemon.
 
-Committed events are rendered by chat's own view; an approval request shows every argument and takes an explicit
+Committed events are rendered by chat's own view (Markdown, result blocks, and during a turn the live status
+line, paused while an approval is asked); an approval request shows every argument and takes an explicit
 y/n/a, sent back bound to the arguments' sha256 and the plan digest it was shown with; Ctrl-C during a turn asks
 the daemon to interrupt it (the batch is closed as Ctrl-C closes it in chat); /timeline and /receipts read the
 store; /exit, Ctrl-D or Ctrl-C at the prompt detach, and the session goes on in the daemon. The model's text
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import math
 import signal
-from collections.abc import Awaitable, Callable
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -24,7 +24,7 @@ from rich.markup import escape
 from agent import ipc
 from agent.cli.attach_json import ENDING_NOTICES
 from agent.terminal.approver import show_request
-from agent.terminal.chat import HELP, ChatView
+from agent.terminal.chat import HELP, ChatView, Command
 from core.events import AssistantMessage, BatchProposed, StoredEvent
 from core.model import ModelAttempt
 from tool_executor import ApprovalRequest
@@ -42,7 +42,7 @@ def _as_request(push: ipc.ApprovalRequest) -> ApprovalRequest:
 
 class TerminalAttach:
     def __init__(self, client: ipc.IpcClient, session_id: str, role: str, console: Console,
-                 prompt: PromptSession[str], commands: dict[str, Callable[[], Awaitable[None]]]) -> None:
+                 prompt: PromptSession[str], commands: dict[str, Command]) -> None:
         self.client = client
         self.session_id = session_id
         self.role = role
@@ -127,8 +127,9 @@ class TerminalAttach:
     def _message_committed(self) -> None:
         """The streamed message is committed (or the turn ended): the next text starts a new one."""
         if self._gap:  # some deltas never came: the committed text is shown whole
+            shown = self.view.streamed
             self.view.end_line()
-            if self.view.streamed:
+            if shown:
                 self.say("[dim](some streamed text did not reach this client; the whole message follows)[/]")
             self.view.streamed = False
         self._attempt, self._streamed_chars, self._gap = 1, 0, False
@@ -153,7 +154,7 @@ class TerminalAttach:
             if not text:
                 continue
             if text.startswith("/"):
-                name = text.split()[0]
+                name, _, arg = text.partition(" ")
                 if name in ("/exit", "/quit", "/detach"):
                     break
                 if name == "/help":
@@ -161,7 +162,7 @@ class TerminalAttach:
                                                     "detach (Ctrl-D does too); the session goes on in the daemon"),
                                        markup=False, highlight=False)
                 elif name in self.commands:
-                    await self.commands[name]()
+                    await self.commands[name](arg.strip())
                 else:
                     self.say(f"unknown command {escape(name)}; /help lists them")
                 continue
@@ -203,6 +204,7 @@ class TerminalAttach:
     async def _turn(self, first: ipc.ApprovalRequest | None = None) -> bool:
         """Until the turn's result: answer the approvals it asks (`first`: one that arrived already). False when
         the attachment ended."""
+        self.view.begin_turn()  # the live area (status line) only while no prompt is on the screen
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._interrupt_on_sigint)
             try:
@@ -216,6 +218,7 @@ class TerminalAttach:
                     await self._approve(item)
             finally:
                 tg.cancel_scope.cancel()
+                self.view.end_turn()
         return False
 
     async def _interrupt_on_sigint(self) -> None:
@@ -226,6 +229,10 @@ class TerminalAttach:
                 await self._request(ipc.Interrupt)
 
     async def _approve(self, asked: ipc.ApprovalRequest) -> None:
+        with self.view.area.paused():
+            await self._decide(asked)
+
+    async def _decide(self, asked: ipc.ApprovalRequest) -> None:
         show_request(self.console, _as_request(asked))
         while True:
             try:

@@ -39,7 +39,7 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
          allow: tuple[str, ...], deny: tuple[str, ...], max_turns: int | None, without_project_hooks: bool) -> None:
     """Talk to an agent in this terminal; it asks before anything that writes, runs or reaches out."""
     from agent.terminal.approver import TerminalApprover  # the terminal (prompt_toolkit) loads only for chat
-    from agent.terminal.chat import Chat, ChatView, make_prompt
+    from agent.terminal.chat import Chat, ChatView, CtrlC, make_prompt
 
     if resume_id and continue_latest:
         raise click.UsageError("use --resume ID or --continue, not both")
@@ -70,7 +70,14 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
             record = await rt.store.get_session(target) if target is not None else None
             # The model first: a missing API key is one line before the terminal is taken over.
             model = model_from_spec(model_spec or (record.model if record else settings.model or DEFAULT_CHAT_MODEL))
-            session = Chat(console, make_prompt(str(settings.home / "chat_history")), view)
+            if not sys.stdin.isatty():  # after what would refuse anyway, before anything is recorded
+                if record is not None and not without_project_hooks:
+                    await _refuse_resume_early(rt, record.id)
+                raise UsageError("strata chat needs a terminal on stdin; for a script or a pipe use "
+                                 "`strata run PROMPT` (nothing was started)")
+            view.max_attempts = getattr(getattr(model, "_retry", None), "max_attempts", None)
+            keys = CtrlC()
+            session = Chat(console, make_prompt(str(settings.home / "chat_history"), keys), view, keys=keys)
             asking = Asking(approver=TerminalApprover(console, session.ask_line, on_interrupt=session.interrupt))
             live: LiveSession
             if record is not None:
@@ -84,6 +91,7 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
                                            prompt=None, max_turns=settings.max_turns, observer=view, listener=view,
                                            asking=asking)
             session.commands = slash_commands(console, rt, live.id)
+            session.untitled = record is None or not record.title
             try:
                 if live.state.open_batch is not None:
                     await session.turn(live, None)  # finish the batch a crash or an interrupt left open
@@ -93,6 +101,17 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
 
     cmd.run(main)
     sys.exit(0)
+
+
+async def _refuse_resume_early(rt: Runtime, session_id: str) -> None:
+    """The refusal a resume would give for missing project hooks, read without taking the session (so that it,
+    not the missing terminal, is the one line a script sees)."""
+    from agent.project_hooks import resume_refusal
+    from memory.restore import restore_or_report
+
+    state = (await restore_or_report(rt.store, session_id)).state
+    if (refusal := resume_refusal(session_id, state.project_hooks_digest, rt.project_hooks)) is not None:
+        raise refusal
 
 
 def _replay(console: SafeConsole, live: LiveSession) -> None:
@@ -117,11 +136,12 @@ def show_history(console: SafeConsole, session_id: str, messages: Sequence[Messa
                 console.print(f"[dim]  <- {mark}: {_first_line(block.content, 120)}[/]", highlight=False)
 
 
-def slash_commands(console: SafeConsole, rt: Runtime, session_id: str) -> dict[str, Callable[[], Awaitable[None]]]:
-    """/timeline and /receipts: what happened in this session so far, masked like every observation surface (also
-    `strata attach`'s, on a read-only runtime)."""
+def slash_commands(console: SafeConsole, rt: Runtime,
+                   session_id: str) -> dict[str, Callable[[str], Awaitable[None]]]:
+    """/timeline, /receipts, /show CALL_ID and /last: what happened in this session so far, masked like every
+    observation surface (also `strata attach`'s, on a read-only runtime)."""
 
-    async def timeline() -> None:
+    async def timeline(_: str) -> None:
         rows = await rt.store.read_timeline(session_id)
         shown = [r for r in rows if r.kind in ("call", "approval", "model_attempt", "lifecycle")][-TIMELINE_ROWS:]
         console.print(f"timeline of {session_id}: {len(rows)} rows; the last {len(shown)} calls, approvals, model "
@@ -131,7 +151,7 @@ def slash_commands(console: SafeConsole, rt: Runtime, session_id: str) -> dict[s
             console.print(f"  {r.seq:>5}  t{r.turn:<3} {r.kind:<13}{decision:<10} {r.summary[:140]}", markup=False,
                           highlight=False)
 
-    async def receipts() -> None:
+    async def receipts(_: str) -> None:
         rows = await rt.store.list_receipts(session_id)
         if not rows:
             console.print("no effect receipts in this session yet", highlight=False)
@@ -141,4 +161,42 @@ def slash_commands(console: SafeConsole, rt: Runtime, session_id: str) -> dict[s
             console.print(f"  {r.id}  {r.status:<10} {mask(r.tool):<10} call {mask(r.call_id)}{by}", markup=False,
                           highlight=False)
 
-    return {"/timeline": timeline, "/receipts": receipts}
+    async def show(call_id: str) -> None:
+        if not call_id:
+            console.print("/show needs a call id (the dim id after each call); /last shows the last call's result",
+                          highlight=False)
+            return
+        await show_call_result(console, rt, session_id, call_id)
+
+    async def last(_: str) -> None:
+        await show_call_result(console, rt, session_id, None)
+
+    return {"/timeline": timeline, "/receipts": receipts, "/show": show, "/last": last}
+
+
+async def show_call_result(console: SafeConsole, rt: Runtime, session_id: str, call_id: str | None) -> None:
+    """A call's whole result (its blob, when the output was too large for the log), masked. `call_id` may be a
+    unique start of the id; None: the last call of the session."""
+    from core.events import CallResult
+
+    found = [e.event for e in await rt.store.read_events(session_id) if isinstance(e.event, CallResult)]
+    if call_id is not None:
+        exact = [r for r in found if r.call_id == call_id]
+        found = exact or [r for r in found if r.call_id.startswith(call_id)]
+        if len({r.call_id for r in found}) > 1:
+            ids = ", ".join(sorted({rt.masker.mask(r.call_id) for r in found}))
+            console.print(f"{rt.masker.mask(call_id)} could be any of: {ids}", markup=False, highlight=False)
+            return
+    if not found:
+        what = f"no call {rt.masker.mask(call_id)}" if call_id else "no call yet"
+        console.print(f"{what} in this session", markup=False, highlight=False)
+        return
+    result = found[-1]
+    text = result.content
+    if result.blob is not None and (data := await rt.store.get_blob(result.blob.sha256)) is not None:
+        text = data.decode("utf-8", errors="replace")
+    reasons = "".join(f"\n{r}" for r in result.reasons)
+    mask = rt.masker.mask
+    console.print(f"result of {mask(result.call_id)} ({mask(result.tool)}, {result.status}, "
+                  f"{len(text.encode('utf-8'))} bytes, whole):", markup=False, highlight=False)
+    console.print(mask(text + reasons), markup=False, highlight=False, soft_wrap=True)

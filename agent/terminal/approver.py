@@ -1,22 +1,41 @@
 """The terminal approver: shows the whole call (tool, every argument in full, safety level, why it is asked and
 which rule or hook asked) and takes an explicit answer: y (yes, once), n (no), a (always for this session, for
-this tool and the same asking rule). Enter alone is not an answer. The person's identity is recorded with the
-decision; the model never reaches this prompt's input."""
+this tool and the same asking rule; where the call is a command read with certainty, `a` is the narrower "always
+for commands with this first word" and `e` the whole tool). Enter alone is not an answer. The person's identity
+is recorded with the decision; the model never reaches this prompt's input."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 
 from rich.console import Console
 from rich.markup import escape
 
 from agent.reconcile import person
+from agent.terminal.tool_views import show_arguments
+from core.grant_scope import always_means
 from tool_executor import ApprovalAnswer, ApprovalRequest
 
 AskLine = Callable[[str], Awaitable[str]]
 
 _CHOICES = {"y": "yes", "yes": "yes", "n": "no", "no": "no", "a": "always", "always": "always"}
+_WIDE = {"e": "every", "every": "every"}
+"""Where a narrower "always" is offered as `a`, `e` is "always, for every call of the tool"."""
+
+
+def question(request: ApprovalRequest) -> str:
+    return "approve? [y/n/a/e] " if request.narrower else "approve? [y/n/a] "
+
+
+def answer_of(raw: str, request: ApprovalRequest, identity: str) -> ApprovalAnswer | None:
+    """The typed choice (y/n, or without a reason yet) as an answer; None: not an answer."""
+    typed = raw.strip().lower()
+    if request.narrower and typed in _WIDE:
+        return ApprovalAnswer("always", identity)
+    choice = _CHOICES.get(typed)
+    if choice == "always" and request.narrower:
+        return ApprovalAnswer("always", identity, pattern=request.narrower)
+    return ApprovalAnswer(choice, identity) if choice is not None else None  # type: ignore[arg-type]
 
 
 class TerminalApprover:
@@ -33,22 +52,24 @@ class TerminalApprover:
         self._show(request)
         while True:
             try:
-                raw = await self._ask_line("approve? [y/n/a] ")
+                raw = await self._ask_line(question(request))
             except (KeyboardInterrupt, EOFError):
                 if self._on_interrupt is not None:
                     self._on_interrupt()
                 return ApprovalAnswer("no", self.identity, "the person interrupted the approval prompt")
-            choice = _CHOICES.get(raw.strip().lower())
-            if choice is not None:
+            answer = answer_of(raw, request, self.identity)
+            if answer is not None:
                 break
-            self._console.print("  answer y, n or a (Enter alone is not an answer)", highlight=False)
-        reason = ""
-        if choice == "no":
+            keys = "y, n, a or e" if request.narrower else "y, n or a"
+            self._console.print(f"  answer {keys} (Enter alone is not an answer)", highlight=False)
+        if answer.decision == "no":
             try:
                 reason = (await self._ask_line("reason for the model (optional): ")).strip()
             except (KeyboardInterrupt, EOFError):
                 reason = ""
-        return ApprovalAnswer(choice, self.identity, reason)  # type: ignore[arg-type]
+            answer = ApprovalAnswer("no", self.identity, reason)
+        show_answer(self._console, answer, request)
+        return answer
 
 
 def show_request(c: Console, request: ApprovalRequest) -> None:
@@ -58,10 +79,25 @@ def show_request(c: Console, request: ApprovalRequest) -> None:
     c.print(f"  asked by: {escape(request.asked_by)}", highlight=False)
     for reason in request.reasons:
         c.print(f"  why: {escape(reason)}", highlight=False)
-    c.print("  arguments (in full):", highlight=False)
-    body = json.dumps(dict(request.input), indent=2, ensure_ascii=False, sort_keys=True)
-    for line in body.splitlines():
-        c.print(f"    {escape(line)}", highlight=False, soft_wrap=True)
-    c.print(f"  call {request.call_id}, arguments sha256 {request.input_sha256[:16]}", highlight=False)
-    c.print(f"  [bold]y[/] yes, once   [bold]n[/] no   [bold]a[/] always for this session "
-            f"({escape(request.tool)} when asked by the same rule)", highlight=False)
+    c.print("  arguments (all of them, in full):", highlight=False)
+    show_arguments(c, request.tool, request.input)
+    c.print(f"  [dim]call {escape(request.call_id)}, arguments sha256 {request.input_sha256[:16]}[/]",
+            highlight=False)
+    c.print("  [bold]y[/] yes, this call once", highlight=False)
+    c.print("  [bold]n[/] no (you may give the model a reason)", highlight=False)
+    if request.narrower:  # the narrower "always" first
+        c.print(f"  [bold]a[/] always: {escape(always_means(request.tool, request.narrower))}",
+                highlight=False)
+        c.print(f"  [bold]e[/] always: {escape(always_means(request.tool))}", highlight=False)
+    else:
+        c.print(f"  [bold]a[/] always: {escape(always_means(request.tool))}", highlight=False)
+
+
+def show_answer(c: Console, answer: ApprovalAnswer, request: ApprovalRequest) -> None:
+    """The decision as it is recorded, on screen."""
+    if answer.decision == "no":
+        why = f": {escape(answer.reason)}" if answer.reason else " (no reason given)"
+        c.print(f"  [red]you said no[/] to {escape(request.tool)}{why}", highlight=False)
+    elif answer.decision == "always":
+        what = always_means(request.tool, answer.pattern)
+        c.print(f"  [green]allowed from now on[/]: {escape(what)}", highlight=False)

@@ -552,6 +552,18 @@ class StoreConformance:
             await store.acquire_lease("s1", holder("tok-2"), alive, T0)
 
 
+    async def test_name_session_sets_the_title_only_for_the_lease_holder(self, store: EventStore) -> None:
+        """The holder names the session (listings show it); another token changes nothing; the log is untouched."""
+        before = await new_session(store, "s1")
+        await store.acquire_lease("s1", holder("tok-1"), alive, T0)
+        await store.name_session("s1", "not-mine", "stolen")
+        assert (await store.get_session("s1")).title == ""
+        await store.name_session("s1", "tok-1", "tidy the changelog…")
+        assert (await store.get_session("s1")).title == "tidy the changelog…"
+        assert [r.title for r in await store.list_sessions()] == ["tidy the changelog…"]
+        assert await store.read_events("s1") == before
+
+
     async def test_renew_lease_only_by_its_holder(self, store: EventStore) -> None:
         """renew_lease extends the expiry for the token that holds the lease and ignores any other token."""
         await new_session(store, "s1")

@@ -368,6 +368,13 @@ class PostgresEventStore:
 
         await self._transaction(session_id, body)
 
+    async def name_session(self, session_id: str, token: str, title: str) -> None:
+        async def body(cur: Cursor, at: str) -> None:
+            await cur.execute("UPDATE sessions SET title = %s WHERE id = %s AND lease_token = %s",
+                              (title, session_id, token))
+
+        await self._transaction(session_id, body)
+
     # -- reads ---------------------------------------------------------------------------------------------
 
     async def _fetch(self, sql: str, params: Collection[Any] = ()) -> list[Any]:

@@ -45,8 +45,8 @@ def test_terminal_approvals_interrupt_and_resume(cli: StrataCLI, workspace: Path
     child.expect("strata>")
     child.sendline("write the files")
     # The first write: the whole call is shown, Enter alone is not an answer, `n` denies with a reason.
-    asked(child, "write_file", r"asked by: default: write tools ask in every mode", r'"content": "A\\n",',
-          r'"path": "a.txt"')
+    asked(child, "write_file", r"asked by: default: write tools ask in every mode", r"path: a.txt",
+          r"content \(1 line, 2 bytes\):", r"│ A")
     enter_alone_is_refused(child)
     child.sendline("n")
     child.expect("reason for the model")

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import secrets
+import shutil
 import sqlite3
 import string
 import subprocess
@@ -26,7 +28,7 @@ from tests._otlp_check import validate_otlp
 from tests._png import read_png
 from tests._system import CHROMIUM
 from tests.cli._helpers import ALLOW_EFFECTS, error_lines, events_of, json_lines, strata, strata_json, text, tool_use
-from tests.conftest import StrataCLI, write_script
+from tests.conftest import REPO, StrataCLI, write_script
 
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync")
@@ -236,6 +238,8 @@ def test_html_opens_in_headless_chromium(chromium: str, exported: Exported, tmp_
     assert colours.most_common(1)[0][1] < 0.8 * sum(colours.values())  # not a blank page
     missing = {name: rgb for name, rgb in COLOURS.items() if colours[rgb] < 20}
     assert missing == {}, f"the screenshot lacks {missing}"
+    if os.environ.get("STRATA_SCREENSHOTS") == "1":  # the README's picture of the export
+        shutil.copyfile(shot, REPO / "docs" / "export.png")
 
 
 def test_html_axis_labels_never_overlap(chromium: str, cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:

@@ -41,7 +41,7 @@ def test_attach_in_a_terminal_approves_inline_interrupts_with_ctrl_c_and_detache
         sid = child.match.group(1)
         child.expect("strata>")
         child.sendline("write a")
-        asked(child, "write_file", r'"content": "A\\n",', r'"path": "a.txt"')
+        asked(child, "write_file", r"path: a.txt", r"content \(1 line, 2 bytes\):", r"│ A")
         enter_alone_is_refused(child)
         child.sendline("y")
         child.expect("<- write_file ok")

@@ -61,7 +61,7 @@ def test_chat_streams_approves_interrupts_and_resumes(cli: StrataCLI, messages_s
         child.expect("assistant: Stream")
         assert messages_server.requests[0].outcome == "reply" and not gate.is_set()
         gate.set()
-        answer(child, "write_file", "y", r'"path": "a.txt"')
+        answer(child, "write_file", "y", r"path: a.txt")
         child.expect("write_file ok")
         child.expect("model attempt 1 failed: Anthropic API is overloaded")
         child.expect("retrying in")

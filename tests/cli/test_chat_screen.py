@@ -1,0 +1,190 @@
+"""The chat screen as a person sees it: `strata chat` in a real terminal (tmux), its screen read back with colours.
+Markdown is rendered (bold is bold, a code fence is highlighted code, no `**` or backticks), a spinner with the
+elapsed time moves while a 3 s command runs, an edit_file approval is a coloured diff, the first Ctrl-C clears a
+half-typed line and stays, the second leaves. With STRATA_SCREENSHOTS=1 the screen is saved as
+docs/chat-screen.svg (the README shows it)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from tests._system import TMUX
+from tests._tmux import save_svg, style_of, tmux_pane
+from tests.cli._helpers import text, tool_use
+from tests.conftest import REPO, StrataCLI, write_script
+
+pytestmark = pytest.mark.slow
+
+WIDTH = 110
+RED, GREEN = 1, 2
+"""The standard colours' numbers, as tmux reports them."""
+SPINNER = "[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏]"
+ANSWER = ("Here is the plan, in **bold** and *italic*:\n\n1. read `greet.py`\n2. use an f-string\n\n"
+          "```python\ndef greet(name):\n    return f\"hello {name}\"\n```\n\nFirst, the tests.")
+
+
+def _script(tmp_path: Path) -> Path:
+    return write_script(tmp_path / "turns.json", [
+        [text(ANSWER), tool_use("toolu_tests", "bash", command="sleep 3; printf 'test %s ok\\n' 1 2 3 4 5 6 7 8 9")],
+        [tool_use("toolu_edit", "edit_file", path="greet.py", old='    return "hello " + name\n',
+                  new='    return f"hello {name}"\n')],
+        [text("Done: `greet.py` now uses an **f-string**.")],
+    ])
+
+
+def test_chat_screen_markdown_spinner_diff_and_ctrl_c(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    tmux = TMUX.require()
+    (workspace / "greet.py").write_text('def greet(name):\n    return "hello " + name\n', encoding="utf-8")
+    env = {**cli.env(), "TERM": "xterm-256color", "COLORTERM": "truecolor"}
+    env.pop("NO_COLOR", None)
+    argv = [*cli.argv(["chat", "--model", f"script:{_script(tmp_path)}", "--workspace", str(workspace),
+                       "--allow", "bash"])]
+    with tmux_pane(tmux, argv, cwd=cli.cwd, env=env, width=WIDTH, height=50) as pane:
+        pane.wait_for(r"^strata>")
+        pane.type("make greet.py nicer")
+
+        # Markdown: styled, not as typed.
+        pane.wait_for(r"assistant: Here is the plan, in bold and italic:")
+        coloured = pane.screen(colours=True)
+        plain = pane.screen()
+        assert "**" not in plain and "```" not in plain and "`greet.py`" not in plain, plain
+        assert style_of(coloured, "bold and").bold
+        assert style_of(coloured, "italic:").italic
+        code = style_of(coloured, "greet(name)")
+        assert code.color is not None or code.bgcolor is not None, "the code fence is not highlighted"
+
+        # Something moves while the 3 s command runs: a spinner, the tool and its command, the elapsed time.
+        first = pane.wait_for(rf"{SPINNER} running \[bash\] sleep 3; printf.*  ([0-9]) s", timeout=10)
+        later = pane.wait_for(rf"{SPINNER} running \[bash\] sleep 3.*  ([2-9]) s", timeout=10)
+        assert int(later.group(1)) > int(first.group(1))
+
+        # The result as a short block, then the edit_file approval as a coloured diff.
+        pane.wait_for(r"<- bash ok \(10 lines")
+        pane.wait_for(r"… 4 more lines, .* /show toolu_tests")
+        pane.wait_for(r"approve\? \[y/n/a\]")
+        coloured = pane.screen(colours=True)
+        plain = pane.screen()
+        assert re.search(r"^\s+--- greet.py \(old\)$", plain, re.MULTILINE), plain
+        removed, added = style_of(coloured, '-    return "hello "'), style_of(coloured, '+    return f"hello')
+        assert removed.color is not None and removed.color.number == RED, removed
+        assert added.color is not None and added.color.number == GREEN, added
+        assert "\\n" not in plain.split("approval needed: edit_file")[1], "an argument is shown JSON-escaped"
+        if os.environ.get("STRATA_SCREENSHOTS") == "1":
+            save_svg(coloured, REPO / "docs" / "chat-screen.svg", "strata chat", WIDTH)
+        pane.type("y")
+        pane.wait_for(r"assistant: Done: greet.py now uses an f-string.")
+        assert (workspace / "greet.py").read_text() == 'def greet(name):\n    return f"hello {name}"\n'
+
+        # Ctrl-C at the prompt: the first clears the half-typed line and stays, the second leaves.
+        pane.wait_for(r"^strata>\s*$")
+        pane.keys("half typed")
+        pane.wait_for(r"^strata> half typed")
+        pane.keys("C-c")
+        pane.wait_for(r"line cleared; Ctrl-C again to leave")
+        assert "half typed" not in pane.screen() and pane.alive()
+        pane.keys("C-c")
+        pane.wait_for(r"left session [0-9a-f-]{36}\. resume it: strata chat --resume")
+    # The first prompt named the session, as `strata run` names one.
+    assert [r["title"] for r in cli.json_lines("sessions", "--json")] == ["make greet.py nicer"]
+
+
+def test_chat_without_a_terminal_refuses_in_one_line_and_creates_nothing(cli: StrataCLI, workspace: Path,
+                                                                         tmp_path: Path) -> None:
+    """stdin from a pipe: one line that says to use `strata run`, exit 2, no session, no chat history."""
+    proc = cli.run("chat", "--model", f"script:{_script(tmp_path)}", "--workspace", str(workspace),
+                   input="make greet.py nicer\n")
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    assert len(lines) == 1 and "needs a terminal" in lines[0] and "strata run" in lines[0], lines
+    assert cli.json_lines("sessions", "--json") == []
+    assert not (cli.home / "chat_history").exists()
+
+
+def test_after_ctrl_c_each_call_is_accounted_for_and_show_prints_a_whole_result(cli: StrataCLI, workspace: Path,
+                                                                                tmp_path: Path) -> None:
+    """Ctrl-C during a batch: the screen says per call what happened (finished, started with an unknown outcome
+    and how to reconcile it, not run); `/show PREFIX` and `/last` print a call's whole result."""
+    tmux = TMUX.require()
+    long_output = "; ".join(f"echo line {i}" for i in range(1, 21))
+    script = write_script(tmp_path / "turns.json", [
+        [tool_use("toolu_fast", "bash", command=long_output), tool_use("toolu_slow", "bash", command="sleep 30"),
+         tool_use("toolu_after", "bash", command="echo after")],
+    ])
+    env = {**cli.env(), "TERM": "xterm-256color"}
+    argv = cli.argv(["chat", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "bash"])
+    with tmux_pane(tmux, argv, cwd=cli.cwd, env=env, width=WIDTH, height=60) as pane:
+        pane.wait_for(r"^strata>")
+        pane.type("three commands")
+        pane.wait_for(r"… 15 more lines, .* /show toolu_fast")
+        pane.wait_for(rf"{SPINNER} running \[bash\] sleep 30")
+        pane.keys("C-c")
+        pane.wait_for(r"interrupted: the turn stopped and every call has its result:")
+        pane.wait_for(r"bash .* \(toolu_fast\): finished before the interrupt")
+        pane.wait_for(r"bash sleep 30 \(toolu_slow\): started, outcome unknown: .*\n"
+                      r"\s+strata reconcile rcpt_\w+ --applied")
+        pane.wait_for(r"bash echo after \(toolu_after\): not run")
+        pane.wait_for(r"^strata>\s*$")
+        pane.type("/show toolu_fa")
+        pane.wait_for(r"result of toolu_fast \(bash, ok, \d+ bytes, whole\):")
+        pane.wait_for(r"^line 20$")
+        pane.type("/last")
+        pane.wait_for(r"result of toolu_after \(bash, error, \d+ bytes, whole\):")
+        pane.keys("C-d")
+        pane.wait_for(r"left session")
+
+
+def test_always_offers_the_command_pattern_first_and_the_grant_holds_only_for_it(cli: StrataCLI, workspace: Path,
+                                                                                 tmp_path: Path) -> None:
+    """For a plain command, `a` is "always for commands with this first word" (said exactly), `e` the whole tool.
+    The pattern grant lets the next `echo` through without asking, but not another command nor a compound line
+    that starts with `echo`; a headless resume honours it the same way."""
+    tmux = TMUX.require()
+    script = write_script(tmp_path / "turns.json", [
+        [tool_use("b1", "bash", command="echo one")],
+        [tool_use("b2", "bash", command="echo two")],
+        [tool_use("b3", "bash", command="echo three; touch compound.txt")],
+        [tool_use("b4", "bash", command="touch other.txt")],
+        [text("done")],
+        [tool_use("b5", "bash", command="echo four")],
+        [tool_use("b6", "bash", command="touch headless.txt")],
+        [text("resumed")],
+    ])
+    env = {**cli.env(), "TERM": "xterm-256color"}
+    argv = cli.argv(["chat", "--model", f"script:{script}", "--workspace", str(workspace)])
+    with tmux_pane(tmux, argv, cwd=cli.cwd, env=env, width=WIDTH, height=60) as pane:
+        session_id = pane.wait_for(r"session ([0-9a-f-]{36}) \(interactive\)").group(1)
+        pane.type("echo things")
+        pane.wait_for(r"a always: bash commands matching `echo \*`, for the rest of this session, when the same rule "
+                      r"asks")
+        pane.wait_for(r"e always: every bash call, for the rest of this session")
+        pane.wait_for(r"approve\? \[y/n/a/e\]")
+        pane.type("a")
+        pane.wait_for(r"allowed from now on: bash commands matching `echo \*`")
+        pane.wait_for(r"<- bash ok .*\n.*\n.*one")
+        pane.wait_for(r"<- bash ok .*\n.*\n.*two")  # no question for the second echo
+        pane.wait_for(r"approval needed: bash[\s\S]*echo three; touch compound.txt")
+        assert pane.screen().count("approval needed") == 2
+        pane.wait_for(r"approve\? \[y/n/a\]\s*$")  # a compound line: no narrower choice
+        pane.type("n")
+        pane.wait_for(r"reason for the model")
+        pane.type("")
+        pane.wait_for(r"you said no to bash \(no reason given\)")
+        pane.wait_for(r"approval needed: bash[\s\S]*touch other.txt[\s\S]*matching `touch \*`")
+        pane.type("n")
+        pane.wait_for(r"reason for the model")
+        pane.type("not now")
+        pane.wait_for(r"you said no to bash: not now")
+        pane.wait_for(r"assistant: done")
+        pane.keys("C-d")
+        pane.wait_for(r"left session")
+    assert not (workspace / "compound.txt").exists() and not (workspace / "other.txt").exists()
+    resumed = cli.run("resume", session_id, "more")
+    assert "b5" not in resumed.stdout or "DENIED" not in resumed.stdout.split("b5")[0]
+    view = cli.show(session_id)
+    results = {b["tool_use_id"]: b for m in view["messages"] for b in m["content"] if b["type"] == "tool_result"}
+    assert "four" in results["b5"]["content"] and not results["b5"]["is_error"], results["b5"]
+    assert results["b6"]["is_error"] and not (workspace / "headless.txt").exists(), results["b6"]
