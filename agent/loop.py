@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import anyio
 import structlog
 
+from agent.lineage import ChildLink
 from agent.outcome import RunOutcome
 from agent.phases.perceive import compaction, overhead_chars, perceive
 from agent.phases.plan import propose
@@ -127,7 +128,7 @@ class AgenticLoop:
     @classmethod
     async def start(cls, parts: LoopParts, record: SessionRecord, *, rules: Sequence[PermissionRule],
                     max_turns: int, on_ask: OnAsk, project_hooks_digest: str | None, prompt: str | None,
-                    announce: Observer | None = None) -> AgenticLoop:
+                    announce: Observer | None = None, child: ChildLink | None = None) -> AgenticLoop:
         """Create the session in one commit: its row (`record`, holding the caller's lease), `SessionStarted`, the
         first prompt if there is one (an interactive session may start before it; `run(prompt)` adds it) and the
         "started" row. `announce` sees that commit's events (a surface showing them); `parts.observer` sees every
@@ -138,7 +139,11 @@ class AgenticLoop:
                                  plan_digest=parts.plan.digest, on_ask=on_ask,
                                  project_hooks_digest=project_hooks_digest,
                                  knowledge_digest=parts.plan.knowledge_digest,
-                                 declared_tools=parts.plan.declared_digests() or None)
+                                 declared_tools=parts.plan.declared_digests() or None,
+                                 parent_id=record.parent_id,
+                                 parent_call_id=child.parent_call_id if child is not None else None,
+                                 depth=child.depth if child is not None else 0,
+                                 tools_allowed=child.tools_allowed if child is not None else None)
         first = Write(events=[(started, 0)] + ([(UserMessage(text=prompt), 0)] if prompt is not None else []),
                       timeline=[TimelineEntry(kind="lifecycle", outcome="started", summary=summary,
                                               data={"plan_digest": parts.plan.digest, "workspace": record.workspace,

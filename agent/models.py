@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
 from core.errors import UsageError
 from core.model import ModelAdapter
-from core.model.scripted import ScriptedModel
+from core.model.scripted import CHILD_MARK, ScriptedModel
+
+_CHILD = re.compile(r"\d+(\.\d+)*")
 
 NO_API_KEY = ("no Anthropic API key: set the ANTHROPIC_API_KEY environment variable to your key, "
               "or use --model script:PATH for the offline scripted model")
@@ -23,7 +26,8 @@ def model_from_spec(spec: str | None, env: Mapping[str, str] | None = None) -> M
                               "script:PATH (the offline scripted model, see examples/), or set STRATA_MODEL")
     kind, _, rest = spec.partition(":")
     if kind == "script" and rest:
-        return ScriptedModel.from_file(Path(rest).expanduser().resolve())
+        path, child = _script_child(rest)
+        return ScriptedModel.from_file(Path(path).expanduser().resolve(), child)
     if kind == "anthropic":
         # Imported here so that commands which never call the API do not pay for loading the SDK.
         from core.model.anthropic import DEFAULT_MODEL, AnthropicModel
@@ -35,3 +39,21 @@ def model_from_spec(spec: str | None, env: Mapping[str, str] | None = None) -> M
         base_url = env.get("ANTHROPIC_BASE_URL", "").strip() or None
         return AnthropicModel(rest.strip() or DEFAULT_MODEL, api_key=api_key, base_url=base_url)
     raise UsageError(f"unknown model {spec!r}", hint="use script:PATH or anthropic:NAME")
+
+
+def _script_child(rest: str) -> tuple[str, tuple[int, ...]]:
+    """`PATH#child=0.1` -> (PATH, (0, 1)); a path without such a suffix is the top level."""
+    path, mark, child = rest.rpartition(CHILD_MARK)
+    if mark and path and _CHILD.fullmatch(child):
+        return path, tuple(int(i) for i in child.split("."))
+    return rest, ()
+
+
+def child_model_name(parent: str, index: int) -> str:
+    """The model a parent's `index`-th child session (0 first) runs with: a scripted parent's child reads its own
+    turns from the same script (`script:PATH#child=N`, nested `#child=N.M`); any other model is the parent's."""
+    kind, _, rest = parent.partition(":")
+    if kind != "script" or not rest:
+        return parent
+    path, child = _script_child(rest)
+    return f"script:{path}{CHILD_MARK}{'.'.join(map(str, (*child, index)))}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,9 +13,12 @@ from pathlib import Path
 import anyio
 import structlog
 
+from agent.delegation import Delegator, LiveChild, NewChild
 from agent.evidence_ledger import LEDGER_DIR, Ledgers
 from agent.knowledge import KnowledgeSource, SessionKnowledge, knowledge_change
+from agent.lineage import ChildLink
 from agent.loop import AgenticLoop, LoopParts, Observer
+from agent.models import model_from_spec
 from agent.outcome import RunOutcome
 from agent.project_hooks import ProjectHooks, resume_refusal
 from agent.reading import configured_secrets
@@ -34,6 +37,7 @@ from core.policy import PermissionRule
 from core.snapshot import DEFAULT_SNAPSHOT_EVERY
 from core.state import SessionState
 from core.tools import BoundToolPlan, ToolSpec
+from core.tools.delegate import DEFAULT_MAX_DEPTH, delegate_spec
 from core.tools.modes import for_mode
 from core.utf8 import valid_text
 from core.vocabulary import OnAsk, SessionStatus
@@ -81,6 +85,10 @@ class Runtime:
     """The declared knowledge datasets (agent/knowledge.py); None: sessions get no knowledge tools."""
     mcp_allowed: tuple[str, ...] = ()
     """Tools the operator adds back to mode `mcp`'s plan (`[mcp.serve] allow_tools`, core/tools/modes.py)."""
+    delegate_max_depth: int = DEFAULT_MAX_DEPTH
+    """A session this many delegations deep gets no `delegate` (agent/delegation.py)."""
+    delegate_in_daemon: bool = False
+    """Whether mode `daemon`'s sessions get `delegate`."""
 
     @classmethod
     async def open(cls, config: LoadedConfig, clock: Clock | None = None, tools: list[ToolSpec] | None = None, *,
@@ -110,7 +118,8 @@ class Runtime:
                    ledgers=Ledgers(settings.home / LEDGER_DIR, clock),
                    project_hooks=ProjectHooks.from_config(config), read_only=read_only,
                    knowledge=KnowledgeSource(config.knowledge, settings.home, config.project_trusted),
-                   mcp_allowed=config.mcp.serve.allow_tools)
+                   mcp_allowed=config.mcp.serve.allow_tools, delegate_max_depth=settings.delegate_max_depth,
+                   delegate_in_daemon=settings.delegate_in_daemon)
 
     def for_config(self, config: LoadedConfig) -> Runtime:
         """This runtime as a session under `config` sees it (a daemon's runtime has no project layer; a session
@@ -126,20 +135,40 @@ class Runtime:
             project_hooks=ProjectHooks.from_config(config), masker=masker, repair_budget=settings.repair_budget,
             context_budget=settings.context_budget_tokens, snapshot_every=settings.snapshot_every,
             knowledge=KnowledgeSource(config.knowledge, settings.home, config.project_trusted),
-            mcp_allowed=config.mcp.serve.allow_tools)
+            mcp_allowed=config.mcp.serve.allow_tools, delegate_max_depth=settings.delegate_max_depth,
+            delegate_in_daemon=settings.delegate_in_daemon)
 
     async def close(self) -> None:
         if self.ledgers is not None:
             await self.ledgers.aclose()
         await self.store.close()
 
-    def plan(self, mode: Mode, knowledge: SessionKnowledge | None = None) -> BoundToolPlan:
-        """The tools a session in `mode` may call: the runtime's, and the knowledge tools over the session's
-        manifest when it has one (whose digest the plan's covers); mode `mcp` leaves out its deny list."""
-        tools = for_mode(self.tools, mode, self.mcp_allowed)
+    def plan(self, mode: Mode, knowledge: SessionKnowledge | None = None, *, depth: int = 0,
+             tools_allowed: Sequence[str] | None = None, delegator: Delegator | None = None) -> BoundToolPlan:
+        """The tools a session in `mode` may call: the runtime's, `delegate` (served by `delegator`) unless the
+        session is `delegate_max_depth` deep or in mode `daemon` without `delegate_in_daemon`, and the knowledge
+        tools over the session's manifest when it has one (whose digest the plan's covers); mode `mcp` leaves out
+        its deny list; a child keeps only `tools_allowed` (its parent's, narrowed)."""
+        tools = list(self.tools)
+        if delegator is not None and self.delegates(mode, depth):
+            tools.append(delegate_spec(delegator.handle))
+        tools = for_mode(tools, mode, self.mcp_allowed)
+        extra = list(knowledge.tools) if knowledge is not None and knowledge.digest is not None else []
+        if tools_allowed is not None:
+            keep = set(tools_allowed)
+            tools, extra = [t for t in tools if t.name in keep], [t for t in extra if t.name in keep]
         if knowledge is None or knowledge.digest is None:
-            return BoundToolPlan(tools, mode)
-        return BoundToolPlan([*tools, *knowledge.tools], mode, knowledge_digest=knowledge.digest)
+            plan = BoundToolPlan(tools, mode)
+        else:
+            plan = BoundToolPlan([*tools, *extra], mode, knowledge_digest=knowledge.digest)
+        if delegator is not None:
+            delegator.plan = plan
+        return plan
+
+    def delegates(self, mode: Mode, depth: int) -> bool:
+        """Whether a session in `mode`, `depth` delegations deep, is offered `delegate` (mode `mcp` leaves it out
+        later, unless `[mcp.serve] allow_tools` names it)."""
+        return depth < self.delegate_max_depth and (mode != "daemon" or self.delegate_in_daemon)
 
     async def session_knowledge(self, workspace: Path, mode: Mode) -> SessionKnowledge:
         """The knowledge a session in `workspace` and `mode` reads now (its manifest is built here)."""
@@ -301,27 +330,33 @@ def _parts(rt: Runtime, session_id: str, *, workspace: str, on_ask: OnAsk, model
 async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mode: Mode,
                         rules: list[PermissionRule], prompt: str | None, max_turns: int,
                         observer: Observer | None = None, asking: Asking | None = None,
-                        listener: ModelListener | None = None) -> LiveSession:
+                        listener: ModelListener | None = None, child: ChildLink | None = None) -> LiveSession:
+    """`child`: the session is a delegated child (agent/delegation.py): its id, parent, depth and narrowed plan."""
     if prompt is not None and not prompt.strip():
         raise UsageError("the prompt is empty", hint="say what the agent should do")
     if prompt is not None:
         prompt = valid_text(prompt)  # argv bytes that are not UTF-8 arrive as surrogates (core/utf8.py)
     ws = _workspace(workspace)
-    plan = rt.plan(mode, await rt.session_knowledge(ws, mode))
-    session_id = rt.ids.session_id()
+    asking = asking or Asking()
+    on_ask = asking.on_ask or "deny"
+    delegator = Delegator(rt.store, _ChildSessions(rt), max_depth=rt.delegate_max_depth, approver=asking.approver,
+                          on_ask=on_ask)
+    plan = rt.plan(mode, await rt.session_knowledge(ws, mode), depth=child.depth if child else 0,
+                   tools_allowed=child.tools_allowed if child else None, delegator=delegator)
+    session_id = child.session_id if child is not None else rt.ids.session_id()
     holder = new_holder(rt.ids.uuid7(), rt.clock)
     now = rt.clock.now()
     title = session_title(rt.masker, prompt) if prompt else ""
     record = SessionRecord(id=session_id, created_at=now, updated_at=now, mode=mode, workspace=str(ws),
-                           model=model.name, title=title, status="active", lease=holder)
-    asking = asking or Asking()
-    on_ask = asking.on_ask or "deny"
+                           model=model.name, title=title, status="active", lease=holder,
+                           parent_id=child.parent_id if child is not None else None)
     next_turn = _NextTurn()
     parts = _parts(rt, session_id, workspace=str(ws), on_ask=on_ask, model=model, plan=plan, hooks=rt.hooks,
                    observer=observer, asking=asking, listener=listener, next_turn=next_turn)
     loop = await AgenticLoop.start(parts, record, rules=rules, max_turns=max_turns, on_ask=on_ask,
-                                   project_hooks_digest=rt.project_hooks.digest, prompt=prompt, announce=observer)
-    next_turn.state = loop.state
+                                   project_hooks_digest=rt.project_hooks.digest, prompt=prompt, announce=observer,
+                                   child=child)
+    next_turn.state = delegator.state = loop.state
     return LiveSession(rt, loop.state, holder, loop)
 
 
@@ -371,8 +406,13 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
         asking = asking or Asking()
         knowledge = await rt.session_knowledge(Path(state.workspace), state.mode)
         told = knowledge_change(rt.knowledge.home if rt.knowledge else None, state.knowledge_told, knowledge)
+        delegator = Delegator(rt.store, _ChildSessions(rt), max_depth=rt.delegate_max_depth,
+                              approver=asking.approver, on_ask=asking.on_ask or state.on_ask)
+        delegator.state = state
+        plan = rt.plan(state.mode, knowledge, depth=state.depth, tools_allowed=state.tools_allowed,
+                       delegator=delegator)
         parts = _parts(rt, session_id, workspace=state.workspace, on_ask=asking.on_ask or state.on_ask, model=model,
-                       plan=rt.plan(state.mode, knowledge), hooks=hooks, observer=observer, asking=asking,
+                       plan=plan, hooks=hooks, observer=observer, asking=asking,
                        listener=listener, next_turn=_NextTurn(state), kill_orphans=kill_orphans)
         loop = await AgenticLoop.resume(parts, restored, rules=rules, max_turns=max_turns, on_ask=asking.on_ask,
                                         project_hooks_digest=hooks_digest, waived_by=without_project_hooks,
@@ -382,6 +422,22 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
         with anyio.CancelScope(shield=True):
             await rt.store.release_lease(session_id, holder.token, resting_status(state, before))
         raise
+
+
+@dataclass(frozen=True)
+class _ChildSessions:
+    """Child sessions of delegation (agent/delegation.py), over the parent's runtime."""
+
+    rt: Runtime
+
+    async def start(self, child: NewChild) -> LiveChild:
+        return await start_session(self.rt, model=child.model, workspace=child.workspace, mode=child.mode,
+                                   rules=list(child.rules), prompt=child.prompt, max_turns=child.max_turns,
+                                   asking=Asking(approver=child.approver, on_ask=child.on_ask), child=child.link)
+
+    async def resume(self, child_id: str, approver: Approver | None, on_ask: OnAsk) -> LiveChild:
+        return await resume_session(self.rt, child_id, rules=[], model_factory=model_from_spec,
+                                    asking=Asking(approver=approver, on_ask=on_ask))
 
 
 @asynccontextmanager

@@ -15,6 +15,7 @@ from config.channels import ChannelEntry, DaemonSection
 from config.settings import (
     CommonTermShare,
     ContextBudget,
+    DelegateDepth,
     DrainSeconds,
     HookSeconds,
     MaxTurns,
@@ -294,6 +295,8 @@ class ConfigFile(_Table):
     context_budget_tokens: ContextBudget | None = None
     snapshot_every: SnapshotEvery | None = None
     drain_grace_s: DrainSeconds | None = None
+    delegate_max_depth: DelegateDepth | None = None
+    delegate_in_daemon: bool | None = None
     db: StoreUrl | None = None
     policy: PolicySection = Field(default_factory=PolicySection)
     hooks: HooksSection = Field(default_factory=HooksSection)

@@ -28,6 +28,7 @@ ContextBudget = Annotated[int, Field(ge=1)]
 SnapshotEvery = Annotated[int, Field(ge=0)]
 DrainSeconds = Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)]
 CommonTermShare = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+DelegateDepth = Annotated[int, Field(ge=0, le=16)]
 StoreUrl = Annotated[str, Field(pattern=r"^postgres(ql)?://\S+$", max_length=2000)]
 """A PostgreSQL URL for the event store (memory/postgres/)."""
 
@@ -54,6 +55,10 @@ class Settings(BaseModel):
     drain_grace_s: DrainSeconds = 10.0
     """`strata serve` on SIGTERM: how long running calls may still finish before their batches are closed as
     Ctrl-C closes them."""
+    delegate_max_depth: DelegateDepth = 2
+    """A session this many delegations deep gets no `delegate` tool (0: no delegation at all)."""
+    delegate_in_daemon: bool = False
+    """Whether sessions in mode `daemon` (the serve daemon's channels) get the `delegate` tool."""
     db: StoreUrl | None = None
     """The event store on PostgreSQL (`STRATA_DB`, or `db` in the user's file; never a project's); none: SQLite
     in the home (`db_path`)."""

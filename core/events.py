@@ -49,6 +49,14 @@ class SessionStarted(_Event):
     parent_id: str | None = None
     on_ask: OnAsk = "deny"
     """What `ask` means with no person to ask: deny, or park for `strata approve`."""
+    parent_call_id: str | None = Field(default=None, exclude_if=lambda call: call is None)
+    """A delegated child session (agent/delegation.py): the parent's `delegate` call that started it (its
+    `parent_id` is the parent). None for a top-level session or a fork. Left out of the JSON when None."""
+    depth: int = Field(default=0, exclude_if=lambda depth: depth == 0)
+    """How many delegations deep the session is (0: top level; a child of a top-level session: 1)."""
+    tools_allowed: tuple[str, ...] | None = Field(default=None, exclude_if=lambda tools: tools is None)
+    """A child's narrowed plan: the only tool names it may have (its parent's, less those the parent removed);
+    None: every tool of its mode. Kept so a resume narrows the plan again."""
     project_hooks_digest: str | None = None
     """Digest of the trusted project hooks the session started with (None: none). A resume that would run
     without them refuses unless the project is trusted again or a person says to go on without them."""

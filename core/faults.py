@@ -1,6 +1,7 @@
 """Fault injection for crash tests only: `STRATA_FAULT=<point>[:<n>]` kills this process with SIGKILL the n-th
 time (default first) execution reaches `<point>`. Points: after_commit, after_receipt, after_dispatch,
-before_batch_completed, after_batch_completed. Unset in normal use, so each point costs one dict lookup."""
+before_batch_completed, after_batch_completed, after_child (a delegated child session
+finished, its parent has not recorded the result). Unset in normal use, so each point costs one dict lookup."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ from core.state import SessionState
 
 SNAPSHOT_FORMAT = 2
 """2: tool inputs counted by repr in the conversation-size estimate (1 counted their JSON)."""
-STATE_SCHEMA_DIGEST = "a4a91dd702a9a7d3"
+STATE_SCHEMA_DIGEST = "d35d6c8c219b22cf"
 """`state_schema_digest()` of this code (checked by tests/core/test_snapshot.py); computing it costs a schema
 generation, so it is not done on every resume."""
 SNAPSHOT_VERSION = f"{SNAPSHOT_FORMAT}:{STATE_SCHEMA_DIGEST}"

@@ -114,6 +114,12 @@ class SessionState:
     max_turns: int = 0
     plan_digest: str = ""
     parent_id: str | None = None
+    parent_call_id: str | None = None
+    """A delegated child: the parent's `delegate` call that started it (`SessionStarted.parent_call_id`)."""
+    depth: int = 0
+    """Delegations deep (0: top level)."""
+    tools_allowed: list[str] | None = None
+    """A child's narrowed plan (`SessionStarted.tools_allowed`); None: every tool of its mode."""
     on_ask: OnAsk = "deny"
     project_hooks_digest: str | None = None
     """The trusted project hooks the session last ran with (see `SessionStarted.project_hooks_digest`)."""
@@ -180,6 +186,9 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
             state.max_turns = ev.max_turns
             state.plan_digest = ev.plan_digest
             state.parent_id = ev.parent_id
+            state.parent_call_id = ev.parent_call_id
+            state.depth = ev.depth
+            state.tools_allowed = list(ev.tools_allowed) if ev.tools_allowed is not None else None
             state.on_ask = ev.on_ask
             state.project_hooks_digest = ev.project_hooks_digest
             state.knowledge_digest = state.knowledge_told = ev.knowledge_digest

@@ -49,6 +49,8 @@ class CallRecord:
     settled_by: str | None = None
     """Why the call was settled rather than finished here: an interrupt's cause, or a crash found on resume."""
     settled_on_resume: bool = False
+    re_entered: bool = False
+    """Settled on resume by entering its handler again (a tool that `resumes`: delegate), not from the receipt."""
 
     @property
     def tool(self) -> str:

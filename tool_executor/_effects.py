@@ -18,9 +18,9 @@ from core.hooks import HookSet
 from core.ids import IdFactory
 from core.policy import PermissionRule
 from core.processes import ProcessGroup
-from core.tools import ToolContext
+from core.tools import ToolContext, ToolSpec
 from core.tools.context import SpawnListener
-from memory.rows import NewReceipt
+from memory.rows import NewReceipt, Receipt
 from tool_executor._call_record import CallRecord
 from tool_executor._receipts import Receipts
 from tool_executor.checks.policy import path_filter
@@ -90,6 +90,25 @@ class Effects:
             receipts.finished(record, result, self.processes.get(receipt_id))
         record.result, record.post_steps = await run_post_hooks(self.hooks, call, d.tool, d.input, env,
                                                                 self.workspace, result)  # step 11
+
+    async def re_enter(self, record: CallRecord, receipts: Receipts, spec: ToolSpec, receipt: Receipt) -> None:
+        """After a crash: enter the handler of a call of a tool that `resumes` again, with the context it had (its
+        receipt's idempotency key, so the same work is found and finished, never started a second time), holding its
+        resource keys, and finish its receipt. No check runs again: the call was decided and dispatched."""
+        env, call = record.env, record.call
+        args = call.input
+        ctx = ToolContext(session_id=env.session_id, mode=env.mode, model=env.model, turn=env.turn,
+                          call_id=call.call_id, workspace=self.workspace, idempotency_key=receipt.idempotency_key,
+                          deadline_s=spec.timeout_s)
+        async with self._one_at_a_time:
+            if self.locks is not None and receipt.resource_keys:
+                async with self.locks.hold(receipt.resource_keys):
+                    result = await dispatch(record.batch_id, call, spec, args, ctx, receipt.id)
+            else:
+                result = await dispatch(record.batch_id, call, spec, args, ctx, receipt.id)
+        fault_point("after_dispatch")
+        receipts.finished(record, result, None)
+        record.result = result
 
     def _spawned(self, record: CallRecord, held: Held | None) -> SpawnListener:
         """What a handler calls with a process group it started, before the group runs anything: the group is

@@ -119,18 +119,25 @@ class Settlement:
 
 
 EndProcess = Callable[[str], Awaitable[ProcessGroup | None]]
+ReEnter = Callable[[CallRecord, Receipt], Awaitable[None]]
+"""Enters a call's handler again after a crash (a tool that `resumes`, e.g. delegate), filling the record's
+result and finishing its receipt."""
 
 
 async def settle_open_batch(batch: OpenBatch, cause: SettleCause, *, env: CallEnv, receipts: Mapping[str, Receipt],
                             owner: Receipts, in_flight: Mapping[str, CallRecord], locks: ResourceLocks | None = None,
-                            kill_orphans: bool = False, end_process: EndProcess | None = None) -> Settlement:
+                            kill_orphans: bool = False, end_process: EndProcess | None = None,
+                            resumes: Callable[[str], bool] = lambda tool: False,
+                            re_enter: ReEnter | None = None) -> Settlement:
     """Settle every call of `batch` that has no result yet, in proposal order, each with its call row:
 
     - a call whose receipt is `dispatched`: never re-run; `unknown` (after an interrupt, once its process group
       is gone; after a crash, once the command it left running is gone: waited for, or killed with
       `kill_orphans`; one still running stops here with OrphanRunning before anything runs beside it);
     - a call whose receipt is settled already (done, failed, unknown): its result from the receipt;
-    - a call without a receipt: after an interrupt a "not run" result; after a crash it is returned, to run again.
+    - a call without a receipt: after an interrupt a "not run" result; after a crash it is returned, to run again;
+    - after a crash, a call of a tool that `resumes` (delegate) whose receipt is `dispatched`: its handler is
+      entered again (`re_enter`), which finishes the same work (the child its receipt names), never new work.
 
     After an interrupt the batch is closed (BatchCompleted) in the same commit."""
     left = Settlement()
@@ -144,7 +151,13 @@ async def settle_open_batch(batch: OpenBatch, cause: SettleCause, *, env: CallEn
                 continue
             record.settled_on_resume = True
         record.settled_by = cause.text
-        if receipt is None:
+        if (cause.kind == "crash" and receipt is not None and receipt.status == "dispatched" and re_enter is not None
+                and resumes(receipt.tool)):
+            record.re_entered = True
+            record.receipt_id = receipt.id
+            await re_enter(record, receipt)
+            assert record.result is not None
+        elif receipt is None:
             record.result = results.interrupted(batch.batch_id, call, None, cause.text)
         elif receipt.status == "dispatched":
             record.receipt_id = receipt.id

@@ -55,10 +55,11 @@ def call_row(record: CallRecord, masker: Masker) -> CallRow:
     outcome = result.status if result is not None else None
     if d is None and record.settled_on_resume:  # decided and started by the process that stopped
         assert result is not None
+        how = (f"entered again on resume with receipt {result.receipt_id} (its work goes on, never twice)"
+               if record.re_entered else f"settled from receipt {result.receipt_id} on resume, not re-run")
         return CallRow(turn=record.env.turn, call_id=record.call.call_id, tool=tool, decision=decision, by=by,
                        outcome=outcome, receipt_id=result.receipt_id, settled_on_resume=True,
-                       summary=summary(f"{record.call.tool} settled from receipt {result.receipt_id} on resume, not "
-                                       f"re-run -> {outcome}", SUMMARY_CHARS))
+                       summary=summary(f"{record.call.tool} {how} -> {outcome}", SUMMARY_CHARS))
     tail = (f" -> {outcome}: {summary(result.content, 100)}" if result is not None else " -> waiting for a person")
     args = summary(json.dumps(dict(d.input if d is not None else record.call.input), ensure_ascii=False,
                               sort_keys=True), 120)

@@ -150,9 +150,19 @@ class ToolCallProcessor:
                                 receipts: Mapping[str, Receipt]) -> BatchRun:
         """Resume: calls with a result keep it; calls with a receipt are settled from it first (never re-run:
         `settle_open_batch`); the rest go through the whole pipeline again, approval included."""
+        owner = Receipts(writer, self.recorder)
+
+        def resumes(tool: str) -> bool:
+            spec = self.plan.get(tool)
+            return spec is not None and spec.resumes
+
+        async def re_enter(record: CallRecord, receipt: Receipt) -> None:
+            await self._effects.re_enter(record, owner, self.plan[receipt.tool], receipt)
+
         left = await settle_open_batch(batch, SettleCause("crash", "the process stopped"), env=env,
-                                       receipts=receipts, owner=Receipts(writer, self.recorder), in_flight={},
-                                       locks=self.locks, kill_orphans=self.kill_orphans)
+                                       receipts=receipts, owner=owner, in_flight={},
+                                       locks=self.locks, kill_orphans=self.kill_orphans, resumes=resumes,
+                                       re_enter=re_enter)
         return await self._run_calls(batch.batch_id, tuple(left.to_run), env, writer)
 
     async def settle_interrupted(self, batch: OpenBatch, cause: str, *, env: CallEnv, writer: SessionWriter,

@@ -30,8 +30,35 @@ _TEXT_KEYS = {"type", "text"}
 _TOOL_KEYS = {"type", "name", "input", "id"}
 
 
-def parse_script(raw: Any, source: str) -> list[tuple[ContentBlock, ...]]:
+CHILD_MARK = "#child="
+"""`script:PATH#child=0.1`: the turns of child 1 of child 0 of the script at PATH (agent/delegation.py)."""
+
+
+def select_child(raw: Any, source: str, child: tuple[int, ...]) -> Any:
+    """The turns a script gives the session at `child` (empty: the top level). A script is a list of turns, or an
+    object `{"turns": [...], "children": [script, ...]}` whose children are scripts for the sessions it delegates
+    to, in the order they start. A child the script does not have gets no turns (the final text at once)."""
+    where = "top level"
+    for index in child:
+        children = raw.get("children", []) if isinstance(raw, dict) else []
+        if not isinstance(children, list):
+            raise ScriptError(source, "\"children\" must be a list of scripts", entry=where)
+        where = f"child {index}" if where == "top level" else f"{where}.{index}"
+        if index >= len(children):
+            return []
+        raw = children[index]
+    if isinstance(raw, dict):
+        extra = set(raw) - {"turns", "children"}
+        if extra or "turns" not in raw:
+            raise ScriptError(source, "a script object is {\"turns\": [...], \"children\": [...]}"
+                              + (f"; unexpected keys {sorted(extra)}" if extra else ""), entry=where)
+        return raw["turns"]
+    return raw
+
+
+def parse_script(raw: Any, source: str, child: tuple[int, ...] = ()) -> list[tuple[ContentBlock, ...]]:
     """Validate a decoded script strictly and turn it into content blocks with deterministic tool ids."""
+    raw = select_child(raw, source, child)
     if not isinstance(raw, list):
         raise ScriptError(source, f"expected a JSON list of turns, got {type(raw).__name__}")
     turns: list[tuple[ContentBlock, ...]] = []
@@ -89,7 +116,7 @@ def _read_bounded(path: Path) -> bytes:
     return data
 
 
-def load_script(path: Path) -> list[tuple[ContentBlock, ...]]:
+def load_script(path: Path, child: tuple[int, ...] = ()) -> list[tuple[ContentBlock, ...]]:
     try:
         text = _read_bounded(path).decode("utf-8")
     except OSError as exc:
@@ -104,7 +131,7 @@ def load_script(path: Path) -> list[tuple[ContentBlock, ...]]:
         raise ScriptError(str(path), f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
     except ValueError as exc:  # e.g. an integer longer than the interpreter converts
         raise ScriptError(str(path), f"not valid JSON ({exc})") from None
-    return parse_script(raw, str(path))
+    return parse_script(raw, str(path), child)
 
 
 class ScriptedModel:
@@ -113,8 +140,9 @@ class ScriptedModel:
         self._name = name
 
     @classmethod
-    def from_file(cls, path: Path) -> ScriptedModel:
-        return cls(load_script(path), name=f"script:{path}")
+    def from_file(cls, path: Path, child: tuple[int, ...] = ()) -> ScriptedModel:
+        mark = f"{CHILD_MARK}{'.'.join(map(str, child))}" if child else ""
+        return cls(load_script(path, child), name=f"script:{path}{mark}")
 
     @property
     def name(self) -> str:

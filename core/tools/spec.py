@@ -65,6 +65,10 @@ class ToolSpec:
     slips past a rule); a shell command with control operators never matches an allow pattern."""
     resource_keys: ResourceKeys | None = None
     probe: Probe | None = field(default=None, compare=False)
+    resumes: bool = False
+    """A call whose handler may be entered again after its process stopped while it ran, with the same context
+    (idempotency key included), and finishes the same work exactly once: a resume re-enters it instead of calling
+    its outcome unknown (delegate: its child session, by the id its receipt records)."""
     declared: Mapping[str, Any] | None = None
     """What else a tool's declaration says that the digest must cover (an MCP tool: its server and its policy's
     resource-key templates); None for the built-in tools, whose identity stays as it was."""

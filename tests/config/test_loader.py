@@ -35,6 +35,10 @@ TABLE: dict[str, dict[str, tuple[object, object]]] = {
                        "flag": (70, 70)},
     "drain_grace_s": {"defaults": (None, 10.0), "user": (0, 0.0), "project": (1.5, 1.5), "env": ("2", 2.0),
                       "flag": (3.0, 3.0)},
+    "delegate_max_depth": {"defaults": (None, 2), "user": (0, 0), "project": (1, 1), "env": ("3", 3),
+                           "flag": (4, 4)},
+    "delegate_in_daemon": {"defaults": (None, False), "user": (True, True), "project": (False, False),
+                           "env": ("true", True), "flag": (True, True)},
     "model": {"defaults": (None, None), "user": ("script:/u.json", "script:/u.json"),
               "project": ("script:/p.json", "script:/p.json"), "env": ("anthropic:e", "anthropic:e"),
               "flag": ("script:/f.json", "script:/f.json")},
@@ -42,7 +46,8 @@ TABLE: dict[str, dict[str, tuple[object, object]]] = {
 
 
 def _toml(values: dict[str, object]) -> str:
-    return "".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in values.items())
+    return "".join(f"{k} = {str(v).lower() if isinstance(v, bool) else repr(v)}\n".replace("'", '"')
+                   for k, v in values.items())
 
 
 @pytest.mark.parametrize("top", LAYERS)

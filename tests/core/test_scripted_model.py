@@ -67,9 +67,10 @@ def test_malformed_script_is_a_script_error_naming_the_entry(case: str) -> None:
     assert f"demo.json at {entry}" in str(err)
 
 
-@pytest.mark.parametrize("script", [{"turns": []}, "hello", 3, None])
+@pytest.mark.parametrize("script", ["hello", 3, None])
 def test_script_that_is_not_a_list_is_refused(script: Any) -> None:
-    """The top level must be a JSON list of turns; anything else names what it got."""
+    """The top level must be a JSON list of turns (or an object of turns and children); anything else names what
+    it got."""
     with pytest.raises(ScriptError, match="expected a JSON list of turns") as info:
         parse_script(script, "demo.json")
     assert info.value.entry is None
@@ -225,3 +226,19 @@ async def test_listener_sees_each_text_block_then_one_ok_attempt() -> None:
     (attempt,) = listener.attempts
     assert (attempt.number, attempt.outcome, attempt.error_kind, attempt.usage) == (1, "ok", None, response.usage)
     assert response == await model.complete(request(0))
+
+
+def test_a_script_object_scripts_the_children_it_delegates_to() -> None:
+    """`{"turns": [...], "children": [...]}`: child N (0 first) reads its own turns, nested children by path; a child
+    the script lacks has no turns (it answers with the final text at once); stray keys are refused."""
+    turn = [{"type": "text", "text": "t"}]
+    grandchild = [[{"type": "text", "text": "grandchild"}]]
+    script = {"turns": [turn], "children": [[turn, turn], {"turns": [turn], "children": [grandchild]}]}
+    assert len(parse_script(script, "s.json")) == 1
+    assert len(parse_script(script, "s.json", (0,))) == 2
+    assert len(parse_script(script, "s.json", (1,))) == 1
+    (only,) = parse_script(script, "s.json", (1, 0))
+    assert only[0].text == "grandchild"  # type: ignore[union-attr]
+    assert parse_script(script, "s.json", (5,)) == []
+    with pytest.raises(ScriptError, match="unexpected keys"):
+        parse_script({"turns": [], "kids": []}, "s.json")

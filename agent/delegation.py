@@ -1,0 +1,200 @@
+"""The `delegate` tool's handler: a child session on a task, run in this process with the parent's plan narrowed
+(core/tools/delegate.py declares the tool). One `Delegator` serves one session (the parent).
+
+Exactly once: the child's id comes from the call's idempotency key and is on the call's receipt before the child
+starts. Entering the handler again for the same call (a resume after a crash re-enters it, tool_executor) finds
+that child: one that finished gives its recorded result and is not run again; one that did not is resumed; only
+when none exists is it started.
+
+The child gets the parent's tools or fewer (`tools` may only remove; names the parent lacks are refused), no
+`delegate` once it is `delegate_max_depth` deep, the parent's session rules (config rules apply to every session)
+but not its grants, the parent's mode and its `on_ask`, and the parent's approver, whose requests name the child.
+Its final text, status and unknown-effect count are the tool's result."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import structlog
+
+from agent.lineage import ChildLink, children_of
+from agent.models import child_model_name, model_from_spec
+from agent.outcome import RunOutcome
+from core.errors import SessionNotFound, StrataError
+from core.events import Mode
+from core.faults import fault_point
+from core.messages import TextBlock
+from core.model import ModelAdapter
+from core.policy import PermissionRule
+from core.state import SessionState
+from core.tools import BoundToolPlan, ToolContext, ToolError, ToolOutput
+from core.tools.delegate import DELEGATE, child_session_id
+from core.vocabulary import OnAsk, SessionStatus
+from memory.restore import restore
+from memory.store import EventStore
+from tool_executor import Approver
+from tool_executor.approval import ApprovalAnswer, ApprovalRequest
+from tool_executor.verdicts import Parked
+
+log = structlog.get_logger("strata.delegation")
+
+FINISHED = frozenset({"completed", "incomplete", "failed"})
+
+
+@dataclass(frozen=True)
+class ChildApprover:
+    """The parent's approver, asked about a child's call: the request names the child and its parent."""
+
+    inner: Approver
+    child_id: str
+    parent_id: str
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalAnswer | Parked:
+        named = replace(request, reasons=(*request.reasons,
+                                          f"in child session {self.child_id} delegated by {self.parent_id}"))
+        return await self.inner.ask(named)
+
+
+class LiveChild(Protocol):
+    """A child session this process drives (agent/session.py's LiveSession)."""
+
+    @property
+    def state(self) -> SessionState: ...
+
+    async def run(self, prompt: str | None = None) -> RunOutcome: ...
+
+    async def release(self, status: SessionStatus | None) -> None: ...
+
+
+@dataclass(frozen=True)
+class NewChild:
+    """What a child session starts with."""
+
+    link: ChildLink
+    model: ModelAdapter
+    workspace: Path
+    mode: Mode
+    rules: tuple[PermissionRule, ...]
+    prompt: str
+    max_turns: int
+    approver: Approver | None
+    on_ask: OnAsk
+
+
+class ChildSessions(Protocol):
+    """How a child session is started or resumed (agent/session.py serves it, over the parent's runtime)."""
+
+    async def start(self, child: NewChild) -> LiveChild: ...
+
+    async def resume(self, child_id: str, approver: Approver | None, on_ask: OnAsk) -> LiveChild: ...
+
+
+class Delegator:
+    """The delegate handler of one parent session."""
+
+    def __init__(self, store: EventStore, sessions: ChildSessions, *, max_depth: int, approver: Approver | None,
+                 on_ask: OnAsk) -> None:
+        self.store = store
+        self.sessions = sessions
+        self.max_depth = max_depth
+        self.approver = approver
+        self.on_ask = on_ask
+        self.state: SessionState | None = None
+        """The parent's state (set once its loop exists)."""
+        self.plan: BoundToolPlan | None = None
+        """The parent's plan (set once it is bound)."""
+
+    async def handle(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        assert self.state is not None and self.plan is not None
+        child_id = child_session_id(ctx.idempotency_key)
+        try:
+            record = await self.store.get_session(child_id)
+        except SessionNotFound:
+            record = None
+        try:
+            if record is not None and record.status in FINISHED:
+                log.info("delegate: child finished before; its recorded result is used", child=child_id)
+                return await self._recorded(child_id)
+            live = await (self._resume(child_id) if record is not None else self._start(child_id, args, ctx))
+            outcome = await _drive(live)
+        except StrataError as exc:
+            raise ToolError(f"child session {child_id}: {exc}") from None
+        fault_point("after_child")
+        return _output(outcome.status, outcome.reason, outcome.unknown_receipts, _final_text(live.state), child_id)
+
+    def _allowed(self, args: Mapping[str, Any]) -> tuple[str, ...]:
+        assert self.plan is not None
+        mine = sorted(self.plan)
+        asked = args.get("tools")
+        if asked is None:
+            return tuple(mine)
+        missing = sorted(set(asked) - set(mine))
+        if missing:
+            raise ToolError(f"a child gets only tools this session has; it has no {', '.join(missing)} "
+                            f"(it has {', '.join(mine)})")
+        return tuple(sorted(set(asked)))
+
+    async def _start(self, child_id: str, args: Mapping[str, Any], ctx: ToolContext) -> LiveChild:
+        assert self.state is not None
+        parent = self.state
+        if parent.depth + 1 > self.max_depth:
+            raise ToolError(f"delegation deeper than {self.max_depth} is refused "
+                            "(setting delegate_max_depth)")
+        allowed = self._allowed(args)
+        index = len(await children_of(self.store, parent.session_id))
+        model = model_from_spec(child_model_name(parent.model, index))
+        link = ChildLink(session_id=child_id, parent_id=parent.session_id, parent_call_id=ctx.call_id,
+                         depth=parent.depth + 1, tools_allowed=allowed)
+        log.info("delegate: starting child", child=child_id, depth=link.depth, tools=list(allowed))
+        return await self.sessions.start(NewChild(
+            link=link, model=model, workspace=Path(parent.workspace), mode=parent.mode, rules=tuple(parent.rules),
+            prompt=str(args["task"]), max_turns=int(args.get("max_turns") or parent.max_turns),
+            approver=self._approver(child_id), on_ask=self.on_ask))
+
+    async def _resume(self, child_id: str) -> LiveChild:
+        log.info("delegate: resuming the child this call started", child=child_id)
+        return await self.sessions.resume(child_id, self._approver(child_id), self.on_ask)
+
+    def _approver(self, child_id: str) -> Approver | None:
+        assert self.state is not None
+        inner = self.approver
+        return ChildApprover(inner, child_id, self.state.session_id) if inner is not None else None
+
+    async def _recorded(self, child_id: str) -> ToolOutput:
+        restored = await restore(self.store, child_id)
+        state = restored.state
+        unknown = len(await self.store.list_receipts(child_id, status="unknown"))
+        status = state.ended or (await self.store.get_session(child_id)).status
+        return _output(status, "", unknown, _final_text(state), child_id)
+
+
+async def _drive(live: LiveChild) -> RunOutcome:
+    try:
+        outcome = await live.run(None)
+    except BaseException:
+        await live.release(None)
+        raise
+    await live.release(None)
+    return outcome
+
+
+def _final_text(state: SessionState) -> str:
+    for message in reversed(state.messages):
+        if message.role == "assistant":
+            return "".join(b.text for b in message.content if isinstance(b, TextBlock)).strip()
+    return ""
+
+
+def _output(status: str, reason: str, unknown: int, text: str, child_id: str) -> ToolOutput:
+    head = f"child session {child_id} {status}"
+    if reason:
+        head += f" ({reason})"
+    if unknown:
+        head += f"; {unknown} effect(s) with unknown outcome await reconciliation: strata receipts {child_id}"
+    return ToolOutput(text=f"{head}\n{text}" if text else head, is_error=status == "failed")
+
+
+__all__ = ["DELEGATE", "ChildApprover", "ChildSessions", "Delegator", "LiveChild", "NewChild"]

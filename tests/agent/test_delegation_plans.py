@@ -1,0 +1,102 @@
+"""A child's plan is its parent's narrowed (issue 14, acceptance 3), in-process over a real SQLite store and the
+scripted model read from a file: a tool the parent does not have is not in the child's plan (a call of it is denied
+by the plan, at `resolve`), `tools` only removes (naming a tool the parent lacks is refused), and a session at the
+maximum depth (2) has no `delegate`: delegation three deep is refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.lineage import children_of
+from agent.models import model_from_spec
+from agent.session import Runtime, start_session
+from core.clock import SystemClock
+from core.events import CallResult
+from core.ids import IdFactory
+from core.policy import parse_rule
+from core.tools import ToolSpec
+from memory import EventStore, SqliteEventStore
+from tool_executor import builtin_tools
+
+pytestmark = pytest.mark.anyio
+
+
+def _use(call_id: str, name: str, **args: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": call_id, "name": name, "input": args}
+
+
+def _say(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+async def _run(tmp_path: Path, script: dict[str, Any], tools: list[ToolSpec] | None = None) -> tuple[EventStore, str]:
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps(script), encoding="utf-8")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    store = await SqliteEventStore.open(tmp_path / "strata.db")
+    rt = Runtime(store=store, clock=SystemClock(), ids=IdFactory(), tools=tools or builtin_tools())
+    rules = [parse_rule("allow", "delegate"), parse_rule("allow", "bash"), parse_rule("allow", "write_file")]
+    live = await start_session(rt, model=model_from_spec(f"script:{path}"), workspace=ws, mode="headless",
+                               rules=rules, prompt="go", max_turns=10)
+    await live.run()
+    await live.release(None)
+    return store, live.id
+
+
+async def _results(store: EventStore, session_id: str) -> dict[str, CallResult]:
+    return {e.event.call_id: e.event for e in await store.read_events(session_id) if isinstance(e.event, CallResult)}
+
+
+async def _only_child(store: EventStore, parent_id: str) -> str:
+    (child,) = await children_of(store, parent_id)
+    return child.id
+
+
+async def test_a_tool_the_parent_lacks_is_denied_to_the_child_by_the_plan(tmp_path: Path) -> None:
+    no_bash = [t for t in builtin_tools() if t.name != "bash"]
+    store, parent = await _run(tmp_path, {
+        "turns": [[_use("p1", "delegate", task="run a command")], [_say("done")]],
+        "children": [[[_use("c1", "bash", command="echo hi > x.txt")], [_say("could not")]]],
+    }, tools=no_bash)
+    child = await _only_child(store, parent)
+    denied = (await _results(store, child))["c1"]
+    assert denied.status == "denied" and denied.check == "resolve", denied
+    assert not (tmp_path / "ws" / "x.txt").exists()
+    assert "could not" in (await _results(store, parent))["p1"].content
+
+
+async def test_tools_only_removes_and_a_tool_the_parent_lacks_is_refused(tmp_path: Path) -> None:
+    no_bash = [t for t in builtin_tools() if t.name != "bash"]
+    store, parent = await _run(tmp_path, {
+        "turns": [[_use("p1", "delegate", task="a", tools=["bash"]),
+                   _use("p2", "delegate", task="b", tools=["read_file"])], [_say("done")]],
+        "children": [[[_use("c1", "write_file", path="w.txt", content="no")], [_say("child b")]]],
+    }, tools=no_bash)
+    results = await _results(store, parent)
+    assert results["p1"].is_error and "it has no bash" in results["p1"].content, results["p1"]
+    child = await _only_child(store, parent)  # the refused delegation started no child
+    denied = (await _results(store, child))["c1"]
+    assert denied.status == "denied" and denied.check == "resolve", denied
+    assert not (tmp_path / "ws" / "w.txt").exists()
+
+
+async def test_delegation_three_deep_is_refused(tmp_path: Path) -> None:
+    store, parent = await _run(tmp_path, {
+        "turns": [[_use("p1", "delegate", task="level 1")], [_say("top done")]],
+        "children": [{
+            "turns": [[_use("c1", "delegate", task="level 2")], [_say("level 1 done")]],
+            "children": [[[_use("g1", "delegate", task="level 3")], [_say("level 2 done")]]],
+        }],
+    })
+    child = await _only_child(store, parent)
+    grandchild = await _only_child(store, child)
+    refused = (await _results(store, grandchild))["g1"]
+    assert refused.status == "denied" and refused.check == "resolve", refused
+    assert await children_of(store, grandchild) == []
+    assert "level 2 done" in (await _results(store, child))["c1"].content
+    assert "level 1 done" in (await _results(store, parent))["p1"].content

@@ -1,0 +1,135 @@
+"""Delegation with real processes (issue 14, acceptance 1 and 2): a scripted parent delegates a task to a child
+session that writes a file and answers; the parent gets the answer as the `delegate` result, and both sessions are
+linked in the store. SIGKILL the parent while the child's `bash` runs, and right after the child finished but before
+the parent recorded its result (fault point `after_child`): `strata resume PARENT` finishes with exactly one child,
+no effect twice, and the child's answer as the parent's tool result."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.cli._helpers import EFFECTS_LOG, call_results, events_of, result_line, text, tool_use
+from tests.conftest import StrataCLI
+
+CHILD_ANSWER = "child wrote hello.txt"
+
+
+def _script(path: Path, child_command: str) -> Path:
+    path.write_text(json.dumps({
+        "turns": [
+            [text("delegating"), tool_use("p1", "delegate", task="write hello.txt")],
+            [text("parent done")],
+        ],
+        "children": [[
+            [tool_use("c1", "bash", command=child_command)],
+            [text(CHILD_ANSWER)],
+        ]],
+    }), encoding="utf-8")
+    return path
+
+
+def _run_args(script: Path, ws: Path) -> list[str]:
+    return ["run", "--model", f"script:{script}", "--workspace", str(ws), "--allow", "bash", "--allow", "delegate",
+            "--json", "go"]
+
+
+def _sessions(cli: StrataCLI) -> list[dict[str, Any]]:
+    return cli.json_lines("sessions", "--json")
+
+
+def _one_parent_one_child(cli: StrataCLI) -> tuple[dict[str, Any], dict[str, Any]]:
+    rows = _sessions(cli)
+    parents = [r for r in rows if r["parent_id"] is None]
+    children = [r for r in rows if r["parent_id"] is not None]
+    assert len(parents) == 1 and len(children) == 1, rows
+    assert children[0]["parent_id"] == parents[0]["id"]
+    return parents[0], children[0]
+
+
+def _delegate_result(stdout: str) -> dict[str, Any]:
+    return call_results(events_of(stdout))["p1"]
+
+
+def test_a_child_writes_a_file_and_the_parent_gets_its_answer(cli: StrataCLI, tmp_path: Path,
+                                                             workspace: Path) -> None:
+    script = _script(tmp_path / "s.json", f"echo hi > hello.txt; echo once >> {EFFECTS_LOG}")
+    proc = cli.run(*_run_args(script, workspace))
+    assert proc.returncode == 0, proc.stderr
+    assert (workspace / "hello.txt").read_text() == "hi\n"
+    result = _delegate_result(proc.stdout)
+    assert result["status"] == "ok" and CHILD_ANSWER in result["content"], result
+    parent, child = _one_parent_one_child(cli)
+    assert child["status"] == "completed" and child["model"].endswith("#child=0")
+    assert child["id"] in result["content"]
+    (receipt,) = cli.json_lines("receipts", parent["id"], "--json")
+    assert receipt["tool"] == "delegate" and receipt["resource_keys"] == [f"session:{child['id']}"]
+    assert receipt["status"] == "done"
+
+
+def test_killed_after_the_child_finished_resume_uses_its_recorded_result(cli: StrataCLI, tmp_path: Path,
+                                                                          workspace: Path) -> None:
+    script = _script(tmp_path / "s.json", f"echo once >> {EFFECTS_LOG}")
+    killed = cli.run(*_run_args(script, workspace), env={"STRATA_FAULT": "after_child"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    parent, child = _one_parent_one_child(cli)
+    assert child["status"] == "completed"
+    child_events = len(cli.json_lines("timeline", child["id"], "--json"))
+    resumed = cli.run("resume", parent["id"], "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    result = _delegate_result(resumed.stdout)
+    assert result["status"] == "ok" and CHILD_ANSWER in result["content"], result
+    assert (result_line(resumed.stdout) or {})["status"] == "completed"
+    _one_parent_one_child(cli)
+    assert len(cli.json_lines("timeline", child["id"], "--json")) == child_events  # not run again
+    assert (workspace / EFFECTS_LOG).read_text() == "once\n"
+
+
+def test_killed_while_the_childs_bash_runs_resume_resumes_that_child(cli: StrataCLI, tmp_path: Path,
+                                                                      workspace: Path) -> None:
+    started = workspace / "started"
+    script = _script(tmp_path / "s.json", f"touch started; sleep 1; echo once >> {EFFECTS_LOG}")
+    proc = cli.popen(*_run_args(script, workspace))
+    try:
+        deadline = time.monotonic() + 30
+        while not started.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the child's bash never started"
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+        proc.communicate()
+    parent, child = _one_parent_one_child(cli)
+    assert child["status"] == "interrupted"  # its lease holder died
+    resumed = cli.run("resume", parent["id"], "--json")  # waits for the orphaned bash, then settles it unknown
+    assert resumed.returncode == 0, resumed.stderr
+    result = _delegate_result(resumed.stdout)
+    assert result["status"] == "ok" and CHILD_ANSWER in result["content"], result
+    assert "1 effect(s) with unknown outcome" in result["content"]
+    _, child2 = _one_parent_one_child(cli)
+    assert child2["id"] == child["id"] and child2["status"] == "completed"
+    assert (workspace / EFFECTS_LOG).read_text() == "once\n"  # the bash ran once, never again
+
+
+def test_killed_after_the_childs_bash_finished_no_effect_runs_twice(cli: StrataCLI, tmp_path: Path,
+                                                                     workspace: Path) -> None:
+    script = _script(tmp_path / "s.json", f"echo once >> {EFFECTS_LOG}")
+    # after_dispatch 1 is the child's bash (the parent's delegate call is still running).
+    killed = cli.run(*_run_args(script, workspace), env={"STRATA_FAULT": "after_dispatch:1"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    parent, child = _one_parent_one_child(cli)
+    resumed = cli.run("resume", parent["id"], "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    result = _delegate_result(resumed.stdout)
+    assert CHILD_ANSWER in result["content"], result
+    _one_parent_one_child(cli)
+    assert (workspace / EFFECTS_LOG).read_text() == "once\n"
+    (receipt,) = cli.json_lines("receipts", parent["id"], "--json")
+    assert receipt["status"] == "done" and receipt["resource_keys"] == [f"session:{child['id']}"]
+
+
