@@ -27,6 +27,12 @@ def display_status(rt: Reader, rec: SessionRecord) -> str:
     return rec.status
 
 
+def _cut(text: str, limit: int) -> str:
+    """`text` on one line, cut to `limit` characters with an ellipsis when it is longer."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "\u2026"
+
+
 @click.command()
 @json_option
 def sessions(as_json: bool) -> None:
@@ -63,7 +69,7 @@ def sessions(as_json: bool) -> None:
         def n(key: str, view: dict[str, Any] = v) -> str:
             return "?" if view[key] is None else str(view[key])
         echo(f"{v['id']:<36}  {v['status']:<17} {v['mode']:<11} {n('turns'):>5} {n('tool_calls'):>5} "
-             f"{n('denials'):>6} {v['unknown_receipts']:>7}  {v['updated_at'][:19]:<19}  {v['title'][:40]}")
+             f"{n('denials'):>6} {v['unknown_receipts']:>7}  {v['updated_at'][:19]:<19}  {_cut(v['title'], 40)}")
 
 
 @click.command()

@@ -99,10 +99,8 @@ class Tally:
                 f"written or run; to let them run, allow them ({allow}) or park them for a person (--on-ask park)")
 
 
-def printer(echo: Callable[[str], None], tally: Tally | None = None) -> Callable[[StoredEvent], None]:
+def printer(echo: Callable[[str], None]) -> Callable[[StoredEvent], None]:
     def observe(item: StoredEvent) -> None:
-        if tally is not None:
-            tally.observe(item)
         for line in event_lines(item):
             echo(line)
 

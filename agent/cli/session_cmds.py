@@ -37,9 +37,10 @@ from core.events import StoredEvent
 
 
 def _observer(as_json: bool, tally: Tally) -> Callable[[StoredEvent], None]:
-    show = (lambda item: echo_json(event_view(item))) if as_json else printer(echo, tally)
+    show = (lambda item: echo_json(event_view(item))) if as_json else printer(echo)
 
     def observe(item: StoredEvent) -> None:
+        tally.observe(item)
         ev = item.event
         # what --verbose shows: Strata's own events as they are committed (the log file keeps them too)
         about = {k: v for k in ("call_id", "tool", "status") if (v := getattr(ev, k, None)) is not None}
@@ -71,7 +72,8 @@ async def _drive(live: LiveSession, prompt: str | None, as_json: bool, tally: Ta
     if as_json:
         echo_json({"type": "result", "session_id": sid, "status": outcome.status,
                    "reason": outcome.reason, "unknown_receipts": outcome.unknown_receipts,
-                   "exit_code": outcome.exit_code, "parked": parked})
+                   "exit_code": outcome.exit_code, "parked": parked,
+                   "effects_all_denied": tally.summary() is not None})
     else:
         if outcome.status == "failed":
             echo(f"strata: error: {outcome.reason}", err=True)

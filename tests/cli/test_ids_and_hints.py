@@ -221,6 +221,11 @@ def test_headless_prints_one_line_per_denied_call_and_says_when_all_were_denied(
     assert len(denied) == 2, proc.stdout
     assert denied[0].startswith("  <- bash [c1] DENIED by policy:") and "--allow bash" in denied[0]
     assert "every effectful call was denied (2: bash, write_file)" in proc.stdout
+    as_json = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "go")
+    assert result_line(as_json.stdout)["effects_all_denied"] is True  # type: ignore[index]
+    allowed = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "bash",
+                     "--json", "go")
+    assert result_line(allowed.stdout)["effects_all_denied"] is False  # type: ignore[index]
 
 
 def test_plain_timeline_shows_the_check_and_the_full_reason(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
