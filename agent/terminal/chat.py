@@ -163,7 +163,8 @@ class ChatView:
             elif result.status == "unknown":
                 receipt = escape(result.receipt_id or "")
                 said = (f"[magenta]started, outcome unknown[/]: look at what it did, then record it:\n"
-                        f"      strata reconcile {receipt} --applied   [dim](or --not-applied)[/]")
+                        f"      strata reconcile {escape(call.call_id)} --applied   [dim](or --not-applied)[/]\n"
+                        f"      [dim](its receipt {receipt}: reconcile takes either id)[/]")
             elif result.status == "ok":
                 said = "[green]finished[/] before the interrupt; its result stands"
             else:
