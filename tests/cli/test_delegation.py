@@ -133,3 +133,41 @@ def test_killed_after_the_childs_bash_finished_no_effect_runs_twice(cli: StrataC
     assert receipt["status"] == "done" and receipt["resource_keys"] == [f"session:{child['id']}"]
 
 
+
+
+def test_sessions_and_timeline_show_the_child_under_its_parent(cli: StrataCLI, tmp_path: Path,
+                                                              workspace: Path) -> None:
+    script = _script(tmp_path / "s.json", f"echo once >> {EFFECTS_LOG}")
+    assert cli.run(*_run_args(script, workspace)).returncode == 0
+    parent, child = _one_parent_one_child(cli)
+    assert (parent["depth"], child["depth"]) == (0, 1)
+    listing = cli.run("sessions").stdout.splitlines()
+    at = next(i for i, line in enumerate(listing) if line.startswith(parent["id"]))
+    assert listing[at + 1].startswith(f"  {child['id']}")
+    rows = cli.json_lines("timeline", parent["id"], "--children", "--json")
+    owners = [r["session_id"] for r in rows]
+    first, last = owners.index(child["id"]), len(owners) - 1 - owners[::-1].index(child["id"])
+    assert set(owners[first:last + 1]) == {child["id"]}  # the child's rows together, in place
+    before, after = rows[first - 1], rows[last + 1]
+    assert (before["kind"], before["tool"], before["outcome"]) == ("receipt", "delegate", "dispatched")
+    assert (after["kind"], after["tool"], after["outcome"]) == ("receipt", "delegate", "done")
+    assert len(rows) == (len(cli.json_lines("timeline", parent["id"], "--json"))
+                         + len(cli.json_lines("timeline", child["id"], "--json")))
+    table = cli.run("timeline", parent["id"], "--children").stdout
+    assert f"[child {child['id'][:8]}]" in table
+
+
+def test_forking_a_parent_before_its_delegate_call_does_not_fork_the_child(cli: StrataCLI, tmp_path: Path,
+                                                                           workspace: Path) -> None:
+    script = _script(tmp_path / "s.json", f"echo once >> {EFFECTS_LOG}")
+    assert cli.run(*_run_args(script, workspace)).returncode == 0
+    parent, child = _one_parent_one_child(cli)
+    (forked,) = cli.json_lines("fork", parent["id"], "--at", "2", "--json")  # started, and the prompt
+    rows = {r["id"]: r for r in _sessions(cli)}
+    assert len(rows) == 3 and rows[forked["session_id"]]["depth"] == 0
+    assert [r["id"] for r in rows.values() if r["parent_id"] and r["fork_seq"] is None] == [child["id"]]
+    resumed = cli.run("resume", forked["session_id"], "--json")  # the fork delegates anew: its own child
+    assert resumed.returncode == 0, resumed.stderr
+    kids = {r["parent_id"]: r["id"] for r in _sessions(cli) if r["parent_id"] and r["fork_seq"] is None}
+    assert kids[parent["id"]] == child["id"] and kids[forked["session_id"]] != child["id"]
+    assert len(kids) == 2
