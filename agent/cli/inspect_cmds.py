@@ -18,6 +18,7 @@ from memory import restore
 from memory.leases import make_liveness
 from memory.restore import restore_or_report
 from memory.rows import RECEIPT_STATUSES, SessionRecord
+from observability.child_sessions import tree_order
 
 
 def display_status(rt: Reader, rec: SessionRecord) -> str:
@@ -36,7 +37,7 @@ def _cut(text: str, limit: int) -> str:
 @click.command()
 @json_option
 def sessions(as_json: bool) -> None:
-    """List sessions, oldest first."""
+    """List sessions, oldest first, each delegated child indented under its parent."""
     cmd = Command()
     loaded = cmd.config(None, quiet=True)
 
@@ -47,12 +48,13 @@ def sessions(as_json: bool) -> None:
             for receipt in await rt.store.list_receipts(status="unknown"):
                 unknown[receipt.session_id] = unknown.get(receipt.session_id, 0) + 1
             views = []
-            for r in records:
+            for r, depth in tree_order(records):
                 try:  # the counters come from the folded state: one snapshot plus a short tail per session
                     counters: Counters | None = (await restore(rt.store, r.id)).state.counters
                 except (FoldError, DamagedEvent):  # a broken log is listed with unknown counters ('?')
                     counters = None
-                views.append(session_view(r, display_status(rt, r), rt.masker, unknown.get(r.id, 0), counters))
+                views.append(session_view(r, display_status(rt, r), rt.masker, unknown.get(r.id, 0), counters,
+                                          depth=depth))
             return views
 
     views = cmd.run(main)
@@ -63,12 +65,14 @@ def sessions(as_json: bool) -> None:
     if not views:
         echo("no sessions yet")
         return
-    echo(f"{'id':<36}  {'status':<17} {'mode':<11} {'turns':>5} {'calls':>5} {'denied':>6} "
+    width = 36 + 2 * max(v["depth"] for v in views)
+    echo(f"{'id':<{width}}  {'status':<17} {'mode':<11} {'turns':>5} {'calls':>5} {'denied':>6} "
          f"{'unknown':>7}  {'updated (UTC)':<19}  title")
     for v in views:
         def n(key: str, view: dict[str, Any] = v) -> str:
             return "?" if view[key] is None else str(view[key])
-        echo(f"{v['id']:<36}  {v['status']:<17} {v['mode']:<11} {n('turns'):>5} {n('tool_calls'):>5} "
+        shown = "  " * v["depth"] + v["id"]
+        echo(f"{shown:<{width}}  {v['status']:<17} {v['mode']:<11} {n('turns'):>5} {n('tool_calls'):>5} "
              f"{n('denials'):>6} {v['unknown_receipts']:>7}  {v['updated_at'][:19]:<19}  {_cut(v['title'], 40)}")
 
 

@@ -25,6 +25,7 @@ from core.terminal_text import json_line, safe_text
 from core.timeline import TIMELINE_DECISIONS, TimelineRow
 from memory.leases import make_liveness
 from observability.chain_verify import ChainReport, verify_chains
+from observability.child_sessions import timeline_with_children
 from observability.session_timeline import follow, load_timeline, timeline_record
 
 if TYPE_CHECKING:  # rich draws the table only: `--json` and `--verify` do not import it
@@ -225,12 +226,16 @@ def _report_verify(report: ChainReport, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @click.option("--follow", is_flag=True, help="Keep printing new rows while the session runs.")
 @click.option("--verify", is_flag=True, help="Recompute the hash chain; exit 1 naming the first bad row.")
+@click.option("--children", is_flag=True,
+              help="Merge the rows of the sessions it delegated to in place, after each delegate call's dispatch.")
 def timeline(session_ref: str, kinds: tuple[str, ...], tools: tuple[str, ...], decisions: tuple[str, ...],
-             turn: int | None, since: str | None, as_json: bool, follow: bool, verify: bool) -> None:
+             turn: int | None, since: str | None, as_json: bool, follow: bool, verify: bool, children: bool) -> None:
     """Show what the runtime observed in session SESSION_ID: phases, model attempts, every call with its
     decision and outcome, hooks, approvals, receipts. Times are UTC."""
     if verify and (kinds or tools or decisions or turn is not None or since is not None or follow):
         raise click.UsageError("--verify checks the whole chain; it takes no filters and no --follow")
+    if children and (verify or follow):
+        raise click.UsageError("--children merges finished rows; it takes no --verify and no --follow")
     since_seq, since_at = _since(since)
     filters: dict[str, Any] = {"kinds": kinds or None, "tools": tools or None, "decisions": decisions or None,
                                "turn": turn, "since_seq": since_seq, "since_at": since_at}
@@ -242,7 +247,12 @@ def timeline(session_ref: str, kinds: tuple[str, ...], tools: tuple[str, ...], d
             await _check_kinds(rt, session_id, kinds)
             if verify:
                 return await verify_chains(rt.store, session_id, rt.ledger_head(session_id))
-            if follow:
+            if children:
+                merged = await timeline_with_children(rt.store, session_id, **filters)
+                filtered = any(value is not None for value in filters.values())
+                _print(session_id, [_nested(row, depth) if not as_json else row for row, depth in merged], as_json,
+                       filtered, rt.masker)
+            elif follow:
                 await _follow(rt, session_id, filters, as_json)
             else:
                 filtered = any(value is not None for value in filters.values())
@@ -266,6 +276,14 @@ async def _check_kinds(rt: Reader, session_id: str, kinds: tuple[str, ...]) -> N
     if wrong:
         raise UsageError(f"invalid value for --kind: {wrong[0]!r} is not one of {', '.join(TIMELINE_KINDS)}",
                          hint="repeat --kind for several kinds")
+
+
+def _nested(row: TimelineRow, depth: int) -> TimelineRow:
+    """A child's row as the merged table shows it: its summary indented and naming the child (its JSON record
+    keeps its own session id and every hashed field as stored)."""
+    if depth == 0:
+        return row
+    return row.model_copy(update={"summary": f"{'  ' * depth}[child {row.session_id[:8]}] {row.summary}"})
 
 
 def _id_masker(masker: Masker) -> Callable[[dict[str, Any]], dict[str, Any]]:

@@ -12,9 +12,10 @@ from memory.rows import Receipt, SessionRecord
 
 
 def session_view(rec: SessionRecord, display_status: str, masker: Masker, unknown_receipts: int = 0,
-                 counters: Counters | None = None) -> dict[str, Any]:
+                 counters: Counters | None = None, depth: int = 0) -> dict[str, Any]:
     """`turns`, `tool_calls` and `denials` are None when the counters were not read (or the log does not fold).
-    The title (the first line of the prompt) is masked: a listing of sessions is an observation surface."""
+    The title (the first line of the prompt) is masked: a listing of sessions is an observation surface. `depth`:
+    delegations deep (0: top level; a delegated child's `parent_id` is its parent, and its `fork_seq` None)."""
     return {
         "id": rec.id,
         "status": display_status,
@@ -32,6 +33,7 @@ def session_view(rec: SessionRecord, display_status: str, masker: Masker, unknow
         "tool_calls": counters.tool_calls if counters else None,
         "denials": counters.denials if counters else None,
         "fork_seq": rec.fork_seq,
+        "depth": depth,
     }
 
 

@@ -9,6 +9,8 @@ then escaped (`html.escape` for markup; `<`, `>` and `&` escaped inside the JSON
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from html import escape
 from typing import Any
@@ -68,7 +70,9 @@ def _island(obj: Any) -> str:
 # -- waterfall data -----------------------------------------------------------------------------------------------
 
 
-def _waterfall(trace: SessionTrace, model: str) -> dict[str, Any]:
+def _waterfall(trace: SessionTrace, model: str, children: Sequence[Nested] = ()) -> dict[str, Any]:
+    """`children`: delegated child sessions, each drawn right under the delegate call that started it, on the
+    parent's time axis."""
     t0 = trace.start
 
     def sec(t: datetime) -> float:
@@ -95,6 +99,9 @@ def _waterfall(trace: SessionTrace, model: str) -> dict[str, Any]:
             rows.append(_model_row(m, model, scale, sec))
         for c in turn.calls:
             rows.append(_call_row(c, scale, sec))
+            for nested in children:
+                if nested.call_id == c.call_id:
+                    rows += _child_rows(nested, scale, sec, depth=1)
     return {
         "start": _when(t0),
         "rows": rows,
@@ -103,6 +110,51 @@ def _waterfall(trace: SessionTrace, model: str) -> dict[str, Any]:
         "markers": [{"x": scale.x(sec(m.at)), "what": m.what, "summary": m.summary, "seq": m.seq, "at": _when(m.at)}
                     for m in trace.markers],
     }
+
+
+@dataclass(frozen=True)
+class Nested:
+    """A delegated child session as the parent's waterfall draws it."""
+
+    call_id: str
+    session_id: str
+    trace: SessionTrace
+    model: str
+    children: tuple[Nested, ...] = ()
+
+
+def nested_children(snapshot: SessionSnapshot, masker: Masker) -> tuple[Nested, ...]:
+    out = []
+    for call_id, child in snapshot.children:
+        _, model = provider_and_model(masker.mask(child.state.model or child.record.model))
+        out.append(Nested(call_id, child.session_id, build_trace(child, masker), model,
+                          nested_children(child, masker)))
+    return tuple(out)
+
+
+def _child_rows(nested: Nested, scale: TimeScale, sec: Any, depth: int) -> list[dict[str, Any]]:
+    """A child's turns, model calls and tool calls, marked as the child's (no link to this page's details: they
+    are in the child's own export), its own children under its delegate calls."""
+    mark = "\u21b3 " * depth
+    rows: list[dict[str, Any]] = []
+    for turn in nested.trace.turns:
+        dur = (turn.end - turn.start).total_seconds()
+        rows.append({"kind": "turn", "cat": "turn", "label": f"{mark}child turn {turn.number}",
+                     "sub": nested.session_id[:8], "x0": scale.x(sec(turn.start)), "x1": scale.x(sec(turn.end)),
+                     "text": duration_label(dur), "child": depth, "session": nested.session_id,
+                     "tip": [f"Turn {turn.number} of child session {nested.session_id}",
+                             f"({duration_label(dur)})", *([_one_line(turn.text, 220)] if turn.text else [])]})
+        for m in turn.model_calls:
+            row = _model_row(m, nested.model, scale, sec)
+            rows.append({**row, "label": f"{mark}{row['label']}", "child": depth, "session": nested.session_id})
+        for c in turn.calls:
+            row = _call_row(c, scale, sec)
+            row.pop("target", None)
+            rows.append({**row, "label": f"{mark}{row['label']}", "child": depth, "session": nested.session_id})
+            for deeper in nested.children:
+                if deeper.call_id == c.call_id:
+                    rows += _child_rows(deeper, scale, sec, depth + 1)
+    return rows
 
 
 def _model_row(m: ModelCallView, model: str, scale: TimeScale, sec: Any) -> dict[str, Any]:
@@ -158,10 +210,17 @@ def _header(snapshot: SessionSnapshot, trace: SessionTrace, masker: Masker, mode
         facts.append(("Ended", _e(state.ended + (f": {masker.mask(state.end_reason)}" if state.end_reason else "")),
                       ""))
     fork = ""
-    if rec.parent_id:
+    if rec.parent_id and rec.fork_seq is not None:
         fork = (f'<span class="badge fork">fork of <code>{_e(rec.parent_id)}</code> at seq '
                 f"{_e(rec.fork_seq)}</span>")
         facts.append(("Forked from", f"<code>{_e(rec.parent_id)}</code> at event seq {_e(rec.fork_seq)}", ""))
+    elif rec.parent_id:
+        fork = f'<span class="badge fork">child of <code>{_e(rec.parent_id)}</code></span>'
+        facts.append(("Delegated by", f"<code>{_e(rec.parent_id)}</code>, call "
+                      f"<code>{_e(masker.mask(state.parent_call_id or ''))}</code>", ""))
+    for call_id, child in snapshot.children:
+        facts.append(("Child session", f"<code>{_e(child.session_id)}</code> (delegate call "
+                      f"<code>{_e(masker.mask(call_id))}</code>, {_e(child.record.status)})", ""))
     cards: list[tuple[int | str, str, str]] = [
         (n["turns"], "turns", ""), (n["tool_calls"], "tool calls", ""),
         (n["denials"], "denials", "warn" if n["denials"] else ""),
@@ -356,7 +415,8 @@ def render_html(snapshot: SessionSnapshot, masker: Masker) -> str:
         '<footer>Exported by Strata. Secrets and personal data are masked as <code>[MASKED:kind:fingerprint]</code>; '
         "equal fingerprints stand for equal values. Times are UTC; a call's bar ends when its result was "
         "committed.</footer>",
-        f'<script id="strata-data" type="application/json">{_island(_waterfall(trace, model))}</script>',
+        f'<script id="strata-data" type="application/json">'
+        f"{_island(_waterfall(trace, model, nested_children(snapshot, masker)))}</script>",
         f"<script>{JS}</script>",
         "</body></html>\n",
     ])

@@ -171,9 +171,13 @@ def otlp_document(snapshot: SessionSnapshot, masker: Masker) -> dict[str, Any]:
     n = counts(snapshot)
     root_id = span_id(sid, "session")
     links = []
-    if rec.parent_id:
+    if rec.parent_id and rec.fork_seq is not None:
         links.append({"traceId": trace_id(rec.parent_id), "spanId": span_id(rec.parent_id, "session"),
                       "attributes": _attributes({"strata.link": "forked_from", "strata.fork_seq": rec.fork_seq})})
+    elif rec.parent_id:  # a delegated child: its parent's delegate call started it
+        links.append({"traceId": trace_id(rec.parent_id), "spanId": span_id(rec.parent_id, "session"),
+                      "attributes": _attributes({"strata.link": "delegated_by",
+                                                 "strata.parent_call_id": state.parent_call_id})})
     events = [{"timeUnixNano": _nanos(m.at), "name": f"strata.{m.what}",
                "attributes": _attributes({"strata.summary": m.summary, "strata.timeline_seq": m.seq})}
               for m in trace.markers]

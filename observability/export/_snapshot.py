@@ -12,6 +12,7 @@ from core.state import FoldError, SessionState, fold
 from core.timeline import TimelineRow
 from memory.rows import Receipt, SessionRecord
 from memory.store import EventStore
+from observability.child_sessions import child_calls
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,9 @@ class SessionSnapshot:
     copied, so they are drawn when they happened. These rows belong to the ancestors' timelines, not this one."""
     chain_key: ChainKey | None = None
     """The key the timeline is checked with (the store's); None: it cannot be checked here."""
+    children: list[tuple[str, SessionSnapshot]] = field(default_factory=list)
+    """The sessions this one delegated to, each with the call id of its delegate call (and their own children), so
+    the HTML export nests a child's waterfall under that call."""
 
     @property
     def session_id(self) -> str:
@@ -40,7 +44,11 @@ class SessionSnapshot:
         return sum(1 for r in self.receipts if r.status == "unknown")
 
 
-async def load_snapshot(store: EventStore, session_id: str) -> SessionSnapshot:
+MAX_NESTED = 8
+"""Delegation levels an export reads below the session (delegate_max_depth is at most 16, 2 by default)."""
+
+
+async def load_snapshot(store: EventStore, session_id: str, *, nested: int = MAX_NESTED) -> SessionSnapshot:
     """Read one session whole. SessionNotFound for an unknown id; a log `fold` rejects is a one-line error (an
     export of a corrupt log would describe a session that never was)."""
     record = await store.get_session(session_id)
@@ -52,8 +60,15 @@ async def load_snapshot(store: EventStore, session_id: str) -> SessionSnapshot:
     timeline = await store.read_timeline(session_id)
     receipts = await store.list_receipts(session_id)
     ancestry = await _ancestry(store, record, events)
+    children: list[tuple[str, SessionSnapshot]] = []
+    if nested > 0:
+        for child, call_id in (await child_calls(store, session_id)).items():
+            try:
+                children.append((call_id, await load_snapshot(store, child, nested=nested - 1)))
+            except SessionNotFound:  # the parent stopped after the receipt, before the child started
+                continue
     return SessionSnapshot(record=record, events=events, state=state, timeline=timeline, receipts=receipts,
-                           ancestry=ancestry, chain_key=store.chain_key)
+                           ancestry=ancestry, chain_key=store.chain_key, children=children)
 
 
 async def _ancestry(store: EventStore, record: SessionRecord, events: list[StoredEvent]) -> list[TimelineRow]:
@@ -87,5 +102,6 @@ async def _ancestry(store: EventStore, record: SessionRecord, events: list[Store
                   or (r.kind == "model_attempt" and r.turn in answered_turns)]
         calls -= answered_calls
         turns -= answered_turns
-        ancestor = parent.parent_id
+        ancestor = parent.parent_id if parent.fork_seq is not None else None  # a delegated child's parent did
+        # not run the child's calls
     return found

@@ -6,6 +6,7 @@ maximum depth (2) has no `delegate`: delegation three deep is refused."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -13,16 +14,28 @@ import pytest
 
 from agent.lineage import children_of
 from agent.models import model_from_spec
-from agent.session import Runtime, start_session
+from agent.session import Asking, Runtime, start_session
 from core.clock import SystemClock
-from core.events import CallResult
+from core.events import CallResult, Mode
 from core.ids import IdFactory
 from core.policy import parse_rule
 from core.tools import ToolSpec
 from memory import EventStore, SqliteEventStore
-from tool_executor import builtin_tools
+from tool_executor import Approver, builtin_tools
+from tool_executor.approval import ApprovalAnswer, ApprovalRequest
+from tool_executor.verdicts import Parked
 
 pytestmark = pytest.mark.anyio
+
+
+_OPEN: list[EventStore] = []
+
+
+@pytest.fixture(autouse=True)
+async def _close_stores() -> AsyncIterator[None]:
+    yield
+    while _OPEN:
+        await _OPEN.pop().close()
 
 
 def _use(call_id: str, name: str, **args: Any) -> dict[str, Any]:
@@ -33,16 +46,20 @@ def _say(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
-async def _run(tmp_path: Path, script: dict[str, Any], tools: list[ToolSpec] | None = None) -> tuple[EventStore, str]:
+async def _run(tmp_path: Path, script: dict[str, Any], tools: list[ToolSpec] | None = None, *,
+               mode: Mode = "headless", in_daemon: bool = False, approver: Approver | None = None,
+               allow: tuple[str, ...] = ("delegate", "bash", "write_file")) -> tuple[EventStore, str]:
     path = tmp_path / "script.json"
     path.write_text(json.dumps(script), encoding="utf-8")
     ws = tmp_path / "ws"
     ws.mkdir()
     store = await SqliteEventStore.open(tmp_path / "strata.db")
-    rt = Runtime(store=store, clock=SystemClock(), ids=IdFactory(), tools=tools or builtin_tools())
-    rules = [parse_rule("allow", "delegate"), parse_rule("allow", "bash"), parse_rule("allow", "write_file")]
-    live = await start_session(rt, model=model_from_spec(f"script:{path}"), workspace=ws, mode="headless",
-                               rules=rules, prompt="go", max_turns=10)
+    _OPEN.append(store)
+    rt = Runtime(store=store, clock=SystemClock(), ids=IdFactory(), tools=tools or builtin_tools(),
+                 delegate_in_daemon=in_daemon)
+    rules = [parse_rule("allow", name) for name in allow]
+    live = await start_session(rt, model=model_from_spec(f"script:{path}"), workspace=ws, mode=mode,
+                               rules=rules, prompt="go", max_turns=10, asking=Asking(approver=approver))
     await live.run()
     await live.release(None)
     return store, live.id
@@ -100,3 +117,52 @@ async def test_delegation_three_deep_is_refused(tmp_path: Path) -> None:
     assert await children_of(store, grandchild) == []
     assert "level 2 done" in (await _results(store, child))["c1"].content
     assert "level 1 done" in (await _results(store, parent))["p1"].content
+
+
+@pytest.mark.parametrize("in_daemon", [False, True])
+async def test_daemon_mode_offers_delegate_only_when_the_setting_enables_it(tmp_path: Path, in_daemon: bool) -> None:
+    store, parent = await _run(tmp_path, {
+        "turns": [[_use("p1", "delegate", task="something")], [_say("done")]],
+        "children": [[[_say("child done")]]],
+    }, mode="daemon", in_daemon=in_daemon)
+    result = (await _results(store, parent))["p1"]
+    if in_daemon:
+        assert result.status == "ok" and "child done" in result.content, result
+        assert (await store.get_session(await _only_child(store, parent))).mode == "daemon"
+    else:
+        assert result.status == "denied" and result.check == "resolve", result
+        assert await children_of(store, parent) == []
+
+
+class _Person:
+    """An approver that says yes and keeps what it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[ApprovalRequest] = []
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalAnswer | Parked:
+        self.asked.append(request)
+        return ApprovalAnswer(decision="yes", approver="person:test")
+
+
+async def test_a_childs_approvals_reach_the_parents_approver_naming_the_child(tmp_path: Path) -> None:
+    person = _Person()
+    store, parent = await _run(tmp_path, {
+        "turns": [[_use("p1", "delegate", task="write it")], [_say("done")]],
+        "children": [[[_use("c1", "write_file", path="w.txt", content="x")], [_say("child wrote")]]],
+    }, mode="interactive", approver=person, allow=())
+    child = await _only_child(store, parent)
+    assert [(r.session_id, r.tool) for r in person.asked] == [(parent, "delegate"), (child, "write_file")]
+    assert f"in child session {child} delegated by {parent}" in person.asked[1].reasons
+    assert (tmp_path / "ws" / "w.txt").read_text() == "x"
+
+
+async def test_a_headless_childs_ask_follows_the_parents_on_ask(tmp_path: Path) -> None:
+    store, parent = await _run(tmp_path, {
+        "turns": [[_use("p1", "delegate", task="write it")], [_say("done")]],
+        "children": [[[_use("c1", "write_file", path="w.txt", content="x")], [_say("child denied")]]],
+    }, allow=("delegate",))  # headless, on_ask deny: the child's write is asked, so denied
+    child = await _only_child(store, parent)
+    denied = (await _results(store, child))["c1"]
+    assert denied.status == "denied" and denied.check == "policy", denied
+    assert not (tmp_path / "ws" / "w.txt").exists()

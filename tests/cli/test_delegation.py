@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -133,3 +134,63 @@ def test_killed_after_the_childs_bash_finished_no_effect_runs_twice(cli: StrataC
     assert receipt["status"] == "done" and receipt["resource_keys"] == [f"session:{child['id']}"]
 
 
+
+
+def test_sessions_and_timeline_show_the_child_under_its_parent(cli: StrataCLI, tmp_path: Path,
+                                                              workspace: Path) -> None:
+    script = _script(tmp_path / "s.json", f"echo once >> {EFFECTS_LOG}")
+    assert cli.run(*_run_args(script, workspace)).returncode == 0
+    parent, child = _one_parent_one_child(cli)
+    assert (parent["depth"], child["depth"]) == (0, 1)
+    listing = cli.run("sessions").stdout.splitlines()
+    at = next(i for i, line in enumerate(listing) if line.startswith(parent["id"]))
+    assert listing[at + 1].startswith(f"  {child['id']}")
+    rows = cli.json_lines("timeline", parent["id"], "--children", "--json")
+    owners = [r["session_id"] for r in rows]
+    first, last = owners.index(child["id"]), len(owners) - 1 - owners[::-1].index(child["id"])
+    assert set(owners[first:last + 1]) == {child["id"]}  # the child's rows together, in place
+    before, after = rows[first - 1], rows[last + 1]
+    assert (before["kind"], before["tool"], before["outcome"]) == ("receipt", "delegate", "dispatched")
+    assert (after["kind"], after["tool"], after["outcome"]) == ("receipt", "delegate", "done")
+    assert len(rows) == (len(cli.json_lines("timeline", parent["id"], "--json"))
+                         + len(cli.json_lines("timeline", child["id"], "--json")))
+    table = cli.run("timeline", parent["id"], "--children").stdout
+    assert f"[child {child['id'][:8]}]" in table
+
+
+def test_forking_a_parent_before_its_delegate_call_does_not_fork_the_child(cli: StrataCLI, tmp_path: Path,
+                                                                           workspace: Path) -> None:
+    script = _script(tmp_path / "s.json", f"echo once >> {EFFECTS_LOG}")
+    assert cli.run(*_run_args(script, workspace)).returncode == 0
+    parent, child = _one_parent_one_child(cli)
+    (forked,) = cli.json_lines("fork", parent["id"], "--at", "2", "--json")  # started, and the prompt
+    rows = {r["id"]: r for r in _sessions(cli)}
+    assert len(rows) == 3 and rows[forked["session_id"]]["depth"] == 0
+    assert [r["id"] for r in rows.values() if r["parent_id"] and r["fork_seq"] is None] == [child["id"]]
+    resumed = cli.run("resume", forked["session_id"], "--json")  # the fork delegates anew: its own child
+    assert resumed.returncode == 0, resumed.stderr
+    kids = {r["parent_id"]: r["id"] for r in _sessions(cli) if r["parent_id"] and r["fork_seq"] is None}
+    assert kids[parent["id"]] == child["id"] and kids[forked["session_id"]] != child["id"]
+    assert len(kids) == 2
+
+
+def test_the_html_export_nests_the_childs_waterfall_under_the_delegate_call(cli: StrataCLI, tmp_path: Path,
+                                                                            workspace: Path) -> None:
+    script = _script(tmp_path / "s.json", f"echo once >> {EFFECTS_LOG}")
+    assert cli.run(*_run_args(script, workspace)).returncode == 0
+    parent, child = _one_parent_one_child(cli)
+    page = tmp_path / "parent.html"
+    assert cli.run("export", parent["id"], "--format", "html", "-o", str(page)).returncode == 0
+    island = re.search(r'<script id="strata-data" type="application/json">(.*?)</script>', page.read_text(), re.S)
+    assert island is not None
+    rows = json.loads(island.group(1))["rows"]
+    at = next(i for i, r in enumerate(rows) if r["kind"] == "call" and r["label"] == "delegate")
+    nested = [r for r in rows[at + 1:] if r.get("child")]
+    assert nested and all(r["session"] == child["id"] for r in nested)
+    assert rows[at + 1: at + 1 + len(nested)] == nested  # right under the delegate call
+    assert any(r["kind"] == "call" and r["label"].endswith("bash") for r in nested)
+    call = rows[at]
+    assert all(call["x0"] <= r["x0"] and r["x1"] <= call["x1"] for r in nested)  # within the call's bar
+    child_page = tmp_path / "child.html"
+    assert cli.run("export", child["id"], "--format", "html", "-o", str(child_page)).returncode == 0
+    assert f"child of <code>{parent['id']}</code>" in child_page.read_text()
