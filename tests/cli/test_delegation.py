@@ -163,7 +163,7 @@ def test_forking_a_parent_before_its_delegate_call_does_not_fork_the_child(cli: 
     script = _script(tmp_path / "s.json", f"echo once >> {EFFECTS_LOG}")
     assert cli.run(*_run_args(script, workspace)).returncode == 0
     parent, child = _one_parent_one_child(cli)
-    (forked,) = cli.json_lines("fork", parent["id"], "--at", "2", "--json")  # started, and the prompt
+    (forked,) = cli.json_lines("fork", parent["id"], "--at-event", "2", "--json")  # started, and the prompt
     rows = {r["id"]: r for r in _sessions(cli)}
     assert len(rows) == 3 and rows[forked["session_id"]]["depth"] == 0
     assert [r["id"] for r in rows.values() if r["parent_id"] and r["fork_seq"] is None] == [child["id"]]
