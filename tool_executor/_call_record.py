@@ -49,8 +49,13 @@ class CallRecord:
     settled_by: str | None = None
     """Why the call was settled rather than finished here: an interrupt's cause, or a crash found on resume."""
     settled_on_resume: bool = False
+    interrupt_verdict: str | None = None
+    """What the handler could say for certain when it was cancelled (ToolContext.on_interrupt), or None."""
     re_entered: bool = False
     """Settled on resume by entering its handler again (a tool that `resumes`: delegate), not from the receipt."""
+
+    def tell_interrupt(self, verdict: str) -> None:
+        self.interrupt_verdict = verdict
 
     @property
     def tool(self) -> str:

@@ -54,7 +54,8 @@ class Effects:
         ctx = ToolContext(session_id=env.session_id, mode=env.mode, model=env.model, turn=env.turn,
                           call_id=call.call_id, workspace=self.workspace, idempotency_key=key,
                           deadline_s=spec.timeout_s,
-                          path_filter=path_filter(spec, args, (*env.rules, *self.config_rules), self.workspace))
+                          path_filter=path_filter(spec, args, (*env.rules, *self.config_rules), self.workspace),
+                          on_interrupt=record.tell_interrupt)
         effectful = spec.effect == "effectful"
         keys = tuple(spec.resource_keys(args, ctx)) if spec.resource_keys else ()
         if effectful:  # step 8

@@ -164,8 +164,12 @@ async def settle_open_batch(batch: OpenBatch, cause: SettleCause, *, env: CallEn
             if cause.kind == "interrupt":
                 # The handler was cancelled and ended its process group; one that is still there goes now.
                 process = await end_process(receipt.id) if end_process is not None else None
-                owner.unknown(record, receipt.id, f"{cause.text} while the call ran; not re-run", process)
-                record.result = results.interrupted(batch.batch_id, call, receipt.id, cause.text)
+                verdict = record.interrupt_verdict
+                note = f"{cause.text} while the call ran; not re-run"
+                if verdict:
+                    note += results.VERDICT_MARK + verdict
+                owner.unknown(record, receipt.id, note, process)
+                record.result = results.interrupted(batch.batch_id, call, receipt.id, cause.text, verdict)
             else:
                 note, process = "process stopped after dispatch; not re-run", None
                 if locks is not None:

@@ -62,13 +62,26 @@ def busy(batch_id: str, call: PlannedCall, detail: str, *, receipt_id: str | Non
                       is_error=True, check="lock", receipt_id=receipt_id, duration_ms=round(duration_ms, 3))
 
 
+VERDICT_MARK = "; what is known: "
+"""Joins an interrupted call's receipt note and its handler's interrupt verdict (read by the hint after Ctrl-C)."""
+KNOWN_MARK = " What is known: "
+"""Starts the interrupt verdict in an interrupted call's result text, up to the next '. '."""
+
+
+def interrupt_verdict(text: str) -> str | None:
+    """The interrupt verdict an interrupted call's result text carries (`interrupted` wrote it), or None."""
+    _, found, rest = text.partition(KNOWN_MARK)
+    return rest.split(". ", 1)[0] if found else None
+
+
 def interrupted(batch_id: str, call: PlannedCall, receipt_id: str | None,
-                cause: str = "the user interrupted the turn") -> CallResult:
-    """The turn was interrupted (Ctrl-C, or `cause`: a termination signal): a started effect is unknown; a call
-    not started never ran."""
+                cause: str = "the user interrupted the turn", verdict: str | None = None) -> CallResult:
+    """The turn was interrupted (Ctrl-C, or `cause`: a termination signal): a started effect is unknown (with what
+    its handler could say for certain, its `verdict`); a call not started never ran."""
     if receipt_id is not None:
+        known = f"{KNOWN_MARK}{verdict}." if verdict else ""
         text = (f"Outcome unknown: {cause} while this call ran, so it may or may not have taken "
-                f"effect. It will not be re-run; it awaits reconciliation (receipt {receipt_id}).")
+                f"effect.{known} It will not be re-run; it awaits reconciliation (receipt {receipt_id}).")
         return CallResult(batch_id=batch_id, call_id=call.call_id, tool=call.tool, status="unknown", content=text,
                           is_error=True, check="interrupt", receipt_id=receipt_id)
     text = f"Not run: {cause} before this call finished; no effect of it was kept."

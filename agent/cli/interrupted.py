@@ -11,6 +11,7 @@ import anyio
 
 from memory.opening import open_store
 from memory.rows import Receipt
+from tool_executor.result import VERDICT_MARK
 
 if TYPE_CHECKING:
     from agent.cli._common import Command
@@ -32,8 +33,10 @@ def hint_lines(session_id: str, unknown: list[Receipt]) -> list[str]:
     """The lines after `strata: interrupted` for session `session_id` whose `unknown` receipts await a decision."""
     lines = [f"session {session_id} was stopped safely: its open batch was closed and its lease released"]
     for r in unknown:
+        _, found, verdict = (r.note or "").partition(VERDICT_MARK)
+        known = f"; {verdict}" if found else _group(r)
         lines.append(f"call {r.call_id} ({r.tool}) had started when it was interrupted: its outcome is unknown "
-                     f"(receipt {r.id}){_group(r)}; check the workspace, then: strata reconcile {r.call_id} "
+                     f"(receipt {r.id}){known}; check the workspace, then: strata reconcile {r.call_id} "
                      "--applied|--not-applied")
     if unknown:
         lines.append(f"or let each tool's probe decide: strata reconcile --probe {session_id}")

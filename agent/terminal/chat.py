@@ -38,6 +38,7 @@ from core.events import (
     UserMessage,
 )
 from core.model import ModelAttempt
+from tool_executor.result import interrupt_verdict
 
 HELP = """\
 /help       this help
@@ -162,7 +163,9 @@ class ChatView:
                 said = "[dim]not run[/]: nothing of it was kept; it runs only if the model asks again"
             elif result.status == "unknown":
                 receipt = escape(result.receipt_id or "")
-                said = (f"[magenta]started, outcome unknown[/]: look at what it did, then record it:\n"
+                verdict = interrupt_verdict(result.content)
+                known = f" ({escape(verdict)})" if verdict else ""
+                said = (f"[magenta]started, outcome unknown[/]{known}: look at what it did, then record it:\n"
                         f"      strata reconcile {escape(call.call_id)} --applied   [dim](or --not-applied)[/]\n"
                         f"      [dim](its receipt {receipt}: reconcile takes either id)[/]")
             elif result.status == "ok":

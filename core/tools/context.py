@@ -11,6 +11,7 @@ from core.processes import ProcessGroup
 from core.tools.path_filter import PathFilter
 
 SpawnListener = Callable[[ProcessGroup], Awaitable[None]]
+InterruptVerdict = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -30,3 +31,8 @@ class ToolContext:
     """A handler that starts a process group which can outlive Strata (a `bash` command in its own session) calls
     this with the group before the group does any work, and lets it start only if the call returns: the executor
     records the group where a later process finds it if this one dies (tool_executor/locks.py)."""
+    on_interrupt: InterruptVerdict | None = None
+    """A handler cancelled mid-work (Ctrl-C, a termination signal) may call this, before it re-raises, with what
+    it can say for certain of what it did: its interrupt verdict (`bash`: whether the command had started, what
+    it had printed, whether its whole process group is gone). The outcome stays unknown, never guessed; the
+    verdict is said with it (the call's result, its receipt's note, the hint after the interrupt)."""

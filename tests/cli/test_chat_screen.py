@@ -124,7 +124,8 @@ def test_after_ctrl_c_each_call_is_accounted_for_and_show_prints_a_whole_result(
         pane.keys("C-c")
         pane.wait_for(r"interrupted: the turn stopped and every call has its result:")
         pane.wait_for(r"bash .* \(toolu_fast\): finished before the interrupt")
-        pane.wait_for(r"bash sleep 30 \(toolu_slow\): started, outcome unknown: .*\n"
+        pane.wait_for(r"bash sleep 30 \(toolu_slow\): started, outcome unknown \(the command was killed after it had "
+                      r"printed\s+nothing;\s+its\s+whole\s+process\s+group\s+is\s+gone\): .*\n"
                       r"\s+strata reconcile toolu_slow --applied +\(or --not-applied\)\n"
                       r"\s+\(its receipt rcpt_\w+: reconcile takes either id\)")
         pane.wait_for(r"bash echo after \(toolu_after\): not run")

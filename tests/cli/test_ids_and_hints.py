@@ -153,7 +153,8 @@ def test_ctrl_c_exits_130_naming_resume_and_reconcile_with_the_call_id(cli: Stra
     err = done.stderr
     assert "strata: interrupted" in err and "Traceback" not in err
     assert "call toolu_slow_01 (bash) had started" in err and "outcome is unknown" in err
-    assert "was killed and nothing of it runs any more" in err  # its process group is gone, and it says so
+    # bash's interrupt verdict: what is certain about the command, its outcome still unknown
+    assert "the command was killed after it had printed nothing; its whole process group is gone" in err
     assert "strata reconcile toolu_slow_01 --applied|--not-applied" in err
     assert f"continue it: strata resume {sid}" in err and "exit code 130" in err
 
@@ -168,6 +169,23 @@ def test_ctrl_c_exits_130_naming_resume_and_reconcile_with_the_call_id(cli: Stra
     shown = cli.show(sid)["session"]
     assert listed["unknown_receipts"] == shown["unknown_receipts"] == 0
     assert "unknown outcomes 0 (1 reconciled since)" in strata(cli, "show", sid).stdout
+
+
+def test_an_interrupted_command_that_printed_says_how_much_and_stays_unknown(cli: StrataCLI, workspace: Path,
+                                                                           tmp_path: Path) -> None:
+    script = write_script(tmp_path / "slow.json", [[tool_use("toolu_talk_01", "bash",
+                                                             command="echo hello; echo started >> started; sleep 30")],
+                                                   [text("done")]])
+    proc = cli.popen("run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "bash", "go")
+    wait_for(workspace / "started", proc)
+    proc.send_signal(signal.SIGINT)
+    done = finish(proc)
+    assert done.returncode == 130, done.stderr
+    assert "the command was killed after it had printed 6 bytes; its whole process group is gone" in done.stderr
+    sid = json_lines(strata(cli, "sessions", "--json").stdout)[-1]["id"]
+    (receipt,) = strata_json(cli, "receipts", sid, "--json")
+    assert receipt["status"] == "unknown"  # the verdict informs the person; it decides nothing
+    assert "what is known: the command was killed after it had printed 6 bytes" in receipt["note"]
 
 
 # -- fork ---------------------------------------------------------------------------------------------------------

@@ -33,7 +33,15 @@ time) with stdin from /dev/null, as the command always had. `sh` reads no startu
 $BASH_ENV before the gate opens)."""
 
 
-async def _open_gate(proc: Process, ctx: ToolContext) -> None:
+class _Seen:
+    """What became of a command so far, for its interrupt verdict: whether the gate opened (the command itself
+    started) and how many bytes it printed."""
+
+    started = False
+    printed = 0
+
+
+async def _open_gate(proc: Process, ctx: ToolContext, seen: _Seen) -> None:
     """Report the group (its leader is our unreaped child, so its pid and start time are reliable), then let the
     command start. A report that fails leaves the gate closed: the shell exits and the command never runs."""
     assert proc.stdin is not None
@@ -42,6 +50,7 @@ async def _open_gate(proc: Process, ctx: ToolContext) -> None:
             await ctx.on_spawn(ProcessGroup.of_leader(proc.pid))
         except Exception as exc:
             raise ToolError(f"the command was not started: its process could not be recorded ({exc})") from None
+    seen.started = True  # from here on it may have started: a verdict never says it did not when it might have
     await proc.stdin.send(b"1\n")
     await proc.stdin.aclose()
 
@@ -51,18 +60,46 @@ def _kill_group(proc: Process) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-async def _read_capped(proc: Process) -> bytes:
+async def _read_capped(proc: Process, seen: _Seen) -> bytes:
     assert proc.stdout is not None
     chunks: list[bytes] = []
-    size = 0
     async for chunk in proc.stdout:
-        if size < MAX_OUTPUT:
-            chunks.append(chunk[: MAX_OUTPUT - size])
-        size += len(chunk)
+        if seen.printed < MAX_OUTPUT:
+            chunks.append(chunk[: MAX_OUTPUT - seen.printed])
+        seen.printed += len(chunk)
     data = b"".join(chunks)
-    if size > MAX_OUTPUT:
-        data += f"\n[output truncated: {size - MAX_OUTPUT} more bytes]".encode()
+    if seen.printed > MAX_OUTPUT:
+        data += f"\n[output truncated: {seen.printed - MAX_OUTPUT} more bytes]".encode()
     return data
+
+
+async def _group_gone(pgid: int) -> bool:
+    """Is every process of the group gone? Members just sent SIGKILL may take a moment to be reaped."""
+    for _ in range(20):
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        await anyio.sleep(0.025)
+    return False
+
+
+async def _interrupt_verdict(proc: Process, seen: _Seen) -> str:
+    """What a cancelled command did, as far as can be known for certain (its outcome stays unknown)."""
+    if not seen.started:
+        return "the command had not been started (it was stopped before its shell ran it)"
+    gone = await _group_gone(proc.pid)
+    drained = False
+    if proc.stdout is not None:  # what it printed that was not read yet is in the pipe: counted, not kept
+        with anyio.move_on_after(0.5), contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            async for chunk in proc.stdout:
+                seen.printed += len(chunk)
+            drained = True
+    printed = "nothing" if drained and seen.printed == 0 else f"{seen.printed} bytes{'' if drained else ' or more'}"
+    group = "its whole process group is gone" if gone else f"some of its process group {proc.pid} may still run"
+    return f"the command was killed after it had printed {printed}; {group}"
 
 
 async def bash(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -75,20 +112,23 @@ async def bash(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
                                         stderr=subprocess.STDOUT, start_new_session=True, env=env)
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte, which the policy check denies before this
         raise ToolError(f"cannot start bash: {getattr(exc, 'strerror', None) or exc}") from None
+    seen = _Seen()
     try:
-        await _open_gate(proc, ctx)
+        await _open_gate(proc, ctx, seen)
         with anyio.fail_after(timeout):
-            output = await _read_capped(proc)
+            output = await _read_capped(proc, seen)
             code = await proc.wait()
     except TimeoutError:
         _kill_group(proc)
         with anyio.CancelScope(shield=True):
             await proc.wait()
         raise ToolTimeout(f"command timed out after {timeout:g} s; its process group was killed") from None
-    except BaseException:
+    except BaseException as exc:
         _kill_group(proc)
         with anyio.CancelScope(shield=True):
             await proc.wait()
+            if ctx.on_interrupt is not None and isinstance(exc, anyio.get_cancelled_exc_class()):
+                ctx.on_interrupt(await _interrupt_verdict(proc, seen))
         raise
     finally:
         # The command is done, but it may have left children running in its group: they go too.
