@@ -8,7 +8,7 @@ when none exists is it started.
 
 The child gets the parent's tools or fewer (`tools` may only remove; names the parent lacks are refused), no
 `delegate` once it is `delegate_max_depth` deep, the parent's session rules (config rules apply to every session)
-but not its grants, the parent's mode and its `on_ask`, and the parent's approver, whose requests name the child.
+but not its "always" grants unless the setting `delegate_grants` passes them down, the parent's mode and its `on_ask`, and the parent's approver, whose requests name the child.
 Its final text, status and unknown-effect count are the tool's result."""
 
 from __future__ import annotations
@@ -96,12 +96,14 @@ class Delegator:
     """The delegate handler of one parent session."""
 
     def __init__(self, store: EventStore, sessions: ChildSessions, *, max_depth: int, approver: Approver | None,
-                 on_ask: OnAsk) -> None:
+                 on_ask: OnAsk, pass_grants: bool = False) -> None:
         self.store = store
         self.sessions = sessions
         self.max_depth = max_depth
         self.approver = approver
         self.on_ask = on_ask
+        self.pass_grants = pass_grants
+        """Whether a child starts with the parent's "always" grants (setting `delegate_grants`)."""
         self.state: SessionState | None = None
         """The parent's state (set once its loop exists)."""
         self.plan: BoundToolPlan | None = None
@@ -147,7 +149,8 @@ class Delegator:
         index = len(await children_of(self.store, parent.session_id))
         model = model_from_spec(child_model_name(parent.model, index))
         link = ChildLink(session_id=child_id, parent_id=parent.session_id, parent_call_id=ctx.call_id,
-                         depth=parent.depth + 1, tools_allowed=allowed)
+                         depth=parent.depth + 1, tools_allowed=allowed,
+                         grants=tuple(parent.grants) if self.pass_grants else ())
         log.info("delegate: starting child", child=child_id, depth=link.depth, tools=list(allowed))
         return await self.sessions.start(NewChild(
             link=link, model=model, workspace=Path(parent.workspace), mode=parent.mode, rules=tuple(parent.rules),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.state import Grant
 from memory import SessionRecord
 from memory.store import EventStore
 from observability.child_sessions import children, depths, is_child, tree_order
@@ -21,6 +22,8 @@ class ChildLink:
     parent_call_id: str
     depth: int
     tools_allowed: tuple[str, ...]
+    grants: tuple[Grant, ...] = ()
+    """The parent's "always" grants it starts with (setting `delegate_grants`; none by default)."""
 
 
 async def children_of(store: EventStore, parent_id: str) -> list[SessionRecord]:

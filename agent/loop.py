@@ -39,6 +39,8 @@ from core.events import (
     BatchCompleted,
     CallsParked,
     Compacted,
+    Event,
+    GrantAdded,
     KnowledgeChanged,
     RulesAdded,
     SessionEnded,
@@ -144,7 +146,14 @@ class AgenticLoop:
                                  parent_call_id=child.parent_call_id if child is not None else None,
                                  depth=child.depth if child is not None else 0,
                                  tools_allowed=child.tools_allowed if child is not None else None)
-        first = Write(events=[(started, 0)] + ([(UserMessage(text=prompt), 0)] if prompt is not None else []),
+        events: list[tuple[Event, int]] = [(started, 0)]
+        if child is not None:  # the parent's "always" grants it was given (setting delegate_grants), recorded here
+            events += [(GrantAdded(tool=g.tool, asked_by=g.asked_by, call_id=child.parent_call_id,
+                                   approver=f"{g.approver}, passed down from session {child.parent_id}",
+                                   pattern=g.pattern), 0) for g in child.grants]
+        if prompt is not None:
+            events.append((UserMessage(text=prompt), 0))
+        first = Write(events=events,
                       timeline=[TimelineEntry(kind="lifecycle", outcome="started", summary=summary,
                                               data={"plan_digest": parts.plan.digest, "workspace": record.workspace,
                                                     "project_hooks_digest": project_hooks_digest,

@@ -89,6 +89,8 @@ class Runtime:
     """A session this many delegations deep gets no `delegate` (agent/delegation.py)."""
     delegate_in_daemon: bool = False
     """Whether mode `daemon`'s sessions get `delegate`."""
+    delegate_grants: bool = False
+    """Whether a child starts with its parent's "always" grants."""
 
     @classmethod
     async def open(cls, config: LoadedConfig, clock: Clock | None = None, tools: list[ToolSpec] | None = None, *,
@@ -119,7 +121,7 @@ class Runtime:
                    project_hooks=ProjectHooks.from_config(config), read_only=read_only,
                    knowledge=KnowledgeSource(config.knowledge, settings.home, config.project_trusted),
                    mcp_allowed=config.mcp.serve.allow_tools, delegate_max_depth=settings.delegate_max_depth,
-                   delegate_in_daemon=settings.delegate_in_daemon)
+                   delegate_in_daemon=settings.delegate_in_daemon, delegate_grants=settings.delegate_grants)
 
     def for_config(self, config: LoadedConfig) -> Runtime:
         """This runtime as a session under `config` sees it (a daemon's runtime has no project layer; a session
@@ -136,7 +138,7 @@ class Runtime:
             context_budget=settings.context_budget_tokens, snapshot_every=settings.snapshot_every,
             knowledge=KnowledgeSource(config.knowledge, settings.home, config.project_trusted),
             mcp_allowed=config.mcp.serve.allow_tools, delegate_max_depth=settings.delegate_max_depth,
-            delegate_in_daemon=settings.delegate_in_daemon)
+            delegate_in_daemon=settings.delegate_in_daemon, delegate_grants=settings.delegate_grants)
 
     async def close(self) -> None:
         if self.ledgers is not None:
@@ -340,7 +342,7 @@ async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mo
     asking = asking or Asking()
     on_ask = asking.on_ask or "deny"
     delegator = Delegator(rt.store, _ChildSessions(rt), max_depth=rt.delegate_max_depth, approver=asking.approver,
-                          on_ask=on_ask)
+                          on_ask=on_ask, pass_grants=rt.delegate_grants)
     plan = rt.plan(mode, await rt.session_knowledge(ws, mode), depth=child.depth if child else 0,
                    tools_allowed=child.tools_allowed if child else None, delegator=delegator)
     session_id = child.session_id if child is not None else rt.ids.session_id()

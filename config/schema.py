@@ -297,6 +297,7 @@ class ConfigFile(_Table):
     drain_grace_s: DrainSeconds | None = None
     delegate_max_depth: DelegateDepth | None = None
     delegate_in_daemon: bool | None = None
+    delegate_grants: bool | None = None
     db: StoreUrl | None = None
     policy: PolicySection = Field(default_factory=PolicySection)
     hooks: HooksSection = Field(default_factory=HooksSection)

@@ -59,6 +59,8 @@ class Settings(BaseModel):
     """A session this many delegations deep gets no `delegate` tool (0: no delegation at all)."""
     delegate_in_daemon: bool = False
     """Whether sessions in mode `daemon` (the serve daemon's channels) get the `delegate` tool."""
+    delegate_grants: bool = False
+    """Whether a child session starts with its parent's "always" grants (recorded in the child as passed down)."""
     db: StoreUrl | None = None
     """The event store on PostgreSQL (`STRATA_DB`, or `db` in the user's file; never a project's); none: SQLite
     in the home (`db_path`)."""

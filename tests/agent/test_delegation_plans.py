@@ -16,7 +16,7 @@ from agent.lineage import children_of
 from agent.models import model_from_spec
 from agent.session import Asking, Runtime, start_session
 from core.clock import SystemClock
-from core.events import CallResult, Mode
+from core.events import CallResult, GrantAdded, Mode
 from core.ids import IdFactory
 from core.policy import parse_rule
 from core.tools import ToolSpec
@@ -48,7 +48,8 @@ def _say(text: str) -> dict[str, Any]:
 
 async def _run(tmp_path: Path, script: dict[str, Any], tools: list[ToolSpec] | None = None, *,
                mode: Mode = "headless", in_daemon: bool = False, approver: Approver | None = None,
-               allow: tuple[str, ...] = ("delegate", "bash", "write_file")) -> tuple[EventStore, str]:
+               allow: tuple[str, ...] = ("delegate", "bash", "write_file"),
+               pass_grants: bool = False) -> tuple[EventStore, str]:
     path = tmp_path / "script.json"
     path.write_text(json.dumps(script), encoding="utf-8")
     ws = tmp_path / "ws"
@@ -56,7 +57,7 @@ async def _run(tmp_path: Path, script: dict[str, Any], tools: list[ToolSpec] | N
     store = await SqliteEventStore.open(tmp_path / "strata.db")
     _OPEN.append(store)
     rt = Runtime(store=store, clock=SystemClock(), ids=IdFactory(), tools=tools or builtin_tools(),
-                 delegate_in_daemon=in_daemon)
+                 delegate_in_daemon=in_daemon, delegate_grants=pass_grants)
     rules = [parse_rule("allow", name) for name in allow]
     live = await start_session(rt, model=model_from_spec(f"script:{path}"), workspace=ws, mode=mode,
                                rules=rules, prompt="go", max_turns=10, asking=Asking(approver=approver))
@@ -166,3 +167,32 @@ async def test_a_headless_childs_ask_follows_the_parents_on_ask(tmp_path: Path) 
     denied = (await _results(store, child))["c1"]
     assert denied.status == "denied" and denied.check == "policy", denied
     assert not (tmp_path / "ws" / "w.txt").exists()
+
+
+class _AlwaysPerson(_Person):
+    """An approver that answers "always" and keeps what it was asked."""
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalAnswer | Parked:
+        self.asked.append(request)
+        return ApprovalAnswer(decision="always", approver="person:test")
+
+
+@pytest.mark.parametrize("pass_grants", [False, True])
+async def test_a_parents_always_grants_pass_to_the_child_only_when_configured(tmp_path: Path,
+                                                                              pass_grants: bool) -> None:
+    person = _AlwaysPerson()
+    store, parent = await _run(tmp_path, {
+        "turns": [[_use("p1", "write_file", path="p.txt", content="p")], [_use("p2", "delegate", task="write")],
+                  [_say("done")]],
+        "children": [[[_use("c1", "write_file", path="c.txt", content="c")], [_say("child wrote")]]],
+    }, mode="interactive", approver=person, allow=(), pass_grants=pass_grants)
+    child = await _only_child(store, parent)
+    asked = [(r.session_id, r.tool) for r in person.asked]
+    if pass_grants:  # the parent's "always" for write_file holds in the child, recorded there as passed down
+        assert asked == [(parent, "write_file"), (parent, "delegate")]
+        grants = [e.event for e in await store.read_events(child) if isinstance(e.event, GrantAdded)]
+        assert [(g.tool, g.call_id) for g in grants] == [("write_file", "p2"), ("delegate", "p2")]
+        assert all(g.approver == f"person:test, passed down from session {parent}" for g in grants)
+    else:  # by default the child asks again
+        assert asked == [(parent, "write_file"), (parent, "delegate"), (child, "write_file")]
+    assert (tmp_path / "ws" / "c.txt").read_text() == "c"

@@ -56,6 +56,7 @@ def test_config_show_json_names_every_source(cli: StrataCLI, tmp_path: Path) -> 
         "drain_grace_s": {"value": 10.0, "source": "built-in defaults"},
         "delegate_max_depth": {"value": 2, "source": "built-in defaults"},
         "delegate_in_daemon": {"value": False, "source": "built-in defaults"},
+        "delegate_grants": {"value": False, "source": "built-in defaults"},
         "db": {"value": None, "source": "built-in defaults"},
     }
     assert [(r["action"], r["text"], r["active"]) for r in view["rules"]] == [

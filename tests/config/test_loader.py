@@ -39,6 +39,8 @@ TABLE: dict[str, dict[str, tuple[object, object]]] = {
                            "flag": (4, 4)},
     "delegate_in_daemon": {"defaults": (None, False), "user": (True, True), "project": (False, False),
                            "env": ("true", True), "flag": (True, True)},
+    "delegate_grants": {"defaults": (None, False), "user": (True, True), "project": (False, False),
+                        "env": ("true", True), "flag": (True, True)},
     "model": {"defaults": (None, None), "user": ("script:/u.json", "script:/u.json"),
               "project": ("script:/p.json", "script:/p.json"), "env": ("anthropic:e", "anthropic:e"),
               "flag": ("script:/f.json", "script:/f.json")},
