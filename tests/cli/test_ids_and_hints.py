@@ -80,6 +80,16 @@ def test_a_prefix_shorter_than_8_characters_is_a_usage_error(cli: StrataCLI, wor
     assert unknown.returncode == 1 and "no session with id" in unknown.stderr
 
 
+def test_a_short_receipt_or_call_id_is_refused_without_offering_last(cli: StrataCLI) -> None:
+    """`last` names sessions only: a too-short receipt or call id (`last` itself included) does not suggest it."""
+    for ref in ("c1x", "last"):
+        proc = strata(cli, "reconcile", ref, "--applied")
+        assert proc.returncode == 2, proc.stderr
+        (line,) = error_lines(proc.stderr)
+        assert "receipt or call id" in line and "too short" in line, line
+        assert "`last`" not in proc.stderr and "strata receipts" in proc.stderr, proc.stderr
+
+
 def test_last_names_the_most_recently_updated_session(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
     nothing = strata(cli, "show", "last")
     assert nothing.returncode == 2 and "no session yet" in nothing.stderr
