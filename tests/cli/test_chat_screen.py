@@ -189,3 +189,30 @@ def test_always_offers_the_command_pattern_first_and_the_grant_holds_only_for_it
     results = {b["tool_use_id"]: b for m in view["messages"] for b in m["content"] if b["type"] == "tool_result"}
     assert "four" in results["b5"]["content"] and not results["b5"]["is_error"], results["b5"]
     assert results["b6"]["is_error"] and not (workspace / "headless.txt").exists(), results["b6"]
+
+
+def test_ctrl_c_at_an_approval_prompt_denies_the_call_and_asks_the_model_nothing_more(cli: StrataCLI,
+                                                                                       workspace: Path,
+                                                                                       tmp_path: Path) -> None:
+    """Ctrl-C at `approve?` answers no and stops the turn there: the scripted model (which answers without
+    waiting) is not asked for its next turn, and the session is left idle, not completed."""
+    tmux = TMUX.require()
+    script = write_script(tmp_path / "turns.json", [
+        [tool_use("toolu_ask", "bash", command="git status --short")],
+        [text("SHOULD NOT BE ASKED")],
+    ])
+    env = {**cli.env(), "TERM": "xterm-256color"}
+    argv = cli.argv(["chat", "--model", f"script:{script}", "--workspace", str(workspace)])
+    with tmux_pane(tmux, argv, cwd=cli.cwd, env=env, width=WIDTH, height=50) as pane:
+        pane.wait_for(r"^strata>")
+        pane.type("check the tree")
+        pane.wait_for(r"approve\? \[y/n/a/e\]")
+        pane.keys("C-c")
+        pane.wait_for(r"bash git status --short \(toolu_ask\): denied before the interrupt")
+        pane.wait_for(r"^strata>\s*$")
+        assert "SHOULD NOT BE ASKED" not in pane.screen()
+        pane.keys("C-d")
+        pane.wait_for(r"left session")
+    rows = cli.json_lines("timeline", "last", "--json")
+    assert [r["summary"] for r in rows if r["kind"] == "model_attempt"] == ["scripted turn 0"], rows
+    assert not [r for r in rows if r["kind"] == "lifecycle" and r["outcome"] == "ended"], rows
