@@ -98,7 +98,7 @@ def fork_warnings(result: ForkResult) -> list[str]:
     lines = []
     if result.later_calls:
         shown = ", ".join(result.later_calls[:8]) + (" ..." if len(result.later_calls) > 8 else "")
-        lines.append(f"warning: the parent ran {len(result.later_calls)} call(s) after the fork point ({shown}); "
+        lines.append(f"warning: the parent has {len(result.later_calls)} call(s) after the fork point ({shown}); "
                      f"resuming the fork may propose them again and run them again in the same workspace "
                      f"({result.workspace})")
     if result.rules:

@@ -222,6 +222,22 @@ DENIED = [[text("Try."), tool_use("c1", "bash", command="echo hi > f"),
            tool_use("c2", "write_file", path="x", content="y")], [text("done")]]
 
 
+def test_fork_before_a_parked_call_warns_that_it_may_still_run(cli: StrataCLI, workspace: Path,
+                                                               tmp_path: Path) -> None:
+    """A call after the fork point with no result yet (parked here; running, in a live parent) can still run in
+    the parent, and resuming the fork may propose it again: the warning names it as well."""
+    script = write_script(tmp_path / "park.json", [[text("First."), tool_use("p1", "bash", command="echo p1")]])
+    sid, proc = _run(cli, workspace, script, "--on-ask", "park")
+    assert proc.returncode == 4, proc.stderr
+    first = strata_json(cli, "fork", sid, "--points", "--json")[0]
+    forked = strata(cli, "fork", sid, "--at", str(first["position"]))
+    assert forked.returncode == 0, forked.stderr
+    assert ("warning: the parent has 1 call(s) after the fork point (p1 (bash, no result yet)); resuming the fork "
+            "may propose them again") in forked.stdout, forked.stdout
+    (as_json,) = strata_json(cli, "fork", sid, "--at", str(first["position"]), "--json")
+    assert as_json["later_calls"] == ["p1 (bash, no result yet)"]
+
+
 def test_headless_prints_one_line_per_denied_call_and_says_when_all_were_denied(cli: StrataCLI, workspace: Path,
                                                                                 tmp_path: Path) -> None:
     script = write_script(tmp_path / "denied.json", DENIED)
