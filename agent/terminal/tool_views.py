@@ -15,8 +15,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.padding import Padding
 from rich.syntax import Syntax
+from rich.table import Table
 from rich.text import Text
 
+from agent.terminal.safe_text import safe_text
 from core.events import CallResult
 
 PREVIEW_LINES = 6
@@ -68,10 +70,21 @@ def show_result(c: Console, ev: CallResult) -> None:
         c.print(f"     [dim]… {more}, {size(total)} in all{whole}: /show {escape(ev.call_id)}[/]", highlight=False)
 
 
+def _folded(c: Console, prefix: Text, line: str, style: str = "") -> None:
+    """`line` after `prefix`, folded at the screen's edge beside it: a long line stays inside its block (a line
+    with no space was pushed below the prefix, to the left edge, leaving an empty-looking line behind), and is
+    measured as shown (control characters as their visible escapes)."""
+    grid = Table.grid()
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row(prefix, Text(safe_text(line), style=style))
+    c.print(grid, highlight=False)
+
+
 def _text_block(c: Console, text: str) -> None:
     """A text argument as it is, every line, folded at the screen's edge (never cut)."""
     for line in text.splitlines() or [""]:
-        c.print(Text("    │ ", style="dim") + Text(line), overflow="fold", highlight=False)
+        _folded(c, Text("    │ ", style="dim"), line)
     if text and not text.endswith("\n"):
         c.print("    [dim](no newline at the end)[/]", highlight=False)
 
@@ -84,7 +97,7 @@ def _diff(c: Console, path: str, old: str, new: str) -> None:
     for line in diff:
         style = ("bold" if line.startswith(("---", "+++")) else "green" if line.startswith("+")
                  else "red" if line.startswith("-") else "cyan" if line.startswith("@@") else "")
-        c.print(Text("    ") + Text(line, style=style), overflow="fold", highlight=False)
+        _folded(c, Text("    "), line, style)
 
 
 def _value(c: Console, key: str, value: object) -> None:

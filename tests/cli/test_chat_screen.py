@@ -216,3 +216,31 @@ def test_ctrl_c_at_an_approval_prompt_denies_the_call_and_asks_the_model_nothing
     rows = cli.json_lines("timeline", "last", "--json")
     assert [r["summary"] for r in rows if r["kind"] == "model_attempt"] == ["scripted turn 0"], rows
     assert not [r for r in rows if r["kind"] == "lifecycle" and r["outcome"] == "ended"], rows
+
+
+def test_a_long_line_in_an_approval_folds_inside_its_block(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    """A write_file line with no space wider than the screen stays beside its `│` gutter, folded (it was pushed
+    below the gutter to the left edge, leaving what looked like an empty first line); every character is shown."""
+    tmux = TMUX.require()
+    long_line = "A" * 150
+    script = write_script(tmp_path / "turns.json", [
+        [tool_use("toolu_w", "write_file", path="a.txt", content=f"first\n{long_line}\nlast\n")],
+    ])
+    env = {**cli.env(), "TERM": "xterm-256color"}
+    argv = cli.argv(["chat", "--model", f"script:{script}", "--workspace", str(workspace)])
+    with tmux_pane(tmux, argv, cwd=cli.cwd, env=env, width=50, height=40) as pane:
+        pane.wait_for(r"^strata>")
+        pane.type("write it")
+        pane.wait_for(r"approve\? \[y/n/a\]")
+        screen = pane.screen()
+        block = screen.split("content (3 lines")[1].split("call toolu_w")[0].splitlines()[1:]
+        assert block[0].strip() == "│ first", block
+        assert block[1].startswith("    │ AAAA"), block
+        folded = [line for line in block if "A" in line]
+        assert all(line.startswith(("    │ A", "      A")) for line in folded), block
+        assert sum(line.count("A") for line in folded) == len(long_line), block
+        assert block[len(folded) + 1].strip() == "│ last", block
+        pane.keys("C-c")
+        pane.wait_for(r"^strata>\s*$")
+        pane.keys("C-d")
+        pane.wait_for(r"left session")
