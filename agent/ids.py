@@ -93,9 +93,13 @@ def match_call(call_ids: Sequence[str], ref: str, *, session_id: str) -> str | N
     characters. None when none matches (the caller says what is waiting)."""
     if ref in call_ids:
         return ref
-    if len(ref) < MIN_PREFIX:
-        return None
     found = [c for c in call_ids if c.startswith(ref)]
+    if len(ref) < MIN_PREFIX:
+        if found:  # the start of a waiting call's id, only too short to name one: not "not waiting"
+            raise UsageError(f"call id prefix {ref!r} of session {session_id} is too short: give at least "
+                             f"{MIN_PREFIX} characters of it, or the whole id",
+                             hint=f"calls it starts: {', '.join(found[:_SHOWN])}")
+        return None
     if len(found) > 1:
         raise UsageError(f"call id prefix {ref!r} names {len(found)} calls of session {session_id}: "
                          f"{', '.join(found)}", hint="give more characters of the call id")

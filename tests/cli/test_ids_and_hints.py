@@ -149,6 +149,18 @@ def test_a_decision_by_call_prefix_updates_the_waiting_list(cli: StrataCLI, work
 
 # -- Ctrl-C, reconcile by call id, counts -------------------------------------------------------------------------
 
+def test_a_call_prefix_too_short_to_decide_on_says_so_not_that_the_call_is_not_waiting(
+        cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    sid = _parked(cli, workspace, tmp_path)
+    proc = strata(cli, "approve", sid, "call_")
+    assert proc.returncode == 2, proc.stderr
+    (line,) = error_lines(proc.stderr)
+    assert "'call_'" in line and "too short" in line and "not waiting" not in line, line
+    assert "call_alpha_1, call_beta_2" in proc.stderr
+    nothing = strata(cli, "approve", sid, "zzz")
+    assert nothing.returncode == 2 and "call zzz of session" in nothing.stderr and "not waiting" in nothing.stderr
+
+
 def test_ctrl_c_exits_130_naming_resume_and_reconcile_with_the_call_id(cli: StrataCLI, workspace: Path,
                                                                        tmp_path: Path) -> None:
     script = write_script(tmp_path / "slow.json", [[tool_use("toolu_slow_01", "bash",
