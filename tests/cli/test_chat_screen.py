@@ -244,3 +244,34 @@ def test_a_long_line_in_an_approval_folds_inside_its_block(cli: StrataCLI, works
         pane.wait_for(r"^strata>\s*$")
         pane.keys("C-d")
         pane.wait_for(r"left session")
+
+
+def test_ctrl_c_at_the_reason_prompt_keeps_the_no_and_stops_the_turn(cli: StrataCLI, workspace: Path,
+                                                                      tmp_path: Path) -> None:
+    """After `n`, Ctrl-C at "reason for the model" keeps the no (without a reason) and interrupts the turn as at
+    `approve?`: the batch's next call is not asked about and not run (it went on to the next approval)."""
+    tmux = TMUX.require()
+    script = write_script(tmp_path / "turns.json", [
+        [tool_use("toolu_one", "bash", command="echo one > one.txt"),
+         tool_use("toolu_two", "bash", command="echo two > two.txt")],
+        [text("SHOULD NOT BE ASKED")],
+    ])
+    env = {**cli.env(), "TERM": "xterm-256color"}
+    argv = cli.argv(["chat", "--model", f"script:{script}", "--workspace", str(workspace)])
+    with tmux_pane(tmux, argv, cwd=cli.cwd, env=env, width=WIDTH, height=50) as pane:
+        pane.wait_for(r"^strata>")
+        pane.type("two writes")
+        pane.wait_for(r"approve\? \[y/n/a\]")
+        pane.type("n")
+        pane.wait_for(r"reason for the model \(optional\):")
+        pane.keys("half a reason", "C-c")
+        pane.wait_for(r"you said no to bash \(no reason given\)")
+        pane.wait_for(r"\(toolu_one\): denied before the interrupt")
+        pane.wait_for(r"\(toolu_two\): not run")
+        pane.wait_for(r"^strata>\s*$")
+        screen = pane.screen()
+        assert screen.count("approval needed") == 1, screen
+        assert "SHOULD NOT BE ASKED" not in screen
+        pane.keys("C-d")
+        pane.wait_for(r"left session")
+    assert not (workspace / "one.txt").exists() and not (workspace / "two.txt").exists()
