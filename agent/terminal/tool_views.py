@@ -57,15 +57,18 @@ def show_result(c: Console, ev: CallResult) -> None:
         return
     total = ev.blob.size if ev.blob is not None else len(body.encode("utf-8"))
     timing = f", {ev.duration_ms / 1000:.1f} s" if ev.duration_ms is not None else ""
-    count = f"{len(lines)} line{'s' if len(lines) != 1 else ''}"
-    c.print(f"{head} [dim]({count}, {size(total)}{timing})[/]", highlight=False)
+    # With a blob, `content` is only the excerpt the model sees: its lines are not the output's, so none are
+    # counted (the whole output's size is known; its line count is not without reading the blob).
+    count = f"{len(lines)} line{'s' if len(lines) != 1 else ''}, " if ev.blob is None else ""
+    c.print(f"{head} [dim]({count}{size(total)}{timing})[/]", highlight=False)
     room = max(20, c.width - 7)
     for line in lines[:PREVIEW_LINES]:
         c.print(Text("     │ ", style="dim") + Text(line), no_wrap=True, overflow="ellipsis", highlight=False)
     hidden = len(lines) - PREVIEW_LINES
     cropped = any(len(line) > room for line in lines[:PREVIEW_LINES])
     if hidden > 0 or ev.blob is not None or cropped:
-        more = f"{hidden} more lines" if hidden > 0 else "long lines are cropped here"
+        more = ("more" if ev.blob is not None else f"{hidden} more lines" if hidden > 0
+                else "long lines are cropped here")
         whole = " (the whole output is kept as a blob)" if ev.blob is not None else ""
         c.print(f"     [dim]… {more}, {size(total)} in all{whole}: /show {escape(ev.call_id)}[/]", highlight=False)
 

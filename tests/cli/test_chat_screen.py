@@ -275,3 +275,27 @@ def test_ctrl_c_at_the_reason_prompt_keeps_the_no_and_stops_the_turn(cli: Strata
         pane.keys("C-d")
         pane.wait_for(r"left session")
     assert not (workspace / "one.txt").exists() and not (workspace / "two.txt").exists()
+
+
+def test_a_result_kept_as_a_blob_does_not_count_the_excerpts_lines_as_the_outputs(cli: StrataCLI, workspace: Path,
+                                                                                  tmp_path: Path) -> None:
+    """20,000 lines of output are kept whole as a blob and the model sees an excerpt: the block gives the whole
+    size and /show, never the excerpt's line count as if it were the output's ("1755 lines", "1749 more")."""
+    tmux = TMUX.require()
+    script = write_script(tmp_path / "turns.json", [[tool_use("toolu_big", "bash", command="seq 1 20000")],
+                                                    [text("done")]])
+    env = {**cli.env(), "TERM": "xterm-256color"}
+    argv = cli.argv(["chat", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "bash"])
+    with tmux_pane(tmux, argv, cwd=cli.cwd, env=env, width=WIDTH, height=40) as pane:
+        pane.wait_for(r"^strata>")
+        pane.type("count")
+        pane.wait_for(r"assistant: done")
+        screen = pane.screen()
+        assert re.search(r"<- bash ok \(\d+\.\d KiB, \d+\.\d s\)", screen), screen
+        assert re.search(r"… more, \d+\.\d KiB in all \(the whole output is kept as a blob\): /show toolu_big",
+                         screen), screen
+        assert not re.search(r"\d+ (more )?lines", screen), screen
+        pane.type("/show toolu_big")
+        pane.wait_for(r"^20000$")
+        pane.keys("C-d")
+        pane.wait_for(r"left session")
