@@ -161,6 +161,27 @@ def test_a_call_prefix_too_short_to_decide_on_says_so_not_that_the_call_is_not_w
     assert nothing.returncode == 2 and "call zzz of session" in nothing.stderr and "not waiting" in nothing.stderr
 
 
+def test_ctrl_c_names_the_receipt_when_another_session_awaits_a_decision_on_the_same_call_id(
+        cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    """Two interrupted sessions whose calls share the id `c1` (a scripted model's): `strata reconcile c1` would
+    name two receipts, so the second hint names its receipt, and the command it prints works."""
+    script = write_script(tmp_path / "slow.json", [[tool_use("c1", "bash", command="echo x >> started; sleep 30")],
+                                                   [text("done")]])
+    errs = []
+    for n in (1, 2):
+        proc = cli.popen("run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "bash",
+                         "go")
+        wait_for(workspace / "started", proc, lines=n)
+        proc.send_signal(signal.SIGINT)
+        done = finish(proc)
+        assert done.returncode == 130, done.stderr
+        errs.append(done.stderr)
+    assert "strata reconcile c1 --applied|--not-applied" in errs[0]
+    second = [r for r in strata_json(cli, "receipts", "--json") if r["status"] == "unknown"][-1]
+    assert f"strata reconcile {second['id']} --applied|--not-applied" in errs[1], errs[1]
+    assert strata(cli, "reconcile", second["id"], "--not-applied").returncode == 0
+
+
 def test_ctrl_c_exits_130_naming_resume_and_reconcile_with_the_call_id(cli: StrataCLI, workspace: Path,
                                                                        tmp_path: Path) -> None:
     script = write_script(tmp_path / "slow.json", [[tool_use("toolu_slow_01", "bash",
