@@ -87,7 +87,8 @@ def fork(session_id: str, at: int | None, at_turn: int | None, at_event: int | N
     where = f"timeline position {position} (event {result.fork_seq})" if position is not None \
         else f"event {result.fork_seq}"
     echo(f"forked session {result.parent_id} at {where} into {result.session_id} "
-         f"({result.events} events, {result.turns} turns; effects before the fork point are not re-run)")
+         f"({result.events} events, {result.turns} turn{'' if result.turns == 1 else 's'}; effects before the fork "
+         "point are not re-run)")
     echo(f"resume it: {resume}")
     for line in fork_warnings(result):
         echo(line)

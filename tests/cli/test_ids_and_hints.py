@@ -235,6 +235,7 @@ def test_fork_points_list_timeline_positions_and_fork_at_takes_one(cli: StrataCL
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert f"at timeline position {after_first['position']} (event {after_first['event_seq']})" in lines[0]
+    assert "events, 1 turn; effects before the fork point are not re-run" in lines[0], lines[0]
     assert "b1 (bash)" in lines[2] and "may propose them again and run them again" in lines[2]
     assert lines[3] == "the fork inherits the session rules: allow bash (flag)"
 
