@@ -8,7 +8,8 @@ when none exists is it started.
 
 The child gets the parent's tools or fewer (`tools` may only remove; names the parent lacks are refused), no
 `delegate` once it is `delegate_max_depth` deep, the parent's session rules (config rules apply to every session)
-but not its "always" grants unless the setting `delegate_grants` passes them down, the parent's mode and its `on_ask`, and the parent's approver, whose requests name the child.
+but not its "always" grants unless the setting `delegate_grants` passes them down, the parent's mode and its
+`on_ask`, and the parent's approver, whose requests name the child.
 Its final text, status and unknown-effect count are the tool's result."""
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from agent.fork_points import Walk, walk
 from agent.session import Runtime
 from core.errors import StrataError, UsageError
-from core.events import CallResult, SessionStarted
+from core.events import BatchProposed, CallResult, SessionStarted, StoredEvent
 from core.state import SessionState, apply
 from core.timeline import TimelineEntry
 from core.vocabulary import SessionStatus
@@ -37,7 +37,8 @@ class ForkResult:
     rules: tuple[str, ...] = ()
     """The session rules the fork inherits, as `allow bash (flag)`."""
     later_calls: tuple[str, ...] = ()
-    """The parent's calls after the fork point, as `CALL_ID (TOOL)`: resuming the fork may propose them again."""
+    """The parent's calls after the fork point, as `CALL_ID (TOOL)` (`, no result yet` when running or parked):
+    resuming the fork may propose them again."""
 
 
 def _not_a_boundary(session_id: str, at_seq: int, walk: Walk) -> UsageError:
@@ -52,6 +53,16 @@ def _not_a_boundary(session_id: str, at_seq: int, walk: Walk) -> UsageError:
         f"{proposed}, {where}); the nearest batch boundaries are {' and '.join(options)}",
         hint=f"fork at a batch boundary, e.g. `strata fork {session_id} --at-event "
              f"{after if after is not None else before}` (`--points` lists them by timeline position)")
+
+
+def _later_calls(events: list[StoredEvent], at_seq: int) -> tuple[str, ...]:
+    """The parent's calls proposed after `at_seq` and not denied, as `CALL_ID (TOOL)`; one without a result yet
+    (running now, or parked for a decision) says so: it may still run in the parent."""
+    results = {e.event.call_id: e.event.status for e in events
+               if e.seq > at_seq and isinstance(e.event, CallResult)}
+    return tuple(f"{c.call_id} ({c.tool}{', no result yet' if c.call_id not in results else ''})"
+                 for e in events if e.seq > at_seq and isinstance(e.event, BatchProposed)
+                 for c in e.event.calls if results.get(c.call_id) != "denied")
 
 
 async def fork_session(rt: Runtime, source_id: str, at_seq: int) -> ForkResult:
@@ -88,8 +99,7 @@ async def fork_session(rt: Runtime, source_id: str, at_seq: int) -> ForkResult:
                         data={"parent_id": source_id, "fork_seq": at_seq, "events": len(prefix),
                               "parent_last_seq": last})
     await rt.store.create_session(record, Write(events=copied, timeline=[row]))
-    later = tuple(f"{e.event.call_id} ({e.event.tool})" for e in events
-                  if e.seq > at_seq and isinstance(e.event, CallResult) and e.event.status != "denied")
+    later = _later_calls(events, at_seq)
     rules = tuple(f"{r.action} {r.text()} ({r.source})" for r in state.rules)
     return ForkResult(session_id=new_id, parent_id=source_id, fork_seq=at_seq, events=len(prefix),
                       turns=state.turn, status=status, workspace=state.workspace, rules=rules, later_calls=later)

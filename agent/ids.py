@@ -17,9 +17,8 @@ _SHOWN = 10
 """Candidates listed in an ambiguity error at most."""
 
 
-def _too_short(what: str, ref: str, listing: str) -> UsageError:
-    return UsageError(f"{what} id {ref!r} is too short: give at least {MIN_PREFIX} characters of it",
-                      hint=f"{listing} lists them; `last` names the most recently updated session")
+def _too_short(what: str, ref: str, hint: str) -> UsageError:
+    return UsageError(f"{what} id {ref!r} is too short: give at least {MIN_PREFIX} characters of it", hint=hint)
 
 
 def _session_line(rec: SessionRecord) -> str:
@@ -39,7 +38,7 @@ def match_session(records: Sequence[SessionRecord], ref: str) -> SessionRecord:
         if rec.id == ref:
             return rec
     if len(ref) < MIN_PREFIX:
-        raise _too_short("session", ref, "`strata sessions`")
+        raise _too_short("session", ref, "`strata sessions` lists them; `last` names the most recently updated session")
     found = [r for r in records if r.id.startswith(ref)]
     if not found:
         raise SessionNotFound(ref)
@@ -69,7 +68,7 @@ def match_receipt(receipts: Sequence[Receipt], ref: str) -> Receipt:
     found = exact
     if not found:
         if len(ref) < MIN_PREFIX:
-            raise _too_short("receipt or call", ref, "`strata receipts`")
+            raise _too_short("receipt or call", ref, "`strata receipts` lists them with their call ids")
         found = [r for r in receipts if r.id.startswith(ref) or r.call_id.startswith(ref)]
     if not found:
         raise ReceiptError(f"no receipt with id or call id {ref!r}", receipt_id=ref,
@@ -94,9 +93,13 @@ def match_call(call_ids: Sequence[str], ref: str, *, session_id: str) -> str | N
     characters. None when none matches (the caller says what is waiting)."""
     if ref in call_ids:
         return ref
-    if len(ref) < MIN_PREFIX:
-        return None
     found = [c for c in call_ids if c.startswith(ref)]
+    if len(ref) < MIN_PREFIX:
+        if found:  # the start of a waiting call's id, only too short to name one: not "not waiting"
+            raise UsageError(f"call id prefix {ref!r} of session {session_id} is too short: give at least "
+                             f"{MIN_PREFIX} characters of it, or the whole id",
+                             hint=f"calls it starts: {', '.join(found[:_SHOWN])}")
+        return None
     if len(found) > 1:
         raise UsageError(f"call id prefix {ref!r} names {len(found)} calls of session {session_id}: "
                          f"{', '.join(found)}", hint="give more characters of the call id")

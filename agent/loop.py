@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import anyio
+import anyio.lowlevel
 import structlog
 
 from agent.lineage import ChildLink
@@ -295,6 +296,9 @@ class AgenticLoop:
         while True:
             if self.writer.dirty:
                 await self.writer.flush()  # user input is durable before the model sees it
+            # A cancelled turn (Ctrl-C at an approval prompt) asks the model nothing more, whether or not the
+            # model itself would notice the cancellation (the scripted one answers without waiting).
+            await anyio.lowlevel.checkpoint()
             if state.turn >= state.max_turns:
                 return await self._end("incomplete", f"turn limit of {state.max_turns} reached")
             turn = state.turn + 1

@@ -87,7 +87,8 @@ def fork(session_id: str, at: int | None, at_turn: int | None, at_event: int | N
     where = f"timeline position {position} (event {result.fork_seq})" if position is not None \
         else f"event {result.fork_seq}"
     echo(f"forked session {result.parent_id} at {where} into {result.session_id} "
-         f"({result.events} events, {result.turns} turns; effects before the fork point are not re-run)")
+         f"({result.events} events, {result.turns} turn{'' if result.turns == 1 else 's'}; effects before the fork "
+         "point are not re-run)")
     echo(f"resume it: {resume}")
     for line in fork_warnings(result):
         echo(line)
@@ -98,7 +99,7 @@ def fork_warnings(result: ForkResult) -> list[str]:
     lines = []
     if result.later_calls:
         shown = ", ".join(result.later_calls[:8]) + (" ..." if len(result.later_calls) > 8 else "")
-        lines.append(f"warning: the parent ran {len(result.later_calls)} call(s) after the fork point ({shown}); "
+        lines.append(f"warning: the parent has {len(result.later_calls)} call(s) after the fork point ({shown}); "
                      f"resuming the fork may propose them again and run them again in the same workspace "
                      f"({result.workspace})")
     if result.rules:

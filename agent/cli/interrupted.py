@@ -4,7 +4,7 @@ call id as well as a receipt id (agent/ids.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import anyio
@@ -29,15 +29,18 @@ def _group(r: Receipt) -> str:
     return ""
 
 
-def hint_lines(session_id: str, unknown: list[Receipt]) -> list[str]:
-    """The lines after `strata: interrupted` for session `session_id` whose `unknown` receipts await a decision."""
+def hint_lines(session_id: str, unknown: Sequence[Receipt], others: Sequence[Receipt] = ()) -> list[str]:
+    """The lines after `strata: interrupted` for session `session_id` whose `unknown` receipts await a decision.
+    `others`: other sessions' unknown receipts; a call id one of them shares (a scripted model's `c1`) would name
+    several, so the reconcile command names the receipt then."""
     lines = [f"session {session_id} was stopped safely: its open batch was closed and its lease released"]
     for r in unknown:
         _, found, verdict = (r.note or "").partition(VERDICT_MARK)
         known = f"; {verdict}" if found else _group(r)
+        shared = any(o.call_id == r.call_id for o in others)
         lines.append(f"call {r.call_id} ({r.tool}) had started when it was interrupted: its outcome is unknown "
-                     f"(receipt {r.id}){known}; check the workspace, then: strata reconcile {r.call_id} "
-                     "--applied|--not-applied")
+                     f"(receipt {r.id}){known}; check the workspace, then: strata reconcile "
+                     f"{r.id if shared else r.call_id} --applied|--not-applied")
     if unknown:
         lines.append(f"or let each tool's probe decide: strata reconcile --probe {session_id}")
     lines.append(f"continue it: strata resume {session_id}    see what happened: strata timeline {session_id}")
@@ -57,11 +60,13 @@ def interrupted_hints(cmd: Command) -> Callable[[], list[str]]:
         async def read() -> list[Receipt]:
             store = await open_store(loaded.settings, read_only=True)
             try:
-                return await store.list_receipts(session_id, "unknown")
+                return await store.list_receipts(None, "unknown")
             finally:
                 with anyio.CancelScope(shield=True):
                     await store.close()
 
-        return hint_lines(session_id, anyio.run(read))
+        every = anyio.run(read)
+        return hint_lines(session_id, [r for r in every if r.session_id == session_id],
+                          [r for r in every if r.session_id != session_id])
 
     return lines

@@ -65,8 +65,10 @@ class TerminalApprover:
         if answer.decision == "no":
             try:
                 reason = (await self._ask_line("reason for the model (optional): ")).strip()
-            except (KeyboardInterrupt, EOFError):
+            except (KeyboardInterrupt, EOFError):  # the "no" stands, without a reason; Ctrl-C stops the turn
                 reason = ""
+                if self._on_interrupt is not None:
+                    self._on_interrupt()
             answer = ApprovalAnswer("no", self.identity, reason)
         show_answer(self._console, answer, request)
         return answer

@@ -15,8 +15,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.padding import Padding
 from rich.syntax import Syntax
+from rich.table import Table
 from rich.text import Text
 
+from agent.terminal.safe_text import safe_text
 from core.events import CallResult
 
 PREVIEW_LINES = 6
@@ -55,23 +57,37 @@ def show_result(c: Console, ev: CallResult) -> None:
         return
     total = ev.blob.size if ev.blob is not None else len(body.encode("utf-8"))
     timing = f", {ev.duration_ms / 1000:.1f} s" if ev.duration_ms is not None else ""
-    count = f"{len(lines)} line{'s' if len(lines) != 1 else ''}"
-    c.print(f"{head} [dim]({count}, {size(total)}{timing})[/]", highlight=False)
+    # With a blob, `content` is only the excerpt the model sees: its lines are not the output's, so none are
+    # counted (the whole output's size is known; its line count is not without reading the blob).
+    count = f"{len(lines)} line{'s' if len(lines) != 1 else ''}, " if ev.blob is None else ""
+    c.print(f"{head} [dim]({count}{size(total)}{timing})[/]", highlight=False)
     room = max(20, c.width - 7)
     for line in lines[:PREVIEW_LINES]:
         c.print(Text("     │ ", style="dim") + Text(line), no_wrap=True, overflow="ellipsis", highlight=False)
     hidden = len(lines) - PREVIEW_LINES
     cropped = any(len(line) > room for line in lines[:PREVIEW_LINES])
     if hidden > 0 or ev.blob is not None or cropped:
-        more = f"{hidden} more lines" if hidden > 0 else "long lines are cropped here"
+        more = ("more" if ev.blob is not None else f"{hidden} more lines" if hidden > 0
+                else "long lines are cropped here")
         whole = " (the whole output is kept as a blob)" if ev.blob is not None else ""
         c.print(f"     [dim]… {more}, {size(total)} in all{whole}: /show {escape(ev.call_id)}[/]", highlight=False)
+
+
+def _folded(c: Console, prefix: Text, line: str, style: str = "") -> None:
+    """`line` after `prefix`, folded at the screen's edge beside it: a long line stays inside its block (a line
+    with no space was pushed below the prefix, to the left edge, leaving an empty-looking line behind), and is
+    measured as shown (control characters as their visible escapes)."""
+    grid = Table.grid()
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row(prefix, Text(safe_text(line), style=style))
+    c.print(grid, highlight=False)
 
 
 def _text_block(c: Console, text: str) -> None:
     """A text argument as it is, every line, folded at the screen's edge (never cut)."""
     for line in text.splitlines() or [""]:
-        c.print(Text("    │ ", style="dim") + Text(line), overflow="fold", highlight=False)
+        _folded(c, Text("    │ ", style="dim"), line)
     if text and not text.endswith("\n"):
         c.print("    [dim](no newline at the end)[/]", highlight=False)
 
@@ -84,7 +100,7 @@ def _diff(c: Console, path: str, old: str, new: str) -> None:
     for line in diff:
         style = ("bold" if line.startswith(("---", "+++")) else "green" if line.startswith("+")
                  else "red" if line.startswith("-") else "cyan" if line.startswith("@@") else "")
-        c.print(Text("    ") + Text(line, style=style), overflow="fold", highlight=False)
+        _folded(c, Text("    "), line, style)
 
 
 def _value(c: Console, key: str, value: object) -> None:

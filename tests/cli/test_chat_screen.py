@@ -190,3 +190,113 @@ def test_always_offers_the_command_pattern_first_and_the_grant_holds_only_for_it
     results = {b["tool_use_id"]: b for m in view["messages"] for b in m["content"] if b["type"] == "tool_result"}
     assert "four" in results["b5"]["content"] and not results["b5"]["is_error"], results["b5"]
     assert results["b6"]["is_error"] and not (workspace / "headless.txt").exists(), results["b6"]
+
+
+def test_ctrl_c_at_an_approval_prompt_denies_the_call_and_asks_the_model_nothing_more(cli: StrataCLI,
+                                                                                       workspace: Path,
+                                                                                       tmp_path: Path) -> None:
+    """Ctrl-C at `approve?` answers no and stops the turn there: the scripted model (which answers without
+    waiting) is not asked for its next turn, and the session is left idle, not completed."""
+    tmux = TMUX.require()
+    script = write_script(tmp_path / "turns.json", [
+        [tool_use("toolu_ask", "bash", command="git status --short")],
+        [text("SHOULD NOT BE ASKED")],
+    ])
+    env = {**cli.env(), "TERM": "xterm-256color"}
+    argv = cli.argv(["chat", "--model", f"script:{script}", "--workspace", str(workspace)])
+    with tmux_pane(tmux, argv, cwd=cli.cwd, env=env, width=WIDTH, height=50) as pane:
+        pane.wait_for(r"^strata>")
+        pane.type("check the tree")
+        pane.wait_for(r"approve\? \[y/n/a/e\]")
+        pane.keys("C-c")
+        pane.wait_for(r"bash git status --short \(toolu_ask\): denied before the interrupt")
+        pane.wait_for(r"^strata>\s*$")
+        assert "SHOULD NOT BE ASKED" not in pane.screen()
+        pane.keys("C-d")
+        pane.wait_for(r"left session")
+    rows = cli.json_lines("timeline", "last", "--json")
+    assert [r["summary"] for r in rows if r["kind"] == "model_attempt"] == ["scripted turn 0"], rows
+    assert not [r for r in rows if r["kind"] == "lifecycle" and r["outcome"] == "ended"], rows
+
+
+def test_a_long_line_in_an_approval_folds_inside_its_block(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    """A write_file line with no space wider than the screen stays beside its `│` gutter, folded (it was pushed
+    below the gutter to the left edge, leaving what looked like an empty first line); every character is shown."""
+    tmux = TMUX.require()
+    long_line = "A" * 150
+    script = write_script(tmp_path / "turns.json", [
+        [tool_use("toolu_w", "write_file", path="a.txt", content=f"first\n{long_line}\nlast\n")],
+    ])
+    env = {**cli.env(), "TERM": "xterm-256color"}
+    argv = cli.argv(["chat", "--model", f"script:{script}", "--workspace", str(workspace)])
+    with tmux_pane(tmux, argv, cwd=cli.cwd, env=env, width=50, height=40) as pane:
+        pane.wait_for(r"^strata>")
+        pane.type("write it")
+        pane.wait_for(r"approve\? \[y/n/a\]")
+        screen = pane.screen()
+        block = screen.split("content (3 lines")[1].split("call toolu_w")[0].splitlines()[1:]
+        assert block[0].strip() == "│ first", block
+        assert block[1].startswith("    │ AAAA"), block
+        folded = [line for line in block if "A" in line]
+        assert all(line.startswith(("    │ A", "      A")) for line in folded), block
+        assert sum(line.count("A") for line in folded) == len(long_line), block
+        assert block[len(folded) + 1].strip() == "│ last", block
+        pane.keys("C-c")
+        pane.wait_for(r"^strata>\s*$")
+        pane.keys("C-d")
+        pane.wait_for(r"left session")
+
+
+def test_ctrl_c_at_the_reason_prompt_keeps_the_no_and_stops_the_turn(cli: StrataCLI, workspace: Path,
+                                                                      tmp_path: Path) -> None:
+    """After `n`, Ctrl-C at "reason for the model" keeps the no (without a reason) and interrupts the turn as at
+    `approve?`: the batch's next call is not asked about and not run (it went on to the next approval)."""
+    tmux = TMUX.require()
+    script = write_script(tmp_path / "turns.json", [
+        [tool_use("toolu_one", "bash", command="echo one > one.txt"),
+         tool_use("toolu_two", "bash", command="echo two > two.txt")],
+        [text("SHOULD NOT BE ASKED")],
+    ])
+    env = {**cli.env(), "TERM": "xterm-256color"}
+    argv = cli.argv(["chat", "--model", f"script:{script}", "--workspace", str(workspace)])
+    with tmux_pane(tmux, argv, cwd=cli.cwd, env=env, width=WIDTH, height=50) as pane:
+        pane.wait_for(r"^strata>")
+        pane.type("two writes")
+        pane.wait_for(r"approve\? \[y/n/a\]")
+        pane.type("n")
+        pane.wait_for(r"reason for the model \(optional\):")
+        pane.keys("half a reason", "C-c")
+        pane.wait_for(r"you said no to bash \(no reason given\)")
+        pane.wait_for(r"\(toolu_one\): denied before the interrupt")
+        pane.wait_for(r"\(toolu_two\): not run")
+        pane.wait_for(r"^strata>\s*$")
+        screen = pane.screen()
+        assert screen.count("approval needed") == 1, screen
+        assert "SHOULD NOT BE ASKED" not in screen
+        pane.keys("C-d")
+        pane.wait_for(r"left session")
+    assert not (workspace / "one.txt").exists() and not (workspace / "two.txt").exists()
+
+
+def test_a_result_kept_as_a_blob_does_not_count_the_excerpts_lines_as_the_outputs(cli: StrataCLI, workspace: Path,
+                                                                                  tmp_path: Path) -> None:
+    """20,000 lines of output are kept whole as a blob and the model sees an excerpt: the block gives the whole
+    size and /show, never the excerpt's line count as if it were the output's ("1755 lines", "1749 more")."""
+    tmux = TMUX.require()
+    script = write_script(tmp_path / "turns.json", [[tool_use("toolu_big", "bash", command="seq 1 20000")],
+                                                    [text("done")]])
+    env = {**cli.env(), "TERM": "xterm-256color"}
+    argv = cli.argv(["chat", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "bash"])
+    with tmux_pane(tmux, argv, cwd=cli.cwd, env=env, width=WIDTH, height=40) as pane:
+        pane.wait_for(r"^strata>")
+        pane.type("count")
+        pane.wait_for(r"assistant: done")
+        screen = pane.screen()
+        assert re.search(r"<- bash ok \(\d+\.\d KiB, \d+\.\d s\)", screen), screen
+        assert re.search(r"… more, \d+\.\d KiB in all \(the whole output is kept as a blob\): /show toolu_big",
+                         screen), screen
+        assert not re.search(r"\d+ (more )?lines", screen), screen
+        pane.type("/show toolu_big")
+        pane.wait_for(r"^20000$")
+        pane.keys("C-d")
+        pane.wait_for(r"left session")

@@ -80,6 +80,16 @@ def test_a_prefix_shorter_than_8_characters_is_a_usage_error(cli: StrataCLI, wor
     assert unknown.returncode == 1 and "no session with id" in unknown.stderr
 
 
+def test_a_short_receipt_or_call_id_is_refused_without_offering_last(cli: StrataCLI) -> None:
+    """`last` names sessions only: a too-short receipt or call id (`last` itself included) does not suggest it."""
+    for ref in ("c1x", "last"):
+        proc = strata(cli, "reconcile", ref, "--applied")
+        assert proc.returncode == 2, proc.stderr
+        (line,) = error_lines(proc.stderr)
+        assert "receipt or call id" in line and "too short" in line, line
+        assert "`last`" not in proc.stderr and "strata receipts" in proc.stderr, proc.stderr
+
+
 def test_last_names_the_most_recently_updated_session(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
     nothing = strata(cli, "show", "last")
     assert nothing.returncode == 2 and "no session yet" in nothing.stderr
@@ -138,6 +148,39 @@ def test_a_decision_by_call_prefix_updates_the_waiting_list(cli: StrataCLI, work
 
 
 # -- Ctrl-C, reconcile by call id, counts -------------------------------------------------------------------------
+
+def test_a_call_prefix_too_short_to_decide_on_says_so_not_that_the_call_is_not_waiting(
+        cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    sid = _parked(cli, workspace, tmp_path)
+    proc = strata(cli, "approve", sid, "call_")
+    assert proc.returncode == 2, proc.stderr
+    (line,) = error_lines(proc.stderr)
+    assert "'call_'" in line and "too short" in line and "not waiting" not in line, line
+    assert "call_alpha_1, call_beta_2" in proc.stderr
+    nothing = strata(cli, "approve", sid, "zzz")
+    assert nothing.returncode == 2 and "call zzz of session" in nothing.stderr and "not waiting" in nothing.stderr
+
+
+def test_ctrl_c_names_the_receipt_when_another_session_awaits_a_decision_on_the_same_call_id(
+        cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    """Two interrupted sessions whose calls share the id `c1` (a scripted model's): `strata reconcile c1` would
+    name two receipts, so the second hint names its receipt, and the command it prints works."""
+    script = write_script(tmp_path / "slow.json", [[tool_use("c1", "bash", command="echo x >> started; sleep 30")],
+                                                   [text("done")]])
+    errs = []
+    for n in (1, 2):
+        proc = cli.popen("run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "bash",
+                         "go")
+        wait_for(workspace / "started", proc, lines=n)
+        proc.send_signal(signal.SIGINT)
+        done = finish(proc)
+        assert done.returncode == 130, done.stderr
+        errs.append(done.stderr)
+    assert "strata reconcile c1 --applied|--not-applied" in errs[0]
+    second = [r for r in strata_json(cli, "receipts", "--json") if r["status"] == "unknown"][-1]
+    assert f"strata reconcile {second['id']} --applied|--not-applied" in errs[1], errs[1]
+    assert strata(cli, "reconcile", second["id"], "--not-applied").returncode == 0
+
 
 def test_ctrl_c_exits_130_naming_resume_and_reconcile_with_the_call_id(cli: StrataCLI, workspace: Path,
                                                                        tmp_path: Path) -> None:
@@ -210,6 +253,7 @@ def test_fork_points_list_timeline_positions_and_fork_at_takes_one(cli: StrataCL
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert f"at timeline position {after_first['position']} (event {after_first['event_seq']})" in lines[0]
+    assert "events, 1 turn; effects before the fork point are not re-run" in lines[0], lines[0]
     assert "b1 (bash)" in lines[2] and "may propose them again and run them again" in lines[2]
     assert lines[3] == "the fork inherits the session rules: allow bash (flag)"
 
@@ -228,6 +272,22 @@ def test_fork_points_list_timeline_positions_and_fork_at_takes_one(cli: StrataCL
 
 DENIED = [[text("Try."), tool_use("c1", "bash", command="echo hi > f"),
            tool_use("c2", "write_file", path="x", content="y")], [text("done")]]
+
+
+def test_fork_before_a_parked_call_warns_that_it_may_still_run(cli: StrataCLI, workspace: Path,
+                                                               tmp_path: Path) -> None:
+    """A call after the fork point with no result yet (parked here; running, in a live parent) can still run in
+    the parent, and resuming the fork may propose it again: the warning names it as well."""
+    script = write_script(tmp_path / "park.json", [[text("First."), tool_use("p1", "bash", command="echo p1")]])
+    sid, proc = _run(cli, workspace, script, "--on-ask", "park")
+    assert proc.returncode == 4, proc.stderr
+    first = strata_json(cli, "fork", sid, "--points", "--json")[0]
+    forked = strata(cli, "fork", sid, "--at", str(first["position"]))
+    assert forked.returncode == 0, forked.stderr
+    assert ("warning: the parent has 1 call(s) after the fork point (p1 (bash, no result yet)); resuming the fork "
+            "may propose them again") in forked.stdout, forked.stdout
+    (as_json,) = strata_json(cli, "fork", sid, "--at", str(first["position"]), "--json")
+    assert as_json["later_calls"] == ["p1 (bash, no result yet)"]
 
 
 def test_headless_prints_one_line_per_denied_call_and_says_when_all_were_denied(cli: StrataCLI, workspace: Path,
