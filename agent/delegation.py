@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+import anyio
 import structlog
 
 from agent.lineage import ChildLink, children_of
@@ -122,7 +123,13 @@ class Delegator:
                 log.info("delegate: child finished before; its recorded result is used", child=child_id)
                 return await self._recorded(child_id)
             live = await (self._resume(child_id) if record is not None else self._start(child_id, args, ctx))
-            outcome = await _drive(live)
+            try:
+                outcome = await _drive(live)
+            except anyio.get_cancelled_exc_class():
+                if ctx.on_interrupt is not None:  # what is certain: the child stopped with the parent
+                    ctx.on_interrupt(f"child session {child_id} was stopped with this session, its own calls "
+                                     f"settled in it (strata show {child_id}); it finishes only if resumed itself")
+                raise
         except StrataError as exc:
             raise ToolError(f"child session {child_id}: {exc}") from None
         fault_point("after_child")

@@ -117,6 +117,34 @@ def test_killed_while_the_childs_bash_runs_resume_resumes_that_child(cli: Strata
     assert (workspace / EFFECTS_LOG).read_text() == "once\n"  # the bash ran once, never again
 
 
+def test_ctrl_c_while_the_child_runs_says_the_child_stopped_with_its_parent(cli: StrataCLI, tmp_path: Path,
+                                                                           workspace: Path) -> None:
+    started = workspace / "started"
+    script = _script(tmp_path / "s.json", "touch started; sleep 30")
+    proc = cli.popen(*_run_args(script, workspace))
+    try:
+        deadline = time.monotonic() + 30
+        while not started.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the child's bash never started"
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    parent, child = _one_parent_one_child(cli)
+    # the delegate call's outcome stays unknown, and the hint says what is certain: the child stopped with it
+    assert f"child session {child['id']} was stopped with this session" in err, err
+    (receipt,) = cli.json_lines("receipts", parent["id"], "--json")
+    assert receipt["status"] == "unknown" and f"strata show {child['id']}" in receipt["note"]
+    assert child["status"] == "idle"  # stopped, not finished: only resuming it (itself) finishes it
+    (bash,) = cli.json_lines("receipts", child["id"], "--json")
+    assert bash["status"] == "unknown"  # its own interrupted command, settled in it
+
+
 def test_killed_after_the_childs_bash_finished_no_effect_runs_twice(cli: StrataCLI, tmp_path: Path,
                                                                      workspace: Path) -> None:
     script = _script(tmp_path / "s.json", f"echo once >> {EFFECTS_LOG}")
