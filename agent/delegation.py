@@ -32,7 +32,7 @@ from core.messages import TextBlock
 from core.model import ModelAdapter
 from core.policy import PermissionRule
 from core.state import SessionState
-from core.tools import BoundToolPlan, ToolContext, ToolError, ToolOutput
+from core.tools import BoundToolPlan, ToolContext, ToolError, ToolOutput, ToolWaits
 from core.tools.delegate import DELEGATE, child_session_id
 from core.vocabulary import OnAsk, SessionStatus
 from memory.restore import restore
@@ -132,6 +132,11 @@ class Delegator:
                 raise
         except StrataError as exc:
             raise ToolError(f"child session {child_id}: {exc}") from None
+        if outcome.status == "awaiting_approval":  # the child parked: so does this session, until both are resumed
+            assert self.state is not None
+            raise ToolWaits(f"child session {child_id} waits for approval ({outcome.reason}); decide with "
+                            f"strata approve {child_id} --all (or name the call, or strata deny), then "
+                            f"strata resume {self.state.session_id}")
         fault_point("after_child")
         return _output(outcome.status, outcome.reason, outcome.unknown_receipts, _final_text(live.state), child_id)
 

@@ -69,7 +69,7 @@ from memory.restore import Restored
 from memory.rows import Receipt
 from memory.session_writer import SessionWriter
 from memory.store import EventStore
-from tool_executor import BatchRun, CallEnv, ToolCallProcessor
+from tool_executor import BatchRun, CallEnv, ToolCallProcessor, WaitingCall
 from tool_executor.hook_runner import run_observe
 
 Observer = Callable[[StoredEvent], None]
@@ -325,6 +325,8 @@ class AgenticLoop:
                            batch_id=proposal.batch_id, calls=[c.call_id for c in proposal.calls])
             self.rec.phase("act", turn, f"act: {', '.join(c.tool for c in proposal.calls)}")
             run = await self.processor.run_batch(proposal, env=CallEnv.from_state(state, turn), writer=self.writer)
+            if run.waiting is not None:
+                return await self._wait(run.waiting, turn)
             if run.parked:
                 return await self._park(proposal.batch_id, run, turn)
             await self._close_batch(proposal.batch_id, turn)
@@ -361,6 +363,16 @@ class AgenticLoop:
         names = ", ".join(f"{p.call_id} ({p.tool})" for p in run.parked)
         return await self._outcome("awaiting_approval", f"waiting for approval of {names}")
 
+    async def _wait(self, waiting: WaitingCall, turn: int) -> RunOutcome:
+        """A dispatched call's work waits for a person elsewhere (a delegated child parked for approval): the
+        batch stays open with the call's receipt `dispatched`, the session is awaiting_approval, and `strata
+        resume` enters the call's handler again (tool_executor: a tool that `resumes`)."""
+        what = f"call {waiting.call_id} ({waiting.tool}) waits: {waiting.reason}"
+        self.rec.lifecycle("parked", turn, what, calls=[waiting.call_id])
+        self.writer.stage_status("awaiting_approval")
+        await self.writer.flush()
+        return await self._outcome("awaiting_approval", what)
+
     async def _finish_open_batch(self) -> RunOutcome | None:
         """Resume: calls with a result keep it; calls with a receipt are settled from it (never re-run);
         the rest go through the whole pipeline again (approval included). Returns an outcome if calls are still
@@ -370,6 +382,8 @@ class AgenticLoop:
         turn = self.state.turn
         run = await self.processor.finish_open_batch(batch, env=CallEnv.from_state(self.state, turn),
                                                      writer=self.writer, receipts=await self._open_receipts())
+        if run.waiting is not None:
+            return await self._wait(run.waiting, turn)
         if run.parked:
             return await self._park(batch.batch_id, run, turn)
         await self._close_batch(batch.batch_id, turn)

@@ -6,7 +6,7 @@ from tool_executor._call_record import CallRecord, ReceiptChange, Recorder
 from tool_executor._receipts import NEXT as RECEIPT_TRANSITIONS
 from tool_executor._receipts import reconciliation
 from tool_executor._recorder import TimelineRecorder, call_row, receipt_row
-from tool_executor._types import BatchRun, CallEnv, Checked, Decision, Step
+from tool_executor._types import BatchRun, CallEnv, Checked, Decision, Step, WaitingCall
 from tool_executor.approval import ApprovalAnswer, ApprovalRequest, Approver, recorded_decision
 from tool_executor.builtin import builtin_tools
 from tool_executor.executor import ToolCallProcessor
@@ -40,6 +40,7 @@ __all__ = [
     "TimelineRecorder",
     "ToolCallProcessor",
     "Verdict",
+    "WaitingCall",
     "builtin_tools",
     "call_row",
     "receipt_row",

@@ -87,6 +87,16 @@ class BatchRun:
 
     parked: list[ParkedCall] = field(default_factory=list)
     deferred: list[str] = field(default_factory=list)
+    waiting: WaitingCall | None = None
+    """A dispatched call whose work waits for a person elsewhere (ToolWaits): the batch stops there and stays
+    open; later calls of the batch run on resume."""
+
+
+@dataclass(frozen=True)
+class WaitingCall:
+    call_id: str
+    tool: str
+    reason: str
 
 
 def effective_sha256(call: PlannedCall, args: Mapping[str, Any]) -> str:

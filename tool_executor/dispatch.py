@@ -18,7 +18,7 @@ import structlog
 
 import tool_executor.result as results
 from core.events import CallResult, PlannedCall
-from core.tools import ToolContext, ToolError, ToolOutput, ToolSpec, ToolTimeout
+from core.tools import ToolContext, ToolError, ToolOutput, ToolSpec, ToolTimeout, ToolWaits
 
 log = structlog.get_logger("strata.executor")
 
@@ -43,6 +43,11 @@ async def dispatch(batch_id: str, call: PlannedCall, spec: ToolSpec, args: Mappi
         return results.timed_out(batch_id, call, str(exc), effectful=effectful, receipt_id=receipt_id,
                                  duration_ms=elapsed())
     except ToolError as exc:
+        return results.finished(batch_id, call, f"Error: {exc}", is_error=True, receipt_id=receipt_id,
+                                duration_ms=elapsed())
+    except ToolWaits as exc:
+        if spec.resumes and receipt_id is not None:
+            raise  # the call stays dispatched; its session parks (tool_executor/executor.py)
         return results.finished(batch_id, call, f"Error: {exc}", is_error=True, receipt_id=receipt_id,
                                 duration_ms=elapsed())
     except Exception as exc:

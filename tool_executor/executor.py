@@ -37,7 +37,7 @@ from core.ids import IdFactory
 from core.policy import PermissionRule
 from core.processes import ProcessGroup
 from core.state import OpenBatch
-from core.tools import BoundToolPlan
+from core.tools import BoundToolPlan, ToolWaits
 from core.vocabulary import OnAsk
 from memory.rows import Receipt
 from memory.session_writer import SessionWriter
@@ -45,7 +45,7 @@ from tool_executor._call_record import CallRecord, Recorder
 from tool_executor._effects import Effects
 from tool_executor._pre_hooks import run_pre_hooks
 from tool_executor._receipts import Receipts, SettleCause, settle_open_batch
-from tool_executor._types import BatchRun, CallEnv, Checked, Decision, Step, effective_sha256
+from tool_executor._types import BatchRun, CallEnv, Checked, Decision, Step, WaitingCall, effective_sha256
 from tool_executor.approval import ApprovalStep, Approver, parked_call
 from tool_executor.checks._pipeline import CheckContext, run_checks
 from tool_executor.checks.policy import rule_matches
@@ -156,13 +156,22 @@ class ToolCallProcessor:
             spec = self.plan.get(tool)
             return spec is not None and spec.resumes
 
-        async def re_enter(record: CallRecord, receipt: Receipt) -> None:
-            await self._effects.re_enter(record, owner, self.plan[receipt.tool], receipt)
+        waiting: list[WaitingCall] = []
 
-        left = await settle_open_batch(batch, SettleCause("crash", "the process stopped"), env=env,
-                                       receipts=receipts, owner=owner, in_flight={},
-                                       locks=self.locks, kill_orphans=self.kill_orphans, resumes=resumes,
-                                       re_enter=re_enter)
+        async def re_enter(record: CallRecord, receipt: Receipt) -> None:
+            try:
+                await self._effects.re_enter(record, owner, self.plan[receipt.tool], receipt)
+            except ToolWaits as exc:  # its work still waits: the batch stays open, the session parks again
+                waiting.append(WaitingCall(record.call.call_id, receipt.tool, exc.reason))
+                raise
+
+        try:
+            left = await settle_open_batch(batch, SettleCause("crash", "the process stopped"), env=env,
+                                           receipts=receipts, owner=owner, in_flight={},
+                                           locks=self.locks, kill_orphans=self.kill_orphans, resumes=resumes,
+                                           re_enter=re_enter)
+        except ToolWaits:
+            return BatchRun(waiting=waiting[0])
         return await self._run_calls(batch.batch_id, tuple(left.to_run), env, writer)
 
     async def settle_interrupted(self, batch: OpenBatch, cause: str, *, env: CallEnv, writer: SessionWriter,
@@ -213,7 +222,12 @@ class ToolCallProcessor:
                 group.append(record)
                 continue
             await flush_group()
-            await self._process(record, receipts)
+            try:
+                await self._process(record, receipts)
+            except ToolWaits as exc:  # dispatched, its work waits for a person elsewhere: the batch stops here
+                del self._in_flight[call.call_id]
+                run.waiting = WaitingCall(call.call_id, record.tool, exc.reason)
+                return run
             self._finish(record, writer, run)
         await flush_group()
         return run

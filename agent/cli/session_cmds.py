@@ -91,6 +91,9 @@ async def _drive(live: LiveSession, prompt: str | None, as_json: bool, tally: Ta
             if len(parked) > 1:
                 echo(f"  all at once: strata approve {sid} --all    or: strata deny {sid} --all --reason TEXT")
             echo(f"inspect: strata show {sid}    once every call is decided: strata resume {sid}")
+        elif outcome.status == "awaiting_approval":  # a dispatched call's work waits elsewhere (a parked child)
+            echo(f"waiting: {outcome.reason}")
+            echo(f"inspect: strata show {sid}")
         else:
             echo(f"inspect: strata show {sid}    resume: strata resume {sid} PROMPT")
     return outcome

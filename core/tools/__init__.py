@@ -17,6 +17,7 @@ from core.tools.spec import (
     ToolOutput,
     ToolSpec,
     ToolTimeout,
+    ToolWaits,
 )
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "ToolOutput",
     "ToolSpec",
     "ToolTimeout",
+    "ToolWaits",
     "run_stoppable",
     "skipped_note",
 ]

@@ -25,6 +25,17 @@ class ToolTimeout(ToolError):
     effectful call that timed out has an unknown outcome."""
 
 
+class ToolWaits(Exception):
+    """Raised by a handler of a tool that `resumes` whose work waits for a person elsewhere (a delegated child
+    parked for approval): the call's receipt stays `dispatched`, nothing of the call is recorded as finished, and
+    its session parks (`awaiting_approval`) saying `reason`; `strata resume` enters the handler again, which finds
+    the same work and goes on with it."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 @dataclass(frozen=True)
 class ToolOutput:
     text: str

@@ -72,6 +72,38 @@ def test_a_child_writes_a_file_and_the_parent_gets_its_answer(cli: StrataCLI, tm
     assert receipt["status"] == "done"
 
 
+def test_a_child_that_parks_parks_its_parent_and_one_resume_after_the_decision_finishes_both(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    script = _script(tmp_path / "s.json", f"echo hi > hello.txt; echo once >> {EFFECTS_LOG}")
+    args = ["run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "delegate",
+            "--on-ask", "park", "go"]
+    parked = cli.run(*args)
+    assert parked.returncode == 4, parked.stderr  # awaiting approval: the child's bash asks, nobody is there
+    parent, child = _one_parent_one_child(cli)
+    assert (parent["status"], child["status"]) == ("awaiting_approval", "awaiting_approval")
+    assert f"waiting: call p1 (delegate) waits: child session {child['id']} waits for approval" in parked.stdout
+    assert f"strata approve {child['id']} --all" in parked.stdout and not (workspace / "hello.txt").exists()
+    (receipt,) = cli.json_lines("receipts", parent["id"], "--json")
+    assert receipt["status"] == "dispatched"  # the delegate call is neither finished nor unknown: it waits
+
+    early = cli.run("resume", parent["id"])  # before the decision: the same child is asked again, and parks again
+    assert early.returncode == 4, early.stderr
+    assert len(_sessions(cli)) == 2 and not (workspace / "hello.txt").exists()
+
+    approved = cli.run("approve", child["id"], "--all")
+    assert approved.returncode == 0, approved.stderr
+    resumed = cli.run("resume", parent["id"], "--json")  # enters the delegate call again: it resumes the child
+    assert resumed.returncode == 0, resumed.stderr
+    result = _delegate_result(resumed.stdout)
+    assert result["status"] == "ok" and CHILD_ANSWER in result["content"], result
+    parent2, child2 = _one_parent_one_child(cli)
+    assert child2["id"] == child["id"] and (parent2["status"], child2["status"]) == ("completed", "completed")
+    assert (workspace / EFFECTS_LOG).read_text() == "once\n" and (workspace / "hello.txt").read_text() == "hi\n"
+    (receipt,) = cli.json_lines("receipts", parent["id"], "--json")
+    assert receipt["status"] == "done"
+    assert cli.run("timeline", parent["id"], "--verify").returncode == 0
+
+
 def test_killed_after_the_child_finished_resume_uses_its_recorded_result(cli: StrataCLI, tmp_path: Path,
                                                                           workspace: Path) -> None:
     script = _script(tmp_path / "s.json", f"echo once >> {EFFECTS_LOG}")
