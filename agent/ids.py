@@ -44,11 +44,15 @@ def match_session(records: Sequence[SessionRecord], ref: str) -> SessionRecord:
         raise SessionNotFound(ref)
     if len(found) > 1:
         found.sort(key=lambda r: r.updated_at, reverse=True)
-        more = f"\n  ... and {len(found) - _SHOWN} more" if len(found) > _SHOWN else ""
-        raise UsageError(f"session id prefix {ref!r} names {len(found)} sessions:\n  "
-                         + "\n  ".join(_session_line(r) for r in found[:_SHOWN]) + more,
-                         hint="give more characters of the id")
+        raise _many(f"session id prefix {ref!r} names {len(found)} sessions", [_session_line(r) for r in found],
+                    "give more characters of the id")
     return found[0]
+
+
+def _many(head: str, lines: list[str], hint: str) -> UsageError:
+    """A reference that names several: the first `_SHOWN` of them listed, and how many more."""
+    more = f"\n  ... and {len(lines) - _SHOWN} more" if len(lines) > _SHOWN else ""
+    return UsageError(f"{head}:\n  " + "\n  ".join(lines[:_SHOWN]) + more, hint=hint)
 
 
 async def resolve_session(store: EventStore, ref: str) -> str:
@@ -77,10 +81,8 @@ def match_receipt(receipts: Sequence[Receipt], ref: str) -> Receipt:
     if len(found) > 1 and len(awaiting) == 1:  # a call id reused by another session: the one awaiting a decision
         return awaiting[0]
     if len(found) > 1:
-        more = f"\n  ... and {len(found) - _SHOWN} more" if len(found) > _SHOWN else ""
-        raise UsageError(f"{ref!r} names {len(found)} receipts:\n  "
-                         + "\n  ".join(_receipt_line(r) for r in found[:_SHOWN]) + more,
-                         hint="give the receipt id (or more characters of it)")
+        raise _many(f"{ref!r} names {len(found)} receipts", [_receipt_line(r) for r in found],
+                    "give the receipt id (or more characters of it)")
     return found[0]
 
 
