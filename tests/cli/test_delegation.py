@@ -10,6 +10,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,15 @@ def _one_parent_one_child(cli: StrataCLI) -> tuple[dict[str, Any], dict[str, Any
     assert len(parents) == 1 and len(children) == 1, rows
     assert children[0]["parent_id"] == parents[0]["id"]
     return parents[0], children[0]
+
+
+def _until_started(proc: subprocess.Popen[str], started: Path) -> None:
+    """Wait until the child's bash touched `started` (the parent must still run)."""
+    deadline = time.monotonic() + 30
+    while not started.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the child's bash never started"
+        time.sleep(0.02)
 
 
 def _delegate_result(stdout: str) -> dict[str, Any]:
@@ -128,11 +138,7 @@ def test_killed_while_the_childs_bash_runs_resume_resumes_that_child(cli: Strata
     script = _script(tmp_path / "s.json", f"touch started; sleep 1; echo once >> {EFFECTS_LOG}")
     proc = cli.popen(*_run_args(script, workspace))
     try:
-        deadline = time.monotonic() + 30
-        while not started.exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the child's bash never started"
-            time.sleep(0.02)
+        _until_started(proc, started)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(timeout=30)
@@ -155,11 +161,7 @@ def test_ctrl_c_while_the_child_runs_says_the_child_stopped_with_its_parent(cli:
     script = _script(tmp_path / "s.json", "touch started; sleep 30")
     proc = cli.popen(*_run_args(script, workspace))
     try:
-        deadline = time.monotonic() + 30
-        while not started.exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the child's bash never started"
-            time.sleep(0.02)
+        _until_started(proc, started)
         os.kill(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:

@@ -7,6 +7,7 @@ applied`, counts that agree, `--kind`, `--version`, `--verbose` after the subcom
 from __future__ import annotations
 
 import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -182,15 +183,19 @@ def test_ctrl_c_names_the_receipt_when_another_session_awaits_a_decision_on_the_
     assert strata(cli, "reconcile", second["id"], "--not-applied").returncode == 0
 
 
-def test_ctrl_c_exits_130_naming_resume_and_reconcile_with_the_call_id(cli: StrataCLI, workspace: Path,
-                                                                       tmp_path: Path) -> None:
-    script = write_script(tmp_path / "slow.json", [[tool_use("toolu_slow_01", "bash",
-                                                             command="echo started >> started; sleep 30")],
-                                                   [text("done")]])
+def _interrupted(cli: StrataCLI, workspace: Path, tmp_path: Path, call_id: str,
+                 command: str) -> subprocess.CompletedProcess[str]:
+    """`strata run` of one bash call (`command` must touch `started`), Ctrl-C once it started."""
+    script = write_script(tmp_path / "slow.json", [[tool_use(call_id, "bash", command=command)], [text("done")]])
     proc = cli.popen("run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "bash", "go")
     wait_for(workspace / "started", proc)
     proc.send_signal(signal.SIGINT)
-    done = finish(proc)
+    return finish(proc)
+
+
+def test_ctrl_c_exits_130_naming_resume_and_reconcile_with_the_call_id(cli: StrataCLI, workspace: Path,
+                                                                       tmp_path: Path) -> None:
+    done = _interrupted(cli, workspace, tmp_path, "toolu_slow_01", "echo started >> started; sleep 30")
     assert done.returncode == 130, done.stderr
     sid = json_lines(strata(cli, "sessions", "--json").stdout)[-1]["id"]
     err = done.stderr
@@ -216,13 +221,7 @@ def test_ctrl_c_exits_130_naming_resume_and_reconcile_with_the_call_id(cli: Stra
 
 def test_an_interrupted_command_that_printed_says_how_much_and_stays_unknown(cli: StrataCLI, workspace: Path,
                                                                            tmp_path: Path) -> None:
-    script = write_script(tmp_path / "slow.json", [[tool_use("toolu_talk_01", "bash",
-                                                             command="echo hello; echo started >> started; sleep 30")],
-                                                   [text("done")]])
-    proc = cli.popen("run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "bash", "go")
-    wait_for(workspace / "started", proc)
-    proc.send_signal(signal.SIGINT)
-    done = finish(proc)
+    done = _interrupted(cli, workspace, tmp_path, "toolu_talk_01", "echo hello; echo started >> started; sleep 30")
     assert done.returncode == 130, done.stderr
     assert "the command was killed after it had printed 6 bytes; its whole process group is gone" in done.stderr
     sid = json_lines(strata(cli, "sessions", "--json").stdout)[-1]["id"]
