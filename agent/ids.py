@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from agent.refs import LAST, MIN_PREFIX
 from core.errors import ReceiptError, SessionNotFound, UsageError
 from memory.rows import Receipt, SessionRecord
 from memory.store import EventStore
 
-MIN_PREFIX = 8
-LAST = "last"
 _SHOWN = 10
 """Candidates listed in an ambiguity error at most."""
 

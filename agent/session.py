@@ -24,6 +24,7 @@ from agent.project_hooks import ProjectHooks, resume_refusal
 from agent.reading import configured_secrets
 from agent.signals import StopSignal, stop_on_signals
 from config import LoadedConfig
+from config.checked import Role, remember_checked
 from config.seen_secrets import home_masker
 from core.clock import Clock, SystemClock
 from core.compaction import DEFAULT_CONTEXT_BUDGET
@@ -113,6 +114,9 @@ class Runtime:
         except BaseException:
             await store.close()
             raise
+        if not read_only:  # the files this load validated: a reading command may trust them (config/checked.py)
+            checked: list[tuple[Role, str | None]] = [("user", config.user_sha256), ("project", config.project_sha256)]
+            await anyio.to_thread.run_sync(remember_checked, settings.home, checked)
         return cls(store=store, clock=clock, ids=IdFactory(clock), tools=tools, hooks=config.hook_set(),
                    locks=ResourceLocks(settings.home / "locks", settings.lock_timeout_s, store.shared_locks()),
                    repair_budget=settings.repair_budget, context_budget=settings.context_budget_tokens,

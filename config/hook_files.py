@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, assert_never
 
-from config.settings import PROJECT_DIR
+from config.locations import PROJECT_DIR
 from core.errors import ConfigError
 from core.knowledge._names import DOCUMENT_SUFFIXES
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
-from config.settings import PROJECT_DIR, _user_home
+from config.locations import PROJECT_DIR, _user_home
 from core.events import Mode
 from core.tools.spec import PiiClass
 

@@ -26,6 +26,15 @@ from config.channels import ChannelsConfig
 from config.hook_files import FileProblem, HookFiles
 from config.hook_spec import HOOK_EVENTS, HookSpec
 from config.knowledge import DEFAULT_COMMON_TERM_SHARE, DatasetDecl, KnowledgeConfig
+from config.locations import (
+    DEFAULTS_SOURCE,
+    SETTING_KEYS,
+    _user_home,
+    env_var,
+    home_with_source,
+    project_config_path,
+    user_config_path,
+)
 from config.mcp import (
     DEFAULT_MCP_TIMEOUT_S,
     DEFAULT_STARTUP_TIMEOUT_S,
@@ -34,17 +43,7 @@ from config.mcp import (
     McpServerDecl,
     McpToolPolicy,
 )
-from config.settings import (
-    DEFAULTS_SOURCE,
-    SETTING_KEYS,
-    Settings,
-    _user_home,
-    env_var,
-    flag_name,
-    home_with_source,
-    project_config_path,
-    user_config_path,
-)
+from config.settings import Settings, flag_name
 from config.trust import TrustState, lookup
 from core.errors import ConfigError
 from core.hashing import sha256_json
@@ -90,6 +89,8 @@ class LoadedConfig(BaseModel):
     project_trusted: bool = False
     """True only when a project file exists and its current sha256 is the trusted one."""
     project_sha256: str | None = None
+    user_sha256: str | None = None
+    """The sha256 of the user file's bytes that were validated; None without a user file."""
     project_trust: TrustState | None = None
     """`trusted`, `untrusted`, or `changed` (trusted once, edited since); None without a project file."""
     ignored_rules: tuple[PermissionRule, ...] = ()
@@ -226,7 +227,8 @@ def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
         secrets=Secrets(values=tuple(secret_values), env=tuple(secret_env)), sources=sources,
         notices=tuple(notices), project_file=project.path if project else None,
         project_trusted=state == "trusted" and project is not None,
-        project_sha256=project.sha256 if project else None, project_trust=state if project else None,
+        project_sha256=project.sha256 if project else None, user_sha256=user.sha256 if user else None,
+        project_trust=state if project else None,
         ignored_rules=tuple(ignored_rules),
         ignored_hooks=tuple(ignored_hooks), files=tuple(d.source for d in (user, project) if d is not None),
         tool_timeouts=tuple(deadlines[t] for t in sorted(deadlines)),

@@ -6,13 +6,13 @@ constraint whichever layer it comes from."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from config.locations import SETTING_KEYS
 from core.vocabulary import Durability, OnAsk
 
 """What `ask` means in a mode with no human: a denial, or the session parked as `awaiting_approval`."""
@@ -84,47 +84,9 @@ def shown_setting(key: str, value: object) -> object:
     return without_password(value) if key == "db" and isinstance(value, str) else value
 
 
-SETTING_KEYS: tuple[str, ...] = tuple(k for k in Settings.model_fields if k != "home")
-"""The scalar keys a config file, a `STRATA_*` variable or a flag may set (`home` comes from the environment)."""
-
-DEFAULTS_SOURCE = "built-in defaults"
-
-
-def env_var(key: str) -> str:
-    return f"STRATA_{key.upper()}"
+if set(Settings.model_fields) - {"home"} != set(SETTING_KEYS):  # config/locations.py names them without the model
+    raise RuntimeError("config/locations.py SETTING_KEYS does not name exactly Settings' fields")
 
 
 def flag_name(key: str) -> str:
     return f"--{key.replace('_', '-')}"
-
-
-def _user_home(env: Mapping[str, str]) -> Path:
-    return Path(env["HOME"]) if env.get("HOME") else Path.home()
-
-
-def home_with_source(env: Mapping[str, str]) -> tuple[Path, str]:
-    """Strata's data directory and where that choice came from."""
-    if env.get("STRATA_HOME"):
-        return Path(env["STRATA_HOME"]).expanduser(), "environment variable STRATA_HOME"
-    if env.get("XDG_DATA_HOME"):
-        return Path(env["XDG_DATA_HOME"]).expanduser() / "strata", "environment variable XDG_DATA_HOME"
-    return _user_home(env) / ".local" / "share" / "strata", DEFAULTS_SOURCE
-
-
-def default_home(env: Mapping[str, str]) -> Path:
-    return home_with_source(env)[0]
-
-
-def user_config_path(env: Mapping[str, str]) -> Path:
-    base = Path(env["XDG_CONFIG_HOME"]).expanduser() if env.get("XDG_CONFIG_HOME") else _user_home(env) / ".config"
-    return base / "strata" / "config.toml"
-
-
-PROJECT_DIR = ".strata"
-"""A project's own Strata directory: its config, and the hook scripts that config runs. The agent's tools never
-write it (the scope check), and trust covers every file in it."""
-
-
-def project_config_path(workspace: Path) -> Path:
-    """The project file of a workspace, absolute with symlinks resolved (the key trust is recorded under)."""
-    return (workspace.expanduser().resolve() / PROJECT_DIR / "config.toml").resolve()

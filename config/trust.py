@@ -36,9 +36,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from config._read import ConfigDoc, read_config_file
 from config.hook_files import covered_files
 from config.hook_spec import HOOK_EVENTS
+from config.locations import project_config_path
 from config.private_files import FILE_MODE, open_private, private_dir
 from config.schema import ConfigFile
-from config.settings import project_config_path
 from core.errors import ConfigError, UsageError
 
 TRUST_FILE = "trusted_projects.json"

@@ -24,17 +24,16 @@ import math
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from json import encoder
-from typing import Any, Literal, get_args
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.chain import GENESIS_HASH, ChainKey, LinkVerifier, VerifyResult
+from core.vocabulary import TIMELINE_DECISIONS, TimelineDecision
 
 __all__ = ["GENESIS_HASH", "TIMELINE_DECISIONS", "ChainVerifier", "TimelineDecision", "TimelineEntry", "TimelineRow",
            "VerifyResult", "canonical_time", "legacy_row_hash", "row_hash", "seal", "verify_chain"]
 
-TimelineDecision = Literal["allowed", "denied", "approved", "rejected", "parked"]
-TIMELINE_DECISIONS: tuple[TimelineDecision, ...] = get_args(TimelineDecision)
 
 _TEXT_FIELDS = ("kind", "call_id", "tool", "check", "outcome", "summary")
 

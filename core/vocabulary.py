@@ -4,7 +4,7 @@ Other modules import these; none spells the literals again."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 OnAsk = Literal["deny", "park"]
 """What `ask` means with no person to ask: deny the call, or park it for `strata approve` / `strata deny`."""
@@ -30,3 +30,7 @@ its receipt, its resource lock, its dispatch, or an interrupt (Ctrl-C, a daemon'
 
 StepCheck = DecisionCheck | Literal["post_hook"]
 """Where in a call's decision path a step was taken: the deciding steps, then the PostToolUse hooks."""
+
+TimelineDecision = Literal["allowed", "denied", "approved", "rejected", "parked"]
+"""What the runtime decided about a call, as a timeline row says it (core/timeline.py)."""
+TIMELINE_DECISIONS: tuple[TimelineDecision, ...] = get_args(TimelineDecision)

@@ -49,6 +49,7 @@ from memory.rows import (
     session_from_row,
 )
 from memory.store import LivenessCheck
+from memory.timeline_query import timeline_filter
 from memory.timeline_rows import TIMELINE_COLS as _TIMELINE_COLS
 from memory.timeline_rows import timeline_row as _timeline_row
 
@@ -555,22 +556,10 @@ class SqliteEventStore:
                 base = self._num(conn, session_id) << SEQ_BITS
             except sqlite3.IntegrityError:
                 return []
-            first = min(max(1, since_seq or 1), SEQ_MASK)
-            clauses = ["key BETWEEN ? AND ?"]
-            params: list[int | str] = [base | first, base | SEQ_MASK]
-            for column, values in (("kind", kinds), ("tool", tools), ("decision", decisions)):
-                if values:
-                    clauses.append(f"{column} IN ({','.join('?' for _ in values)})")
-                    params.extend(values)
-            if decisions and "allowed" not in decisions:  # true of those rows; lets SQLite read them through the
-                clauses.append("decision <> 'allowed'")  # partial index of the rare decisions (migration 007)
-            if turn is not None:
-                clauses.append("turn = ?")
-                params.append(turn)
-            if since_at is not None:
-                clauses.append("at >= ?")
-                params.append(canonical_time(since_at))
-            sql = f"SELECT {_TIMELINE_COLS} FROM timeline WHERE {' AND '.join(clauses)} ORDER BY key"
+            where, params = timeline_filter(
+                base, kinds=kinds, tools=tools, decisions=decisions, turn=turn, since_seq=since_seq,
+                since_at=canonical_time(since_at) if since_at is not None else None)
+            sql = f"SELECT {_TIMELINE_COLS} FROM timeline WHERE {where} ORDER BY key"
             if limit is not None:
                 sql += " LIMIT ?"
                 params.append(max(0, limit))

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from config.hook_files import shell_words
-from config.settings import PROJECT_DIR
+from config.locations import PROJECT_DIR
 
 _NAMES_PROJECT_DIR = re.compile(r"(?<![a-z0-9_-])" + re.escape(PROJECT_DIR) + r"(?![a-z0-9_-])")
 

@@ -18,6 +18,9 @@ class Entry:
     target: str
     """`module:attribute` of the click command."""
     short_help: str
+    quick: bool = False
+    """The command has a quick way that needs no logging: its module is imported without structlog first, and
+    the command sets up logging itself when it takes the full way (agent/cli/logging_setup.py)."""
 
 
 class LazyGroup(click.Group):
@@ -38,7 +41,7 @@ class LazyGroup(click.Group):
         if entry is None:
             return None
         module, attribute = entry.target.split(":")
-        if self._before_import is not None:
+        if self._before_import is not None and not entry.quick:
             self._before_import()
         command = getattr(importlib.import_module(module), attribute)
         assert isinstance(command, click.Command), entry.target

@@ -28,13 +28,20 @@ class Column:
     max_width: int | None = None
 
 
+def _cell_len(text: str) -> int:
+    """rich's measure of terminal cells; printable ASCII (almost every cell) is one cell a character."""
+    return len(text) if text.isascii() and text.isprintable() else cell_len(text)
+
+
 def _fit(text: str, width: int, justify: Literal["left", "right"]) -> str:
     """The cell as rich's Text shows it `width` cells wide, no wrap, ellipsis."""
     if justify == "right":
         text = text.rstrip()
-    if cell_len(text) > width:
+    cells = _cell_len(text)
+    if cells > width:
         text = set_cell_size(text, width - 1) + "…"
-    pad = " " * (width - cell_len(text))
+        cells = cell_len(text)
+    pad = " " * (width - cells)
     return pad + text if justify == "right" else text + pad
 
 
@@ -49,7 +56,7 @@ def plain_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, hea
         if column.width is not None:
             widths.append(column.width)
             continue
-        widest = max((cell_len(row[index]) for row in shown), default=0)
+        widest = max((_cell_len(row[index]) for row in shown), default=0)
         widths.append(widest if column.max_width is None else min(widest, column.max_width))
     last = len(columns) - 1
     # Each cell has one space of padding either side, but none at the table's outer edges (pad_edge=False).

@@ -26,7 +26,8 @@ from config import (
     untrust,
     user_config_path,
 )
-from config.settings import SETTING_KEYS, shown_setting
+from config.locations import SETTING_KEYS
+from config.settings import shown_setting
 from core.errors import StrataError
 from core.policy import PermissionRule
 

@@ -11,6 +11,8 @@ import click
 from agent.cli import stdout
 from agent.cli._lazy import Entry, LazyGroup
 from agent.cli._plain_structlog import import_structlog_plain
+from agent.cli.logging_setup import full_way
+from agent.cli.logging_setup import setup as setup_logging
 from agent.cli.output import echo
 from agent.outcome import EXIT_ERROR
 
@@ -36,7 +38,7 @@ COMMANDS = (
     Entry("deny", "agent.cli.decide_cmds:deny", "Deny a call parked in SESSION_ID."),
     Entry("timeline", "agent.cli.timeline_cmd:timeline",
           "Show what the runtime observed in session SESSION_ID: phases, model attempts, every call with its "
-          "decision and outcome, hooks, approvals, receipts."),
+          "decision and outcome, hooks, approvals, receipts.", quick=True),
     Entry("chat", "agent.cli.chat_cmd:chat",
           "Talk to an agent in this terminal; it asks before anything that writes, runs or reaches out."),
     Entry("export", "agent.cli.export_cmd:export", "Export session SESSION_ID, masked, as JSONL, HTML or OTLP JSON."),
@@ -58,6 +60,7 @@ COMMANDS = (
           "Attach to a session the daemon hosts (`strata serve`): drive it, or watch it with --watch."),
 )
 """Every command: its name, where it lives, and its one-line help (agent/cli/_lazy.py)."""
+COMMANDS_BY_NAME = {entry.name: entry for entry in COMMANDS}
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -83,7 +86,7 @@ def global_flags_first(args: list[str]) -> list[str]:
 
 
 # Before a command's module imports structlog, which would import rich (agent/cli/_plain_structlog.py); the
-# listing of `strata --help` imports neither.
+# listing of `strata --help` imports neither, nor does a command with a quick way.
 @click.group(cls=LazyGroup, entries=COMMANDS, before_import=import_structlog_plain,
              context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--verbose", is_flag=True,
@@ -93,9 +96,11 @@ def global_flags_first(args: list[str]) -> list[str]:
 def cli(verbose: bool) -> None:
     """Strata: an event-sourced agent runtime. A model proposes tool calls; Strata decides, durably and
     auditably, what actually runs."""
-    from observability import configure_logging  # not at import: `strata --help` needs no logging
-
-    configure_logging(verbose)  # the entry point configures logging, once; the runtime never does
+    entry = COMMANDS_BY_NAME.get(click.get_current_context().invoked_subcommand or "")
+    if entry is not None and entry.quick:  # it sets up logging itself if it takes the full way
+        full_way.defer(verbose)
+        return
+    setup_logging(verbose)
 
 
 def main() -> None:

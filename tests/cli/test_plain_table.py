@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agent.cli import timeline_cmd
+from agent.cli import timeline_table
 from agent.terminal.safe_text import SafeConsole
 from core.timeline import TIMELINE_DECISIONS, TimelineRow
 
@@ -39,13 +39,13 @@ def _rich(session_id: str, rows: list[TimelineRow]) -> str:
     console = SafeConsole(highlight=False, width=200, file=out)
     console.print(f"timeline of session {session_id}: {len(rows)} rows, {rows[0].at.astimezone(UTC):%Y-%m-%d} "
                   "(times UTC)", markup=False)
-    console.print(timeline_cmd._table(rows, header=True, width=console.width))
+    console.print(timeline_table.table(rows, header=True, width=console.width))
     return out.getvalue()
 
 
 @pytest.fixture(autouse=True)
 def _a_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in timeline_cmd._STYLED:
+    for name in timeline_table.STYLED:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr("sys.stdout", io.StringIO())  # not a terminal
 
@@ -54,7 +54,7 @@ def _a_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_plain_table_is_what_rich_draws_to_a_pipe(seed: int) -> None:
     rng = random.Random(seed)
     rows = [_row(seq, rng) for seq in range(1, rng.randint(1, 60))]
-    plain = timeline_cmd._plain("01a23d5f-4b0f-7000-a69b-a9f16f811e41", rows)
+    plain = timeline_table.plain("01a23d5f-4b0f-7000-a69b-a9f16f811e41", rows)
     assert plain is not None
     assert plain == _rich("01a23d5f-4b0f-7000-a69b-a9f16f811e41", rows)
 
@@ -67,15 +67,15 @@ def test_cells_at_their_columns_edges_and_short_summaries_match_rich() -> None:
                                 prev_hash="0", hash="1"))
     for width in (1, 19, 20, 21, 108, 109, 110, 200):  # the summary: shorter, as wide as, wider than its maximum
         rows.append(rows[-1].model_copy(update={"seq": len(rows) + 1, "summary": "s" * width}))
-        assert timeline_cmd._plain("s", rows) == _rich("s", rows), width
-    assert timeline_cmd._plain("s", rows[:1]) == _rich("s", rows[:1])
+        assert timeline_table.plain("s", rows) == _rich("s", rows), width
+    assert timeline_table.plain("s", rows[:1]) == _rich("s", rows[:1])
 
 
 def test_what_the_plain_table_does_not_draw_is_left_to_rich(monkeypatch: pytest.MonkeyPatch) -> None:
     row = TimelineRow(session_id="s", seq=1, at=T0, turn=1, kind="call", tool="bash", decision="allowed",
                       outcome="ok", duration_ms=1.0, summary="fine", prev_hash="0", hash="1")
-    assert timeline_cmd._plain("s", [row]) is not None
-    assert timeline_cmd._plain("s", [row.model_copy(update={"tool": "ba\tsh"})]) is None  # rich expands tabs
-    assert timeline_cmd._plain("s" * 200, [row]) is None  # rich wraps a title wider than the page
+    assert timeline_table.plain("s", [row]) is not None
+    assert timeline_table.plain("s", [row.model_copy(update={"tool": "ba\tsh"})]) is None  # rich expands tabs
+    assert timeline_table.plain("s" * 200, [row]) is None  # rich wraps a title wider than the page
     monkeypatch.setenv("FORCE_COLOR", "1")  # rich styles what it writes, even to a pipe
-    assert timeline_cmd._plain("s", [row]) is None
+    assert timeline_table.plain("s", [row]) is None

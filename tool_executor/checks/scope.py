@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from config.settings import PROJECT_DIR
+from config.locations import PROJECT_DIR
 from core.tools import ToolSpec
 from tool_executor.paths import (
     OutsideWorkspace,

@@ -1,0 +1,53 @@
+"""Where Strata's files are, from the environment alone: the home, the user's config file, a project's config file,
+and the names of the scalar settings (`STRATA_*` variables). Plain functions of stdlib types, so a command that only
+reads (agent/cli/quick_timeline.py) can find its database without importing the config's models; the models
+(config/settings.py) re-export these and check that `SETTING_KEYS` names exactly their fields."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+SETTING_KEYS: tuple[str, ...] = (
+    "durability", "max_turns", "model", "on_ask", "lock_timeout_s", "hook_timeout_s", "repair_budget",
+    "context_budget_tokens", "snapshot_every", "drain_grace_s", "delegate_max_depth", "delegate_in_daemon",
+    "delegate_grants", "db",
+)
+"""The scalar keys a config file, a `STRATA_*` variable or a flag may set (`home` comes from the environment)."""
+
+DEFAULTS_SOURCE = "built-in defaults"
+
+PROJECT_DIR = ".strata"
+"""A project's own Strata directory: its config, and the hook scripts that config runs. The agent's tools never
+write it (the scope check), and trust covers every file in it."""
+
+
+def env_var(key: str) -> str:
+    return f"STRATA_{key.upper()}"
+
+
+def _user_home(env: Mapping[str, str]) -> Path:
+    return Path(env["HOME"]) if env.get("HOME") else Path.home()
+
+
+def home_with_source(env: Mapping[str, str]) -> tuple[Path, str]:
+    """Strata's data directory and where that choice came from."""
+    if env.get("STRATA_HOME"):
+        return Path(env["STRATA_HOME"]).expanduser(), "environment variable STRATA_HOME"
+    if env.get("XDG_DATA_HOME"):
+        return Path(env["XDG_DATA_HOME"]).expanduser() / "strata", "environment variable XDG_DATA_HOME"
+    return _user_home(env) / ".local" / "share" / "strata", DEFAULTS_SOURCE
+
+
+def default_home(env: Mapping[str, str]) -> Path:
+    return home_with_source(env)[0]
+
+
+def user_config_path(env: Mapping[str, str]) -> Path:
+    base = Path(env["XDG_CONFIG_HOME"]).expanduser() if env.get("XDG_CONFIG_HOME") else _user_home(env) / ".config"
+    return base / "strata" / "config.toml"
+
+
+def project_config_path(workspace: Path) -> Path:
+    """The project file of a workspace, absolute with symlinks resolved (the key trust is recorded under)."""
+    return (workspace.expanduser().resolve() / PROJECT_DIR / "config.toml").resolve()

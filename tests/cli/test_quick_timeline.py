@@ -1,0 +1,139 @@
+"""`strata timeline ID` the quick way (agent/cli/quick_timeline.py): the same table as the full way, in a real
+process that imports no models, no event loop and no logging, and only when the config files are known valid;
+any config file not known valid, a malformed one above all, goes the full way and is reported as before."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agent.cli.timeline_table import fitted_lines
+from config.checked import CHECKED_FILE
+from tests.cli._helpers import result_line, text, tool_use
+from tests.conftest import StrataCLI, write_script
+
+
+def _timeline(cli: StrataCLI, tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], bool]:
+    """`strata timeline ARGS` through the real entry point; whether it went the quick way (no structlog, no
+    pydantic imported when it exited)."""
+    report = tmp_path / "modules.json"
+    probe = (
+        "import atexit, json, sys\n"
+        f"atexit.register(lambda: open({str(report)!r}, 'w').write(json.dumps(sorted(sys.modules))))\n"
+        f"sys.argv = ['strata', 'timeline', *{list(args)!r}]\n"
+        "from agent.cli.main import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=cli.cwd, env=cli.env(), capture_output=True, text=True,
+                          timeout=60)
+    loaded = set(json.loads(report.read_text(encoding="utf-8")))
+    return done, not loaded & {"structlog", "pydantic", "asyncio"}
+
+
+@pytest.fixture
+def session(cli: StrataCLI, workspace: Path, tmp_path: Path) -> str:
+    """A session with allowed and denied calls over two turns, recorded by a real `strata run`."""
+    (workspace / "a.txt").write_text("alpha\n")
+    script = write_script(tmp_path / "turns.json", [
+        [tool_use("toolu_ok", "read_file", path="a.txt"),
+         tool_use("toolu_scope", "write_file", path="../outside.txt", content="x"),
+         tool_use("toolu_policy", "bash", command="rm -rf ."),
+         tool_use("toolu_unknown", "launch_rockets", target="moon")],
+        [tool_use("toolu_again", "read_file", path="a.txt")],
+        [text("done")],
+    ])
+    run = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--deny", "bash(rm*)",
+                  "--json", "go")
+    assert run.returncode == 0, run.stderr
+    result = result_line(run.stdout)
+    assert result is not None
+    return str(result["session_id"])
+
+
+def test_the_quick_way_prints_exactly_what_the_full_way_prints_for_every_filter(
+        cli: StrataCLI, session: str, tmp_path: Path) -> None:
+    """`--verbose` always takes the full way: both tables compared byte for byte, filters, prefix and `last`."""
+    for args in ([session], [session[:10]], ["last"], [session, "--kind", "call"],
+                 [session, "--kind", "call", "--decision", "denied"], [session, "--decision", "allowed"],
+                 [session, "--tool", "read_file", "--turn", "2"], [session, "--since", "5"],
+                 [session, "--kind", "hook"], [session, "--decision", "parked"]):
+        quick, took_quick = _timeline(cli, tmp_path, *args)
+        assert quick.returncode == 0 and took_quick, (args, quick.stderr)
+        full = cli.run("--verbose", "timeline", *args)
+        assert full.returncode == 0, (args, full.stderr)
+        assert quick.stdout == full.stdout, args
+    denied = _timeline(cli, tmp_path, session, "--kind", "call", "--decision", "denied")[0].stdout
+    assert "launch_rockets" in denied and "rm -rf" in denied and "alpha" not in denied
+    assert "no timeline rows match" in _timeline(cli, tmp_path, session, "--decision", "parked")[0].stdout
+
+
+def test_errors_and_what_the_quick_way_does_not_draw_go_the_full_way(
+        cli: StrataCLI, session: str, tmp_path: Path) -> None:
+    for args, code, says in (([session, "--json"], 0, '"hash"'), (["no-such-session-id"], 1, "no-such-session-id"),
+                             ([session[:4]], 2, "too short"), ([session, "--kind", "nonsense"], 2, "--kind"),
+                             ([session, "--since", "2020-01-01T00:00:00"], 0, "timeline of session")):
+        done, took_quick = _timeline(cli, tmp_path, *args)
+        assert (done.returncode, took_quick) == (code, False), (args, done.stderr)
+        assert says in done.stdout + done.stderr, (args, done.stdout, done.stderr)
+        assert "Traceback" not in done.stderr
+
+
+def test_a_malformed_user_config_is_reported_whether_or_not_an_earlier_one_was_known_valid(
+        cli: StrataCLI, session: str, tmp_path: Path, workspace: Path) -> None:
+    user_config = cli.home / "xdg-config" / "strata" / "config.toml"
+    user_config.parent.mkdir(parents=True, exist_ok=True)
+    user_config.write_text("max_turns = 40\n", encoding="utf-8")
+    # never loaded by a command that writes: not known valid, so the full way reads (and checks) it
+    done, took_quick = _timeline(cli, tmp_path, session)
+    assert (done.returncode, took_quick) == (0, False), done.stderr
+    # a run validates it and remembers its digest (never its contents): from then on the quick way is taken
+    script = write_script(tmp_path / "answer.json", [[text("ok")]])
+    assert cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "hi").returncode == 0
+    assert "max_turns" not in (cli.home / CHECKED_FILE).read_text(encoding="utf-8")
+    done, took_quick = _timeline(cli, tmp_path, session)
+    assert (done.returncode, took_quick) == (0, True), done.stderr
+    # edited into something invalid: other bytes, so the full way, which names the file, key and reason
+    user_config.write_text("max_turns = 0\n", encoding="utf-8")
+    done, took_quick = _timeline(cli, tmp_path, session)
+    assert done.returncode == 2 and not took_quick and not done.stdout, done.stdout
+    assert str(user_config) in done.stderr and "max_turns" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_session_whose_project_file_is_not_known_valid_goes_the_full_way(
+        cli: StrataCLI, session: str, tmp_path: Path, workspace: Path) -> None:
+    project = workspace / ".strata" / "config.toml"
+    project.parent.mkdir()
+    project.write_text('[[rules]]\naction = "permit"\ntool = "bash"\n', encoding="utf-8")
+    done, took_quick = _timeline(cli, tmp_path, session)
+    assert done.returncode == 2 and not took_quick, done.stderr
+    assert str(project) in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_user_config_naming_a_postgresql_store_goes_the_full_way(cli: StrataCLI, session: str,
+                                                                    tmp_path: Path) -> None:
+    """The quick way reads the home's SQLite file only: a user file that names a store (known valid or not)
+    sends the command to that store."""
+    user_config = cli.home / "xdg-config" / "strata" / "config.toml"
+    user_config.parent.mkdir(parents=True, exist_ok=True)
+    data = b'db = "postgresql://nobody@127.0.0.1:9/none"\n'
+    user_config.write_bytes(data)
+    (cli.home / CHECKED_FILE).write_text(json.dumps([f"user:{hashlib.sha256(data).hexdigest()}"]), encoding="utf-8")
+    done, took_quick = _timeline(cli, tmp_path, session)
+    assert not took_quick and done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_lines_that_fit_are_what_textwrap_gives_them() -> None:
+    """The table's shortcut for a summary that fits (agent/cli/timeline_table.py) against textwrap itself."""
+    rng = random.Random(5)
+    alphabet = "ab c-d\t\u00e9\u4e2d \n" + "x" * 8
+    for _ in range(5_000):
+        text_ = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        width = rng.randint(20, 40)
+        assert fitted_lines(text_, width) == (textwrap.wrap(text_, width, break_on_hyphens=False) or [""]), text_
