@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from core.state import Grant
 from memory import SessionRecord
 from memory.store import EventStore
-from observability.child_sessions import children, depths, is_child, tree_order
+from observability.session_tree import children, depths, is_child, tree_order
 
 
 @dataclass(frozen=True)

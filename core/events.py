@@ -14,9 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from core.errors import UnstorableEvent
 from core.messages import ContentBlock, TextBlock, ToolUseBlock
 from core.policy import PermissionRule
-from core.vocabulary import CheckName, EndStatus, OnAsk
+from core.vocabulary import EVENT_SCHEMA_VERSION, CheckName, EndStatus, OnAsk
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = EVENT_SCHEMA_VERSION
 
 Mode = Literal["interactive", "ipc", "headless", "daemon", "mcp"]
 CallStatus = Literal["ok", "error", "denied", "timeout", "unknown"]

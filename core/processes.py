@@ -13,51 +13,19 @@ import contextlib
 import os
 import signal
 import socket
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from core.process_facts import boot_id as boot_id
+from core.process_facts import is_zombie as is_zombie
+from core.process_facts import pid_namespace as pid_namespace
+from core.process_facts import proc_stat
+from core.process_facts import process_start as process_start
+
 GroupState = Literal["running", "gone", "unseen"]
 """`running`: some process of the group is alive (zombies do not count); `gone`: none is; `unseen`: it cannot be
 checked from here (another host, or another PID namespace)."""
-
-
-def process_start(pid: int) -> str:
-    """The kernel's start time of `pid` (clock ticks since boot), or '' where /proc is not available."""
-    stat = _stat(pid)
-    return stat[19] if stat is not None and len(stat) > 19 else ""
-
-
-def boot_id() -> str:
-    """This boot's random id (the kernel makes a new one at every boot), or ''."""
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-def pid_namespace() -> str:
-    """This process's PID namespace, e.g. `pid:[4026531836]`, or ''."""
-    try:
-        return os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return ""
-
-
-def _stat(pid: int) -> list[str] | None:
-    """Fields 3.. of /proc/PID/stat (state first), or None. The command name (field 2) may hold spaces and
-    parentheses: the split starts after its closing parenthesis."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat[stat.rindex(")") + 2:].split()
-
-
-def is_zombie(pid: int) -> bool:
-    stat = _stat(pid)
-    return stat is not None and stat[0] in ("Z", "X")
 
 
 class ProcessGroup(BaseModel):
@@ -108,7 +76,7 @@ class ProcessGroup(BaseModel):
             return True
         for entry in entries:
             if entry.isdigit():
-                stat = _stat(int(entry))
+                stat = proc_stat(int(entry))
                 if stat is not None and len(stat) > 2 and stat[2] == str(self.pgid) and stat[0] not in ("Z", "X"):
                     return True
         return False

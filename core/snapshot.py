@@ -25,14 +25,11 @@ from functools import cache
 from pydantic import TypeAdapter, ValidationError
 
 from core.messages import Message
+from core.snapshot_version import SNAPSHOT_FORMAT as SNAPSHOT_FORMAT
+from core.snapshot_version import SNAPSHOT_VERSION as SNAPSHOT_VERSION
+from core.snapshot_version import STATE_SCHEMA_DIGEST as STATE_SCHEMA_DIGEST
 from core.state import SessionState
 
-SNAPSHOT_FORMAT = 2
-"""2: tool inputs counted by repr in the conversation-size estimate (1 counted their JSON)."""
-STATE_SCHEMA_DIGEST = "d35d6c8c219b22cf"
-"""`state_schema_digest()` of this code (checked by tests/core/test_snapshot.py); computing it costs a schema
-generation, so it is not done on every resume."""
-SNAPSHOT_VERSION = f"{SNAPSHOT_FORMAT}:{STATE_SCHEMA_DIGEST}"
 DEFAULT_SNAPSHOT_EVERY = 500
 """Events between snapshots."""
 

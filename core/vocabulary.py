@@ -34,3 +34,6 @@ StepCheck = DecisionCheck | Literal["post_hook"]
 TimelineDecision = Literal["allowed", "denied", "approved", "rejected", "parked"]
 """What the runtime decided about a call, as a timeline row says it (core/timeline.py)."""
 TIMELINE_DECISIONS: tuple[TimelineDecision, ...] = get_args(TimelineDecision)
+
+EVENT_SCHEMA_VERSION = 1
+"""The schema version stored with each event (core/events.py `SCHEMA_VERSION`)."""

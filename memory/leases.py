@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable
 from datetime import timedelta
 
 from core.clock import Clock
-from core.processes import boot_id, is_zombie, pid_namespace, process_start
+from core.processes import boot_id, pid_namespace, process_start
 from core.state import SessionState
 from core.vocabulary import SessionStatus
+from memory.liveness import make_liveness
 from memory.rows import LeaseHolder
 
 LEASE_TTL = timedelta(seconds=60)
@@ -27,26 +27,6 @@ def new_holder(token: str, clock: Clock) -> LeaseHolder:
     pid = os.getpid()
     return LeaseHolder(token=token, pid=pid, host=socket.gethostname(), proc_start=process_start(pid),
                        boot_id=boot_id(), pid_ns=pid_namespace(), expires_at=clock.now() + LEASE_TTL)
-
-
-def make_liveness(clock: Clock) -> Callable[[LeaseHolder], bool]:
-    host, boot, namespace = socket.gethostname(), boot_id(), pid_namespace()
-
-    def alive(holder: LeaseHolder) -> bool:
-        # A row written before boots and namespaces were recorded has '' there: its pid is checked as before.
-        if holder.host != host or (holder.boot_id or boot) != boot or (holder.pid_ns or namespace) != namespace:
-            return holder.expires_at > clock.now()  # its pid cannot be checked from here
-        try:
-            os.kill(holder.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        if holder.proc_start and process_start(holder.pid) not in ("", holder.proc_start):
-            return False  # the pid was recycled by another process
-        return not is_zombie(holder.pid)
-
-    return alive
 
 
 def describe(holder: LeaseHolder) -> str:

@@ -1,6 +1,6 @@
 """A plain, blocking, read-only look at the SQLite store for the command line's quick way (agent/cli/
 quick_timeline.py): a session found by its id or a prefix, and its timeline rows picked by the same filter the
-store uses (memory/timeline_query.py), read with the standard library alone. No models, no event loop, no chain
+store uses (memory.read_sql.py), read with the standard library alone. No models, no event loop, no chain
 binding: it answers only when the database is current and everything it reads is as the store writes it, and
 says None otherwise, so that the caller takes the full way (the store, which reports what is wrong)."""
 
@@ -14,9 +14,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from core.snapshot_version import SNAPSHOT_VERSION
+from core.vocabulary import EVENT_SCHEMA_VERSION
 from memory import _read_only
 from memory.migrations import MIGRATIONS
-from memory.timeline_query import SEQ_BITS, SEQ_MASK, timeline_filter
+from memory.read_sql import SEQ_BITS, SEQ_MASK, SESSION_SELECT, SESSION_UPDATED, timeline_filter
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,49 @@ class FoundSession:
     workspace: str
     num: int
     updated_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """A lease's holder as the session row records it (memory/rows.py LeaseHolder)."""
+
+    pid: int
+    host: str
+    proc_start: str
+    boot_id: str
+    pid_ns: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    """A session's row as memory/rows.py `session_from_row` reads it."""
+
+    id: str
+    created_at: datetime
+    updated_at: datetime
+    mode: str
+    workspace: str
+    model: str
+    title: str
+    parent_id: str | None
+    fork_seq: int | None
+    status: str
+    lease: Holder | None
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """What `strata sessions` counts of a session (core/state.py Counters has these among its guards)."""
+
+    assistant_turns: int
+    tool_calls: int
+    denials: int
+
+
+_TURNS = ("assistant_message", "batch_proposed")
+"""The events the fold counts as a model turn (core/state.py `apply`); a `call_result` is a tool call, a denial
+when its status is `denied`."""
 
 
 class QuickRead:
@@ -73,7 +118,7 @@ class QuickRead:
 
     def sessions(self, *, exact: str | None = None, prefix: str | None = None) -> list[FoundSession]:
         """The session with id `exact`, or those whose id starts with `prefix`, or (neither) every session."""
-        sql = "SELECT id, workspace, num, updated_at FROM sessions"
+        sql = f"SELECT id, workspace, num, {SESSION_UPDATED} FROM sessions"
         params: tuple[Any, ...] = ()
         if exact is not None:
             sql, params = f"{sql} WHERE id = ?", (exact,)
@@ -103,3 +148,51 @@ class QuickRead:
         except (TypeError, ValueError):
             return None
         return rows
+
+    def session_rows(self) -> list[tuple[SessionRow, int]]:
+        """Every session as the store lists them (oldest first), each with its number in the tables' keys."""
+        rows = self._conn.execute(f"SELECT {SESSION_SELECT}, num FROM sessions ORDER BY created_at, id").fetchall()
+        out = []
+        for (sid, created, updated, mode, workspace, model, title, parent, fork_seq, status,
+             token, pid, host, proc_start, expires, boot, pid_ns, num) in rows:
+            lease = (Holder(pid, host, proc_start or "", boot or "", pid_ns or "", datetime.fromisoformat(expires))
+                     if token else None)
+            out.append((SessionRow(sid, datetime.fromisoformat(created), datetime.fromisoformat(updated), mode,
+                                   workspace, model, title, parent, fork_seq, status, lease), num))
+        return out
+
+    def unknown_receipts(self) -> dict[str, int]:
+        """Receipts whose outcome is unknown, per session."""
+        return dict(self._conn.execute(
+            "SELECT session_id, count(*) FROM receipts WHERE status = 'unknown' GROUP BY session_id").fetchall())
+
+    def counts(self, num: int) -> Counts | None:
+        """The session's turns, calls and denials as restoring its state counts them: the latest snapshot's
+        counters (when it is current and at the seq it claims, else none, as restore ignores it) plus the events
+        after it. None when an event there is not JSON (restore fails on it: the listing shows '?'). Raises
+        ValueError for an event of another schema version (the full way knows how to read it)."""
+        base = num << SEQ_BITS
+        start, turns, calls, denials = 0, 0, 0, 0
+        snap = self._conn.execute("SELECT key, version, data FROM snapshots WHERE key BETWEEN ? AND ? "
+                                  "ORDER BY key DESC LIMIT 1", (base, base | SEQ_MASK)).fetchone()
+        if snap is not None and snap[1] == SNAPSHOT_VERSION:
+            try:
+                head = json.loads(bytes(snap[2]).partition(b"\n")[0])
+                counters = head["counters"]
+                if head.get("started") and head.get("last_seq") == snap[0] & SEQ_MASK:
+                    start = snap[0] & SEQ_MASK
+                    turns, calls, denials = (int(counters["assistant_turns"]), int(counters["tool_calls"]),
+                                             int(counters["denials"]))
+            except (ValueError, TypeError, KeyError, AttributeError):
+                pass
+        (more_turns, more_calls, more_denials, damaged, other_version) = self._conn.execute(
+            "SELECT count(*) FILTER (WHERE kind IN (?, ?)), count(*) FILTER (WHERE kind = 'call_result'), "
+            "count(*) FILTER (WHERE kind = 'call_result' AND json_valid(payload) "
+            "AND json_extract(payload, '$.status') = 'denied'), count(*) FILTER (WHERE NOT json_valid(payload)), "
+            "count(*) FILTER (WHERE schema_version <> ?) FROM events WHERE key > ? AND key <= ?",
+            (*_TURNS, EVENT_SCHEMA_VERSION, base | start, base | SEQ_MASK)).fetchone()
+        if other_version:
+            raise ValueError("an event of another schema version")
+        if damaged:
+            return None
+        return Counts(turns + more_turns, calls + more_calls, denials + more_denials)

@@ -35,6 +35,7 @@ from memory.chain_binding import ChainBinding, bind
 from memory.copy import SessionDump
 from memory.leases import describe
 from memory.migrations import MIGRATIONS, migrate
+from memory.read_sql import SESSION_SELECT, timeline_filter
 from memory.rows import (
     ChainRecord,
     LeaseHolder,
@@ -49,7 +50,6 @@ from memory.rows import (
     session_from_row,
 )
 from memory.store import LivenessCheck
-from memory.timeline_query import timeline_filter
 from memory.timeline_rows import TIMELINE_COLS as _TIMELINE_COLS
 from memory.timeline_rows import timeline_row as _timeline_row
 
@@ -62,10 +62,7 @@ SEQ_MASK = (1 << SEQ_BITS) - 1
 
 # `updated_at` is read as the later of the row's own stamp and the session's last event, so that a commit does not
 # have to touch the sessions row (one page fewer in the WAL per commit).
-_SESSION_SELECT = ("id, created_at, MAX(updated_at, COALESCE((SELECT at FROM events e WHERE e.key BETWEEN "
-                   "sessions.num << 40 AND (sessions.num << 40) | 1099511627775 ORDER BY e.key DESC LIMIT 1), "
-                   "'')), mode, workspace, model, title, parent_id, fork_seq, status, "
-                   "lease_token, lease_pid, lease_host, lease_proc_start, lease_expires, lease_boot, lease_pid_ns")
+_SESSION_SELECT = SESSION_SELECT
 _SESSION_COLS = ("id, created_at, updated_at, mode, workspace, model, title, parent_id, fork_seq, status, "
                  "lease_token, lease_pid, lease_host, lease_proc_start, lease_expires")
 _RECEIPT_INSERT = ("id, session_id, call_id, tool, status, idempotency_key, args_sha256, resource_keys, "

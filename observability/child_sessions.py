@@ -12,65 +12,10 @@ from typing import Any, TypeVar
 from core.errors import SessionNotFound
 from core.timeline import TimelineRow
 from core.tools.delegate import DELEGATE, child_of
-from memory.rows import SessionRecord
 from memory.store import EventStore
 from observability.session_timeline import load_timeline
 
 T = TypeVar("T")
-
-
-def is_child(record: SessionRecord) -> bool:
-    """A delegated child (not a fork, which also names a parent)."""
-    return record.parent_id is not None and record.fork_seq is None
-
-
-def children(records: Sequence[SessionRecord], parent_id: str) -> list[SessionRecord]:
-    """The children `parent_id` delegated to, oldest first (`records`: oldest first, as the store lists them)."""
-    return [r for r in records if is_child(r) and r.parent_id == parent_id]
-
-
-def depths(records: Sequence[SessionRecord]) -> dict[str, int]:
-    """Each session's delegation depth (0: top level; a child: its parent's plus one; a fork: its source's)."""
-    by_id = {r.id: r for r in records}
-    found: dict[str, int] = {}
-
-    def depth(record: SessionRecord, seen: frozenset[str]) -> int:
-        if record.id in found:
-            return found[record.id]
-        parent = by_id.get(record.parent_id) if record.parent_id is not None else None
-        if parent is None or parent.id in seen:
-            value = 0
-        else:
-            value = depth(parent, seen | {record.id}) + (1 if is_child(record) else 0)
-        found[record.id] = value
-        return value
-
-    for r in records:
-        depth(r, frozenset())
-    return found
-
-
-def tree_order(records: Sequence[SessionRecord]) -> list[tuple[SessionRecord, int]]:
-    """The sessions (oldest first) with each delegated child right after its parent, and each one's depth."""
-    ids = {r.id for r in records}
-    kids: dict[str, list[SessionRecord]] = {}
-    roots: list[SessionRecord] = []
-    for r in records:
-        if is_child(r) and r.parent_id in ids:
-            kids.setdefault(r.parent_id or "", []).append(r)
-        else:
-            roots.append(r)
-    out: list[tuple[SessionRecord, int]] = []
-    level = depths(records)
-
-    def visit(record: SessionRecord) -> None:
-        out.append((record, level[record.id]))
-        for kid in kids.get(record.id, []):
-            visit(kid)
-
-    for root in roots:
-        visit(root)
-    return out
 
 
 def merge_children(rows: Sequence[T], children_rows: Mapping[str, Sequence[T]], call_of: Callable[[T], str | None],

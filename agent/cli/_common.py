@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import anyio
 import click
 
+from agent.cli.options import json_option as json_option
 from agent.cli.output import echo
 from agent.reading import Reader, configured_secrets, reader, recorded_session
 from config import LoadedConfig, load_config
@@ -181,7 +182,6 @@ class Command:
 allow_option = click.option("--allow", multiple=True, metavar="RULE",
                             help="Allow a tool, optionally with a pattern: bash, 'bash(git status*)'. Repeatable.")
 deny_option = click.option("--deny", multiple=True, metavar="RULE", help="Deny a tool (beats allow). Repeatable.")
-json_option = click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 without_project_hooks_option = click.option(
     "--without-project-hooks", is_flag=True,
     help="Continue a session without its project's hooks although it started with them trusted (recorded in the "

@@ -1,5 +1,5 @@
-"""`strata sessions`, `strata show ID` and `strata receipts [ID]`: reading commands. They open the database
-read-only (a home that cannot be written still serves) and mask what they print with the home's masker."""
+"""`strata sessions` (the full way), `strata show ID` and `strata receipts [ID]`: reading commands. They open the
+database read-only (a home that cannot be written still serves) and mask what they print with the home's masker."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import click
 
 from agent.cli._common import Command, json_option
 from agent.cli.output import echo, echo_json
-from agent.cli.views import receipt_view, session_view, show_view
+from agent.cli.session_list import print_sessions, session_view, shown_status
+from agent.cli.views import receipt_view, show_view
 from agent.reading import Reader
 from core.errors import DamagedEvent
 from core.state import Counters, FoldError
@@ -18,26 +19,17 @@ from memory import restore
 from memory.leases import make_liveness
 from memory.restore import restore_or_report
 from memory.rows import RECEIPT_STATUSES, SessionRecord
-from observability.child_sessions import tree_order
+from observability.session_tree import tree_order
 
 
 def display_status(rt: Reader, rec: SessionRecord) -> str:
     """A session whose row says `active` but whose driver is gone shows as `interrupted`."""
-    if rec.status == "active" and (rec.lease is None or not make_liveness(rt.clock)(rec.lease)):
-        return "interrupted"
-    return rec.status
+    return shown_status(rec, make_liveness(rt.clock))
 
 
-def _cut(text: str, limit: int) -> str:
-    """`text` on one line, cut to `limit` characters with an ellipsis when it is longer."""
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "\u2026"
-
-
-@click.command()
-@json_option
-def sessions(as_json: bool) -> None:
-    """List sessions, oldest first, each delegated child indented under its parent."""
+def list_sessions(as_json: bool) -> None:
+    """`strata sessions` the full way: the store opened by the reading parts, each session's state restored for
+    its counters (agent/cli/sessions_cmd.py tries the quick way first)."""
     cmd = Command()
     loaded = cmd.config(None, quiet=True)
 
@@ -57,23 +49,7 @@ def sessions(as_json: bool) -> None:
                                           depth=depth))
             return views
 
-    views = cmd.run(main)
-    if as_json:
-        for v in views:
-            echo_json(v)
-        return
-    if not views:
-        echo("no sessions yet")
-        return
-    width = 36 + 2 * max(v["depth"] for v in views)
-    echo(f"{'id':<{width}}  {'status':<17} {'mode':<11} {'turns':>5} {'calls':>5} {'denied':>6} "
-         f"{'unknown':>7}  {'updated (UTC)':<19}  title")
-    for v in views:
-        def n(key: str, view: dict[str, Any] = v) -> str:
-            return "?" if view[key] is None else str(view[key])
-        shown = "  " * v["depth"] + v["id"]
-        echo(f"{shown:<{width}}  {v['status']:<17} {v['mode']:<11} {n('turns'):>5} {n('tool_calls'):>5} "
-             f"{n('denials'):>6} {v['unknown_receipts']:>7}  {v['updated_at'][:19]:<19}  {_cut(v['title'], 40)}")
+    print_sessions(cmd.run(main), as_json)
 
 
 @click.command()

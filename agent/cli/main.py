@@ -19,8 +19,8 @@ from agent.outcome import EXIT_ERROR
 COMMANDS = (
     Entry("run", "agent.cli.session_cmds:run", "Run a headless session on PROMPT."),
     Entry("resume", "agent.cli.session_cmds:resume", "Resume session SESSION_ID by id, optionally with a new PROMPT."),
-    Entry("sessions", "agent.cli.inspect_cmds:sessions",
-          "List sessions, oldest first, each delegated child indented under its parent."),
+    Entry("sessions", "agent.cli.sessions_cmd:sessions",
+          "List sessions, oldest first, each delegated child indented under its parent.", quick=True),
     Entry("show", "agent.cli.inspect_cmds:show",
           "Show a session and its conversation as the next model request would carry it."),
     Entry("receipts", "agent.cli.inspect_cmds:receipts", "List effect receipts (of one session, or all)."),

@@ -8,49 +8,19 @@ says so and leaves the command to the full way, which also reports every error:
   validated (config/checked.py) and not naming a PostgreSQL store;
 - the session named by its id, `last`, or a unique prefix; its workspace's project file (if any) known valid;
 - a current database, rows as the store writes them, and `--kind` values the command knows or the session holds.
-The rows are the same rows (one SQL filter: memory/timeline_query.py) drawn by the same code
+The rows are the same rows (one SQL filter: memory.read_sql.py) drawn by the same code
 (agent/cli/timeline_table.py)."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import tomllib
-from collections.abc import Mapping
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from agent.cli.timeline_table import TIMELINE_KINDS, print_rows
 from agent.refs import LAST, MIN_PREFIX
-from config.checked import Role, was_checked
-from config.locations import SETTING_KEYS, default_home, env_var, project_config_path, user_config_path
+from config.quick import project_known_valid, quick_config
 from memory.quick_read import FoundSession, QuickRead
-
-
-def _known_valid(home: Path, role: Role, path: Path) -> dict[str, Any] | None:
-    """The file's table when a full load validated exactly its bytes; {} when there is no such file; None when
-    it is not known valid (or cannot be read)."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return {}
-    except OSError:
-        return None
-    if not was_checked(home, role, data):
-        return None
-    return tomllib.loads(data.decode("utf-8"))
-
-
-def _database(env: Mapping[str, str]) -> tuple[Path, Path] | None:
-    """The home and its SQLite file, when the quick way may read it."""
-    if any(env_var(key) in env for key in SETTING_KEYS):
-        return None
-    home = default_home(env)
-    user = _known_valid(home, "user", user_config_path(env))
-    if user is None or "db" in user:
-        return None
-    return home, home / "strata.db"
 
 
 def _session(db: QuickRead, ref: str) -> FoundSession | None:
@@ -64,28 +34,17 @@ def _session(db: QuickRead, ref: str) -> FoundSession | None:
     return found[0] if len(found) == 1 else None
 
 
-def _project_known_valid(home: Path, workspace: str) -> bool:
-    root = Path(workspace)
-    if not root.is_dir():  # the full way reads no project layer then either
-        return True
-    return _known_valid(home, "project", project_config_path(root)) is not None
-
-
 def quick_timeline(session_ref: str, filters: dict[str, Any]) -> bool:
     """Print the session's table and say True, or say False (nothing printed) for the full way to run."""
-    try:
-        where = _database(os.environ)
-    except (ValueError, UnicodeDecodeError):  # a known-valid file does not fail to parse; if one does, the full way
+    config = quick_config()
+    if config is None:
         return False
-    if where is None:
-        return False
-    home, path = where
-    db = QuickRead.open(path)
+    db = QuickRead.open(config.db_path)
     if db is None:
         return False
     try:
         session = _session(db, session_ref)
-        if session is None or not _project_known_valid(home, session.workspace):
+        if session is None or not project_known_valid(config.home, session.workspace):
             return False
         kinds = filters["kinds"] or ()
         unknown = [k for k in kinds if k not in TIMELINE_KINDS]

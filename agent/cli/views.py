@@ -4,37 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.cli.session_list import session_view
 from core.clock import iso
 from core.events import StoredEvent
 from core.masking import Masker
-from core.state import Counters, SessionState
+from core.state import SessionState
 from memory.rows import Receipt, SessionRecord
-
-
-def session_view(rec: SessionRecord, display_status: str, masker: Masker, unknown_receipts: int = 0,
-                 counters: Counters | None = None, depth: int = 0) -> dict[str, Any]:
-    """`turns`, `tool_calls` and `denials` are None when the counters were not read (or the log does not fold).
-    The title (the first line of the prompt) is masked: a listing of sessions is an observation surface. `depth`:
-    delegations deep (0: top level; a delegated child's `parent_id` is its parent, and its `fork_seq` None)."""
-    return {
-        "id": rec.id,
-        "status": display_status,
-        "stored_status": rec.status,
-        "mode": rec.mode,
-        "model": rec.model,
-        "workspace": rec.workspace,
-        "title": masker.mask(rec.title),
-        "parent_id": rec.parent_id,
-        "created_at": iso(rec.created_at),
-        "updated_at": iso(rec.updated_at),
-        "lease_owner": None if rec.lease is None else {"pid": rec.lease.pid, "host": rec.lease.host},
-        "unknown_receipts": unknown_receipts,
-        "turns": counters.assistant_turns if counters else None,
-        "tool_calls": counters.tool_calls if counters else None,
-        "denials": counters.denials if counters else None,
-        "fork_seq": rec.fork_seq,
-        "depth": depth,
-    }
 
 
 def receipt_reads(r: Receipt) -> str:

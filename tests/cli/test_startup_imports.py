@@ -79,7 +79,8 @@ def test_reading_commands_import_neither_the_session_machinery_nor_the_model_sdk
     sid = json.loads(ran.stdout.splitlines()[-1])["session_id"]
 
     for args, shows, rich, quick in (
-            (["sessions"], sid, False, False), (["sessions", "--json"], sid, False, False),
+            (["sessions"], sid, False, True), (["sessions", "--json"], sid, False, True),
+            (["--verbose", "sessions"], sid, False, False),
             (["timeline", sid, "--json"], '"tool": "read_file"', False, False),
             (["timeline", sid, "--kind", "call", "--decision", "denied"], "no timeline rows", False, True),
             (["show", sid, "--json"], sid, False, False), (["receipts"], "no receipts", False, False),
@@ -92,13 +93,13 @@ def test_reading_commands_import_neither_the_session_machinery_nor_the_model_sdk
         # else a reading command prints needs rich at all (nor does logging)
         assert not loaded & {"rich.console", "rich.table", "rich.text"}, args
         assert ("rich" in loaded) == rich, args
-        # the quick way (agent/cli/quick_timeline.py) reads the file with the standard library: no models, no event
-        # loop, no logging; the full way configures logging
+        # the quick ways (agent/cli/quick_timeline.py, quick_sessions.py) read the file with the standard library:
+        # no models, no event loop, no logging; the full way configures logging
         assert not loaded & _QUICK_NEVER if quick else "structlog" in loaded, (args, sorted(loaded & _QUICK_NEVER))
 
 
-_QUICK_NEVER = {"structlog", "pydantic", "asyncio", "anyio", "aiosqlite", "config.loader", "core.events",
-                "memory.sqlite_store", "agent.cli._timeline_full"}
+_QUICK_NEVER = {"structlog", "pydantic", "asyncio", "anyio", "aiosqlite", "config.loader", "core.events", "core.state",
+                "memory.sqlite_store", "agent.cli._timeline_full", "agent.cli.inspect_cmds"}
 
 
 def test_the_command_line_imports_structlog_without_rich_and_logs_exceptions_as_plain_text(

@@ -33,7 +33,7 @@ def test_schema_digest_is_pinned_to_the_code() -> None:
     """STATE_SCHEMA_DIGEST is the digest of the state's current shape: a change to the state (or a model it
     holds) fails here until the constant is updated, which retires every older snapshot."""
     assert state_schema_digest() == STATE_SCHEMA_DIGEST, (
-        "the shape of SessionState changed: set STATE_SCHEMA_DIGEST in core/snapshot.py to "
+        "the shape of SessionState changed: set STATE_SCHEMA_DIGEST in core/snapshot_version.py to "
         f"{state_schema_digest()!r} (and bump SNAPSHOT_FORMAT if apply changed meaning)")
 
 

@@ -1,6 +1,6 @@
-"""The SQL that picks a session's timeline rows by the filters `strata timeline` takes, shared by the store
-(memory/sqlite_store.py) and the quick read of the command line (memory/quick_read.py), so both select exactly
-the same rows. Plain text and parameters: no models, no connection."""
+"""The read SQL shared by the SQLite store (memory/sqlite_store.py) and the quick read of the command line
+(memory/quick_read.py), so both select exactly the same rows: a session's row, and its timeline rows by the
+filters `strata timeline` takes. Plain text and parameters: no models, no connection."""
 
 from __future__ import annotations
 
@@ -8,6 +8,14 @@ from collections.abc import Collection
 
 SEQ_BITS = 40
 SEQ_MASK = (1 << SEQ_BITS) - 1
+
+SESSION_UPDATED = ("MAX(updated_at, COALESCE((SELECT at FROM events e WHERE e.key BETWEEN sessions.num << 40 AND "
+                   "(sessions.num << 40) | 1099511627775 ORDER BY e.key DESC LIMIT 1), ''))")
+"""When a session was last updated: its row's time, or its last event's when that is later (a commit that appends
+events without touching the row)."""
+SESSION_SELECT = (f"id, created_at, {SESSION_UPDATED}, mode, workspace, model, title, parent_id, fork_seq, status, "
+                  "lease_token, lease_pid, lease_host, lease_proc_start, lease_expires, lease_boot, lease_pid_ns")
+"""A session's row as the SQLite store and the quick read select it (memory/rows.py `session_from_row` reads it)."""
 
 
 def timeline_filter(base: int, *, kinds: Collection[str] | None = None, tools: Collection[str] | None = None,

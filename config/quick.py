@@ -1,0 +1,77 @@
+"""What a reading command's quick way needs of the config (agent/cli/quick_timeline.py, quick_sessions.py): the
+home, its SQLite file and the secrets to mask with, read without the config's models. Only where that is exactly
+what a full load (config/loader.py) would give: no `STRATA_*` setting in the environment (a full load checks it),
+and each config file either absent or holding bytes a full load validated (config/checked.py), and no store named
+(PostgreSQL is the full way's). None otherwise: the caller takes the full way, which reports what is wrong."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from config.checked import Role, was_checked
+from config.locations import SETTING_KEYS, default_home, env_var, project_config_path, user_config_path
+
+_SHORTEST_SERVER_SECRET = 4
+"""An MCP server's environment value shorter than this is not masked (config/mcp.py `secret_values`)."""
+
+
+@dataclass(frozen=True)
+class QuickConfig:
+    home: Path
+    secrets: tuple[str, ...]
+    """The secrets the user's file names (config/loader.py and agent/reading.py `configured_secrets`)."""
+
+    @property
+    def db_path(self) -> Path:
+        return self.home / "strata.db"
+
+
+def known_valid(home: Path, role: Role, path: Path) -> dict[str, Any] | None:
+    """The file's table when a full load validated exactly its bytes; {} when there is no such file; None when it
+    is not known valid (or cannot be read)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError:
+        return None
+    if not was_checked(home, role, data):
+        return None
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):  # validated bytes parse; if these do not, the full way
+        return None
+
+
+def _secrets(doc: dict[str, Any], env: Mapping[str, str]) -> tuple[str, ...]:
+    section = doc.get("secrets", {})
+    servers = doc.get("mcp", {}).get("servers", {})
+    server_values = [v for server in servers.values() for v in server.get("env", {}).values()
+                     if len(v) >= _SHORTEST_SERVER_SECRET]
+    return (*section.get("values", ()), *(env[n] for n in section.get("env", ()) if env.get(n)), *server_values)
+
+
+def quick_config(env: Mapping[str, str] | None = None) -> QuickConfig | None:
+    """The home (no project layer), or None when only a full load can say what the config is."""
+    env = os.environ if env is None else env
+    if any(env_var(key) in env for key in SETTING_KEYS):
+        return None
+    home = default_home(env)
+    user = known_valid(home, "user", user_config_path(env))
+    if user is None or "db" in user:
+        return None
+    return QuickConfig(home=home, secrets=_secrets(user, env))
+
+
+def project_known_valid(home: Path, workspace: str) -> bool:
+    """Whether a session's project layer needs no full load: its workspace is gone (the full way reads no project
+    file then either), has no project file, or one whose bytes a full load validated."""
+    root = Path(workspace)
+    if not root.is_dir():
+        return True
+    return known_valid(home, "project", project_config_path(root)) is not None

@@ -1,0 +1,49 @@
+"""Whether a lease's holder still runs (memory/leases.py says when its pid can tell): the check a reading command
+makes to show an `active` session whose driver is gone as `interrupted`. It takes any holder with the lease's
+fields, the store's LeaseHolder or the quick read's (memory/quick_read.py)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+from datetime import datetime
+from typing import Protocol
+
+from core.clock import Clock
+from core.process_facts import boot_id, is_zombie, pid_namespace, process_start
+
+
+class Holder(Protocol):
+    @property
+    def pid(self) -> int: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def proc_start(self) -> str: ...
+    @property
+    def boot_id(self) -> str: ...
+    @property
+    def pid_ns(self) -> str: ...
+    @property
+    def expires_at(self) -> datetime: ...
+
+
+def make_liveness(clock: Clock) -> Callable[[Holder], bool]:
+    host, boot, namespace = socket.gethostname(), boot_id(), pid_namespace()
+
+    def alive(holder: Holder) -> bool:
+        # A row written before boots and namespaces were recorded has '' there: its pid is checked as before.
+        if holder.host != host or (holder.boot_id or boot) != boot or (holder.pid_ns or namespace) != namespace:
+            return holder.expires_at > clock.now()  # its pid cannot be checked from here
+        try:
+            os.kill(holder.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        if holder.proc_start and process_start(holder.pid) not in ("", holder.proc_start):
+            return False  # the pid was recycled by another process
+        return not is_zombie(holder.pid)
+
+    return alive
