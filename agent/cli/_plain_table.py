@@ -14,8 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from rich.cells import cell_len, set_cell_size
-
 __all__ = ["Column", "plain_table"]
 
 
@@ -28,19 +26,28 @@ class Column:
     max_width: int | None = None
 
 
-def _cell_len(text: str) -> int:
-    """rich's measure of terminal cells; printable ASCII (almost every cell) is one cell a character."""
-    return len(text) if text.isascii() and text.isprintable() else cell_len(text)
+def cell_width(text: str) -> int:
+    """rich's measure of terminal cells; printable ASCII (almost every cell) is one cell a character, measured
+    without importing rich."""
+    if text.isascii() and text.isprintable():
+        return len(text)
+    from rich.cells import cell_len
+
+    return cell_len(text)
 
 
 def _fit(text: str, width: int, justify: Literal["left", "right"]) -> str:
     """The cell as rich's Text shows it `width` cells wide, no wrap, ellipsis."""
     if justify == "right":
         text = text.rstrip()
-    cells = _cell_len(text)
-    if cells > width:
+    cells = cell_width(text)
+    if cells > width and text.isascii() and text.isprintable():  # a character is a cell
+        text, cells = text[: width - 1] + "…", width
+    elif cells > width:
+        from rich.cells import set_cell_size
+
         text = set_cell_size(text, width - 1) + "…"
-        cells = cell_len(text)
+        cells = cell_width(text)
     pad = " " * (width - cells)
     return pad + text if justify == "right" else text + pad
 
@@ -56,7 +63,7 @@ def plain_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, hea
         if column.width is not None:
             widths.append(column.width)
             continue
-        widest = max((_cell_len(row[index]) for row in shown), default=0)
+        widest = max((cell_width(row[index]) for row in shown), default=0)
         widths.append(widest if column.max_width is None else min(widest, column.max_width))
     last = len(columns) - 1
     # Each cell has one space of padding either side, but none at the table's outer edges (pad_edge=False).

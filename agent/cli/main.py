@@ -10,7 +10,6 @@ import click
 
 from agent.cli import stdout
 from agent.cli._lazy import Entry, LazyGroup
-from agent.cli._plain_structlog import import_structlog_plain
 from agent.cli.logging_setup import full_way
 from agent.cli.logging_setup import setup as setup_logging
 from agent.cli.output import echo
@@ -76,6 +75,12 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     ctx.exit(0)
 
 
+def _plain_structlog() -> None:
+    from agent.cli._plain_structlog import import_structlog_plain
+
+    import_structlog_plain()
+
+
 def global_flags_first(args: list[str]) -> list[str]:
     """`--verbose` given after the subcommand (`strata run --verbose PROMPT`) is moved before it, where the group
     reads it. Nothing after `--` is touched: that is a value (a prompt may be `--verbose`)."""
@@ -87,7 +92,7 @@ def global_flags_first(args: list[str]) -> list[str]:
 
 # Before a command's module imports structlog, which would import rich (agent/cli/_plain_structlog.py); the
 # listing of `strata --help` imports neither, nor does a command with a quick way.
-@click.group(cls=LazyGroup, entries=COMMANDS, before_import=import_structlog_plain,
+@click.group(cls=LazyGroup, entries=COMMANDS, before_import=_plain_structlog,
              context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--verbose", is_flag=True,
               help="Log what the runtime does to stderr (before or after the command: `strata run --verbose ...`).")

@@ -141,12 +141,10 @@ def plain(session_id: str, rows: Sequence[Row]) -> str | None:
     when rich would draw it otherwise."""
     if sys.stdout.isatty() or any(name in os.environ for name in STYLED):
         return None
-    from rich.cells import cell_len  # rich's measure of terminal cells, without its console
-
-    from agent.cli._plain_table import Column, plain_table
+    from agent.cli._plain_table import Column, cell_width, plain_table
 
     title = f"timeline of session {session_id}: {len(rows)} rows, {rows[0].at.astimezone(UTC):%Y-%m-%d} (times UTC)"
-    if safe_text(title) != title or "\t" in title or cell_len(title) > PIPE_WIDTH:
+    if safe_text(title) != title or "\t" in title or cell_width(title) > PIPE_WIDTH:
         return None
     columns = [*(Column(name, width, justify) for name, width, justify in COLUMNS),  # type: ignore[arg-type]
                Column("summary", None, max_width=_summary_width(PIPE_WIDTH))]

@@ -84,13 +84,13 @@ def test_reading_commands_import_neither_the_session_machinery_nor_the_model_sdk
             (["timeline", sid, "--json"], '"tool": "read_file"', False, False),
             (["timeline", sid, "--kind", "call", "--decision", "denied"], "no timeline rows", False, True),
             (["show", sid, "--json"], sid, False, False), (["receipts"], "no receipts", False, False),
-            (["timeline", sid], "read_file", True, True), (["--verbose", "timeline", sid], "read_file", True, False)):
+            (["timeline", sid], "read_file", False, True), (["--verbose", "timeline", sid], "read_file", False, False)):
         done, loaded = _modules_after(cli, args, tmp_path)
         assert done.returncode == 0, (args, done.stderr)
         assert shows in done.stdout, (args, done.stdout)
         assert not loaded & _SESSION_MACHINERY, (args, sorted(loaded & _SESSION_MACHINERY))
-        # the timeline's table to a pipe is measured with rich's cell widths, drawn without its console; nothing
-        # else a reading command prints needs rich at all (nor does logging)
+        # the timeline's table to a pipe is drawn without rich's console, and measured with its cell widths only
+        # where a cell is not plain ASCII; nothing else a reading command prints needs rich at all
         assert not loaded & {"rich.console", "rich.table", "rich.text"}, args
         assert ("rich" in loaded) == rich, args
         # the quick ways (agent/cli/quick_timeline.py, quick_sessions.py) read the file with the standard library:
