@@ -62,7 +62,8 @@ from core.model.scripted import ScriptedModel
 from core.snapshot import DEFAULT_SNAPSHOT_EVERY
 from core.state import apply, fold
 from core.timeline import TimelineEntry
-from memory import NewReceipt, ReceiptUpdate, SessionRecord, SqliteEventStore, Write, restore
+from memory import NewReceipt, ReceiptUpdate, SessionRecord, SqliteEventStore, Write
+from memory.restore import restore
 from memory.session_writer import SessionWriter
 from observability import configure_logging
 from tool_executor import builtin_tools

@@ -10,7 +10,7 @@ if TYPE_CHECKING:  # imported when first used (core/lazy_exports.py)
     from memory._leased import Lease, leased
     from memory._read_only import connect as connect_read_only
     from memory.memory_store import InMemoryEventStore
-    from memory.restore import Restored, restore
+    from memory.restore import Restored
     from memory.rows import (
         LeaseHolder,
         NewReceipt,
@@ -31,7 +31,6 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "connect_read_only": ("memory._read_only", "connect"),
     "InMemoryEventStore": ("memory.memory_store", "InMemoryEventStore"),
     "Restored": ("memory.restore", "Restored"),
-    "restore": ("memory.restore", "restore"),
     "LeaseHolder": ("memory.rows", "LeaseHolder"),
     "NewReceipt": ("memory.rows", "NewReceipt"),
     "Receipt": ("memory.rows", "Receipt"),
@@ -62,7 +61,6 @@ __all__ = [
     "Write",
     "connect_read_only",
     "leased",
-    "restore",
 ]
 
 

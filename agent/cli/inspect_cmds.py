@@ -15,9 +15,8 @@ from agent.cli.views import receipt_view, show_view
 from agent.reading import Reader
 from core.errors import DamagedEvent
 from core.state import Counters, FoldError
-from memory import restore
 from memory.leases import make_liveness
-from memory.restore import restore_or_report
+from memory.restore import restore, restore_or_report
 from memory.rows import RECEIPT_STATUSES, SessionRecord
 from observability.session_tree import tree_order
 

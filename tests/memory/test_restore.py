@@ -27,8 +27,8 @@ from core.events import (
 from core.messages import ToolUseBlock
 from core.snapshot import SNAPSHOT_VERSION, dump_state
 from core.state import FoldError, SessionState, apply, fold
-from memory import InMemoryEventStore, SessionRecord, Snapshot, SqliteEventStore, Write, restore
-from memory.restore import restore_or_report
+from memory import InMemoryEventStore, SessionRecord, Snapshot, SqliteEventStore, Write
+from memory.restore import restore, restore_or_report
 from memory.session_writer import SessionWriter
 from memory.store import EventStore
 

@@ -16,7 +16,8 @@ from core.events import SessionStarted, UserMessage
 from core.snapshot import SNAPSHOT_VERSION, dump_state
 from core.state import fold
 from core.timeline import TimelineEntry, verify_chain
-from memory import Snapshot, SqliteEventStore, Write, restore
+from memory import Snapshot, SqliteEventStore, Write
+from memory.restore import restore
 from tests.memory._legacy_db import legacy_db, without_chain
 from tests.memory._sqlite import T0, raw, record
 
