@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from config.quick import QuickConfig, quick_config
 from core.snapshot_version import SNAPSHOT_VERSION
 from core.vocabulary import EVENT_SCHEMA_VERSION
 from memory import _read_only
@@ -196,3 +197,13 @@ class QuickRead:
         if damaged:
             return None
         return Counts(turns + more_turns, calls + more_calls, denials + more_denials)
+
+
+def open_home() -> tuple[QuickConfig, QuickRead] | None:
+    """The config a quick way may use (config/quick.py) and its home's database opened read-only; None when
+    either is for the full way."""
+    config = quick_config()
+    if config is None:
+        return None
+    db = QuickRead.open(config.db_path)
+    return None if db is None else (config, db)

@@ -18,22 +18,19 @@ import sqlite3
 from typing import Any
 
 from agent.cli.session_list import print_sessions, session_view, shown_status
-from config.quick import quick_config
 from config.seen_secrets import home_masker
 from core.clock import SystemClock
 from memory.liveness import make_liveness
-from memory.quick_read import QuickRead
+from memory.quick_read import open_home
 from observability.session_tree import tree_order
 
 
 def quick_sessions(as_json: bool) -> bool:
     """Print the listing and say True, or say False (nothing printed) for the full way to run."""
-    config = quick_config()
-    if config is None:
+    opened = open_home()
+    if opened is None:
         return False
-    db = QuickRead.open(config.db_path)
-    if db is None:
-        return False
+    config, db = opened
     try:
         rows = db.session_rows()
         numbers = {rec.id: num for rec, num in rows}

@@ -19,8 +19,8 @@ from typing import Any
 
 from agent.cli.timeline_table import TIMELINE_KINDS, print_rows
 from agent.refs import LAST, MIN_PREFIX
-from config.quick import project_known_valid, quick_config
-from memory.quick_read import FoundSession, QuickRead
+from config.quick import project_known_valid
+from memory.quick_read import FoundSession, QuickRead, open_home
 
 
 def _session(db: QuickRead, ref: str) -> FoundSession | None:
@@ -36,12 +36,10 @@ def _session(db: QuickRead, ref: str) -> FoundSession | None:
 
 def quick_timeline(session_ref: str, filters: dict[str, Any]) -> bool:
     """Print the session's table and say True, or say False (nothing printed) for the full way to run."""
-    config = quick_config()
-    if config is None:
+    opened = open_home()
+    if opened is None:
         return False
-    db = QuickRead.open(config.db_path)
-    if db is None:
-        return False
+    config, db = opened
     try:
         session = _session(db, session_ref)
         if session is None or not project_known_valid(config.home, session.workspace):

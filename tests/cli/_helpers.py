@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -319,3 +320,24 @@ def kill_after_first_output(proc: subprocess.Popen[str], delay: float) -> subpro
         proc.stderr.close()
         proc.stdout.close()
     return subprocess.CompletedProcess(proc.args, proc.returncode, "".join(lines), err)
+
+
+def run_noting_modules(cli: StrataCLI, args: list[str],
+                       tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """Run `strata ARGS` through its real entry point in a subprocess; the modules it had imported when it exited."""
+    report = tmp_path / "modules.json"
+    probe = (
+        "import atexit, json, sys\n"
+        f"atexit.register(lambda: open({str(report)!r}, 'w').write(json.dumps(sorted(sys.modules))))\n"
+        f"sys.argv = ['strata', *{args!r}]\n"
+        "from agent.cli.main import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=cli.cwd, env=cli.env(), capture_output=True, text=True,
+                          timeout=60)
+    return done, set(json.loads(report.read_text(encoding="utf-8")))
+
+
+QUICK_NEVER = frozenset({"structlog", "pydantic", "asyncio", "anyio", "aiosqlite", "config.loader", "core.events",
+                         "core.state", "memory.sqlite_store", "agent.cli._timeline_full", "agent.cli.inspect_cmds"})
+"""What a reading command's quick way (agent/cli/quick_timeline.py, quick_sessions.py) never imports."""

@@ -8,10 +8,9 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
-from tests.cli._helpers import result_line, text, tool_use
+from tests.cli._helpers import QUICK_NEVER, result_line, run_noting_modules, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
 SECRET = "quick-listing-secret-4417"
@@ -19,18 +18,8 @@ SECRET = "quick-listing-secret-4417"
 
 def _sessions(cli: StrataCLI, tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], bool]:
     """`strata sessions ARGS` through the real entry point; whether it went the quick way."""
-    report = tmp_path / "modules.json"
-    probe = (
-        "import atexit, json, sys\n"
-        f"atexit.register(lambda: open({str(report)!r}, 'w').write(json.dumps(sorted(sys.modules))))\n"
-        f"sys.argv = ['strata', 'sessions', *{list(args)!r}]\n"
-        "from agent.cli.main import main\n"
-        "main()\n"
-    )
-    done = subprocess.run([sys.executable, "-c", probe], cwd=cli.cwd, env=cli.env(), capture_output=True, text=True,
-                          timeout=60)
-    loaded = set(json.loads(report.read_text(encoding="utf-8")))
-    return done, not loaded & {"structlog", "pydantic", "asyncio", "core.state"}
+    done, loaded = run_noting_modules(cli, ["sessions", *args], tmp_path)
+    return done, not loaded & QUICK_NEVER
 
 
 def _same_both_ways(cli: StrataCLI, tmp_path: Path) -> list[dict[str, object]]:

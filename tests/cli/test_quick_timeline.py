@@ -8,7 +8,6 @@ import hashlib
 import json
 import random
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -16,25 +15,14 @@ import pytest
 
 from agent.cli.timeline_table import fitted_lines
 from config.checked import CHECKED_FILE
-from tests.cli._helpers import result_line, text, tool_use
+from tests.cli._helpers import QUICK_NEVER, result_line, run_noting_modules, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
 
 def _timeline(cli: StrataCLI, tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], bool]:
-    """`strata timeline ARGS` through the real entry point; whether it went the quick way (no structlog, no
-    pydantic imported when it exited)."""
-    report = tmp_path / "modules.json"
-    probe = (
-        "import atexit, json, sys\n"
-        f"atexit.register(lambda: open({str(report)!r}, 'w').write(json.dumps(sorted(sys.modules))))\n"
-        f"sys.argv = ['strata', 'timeline', *{list(args)!r}]\n"
-        "from agent.cli.main import main\n"
-        "main()\n"
-    )
-    done = subprocess.run([sys.executable, "-c", probe], cwd=cli.cwd, env=cli.env(), capture_output=True, text=True,
-                          timeout=60)
-    loaded = set(json.loads(report.read_text(encoding="utf-8")))
-    return done, not loaded & {"structlog", "pydantic", "asyncio"}
+    """`strata timeline ARGS` through the real entry point; whether it went the quick way."""
+    done, loaded = run_noting_modules(cli, ["timeline", *args], tmp_path)
+    return done, not loaded & QUICK_NEVER
 
 
 @pytest.fixture

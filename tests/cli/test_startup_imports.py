@@ -12,6 +12,7 @@ import click
 
 from agent.cli._lazy import LazyGroup
 from agent.cli.main import COMMANDS, cli
+from tests.cli._helpers import QUICK_NEVER, run_noting_modules
 from tests.conftest import REPO, StrataCLI, write_script
 
 
@@ -53,22 +54,6 @@ _SESSION_MACHINERY = {"agent.session", "agent.loop", "agent.evidence_ledger", "a
 UI. Each costs start-up (bench/cli_startup.py)."""
 
 
-def _modules_after(cli: StrataCLI, args: list[str],
-                   tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
-    """Run `strata ARGS` through its real entry point in a subprocess; the modules it had imported when it exited."""
-    report = tmp_path / "modules.json"
-    probe = (
-        "import atexit, json, sys\n"
-        f"atexit.register(lambda: open({str(report)!r}, 'w').write(json.dumps(sorted(sys.modules))))\n"
-        f"sys.argv = ['strata', *{args!r}]\n"
-        "from agent.cli.main import main\n"
-        "main()\n"
-    )
-    done = subprocess.run([sys.executable, "-c", probe], cwd=cli.cwd, env=cli.env(), capture_output=True, text=True,
-                          timeout=60)
-    return done, set(json.loads(report.read_text(encoding="utf-8")))
-
-
 def test_reading_commands_import_neither_the_session_machinery_nor_the_model_sdk_nor_the_terminal_ui(
         cli: StrataCLI, tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hello\n", encoding="utf-8")
@@ -85,7 +70,7 @@ def test_reading_commands_import_neither_the_session_machinery_nor_the_model_sdk
             (["timeline", sid, "--kind", "call", "--decision", "denied"], "no timeline rows", False, True),
             (["show", sid, "--json"], sid, False, False), (["receipts"], "no receipts", False, False),
             (["timeline", sid], "read_file", False, True), (["--verbose", "timeline", sid], "read_file", False, False)):
-        done, loaded = _modules_after(cli, args, tmp_path)
+        done, loaded = run_noting_modules(cli, args, tmp_path)
         assert done.returncode == 0, (args, done.stderr)
         assert shows in done.stdout, (args, done.stdout)
         assert not loaded & _SESSION_MACHINERY, (args, sorted(loaded & _SESSION_MACHINERY))
@@ -95,11 +80,7 @@ def test_reading_commands_import_neither_the_session_machinery_nor_the_model_sdk
         assert ("rich" in loaded) == rich, args
         # the quick ways (agent/cli/quick_timeline.py, quick_sessions.py) read the file with the standard library:
         # no models, no event loop, no logging; the full way configures logging
-        assert not loaded & _QUICK_NEVER if quick else "structlog" in loaded, (args, sorted(loaded & _QUICK_NEVER))
-
-
-_QUICK_NEVER = {"structlog", "pydantic", "asyncio", "anyio", "aiosqlite", "config.loader", "core.events", "core.state",
-                "memory.sqlite_store", "agent.cli._timeline_full", "agent.cli.inspect_cmds"}
+        assert not loaded & QUICK_NEVER if quick else "structlog" in loaded, (args, sorted(loaded & QUICK_NEVER))
 
 
 def test_the_command_line_imports_structlog_without_rich_and_logs_exceptions_as_plain_text(
