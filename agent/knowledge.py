@@ -69,11 +69,11 @@ class KnowledgeSource:
 def knowledge_change(home: Path | None, previous: str | None, now: SessionKnowledge) -> KnowledgeChanged | None:
     """The event that tells the model its knowledge changed from manifest `previous` (the one it last heard of) to
     `now`'s, or None when it did not. The documents that changed are named when both indexes are in `home`."""
+    if previous == now.digest:
+        return None
     from core.knowledge import change_notice, corpus_changes
     from memory.knowledge import indexed_documents
 
-    if previous == now.digest:
-        return None
     changes = None
     if home is not None and previous is not None and now.digest is not None:
         before = indexed_documents(home, previous)

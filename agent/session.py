@@ -50,6 +50,7 @@ from memory.rows import LeaseHolder
 from memory.store import EventStore
 from observability import attach_home
 from tool_executor import Approver, Recorder, ResourceLocks, TimelineRecorder, ToolCallProcessor, builtin_tools
+from tool_executor.checks.schema import trust_builtin
 
 log = structlog.get_logger("strata.session")
 
@@ -157,7 +158,9 @@ class Runtime:
         its deny list; a child keeps only `tools_allowed` (its parent's, narrowed)."""
         tools = list(self.tools)
         if delegator is not None and self.delegates(mode, depth):
-            tools.append(delegate_spec(delegator.handle))
+            delegate = delegate_spec(delegator.handle)
+            trust_builtin([delegate])  # a schema of this code, checked by the tests (tool_executor/checks/schema.py)
+            tools.append(delegate)
         tools = for_mode(tools, mode, self.mcp_allowed)
         extra = list(knowledge.tools) if knowledge is not None and knowledge.digest is not None else []
         if tools_allowed is not None:

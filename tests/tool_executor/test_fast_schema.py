@@ -65,7 +65,7 @@ def test_the_verdict_is_always_jsonschemas(schema: dict[str, Any], instance: Any
     if not isinstance(instance, dict):
         return
     full = Draft202012Validator(schema)
-    verdict = check_schema(SchemaValidator(full, compile_fast(schema)), instance)
+    verdict = check_schema(SchemaValidator(schema, compile_fast(schema), full), instance)
     finite = "nan" not in repr(instance) and "inf" not in repr(instance)  # NaN and infinities: always refused
     assert isinstance(verdict, Pass) == (full.is_valid(instance) and finite), (schema, instance)
 
@@ -123,3 +123,24 @@ def test_equal_schemas_share_one_validator_and_a_broken_one_fails_every_time() -
     for _ in range(2):
         with pytest.raises(SchemaError):
             make_validator(broken)
+
+
+def test_the_schemas_that_ship_with_strata_are_valid_and_not_rechecked_at_every_start() -> None:
+    """The built-in tools' and `delegate`'s schemas are constants of this code: checked against the meta-schema
+    here, so an executor assembled in a process does not import jsonschema for them (a tool call whose arguments
+    the fast predicate cannot decide still gets the full validator)."""
+    from core.tools.delegate import delegate_spec
+    from tool_executor.checks import schema
+
+    async def handler(args: Any, ctx: Any) -> Any:
+        raise AssertionError("not called")
+
+    shipped = [*builtin_tools(), delegate_spec(handler)]
+    schema.trust_builtin(shipped)
+    schema._cached.cache_clear()  # validators other tests of this process built (and used) are not looked at
+    for spec in shipped:
+        Draft202012Validator.check_schema(dict(spec.input_schema))
+        validator = make_validator(spec)
+        assert validator._full is None, spec.name  # not built until a call needs it
+    read_file = make_validator(next(t for t in shipped if t.name == "read_file"))
+    assert isinstance(check_schema(read_file, {"path": 3}), Deny)

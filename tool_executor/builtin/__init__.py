@@ -5,13 +5,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tool_executor.builtin import fs, shell
+from tool_executor.checks.schema import trust_builtin
 
 if TYPE_CHECKING:
     from core.tools import ToolSpec
 
 
 def builtin_tools() -> list[ToolSpec]:
-    return [*fs.fs_tools(), *shell.shell_tools()]
+    tools = [*fs.fs_tools(), *shell.shell_tools()]
+    trust_builtin(tools)  # their schemas are checked by the test suite (tool_executor/checks/schema.py)
+    return tools
 
 
 __all__ = ["builtin_tools"]

@@ -9,24 +9,49 @@ import functools
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
-
-from jsonschema import Draft202012Validator
+from typing import TYPE_CHECKING, Any
 
 from core.hashing import canonical_json
 from core.tools import ToolSpec
 from tool_executor.checks.fast_schema import Predicate, compile_fast
 from tool_executor.verdicts import Deny, Pass, Verdict
 
+if TYPE_CHECKING:  # jsonschema is imported when a schema is first checked or a call needs the full validator
+    from jsonschema import Draft202012Validator
+
 _PASS = Pass()
 
 
-@dataclass(frozen=True)
 class SchemaValidator:
-    full: Draft202012Validator
-    fast: Predicate | None
-    """True only for instances `full` accepts; None when the schema is outside the fast subset."""
+    """A schema's full validator (built when first needed: most calls are decided by `fast`) and its fast
+    predicate."""
+
+    __slots__ = ("_full", "fast", "schema")
+
+    def __init__(self, schema: dict[str, Any], fast: Predicate | None,
+                 full: Draft202012Validator | None = None) -> None:
+        self.schema = schema
+        self.fast = fast
+        """True only for instances `full` accepts; None when the schema is outside the fast subset."""
+        self._full = full
+
+    @property
+    def full(self) -> Draft202012Validator:
+        if self._full is None:
+            from jsonschema import Draft202012Validator
+
+            self._full = Draft202012Validator(self.schema)
+        return self._full
+
+
+_CHECKED: set[str] = set()
+"""Schemas (canonical JSON) that need no check against the meta-schema when an executor is assembled: the
+built-in tools' constant schemas (`trust_builtin`), which tests/tool_executor/test_fast_schema.py checks."""
+
+
+def trust_builtin(specs: list[ToolSpec]) -> None:
+    """The built-in tools' schemas are part of this code: checked by the test suite, not at every start."""
+    _CHECKED.update(canonical_json(dict(spec.input_schema)) for spec in specs)
 
 
 def make_validator(spec: ToolSpec) -> SchemaValidator:
@@ -45,12 +70,15 @@ def make_validator(spec: ToolSpec) -> SchemaValidator:
 def _cached(schema_json: str) -> SchemaValidator:
     """A validator is never changed after it is built, so one serves every executor (exceptions are not cached:
     a broken schema fails each time it is used)."""
-    return _build(json.loads(schema_json))
+    return _build(json.loads(schema_json), checked=schema_json in _CHECKED)
 
 
-def _build(schema: dict[str, Any]) -> SchemaValidator:
-    Draft202012Validator.check_schema(schema)
-    return SchemaValidator(Draft202012Validator(schema), compile_fast(schema))
+def _build(schema: dict[str, Any], *, checked: bool = False) -> SchemaValidator:
+    if not checked:
+        from jsonschema import Draft202012Validator
+
+        Draft202012Validator.check_schema(schema)
+    return SchemaValidator(schema, compile_fast(schema))
 
 
 def _not_numbers(args: Mapping[str, Any]) -> list[str]:
