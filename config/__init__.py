@@ -3,7 +3,7 @@ environment (`STRATA_*`) < flags, and project trust (a project's hooks and allow
 
 from typing import TYPE_CHECKING
 
-from core.lazy_exports import lazy_exports
+from core.lazy_exports import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:  # imported when first used (core/lazy_exports.py)
     from config._read import ConfigDoc, read_config_file
@@ -120,4 +120,4 @@ __all__ = [
 ]
 
 
-__getattr__ = lazy_exports(__name__, _EXPORTS, globals())
+__getattr__ = _lazy_exports(__name__, _EXPORTS, globals())

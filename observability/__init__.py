@@ -3,7 +3,7 @@ hash-chained session timeline."""
 
 from typing import TYPE_CHECKING
 
-from core.lazy_exports import lazy_exports
+from core.lazy_exports import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:  # imported when first used (core/lazy_exports.py)
     from observability.logging import attach_home, configure_logging, reset_logging
@@ -18,4 +18,4 @@ _EXPORTS: dict[str, tuple[str, str]] = {
 __all__ = ["attach_home", "configure_logging", "reset_logging"]
 
 
-__getattr__ = lazy_exports(__name__, _EXPORTS, globals())
+__getattr__ = _lazy_exports(__name__, _EXPORTS, globals())

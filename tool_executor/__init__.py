@@ -3,7 +3,7 @@ each call's path fills (the one thing its recorders read)."""
 
 from typing import TYPE_CHECKING
 
-from core.lazy_exports import lazy_exports
+from core.lazy_exports import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:  # imported when first used (core/lazy_exports.py)
     from core.vocabulary import OnAsk
@@ -89,4 +89,4 @@ __all__ = [
 ]
 
 
-__getattr__ = lazy_exports(__name__, _EXPORTS, globals())
+__getattr__ = _lazy_exports(__name__, _EXPORTS, globals())

@@ -8,6 +8,7 @@ import click
 
 from agent.cli.logging_setup import full_way
 from agent.cli.options import json_option
+from agent.cli.output import echo
 
 
 @click.command()
@@ -21,7 +22,7 @@ def sessions(as_json: bool) -> None:
             if quick_sessions(as_json):
                 return
         except KeyboardInterrupt:
-            click.echo("strata: interrupted", err=True)
+            echo("strata: interrupted", err=True)
             raise SystemExit(130) from None
     full_way.enter()
     from agent.cli.inspect_cmds import list_sessions

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from agent.cli.logging_setup import full_way
+from agent.cli.output import echo
 from agent.cli.timeline_table import TIMELINE_KINDS
 from core.vocabulary import TIMELINE_DECISIONS
 
@@ -75,7 +76,7 @@ def timeline(session_ref: str, kinds: tuple[str, ...], tools: tuple[str, ...], d
             if quick_timeline(session_ref, filters):
                 return
         except KeyboardInterrupt:
-            click.echo("strata: interrupted", err=True)
+            echo("strata: interrupted", err=True)
             raise SystemExit(130) from None
     full_way.enter()
     from agent.cli._timeline_full import run_full
