@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tool_executor.builtin import fs, shell
-from tool_executor.checks.schema import trust_builtin
+from tool_executor.checks.schema import trust_builtin as _trust_builtin
 
 if TYPE_CHECKING:
     from core.tools import ToolSpec
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 def builtin_tools() -> list[ToolSpec]:
     tools = [*fs.fs_tools(), *shell.shell_tools()]
-    trust_builtin(tools)  # their schemas are checked by the test suite (tool_executor/checks/schema.py)
+    _trust_builtin(tools)  # their schemas are checked by the test suite (tool_executor/checks/schema.py)
     return tools
 
 
