@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -51,12 +50,14 @@ class Effects:
         for event in d.events:
             writer.stage(event, env.turn)
         key = idempotency_key(env.session_id, call.call_id, d.input_sha256)
+        effectful = spec.effect == "effectful"
+        held: list[Held] = []  # the call's locks, once taken (step 9): `on_spawn` records its process group there
         ctx = ToolContext(session_id=env.session_id, mode=env.mode, model=env.model, turn=env.turn,
                           call_id=call.call_id, workspace=self.workspace, idempotency_key=key,
                           deadline_s=spec.timeout_s,
                           path_filter=path_filter(spec, args, (*env.rules, *self.config_rules), self.workspace),
-                          on_interrupt=record.tell_interrupt)
-        effectful = spec.effect == "effectful"
+                          on_interrupt=record.tell_interrupt,
+                          on_spawn=None if spec.effect == "read_only" else self._spawned(record, held))
         keys = tuple(spec.resource_keys(args, ctx)) if spec.resource_keys else ()
         if effectful:  # step 8
             receipts.dispatched(record, NewReceipt(id=self._ids.receipt_id(), call_id=call.call_id, tool=d.tool,
@@ -73,11 +74,10 @@ class Effects:
             else:
                 async with self._one_at_a_time:
                     if self.locks is not None and keys:  # step 9
-                        async with self.locks.hold(keys) as held:
-                            ctx = replace(ctx, on_spawn=self._spawned(record, held))
+                        async with self.locks.hold(keys) as lock:
+                            held.append(lock)
                             result = await dispatch(record.batch_id, call, spec, args, ctx, receipt_id)
                     else:
-                        ctx = replace(ctx, on_spawn=self._spawned(record, None))
                         result = await dispatch(record.batch_id, call, spec, args, ctx, receipt_id)
         except LockTimeout as exc:
             record.lock = str(exc)
@@ -111,7 +111,7 @@ class Effects:
         receipts.finished(record, result, None)
         record.result = result
 
-    def _spawned(self, record: CallRecord, held: Held | None) -> SpawnListener:
+    def _spawned(self, record: CallRecord, held: list[Held]) -> SpawnListener:
         """What a handler calls with a process group it started, before the group runs anything: the group is
         remembered for the receipt and recorded in the call's lock files, where another process finds it if this
         one dies while it runs (tool_executor/locks.py)."""
@@ -120,8 +120,8 @@ class Effects:
         async def spawned(group: ProcessGroup) -> None:
             if receipt_id is not None:
                 self.processes[receipt_id] = group
-            if held is not None:
-                await held.adopt(HeldCommand(group=group, session_id=env.session_id, call_id=record.call.call_id,
+            if held:
+                await held[0].adopt(HeldCommand(group=group, session_id=env.session_id, call_id=record.call.call_id,
                                              receipt_id=receipt_id))
 
         return spawned
