@@ -62,3 +62,17 @@ def test_remembered_answers_are_what_masking_afresh_gives(parts: list[str]) -> N
     for text in [*parts, " ".join(parts)]:
         assert remembered.mask(text) == Masker(KEY, [SECRET]).mask(text)
         assert remembered.mask(text) == remembered.mask(text)
+
+
+def _one_line_by_splitting(text: str, limit: int) -> str:
+    """The summaries' folding as it was written before the printable-text shortcut."""
+    line = " | ".join(p.strip() for p in text.strip().splitlines() if p.strip())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab  \t\n\r\x0b\x0c\x1c\x85\u2028\u3000z|")), max_size=40),
+       st.integers(min_value=4, max_value=30))
+def test_a_summary_folds_lines_as_splitting_every_line_does(text: str, limit: int) -> None:
+    """Printable text (no line break of any kind) is folded without splitting: the same line as before."""
+    assert Masker(KEY).summary(text, limit) == _one_line_by_splitting(text, limit)
