@@ -11,6 +11,7 @@ from pathlib import Path
 import anyio
 
 import tool_executor.result as results
+from core.events import CallResult
 from core.faults import fault_point
 from core.hashing import idempotency_key
 from core.hooks import HookSet
@@ -43,7 +44,9 @@ class Effects:
         self.processes: dict[str, ProcessGroup] = {}
         """Process groups started by the current batch's calls, by receipt id."""
 
-    async def run(self, record: CallRecord, receipts: Receipts) -> None:
+    async def run(self, record: CallRecord, receipts: Receipts, *, alone: bool = False) -> None:
+        """`alone`: the batch runs this call by itself (no other call of it runs meanwhile), so an effectful call
+        has nothing to wait for in the one-at-a-time order and does not take its lock."""
         d, env, call = record.decision, record.env, record.call
         assert d is not None and d.spec is not None
         spec, args, writer = d.spec, d.input, receipts.writer
@@ -71,14 +74,11 @@ class Effects:
         try:
             if spec.effect == "read_only":  # step 10
                 result = await dispatch(record.batch_id, call, spec, args, ctx, receipt_id)
+            elif alone:
+                result = await self._effect(record, spec, ctx, keys, held)
             else:
                 async with self._one_at_a_time:
-                    if self.locks is not None and keys:  # step 9
-                        async with self.locks.hold(keys) as lock:
-                            held.append(lock)
-                            result = await dispatch(record.batch_id, call, spec, args, ctx, receipt_id)
-                    else:
-                        result = await dispatch(record.batch_id, call, spec, args, ctx, receipt_id)
+                    result = await self._effect(record, spec, ctx, keys, held)
         except LockTimeout as exc:
             record.lock = str(exc)
             record.result = results.busy(record.batch_id, call, str(exc), receipt_id=receipt_id,
@@ -91,6 +91,17 @@ class Effects:
             receipts.finished(record, result, self.processes.get(receipt_id))
         record.result, record.post_steps = await run_post_hooks(self.hooks, call, d.tool, d.input, env,
                                                                 self.workspace, result)  # step 11
+
+    async def _effect(self, record: CallRecord, spec: ToolSpec, ctx: ToolContext, keys: tuple[str, ...],
+                      held: list[Held]) -> CallResult:
+        """Steps 9-10 for an effectful call: its resource keys held (when it has any), then the dispatch."""
+        d = record.decision
+        assert d is not None
+        if self.locks is not None and keys:  # step 9
+            async with self.locks.hold(keys) as lock:
+                held.append(lock)
+                return await dispatch(record.batch_id, record.call, spec, d.input, ctx, record.receipt_id)
+        return await dispatch(record.batch_id, record.call, spec, d.input, ctx, record.receipt_id)
 
     async def re_enter(self, record: CallRecord, receipts: Receipts, spec: ToolSpec, receipt: Receipt) -> None:
         """After a crash: enter the handler of a call of a tool that `resumes` again, with the context it had (its
