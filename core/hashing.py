@@ -6,10 +6,14 @@ import hashlib
 import json
 from typing import Any
 
+_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+"""What `json.dumps` with these options builds anew on every call, built once (the encoder keeps no state between
+calls): the plan phase hashes every call's input."""
+
 
 def canonical_json(value: Any) -> str:
     """Sorted keys, no insignificant whitespace, UTF-8 kept: equal values give equal text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _canonical(value)
 
 
 def sha256_text(text: str) -> str:

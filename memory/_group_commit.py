@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -41,7 +41,8 @@ class _Txn:
     session_id: str | None
     body: Body
     at: str
-    wake: anyio.Event = field(default_factory=anyio.Event)
+    wake: anyio.Event | None = None
+    """Made only when the transaction has to wait (another leads): a leader alone, the usual case, needs none."""
     started: bool = False
     done: bool = False
     lead: bool = False
@@ -77,6 +78,7 @@ class GroupCommit:
         txn = _Txn(session_id, body, at)
         self._queue.append(txn)
         if self._leading:
+            txn.wake = anyio.Event()  # before any await: whoever sets it runs only once this task waits
             try:
                 await txn.wake.wait()
             except BaseException:
@@ -106,7 +108,8 @@ class GroupCommit:
                 finally:
                     for txn in group:
                         txn.done = True
-                        txn.wake.set()
+                        if txn.wake is not None:
+                            txn.wake.set()
         finally:
             self._pass_lead()
 
@@ -129,6 +132,7 @@ class GroupCommit:
         if self._queue:
             nxt = self._queue[0]
             nxt.lead = True
+            assert nxt.wake is not None  # a queued transaction is one that waits
             nxt.wake.set()
         else:
             self._leading = False

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import anyio
 
 import tool_executor.result as results
+from core.events import CallResult
 from core.faults import fault_point
 from core.hashing import idempotency_key
 from core.hooks import HookSet
@@ -44,19 +44,23 @@ class Effects:
         self.processes: dict[str, ProcessGroup] = {}
         """Process groups started by the current batch's calls, by receipt id."""
 
-    async def run(self, record: CallRecord, receipts: Receipts) -> None:
+    async def run(self, record: CallRecord, receipts: Receipts, *, alone: bool = False) -> None:
+        """`alone`: the batch runs this call by itself (no other call of it runs meanwhile), so an effectful call
+        has nothing to wait for in the one-at-a-time order and does not take its lock."""
         d, env, call = record.decision, record.env, record.call
         assert d is not None and d.spec is not None
         spec, args, writer = d.spec, d.input, receipts.writer
         for event in d.events:
             writer.stage(event, env.turn)
         key = idempotency_key(env.session_id, call.call_id, d.input_sha256)
+        effectful = spec.effect == "effectful"
+        held: list[Held] = []  # the call's locks, once taken (step 9): `on_spawn` records its process group there
         ctx = ToolContext(session_id=env.session_id, mode=env.mode, model=env.model, turn=env.turn,
                           call_id=call.call_id, workspace=self.workspace, idempotency_key=key,
                           deadline_s=spec.timeout_s,
                           path_filter=path_filter(spec, args, (*env.rules, *self.config_rules), self.workspace),
-                          on_interrupt=record.tell_interrupt)
-        effectful = spec.effect == "effectful"
+                          on_interrupt=record.tell_interrupt,
+                          on_spawn=None if spec.effect == "read_only" else self._spawned(record, held))
         keys = tuple(spec.resource_keys(args, ctx)) if spec.resource_keys else ()
         if effectful:  # step 8
             receipts.dispatched(record, NewReceipt(id=self._ids.receipt_id(), call_id=call.call_id, tool=d.tool,
@@ -70,15 +74,11 @@ class Effects:
         try:
             if spec.effect == "read_only":  # step 10
                 result = await dispatch(record.batch_id, call, spec, args, ctx, receipt_id)
+            elif alone:
+                result = await self._effect(record, spec, ctx, keys, held)
             else:
                 async with self._one_at_a_time:
-                    if self.locks is not None and keys:  # step 9
-                        async with self.locks.hold(keys) as held:
-                            ctx = replace(ctx, on_spawn=self._spawned(record, held))
-                            result = await dispatch(record.batch_id, call, spec, args, ctx, receipt_id)
-                    else:
-                        ctx = replace(ctx, on_spawn=self._spawned(record, None))
-                        result = await dispatch(record.batch_id, call, spec, args, ctx, receipt_id)
+                    result = await self._effect(record, spec, ctx, keys, held)
         except LockTimeout as exc:
             record.lock = str(exc)
             record.result = results.busy(record.batch_id, call, str(exc), receipt_id=receipt_id,
@@ -91,6 +91,17 @@ class Effects:
             receipts.finished(record, result, self.processes.get(receipt_id))
         record.result, record.post_steps = await run_post_hooks(self.hooks, call, d.tool, d.input, env,
                                                                 self.workspace, result)  # step 11
+
+    async def _effect(self, record: CallRecord, spec: ToolSpec, ctx: ToolContext, keys: tuple[str, ...],
+                      held: list[Held]) -> CallResult:
+        """Steps 9-10 for an effectful call: its resource keys held (when it has any), then the dispatch."""
+        d = record.decision
+        assert d is not None
+        if self.locks is not None and keys:  # step 9
+            async with self.locks.hold(keys) as lock:
+                held.append(lock)
+                return await dispatch(record.batch_id, record.call, spec, d.input, ctx, record.receipt_id)
+        return await dispatch(record.batch_id, record.call, spec, d.input, ctx, record.receipt_id)
 
     async def re_enter(self, record: CallRecord, receipts: Receipts, spec: ToolSpec, receipt: Receipt) -> None:
         """After a crash: enter the handler of a call of a tool that `resumes` again, with the context it had (its
@@ -111,7 +122,7 @@ class Effects:
         receipts.finished(record, result, None)
         record.result = result
 
-    def _spawned(self, record: CallRecord, held: Held | None) -> SpawnListener:
+    def _spawned(self, record: CallRecord, held: list[Held]) -> SpawnListener:
         """What a handler calls with a process group it started, before the group runs anything: the group is
         remembered for the receipt and recorded in the call's lock files, where another process finds it if this
         one dies while it runs (tool_executor/locks.py)."""
@@ -120,8 +131,8 @@ class Effects:
         async def spawned(group: ProcessGroup) -> None:
             if receipt_id is not None:
                 self.processes[receipt_id] = group
-            if held is not None:
-                await held.adopt(HeldCommand(group=group, session_id=env.session_id, call_id=record.call.call_id,
+            if held:
+                await held[0].adopt(HeldCommand(group=group, session_id=env.session_id, call_id=record.call.call_id,
                                              receipt_id=receipt_id))
 
         return spawned

@@ -13,6 +13,8 @@ from memory.session_writer import SessionWriter
 from tool_executor._call_record import CallRecord, ReceiptChange, Recorder
 
 SUMMARY_CHARS = 240
+_args_json = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
+"""`json.dumps(..., ensure_ascii=False, sort_keys=True)` with its encoder built once, not per call row."""
 
 
 class TimelineRecorder(Recorder):
@@ -61,8 +63,7 @@ def call_row(record: CallRecord, masker: Masker) -> CallRow:
                        outcome=outcome, receipt_id=result.receipt_id, settled_on_resume=True,
                        summary=summary(f"{record.call.tool} {how} -> {outcome}", SUMMARY_CHARS))
     tail = (f" -> {outcome}: {summary(result.content, 100)}" if result is not None else " -> waiting for a person")
-    args = summary(json.dumps(dict(d.input if d is not None else record.call.input), ensure_ascii=False,
-                              sort_keys=True), 120)
+    args = summary(_args_json(dict(d.input if d is not None else record.call.input)), 120)
     proposed = mask(record.call.tool) if d is not None and d.tool != record.call.tool else None
     return CallRow(
         turn=record.env.turn, call_id=record.call.call_id, tool=tool, decision=decision,

@@ -194,8 +194,8 @@ class ToolCallProcessor:
         group: list[CallRecord] = []
 
         async def flush_group() -> None:
-            if len(group) == 1:
-                await self._process(group[0], receipts)
+            if len(group) == 1:  # a group of one needs no task group
+                await self._process(group[0], receipts, alone=True)
             elif group:
                 async with anyio.create_task_group() as tg:
                     for record in group:
@@ -223,7 +223,7 @@ class ToolCallProcessor:
                 continue
             await flush_group()
             try:
-                await self._process(record, receipts)
+                await self._process(record, receipts, alone=True)
             except ToolWaits as exc:  # dispatched, its work waits for a person elsewhere: the batch stops here
                 del self._in_flight[call.call_id]
                 run.waiting = WaitingCall(call.call_id, record.tool, exc.reason)
@@ -252,8 +252,8 @@ class ToolCallProcessor:
         log.info("call denied", call_id=record.call.call_id, tool=record.call.tool,
                  check=record.decision.verdict.check)
 
-    async def _process(self, record: CallRecord, receipts: Receipts) -> None:
-        """Steps 0-12 for one call, filling its record."""
+    async def _process(self, record: CallRecord, receipts: Receipts, *, alone: bool = False) -> None:
+        """Steps 0-12 for one call, filling its record. `alone`: no other call of the batch runs meanwhile."""
         # On every log line. Bound and reset by token: `bound_contextvars` would first copy the whole context.
         tokens = structlog.contextvars.bind_contextvars(turn=record.env.turn, call_id=record.call.call_id)
         try:
@@ -261,7 +261,7 @@ class ToolCallProcessor:
             if isinstance(record.decision.verdict, Deny):
                 self._denied(record, receipts.writer)
             elif not isinstance(record.decision.verdict, Parked):
-                await self._effects.run(record, receipts)
+                await self._effects.run(record, receipts, alone=alone)
         finally:
             structlog.contextvars.reset_contextvars(**tokens)
 

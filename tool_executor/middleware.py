@@ -4,14 +4,13 @@ would slip past the policy the original call met (`bash` rewritten into `read_fi
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from core.tools import PII_ORDER, SAFETY_ORDER, ToolSpec
-from tool_executor.paths import OutsideWorkspace, resolve_in_workspace
+from tool_executor.paths import OutsideWorkspace, resolve_in_workspace, workspace_root
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ def normalise_paths(spec: ToolSpec, args: Mapping[str, Any], workspace: Path) ->
     followed), so the handler acts on exactly what was checked and rules see one spelling."""
     if not spec.path_args:
         return None
-    root = Path(os.path.realpath(workspace))
+    root = workspace_root(workspace)
     changed: dict[str, Any] = {}
     for name in spec.path_args:
         value = args.get(name)

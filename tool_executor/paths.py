@@ -17,12 +17,47 @@ class OutsideWorkspace(ValueError):
     pass
 
 
+_ROOTS: dict[str, tuple[tuple[int, int, int], Path]] = {}
+_ROOTS_MAX = 256
+
+
+def _identity(path: str | Path) -> tuple[int, int, int] | None:
+    """The directory `path` leads to: device, inode and change time (a directory made anew, even on a reused
+    inode, has another), or None when it cannot be read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_ctime_ns
+
+
+def workspace_root(workspace: Path) -> Path:
+    """The workspace with every symlink resolved (`os.path.realpath`), as each check of a call needs it. A realpath
+    walks every component of the path, and a call's checks need the root a few times over, so it is remembered per
+    workspace and confirmed with two stats instead: the workspace and the remembered path must both still lead to
+    the very directory it was resolved to (same device, inode and change time), else it is resolved again.
+    Arguments are never remembered: each is resolved afresh, symlinks followed (`resolve_in_workspace`)."""
+    key = os.fspath(workspace)
+    known = _ROOTS.get(key)
+    if known is not None:
+        here = _identity(key)
+        if here is not None and here == known[0] and _identity(known[1]) == here:
+            return known[1]
+    root = Path(os.path.realpath(key))
+    there = _identity(root)
+    if there is not None:
+        if len(_ROOTS) >= _ROOTS_MAX:
+            _ROOTS.clear()
+        _ROOTS[key] = (there, root)
+    return root
+
+
 def resolve_in_workspace(workspace: Path, raw: str) -> Path:
     """Resolve `raw` (relative to the workspace, or absolute) following every symlink of its existing part.
     Raises OutsideWorkspace with the reason if the result leaves the workspace."""
     if "\x00" in raw:
         raise OutsideWorkspace(f"path {raw!r} contains a NUL byte")
-    root = Path(os.path.realpath(workspace))
+    root = workspace_root(workspace)
     try:
         candidate = Path(raw).expanduser() if raw.startswith("~") else Path(raw)
     except RuntimeError:
@@ -48,7 +83,7 @@ def relative_pattern_problem(pattern: str) -> str | None:
 def in_project_dir(workspace: Path, resolved: Path) -> bool:
     """Is `resolved` (a path `resolve_in_workspace` returned) the workspace's `.strata/` directory or inside it?
     The name is compared case-blind: on a case-insensitive file system `.STRATA` is the same directory."""
-    root = Path(os.path.realpath(workspace))
+    root = workspace_root(workspace)
     try:
         parts = resolved.relative_to(root).parts
     except ValueError:

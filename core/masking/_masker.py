@@ -60,7 +60,10 @@ _CACHE_ENTRIES = 4096
 
 
 def _one_line(text: str, limit: int) -> str:
-    line = " | ".join(p.strip() for p in text.strip().splitlines() if p.strip())
+    if text.isprintable():  # no line break of any kind (each is unprintable): the line is the text, stripped
+        line = text.strip()
+    else:
+        line = " | ".join(p.strip() for p in text.strip().splitlines() if p.strip())
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
@@ -80,8 +83,10 @@ class Masker:
             if len(secret) >= MIN_KNOWN_SECRET:
                 for variant in _known_variants(secret):
                     variants.setdefault(variant, secret)
-        self._known = sorted(variants.items(), key=lambda kv: -len(kv[0]))
+        self._known = tuple(sorted(variants.items(), key=lambda kv: -len(kv[0])))
+        """Fixed once built (the memo below relies on it)."""
         self._cache: dict[str, str] = {}
+        """Short texts already masked, by text (`mask`), clean ones included."""
 
     @classmethod
     def from_env(cls, key: bytes, env: Mapping[str, str], extra_secrets: Iterable[str] = ()) -> Masker:
@@ -104,17 +109,23 @@ class Masker:
         return f"[MASKED:{kind}:{self.fingerprint(value)}]"
 
     def mask(self, text: str) -> str:
-        if not _triggers(text.lower()) and not any(v in text for v, _ in self._known):
-            return text  # nothing any detector could start from: the common case for runtime summaries
-        # Timeline rows repeat the same short texts (rule names, phase summaries): remember those.
+        # Timeline rows and checks repeat the same short texts (tool and rule names, phase summaries, steps):
+        # remember those, clean or not, so a repeat costs one dict look-up instead of the screen's two regex
+        # searches. The memo is this masker's own: its key and known secrets never change once it is built, so a
+        # text's mask never changes either (a masker with other secrets is another masker, with its own memo).
         if len(text) <= _CACHE_TEXT:
             cached = self._cache.get(text)
             if cached is None:
-                cached = self._render(text, self._spans(text, self._hits(text)))
+                cached = self._mask(text)
                 if len(self._cache) >= _CACHE_ENTRIES:
                     self._cache.clear()
                 self._cache[text] = cached
             return cached
+        return self._mask(text)
+
+    def _mask(self, text: str) -> str:
+        if not _triggers(text.lower()) and not any(v in text for v, _ in self._known):
+            return text  # nothing any detector could start from: the common case for runtime summaries
         return self._render(text, self._spans(text, self._hits(text)))
 
     def contains_secret(self, text: str) -> bool:

@@ -12,14 +12,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from core.tools import PathFilter, Stop
-from tool_executor.paths import OutsideWorkspace, resolve_in_workspace
+from tool_executor.paths import OutsideWorkspace, resolve_in_workspace, workspace_root
 
 _WILDCARD = frozenset("*?[")
 
 
 class Walker:
     def __init__(self, workspace: Path, path_filter: PathFilter | None, stop: Stop) -> None:
-        self.root = Path(os.path.realpath(workspace))
+        self.root = workspace_root(workspace)
         self.filter = path_filter
         self.stop = stop
         self._skipped: set[Path] = set()

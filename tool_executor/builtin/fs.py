@@ -31,7 +31,7 @@ from core.tools import (
 )
 from tool_executor.builtin._read import READ_CAP, os_error, read_capped, read_note, read_whole
 from tool_executor.builtin._walk import Walker
-from tool_executor.paths import OutsideWorkspace, relative_pattern_problem, resolve_in_workspace
+from tool_executor.paths import OutsideWorkspace, relative_pattern_problem, resolve_in_workspace, workspace_root
 
 MAX_LIST = 1000
 
@@ -44,7 +44,7 @@ def _path(ctx: ToolContext, raw: str) -> Path:
 
 
 def _rel(ctx: ToolContext, path: Path) -> str:
-    root = Path(os.path.realpath(ctx.workspace))
+    root = workspace_root(ctx.workspace)
     return str(path.relative_to(root)) if path != root else "."
 
 
@@ -253,7 +253,7 @@ def _fs_key(args: Mapping[str, Any], ctx: ToolContext, name: str = "path", defau
 
 
 def _ws_key(args: Mapping[str, Any], ctx: ToolContext) -> list[str]:
-    return [f"fs:{os.path.realpath(ctx.workspace)}"]
+    return [f"fs:{workspace_root(ctx.workspace)}"]
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from anyio.abc import Process
 from core.processes import ProcessGroup
 from core.tools import ToolContext, ToolError, ToolOutput, ToolSpec, ToolTimeout
 from tool_executor.child_env import scrubbed_env
+from tool_executor.paths import workspace_root
 
 MAX_OUTPUT = 256 * 1024
 DEFAULT_TIMEOUT_S = 120.0
@@ -140,7 +141,7 @@ async def bash(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
 
 
 def _shell_key(args: Mapping[str, Any], ctx: ToolContext) -> list[str]:
-    return [f"shell:{os.path.realpath(ctx.workspace)}"]
+    return [f"shell:{workspace_root(ctx.workspace)}"]
 
 
 def shell_tools() -> list[ToolSpec]:

@@ -60,7 +60,7 @@ def resolve(c: Candidate, ctx: CheckContext, steps: list[Step]) -> Candidate:
     verdict = check_resolve(ctx.plan, c.tool)
     if isinstance(verdict, Deny):
         return _deny(c, steps, verdict)
-    return replace(c, spec=ctx.plan[c.tool])
+    return Candidate(c.tool, c.input, ctx.plan[c.tool], c.verdict)  # not `replace`: it walks the fields per call
 
 
 def scope(c: Candidate, ctx: CheckContext, steps: list[Step]) -> Candidate:
@@ -106,7 +106,7 @@ def policy(c: Candidate, ctx: CheckContext, steps: list[Step]) -> Candidate:
         steps.append(Step("policy", "ask", verdict.asked_by, by=verdict.asked_by))
     else:
         steps.append(Step("policy", "allow", verdict.rule or "", by=verdict.rule or "policy"))
-    return replace(c, verdict=verdict)
+    return Candidate(c.tool, c.input, c.spec, verdict)
 
 
 def schema(c: Candidate, ctx: CheckContext, steps: list[Step]) -> Candidate:

@@ -26,7 +26,6 @@ A command with a NUL byte is denied here: bash cannot take one, and no rule chan
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ from typing import Any
 from core.policy import PermissionRule
 from core.tools import PathFilter, ToolSpec
 from core.tools.path_filter import any_form_matches, path_forms
-from tool_executor.paths import OutsideWorkspace, resolve_in_workspace
+from tool_executor.paths import OutsideWorkspace, resolve_in_workspace, workspace_root
 from tool_executor.shell import CommandLine, read_command
 from tool_executor.verdicts import Ask, Deny, Pass, PolicyVerdict
 
@@ -44,7 +43,7 @@ def _path_forms(raw: str, workspace: Path) -> list[str]:
         resolved = resolve_in_workspace(workspace, raw)
     except OutsideWorkspace:
         return [raw]  # the scope check has already refused it; keep the raw form for deny rules
-    return path_forms(resolved, Path(os.path.realpath(workspace)))
+    return path_forms(resolved, workspace_root(workspace))
 
 
 def _is_path(spec: ToolSpec, name: str) -> bool:
@@ -122,7 +121,7 @@ def path_filter(spec: ToolSpec, args: Mapping[str, Any], rules: Sequence[Permiss
             labels.append(_label(rule))
     if not globs:
         return None
-    return PathFilter(root=Path(os.path.realpath(workspace)), globs=tuple(dict.fromkeys(globs)),
+    return PathFilter(root=workspace_root(workspace), globs=tuple(dict.fromkeys(globs)),
                       rules=tuple(labels))
 
 

@@ -1,0 +1,86 @@
+"""The workspace's resolved path is remembered between checks (tool_executor/paths.py `workspace_root`), confirmed
+by one stat: it never outlives the directory it names, and it never stands in for resolving an argument, so a
+symlink that leads out of the workspace is refused as before."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tool_executor.paths import OutsideWorkspace, resolve_in_workspace, workspace_root
+
+
+def test_the_root_is_the_workspace_with_symlinks_resolved(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    assert workspace_root(link) == Path(os.path.realpath(real))
+    assert workspace_root(link) == Path(os.path.realpath(real))  # remembered, same answer
+
+
+def test_a_workspace_symlink_that_now_leads_elsewhere_is_resolved_again(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    link = tmp_path / "ws"
+    link.symlink_to(first)
+    assert workspace_root(link) == first.resolve()
+    link.unlink()
+    link.symlink_to(second)
+    assert workspace_root(link) == second.resolve()
+    (second / "notes.txt").write_text("x")
+    assert resolve_in_workspace(link, "notes.txt") == (second / "notes.txt").resolve()
+
+
+def test_a_workspace_made_anew_under_the_same_name_is_resolved_again(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    assert workspace_root(ws) == ws.resolve()
+    ws.rmdir()
+    other = tmp_path / "other"
+    other.mkdir()
+    ws.symlink_to(other)  # the name now leads to another directory
+    assert workspace_root(ws) == other.resolve()
+
+
+def test_a_symlink_escape_is_refused_once_the_root_is_remembered(tmp_path: Path) -> None:
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    ws.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text("s")
+    (ws / "ok.txt").write_text("o")
+    assert resolve_in_workspace(ws, "ok.txt") == (ws / "ok.txt").resolve()  # the root is remembered now
+    (ws / "escape").symlink_to(outside)
+    with pytest.raises(OutsideWorkspace):
+        resolve_in_workspace(ws, "escape/secret.txt")
+    (ws / "later").symlink_to(outside / "secret.txt")  # made after the root was remembered
+    with pytest.raises(OutsideWorkspace):
+        resolve_in_workspace(ws, "later")
+
+
+def test_a_missing_workspace_is_resolved_without_remembering(tmp_path: Path) -> None:
+    gone = tmp_path / "gone"
+    assert workspace_root(gone) == Path(os.path.realpath(gone))
+    gone.mkdir()
+    assert workspace_root(gone) == gone.resolve()
+
+
+def test_a_remembered_path_that_now_names_another_directory_is_not_used(tmp_path: Path) -> None:
+    """The workspace still leads to the same directory, but by another way, and the remembered path now names
+    another directory: resolving under it would leave the workspace, so the root is resolved again."""
+    (tmp_path / "a" / "ws").mkdir(parents=True)
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "a")
+    key = link / "ws"
+    assert workspace_root(key) == (tmp_path / "a" / "ws").resolve()
+    (tmp_path / "a").rename(tmp_path / "c")
+    link.unlink()
+    link.symlink_to(tmp_path / "c")
+    (tmp_path / "a" / "ws").mkdir(parents=True)  # the remembered path exists again, as another directory
+    assert workspace_root(key) == (tmp_path / "c" / "ws").resolve()
+    (tmp_path / "a" / "ws" / "x.txt").write_text("not the workspace's")
+    with pytest.raises(OutsideWorkspace):
+        resolve_in_workspace(key, str(tmp_path / "a" / "ws" / "x.txt"))
