@@ -10,7 +10,6 @@ only the quick way."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 from collections.abc import Iterable
@@ -24,6 +23,8 @@ _KEEP = 64
 
 
 def digest(data: bytes) -> str:
+    import hashlib  # only when there is a file to digest
+
     return hashlib.sha256(data).hexdigest()
 
 

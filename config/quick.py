@@ -7,7 +7,6 @@ and each config file either absent or holding bytes a full load validated (confi
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +41,8 @@ def known_valid(home: Path, role: Role, path: Path) -> dict[str, Any] | None:
         return None
     if not was_checked(home, role, data):
         return None
+    import tomllib  # only when there is a file to read
+
     try:
         return tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError):  # validated bytes parse; if these do not, the full way

@@ -35,7 +35,7 @@ def _visible(match: re.Match[str]) -> str:
 
 def safe_text(text: str) -> str:
     """`text` with every control sequence made inert (see the module docstring). Printable text is unchanged."""
-    if _ANY.search(text) is None:
+    if (text.isascii() and text.isprintable()) or _ANY.search(text) is None:  # printable ASCII holds no control
         return text
     text = _CRLF.sub("\n", text)
     text = _CSI.sub("", text)

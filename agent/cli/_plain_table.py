@@ -69,8 +69,17 @@ def plain_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, hea
     # Each cell has one space of padding either side, but none at the table's outer edges (pad_edge=False).
     if sum(widths) + 2 * last > page_width:
         return None
+    plan = [(width, column.justify) for width, column in zip(widths, columns, strict=True)]
     lines = []
     for row in shown:
-        cells = [_fit(cell, width, column.justify) for cell, width, column in zip(row, widths, columns, strict=True)]
+        cells = []
+        for cell, (width, justify) in zip(row, plan, strict=True):
+            if cell.isascii() and cell.isprintable():  # almost every cell: `_fit` without its calls
+                if justify == "right":
+                    cell = cell.rstrip()
+                if len(cell) <= width:
+                    cells.append(cell.rjust(width) if justify == "right" else cell.ljust(width))
+                    continue
+            cells.append(_fit(cell, width, justify))
         lines.append("  ".join(cells))
     return lines

@@ -4,6 +4,7 @@ or the quick way's (memory/quick_read.py), so both ways print exactly the same t
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import textwrap
@@ -88,7 +89,9 @@ def _summary(r: Row) -> str:
 
 def _cells(r: Row) -> list[str]:
     """A row's cells as shown: masked text made inert (a summary holds arbitrary text, such as "[MASKED:...]")."""
-    return [str(r.seq), r.at.astimezone(UTC).strftime("%H:%M:%S.%f")[:-3], str(r.turn), safe_text(r.kind),
+    at = r.at.astimezone(UTC)
+    return [str(r.seq), f"{at.hour:02d}:{at.minute:02d}:{at.second:02d}.{at.microsecond // 1000:03d}", str(r.turn),
+            safe_text(r.kind),
             safe_text(r.tool or ""), r.decision or "", safe_text(r.check or ""), safe_text(r.outcome or ""),
             _duration(r.duration_ms), _summary(r)]
 
@@ -101,11 +104,16 @@ def _lines(r: Row, summary_width: int) -> list[list[str]]:
     return [[*cells[:-1], parts[0]], *([*blank, part] for part in parts[1:])]
 
 
+@functools.lru_cache(maxsize=8)
+def _wrapper(width: int) -> textwrap.TextWrapper:
+    return textwrap.TextWrapper(width, break_on_hyphens=False)
+
+
 def fitted_lines(text: str, width: int) -> list[str]:
     """`text` wrapped `width` characters wide as textwrap wraps it (a line that fits is not run through it)."""
     if text and len(text) <= width and text.isprintable() and not text[-1].isspace():
         return [text]  # what textwrap gives a printable line that fits and does not end in a space
-    return textwrap.wrap(text, width, break_on_hyphens=False) or [""]
+    return _wrapper(width).wrap(text) or [""]
 
 
 def _summary_width(width: int) -> int:
