@@ -42,14 +42,21 @@ def _file_bytes(conn: sqlite3.Connection) -> int:
     return int((pages - free) * conn.execute("PRAGMA page_size").fetchone()[0])
 
 
+def _size(column: str) -> str:
+    """The bytes a stored value takes (an integer as 8, the most it can; text and blobs by their bytes)."""
+    return (f"(CASE typeof({column}) WHEN 'integer' THEN 8 WHEN 'real' THEN 8 WHEN 'null' THEN 0 "
+            f"ELSE length(CAST({column} AS BLOB)) END)")
+
+
 def _row_bytes(conn: sqlite3.Connection) -> dict[str, int]:
     """Bytes of the stored values (not the b-tree overhead) of every event and timeline row, by table."""
-    events = conn.execute("SELECT coalesce(sum(length(payload) + length(kind) + length(at) + length(hash) + 24), 0) "
+    event_columns = ("payload", "kind", "at", "hash")
+    events = conn.execute(f"SELECT coalesce(sum({' + '.join(_size(c) for c in event_columns)} + 24), 0) "
                           "FROM events").fetchone()[0]
-    timeline = conn.execute(
-        "SELECT coalesce(sum(length(kind) + length(at) + length(coalesce(tool, '')) + length(coalesce(decision, ''))"
-        " + length(coalesce(call_id, '')) + length(coalesce(check_name, '')) + length(coalesce(outcome, ''))"
-        " + length(prev_hash) + length(hash) + length(summary) + length(data) + 24), 0) FROM timeline").fetchone()[0]
+    timeline_columns = ("kind", "at", "tool", "decision", "call_id", "check_name", "outcome", "prev_hash", "hash",
+                        "summary", "data")
+    timeline = conn.execute(f"SELECT coalesce(sum({' + '.join(_size(c) for c in timeline_columns)} + 24), 0) "
+                            "FROM timeline").fetchone()[0]
     receipts = conn.execute("SELECT count(*) FROM receipts").fetchone()[0]
     blobs = conn.execute("SELECT coalesce(sum(size), 0) FROM blobs").fetchone()[0]
     return {"events": int(events), "timeline": int(timeline), "receipts (rows)": int(receipts),

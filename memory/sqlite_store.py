@@ -30,6 +30,7 @@ from core.timeline import TimelineDecision, TimelineEntry, TimelineRow, canonica
 from core.vocabulary import Durability, SessionStatus
 from memory import _read_only
 from memory._db_files import DatabaseFiles, FilesChanged
+from memory._encoding import pack_hash, pack_time, time_sql, unpack_hash, unpack_time
 from memory._group_commit import GroupCommit, GroupHooks
 from memory.chain_binding import ChainBinding, bind
 from memory.copy import SessionDump
@@ -52,6 +53,7 @@ from memory.store import LivenessCheck
 from memory.timeline_query import timeline_filter
 from memory.timeline_rows import TIMELINE_COLS as _TIMELINE_COLS
 from memory.timeline_rows import timeline_row as _timeline_row
+from memory.timeline_rows import with_prev_hash as _with_prev_hash
 
 T = TypeVar("T")
 log = logging.getLogger("strata.store")
@@ -62,8 +64,9 @@ SEQ_MASK = (1 << SEQ_BITS) - 1
 
 # `updated_at` is read as the later of the row's own stamp and the session's last event, so that a commit does not
 # have to touch the sessions row (one page fewer in the WAL per commit).
-_SESSION_SELECT = ("id, created_at, MAX(updated_at, COALESCE((SELECT at FROM events e WHERE e.key BETWEEN "
-                   "sessions.num << 40 AND (sessions.num << 40) | 1099511627775 ORDER BY e.key DESC LIMIT 1), "
+_SESSION_SELECT = (f"id, created_at, MAX(updated_at, COALESCE((SELECT {time_sql('at')} FROM events e "
+                   "WHERE e.key BETWEEN sessions.num << 40 AND (sessions.num << 40) | 1099511627775 "
+                   "ORDER BY e.key DESC LIMIT 1), "
                    "'')), mode, workspace, model, title, parent_id, fork_seq, status, "
                    "lease_token, lease_pid, lease_host, lease_proc_start, lease_expires, lease_boot, lease_pid_ns")
 _SESSION_COLS = ("id, created_at, updated_at, mode, workspace, model, title, parent_id, fork_seq, status, "
@@ -257,7 +260,7 @@ class SqliteEventStore:
     def _last(conn: sqlite3.Connection, table: str, base: int) -> tuple[int, str]:
         found = conn.execute(f"SELECT key, hash FROM {table} WHERE key BETWEEN ? AND ? ORDER BY key DESC LIMIT 1",
                              (base, base | SEQ_MASK)).fetchone()
-        return (0, GENESIS_HASH) if found is None else (found[0] & SEQ_MASK, found[1])
+        return (0, GENESIS_HASH) if found is None else (found[0] & SEQ_MASK, unpack_hash(found[1]))
 
     def _append(self, conn: sqlite3.Connection, session_id: str, write: Write, at: str,
                 committed: list[Callable[[], None]]) -> list[StoredEvent]:
@@ -267,12 +270,13 @@ class SqliteEventStore:
         rows = []
         stored = []
         at_dt = datetime.fromisoformat(at)
+        at_packed = pack_time(at)
         for event, turn in write.events:
             seq += 1
             # Read back before it is kept: an event that would not is UnstorableEvent, and the transaction rolls back.
             payload = storable_json(event, session_id=session_id, path=self.path)
             prev = key.digest(prev, event_canonical(session_id, seq, at, turn, event.kind, payload, SCHEMA_VERSION))
-            rows.append((base | seq, seq, event.kind, at, turn, payload, SCHEMA_VERSION, prev))
+            rows.append((base | seq, seq, event.kind, at_packed, turn, payload, SCHEMA_VERSION, bytes.fromhex(prev)))
             stored.append(StoredEvent.model_construct(session_id=session_id, seq=seq, at=at_dt, turn=turn,
                                                       event=event))
         if rows:
@@ -320,12 +324,14 @@ class SqliteEventStore:
         Returns the new head (seq, hash)."""
         seq, prev = self._timeline_head.get(session_id) or self._last(conn, "timeline", base)
         stamp = canonical_time(datetime.fromisoformat(at))
+        packed = pack_time(stamp)
         rows = []
         for entry in entries:
             seq += 1
             e, data, digest = seal(key, session_id, seq, stamp, prev, entry)
-            rows.append((base | seq, e.kind, e.turn, e.tool, e.decision, stamp, e.call_id, e.check, e.outcome,
-                         e.duration_ms, prev, digest, e.summary, data))
+            # prev_hash is left NULL: it is the hash of the row before (memory/_encoding.py).
+            rows.append((base | seq, e.kind, e.turn, e.tool, e.decision, packed, e.call_id, e.check, e.outcome,
+                         e.duration_ms, None, bytes.fromhex(digest), e.summary, data))
             prev = digest
         conn.executemany(_TIMELINE_INSERT, rows)
         return seq, prev
@@ -411,11 +417,9 @@ class SqliteEventStore:
                           rec.title, rec.parent_id, rec.fork_seq, rec.status, None, None, None, None, None))
             self._forget(rec.id)
             base = self._num(conn, rec.id) << SEQ_BITS
-            conn.executemany(_EVENT_INSERT, [(base | r.seq, r.seq, r.kind, r.at, r.turn, r.payload, r.schema_version,
-                                              r.hash) for r in dump.events])
-            conn.executemany(_TIMELINE_INSERT, [
-                (base | r.seq, r.kind, r.turn, r.tool, r.decision, canonical_time(r.at), r.call_id, r.check,
-                 r.outcome, r.duration_ms, r.prev_hash, r.hash, r.summary, json.dumps(r.data)) for r in dump.timeline])
+            conn.executemany(_EVENT_INSERT, [(base | r.seq, r.seq, r.kind, pack_time(r.at), r.turn, r.payload,
+                                              r.schema_version, pack_hash(r.hash)) for r in dump.events])
+            conn.executemany(_TIMELINE_INSERT, _copied_timeline(base, dump))
             conn.executemany(f"INSERT INTO receipts({_RECEIPT_COLS}) VALUES ({', '.join('?' * 14)})", [
                 (r.id, r.session_id, r.call_id, r.tool, r.status, r.idempotency_key, r.args_sha256,
                  json.dumps(list(r.resource_keys)), iso(r.created_at), iso(r.updated_at), r.outcome_sha256, r.note,
@@ -523,7 +527,8 @@ class SqliteEventStore:
         events = []
         for seq, at, turn, payload in rows:
             try:
-                events.append(StoredEvent(session_id=session_id, seq=seq, at=datetime.fromisoformat(at), turn=turn,
+                events.append(StoredEvent(session_id=session_id, seq=seq, at=datetime.fromisoformat(unpack_time(at)),
+                                          turn=turn,
                                           event=EventAdapter.validate_json(payload)))
             except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
                 raise DamagedEvent(session_id, seq, _decode_reason(exc), path=self.path) from None
@@ -563,7 +568,7 @@ class SqliteEventStore:
             if limit is not None:
                 sql += " LIMIT ?"
                 params.append(max(0, limit))
-            return conn.execute(sql, params).fetchall()
+            return _with_prev_hash(conn, conn.execute(sql, params).fetchall())
 
         return [_timeline_row(session_id, r) for r in await self._read(fn)]
 
@@ -583,8 +588,8 @@ class SqliteEventStore:
             return conn.execute(sql, params).fetchall()
 
         # Unvalidated: an edited row is checked as the values it now holds.
-        return [EventChainRow.model_construct(session_id=session_id, seq=seq, at=at, turn=turn, kind=kind,
-                                              payload=payload, schema_version=version, hash=digest)
+        return [EventChainRow.model_construct(session_id=session_id, seq=seq, at=unpack_time(at), turn=turn, kind=kind,
+                                              payload=payload, schema_version=version, hash=unpack_hash(digest))
                 for seq, at, turn, kind, payload, version, digest in await self._read(fn)]
 
     async def chain_record(self, session_id: str) -> ChainRecord:
@@ -752,3 +757,18 @@ def _store_error(exc: sqlite3.Error, path: str) -> StoreError:
         return StoreError(f"cannot use {path}: {text}", path=path,
                           hint="check the file and directory permissions, or set STRATA_HOME")
     return StoreError(f"database error on {path}: {text}", path=path)
+
+
+def _copied_timeline(base: int, dump: SessionDump) -> list[tuple[Any, ...]]:
+    """A copied session's timeline rows as the table keeps them: a `prev_hash` that is the hash of the row before
+    is left NULL (memory/_encoding.py), any other kept as it is, so the copy verifies exactly as the original."""
+    rows, before = [], None
+    for r in dump.timeline:
+        linked = before is not None and before.seq == r.seq - 1
+        derived = GENESIS_HASH if r.seq == 1 else before.hash if before is not None and linked else None
+        prev = None if r.prev_hash == derived else pack_hash(r.prev_hash)
+        rows.append((base | r.seq, r.kind, r.turn, r.tool, r.decision, pack_time(canonical_time(r.at)), r.call_id,
+                     r.check, r.outcome, r.duration_ms, prev, pack_hash(r.hash), r.summary,
+                     json.dumps(r.data, separators=(",", ":"))))
+        before = r
+    return rows

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from memory._encoding import pack_time
+
 SEQ_BITS = 40
 SEQ_MASK = (1 << SEQ_BITS) - 1
 
@@ -27,7 +29,7 @@ def timeline_filter(base: int, *, kinds: Collection[str] | None = None, tools: C
     if turn is not None:
         clauses.append("turn = ?")
         params.append(turn)
-    if since_at is not None:
-        clauses.append("at >= ?")
-        params.append(since_at)
+    if since_at is not None:  # a packed time (memory/_encoding.py) is compared as a number, one kept as text as text
+        clauses.append("(CASE typeof(at) WHEN 'integer' THEN at >= ? ELSE at >= ? END)")
+        params.extend((pack_time(since_at), since_at))
     return " AND ".join(clauses), params

@@ -1,0 +1,69 @@
+"""How the SQLite store packs a row's hashes and time (schema 8, memory/migrations.py), and reads them back.
+
+Every API, export and verifier still sees the values of before: hashes as 64 lowercase hex characters, times as
+the canonical ISO text (`2026-01-01T00:00:00.000000+00:00`). In the table they are smaller:
+
+  - a hash is its 32 bytes (a BLOB), not 64 hex characters;
+  - a time is the integer count of microseconds since 1970-01-01 UTC (8 bytes), not 32 characters;
+  - a timeline row's `prev_hash` is NULL when it is the hash of the row before it (row seq - 1; the genesis hash
+    for row 1), which is what the store always writes: the reader puts it back.
+
+Only values that come back exactly are packed: a hash that is not 64 lowercase hex characters, or a time whose
+text is not the canonical form of its instant (an older database's, or one edited behind the store's back), is
+kept as the text it is (the columns have no type affinity, so SQLite stores each value as given). So the chains
+hash the same text as before, and an edit to a packed value shows as a hash mismatch, as an edit to text did."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_HEX = frozenset("0123456789abcdef")
+_ONE_US = timedelta(microseconds=1)
+
+
+def pack_hash(digest: str) -> bytes | str:
+    """The 32 bytes of a 64-hex-character hash; anything else as it is."""
+    if type(digest) is str and len(digest) == 64 and _HEX.issuperset(digest):
+        return bytes.fromhex(digest)
+    return digest
+
+
+def unpack_hash(value: object) -> str:
+    """A stored hash as hex text (a value edited into something else: its text, so it matches no hash)."""
+    if type(value) is bytes:
+        return value.hex()
+    return value if type(value) is str else "" if value is None else str(value)
+
+
+def pack_time(at: str) -> int | str:
+    """The microseconds since the epoch of a canonical UTC time text, when the text is exactly what
+    `unpack_time` gives back for them; any other text as it is."""
+    try:
+        stamp = datetime.fromisoformat(at)
+    except (TypeError, ValueError):
+        return at
+    if stamp.tzinfo is None:
+        return at
+    micros = (stamp - _EPOCH) // _ONE_US
+    return micros if micros >= 0 and unpack_time(micros) == at else at
+
+
+def unpack_time(value: object) -> str:
+    """A stored time as the canonical ISO text it stands for (text stays as it is)."""
+    if type(value) is int:
+        try:
+            return (_EPOCH + timedelta(microseconds=value)).isoformat(timespec="microseconds")
+        except OverflowError:
+            return str(value)
+    return value if type(value) is str else str(value)
+
+
+# The same in SQL, for the views and the queries that compare times (a packed time is shown as its text).
+def time_sql(column: str) -> str:
+    return (f"(CASE typeof({column}) WHEN 'integer' THEN strftime('%Y-%m-%dT%H:%M:%S', {column} / 1000000, "
+            f"'unixepoch') || printf('.%06d+00:00', {column} % 1000000) ELSE {column} END)")
+
+
+def hash_sql(column: str) -> str:
+    return f"(CASE typeof({column}) WHEN 'blob' THEN lower(hex({column})) ELSE {column} END)"
