@@ -5,9 +5,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-from core.chain import GENESIS_HASH
 from core.errors import StoreError
-from memory._encoding import hash_sql, pack_hash, pack_time, time_sql
+from memory._encoding import GENESIS_HASH, hash_sql, pack_hash, pack_time, time_sql
 
 
 def _statements(script: str) -> list[str]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from memory import _read_only
+from memory._encoding import unpack_time
 from memory.migrations import MIGRATIONS
 from memory.timeline_query import SEQ_BITS, SEQ_MASK, timeline_filter
 
@@ -98,8 +99,8 @@ class QuickRead:
         rows = []
         try:
             for key, at, turn_, kind, tool, decision, check, outcome, duration, summary, data in cursor:
-                rows.append(ShownRow(key & SEQ_MASK, datetime.fromisoformat(at), turn_, kind, tool, decision, check,
-                                     outcome, duration, summary, json.loads(data)))
+                rows.append(ShownRow(key & SEQ_MASK, datetime.fromisoformat(unpack_time(at)), turn_, kind, tool,
+                                     decision, check, outcome, duration, summary, json.loads(data)))
         except (TypeError, ValueError):
             return None
         return rows

@@ -30,7 +30,15 @@ from core.timeline import TimelineDecision, TimelineEntry, TimelineRow, canonica
 from core.vocabulary import Durability, SessionStatus
 from memory import _read_only
 from memory._db_files import DatabaseFiles, FilesChanged
-from memory._encoding import pack_hash, pack_time, time_sql, unpack_hash, unpack_time
+from memory._encoding import (
+    pack_hash,
+    pack_snapshot,
+    pack_time,
+    time_sql,
+    unpack_hash,
+    unpack_snapshot,
+    unpack_time,
+)
 from memory._group_commit import GroupCommit, GroupHooks
 from memory.chain_binding import ChainBinding, bind
 from memory.copy import SessionDump
@@ -351,7 +359,7 @@ class SqliteEventStore:
             raise sqlite3.IntegrityError(f"snapshot at seq {snap.seq}, but the log ends at {last_seq}")
         conn.execute("DELETE FROM snapshots WHERE key BETWEEN ? AND ?", (base, base | SEQ_MASK))
         conn.execute("INSERT INTO snapshots(key, version, at, data) VALUES (?, ?, ?, ?)",
-                     (base | snap.seq, snap.version, at, snap.data))
+                     (base | snap.seq, snap.version, at, pack_snapshot(snap.data)))
 
     @staticmethod
     def _update_receipt(conn: sqlite3.Connection, u: ReceiptUpdate, at: str) -> None:
@@ -428,7 +436,7 @@ class SqliteEventStore:
                              [(sha, len(data), data) for sha, data in dump.blobs.items()])
             if dump.snapshot is not None:
                 conn.execute("INSERT INTO snapshots(key, version, at, data) VALUES (?, ?, ?, ?)",
-                             (base | dump.snapshot.seq, dump.snapshot.version, at, dump.snapshot.data))
+                             (base | dump.snapshot.seq, dump.snapshot.version, at, pack_snapshot(dump.snapshot.data)))
             head, note = dump.chain.head, dump.chain.rechained
             if head is not None:
                 conn.execute(_SET_HEAD, (head.events_seq, head.events_hash, head.timeline_seq, head.timeline_hash,
@@ -544,7 +552,8 @@ class SqliteEventStore:
                                 "ORDER BY key DESC LIMIT 1", (base, base | SEQ_MASK)).fetchone()
 
         row = await self._read(fn)
-        return None if row is None else Snapshot(seq=row[0] & SEQ_MASK, version=row[1], data=bytes(row[2]))
+        return None if row is None else Snapshot(seq=row[0] & SEQ_MASK, version=row[1],
+                                                 data=unpack_snapshot(bytes(row[2])))
 
     async def get_blob(self, sha256: str) -> bytes | None:
         row = await self._read(lambda conn: conn.execute(

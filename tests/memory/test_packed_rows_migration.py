@@ -9,10 +9,11 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+from core.chain import GENESIS_HASH
 from core.clock import SteppingClock
 from core.events import SessionStarted, UserMessage
 from core.timeline import TimelineEntry, TimelineRow, canonical_time, verify_chain
-from memory import SqliteEventStore, Write, migrations
+from memory import SqliteEventStore, Write, _encoding, migrations
 from observability.chain_verify import verify_chains
 from tests.memory._sqlite import T0, raw, record
 
@@ -86,6 +87,10 @@ async def _read(db_path: Path) -> tuple[dict[str, object], ...]:
         return tuple([await _session(store, sid) for sid in ("s1", "s2")])
     finally:
         await store.close()
+
+
+def test_the_genesis_hash_is_the_chains() -> None:
+    assert _encoding.GENESIS_HASH == GENESIS_HASH
 
 
 async def test_a_schema_7_database_reads_and_verifies_the_same_after_the_upgrade(tmp_path: Path) -> None:
