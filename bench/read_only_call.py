@@ -13,7 +13,7 @@ Ends with one line:
 
     bytes_per_read_only_call=<float> row_bytes_per_call=<float>
 
-Usage: python bench/read_only_call.py [--calls N] [--k K] [--top T]
+Usage: python bench/read_only_call.py [--calls N] [--k K] [--top T] [--no-profile]
 """
 
 from __future__ import annotations
@@ -84,6 +84,9 @@ async def main(args: argparse.Namespace) -> None:
         print(f"stored values per call: events {rows['events']:.0f} B, timeline rows {rows['timeline']:.0f} B, "
               f"receipts {rows['receipts (rows)']:.2f} rows, blobs {rows['blobs']:.0f} B")
 
+        if args.no_profile:
+            print(f"bytes_per_read_only_call={per_call:.1f} row_bytes_per_call={row_bytes:.1f}")
+            return
         profile = cProfile.Profile()
         profile.enable()
         await bench.session(batches, args.k, "noop_read")
@@ -103,4 +106,5 @@ if __name__ == "__main__":
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--k", type=int, default=1, help="read-only calls per batch (per model turn)")
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--no-profile", action="store_true", help="the storage figures only")
     anyio.run(main, parser.parse_args())

@@ -5,6 +5,10 @@ the canonical ISO text (`2026-01-01T00:00:00.000000+00:00`). In the table they a
 
   - a hash is its 32 bytes (a BLOB), not 64 hex characters;
   - a time is the integer count of microseconds since 1970-01-01 UTC (8 bytes), not 32 characters;
+  - an event's payload is stored without its leading `"kind":"<kind>",` (the `kind` column holds it);
+  - in a call row's `data`, the detail of a decision step that allowed the call with the very text the row's
+    `check` holds is stored as the number 0 (`["policy","allow",0]`): the detail is 50 characters or so, and no
+    step has a number for a detail;
   - a timeline row's `prev_hash` is NULL when it is the hash of the row before it (row seq - 1; the genesis hash
     for row 1), which is what the store always writes: the reader puts it back.
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import zlib
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 GENESIS_HASH = "0" * 64
 """core/chain.py's, repeated here so the quick read of the command line (memory/quick_read.py, which imports the
@@ -63,6 +68,46 @@ def unpack_time(value: object) -> str:
     return value if type(value) is str else str(value)
 
 
+def pack_payload(kind: str, payload: str) -> str:
+    """An event's JSON without the `"kind":"<kind>",` it begins with (`{"batch_id":...}` for
+    `{"kind":"batch_completed","batch_id":...}`); any other text as it is."""
+    prefix = f'{{"kind":"{kind}",'
+    return "{" + payload[len(prefix):] if payload.startswith(prefix) else payload
+
+
+def unpack_payload(kind: object, stored: object) -> str:
+    """The event's JSON as it was given: the kind put back in front unless the text already begins with one (a
+    payload kept whole: an older database's). Text that is no JSON object comes back as it is."""
+    if type(stored) is not str:
+        return stored if type(stored) is str else str(stored)
+    if stored.startswith('{"kind":') or not stored.startswith("{"):
+        return stored
+    return f'{{"kind":"{kind}",{stored[1:]}'
+
+
+def pack_data(kind: str, check: str | None, data: dict[str, Any]) -> dict[str, Any] | None:
+    """A call row's `data` with the allowing steps' detail that repeats `check` replaced by 0; None when there is
+    none to replace (store `data` as it is)."""
+    steps = data.get("steps") if kind == "call" and check else None
+    if type(steps) is not list:
+        return None
+    packed = [[s[0], s[1], 0] if type(s) is list and len(s) == 3 and s[1] == "allow" and s[2] == check else s
+              for s in steps]
+    return {**data, "steps": packed} if packed != steps else None
+
+
+def unpack_data(kind: object, check: object, data: Any) -> Any:
+    """`data` as it was given: each step detail stored as 0 is the row's `check` again."""
+    if kind != "call" or type(check) is not str or type(data) is not dict:
+        return data
+    steps = data.get("steps")
+    if type(steps) is not list or not any(type(s) is list and len(s) == 3 and type(s[2]) is int and s[2] == 0
+                                          for s in steps):
+        return data
+    return {**data, "steps": [[s[0], s[1], check] if type(s) is list and len(s) == 3 and type(s[2]) is int
+                              and s[2] == 0 else s for s in steps]}
+
+
 _SNAPSHOT_PREFIX = b"strata-zlib:"
 
 
@@ -88,6 +133,11 @@ def unpack_snapshot(stored: bytes) -> bytes:
 def time_sql(column: str) -> str:
     return (f"(CASE typeof({column}) WHEN 'integer' THEN strftime('%Y-%m-%dT%H:%M:%S', {column} / 1000000, "
             f"'unixepoch') || printf('.%06d+00:00', {column} % 1000000) ELSE {column} END)")
+
+
+def payload_sql(kind: str, payload: str) -> str:
+    return (f"(CASE WHEN substr({payload}, 1, 8) = '{{\"kind\":' OR substr({payload}, 1, 1) <> '{{' THEN {payload} "
+            f"ELSE '{{\"kind\":\"' || {kind} || '\",' || substr({payload}, 2) END)")
 
 
 def hash_sql(column: str) -> str:

@@ -20,7 +20,7 @@ from config.chain_key import chain_key_path, load_chain_key
 from core.chain import GENESIS_HASH, ChainKey, event_canonical
 from core.errors import ConfigError
 from core.timeline import ChainVerifier, row_hash
-from memory._encoding import pack_hash, unpack_time
+from memory._encoding import pack_hash, unpack_payload, unpack_time
 from memory.timeline_rows import SEQ_MASK, TIMELINE_COLS, timeline_row, with_prev_hash
 
 SEQ_BITS = 40
@@ -122,7 +122,8 @@ def _chain_session(conn: sqlite3.Connection, key: ChainKey, num: int, session_id
     prev, updates = GENESIS_HASH, []
     for k, seq, kind, at, turn, payload, version in events:
         try:
-            prev = key.digest(prev, event_canonical(session_id, seq, unpack_time(at), turn, kind, payload, version))
+            prev = key.digest(prev, event_canonical(session_id, seq, unpack_time(at), turn, kind,
+                                                    unpack_payload(kind, payload), version))
         except (TypeError, ValueError):  # a row no store wrote: it will not verify, and verify names it
             prev = ""
         updates.append((pack_hash(prev), k))

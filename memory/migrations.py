@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Callable
 
 from core.errors import StoreError
-from memory._encoding import GENESIS_HASH, hash_sql, pack_hash, pack_time, time_sql
+from memory._encoding import GENESIS_HASH, hash_sql, pack_hash, pack_time, payload_sql, time_sql
 
 
 def _statements(script: str) -> list[str]:
@@ -259,7 +259,8 @@ def _m007_rare_decisions(conn: sqlite3.Connection) -> None:
 
 _VIEWS_AND_TRIGGERS_8 = f"""
         CREATE VIEW session_events AS
-            SELECT s.id AS session_id, e.seq, e.kind, {time_sql("e.at")} AS at, e.turn, e.payload, e.schema_version,
+            SELECT s.id AS session_id, e.seq, e.kind, {time_sql("e.at")} AS at, e.turn,
+                   {payload_sql("e.kind", "e.payload")} AS payload, e.schema_version,
                    {hash_sql("e.hash")} AS hash
             FROM events e JOIN sessions s ON e.key BETWEEN s.num << 40 AND (s.num << 40) | 1099511627775;
         CREATE VIEW session_timeline AS

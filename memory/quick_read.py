@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from memory import _read_only
-from memory._encoding import unpack_time
+from memory._encoding import unpack_data, unpack_time
 from memory.migrations import MIGRATIONS
 from memory.timeline_query import SEQ_BITS, SEQ_MASK, timeline_filter
 
@@ -100,7 +100,8 @@ class QuickRead:
         try:
             for key, at, turn_, kind, tool, decision, check, outcome, duration, summary, data in cursor:
                 rows.append(ShownRow(key & SEQ_MASK, datetime.fromisoformat(unpack_time(at)), turn_, kind, tool,
-                                     decision, check, outcome, duration, summary, json.loads(data)))
+                                     decision, check, outcome, duration, summary,
+                                     unpack_data(kind, check, json.loads(data))))
         except (TypeError, ValueError):
             return None
         return rows

@@ -26,16 +26,20 @@ from core.chain import GENESIS_HASH, ChainHead, ChainKey, EventChainRow, event_c
 from core.clock import Clock, SystemClock, iso
 from core.errors import DamagedEvent, PersistError, ReceiptError, SessionActive, SessionNotFound, StoreError
 from core.events import SCHEMA_VERSION, EventAdapter, StoredEvent, storable_json
+from core.hashing import canonical_json as _canonical_json
 from core.timeline import TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
 from core.vocabulary import Durability, SessionStatus
 from memory import _read_only
 from memory._db_files import DatabaseFiles, FilesChanged
 from memory._encoding import (
+    pack_data,
     pack_hash,
+    pack_payload,
     pack_snapshot,
     pack_time,
     time_sql,
     unpack_hash,
+    unpack_payload,
     unpack_snapshot,
     unpack_time,
 )
@@ -284,7 +288,8 @@ class SqliteEventStore:
             # Read back before it is kept: an event that would not is UnstorableEvent, and the transaction rolls back.
             payload = storable_json(event, session_id=session_id, path=self.path)
             prev = key.digest(prev, event_canonical(session_id, seq, at, turn, event.kind, payload, SCHEMA_VERSION))
-            rows.append((base | seq, seq, event.kind, at_packed, turn, payload, SCHEMA_VERSION, bytes.fromhex(prev)))
+            rows.append((base | seq, seq, event.kind, at_packed, turn, pack_payload(event.kind, payload),
+                         SCHEMA_VERSION, bytes.fromhex(prev)))
             stored.append(StoredEvent.model_construct(session_id=session_id, seq=seq, at=at_dt, turn=turn,
                                                       event=event))
         if rows:
@@ -332,13 +337,16 @@ class SqliteEventStore:
         Returns the new head (seq, hash)."""
         seq, prev = self._timeline_head.get(session_id) or self._last(conn, "timeline", base)
         stamp = canonical_time(datetime.fromisoformat(at))
-        packed = pack_time(stamp)
+        stamp_packed = pack_time(stamp)
         rows = []
         for entry in entries:
             seq += 1
             e, data, digest = seal(key, session_id, seq, stamp, prev, entry)
+            packed = pack_data(e.kind, e.check, e.data)
+            if packed is not None:  # the hash is of `data` as given; the reader puts the detail back
+                data = _canonical_json(packed)
             # prev_hash is left NULL: it is the hash of the row before (memory/_encoding.py).
-            rows.append((base | seq, e.kind, e.turn, e.tool, e.decision, packed, e.call_id, e.check, e.outcome,
+            rows.append((base | seq, e.kind, e.turn, e.tool, e.decision, stamp_packed, e.call_id, e.check, e.outcome,
                          e.duration_ms, None, bytes.fromhex(digest), e.summary, data))
             prev = digest
         conn.executemany(_TIMELINE_INSERT, rows)
@@ -425,8 +433,9 @@ class SqliteEventStore:
                           rec.title, rec.parent_id, rec.fork_seq, rec.status, None, None, None, None, None))
             self._forget(rec.id)
             base = self._num(conn, rec.id) << SEQ_BITS
-            conn.executemany(_EVENT_INSERT, [(base | r.seq, r.seq, r.kind, pack_time(r.at), r.turn, r.payload,
-                                              r.schema_version, pack_hash(r.hash)) for r in dump.events])
+            conn.executemany(_EVENT_INSERT, [(base | r.seq, r.seq, r.kind, pack_time(r.at), r.turn,
+                                              pack_payload(r.kind, r.payload), r.schema_version, pack_hash(r.hash))
+                                             for r in dump.events])
             conn.executemany(_TIMELINE_INSERT, _copied_timeline(base, dump))
             conn.executemany(f"INSERT INTO receipts({_RECEIPT_COLS}) VALUES ({', '.join('?' * 14)})", [
                 (r.id, r.session_id, r.call_id, r.tool, r.status, r.idempotency_key, r.args_sha256,
@@ -528,16 +537,15 @@ class SqliteEventStore:
                 return []
             upto = SEQ_MASK if upto_seq is None else max(0, min(upto_seq, SEQ_MASK))
             return conn.execute(
-                "SELECT seq, at, turn, payload FROM events WHERE key > ? AND key <= ? ORDER BY key",
+                "SELECT seq, at, turn, kind, payload FROM events WHERE key > ? AND key <= ? ORDER BY key",
                 (base | max(0, after_seq), base | upto)).fetchall()
 
         rows = await self._read(fn)
         events = []
-        for seq, at, turn, payload in rows:
+        for seq, at, turn, kind, payload in rows:
             try:
                 events.append(StoredEvent(session_id=session_id, seq=seq, at=datetime.fromisoformat(unpack_time(at)),
-                                          turn=turn,
-                                          event=EventAdapter.validate_json(payload)))
+                                          turn=turn, event=EventAdapter.validate_json(unpack_payload(kind, payload))))
             except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
                 raise DamagedEvent(session_id, seq, _decode_reason(exc), path=self.path) from None
         return events
@@ -598,7 +606,8 @@ class SqliteEventStore:
 
         # Unvalidated: an edited row is checked as the values it now holds.
         return [EventChainRow.model_construct(session_id=session_id, seq=seq, at=unpack_time(at), turn=turn, kind=kind,
-                                              payload=payload, schema_version=version, hash=unpack_hash(digest))
+                                              payload=unpack_payload(kind, payload), schema_version=version,
+                                              hash=unpack_hash(digest))
                 for seq, at, turn, kind, payload, version, digest in await self._read(fn)]
 
     async def chain_record(self, session_id: str) -> ChainRecord:
@@ -776,8 +785,9 @@ def _copied_timeline(base: int, dump: SessionDump) -> list[tuple[Any, ...]]:
         linked = before is not None and before.seq == r.seq - 1
         derived = GENESIS_HASH if r.seq == 1 else before.hash if before is not None and linked else None
         prev = None if r.prev_hash == derived else pack_hash(r.prev_hash)
+        packed = pack_data(r.kind, r.check, r.data)
         rows.append((base | r.seq, r.kind, r.turn, r.tool, r.decision, pack_time(canonical_time(r.at)), r.call_id,
                      r.check, r.outcome, r.duration_ms, prev, pack_hash(r.hash), r.summary,
-                     json.dumps(r.data, separators=(",", ":"))))
+                     json.dumps(r.data if packed is None else packed, separators=(",", ":"))))
         before = r
     return rows

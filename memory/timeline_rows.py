@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from core.chain import GENESIS_HASH
 from core.timeline import TimelineRow
-from memory._encoding import unpack_hash, unpack_time
+from memory._encoding import unpack_data, unpack_hash, unpack_time
 
 SEQ_MASK = (1 << 40) - 1
 TIMELINE_COLS = ("key, kind, turn, tool, decision, at, call_id, check_name, outcome, duration_ms, prev_hash, hash, "
@@ -71,7 +71,7 @@ def timeline_row(session_id: str, row: Any) -> TimelineRow:
     except (TypeError, ValueError):
         stamp = _UNREADABLE
     try:
-        values = json.loads(data)
+        values = unpack_data(kind, check, json.loads(data))
     except (TypeError, ValueError):
         values = {"unreadable": data}
     fields = {"session_id": session_id, "seq": key & SEQ_MASK, "at": stamp, "kind": kind, "turn": turn,
