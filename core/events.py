@@ -136,13 +136,20 @@ class CallResult(_Event):
     tool: str
     status: CallStatus
     content: str
-    is_error: bool = False
-    """Every result names it; the stored JSON leaves it out when false (`storable_json`)."""
+    is_error: bool
+    """The stored JSON leaves it out when false (`storable_json`); reading puts it back."""
     check: CheckName | None = None
     reasons: tuple[str, ...] = ()
     receipt_id: str | None = None
     duration_ms: float | None = None
     blob: BlobRef | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _error_only_when_said(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "is_error" not in data and data.get("kind") == "call_result":
+            return {**data, "is_error": False}
+        return data
 
 
 class ParkedCall(_Event):
