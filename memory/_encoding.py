@@ -19,6 +19,7 @@ hash the same text as before, and an edit to a packed value shows as a hash mism
 
 from __future__ import annotations
 
+import json
 import zlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -96,16 +97,17 @@ def pack_data(kind: str, check: str | None, data: dict[str, Any]) -> dict[str, A
     return {**data, "steps": packed} if packed != steps else None
 
 
-def unpack_data(kind: object, check: object, data: Any) -> Any:
-    """`data` as it was given: each step detail stored as 0 is the row's `check` again."""
-    if kind != "call" or type(check) is not str or type(data) is not dict:
-        return data
-    steps = data.get("steps")
-    if type(steps) is not list or not any(type(s) is list and len(s) == 3 and type(s[2]) is int and s[2] == 0
-                                          for s in steps):
-        return data
-    return {**data, "steps": [[s[0], s[1], check] if type(s) is list and len(s) == 3 and type(s[2]) is int
-                              and s[2] == 0 else s for s in steps]}
+def unpack_data(kind: object, check: object, text: str) -> str:
+    """A call row's stored `data` text with each step detail stored as 0 written as the row's `check` again (one
+    replace on the text, before it is parsed: the packed step is `..."allow",0]` exactly as `pack_data` wrote it
+    in canonical JSON, and no step that was not packed has a number for its detail)."""
+    if kind != "call" or type(check) is not str or type(text) is not str or _PACKED_STEP not in text:
+        return text
+    return text.replace(_PACKED_STEP, f'"allow",{_json_text(check)}]')
+
+
+_PACKED_STEP = '"allow",0]'
+_json_text = json.encoder.encode_basestring  # a str as JSON text (any valid escaping will do: it is parsed next)
 
 
 _SNAPSHOT_PREFIX = b"strata-zlib:"
@@ -127,6 +129,17 @@ def unpack_snapshot(stored: bytes) -> bytes:
         return zlib.decompress(stored[len(_SNAPSHOT_PREFIX):])
     except zlib.error:
         return b""
+
+
+def stored_datetime(value: object) -> datetime:
+    """A stored time as a datetime: a packed one straight from its microseconds (the text `unpack_time` gives,
+    parsed, is the same instant), text parsed as ISO (ValueError or TypeError when it is not)."""
+    if type(value) is int:
+        try:
+            return _EPOCH + timedelta(microseconds=value)
+        except OverflowError:
+            raise ValueError(f"time out of range: {value}") from None
+    return datetime.fromisoformat(value)  # type: ignore[arg-type]  # anything else: TypeError, as before
 
 
 # The same in SQL, for the views and the queries that compare times (a packed time is shown as its text).

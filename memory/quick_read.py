@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from memory import _read_only
-from memory._encoding import unpack_data, unpack_time
+from memory._encoding import stored_datetime, unpack_data
 from memory.migrations import MIGRATIONS
 from memory.timeline_query import SEQ_BITS, SEQ_MASK, timeline_filter
 
@@ -99,9 +99,9 @@ class QuickRead:
         rows = []
         try:
             for key, at, turn_, kind, tool, decision, check, outcome, duration, summary, data in cursor:
-                rows.append(ShownRow(key & SEQ_MASK, datetime.fromisoformat(unpack_time(at)), turn_, kind, tool,
+                rows.append(ShownRow(key & SEQ_MASK, stored_datetime(at), turn_, kind, tool,
                                      decision, check, outcome, duration, summary,
-                                     unpack_data(kind, check, json.loads(data))))
+                                     json.loads(unpack_data(kind, check, data))))
         except (TypeError, ValueError):
             return None
         return rows

@@ -37,6 +37,7 @@ from memory._encoding import (
     pack_payload,
     pack_snapshot,
     pack_time,
+    stored_datetime,
     time_sql,
     unpack_hash,
     unpack_payload,
@@ -544,7 +545,7 @@ class SqliteEventStore:
         events = []
         for seq, at, turn, kind, payload in rows:
             try:
-                events.append(StoredEvent(session_id=session_id, seq=seq, at=datetime.fromisoformat(unpack_time(at)),
+                events.append(StoredEvent(session_id=session_id, seq=seq, at=stored_datetime(at),
                                           turn=turn, event=EventAdapter.validate_json(unpack_payload(kind, payload))))
             except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
                 raise DamagedEvent(session_id, seq, _decode_reason(exc), path=self.path) from None

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from core.chain import GENESIS_HASH
 from core.timeline import TimelineRow
-from memory._encoding import unpack_data, unpack_hash, unpack_time
+from memory._encoding import stored_datetime, unpack_data, unpack_hash
 
 SEQ_MASK = (1 << 40) - 1
 TIMELINE_COLS = ("key, kind, turn, tool, decision, at, call_id, check_name, outcome, duration_ms, prev_hash, hash, "
@@ -65,13 +65,13 @@ def timeline_row(session_id: str, row: Any) -> TimelineRow:
     """A stored row (the columns of TIMELINE_COLS) exactly as the table holds it. A row edited into something the
     row type does not allow is still read, unvalidated, so that `verify` can name it by its hash."""
     key, kind, turn, tool, decision, at, call_id, check, outcome, duration, prev_hash, digest, summary, data = row
-    at, prev_hash, digest = unpack_time(at), unpack_hash(prev_hash), unpack_hash(digest)
+    prev_hash, digest = unpack_hash(prev_hash), unpack_hash(digest)
     try:
-        stamp = datetime.fromisoformat(at)
+        stamp = stored_datetime(at)
     except (TypeError, ValueError):
         stamp = _UNREADABLE
     try:
-        values = unpack_data(kind, check, json.loads(data))
+        values = json.loads(unpack_data(kind, check, data))
     except (TypeError, ValueError):
         values = {"unreadable": data}
     fields = {"session_id": session_id, "seq": key & SEQ_MASK, "at": stamp, "kind": kind, "turn": turn,
