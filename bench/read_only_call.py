@@ -13,7 +13,7 @@ Ends with one line:
 
     bytes_per_read_only_call=<float> row_bytes_per_call=<float>
 
-Usage: python bench/read_only_call.py [--calls N] [--k K] [--top T]
+Usage: python bench/read_only_call.py [--calls N] [--k K] [--top T] [--no-profile]
 """
 
 from __future__ import annotations
@@ -42,14 +42,21 @@ def _file_bytes(conn: sqlite3.Connection) -> int:
     return int((pages - free) * conn.execute("PRAGMA page_size").fetchone()[0])
 
 
+def _size(column: str) -> str:
+    """The bytes a stored value takes (an integer as 8, the most it can; text and blobs by their bytes)."""
+    return (f"(CASE typeof({column}) WHEN 'integer' THEN 8 WHEN 'real' THEN 8 WHEN 'null' THEN 0 "
+            f"ELSE length(CAST({column} AS BLOB)) END)")
+
+
 def _row_bytes(conn: sqlite3.Connection) -> dict[str, int]:
     """Bytes of the stored values (not the b-tree overhead) of every event and timeline row, by table."""
-    events = conn.execute("SELECT coalesce(sum(length(payload) + length(kind) + length(at) + length(hash) + 24), 0) "
+    event_columns = ("payload", "kind", "at", "hash")
+    events = conn.execute(f"SELECT coalesce(sum({' + '.join(_size(c) for c in event_columns)} + 24), 0) "
                           "FROM events").fetchone()[0]
-    timeline = conn.execute(
-        "SELECT coalesce(sum(length(kind) + length(at) + length(coalesce(tool, '')) + length(coalesce(decision, ''))"
-        " + length(coalesce(call_id, '')) + length(coalesce(check_name, '')) + length(coalesce(outcome, ''))"
-        " + length(prev_hash) + length(hash) + length(summary) + length(data) + 24), 0) FROM timeline").fetchone()[0]
+    timeline_columns = ("kind", "at", "tool", "decision", "call_id", "check_name", "outcome", "prev_hash", "hash",
+                        "summary", "data")
+    timeline = conn.execute(f"SELECT coalesce(sum({' + '.join(_size(c) for c in timeline_columns)} + 24), 0) "
+                            "FROM timeline").fetchone()[0]
     receipts = conn.execute("SELECT count(*) FROM receipts").fetchone()[0]
     blobs = conn.execute("SELECT coalesce(sum(size), 0) FROM blobs").fetchone()[0]
     return {"events": int(events), "timeline": int(timeline), "receipts (rows)": int(receipts),
@@ -77,6 +84,9 @@ async def main(args: argparse.Namespace) -> None:
         print(f"stored values per call: events {rows['events']:.0f} B, timeline rows {rows['timeline']:.0f} B, "
               f"receipts {rows['receipts (rows)']:.2f} rows, blobs {rows['blobs']:.0f} B")
 
+        if args.no_profile:
+            print(f"bytes_per_read_only_call={per_call:.1f} row_bytes_per_call={row_bytes:.1f}")
+            return
         profile = cProfile.Profile()
         profile.enable()
         await bench.session(batches, args.k, "noop_read")
@@ -96,4 +106,5 @@ if __name__ == "__main__":
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--k", type=int, default=1, help="read-only calls per batch (per model turn)")
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--no-profile", action="store_true", help="the storage figures only")
     anyio.run(main, parser.parse_args())

@@ -9,9 +9,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from core.errors import UnstorableEvent
+from core.hashing import sha256_json
 from core.messages import ContentBlock, TextBlock, ToolUseBlock
 from core.policy import PermissionRule
 from core.vocabulary import EVENT_SCHEMA_VERSION, CheckName, EndStatus, OnAsk
@@ -31,10 +32,19 @@ class PlannedCall(_Event):
     tool: str
     input: dict[str, Any]
     input_sha256: str
+    """sha256 of the input's canonical JSON (core/proposal.py). The stores leave it out of the stored JSON when it
+    is that (`storable_json`), and reading fills it in again."""
     refused: tuple[str, ...] = Field(default=(), exclude_if=lambda reasons: not reasons)
     """Why the plan phase refused the call (core/proposal.py): over a limit, or an input that cannot be stored.
     A refused call stays in the conversation and is denied by the `plan` check before anything else runs. Left
     out of the JSON when empty, so a call's stored shape is what it was before refusals existed."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _hash_of_the_input(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "input_sha256" not in data and isinstance(data.get("input"), dict):
+            return {**data, "input_sha256": sha256_json(data["input"])}
+        return data
 
 
 class SessionStarted(_Event):
@@ -127,11 +137,19 @@ class CallResult(_Event):
     status: CallStatus
     content: str
     is_error: bool
+    """The stored JSON leaves it out when false (`storable_json`); reading puts it back."""
     check: CheckName | None = None
     reasons: tuple[str, ...] = ()
     receipt_id: str | None = None
     duration_ms: float | None = None
     blob: BlobRef | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _error_only_when_said(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "is_error" not in data and data.get("kind") == "call_result":
+            return {**data, "is_error": False}
+        return data
 
 
 class ParkedCall(_Event):
@@ -307,14 +325,32 @@ EventAdapter: TypeAdapter[Event] = TypeAdapter(Event, config=ConfigDict(defer_bu
 
 def storable_json(event: Event, *, session_id: str | None = None, path: str | None = None) -> str:
     """The event's JSON as the stores keep it, checked to read back as an event: the store never commits what
-    `fold` could not open again. The parse of the same text is the whole check (serialising happens anyway).
+    `fold` could not open again. Fields that are None, and those `_stored_exclude` names, are left out when the
+    event reads back the same without them (null values inside a field, a tool's arguments, are kept): the parse
+    of that text, and a comparison, is the whole check (serialising happens anyway).
     Raises UnstorableEvent naming the event's kind (and the session and database, when given)."""
     try:
-        data = event.model_dump_json()
-        EventAdapter.validate_json(data)
+        data = event.model_dump_json(exclude_none=True, exclude=_stored_exclude(event))
+        try:  # compact when that reads back as this very event, else every field
+            same = EventAdapter.validate_json(data) == event
+        except ValueError:  # a field that must be given even when None
+            same = False
+        if not same:
+            data = event.model_dump_json()
+            EventAdapter.validate_json(data)
     except (ValueError, RecursionError) as exc:  # pydantic's serialisation and validation errors are ValueErrors
         raise UnstorableEvent(event.kind, _first_line(exc), session_id=session_id, path=path) from None
     return data
+
+
+def _stored_exclude(event: Event) -> Any:
+    """What else the stored JSON leaves out, because reading gives it back: a planned call's input hash (computed
+    from its input again) and a result's empty reasons and false is_error (the defaults)."""
+    if isinstance(event, BatchProposed):
+        return {"calls": {"__all__": {"input_sha256"}}}
+    if isinstance(event, CallResult):
+        return {name for name, empty in (("reasons", not event.reasons), ("is_error", not event.is_error)) if empty}
+    return None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -20,7 +20,8 @@ from config.chain_key import chain_key_path, load_chain_key
 from core.chain import GENESIS_HASH, ChainKey, event_canonical
 from core.errors import ConfigError
 from core.timeline import ChainVerifier, row_hash
-from memory.timeline_rows import SEQ_MASK, TIMELINE_COLS, timeline_row
+from memory._encoding import pack_hash, unpack_payload, unpack_time
+from memory.timeline_rows import SEQ_MASK, TIMELINE_COLS, timeline_row, with_prev_hash
 
 SEQ_BITS = 40
 
@@ -121,24 +122,26 @@ def _chain_session(conn: sqlite3.Connection, key: ChainKey, num: int, session_id
     prev, updates = GENESIS_HASH, []
     for k, seq, kind, at, turn, payload, version in events:
         try:
-            prev = key.digest(prev, event_canonical(session_id, seq, at, turn, kind, payload, version))
+            prev = key.digest(prev, event_canonical(session_id, seq, unpack_time(at), turn, kind,
+                                                    unpack_payload(kind, payload), version))
         except (TypeError, ValueError):  # a row no store wrote: it will not verify, and verify names it
             prev = ""
-        updates.append((prev, k))
+        updates.append((pack_hash(prev), k))
     conn.executemany("UPDATE events SET hash = ? WHERE key = ?", updates)
     events_head = (events[-1][1] if events else 0, prev if events else GENESIS_HASH)
 
-    raw = conn.execute(f"SELECT {TIMELINE_COLS} FROM timeline WHERE key BETWEEN ? AND ? ORDER BY key",
-                       (base, base | SEQ_MASK)).fetchall()
+    raw = with_prev_hash(conn, conn.execute(f"SELECT {TIMELINE_COLS} FROM timeline WHERE key BETWEEN ? AND ? "
+                                            "ORDER BY key", (base, base | SEQ_MASK)).fetchall())
     unkeyed = ChainVerifier.legacy()
     prev, row_updates = GENESIS_HASH, []
     for r in raw:
         row = timeline_row(session_id, r)
         unkeyed.feed(row)
         digest = row_hash(key, prev, row)
-        row_updates.append((prev, digest, r[0]))
+        # The new chain links every row to the one before it, so prev_hash is left NULL (memory/_encoding.py).
+        row_updates.append((pack_hash(digest), r[0]))
         prev = digest
-    conn.executemany("UPDATE timeline SET prev_hash = ?, hash = ? WHERE key = ?", row_updates)
+    conn.executemany("UPDATE timeline SET prev_hash = NULL, hash = ? WHERE key = ?", row_updates)
     timeline_head = ((raw[-1][0] & SEQ_MASK) if raw else 0, prev)
     found = unkeyed.result()
     note = {"at": now, "timeline_rows": len(raw), "events": len(events), "unkeyed_problem": found.reason}

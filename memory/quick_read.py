@@ -18,6 +18,7 @@ from config.quick import QuickConfig, quick_config
 from core.snapshot_version import SNAPSHOT_VERSION
 from core.vocabulary import EVENT_SCHEMA_VERSION
 from memory import _read_only
+from memory._encoding import stored_datetime, unpack_data, unpack_snapshot
 from memory.migrations import MIGRATIONS
 from memory.read_sql import SEQ_BITS, SEQ_MASK, SESSION_SELECT, SESSION_UPDATED, timeline_filter
 
@@ -144,8 +145,9 @@ class QuickRead:
         rows = []
         try:
             for key, at, turn_, kind, tool, decision, check, outcome, duration, summary, data in cursor:
-                rows.append(ShownRow(key & SEQ_MASK, datetime.fromisoformat(at), turn_, kind, tool, decision, check,
-                                     outcome, duration, summary, json.loads(data)))
+                rows.append(ShownRow(key & SEQ_MASK, stored_datetime(at), turn_, kind, tool,
+                                     decision, check, outcome, duration, summary,
+                                     json.loads(unpack_data(kind, check, data))))
         except (TypeError, ValueError):
             return None
         return rows
@@ -178,7 +180,7 @@ class QuickRead:
                                   "ORDER BY key DESC LIMIT 1", (base, base | SEQ_MASK)).fetchone()
         if snap is not None and snap[1] == SNAPSHOT_VERSION:
             try:
-                head = json.loads(bytes(snap[2]).partition(b"\n")[0])
+                head = json.loads(unpack_snapshot(bytes(snap[2])).partition(b"\n")[0])
                 counters = head["counters"]
                 if head.get("started") and head.get("last_seq") == snap[0] & SEQ_MASK:
                     start = snap[0] & SEQ_MASK

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from memory._encoding import pack_time, time_sql
+
 SEQ_BITS = 40
 SEQ_MASK = (1 << SEQ_BITS) - 1
 
-SESSION_UPDATED = ("MAX(updated_at, COALESCE((SELECT at FROM events e WHERE e.key BETWEEN sessions.num << 40 AND "
-                   "(sessions.num << 40) | 1099511627775 ORDER BY e.key DESC LIMIT 1), ''))")
+SESSION_UPDATED = (f"MAX(updated_at, COALESCE((SELECT {time_sql('at')} FROM events e WHERE e.key BETWEEN "
+                   "sessions.num << 40 AND (sessions.num << 40) | 1099511627775 ORDER BY e.key DESC LIMIT 1), ''))")
 """When a session was last updated: its row's time, or its last event's when that is later (a commit that appends
 events without touching the row)."""
 SESSION_SELECT = (f"id, created_at, {SESSION_UPDATED}, mode, workspace, model, title, parent_id, fork_seq, status, "
@@ -35,7 +37,7 @@ def timeline_filter(base: int, *, kinds: Collection[str] | None = None, tools: C
     if turn is not None:
         clauses.append("turn = ?")
         params.append(turn)
-    if since_at is not None:
-        clauses.append("at >= ?")
-        params.append(since_at)
+    if since_at is not None:  # a packed time (memory/_encoding.py) is compared as a number, one kept as text as text
+        clauses.append("(CASE typeof(at) WHEN 'integer' THEN at >= ? ELSE at >= ? END)")
+        params.extend((pack_time(since_at), since_at))
     return " AND ".join(clauses), params

@@ -26,10 +26,23 @@ from core.chain import GENESIS_HASH, ChainHead, ChainKey, EventChainRow, event_c
 from core.clock import Clock, SystemClock, iso
 from core.errors import DamagedEvent, PersistError, ReceiptError, SessionActive, SessionNotFound, StoreError
 from core.events import SCHEMA_VERSION, EventAdapter, StoredEvent, storable_json
+from core.hashing import canonical_json as _canonical_json
 from core.timeline import TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
 from core.vocabulary import Durability, SessionStatus
 from memory import _read_only
 from memory._db_files import DatabaseFiles, FilesChanged
+from memory._encoding import (
+    pack_data,
+    pack_hash,
+    pack_payload,
+    pack_snapshot,
+    pack_time,
+    stored_datetime,
+    unpack_hash,
+    unpack_payload,
+    unpack_snapshot,
+    unpack_time,
+)
 from memory._group_commit import GroupCommit, GroupHooks
 from memory.chain_binding import ChainBinding, bind
 from memory.copy import SessionDump
@@ -52,6 +65,7 @@ from memory.rows import (
 from memory.store import LivenessCheck
 from memory.timeline_rows import TIMELINE_COLS as _TIMELINE_COLS
 from memory.timeline_rows import timeline_row as _timeline_row
+from memory.timeline_rows import with_prev_hash as _with_prev_hash
 
 T = TypeVar("T")
 log = logging.getLogger("strata.store")
@@ -254,7 +268,7 @@ class SqliteEventStore:
     def _last(conn: sqlite3.Connection, table: str, base: int) -> tuple[int, str]:
         found = conn.execute(f"SELECT key, hash FROM {table} WHERE key BETWEEN ? AND ? ORDER BY key DESC LIMIT 1",
                              (base, base | SEQ_MASK)).fetchone()
-        return (0, GENESIS_HASH) if found is None else (found[0] & SEQ_MASK, found[1])
+        return (0, GENESIS_HASH) if found is None else (found[0] & SEQ_MASK, unpack_hash(found[1]))
 
     def _append(self, conn: sqlite3.Connection, session_id: str, write: Write, at: str,
                 committed: list[Callable[[], None]]) -> list[StoredEvent]:
@@ -264,12 +278,14 @@ class SqliteEventStore:
         rows = []
         stored = []
         at_dt = datetime.fromisoformat(at)
+        at_packed = pack_time(at)
         for event, turn in write.events:
             seq += 1
             # Read back before it is kept: an event that would not is UnstorableEvent, and the transaction rolls back.
             payload = storable_json(event, session_id=session_id, path=self.path)
             prev = key.digest(prev, event_canonical(session_id, seq, at, turn, event.kind, payload, SCHEMA_VERSION))
-            rows.append((base | seq, seq, event.kind, at, turn, payload, SCHEMA_VERSION, prev))
+            rows.append((base | seq, seq, event.kind, at_packed, turn, pack_payload(event.kind, payload),
+                         SCHEMA_VERSION, bytes.fromhex(prev)))
             stored.append(StoredEvent.model_construct(session_id=session_id, seq=seq, at=at_dt, turn=turn,
                                                       event=event))
         if rows:
@@ -317,12 +333,17 @@ class SqliteEventStore:
         Returns the new head (seq, hash)."""
         seq, prev = self._timeline_head.get(session_id) or self._last(conn, "timeline", base)
         stamp = canonical_time(datetime.fromisoformat(at))
+        stamp_packed = pack_time(stamp)
         rows = []
         for entry in entries:
             seq += 1
             e, data, digest = seal(key, session_id, seq, stamp, prev, entry)
-            rows.append((base | seq, e.kind, e.turn, e.tool, e.decision, stamp, e.call_id, e.check, e.outcome,
-                         e.duration_ms, prev, digest, e.summary, data))
+            packed = pack_data(e.kind, e.check, e.data)
+            if packed is not None:  # the hash is of `data` as given; the reader puts the detail back
+                data = _canonical_json(packed)
+            # prev_hash is left NULL: it is the hash of the row before (memory/_encoding.py).
+            rows.append((base | seq, e.kind, e.turn, e.tool, e.decision, stamp_packed, e.call_id, e.check, e.outcome,
+                         e.duration_ms, None, bytes.fromhex(digest), e.summary, data))
             prev = digest
         conn.executemany(_TIMELINE_INSERT, rows)
         return seq, prev
@@ -342,7 +363,7 @@ class SqliteEventStore:
             raise sqlite3.IntegrityError(f"snapshot at seq {snap.seq}, but the log ends at {last_seq}")
         conn.execute("DELETE FROM snapshots WHERE key BETWEEN ? AND ?", (base, base | SEQ_MASK))
         conn.execute("INSERT INTO snapshots(key, version, at, data) VALUES (?, ?, ?, ?)",
-                     (base | snap.seq, snap.version, at, snap.data))
+                     (base | snap.seq, snap.version, at, pack_snapshot(snap.data)))
 
     @staticmethod
     def _update_receipt(conn: sqlite3.Connection, u: ReceiptUpdate, at: str) -> None:
@@ -408,11 +429,10 @@ class SqliteEventStore:
                           rec.title, rec.parent_id, rec.fork_seq, rec.status, None, None, None, None, None))
             self._forget(rec.id)
             base = self._num(conn, rec.id) << SEQ_BITS
-            conn.executemany(_EVENT_INSERT, [(base | r.seq, r.seq, r.kind, r.at, r.turn, r.payload, r.schema_version,
-                                              r.hash) for r in dump.events])
-            conn.executemany(_TIMELINE_INSERT, [
-                (base | r.seq, r.kind, r.turn, r.tool, r.decision, canonical_time(r.at), r.call_id, r.check,
-                 r.outcome, r.duration_ms, r.prev_hash, r.hash, r.summary, json.dumps(r.data)) for r in dump.timeline])
+            conn.executemany(_EVENT_INSERT, [(base | r.seq, r.seq, r.kind, pack_time(r.at), r.turn,
+                                              pack_payload(r.kind, r.payload), r.schema_version, pack_hash(r.hash))
+                                             for r in dump.events])
+            conn.executemany(_TIMELINE_INSERT, _copied_timeline(base, dump))
             conn.executemany(f"INSERT INTO receipts({_RECEIPT_COLS}) VALUES ({', '.join('?' * 14)})", [
                 (r.id, r.session_id, r.call_id, r.tool, r.status, r.idempotency_key, r.args_sha256,
                  json.dumps(list(r.resource_keys)), iso(r.created_at), iso(r.updated_at), r.outcome_sha256, r.note,
@@ -421,7 +441,7 @@ class SqliteEventStore:
                              [(sha, len(data), data) for sha, data in dump.blobs.items()])
             if dump.snapshot is not None:
                 conn.execute("INSERT INTO snapshots(key, version, at, data) VALUES (?, ?, ?, ?)",
-                             (base | dump.snapshot.seq, dump.snapshot.version, at, dump.snapshot.data))
+                             (base | dump.snapshot.seq, dump.snapshot.version, at, pack_snapshot(dump.snapshot.data)))
             head, note = dump.chain.head, dump.chain.rechained
             if head is not None:
                 conn.execute(_SET_HEAD, (head.events_seq, head.events_hash, head.timeline_seq, head.timeline_hash,
@@ -513,15 +533,15 @@ class SqliteEventStore:
                 return []
             upto = SEQ_MASK if upto_seq is None else max(0, min(upto_seq, SEQ_MASK))
             return conn.execute(
-                "SELECT seq, at, turn, payload FROM events WHERE key > ? AND key <= ? ORDER BY key",
+                "SELECT seq, at, turn, kind, payload FROM events WHERE key > ? AND key <= ? ORDER BY key",
                 (base | max(0, after_seq), base | upto)).fetchall()
 
         rows = await self._read(fn)
         events = []
-        for seq, at, turn, payload in rows:
+        for seq, at, turn, kind, payload in rows:
             try:
-                events.append(StoredEvent(session_id=session_id, seq=seq, at=datetime.fromisoformat(at), turn=turn,
-                                          event=EventAdapter.validate_json(payload)))
+                events.append(StoredEvent(session_id=session_id, seq=seq, at=stored_datetime(at),
+                                          turn=turn, event=EventAdapter.validate_json(unpack_payload(kind, payload))))
             except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
                 raise DamagedEvent(session_id, seq, _decode_reason(exc), path=self.path) from None
         return events
@@ -536,7 +556,8 @@ class SqliteEventStore:
                                 "ORDER BY key DESC LIMIT 1", (base, base | SEQ_MASK)).fetchone()
 
         row = await self._read(fn)
-        return None if row is None else Snapshot(seq=row[0] & SEQ_MASK, version=row[1], data=bytes(row[2]))
+        return None if row is None else Snapshot(seq=row[0] & SEQ_MASK, version=row[1],
+                                                 data=unpack_snapshot(bytes(row[2])))
 
     async def get_blob(self, sha256: str) -> bytes | None:
         row = await self._read(lambda conn: conn.execute(
@@ -560,7 +581,7 @@ class SqliteEventStore:
             if limit is not None:
                 sql += " LIMIT ?"
                 params.append(max(0, limit))
-            return conn.execute(sql, params).fetchall()
+            return _with_prev_hash(conn, conn.execute(sql, params).fetchall())
 
         return [_timeline_row(session_id, r) for r in await self._read(fn)]
 
@@ -580,8 +601,9 @@ class SqliteEventStore:
             return conn.execute(sql, params).fetchall()
 
         # Unvalidated: an edited row is checked as the values it now holds.
-        return [EventChainRow.model_construct(session_id=session_id, seq=seq, at=at, turn=turn, kind=kind,
-                                              payload=payload, schema_version=version, hash=digest)
+        return [EventChainRow.model_construct(session_id=session_id, seq=seq, at=unpack_time(at), turn=turn, kind=kind,
+                                              payload=unpack_payload(kind, payload), schema_version=version,
+                                              hash=unpack_hash(digest))
                 for seq, at, turn, kind, payload, version, digest in await self._read(fn)]
 
     async def chain_record(self, session_id: str) -> ChainRecord:
@@ -749,3 +771,19 @@ def _store_error(exc: sqlite3.Error, path: str) -> StoreError:
         return StoreError(f"cannot use {path}: {text}", path=path,
                           hint="check the file and directory permissions, or set STRATA_HOME")
     return StoreError(f"database error on {path}: {text}", path=path)
+
+
+def _copied_timeline(base: int, dump: SessionDump) -> list[tuple[Any, ...]]:
+    """A copied session's timeline rows as the table keeps them: a `prev_hash` that is the hash of the row before
+    is left NULL (memory/_encoding.py), any other kept as it is, so the copy verifies exactly as the original."""
+    rows, before = [], None
+    for r in dump.timeline:
+        linked = before is not None and before.seq == r.seq - 1
+        derived = GENESIS_HASH if r.seq == 1 else before.hash if before is not None and linked else None
+        prev = None if r.prev_hash == derived else pack_hash(r.prev_hash)
+        packed = pack_data(r.kind, r.check, r.data)
+        rows.append((base | r.seq, r.kind, r.turn, r.tool, r.decision, pack_time(canonical_time(r.at)), r.call_id,
+                     r.check, r.outcome, r.duration_ms, prev, pack_hash(r.hash), r.summary,
+                     json.dumps(r.data if packed is None else packed, separators=(",", ":"))))
+        before = r
+    return rows

@@ -70,7 +70,9 @@ def call_row(record: CallRecord, masker: Masker) -> CallRow:
         by=mask(by) if by else by, outcome=outcome,
         duration_ms=result.duration_ms if result is not None else None, summary=f"{tool} {args}{tail}",
         steps=tuple((s.check, s.outcome, mask(s.detail)) for s in record.steps) if d is not None else None,
-        input_sha256=d.input_sha256 if d is not None else record.call.input_sha256,
+        # The arguments' hash only when they are not the proposal's (a hook rewrote them): the proposal's is the
+        # hash of the input the state log holds for this call (core/events.py PlannedCall).
+        input_sha256=d.input_sha256 if d is not None and d.input_sha256 != record.call.input_sha256 else None,
         plan_digest=record.env.plan_digest, proposed_tool=proposed, receipt_id=record.receipt_id or None,
         lock=mask(record.lock) if record.lock else None, settled_by=mask(record.settled_by) if record.settled_by
         else None)

@@ -10,6 +10,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from core.events import EventAdapter
 from tests.conftest import StrataCLI
 
 
@@ -47,7 +48,8 @@ def session_events(home: Path, session_id: str) -> list[tuple[int, str, dict[str
     with sqlite3.connect(f"file:{home / 'strata.db'}?mode=ro", uri=True) as conn:
         rows = conn.execute("SELECT seq, kind, payload FROM session_events WHERE session_id = ? ORDER BY seq",
                             (session_id,)).fetchall()
-    return [(seq, kind, json.loads(payload)) for seq, kind, payload in rows]
+    # Every field, as the event reads back (the stored JSON leaves out the ones at their default).
+    return [(seq, kind, EventAdapter.validate_json(payload).model_dump(mode="json")) for seq, kind, payload in rows]
 
 
 def session_ids(home: Path) -> list[str]:

@@ -100,8 +100,9 @@ def _rewrite_event(db: Path, session_id: str, seq: int, payload: str) -> None:
 
 
 def _event_payload(db: Path, session_id: str, seq: int) -> str:
-    key = (_session_num(db, session_id) << SEQ_BITS) | seq
-    ((payload,),) = _query(db, "SELECT payload FROM events WHERE key = ?", key)
+    """The event's JSON, kind included (the table keeps it without its kind: memory/_encoding.py)."""
+    ((payload,),) = _query(db, "SELECT payload FROM session_events WHERE session_id = ? AND seq = ?", session_id,
+                           seq)
     return str(payload)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from core.hashing import canonical_json
+from memory._encoding import time_sql
 from tests.cli._helpers import error_lines, events_of, strata, strata_json, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -138,9 +139,10 @@ def test_truncation_with_the_session_head_rewritten_shows_in_the_ledger(made: Ma
     last = made.timeline[-1]["seq"]
     keep = last - 3
     with closing(sqlite3.connect(cli.home / "strata.db")) as conn:
-        (t_hash,) = conn.execute("SELECT hash FROM timeline WHERE key = ?", (base | keep,)).fetchone()
-        e_seq, e_hash = conn.execute("SELECT seq, hash FROM events WHERE key BETWEEN ? AND ? ORDER BY key DESC "
-                                     "LIMIT 1 OFFSET 2", (base, base | SEQ_MASK)).fetchone()
+        # The table holds a hash as its 32 bytes (memory/_encoding.py); the session row, as hex.
+        (t_hash,) = conn.execute("SELECT lower(hex(hash)) FROM timeline WHERE key = ?", (base | keep,)).fetchone()
+        e_seq, e_hash = conn.execute("SELECT seq, lower(hex(hash)) FROM events WHERE key BETWEEN ? AND ? "
+                                     "ORDER BY key DESC LIMIT 1 OFFSET 2", (base, base | SEQ_MASK)).fetchone()
     sql(cli, f"DELETE FROM timeline WHERE key > {base | keep} AND key <= {base | last}",
         f"DELETE FROM events WHERE key > {base | e_seq} AND key <= {base | SEQ_MASK}",
         "UPDATE sessions SET head_timeline_seq = ?, head_timeline_hash = ?, head_events_seq = ?, "
@@ -240,7 +242,9 @@ def _schema4_copy(made: Made, tmp_path: Path, *, break_row: int | None = None) -
         for row in old.execute(f"SELECT {cols} FROM sessions"):
             new.execute(f"INSERT INTO sessions({cols}) VALUES ({','.join('?' * 16)})", row)
         ecols = "key, seq, kind, at, turn, payload, schema_version"
-        for row in old.execute(f"SELECT {ecols} FROM events ORDER BY pos"):
+        # A schema-4 database holds times as ISO text (this one packs them: memory/_encoding.py).
+        for row in old.execute(f"SELECT key, seq, kind, {time_sql('at')}, turn, payload, schema_version "
+                               "FROM events ORDER BY pos"):
             new.execute(f"INSERT INTO events({ecols}) VALUES (?, ?, ?, ?, ?, ?, ?)", row)
         base = num(made.cli, made.session_id) << 40
         prev = "0" * 64

@@ -107,3 +107,30 @@ async def test_reading_the_tail_costs_the_same_in_a_short_and_a_long_session(sto
     long, n_long = await _vm_steps(store, "long", after_seq=4_980)
     assert n_short == n_long == 20
     assert long <= short * 1.2 + 50, (short, long)
+
+
+async def test_a_snapshot_is_stored_compressed_and_one_written_before_schema_8_still_reads(
+        store: SqliteEventStore, db_path: Path) -> None:
+    """A snapshot (the whole conversation as JSON) is kept zlib-compressed behind a prefix and read back as the
+    bytes given, whatever they are (even bytes that begin with the prefix); a snapshot row written before schema 8
+    (plain bytes) reads as it is."""
+    texts = [f"message {i} " * 20 for i in range(30)]
+    await store.create_session(record("s1"), first_write("s1", *texts))
+    state = fold(await store.read_events("s1"))
+    data = dump_state(state)
+    await store.commit("s1", Write(events=[(UserMessage(text="more"), 1)],
+                                   snapshot=Snapshot(seq=state.last_seq, version=SNAPSHOT_VERSION, data=data)))
+    assert await store.read_latest_snapshot("s1") == Snapshot(seq=state.last_seq, version=SNAPSHOT_VERSION, data=data)
+    with raw(db_path) as conn:
+        (stored,) = conn.execute("SELECT data FROM snapshots").fetchone()
+    assert stored.startswith(b"strata-zlib:") and len(stored) * 4 < len(data)
+    tricky = b"strata-zlib:not compressed at all"
+    await store.commit("s1", Write(events=[(UserMessage(text="again"), 2)],
+                                   snapshot=Snapshot(seq=state.last_seq + 1, version="v", data=tricky)))
+    assert (await store.read_latest_snapshot("s1")) == Snapshot(seq=state.last_seq + 1, version="v", data=tricky)
+    with raw(db_path) as conn:
+        conn.execute("UPDATE snapshots SET data = ?", (data,))  # as schema 7 wrote it: the bytes themselves
+    assert (await store.read_latest_snapshot("s1")) == Snapshot(seq=state.last_seq + 1, version="v", data=data)
+    with raw(db_path) as conn:
+        conn.execute("UPDATE snapshots SET data = ?", (b"strata-zlib:damaged",))
+    assert (await store.read_latest_snapshot("s1")) == Snapshot(seq=state.last_seq + 1, version="v", data=b"")

@@ -1,0 +1,157 @@
+"""How the SQLite store packs a row's hashes and time (schema 8, memory/migrations.py), and reads them back.
+
+Every API, export and verifier still sees the values of before: hashes as 64 lowercase hex characters, times as
+the canonical ISO text (`2026-01-01T00:00:00.000000+00:00`). In the table they are smaller:
+
+  - a hash is its 32 bytes (a BLOB), not 64 hex characters;
+  - a time is the integer count of microseconds since 1970-01-01 UTC (8 bytes), not 32 characters;
+  - an event's payload is stored without its leading `"kind":"<kind>",` (the `kind` column holds it);
+  - in a call row's `data`, the detail of a decision step that allowed the call with the very text the row's
+    `check` holds is stored as the number 0 (`["policy","allow",0]`): the detail is 50 characters or so, and no
+    step has a number for a detail;
+  - a timeline row's `prev_hash` is NULL when it is the hash of the row before it (row seq - 1; the genesis hash
+    for row 1), which is what the store always writes: the reader puts it back.
+
+Only values that come back exactly are packed: a hash that is not 64 lowercase hex characters, or a time whose
+text is not the canonical form of its instant (an older database's, or one edited behind the store's back), is
+kept as the text it is (the columns have no type affinity, so SQLite stores each value as given). So the chains
+hash the same text as before, and an edit to a packed value shows as a hash mismatch, as an edit to text did."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+GENESIS_HASH = "0" * 64
+"""core/chain.py's, repeated here so the quick read of the command line (memory/quick_read.py, which imports the
+migrations) stays free of pydantic; tests/memory/test_packed_rows_migration.py holds them equal."""
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_HEX = frozenset("0123456789abcdef")
+_ONE_US = timedelta(microseconds=1)
+
+
+def pack_hash(digest: str) -> bytes | str:
+    """The 32 bytes of a 64-hex-character hash; anything else as it is."""
+    if type(digest) is str and len(digest) == 64 and _HEX.issuperset(digest):
+        return bytes.fromhex(digest)
+    return digest
+
+
+def unpack_hash(value: object) -> str:
+    """A stored hash as hex text (a value edited into something else: its text, so it matches no hash)."""
+    if type(value) is bytes:
+        return value.hex()
+    return value if type(value) is str else "" if value is None else str(value)
+
+
+def pack_time(at: str) -> int | str:
+    """The microseconds since the epoch of a canonical UTC time text, when the text is exactly what
+    `unpack_time` gives back for them; any other text as it is."""
+    try:
+        stamp = datetime.fromisoformat(at)
+    except (TypeError, ValueError):
+        return at
+    if stamp.tzinfo is None:
+        return at
+    micros = (stamp - _EPOCH) // _ONE_US
+    return micros if micros >= 0 and unpack_time(micros) == at else at
+
+
+def unpack_time(value: object) -> str:
+    """A stored time as the canonical ISO text it stands for (text stays as it is)."""
+    if type(value) is int:
+        try:
+            return (_EPOCH + timedelta(microseconds=value)).isoformat(timespec="microseconds")
+        except OverflowError:
+            return str(value)
+    return value if type(value) is str else str(value)
+
+
+def pack_payload(kind: str, payload: str) -> str:
+    """An event's JSON without the `"kind":"<kind>",` it begins with (`{"batch_id":...}` for
+    `{"kind":"batch_completed","batch_id":...}`); any other text as it is."""
+    prefix = f'{{"kind":"{kind}",'
+    return "{" + payload[len(prefix):] if payload.startswith(prefix) else payload
+
+
+def unpack_payload(kind: object, stored: object) -> str:
+    """The event's JSON as it was given: the kind put back in front unless the text already begins with one (a
+    payload kept whole: an older database's). Text that is no JSON object comes back as it is."""
+    if type(stored) is not str:
+        return stored if type(stored) is str else str(stored)
+    if stored.startswith('{"kind":') or not stored.startswith("{"):
+        return stored
+    return f'{{"kind":"{kind}",{stored[1:]}'
+
+
+def pack_data(kind: str, check: str | None, data: dict[str, Any]) -> dict[str, Any] | None:
+    """A call row's `data` with the allowing steps' detail that repeats `check` replaced by 0; None when there is
+    none to replace (store `data` as it is)."""
+    steps = data.get("steps") if kind == "call" and check else None
+    if type(steps) is not list:
+        return None
+    packed = [[s[0], s[1], 0] if type(s) is list and len(s) == 3 and s[1] == "allow" and s[2] == check else s
+              for s in steps]
+    return {**data, "steps": packed} if packed != steps else None
+
+
+def unpack_data(kind: object, check: object, text: str) -> str:
+    """A call row's stored `data` text with each step detail stored as 0 written as the row's `check` again (one
+    replace on the text, before it is parsed: the packed step is `..."allow",0]` exactly as `pack_data` wrote it
+    in canonical JSON, and no step that was not packed has a number for its detail)."""
+    if kind != "call" or type(check) is not str or type(text) is not str or _PACKED_STEP not in text:
+        return text
+    return text.replace(_PACKED_STEP, f'"allow",{_json_text(check)}]')
+
+
+_PACKED_STEP = '"allow",0]'
+_json_text = json.encoder.encode_basestring  # a str as JSON text (any valid escaping will do: it is parsed next)
+
+
+_SNAPSHOT_PREFIX = b"strata-zlib:"
+
+
+def pack_snapshot(data: bytes) -> bytes:
+    """A snapshot as the table keeps it: compressed (zlib, fast level), after a prefix that says so. A snapshot is
+    JSON of the whole conversation, so it compresses about tenfold; level 1 costs ~5 ms per MB, once per
+    `DEFAULT_SNAPSHOT_EVERY` events. Every snapshot written since schema 8 has the prefix, so one written
+    before (never prefixed: JSON starts with `{`) is told apart whatever its bytes."""
+    return _SNAPSHOT_PREFIX + zlib.compress(data, 1)
+
+
+def unpack_snapshot(stored: bytes) -> bytes:
+    """The snapshot's bytes as they were given (a corrupt compressed one: b"", which loads as no snapshot)."""
+    if not stored.startswith(_SNAPSHOT_PREFIX):
+        return stored
+    try:
+        return zlib.decompress(stored[len(_SNAPSHOT_PREFIX):])
+    except zlib.error:
+        return b""
+
+
+def stored_datetime(value: object) -> datetime:
+    """A stored time as a datetime: a packed one straight from its microseconds (the text `unpack_time` gives,
+    parsed, is the same instant), text parsed as ISO (ValueError or TypeError when it is not)."""
+    if type(value) is int:
+        try:
+            return _EPOCH + timedelta(microseconds=value)
+        except OverflowError:
+            raise ValueError(f"time out of range: {value}") from None
+    return datetime.fromisoformat(value)  # type: ignore[arg-type]  # anything else: TypeError, as before
+
+
+# The same in SQL, for the views and the queries that compare times (a packed time is shown as its text).
+def time_sql(column: str) -> str:
+    return (f"(CASE typeof({column}) WHEN 'integer' THEN strftime('%Y-%m-%dT%H:%M:%S', {column} / 1000000, "
+            f"'unixepoch') || printf('.%06d+00:00', {column} % 1000000) ELSE {column} END)")
+
+
+def payload_sql(kind: str, payload: str) -> str:
+    return (f"(CASE WHEN substr({payload}, 1, 8) = '{{\"kind\":' OR substr({payload}, 1, 1) <> '{{' THEN {payload} "
+            f"ELSE '{{\"kind\":\"' || {kind} || '\",' || substr({payload}, 2) END)")
+
+
+def hash_sql(column: str) -> str:
+    return f"(CASE typeof({column}) WHEN 'blob' THEN lower(hex({column})) ELSE {column} END)"
