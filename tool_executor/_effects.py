@@ -126,9 +126,10 @@ class Effects:
         """What a handler calls with a process group it started, before the group runs anything: the group is
         remembered for the receipt and recorded in the call's lock files, where another process finds it if this
         one dies while it runs (tool_executor/locks.py)."""
-        receipt_id, env = record.receipt_id, record.env
+        env = record.env
 
         async def spawned(group: ProcessGroup) -> None:
+            receipt_id = record.receipt_id  # read when the group starts: the receipt is made after the context
             if receipt_id is not None:
                 self.processes[receipt_id] = group
             if held:
