@@ -130,6 +130,8 @@ class ChatView:
         ev = item.event
         match ev:
             case AssistantMessage() | BatchProposed():
+                if not isinstance(ev, BatchProposed):
+                    self.area.status(None)  # the answer is final: no status line under it, not even for a moment
                 if self.stream.shown:
                     self.stream.finish()
                 else:

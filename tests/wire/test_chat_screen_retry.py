@@ -31,6 +31,7 @@ def test_a_retry_is_said_once_and_counted_down(cli: StrataCLI, messages_server: 
         later = pane.wait_for(r"retrying in ([0-3]) s \(attempt 2 of 4\)", timeout=5)
         assert int(later.group(1)) < int(first.group(1))
         pane.wait_for(r"assistant: Fine now\.")
+        pane.wait_gone(r"retrying in", timeout=5)  # the answer is printed above the area, then the area goes
         screen = pane.screen()
         assert len(re.findall(r"API is overloaded", screen)) == 1, screen  # said once; the countdown is gone
         assert "retrying in" not in screen, screen
