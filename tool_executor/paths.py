@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
+from contextvars import ContextVar
 from pathlib import Path
+from typing import TypeVar
 
 from config.hook_files import shell_words
 from config.locations import PROJECT_DIR
@@ -19,6 +22,24 @@ class OutsideWorkspace(ValueError):
 
 _ROOTS: dict[str, tuple[tuple[int, int, int], Path]] = {}
 _ROOTS_MAX = 256
+
+_Readings = dict[tuple[str, str | None], "Path | OutsideWorkspace"]
+_READINGS: ContextVar[_Readings | None] = ContextVar("strata_path_readings", default=None)
+_T = TypeVar("_T")
+
+
+def one_reading(run: Callable[[], _T]) -> _T:
+    """Run `run` (synchronous: the checks of one call, steps 1-5, which never wait) with each path argument
+    and the workspace's root resolved once: the scope check, the middleware and the policy all read the same
+    argument, and within one such pass they now share one `realpath` of it (and one confirmation of the root)
+    instead of each resolving it again a few microseconds later. Nothing outside the pass is remembered: the next
+    call's checks, and the tool's handler when it runs, resolve afresh (symlinks followed), so a path changed
+    between the checks and the handler is judged again by the handler's own resolution, as before."""
+    token = _READINGS.set({})
+    try:
+        return run()
+    finally:
+        _READINGS.reset(token)
 
 
 def _identity(path: str | Path) -> tuple[int, int, int] | None:
@@ -36,8 +57,21 @@ def workspace_root(workspace: Path) -> Path:
     walks every component of the path, and a call's checks need the root a few times over, so it is remembered per
     workspace and confirmed with two stats instead: the workspace and the remembered path must both still lead to
     the very directory it was resolved to (same device, inode and change time), else it is resolved again.
-    Arguments are never remembered: each is resolved afresh, symlinks followed (`resolve_in_workspace`)."""
+    Arguments are never remembered beyond one pass of a call's checks (`one_reading`): each is resolved afresh,
+    symlinks followed (`resolve_in_workspace`)."""
     key = os.fspath(workspace)
+    readings = _READINGS.get()
+    if readings is not None:
+        read = readings.get((key, None))
+        if isinstance(read, Path):
+            return read
+        root = _workspace_root(key)
+        readings[(key, None)] = root
+        return root
+    return _workspace_root(key)
+
+
+def _workspace_root(key: str) -> Path:
     known = _ROOTS.get(key)
     if known is not None:
         here = _identity(key)
@@ -54,7 +88,25 @@ def workspace_root(workspace: Path) -> Path:
 
 def resolve_in_workspace(workspace: Path, raw: str) -> Path:
     """Resolve `raw` (relative to the workspace, or absolute) following every symlink of its existing part.
-    Raises OutsideWorkspace with the reason if the result leaves the workspace."""
+    Raises OutsideWorkspace with the reason if the result leaves the workspace. Within `one_reading` the answer
+    (or the refusal) for the same workspace and argument is given once and repeated."""
+    readings = _READINGS.get()
+    if readings is None:
+        return _resolve(workspace, raw)
+    key = (os.fspath(workspace), raw)
+    read = readings.get(key)
+    if read is None:
+        try:
+            read = _resolve(workspace, raw)
+        except OutsideWorkspace as exc:
+            read = exc
+        readings[key] = read
+    if isinstance(read, OutsideWorkspace):
+        raise OutsideWorkspace(*read.args)
+    return read
+
+
+def _resolve(workspace: Path, raw: str) -> Path:
     if "\x00" in raw:
         raise OutsideWorkspace(f"path {raw!r} contains a NUL byte")
     root = workspace_root(workspace)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -38,13 +39,19 @@ from core.events import StoredEvent
 
 def _observer(as_json: bool, tally: Tally) -> Callable[[StoredEvent], None]:
     show = (lambda item: echo_json(event_view(item))) if as_json else printer(echo)
+    # Bound once, after logging is configured for this command: the module's lazy logger binds anew on every
+    # call, and a run commits a few events per turn. Its level is fixed at configuration, so a debug line
+    # nobody shows costs a no-op call.
+    log = _log.bind()
+    verbose = log.is_enabled_for(logging.DEBUG)
 
     def observe(item: StoredEvent) -> None:
         tally.observe(item)
-        ev = item.event
-        # what --verbose shows: Strata's own events as they are committed (the log file keeps them too)
-        about = {k: v for k in ("call_id", "tool", "status") if (v := getattr(ev, k, None)) is not None}
-        _log.debug("event committed", seq=item.seq, turn=item.turn, kind=ev.kind, **about)
+        if verbose:
+            ev = item.event
+            # what --verbose shows: Strata's own events as they are committed (the log file keeps them too)
+            about = {k: v for k in ("call_id", "tool", "status") if (v := getattr(ev, k, None)) is not None}
+            log.debug("event committed", seq=item.seq, turn=item.turn, kind=ev.kind, **about)
         show(item)
 
     return observe

@@ -40,6 +40,10 @@ class _Fd1(io.RawIOBase):
         super().__init__()
         self._fd = fd
         self.failure: OSError | None = None
+        self._tty: bool | None = None
+        """Whether fd 1 is a terminal, asked once: click asks before every line it prints (an `ioctl` each,
+        which a long run of printed events paid per line), and what fd 1 leads to does not change under a running
+        command except by `_lost`, after which the answer is False anyway."""
 
     def writable(self) -> bool:
         return True
@@ -48,7 +52,11 @@ class _Fd1(io.RawIOBase):
         return self._fd
 
     def isatty(self) -> bool:
-        return self.failure is None and os.isatty(self._fd)
+        if self.failure is not None:
+            return False
+        if self._tty is None:
+            self._tty = os.isatty(self._fd)
+        return self._tty
 
     def write(self, data: Buffer, /) -> int:
         view = memoryview(data).cast("B")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tool_executor.paths import OutsideWorkspace, resolve_in_workspace, workspace_root
+from tool_executor.paths import OutsideWorkspace, one_reading, resolve_in_workspace, workspace_root
 
 
 def test_the_root_is_the_workspace_with_symlinks_resolved(tmp_path: Path) -> None:
@@ -84,3 +84,53 @@ def test_a_remembered_path_that_now_names_another_directory_is_not_used(tmp_path
     (tmp_path / "a" / "ws" / "x.txt").write_text("not the workspace's")
     with pytest.raises(OutsideWorkspace):
         resolve_in_workspace(key, str(tmp_path / "a" / "ws" / "x.txt"))
+
+
+def test_one_pass_of_checks_resolves_an_argument_once_and_the_next_pass_afresh(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    ws.mkdir()
+    outside.mkdir()
+    (ws / "real.txt").write_text("r")
+    (outside / "secret.txt").write_text("s")
+    (ws / "f").symlink_to(ws / "real.txt")
+    resolved: list[str] = []
+    real = os.path.realpath
+
+    def counting(path: str | os.PathLike[str], **kw: bool) -> str:
+        resolved.append(os.fspath(path))
+        return real(path, **kw)
+
+    monkeypatch.setattr(os.path, "realpath", counting)
+    expected = (ws / "real.txt").resolve()
+    workspace_root(ws)
+
+    def three_checks() -> list[Path]:
+        return [resolve_in_workspace(ws, "f") for _ in range(3)]
+
+    resolved.clear()
+    assert one_reading(three_checks) == [expected] * 3
+    assert len(resolved) == 1
+    (ws / "f").unlink()
+    (ws / "f").symlink_to(outside / "secret.txt")  # swapped between two calls' checks
+    with pytest.raises(OutsideWorkspace):
+        one_reading(three_checks)
+    with pytest.raises(OutsideWorkspace):  # and outside any pass (the handler's own resolution)
+        resolve_in_workspace(ws, "f")
+
+
+def test_a_refusal_within_one_pass_is_repeated_for_every_check(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+
+    def twice() -> list[str]:
+        reasons = []
+        for _ in range(2):
+            try:
+                resolve_in_workspace(ws, "../elsewhere.txt")
+            except OutsideWorkspace as exc:
+                reasons.append(str(exc))
+        return reasons
+
+    reasons = one_reading(twice)
+    assert len(reasons) == 2 and reasons[0] == reasons[1] and "outside the workspace" in reasons[0]

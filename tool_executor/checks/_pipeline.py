@@ -17,6 +17,7 @@ from tool_executor.checks.resolve import check_resolve
 from tool_executor.checks.schema import SchemaValidator, check_schema
 from tool_executor.checks.scope import check_scope
 from tool_executor.middleware import Middleware, downgrade
+from tool_executor.paths import one_reading
 from tool_executor.verdicts import Ask, Deny, Pass
 
 
@@ -122,7 +123,12 @@ CHECKS: tuple[Check, ...] = (resolve, scope, middleware, policy, schema)
 
 
 def run_checks(tool: str, args: Mapping[str, Any], ctx: CheckContext) -> Checked:
-    """Steps 1-5 for one call: where they ended, for the (possibly rewritten) call, and the steps taken."""
+    """Steps 1-5 for one call: where they ended, for the (possibly rewritten) call, and the steps taken. The
+    steps read each path argument through one resolution (`one_reading`)."""
+    return one_reading(lambda: _run_checks(tool, args, ctx))
+
+
+def _run_checks(tool: str, args: Mapping[str, Any], ctx: CheckContext) -> Checked:
     c = Candidate(tool, args)
     steps: list[Step] = []
     for check in CHECKS:
