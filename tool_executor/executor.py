@@ -53,7 +53,6 @@ from tool_executor.checks.schema import make_validator
 from tool_executor.locks import ResourceLocks
 from tool_executor.middleware import DEFAULT_MIDDLEWARE, Middleware
 from tool_executor.orphans import end_group
-from tool_executor.shell import read_command
 from tool_executor.verdicts import Ask, Deny, Parked
 
 log = structlog.get_logger("strata.executor")
@@ -94,6 +93,8 @@ class ToolCallProcessor:
         spec = self.plan.get(tool)
         if spec is None or spec.primary_kind != "command" or not isinstance(args.get(spec.primary_arg or ""), str):
             return None
+        from tool_executor.shell import read_command  # a bash call's: a session without one never needs it
+
         pattern = command_pattern(read_command(args[spec.primary_arg or ""]).allow_text)
         return pattern if pattern is not None and self._matches(tool, args, pattern) else None
 

@@ -27,11 +27,13 @@ class LazyGroup(click.Group):
     """A click group whose subcommands are imported when one is invoked (or its own help is asked for)."""
 
     def __init__(self, *args: object, entries: tuple[Entry, ...], before_import: Callable[[], None] | None = None,
-                 **kwargs: object) -> None:
+                 after_import: Callable[[], None] | None = None, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._entries = {entry.name: entry for entry in entries}
         self._before_import = before_import
         """Called before a command's module is imported (not for the listing)."""
+        self._after_import = after_import
+        """Called once a command's module is imported."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(self._entries)
@@ -44,6 +46,8 @@ class LazyGroup(click.Group):
         if self._before_import is not None and not entry.quick:
             self._before_import()
         command = getattr(importlib.import_module(module), attribute)
+        if self._after_import is not None:
+            self._after_import()
         assert isinstance(command, click.Command), entry.target
         return command
 

@@ -13,6 +13,7 @@ from agent.cli._lazy import Entry, LazyGroup
 from agent.cli.logging_setup import full_way
 from agent.cli.logging_setup import setup as setup_logging
 from agent.cli.output import echo
+from agent.cli.startup_gc import startup_gc
 from agent.outcome import EXIT_ERROR
 
 COMMANDS = (
@@ -92,7 +93,8 @@ def global_flags_first(args: list[str]) -> list[str]:
 
 # Before a command's module imports structlog, which would import rich (agent/cli/_plain_structlog.py); the
 # listing of `strata --help` imports neither, nor does a command with a quick way.
-@click.group(cls=LazyGroup, entries=COMMANDS, before_import=_plain_structlog,
+# The collector is paused from the start until the command's module is imported (agent/cli/startup_gc.py).
+@click.group(cls=LazyGroup, entries=COMMANDS, before_import=_plain_structlog, after_import=startup_gc.settle,
              context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--verbose", is_flag=True,
               help="Log what the runtime does to stderr (before or after the command: `strata run --verbose ...`).")
@@ -111,6 +113,7 @@ def cli(verbose: bool) -> None:
 def main() -> None:
     stdout.install()  # a failed write to stdout is reported once, at the end (agent/cli/stdout.py)
     code: int | str | None
+    startup_gc.pause()
     try:
         cli.main(args=global_flags_first(sys.argv[1:]), prog_name="strata", standalone_mode=True)
         code = 0
@@ -122,6 +125,8 @@ def main() -> None:
         echo(f"strata: internal error: {type(exc).__name__}: {Masker.throwaway().mask(str(exc))}", err=True)
         echo("hint: rerun with --verbose and report it with the command you ran", err=True)
         code = EXIT_ERROR
+    finally:
+        startup_gc.restore()
     if code is None:
         code = 0
     elif not isinstance(code, int):  # sys.exit("message"): Python prints it and exits 1

@@ -109,3 +109,17 @@ def test_the_command_line_imports_structlog_without_rich_and_logs_exceptions_as_
     assert done.stdout == "Console\n"
     assert "it failed" in done.stderr and "Traceback (most recent call last)" in done.stderr
     assert "ValueError: boom" in done.stderr
+
+
+def test_resume_of_a_session_without_a_bash_call_never_imports_the_shell_command_reader(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """The reader of bash command lines (tool_executor/shell) is imported by the check of a bash call, not by the
+    executor's import: a resume whose turns call no bash does without it (bench/cli_startup.py)."""
+    script = write_script(tmp_path / "turns.json", [])
+    ran = cli.run("run", "--json", "--model", f"script:{script}", "hello")
+    assert ran.returncode == 0, ran.stderr
+    sid = json.loads(ran.stdout.splitlines()[-1])["session_id"]
+    done, loaded = run_noting_modules(cli, ["resume", sid, "one more question"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "tool_executor.executor" in loaded and "tool_executor.checks.policy" in loaded
+    assert not {m for m in loaded if m.startswith("tool_executor.shell")}, sorted(loaded)

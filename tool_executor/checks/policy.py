@@ -28,14 +28,16 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.policy import PermissionRule
 from core.tools import PathFilter, ToolSpec
 from core.tools.path_filter import any_form_matches, path_forms
 from tool_executor.paths import OutsideWorkspace, resolve_in_workspace, workspace_root
-from tool_executor.shell import CommandLine, read_command
 from tool_executor.verdicts import Ask, Deny, Pass, PolicyVerdict
+
+if TYPE_CHECKING:  # the reader is imported by the check of a bash call, when there is one
+    from tool_executor.shell import CommandLine
 
 
 def _path_forms(raw: str, workspace: Path) -> list[str]:
@@ -56,6 +58,8 @@ def _forms(spec: ToolSpec, name: str, value: Any, workspace: Path, action: str) 
     if _is_path(spec, name):
         return _path_forms(value, workspace)
     if name == spec.primary_arg and spec.primary_kind == "command":
+        from tool_executor.shell import read_command  # a bash call's check: a session without one never needs it
+
         line = read_command(value)
         if action == "allow":
             return [] if line.allow_text is None else [line.allow_text]
@@ -131,7 +135,11 @@ def _label(rule: PermissionRule) -> str:
 
 def _command(spec: ToolSpec, args: Mapping[str, Any]) -> CommandLine | None:
     value = args.get(spec.primary_arg or "")
-    return read_command(value) if spec.primary_kind == "command" and isinstance(value, str) else None
+    if spec.primary_kind != "command" or not isinstance(value, str):
+        return None
+    from tool_executor.shell import read_command  # a bash call's check: a session without one never needs it
+
+    return read_command(value)
 
 
 def _blind(rule: PermissionRule, spec: ToolSpec, args: Mapping[str, Any], workspace: Path) -> bool:
