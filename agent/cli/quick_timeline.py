@@ -50,7 +50,8 @@ def quick_timeline(session_ref: str, filters: dict[str, Any]) -> bool:
             return False
         rows = db.timeline(session, kinds=filters["kinds"], tools=filters["tools"], decisions=filters["decisions"],
                            turn=filters["turn"], since_seq=filters["since_seq"])
-    except (sqlite3.Error, ValueError, UnicodeDecodeError):  # the full way reports what is wrong
+    except (sqlite3.Error, ValueError, OSError):  # the full way reports what is wrong (a workspace that cannot be
+        # looked at, say: ENAMETOOLONG, EACCES), as it reports every error
         return False
     finally:
         db.close()

@@ -125,3 +125,20 @@ def test_lines_that_fit_are_what_textwrap_gives_them() -> None:
         text_ = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
         width = rng.randint(20, 40)
         assert fitted_lines(text_, width) == (textwrap.wrap(text_, width, break_on_hyphens=False) or [""]), text_
+
+
+def test_a_workspace_that_cannot_be_looked_at_goes_the_full_way_and_is_one_error_line(
+        cli: StrataCLI, session: str, tmp_path: Path) -> None:
+    """A recorded workspace whose stat fails with other than "no such file" (here ENAMETOOLONG; EACCES for another
+    user) leaves the project layer unknown: the quick way defers, the full way says so in one line (exit 1)."""
+    import sqlite3
+
+    unreachable = "/tmp/" + "w" * 300 + "/ws"
+    with sqlite3.connect(cli.home / "strata.db") as db:
+        db.execute("UPDATE sessions SET workspace = ? WHERE id = ?", (unreachable, session))
+    quick, took_quick = _timeline(cli, tmp_path, session)
+    full = cli.run("--verbose", "timeline", session)
+    assert not took_quick and quick.returncode == full.returncode == 1 and not quick.stdout, quick.stderr
+    assert quick.stderr.startswith(f"strata: error: cannot look at the workspace '{unreachable}' of session {session}")
+    assert "internal error" not in quick.stderr + full.stderr and "Traceback" not in quick.stderr + full.stderr
+    assert quick.stderr.splitlines()[-1].startswith("hint: ")
