@@ -12,15 +12,15 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from config.quick import QuickConfig, quick_config
 from core.snapshot_version import SNAPSHOT_VERSION
-from core.vocabulary import EVENT_SCHEMA_VERSION
+from core.vocabulary import EVENT_SCHEMA_VERSION, Mode, SessionStatus
 from memory import _read_only
 from memory._encoding import stored_datetime, unpack_data, unpack_snapshot
 from memory.migrations import MIGRATIONS
-from memory.read_sql import SEQ_BITS, SEQ_MASK, SESSION_SELECT, SESSION_UPDATED, timeline_filter
+from memory.read_sql import SEQ_BITS, SEQ_MASK, SESSION_SELECT, timeline_filter
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,14 +38,6 @@ class ShownRow:
     duration_ms: float | None
     summary: str
     data: Any
-
-
-@dataclass(frozen=True, slots=True)
-class FoundSession:
-    id: str
-    workspace: str
-    num: int
-    updated_at: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +78,31 @@ class Counts:
     denials: int
 
 
+def _words(kind: Any) -> tuple[str, ...]:
+    """The strings a Literal (or a union of them) allows."""
+    return tuple(w for arg in get_args(kind) for w in ((arg,) if isinstance(arg, str) else _words(arg)))
+
+
+def _listed(words: tuple[str, ...]) -> str:
+    return ", ".join("'" + w + "'" for w in words)
+
+
+_NOT_AS_STORED = (
+    "SELECT count(*) FROM sessions WHERE typeof(id) <> 'text' OR typeof(created_at) <> 'text' "
+    "OR typeof(updated_at) <> 'text' OR typeof(workspace) <> 'text' OR typeof(model) <> 'text' "
+    "OR typeof(title) <> 'text' OR typeof(parent_id) NOT IN ('text', 'null') "
+    "OR typeof(fork_seq) NOT IN ('integer', 'null') "
+    f"OR COALESCE(mode, '') NOT IN ({_listed(_words(Mode))}) "
+    f"OR COALESCE(status, '') NOT IN ({_listed(_words(SessionStatus))}) "
+    "OR (lease_token IS NOT NULL AND lease_token <> '' AND (typeof(lease_token) <> 'text' "
+    "OR typeof(lease_pid) <> 'integer' OR typeof(lease_host) <> 'text' OR typeof(lease_expires) <> 'text' "
+    "OR typeof(lease_proc_start) NOT IN ('text', 'null') OR typeof(lease_boot) NOT IN ('text', 'null') "
+    "OR typeof(lease_pid_ns) NOT IN ('text', 'null')))"
+)
+"""Session rows the store would not read back (memory/rows.py `session_from_row` validates each into a
+SessionRecord, and a row edited into something else fails every full listing and look-up): any of them, and the
+quick way leaves the command to the full way, which reports it."""
+
 _TURNS = ("assistant_message", "batch_proposed")
 """The events the fold counts as a model turn (core/state.py `apply`); a `call_result` is a tool call, a denial
 when its status is `denied`."""
@@ -118,26 +135,16 @@ class QuickRead:
     def close(self) -> None:
         self._conn.close()
 
-    def sessions(self, *, exact: str | None = None, prefix: str | None = None) -> list[FoundSession]:
-        """The session with id `exact`, or those whose id starts with `prefix`, or (neither) every session."""
-        sql = f"SELECT id, workspace, num, {SESSION_UPDATED} FROM sessions"
-        params: tuple[Any, ...] = ()
-        if exact is not None:
-            sql, params = f"{sql} WHERE id = ?", (exact,)
-        elif prefix is not None:
-            sql, params = f"{sql} WHERE substr(id, 1, ?) = ?", (len(prefix), prefix)
-        return [FoundSession(*row) for row in self._conn.execute(sql, params).fetchall()]
-
-    def kinds_held(self, session: FoundSession, kinds: Collection[str]) -> set[str]:
-        where, params = timeline_filter(session.num << SEQ_BITS, kinds=kinds)
+    def kinds_held(self, num: int, kinds: Collection[str]) -> set[str]:
+        where, params = timeline_filter(num << SEQ_BITS, kinds=kinds)
         return {row[0] for row in self._conn.execute(f"SELECT DISTINCT kind FROM timeline WHERE {where}", params)}
 
-    def timeline(self, session: FoundSession, *, kinds: Collection[str] | None = None,
+    def timeline(self, num: int, *, kinds: Collection[str] | None = None,
                  tools: Collection[str] | None = None, decisions: Collection[str] | None = None,
                  turn: int | None = None, since_seq: int | None = None) -> list[ShownRow] | None:
         """The session's rows in seq order, filtered as the store filters them; None when a row is not as the
         store writes it (the full way reads such a row unvalidated, for `--verify` to name)."""
-        where, params = timeline_filter(session.num << SEQ_BITS, kinds=kinds, tools=tools, decisions=decisions,
+        where, params = timeline_filter(num << SEQ_BITS, kinds=kinds, tools=tools, decisions=decisions,
                                         turn=turn, since_seq=since_seq)
         cursor = self._conn.execute(
             "SELECT key, at, turn, kind, tool, decision, check_name, outcome, duration_ms, summary, data "
@@ -153,7 +160,11 @@ class QuickRead:
         return rows
 
     def session_rows(self) -> list[tuple[SessionRow, int]]:
-        """Every session as the store lists them (oldest first), each with its number in the tables' keys."""
+        """Every session as the store lists them (oldest first), each with its number in the tables' keys. Raises
+        ValueError when a row is not as the store writes it (`_NOT_AS_STORED`, a time that is not ISO text): the
+        full way fails on it."""
+        if self._conn.execute(_NOT_AS_STORED).fetchone()[0]:
+            raise ValueError("a session row is not as the store writes it")
         rows = self._conn.execute(f"SELECT {SESSION_SELECT}, num FROM sessions ORDER BY created_at, id").fetchall()
         out = []
         for (sid, created, updated, mode, workspace, model, title, parent, fork_seq, status,
