@@ -176,9 +176,15 @@ class QuickRead:
         return out
 
     def unknown_receipts(self) -> dict[str, int]:
-        """Receipts whose outcome is unknown, per session."""
-        return dict(self._conn.execute(
-            "SELECT session_id, count(*) FROM receipts WHERE status = 'unknown' GROUP BY session_id").fetchall())
+        """Receipts whose outcome is unknown, per session. Raises ValueError when one is not as the store writes
+        it (`_receipt_as_stored`): the full way reads each into a Receipt and fails there."""
+        found: dict[str, int] = {}
+        for row in self._conn.execute(
+                "SELECT session_id, id, call_id, tool, idempotency_key, args_sha256, created_at, updated_at, "
+                "resource_keys, outcome_sha256, note, reconciled_by, process FROM receipts WHERE status = 'unknown'"):
+            _receipt_as_stored(row)
+            found[row[0]] = found.get(row[0], 0) + 1
+        return found
 
     def counts(self, num: int) -> Counts | None:
         """The session's turns, calls and denials as restoring its state counts them: the latest snapshot's
@@ -210,6 +216,28 @@ class QuickRead:
         if damaged:
             return None
         return Counts(turns + more_turns, calls + more_calls, denials + more_denials)
+
+
+_PROCESS_FIELDS = {"pid": int, "pgid": int, "start": str, "boot_id": str, "pid_ns": str, "host": str}
+"""A receipt's recorded process group as core/processes.py ProcessGroup has it."""
+
+
+def _receipt_as_stored(row: tuple[Any, ...]) -> None:
+    """ValueError unless the row reads back as memory/rows.py `receipt_from_row` reads it: text ids, ISO times,
+    a JSON list of texts for the resource keys, no process or one with ProcessGroup's fields."""
+    *texts, created, updated, keys, outcome, note, by, process = row
+    if not all(type(v) is str for v in (*texts, created, updated, keys)) or any(
+            v is not None and type(v) is not str for v in (outcome, note, by, process)):
+        raise ValueError("a receipt row is not as the store writes it")
+    datetime.fromisoformat(created), datetime.fromisoformat(updated)
+    listed = json.loads(keys)
+    if type(listed) is not list or not all(type(k) is str for k in listed):
+        raise ValueError("a receipt's resource keys are not a list of texts")
+    if process is not None:
+        group = json.loads(process)
+        if type(group) is not dict or set(group) != set(_PROCESS_FIELDS) or not all(
+                type(group[name]) is kind for name, kind in _PROCESS_FIELDS.items()):
+            raise ValueError("a receipt's process group is not as the store writes it")
 
 
 def open_home() -> tuple[QuickConfig, QuickRead] | None:

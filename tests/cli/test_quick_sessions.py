@@ -137,3 +137,28 @@ class StrataCLIWithEnv(StrataCLI):
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         return {**self._env, **(extra or {})}
+
+
+def test_an_unknown_receipt_the_store_would_not_read_sends_the_listing_the_full_way(
+        cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    """The full way reads each unknown receipt into a Receipt: one edited behind the store's back (a time that is
+    not ISO, resource keys that are not JSON, a process group of other fields) fails it, so the quick way must not
+    print a listing with it counted."""
+    script = write_script(tmp_path / "t.json", [[tool_use("k1", "bash", command="true")], [text("ok")]])
+    assert cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "bash",
+                   "x").returncode == 0
+    with sqlite3.connect(cli.home / "strata.db") as db:
+        for (trigger,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'receipts'"):
+            db.execute(f"DROP TRIGGER {trigger}")
+        db.execute("UPDATE receipts SET status = 'unknown'")  # as a resume settles a call it cannot know
+    listing = _same_both_ways(cli, tmp_path)
+    assert listing[0]["unknown_receipts"] == 1
+    for column, value in (("created_at", "garbage"), ("resource_keys", "{not json"), ("process", '{"pid": 1}')):
+        with sqlite3.connect(cli.home / "strata.db") as db:
+            before = db.execute(f"SELECT {column} FROM receipts").fetchone()[0]
+            db.execute(f"UPDATE receipts SET {column} = ?", (value,))
+        quick, took_quick = _sessions(cli, tmp_path)
+        full = cli.run("--verbose", "sessions")
+        assert not took_quick and quick.returncode == full.returncode != 0 and quick.stdout == full.stdout == "", column
+        with sqlite3.connect(cli.home / "strata.db") as db:
+            db.execute(f"UPDATE receipts SET {column} = ?", (before,))
