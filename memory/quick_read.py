@@ -159,13 +159,29 @@ class QuickRead:
             return None
         return rows
 
-    def session_rows(self) -> list[tuple[SessionRow, int]]:
-        """Every session as the store lists them (oldest first), each with its number in the tables' keys. Raises
-        ValueError when a row is not as the store writes it (`_NOT_AS_STORED`, a time that is not ISO text): the
-        full way fails on it."""
+    def check_sessions(self) -> None:
+        """ValueError when a session row is not as the store writes it (`_NOT_AS_STORED`, a time that is not ISO
+        text): the full way reads every row (to list them, or to resolve an id) and fails on such a one."""
         if self._conn.execute(_NOT_AS_STORED).fetchone()[0]:
             raise ValueError("a session row is not as the store writes it")
-        rows = self._conn.execute(f"SELECT {SESSION_SELECT}, num FROM sessions ORDER BY created_at, id").fetchall()
+        for created, updated, token, expires in self._conn.execute(
+                "SELECT created_at, updated_at, lease_token, lease_expires FROM sessions"):
+            datetime.fromisoformat(created), datetime.fromisoformat(updated)
+            if token:
+                datetime.fromisoformat(expires)
+
+    def session_rows(self, *, exact: str | None = None, prefix: str | None = None) -> list[tuple[SessionRow, int]]:
+        """Every session as the store lists them (oldest first), each with its number in the tables' keys; or the
+        one with id `exact`, or those whose id starts with `prefix`. Raises ValueError when any session row is not
+        as the store writes it (`check_sessions`)."""
+        self.check_sessions()
+        where: tuple[str, tuple[Any, ...]] = ("", ())
+        if exact is not None:
+            where = ("WHERE id = ?", (exact,))
+        elif prefix is not None:
+            where = ("WHERE substr(id, 1, ?) = ?", (len(prefix), prefix))
+        rows = self._conn.execute(f"SELECT {SESSION_SELECT}, num FROM sessions {where[0]} ORDER BY created_at, id",
+                                  where[1]).fetchall()
         out = []
         for (sid, created, updated, mode, workspace, model, title, parent, fork_seq, status,
              token, pid, host, proc_start, expires, boot, pid_ns, num) in rows:

@@ -19,18 +19,19 @@ from typing import Any
 from agent.cli.timeline_table import TIMELINE_KINDS, print_rows
 from agent.refs import LAST, MIN_PREFIX
 from config.quick import project_known_valid
-from memory.quick_read import SessionRow, open_home
+from memory.quick_read import QuickRead, SessionRow, open_home
 
 
-def _session(rows: list[tuple[SessionRow, int]], ref: str) -> tuple[SessionRow, int] | None:
-    """The session `ref` names as agent/ids.py `match_session` finds it among the same rows; None where that is an
-    error (the full way reports it)."""
+def _session(db: QuickRead, ref: str) -> tuple[SessionRow, int] | None:
+    """The session `ref` names as agent/ids.py `match_session` finds it (every row checked as the full way reads
+    them all: `QuickRead.session_rows`); None where that is an error (the full way reports it)."""
     ref = ref.strip()
     if ref == LAST:
-        return max(rows, key=lambda row: (row[0].updated_at, row[0].id)) if rows else None
-    found = [row for row in rows if row[0].id == ref]
+        every = db.session_rows()
+        return max(every, key=lambda row: (row[0].updated_at, row[0].id)) if every else None
+    found = db.session_rows(exact=ref)
     if not found and len(ref) >= MIN_PREFIX:
-        found = [row for row in rows if row[0].id.startswith(ref)]
+        found = db.session_rows(prefix=ref)
     return found[0] if len(found) == 1 else None
 
 
@@ -41,7 +42,7 @@ def quick_timeline(session_ref: str, filters: dict[str, Any]) -> bool:
         return False
     config, db = opened
     try:
-        found = _session(db.session_rows(), session_ref)  # every row, as the full way reads them all to resolve
+        found = _session(db, session_ref)
         if found is None or not project_known_valid(config.home, found[0].workspace):
             return False
         session, num = found
