@@ -16,10 +16,10 @@ from core.hashing import sha256_json
 from core.messages import ContentBlock, TextBlock, ToolUseBlock
 from core.policy import PermissionRule
 from core.vocabulary import EVENT_SCHEMA_VERSION, CheckName, EndStatus, OnAsk
+from core.vocabulary import Mode as Mode  # defined with the other shared words; imported from here too
 
 SCHEMA_VERSION = EVENT_SCHEMA_VERSION
 
-Mode = Literal["interactive", "ipc", "headless", "daemon", "mcp"]
 CallStatus = Literal["ok", "error", "denied", "timeout", "unknown"]
 
 

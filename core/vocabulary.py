@@ -21,6 +21,9 @@ RunStatus = EndStatus | Literal["awaiting_approval"]
 SessionStatus = RunStatus | Literal["active", "idle"]
 """A session's status in the store's session table: a run's status, running (`active`), or resting (`idle`)."""
 
+Mode = Literal["interactive", "ipc", "headless", "daemon", "mcp"]
+"""How a session is driven (core/events.py's session start, the store's session table)."""
+
 DecisionCheck = Literal["plan", "resolve", "scope", "middleware", "policy", "schema", "hook", "approval"]
 """The steps that decide whether a call runs, in their order: the checks, the PreToolUse hooks, the approval."""
 

@@ -12,15 +12,15 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from config.quick import QuickConfig, quick_config
 from core.snapshot_version import SNAPSHOT_VERSION
-from core.vocabulary import EVENT_SCHEMA_VERSION
+from core.vocabulary import EVENT_SCHEMA_VERSION, Mode, SessionStatus
 from memory import _read_only
 from memory._encoding import stored_datetime, unpack_data, unpack_snapshot
 from memory.migrations import MIGRATIONS
-from memory.read_sql import SEQ_BITS, SEQ_MASK, SESSION_SELECT, SESSION_UPDATED, timeline_filter
+from memory.read_sql import SEQ_BITS, SEQ_MASK, SESSION_SELECT, timeline_filter
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,14 +38,6 @@ class ShownRow:
     duration_ms: float | None
     summary: str
     data: Any
-
-
-@dataclass(frozen=True, slots=True)
-class FoundSession:
-    id: str
-    workspace: str
-    num: int
-    updated_at: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +78,31 @@ class Counts:
     denials: int
 
 
+def _words(kind: Any) -> tuple[str, ...]:
+    """The strings a Literal (or a union of them) allows."""
+    return tuple(w for arg in get_args(kind) for w in ((arg,) if isinstance(arg, str) else _words(arg)))
+
+
+def _listed(words: tuple[str, ...]) -> str:
+    return ", ".join("'" + w + "'" for w in words)
+
+
+_NOT_AS_STORED = (
+    "SELECT count(*) FROM sessions WHERE typeof(id) <> 'text' OR typeof(created_at) <> 'text' "
+    "OR typeof(updated_at) <> 'text' OR typeof(workspace) <> 'text' OR typeof(model) <> 'text' "
+    "OR typeof(title) <> 'text' OR typeof(parent_id) NOT IN ('text', 'null') "
+    "OR typeof(fork_seq) NOT IN ('integer', 'null') "
+    f"OR COALESCE(mode, '') NOT IN ({_listed(_words(Mode))}) "
+    f"OR COALESCE(status, '') NOT IN ({_listed(_words(SessionStatus))}) "
+    "OR (lease_token IS NOT NULL AND lease_token <> '' AND (typeof(lease_token) <> 'text' "
+    "OR typeof(lease_pid) <> 'integer' OR typeof(lease_host) <> 'text' OR typeof(lease_expires) <> 'text' "
+    "OR typeof(lease_proc_start) NOT IN ('text', 'null') OR typeof(lease_boot) NOT IN ('text', 'null') "
+    "OR typeof(lease_pid_ns) NOT IN ('text', 'null')))"
+)
+"""Session rows the store would not read back (memory/rows.py `session_from_row` validates each into a
+SessionRecord, and a row edited into something else fails every full listing and look-up): any of them, and the
+quick way leaves the command to the full way, which reports it."""
+
 _TURNS = ("assistant_message", "batch_proposed")
 """The events the fold counts as a model turn (core/state.py `apply`); a `call_result` is a tool call, a denial
 when its status is `denied`."""
@@ -118,26 +135,16 @@ class QuickRead:
     def close(self) -> None:
         self._conn.close()
 
-    def sessions(self, *, exact: str | None = None, prefix: str | None = None) -> list[FoundSession]:
-        """The session with id `exact`, or those whose id starts with `prefix`, or (neither) every session."""
-        sql = f"SELECT id, workspace, num, {SESSION_UPDATED} FROM sessions"
-        params: tuple[Any, ...] = ()
-        if exact is not None:
-            sql, params = f"{sql} WHERE id = ?", (exact,)
-        elif prefix is not None:
-            sql, params = f"{sql} WHERE substr(id, 1, ?) = ?", (len(prefix), prefix)
-        return [FoundSession(*row) for row in self._conn.execute(sql, params).fetchall()]
-
-    def kinds_held(self, session: FoundSession, kinds: Collection[str]) -> set[str]:
-        where, params = timeline_filter(session.num << SEQ_BITS, kinds=kinds)
+    def kinds_held(self, num: int, kinds: Collection[str]) -> set[str]:
+        where, params = timeline_filter(num << SEQ_BITS, kinds=kinds)
         return {row[0] for row in self._conn.execute(f"SELECT DISTINCT kind FROM timeline WHERE {where}", params)}
 
-    def timeline(self, session: FoundSession, *, kinds: Collection[str] | None = None,
+    def timeline(self, num: int, *, kinds: Collection[str] | None = None,
                  tools: Collection[str] | None = None, decisions: Collection[str] | None = None,
                  turn: int | None = None, since_seq: int | None = None) -> list[ShownRow] | None:
         """The session's rows in seq order, filtered as the store filters them; None when a row is not as the
         store writes it (the full way reads such a row unvalidated, for `--verify` to name)."""
-        where, params = timeline_filter(session.num << SEQ_BITS, kinds=kinds, tools=tools, decisions=decisions,
+        where, params = timeline_filter(num << SEQ_BITS, kinds=kinds, tools=tools, decisions=decisions,
                                         turn=turn, since_seq=since_seq)
         cursor = self._conn.execute(
             "SELECT key, at, turn, kind, tool, decision, check_name, outcome, duration_ms, summary, data "
@@ -152,9 +159,29 @@ class QuickRead:
             return None
         return rows
 
-    def session_rows(self) -> list[tuple[SessionRow, int]]:
-        """Every session as the store lists them (oldest first), each with its number in the tables' keys."""
-        rows = self._conn.execute(f"SELECT {SESSION_SELECT}, num FROM sessions ORDER BY created_at, id").fetchall()
+    def check_sessions(self) -> None:
+        """ValueError when a session row is not as the store writes it (`_NOT_AS_STORED`, a time that is not ISO
+        text): the full way reads every row (to list them, or to resolve an id) and fails on such a one."""
+        if self._conn.execute(_NOT_AS_STORED).fetchone()[0]:
+            raise ValueError("a session row is not as the store writes it")
+        for created, updated, token, expires in self._conn.execute(
+                "SELECT created_at, updated_at, lease_token, lease_expires FROM sessions"):
+            datetime.fromisoformat(created), datetime.fromisoformat(updated)
+            if token:
+                datetime.fromisoformat(expires)
+
+    def session_rows(self, *, exact: str | None = None, prefix: str | None = None) -> list[tuple[SessionRow, int]]:
+        """Every session as the store lists them (oldest first), each with its number in the tables' keys; or the
+        one with id `exact`, or those whose id starts with `prefix`. Raises ValueError when any session row is not
+        as the store writes it (`check_sessions`)."""
+        self.check_sessions()
+        where: tuple[str, tuple[Any, ...]] = ("", ())
+        if exact is not None:
+            where = ("WHERE id = ?", (exact,))
+        elif prefix is not None:
+            where = ("WHERE substr(id, 1, ?) = ?", (len(prefix), prefix))
+        rows = self._conn.execute(f"SELECT {SESSION_SELECT}, num FROM sessions {where[0]} ORDER BY created_at, id",
+                                  where[1]).fetchall()
         out = []
         for (sid, created, updated, mode, workspace, model, title, parent, fork_seq, status,
              token, pid, host, proc_start, expires, boot, pid_ns, num) in rows:
@@ -165,9 +192,15 @@ class QuickRead:
         return out
 
     def unknown_receipts(self) -> dict[str, int]:
-        """Receipts whose outcome is unknown, per session."""
-        return dict(self._conn.execute(
-            "SELECT session_id, count(*) FROM receipts WHERE status = 'unknown' GROUP BY session_id").fetchall())
+        """Receipts whose outcome is unknown, per session. Raises ValueError when one is not as the store writes
+        it (`_receipt_as_stored`): the full way reads each into a Receipt and fails there."""
+        found: dict[str, int] = {}
+        for row in self._conn.execute(
+                "SELECT session_id, id, call_id, tool, idempotency_key, args_sha256, created_at, updated_at, "
+                "resource_keys, outcome_sha256, note, reconciled_by, process FROM receipts WHERE status = 'unknown'"):
+            _receipt_as_stored(row)
+            found[row[0]] = found.get(row[0], 0) + 1
+        return found
 
     def counts(self, num: int) -> Counts | None:
         """The session's turns, calls and denials as restoring its state counts them: the latest snapshot's
@@ -199,6 +232,28 @@ class QuickRead:
         if damaged:
             return None
         return Counts(turns + more_turns, calls + more_calls, denials + more_denials)
+
+
+_PROCESS_FIELDS = {"pid": int, "pgid": int, "start": str, "boot_id": str, "pid_ns": str, "host": str}
+"""A receipt's recorded process group as core/processes.py ProcessGroup has it."""
+
+
+def _receipt_as_stored(row: tuple[Any, ...]) -> None:
+    """ValueError unless the row reads back as memory/rows.py `receipt_from_row` reads it: text ids, ISO times,
+    a JSON list of texts for the resource keys, no process or one with ProcessGroup's fields."""
+    *texts, created, updated, keys, outcome, note, by, process = row
+    if not all(type(v) is str for v in (*texts, created, updated, keys)) or any(
+            v is not None and type(v) is not str for v in (outcome, note, by, process)):
+        raise ValueError("a receipt row is not as the store writes it")
+    datetime.fromisoformat(created), datetime.fromisoformat(updated)
+    listed = json.loads(keys)
+    if type(listed) is not list or not all(type(k) is str for k in listed):
+        raise ValueError("a receipt's resource keys are not a list of texts")
+    if process is not None:
+        group = json.loads(process)
+        if type(group) is not dict or set(group) != set(_PROCESS_FIELDS) or not all(
+                type(group[name]) is kind for name, kind in _PROCESS_FIELDS.items()):
+            raise ValueError("a receipt's process group is not as the store writes it")
 
 
 def open_home() -> tuple[QuickConfig, QuickRead] | None:

@@ -135,7 +135,13 @@ class Command:
         base = await anyio.to_thread.run_sync(self._load, None, flags)
         found = await recorded_session(base.settings, session_ref=session_id, receipt_ref=receipt_id)
         self.session_id, self.receipt = found.session_id, found.receipt
-        project = found.workspace if await anyio.Path(found.workspace).is_dir() else None
+        try:
+            is_dir = await anyio.Path(found.workspace).is_dir()
+        except OSError as exc:  # a path that cannot be looked at (EACCES, ENAMETOOLONG): whether it holds a project
+            # file is unknown, so the session's config is too; one line, not an internal error
+            raise StrataError(f"cannot look at the workspace {str(found.workspace)!r} of session {found.session_id}: "
+                              f"{exc.strerror or exc}", hint="check that this user can reach that directory") from None
+        project = found.workspace if is_dir else None
         loaded = await anyio.to_thread.run_sync(self._load, project, flags)
         if not quiet:
             notices(loaded)

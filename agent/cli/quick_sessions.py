@@ -7,9 +7,11 @@ home's key, the secrets of the environment and of the user's file, the ones its 
 same order, status and counters: a session's counters are its latest current snapshot's plus what the events
 after it add, as restoring its state counts them; an event that is not JSON makes them '?', as there. It takes
 the full way (returns False, nothing printed) where it cannot be sure to: see config/quick.py, an event of
-another schema version, a database to migrate, any error. One difference is known: a log that is JSON but does
-not fold (a second start, a result for a call never proposed) shows the counts its events hold where the full
-way shows '?'; `strata show ID` and `strata timeline ID --verify` report such a log."""
+another schema version, a database to migrate, any error; and where the full way writes to the home, which the
+quick way never does: a home without a masking key (the full way creates it), a known secret in a title that the
+home has not remembered yet (the full way appends it to `masking.seen`). One difference is known: a log that is
+JSON but does not fold (a second start, a result for a call never proposed) shows the counts its events hold where
+the full way shows '?'; `strata show ID` and `strata timeline ID --verify` report such a log."""
 
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ import sqlite3
 from typing import Any
 
 from agent.cli.session_list import print_sessions, session_view, shown_status
-from config.seen_secrets import home_masker
+from config.masking_key import KEY_FILE
+from config.seen_secrets import SeenSecrets, home_masker
 from core.clock import SystemClock
 from memory.liveness import make_liveness
 from memory.quick_read import open_home
@@ -32,10 +35,14 @@ def quick_sessions(as_json: bool) -> bool:
         return False
     config, db = opened
     try:
+        if not (config.home / KEY_FILE).is_file():  # the full way creates the key (the quick way writes nothing)
+            return False
         rows = db.session_rows()
         numbers = {rec.id: num for rec, num in rows}
         unknown = db.unknown_receipts()
         masker = home_masker(config.home, os.environ, extra_secrets=config.secrets, read_only=True)
+        remembered, to_remember = set(SeenSecrets(config.home).values), []
+        masker.on_known = lambda value: None if value in remembered else to_remember.append(value)
         alive = make_liveness(SystemClock())
         views: list[dict[str, Any]] = []
         for rec, depth in tree_order([rec for rec, _ in rows]):
@@ -45,5 +52,7 @@ def quick_sessions(as_json: bool) -> bool:
         return False
     finally:
         db.close()
+    if to_remember:  # a known secret the home has not remembered yet: the full way remembers it (it writes)
+        return False
     print_sessions(views, as_json)
     return True

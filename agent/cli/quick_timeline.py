@@ -14,23 +14,24 @@ The rows are the same rows (one SQL filter: memory.read_sql.py) drawn by the sam
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime
 from typing import Any
 
 from agent.cli.timeline_table import TIMELINE_KINDS, print_rows
 from agent.refs import LAST, MIN_PREFIX
 from config.quick import project_known_valid
-from memory.quick_read import FoundSession, QuickRead, open_home
+from memory.quick_read import QuickRead, SessionRow, open_home
 
 
-def _session(db: QuickRead, ref: str) -> FoundSession | None:
+def _session(db: QuickRead, ref: str) -> tuple[SessionRow, int] | None:
+    """The session `ref` names as agent/ids.py `match_session` finds it (every row checked as the full way reads
+    them all: `QuickRead.session_rows`); None where that is an error (the full way reports it)."""
     ref = ref.strip()
     if ref == LAST:
-        every = db.sessions()
-        return max(every, key=lambda s: (datetime.fromisoformat(s.updated_at), s.id)) if every else None
-    found = db.sessions(exact=ref)
+        every = db.session_rows()
+        return max(every, key=lambda row: (row[0].updated_at, row[0].id)) if every else None
+    found = db.session_rows(exact=ref)
     if not found and len(ref) >= MIN_PREFIX:
-        found = db.sessions(prefix=ref)
+        found = db.session_rows(prefix=ref)
     return found[0] if len(found) == 1 else None
 
 
@@ -41,16 +42,18 @@ def quick_timeline(session_ref: str, filters: dict[str, Any]) -> bool:
         return False
     config, db = opened
     try:
-        session = _session(db, session_ref)
-        if session is None or not project_known_valid(config.home, session.workspace):
+        found = _session(db, session_ref)
+        if found is None or not project_known_valid(config.home, found[0].workspace):
             return False
+        session, num = found
         kinds = filters["kinds"] or ()
         unknown = [k for k in kinds if k not in TIMELINE_KINDS]
-        if unknown and not set(unknown) <= db.kinds_held(session, unknown):
+        if unknown and not set(unknown) <= db.kinds_held(num, unknown):
             return False
-        rows = db.timeline(session, kinds=filters["kinds"], tools=filters["tools"], decisions=filters["decisions"],
+        rows = db.timeline(num, kinds=filters["kinds"], tools=filters["tools"], decisions=filters["decisions"],
                            turn=filters["turn"], since_seq=filters["since_seq"])
-    except (sqlite3.Error, ValueError, UnicodeDecodeError):  # the full way reports what is wrong
+    except (sqlite3.Error, ValueError, OSError):  # the full way reports what is wrong (a workspace that cannot be
+        # looked at, say: ENAMETOOLONG, EACCES), as it reports every error
         return False
     finally:
         db.close()

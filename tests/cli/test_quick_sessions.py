@@ -85,3 +85,80 @@ def test_no_sessions_yet_and_a_home_without_a_database_both_ways(cli: StrataCLI,
     done, took_quick = _sessions(cli, tmp_path)
     assert done.returncode == 0 and "no sessions yet" in done.stdout, done.stderr
     assert not took_quick  # no database: the full way (it says so as before)
+
+
+def _home_files(home: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(home)): p.read_bytes() for p in sorted(home.rglob("*"))
+            if p.is_file() and not p.name.startswith("strata.db")}  # SQLite's own -wal/-shm: any reader's
+
+
+def test_a_home_without_a_masking_key_goes_the_full_way_and_the_quick_way_creates_none(
+        cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path / "t.json", [[text("ok")]])
+    assert cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "hello").returncode == 0
+    (cli.home / "masking.key").unlink()
+    before = _home_files(cli.home)
+    done, took_quick = _sessions(cli, tmp_path)
+    assert done.returncode == 0 and "hello" in done.stdout, done.stderr
+    assert not took_quick  # the full way made the key the listing is masked with, as before
+    assert (cli.home / "masking.key").is_file() and set(_home_files(cli.home)) - set(before) == {"masking.key"}
+    quick, took_quick = _sessions(cli, tmp_path)  # with the key back, the quick way again, the same listing
+    assert took_quick and quick.stdout == done.stdout
+
+
+def test_a_secret_the_home_has_not_remembered_goes_the_full_way_which_remembers_it(
+        cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path / "t.json", [[text("ok")]])
+    token = "tok-quick-remember-5521"
+    assert cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "hello").returncode == 0
+    with sqlite3.connect(cli.home / "strata.db") as db:  # a title holding a value that is a secret only now
+        db.execute("UPDATE sessions SET title = ?", (f"deploy with {token}",))
+    before = _home_files(cli.home)
+    env = {"MY_API_TOKEN": token}
+    probe = cli.env(env)
+    done, loaded = run_noting_modules(StrataCLIWithEnv(cli, probe), ["sessions"], tmp_path)
+    assert done.returncode == 0 and token not in done.stdout and "MASKED" in done.stdout, done.stderr
+    assert loaded & QUICK_NEVER  # the full way: it appends the value to masking.seen
+    assert token in (cli.home / "masking.seen").read_text(encoding="utf-8") != before.get("masking.seen", b"").decode()
+    after = _home_files(cli.home)
+    again, loaded = run_noting_modules(StrataCLIWithEnv(cli, probe), ["sessions"], tmp_path)
+    assert not loaded & QUICK_NEVER and again.stdout == done.stdout  # remembered: the quick way, the same listing
+    assert _home_files(cli.home) == after  # and it wrote nothing
+    plain, loaded = run_noting_modules(cli, ["sessions"], tmp_path)  # without the variable: masked all the same
+    assert not loaded & QUICK_NEVER and plain.stdout == done.stdout
+
+
+class StrataCLIWithEnv(StrataCLI):
+    """The same home, with extra environment variables for every command it runs."""
+
+    def __init__(self, cli: StrataCLI, env: dict[str, str]) -> None:
+        super().__init__(cli.home, cli.cwd)
+        self._env = env
+
+    def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        return {**self._env, **(extra or {})}
+
+
+def test_an_unknown_receipt_the_store_would_not_read_sends_the_listing_the_full_way(
+        cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    """The full way reads each unknown receipt into a Receipt: one edited behind the store's back (a time that is
+    not ISO, resource keys that are not JSON, a process group of other fields) fails it, so the quick way must not
+    print a listing with it counted."""
+    script = write_script(tmp_path / "t.json", [[tool_use("k1", "bash", command="true")], [text("ok")]])
+    assert cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "bash",
+                   "x").returncode == 0
+    with sqlite3.connect(cli.home / "strata.db") as db:
+        for (trigger,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'receipts'"):
+            db.execute(f"DROP TRIGGER {trigger}")
+        db.execute("UPDATE receipts SET status = 'unknown'")  # as a resume settles a call it cannot know
+    listing = _same_both_ways(cli, tmp_path)
+    assert listing[0]["unknown_receipts"] == 1
+    for column, value in (("created_at", "garbage"), ("resource_keys", "{not json"), ("process", '{"pid": 1}')):
+        with sqlite3.connect(cli.home / "strata.db") as db:
+            before = db.execute(f"SELECT {column} FROM receipts").fetchone()[0]
+            db.execute(f"UPDATE receipts SET {column} = ?", (value,))
+        quick, took_quick = _sessions(cli, tmp_path)
+        full = cli.run("--verbose", "sessions")
+        assert not took_quick and quick.returncode == full.returncode != 0 and quick.stdout == full.stdout == "", column
+        with sqlite3.connect(cli.home / "strata.db") as db:
+            db.execute(f"UPDATE receipts SET {column} = ?", (before,))

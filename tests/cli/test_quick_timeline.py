@@ -125,3 +125,47 @@ def test_lines_that_fit_are_what_textwrap_gives_them() -> None:
         text_ = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
         width = rng.randint(20, 40)
         assert fitted_lines(text_, width) == (textwrap.wrap(text_, width, break_on_hyphens=False) or [""]), text_
+
+
+def test_a_workspace_that_cannot_be_looked_at_goes_the_full_way_and_is_one_error_line(
+        cli: StrataCLI, session: str, tmp_path: Path) -> None:
+    """A recorded workspace whose stat fails with other than "no such file" (here ENAMETOOLONG; EACCES for another
+    user) leaves the project layer unknown: the quick way defers, the full way says so in one line (exit 1)."""
+    import sqlite3
+
+    unreachable = "/tmp/" + "w" * 300 + "/ws"
+    with sqlite3.connect(cli.home / "strata.db") as db:
+        db.execute("UPDATE sessions SET workspace = ? WHERE id = ?", (unreachable, session))
+    quick, took_quick = _timeline(cli, tmp_path, session)
+    full = cli.run("--verbose", "timeline", session)
+    assert not took_quick and quick.returncode == full.returncode == 1 and not quick.stdout, quick.stderr
+    assert quick.stderr.startswith(f"strata: error: cannot look at the workspace '{unreachable}' of session {session}")
+    assert "internal error" not in quick.stderr + full.stderr and "Traceback" not in quick.stderr + full.stderr
+    assert quick.stderr.splitlines()[-1].startswith("hint: ")
+
+
+def test_a_session_row_the_store_would_not_read_goes_the_full_way_for_every_reading(
+        cli: StrataCLI, session: str, workspace: Path, tmp_path: Path) -> None:
+    """Another session's row edited into something the store does not write (a status outside the vocabulary, a
+    time that is not ISO text) fails the full way's look-up and listing (it reads every row): the quick way must not
+    print a table or a listing there, but leave both to the full way, byte for byte the same."""
+    import sqlite3
+
+    script = write_script(tmp_path / "other.json", [[text("ok")]])
+    other = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "other")
+    other_id = str((result_line(other.stdout) or {})["session_id"])
+    for column, value in (("status", "weird"), ("created_at", "garbage"), ("fork_seq", "x"), ("mode", "robot")):
+        with sqlite3.connect(cli.home / "strata.db") as db:
+            before = db.execute(f"SELECT {column} FROM sessions WHERE id = ?", (other_id,)).fetchone()[0]
+            db.execute(f"UPDATE sessions SET {column} = ? WHERE id = ?", (value, other_id))
+        for args in ([session], ["last"]):
+            quick, took_quick = _timeline(cli, tmp_path, *args)
+            full = cli.run("--verbose", "timeline", *args)
+            assert not took_quick and quick.returncode == full.returncode != 0, (column, args, quick.stdout)
+            assert quick.stdout == full.stdout == "", (column, args)
+        listing, loaded = run_noting_modules(cli, ["sessions"], tmp_path)
+        assert loaded & QUICK_NEVER and listing.returncode != 0 and listing.stdout == "", column
+        with sqlite3.connect(cli.home / "strata.db") as db:
+            db.execute(f"UPDATE sessions SET {column} = ? WHERE id = ?", (before, other_id))
+    quick, took_quick = _timeline(cli, tmp_path, session)
+    assert took_quick and quick.returncode == 0  # the rows as written again: the quick way
