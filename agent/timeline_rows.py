@@ -9,7 +9,7 @@ from typing import Any
 
 from core.masking import Masker
 from core.model import ModelAttempt, ModelListener
-from core.timeline_rows import LifecycleRow, ModelAttemptRow, PhaseRow, Usage
+from core.timeline_rows import LifecycleRow, ModelAttemptRow, Usage, phase_entry
 from core.utf8 import TextStream
 from memory.session_writer import SessionWriter
 
@@ -25,8 +25,8 @@ class LoopRecorder:
     def phase(self, name: str, turn: int, summary: str = "", *, batch_id: str | None = None,
               calls: list[str] | None = None, notes: list[str] | None = None) -> None:
         mask = self.masker.mask
-        self.writer.stage_timeline(PhaseRow(
-            turn=turn, name=name, summary=mask(summary or name), batch_id=None if batch_id is None else mask(batch_id),
+        self.writer.stage_timeline(phase_entry(  # PhaseRow's entry, without the typed row (core/timeline_rows.py)
+            turn, name, mask(summary or name), batch_id=None if batch_id is None else mask(batch_id),
             calls=None if calls is None else tuple(mask(c) for c in calls),
             notes=None if notes is None else tuple(mask(n) for n in notes)))
 

@@ -24,6 +24,7 @@ from core.timeline_rows import (
     ReceiptRow,
     Usage,
     observation,
+    phase_entry,
 )
 
 KEY = ChainKey(b"k" * 32)
@@ -77,6 +78,16 @@ PAIRS: list[tuple[Any, TimelineEntry]] = [
      TimelineEntry(kind="lifecycle", turn=0, outcome="started", summary="session started",
                    data={"plan_digest": "p", "x": None})),
 ]
+
+
+def test_the_loops_phase_rows_built_without_the_typed_row_are_the_typed_rows_entries() -> None:
+    """The loop stages `phase_entry(...)` directly (one validation, not two): the same stored row as its PhaseRow."""
+    for typed, legacy in PAIRS:
+        if isinstance(typed, PhaseRow):
+            assert phase_entry(typed.turn, typed.name, typed.summary, batch_id=typed.batch_id, calls=typed.calls,
+                               notes=typed.notes) == legacy
+    assert phase_entry(3, "plan", "plan: x", notes=("a", "b")) == PhaseRow(turn=3, name="plan", summary="plan: x",
+                                                                         notes=("a", "b")).entry()
 
 
 def _stored(entries: list[TimelineEntry]) -> list[TimelineRow]:
