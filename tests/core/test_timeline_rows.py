@@ -23,6 +23,7 @@ from core.timeline_rows import (
     PhaseRow,
     ReceiptRow,
     Usage,
+    call_entry,
     observation,
     phase_entry,
 )
@@ -88,6 +89,14 @@ def test_the_loops_phase_rows_built_without_the_typed_row_are_the_typed_rows_ent
                                notes=typed.notes) == legacy
     assert phase_entry(3, "plan", "plan: x", notes=("a", "b")) == PhaseRow(turn=3, name="plan", summary="plan: x",
                                                                          notes=("a", "b")).entry()
+
+
+def test_the_executors_call_rows_built_without_the_typed_row_are_the_typed_rows_entries() -> None:
+    """The executor stages `call_entry(**fields)` directly (one validation, not two): the row its CallRow stored."""
+    calls = [(typed, legacy) for typed, legacy in PAIRS if isinstance(typed, CallRow)]
+    assert len(calls) == 2
+    for typed, legacy in calls:
+        assert call_entry(**typed.model_dump(exclude={"kind"})) == legacy
 
 
 def _stored(entries: list[TimelineEntry]) -> list[TimelineRow]:
