@@ -12,7 +12,7 @@ Text here arrives masked: the emitters mask before they build a row."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -241,14 +241,32 @@ class ReceiptRow(_Row):
     by: str | None = None
 
     def entry(self) -> TimelineEntry:
-        return TimelineEntry(kind="receipt", turn=self.turn, call_id=self.call_id, tool=self.tool,
-                             check=self.receipt_id, outcome=self.transition, summary=self.summary,
-                             data=_present(status=self.status, by=self.by))
+        return receipt_entry(turn=self.turn, call_id=self.call_id, tool=self.tool, receipt_id=self.receipt_id,
+                             transition=self.transition, status=self.status, by=self.by, summary=self.summary)
 
     @classmethod
     def read(cls, e: TimelineEntry) -> ReceiptRow:
         return cls(turn=e.turn, summary=e.summary, call_id=e.call_id or "", tool=e.tool or "",
                    receipt_id=e.check or "", transition=_TRANSITION.validate_python(e.outcome), **e.data)
+
+
+_TRANSITIONS = frozenset(get_args(ReceiptTransition))
+
+
+def receipt_entry(*, turn: int, call_id: str, tool: str, receipt_id: str, transition: ReceiptTransition,
+                  status: str | None = None, by: str | None = None, summary: str = "") -> TimelineEntry:
+    """`ReceiptRow(...).entry()` without building the typed row first: one pydantic validation instead of two (an
+    effectful call stages two receipt rows). The same entry, field for field; a transition the row would refuse
+    is refused here too."""
+    if transition not in _TRANSITIONS:
+        raise ValueError(f"not a receipt transition: {transition!r}")
+    data: dict[str, Any] = {}
+    if status is not None:
+        data["status"] = status
+    if by is not None:
+        data["by"] = by
+    return TimelineEntry(kind="receipt", turn=turn, call_id=call_id, tool=tool, check=receipt_id, outcome=transition,
+                         summary=summary, data=data)
 
 
 class LifecycleRow(_Row):

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from core.masking import Masker
-from core.timeline_rows import ApprovalRow, Asker, CallRow, HookRow, ReceiptRow, call_entry
+from core.timeline_rows import ApprovalRow, Asker, CallRow, HookRow, ReceiptRow, call_entry, receipt_entry
 from memory.session_writer import SessionWriter
 from tool_executor._call_record import CallRecord, ReceiptChange, Recorder
 
@@ -23,8 +23,8 @@ class TimelineRecorder(Recorder):
         self.masker = masker
 
     def receipt(self, record: CallRecord, change: ReceiptChange, writer: SessionWriter) -> None:
-        writer.stage_timeline(receipt_row(change, turn=record.env.turn, call_id=record.call.call_id,
-                                          tool=record.tool, masker=self.masker))
+        writer.stage_timeline(receipt_entry(**_receipt_fields(  # ReceiptRow's entry, one validation
+            change, turn=record.env.turn, call_id=record.call.call_id, tool=record.tool, masker=self.masker)))
 
     def call(self, record: CallRecord, writer: SessionWriter) -> None:
         mask, summary = self.masker.mask, self.masker.summary
@@ -87,6 +87,11 @@ def _call_fields(record: CallRecord, masker: Masker) -> dict[str, Any]:
 def receipt_row(change: ReceiptChange, *, turn: int, call_id: str, tool: str, masker: Masker) -> ReceiptRow:
     """One receipt transition of call `call_id` as a row: the receipt id is its `check`, the transition its
     `outcome`."""
+    return ReceiptRow(**_receipt_fields(change, turn=turn, call_id=call_id, tool=tool, masker=masker))
+
+
+def _receipt_fields(change: ReceiptChange, *, turn: int, call_id: str, tool: str, masker: Masker) -> dict[str, Any]:
+    """The receipt row's fields: `ReceiptRow(**fields)` is the typed row, `receipt_entry(**fields)` its entry."""
     tool = masker.mask(tool)
     match change.transition:
         case "dispatched":
@@ -98,6 +103,6 @@ def receipt_row(change: ReceiptChange, *, turn: int, call_id: str, tool: str, ma
             text = f"receipt {change.receipt_id} {change.transition}"
     if change.note and change.transition != "dispatched":
         text += f": {change.note}"
-    return ReceiptRow(turn=turn, call_id=call_id, tool=tool, receipt_id=change.receipt_id,
-                      transition=change.transition, status=change.status,
-                      by=masker.mask(change.by) if change.by else None, summary=masker.summary(text, SUMMARY_CHARS))
+    return {"turn": turn, "call_id": call_id, "tool": tool, "receipt_id": change.receipt_id,
+            "transition": change.transition, "status": change.status,
+            "by": masker.mask(change.by) if change.by else None, "summary": masker.summary(text, SUMMARY_CHARS)}

@@ -26,6 +26,7 @@ from core.timeline_rows import (
     call_entry,
     observation,
     phase_entry,
+    receipt_entry,
 )
 
 KEY = ChainKey(b"k" * 32)
@@ -97,6 +98,21 @@ def test_the_executors_call_rows_built_without_the_typed_row_are_the_typed_rows_
     assert len(calls) == 2
     for typed, legacy in calls:
         assert call_entry(**typed.model_dump(exclude={"kind"})) == legacy
+
+
+def test_the_executors_receipt_rows_built_without_the_typed_row_are_the_typed_rows_entries() -> None:
+    """The executor stages `receipt_entry(**fields)` directly: the row its ReceiptRow stored; a transition the
+    typed row refuses is refused too."""
+    typed = ReceiptRow(turn=2, call_id="c1", tool="bash", receipt_id="r1", transition="reconciled", status="done",
+                       by="person:a", summary="receipt r1 reconciled as applied by person:a")
+    fields = typed.model_dump(exclude={"kind"})
+    assert receipt_entry(**fields) == typed.entry()
+    assert receipt_entry(**fields).data == {"status": "done", "by": "person:a"}
+    for typed, legacy in PAIRS:
+        if isinstance(typed, ReceiptRow):
+            assert receipt_entry(**typed.model_dump(exclude={"kind"})) == legacy
+    with pytest.raises(ValueError, match="not a receipt transition"):
+        receipt_entry(**{**fields, "transition": "vanished"})
 
 
 def _stored(entries: list[TimelineEntry]) -> list[TimelineRow]:
