@@ -150,8 +150,17 @@ class EvidenceLedger:
         return AttemptTee(self.attempt, inner)
 
     def observer(self, inner: Observer | None) -> Observer:
+        last_at: list[datetime | None] = [None]
+
         def observe(item: StoredEvent) -> None:
-            self.committed(item.at)
+            # The events of one commit share its one `at` object (the store stamps a commit once), and nothing is
+            # observed between them (the loop hands them over in one go): the head moves, and the observations
+            # queue, only at a commit's first event. Later events of the same commit skip building and comparing
+            # the head (a ChainHead model each). A store that gives each event its own `at` object is asked every
+            # time, as before.
+            if item.at is not last_at[0]:
+                last_at[0] = item.at
+                self.committed(item.at)
             if inner is not None:
                 inner(item)
 

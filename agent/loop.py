@@ -23,9 +23,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import anyio
-import anyio.lowlevel
 import structlog
 
+from agent._checkpoint import cancellation_point
 from agent.lineage import ChildLink
 from agent.outcome import RunOutcome
 from agent.phases.perceive import compaction, overhead_chars, perceive
@@ -297,8 +297,9 @@ class AgenticLoop:
             if self.writer.dirty:
                 await self.writer.flush()  # user input is durable before the model sees it
             # A cancelled turn (Ctrl-C at an approval prompt) asks the model nothing more, whether or not the
-            # model itself would notice the cancellation (the scripted one answers without waiting).
-            await anyio.lowlevel.checkpoint()
+            # model itself would notice the cancellation (the scripted one answers without waiting). Without a
+            # pass of the event loop when nothing is cancelled (agent/_checkpoint.py).
+            await cancellation_point()
             if state.turn >= state.max_turns:
                 return await self._end("incomplete", f"turn limit of {state.max_turns} reached")
             turn = state.turn + 1

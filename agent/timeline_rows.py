@@ -9,7 +9,8 @@ from typing import Any
 
 from core.masking import Masker
 from core.model import ModelAttempt, ModelListener
-from core.timeline_rows import LifecycleRow, ModelAttemptRow, PhaseRow, Usage
+from core.timeline import TimelineEntry
+from core.timeline_rows import LifecycleRow, ModelAttemptRow, Usage, phase_entry
 from core.utf8 import TextStream
 from memory.session_writer import SessionWriter
 
@@ -25,8 +26,8 @@ class LoopRecorder:
     def phase(self, name: str, turn: int, summary: str = "", *, batch_id: str | None = None,
               calls: list[str] | None = None, notes: list[str] | None = None) -> None:
         mask = self.masker.mask
-        self.writer.stage_timeline(PhaseRow(
-            turn=turn, name=name, summary=mask(summary or name), batch_id=None if batch_id is None else mask(batch_id),
+        self.writer.stage_timeline(phase_entry(  # PhaseRow's entry, without the typed row (core/timeline_rows.py)
+            turn, name, mask(summary or name), batch_id=None if batch_id is None else mask(batch_id),
             calls=None if calls is None else tuple(mask(c) for c in calls),
             notes=None if notes is None else tuple(mask(n) for n in notes)))
 
@@ -37,7 +38,8 @@ class LoopRecorder:
         self.observed.append((what, turn, self.masker.mask(summary or what), masked))
 
     def attempt(self, attempt: ModelAttempt) -> None:
-        self.writer.stage_timeline(attempt_row(attempt, self.turn, self.masker))
+        entry = _plain_attempt_entry(attempt, self.turn, self.masker)
+        self.writer.stage_timeline(entry if entry is not None else attempt_row(attempt, self.turn, self.masker))
 
 
 def attempt_row(attempt: ModelAttempt, turn: int, masker: Masker) -> ModelAttemptRow:
@@ -50,6 +52,39 @@ def attempt_row(attempt: ModelAttempt, turn: int, masker: Masker) -> ModelAttemp
                            status_code=attempt.status_code, request_id=attempt.request_id,
                            retry_after_s=attempt.retry_after_s, delay_s=attempt.delay_s, usage=usage,
                            summary=masker.mask(attempt.message or attempt.outcome))
+
+
+_OUTCOMES = frozenset({"ok", "retry", "error"})
+
+
+def _plain_attempt_entry(attempt: ModelAttempt, turn: int, masker: Masker) -> TimelineEntry | None:
+    """`attempt_row(...).entry()` without the typed rows (ModelAttemptRow and Usage, three pydantic models a model
+    turn) when every field already has exactly the type those rows would keep unchanged (an int where they want an
+    int, a float where they want a float: the adapters' usual output); None otherwise, and the typed row is built,
+    converting or refusing as it always did. The same entry, field for field (tests/agent/test_timeline_rows.py)."""
+    a, u = attempt, attempt.usage
+    duration = round(a.duration_ms, 3)
+    if not (type(turn) is int and type(a.number) is int and type(a.outcome) is str and a.outcome in _OUTCOMES
+            and type(duration) is float and type(a.message) is str
+            and (a.error_kind is None or type(a.error_kind) is str)
+            and (a.status_code is None or type(a.status_code) is int)
+            and (a.request_id is None or type(a.request_id) is str)
+            and (a.retry_after_s is None or type(a.retry_after_s) is float)
+            and (a.delay_s is None or type(a.delay_s) is float)):
+        return None
+    data: dict[str, Any] = {"number": a.number}
+    for name, value in (("error_kind", a.error_kind), ("status_code", a.status_code), ("request_id", a.request_id),
+                        ("retry_after_s", a.retry_after_s), ("delay_s", a.delay_s)):
+        if value is not None:
+            data[name] = value
+    if u is not None:
+        usage = {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
+                 "cache_read_tokens": u.cache_read_tokens, "cache_write_tokens": u.cache_write_tokens}
+        if any(type(v) is not int for v in usage.values()):
+            return None
+        data["usage"] = usage
+    return TimelineEntry(kind="model_attempt", turn=turn, outcome=a.outcome, check=a.error_kind, duration_ms=duration,
+                         summary=masker.mask(a.message or a.outcome), data=data)
 
 
 class AttemptTee:

@@ -12,7 +12,7 @@ Text here arrives masked: the emitters mask before they build a row."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -42,12 +42,27 @@ class PhaseRow(_Row):
     """What the plan phase's review of an answer repaired or refused."""
 
     def entry(self) -> TimelineEntry:
-        return TimelineEntry(kind="phase", turn=self.turn, outcome=self.name, summary=self.summary,
-                             data=_present(batch_id=self.batch_id, calls=_list(self.calls), notes=_list(self.notes)))
+        return phase_entry(self.turn, self.name, self.summary, batch_id=self.batch_id, calls=self.calls,
+                           notes=self.notes)
 
     @classmethod
     def read(cls, e: TimelineEntry) -> PhaseRow:
         return cls(turn=e.turn, summary=e.summary, name=e.outcome or "", **e.data)
+
+
+def phase_entry(turn: int, name: str, summary: str, *, batch_id: str | None = None,
+                calls: tuple[str, ...] | None = None, notes: tuple[str, ...] | None = None) -> TimelineEntry:
+    """`PhaseRow(...).entry()` without building the typed row first: one pydantic validation instead of two (the
+    loop stages four phase rows a turn). The same entry, field for field (tests/core/test_timeline_rows.py);
+    `TimelineEntry` validates what the stored row holds."""
+    data: dict[str, Any] = {}
+    if batch_id is not None:
+        data["batch_id"] = batch_id
+    if calls is not None:
+        data["calls"] = list(calls)
+    if notes is not None:
+        data["notes"] = list(notes)
+    return TimelineEntry(kind="phase", turn=turn, outcome=name, summary=summary, data=data)
 
 
 class Usage(BaseModel):
@@ -113,19 +128,37 @@ class CallRow(_Row):
     """Why an open batch was closed around this call (an interrupt, a signal), when it was."""
 
     def entry(self) -> TimelineEntry:
-        steps = None if self.steps is None else [list(s) for s in self.steps]
-        return TimelineEntry(kind="call", turn=self.turn, call_id=self.call_id, tool=self.tool,
-                             decision=self.decision, check=self.by, outcome=self.outcome,
-                             duration_ms=self.duration_ms, summary=self.summary,
-                             data=_present(steps=steps, input_sha256=self.input_sha256, plan_digest=self.plan_digest,
-                                           proposed_tool=self.proposed_tool, receipt_id=self.receipt_id,
-                                           lock=self.lock, settled_on_resume=self.settled_on_resume,
-                                           settled_by=self.settled_by))
+        return call_entry(turn=self.turn, call_id=self.call_id, tool=self.tool, decision=self.decision, by=self.by,
+                          outcome=self.outcome, duration_ms=self.duration_ms, summary=self.summary, steps=self.steps,
+                          input_sha256=self.input_sha256, plan_digest=self.plan_digest,
+                          proposed_tool=self.proposed_tool, receipt_id=self.receipt_id, lock=self.lock,
+                          settled_on_resume=self.settled_on_resume, settled_by=self.settled_by)
 
     @classmethod
     def read(cls, e: TimelineEntry) -> CallRow:
         return cls(turn=e.turn, summary=e.summary, call_id=e.call_id or "", tool=e.tool or "", decision=e.decision,
                    by=e.check, outcome=e.outcome, duration_ms=e.duration_ms, **e.data)
+
+
+def call_entry(*, turn: int, call_id: str, tool: str, summary: str = "", decision: TimelineDecision | None = None,
+               by: str | None = None, outcome: str | None = None, duration_ms: float | None = None,
+               steps: tuple[StepEntry, ...] | None = None, input_sha256: str | None = None,
+               plan_digest: str | None = None, proposed_tool: str | None = None, receipt_id: str | None = None,
+               lock: str | None = None, settled_on_resume: bool | None = None,
+               settled_by: str | None = None) -> TimelineEntry:
+    """`CallRow(...).entry()` without building the typed row first: one pydantic validation instead of two (the
+    executor stages one call row per call). The same entry, field for field; `TimelineEntry` validates what the
+    stored row holds."""
+    data: dict[str, Any] = {}
+    if steps is not None:
+        data["steps"] = [list(s) for s in steps]
+    for name, value in (("input_sha256", input_sha256), ("plan_digest", plan_digest),
+                        ("proposed_tool", proposed_tool), ("receipt_id", receipt_id), ("lock", lock),
+                        ("settled_on_resume", settled_on_resume), ("settled_by", settled_by)):
+        if value is not None:
+            data[name] = value
+    return TimelineEntry(kind="call", turn=turn, call_id=call_id, tool=tool, decision=decision, check=by,
+                         outcome=outcome, duration_ms=duration_ms, summary=summary, data=data)
 
 
 class HookRow(_Row):
@@ -208,14 +241,32 @@ class ReceiptRow(_Row):
     by: str | None = None
 
     def entry(self) -> TimelineEntry:
-        return TimelineEntry(kind="receipt", turn=self.turn, call_id=self.call_id, tool=self.tool,
-                             check=self.receipt_id, outcome=self.transition, summary=self.summary,
-                             data=_present(status=self.status, by=self.by))
+        return receipt_entry(turn=self.turn, call_id=self.call_id, tool=self.tool, receipt_id=self.receipt_id,
+                             transition=self.transition, status=self.status, by=self.by, summary=self.summary)
 
     @classmethod
     def read(cls, e: TimelineEntry) -> ReceiptRow:
         return cls(turn=e.turn, summary=e.summary, call_id=e.call_id or "", tool=e.tool or "",
                    receipt_id=e.check or "", transition=_TRANSITION.validate_python(e.outcome), **e.data)
+
+
+_TRANSITIONS = frozenset(get_args(ReceiptTransition))
+
+
+def receipt_entry(*, turn: int, call_id: str, tool: str, receipt_id: str, transition: ReceiptTransition,
+                  status: str | None = None, by: str | None = None, summary: str = "") -> TimelineEntry:
+    """`ReceiptRow(...).entry()` without building the typed row first: one pydantic validation instead of two (an
+    effectful call stages two receipt rows). The same entry, field for field; a transition the row would refuse
+    is refused here too."""
+    if transition not in _TRANSITIONS:
+        raise ValueError(f"not a receipt transition: {transition!r}")
+    data: dict[str, Any] = {}
+    if status is not None:
+        data["status"] = status
+    if by is not None:
+        data["by"] = by
+    return TimelineEntry(kind="receipt", turn=turn, call_id=call_id, tool=tool, check=receipt_id, outcome=transition,
+                         summary=summary, data=data)
 
 
 class LifecycleRow(_Row):

@@ -33,6 +33,7 @@ from core.state import SessionState
 from core.timeline import TimelineEntry
 from core.timeline_rows import Observation
 from core.vocabulary import SessionStatus
+from memory._group_commit import CALLER_SHIELDED
 from memory.rows import NewReceipt, ReceiptUpdate, Snapshot, Write
 from memory.store import EventStore
 
@@ -106,7 +107,11 @@ class SessionWriter:
         # Shielded: a cancellation (Ctrl-C) must not separate a commit that happens from the live state that
         # applies it; the store finishes the transaction on its thread either way.
         with anyio.CancelScope(shield=True):
-            stored = await self.store.commit(self.session_id, write)
+            shielded = CALLER_SHIELDED.set(True)  # the group commit's lead needs no shield of its own under this one
+            try:
+                stored = await self.store.commit(self.session_id, write)
+            finally:
+                CALLER_SHIELDED.reset(shielded)  # before `on_commit`: nothing it starts may inherit the mark
             if write.snapshot is not None:
                 self.snapshot_seq = write.snapshot.seq
             if self._on_commit is not None and stored:

@@ -61,7 +61,9 @@ class Effects:
                           path_filter=path_filter(spec, args, (*env.rules, *self.config_rules), self.workspace),
                           on_interrupt=record.tell_interrupt,
                           on_spawn=None if spec.effect == "read_only" else self._spawned(record, held))
-        keys = tuple(spec.resource_keys(args, ctx)) if spec.resource_keys else ()
+        # Resource keys serve the receipt and the locks (step 9), which a read-only call has neither of: its keys
+        # are not computed (read_file's resolved its path once more, a realpath, for nothing).
+        keys = tuple(spec.resource_keys(args, ctx)) if spec.resource_keys and spec.effect != "read_only" else ()
         if effectful:  # step 8
             receipts.dispatched(record, NewReceipt(id=self._ids.receipt_id(), call_id=call.call_id, tool=d.tool,
                                                    idempotency_key=key, args_sha256=d.input_sha256,

@@ -6,9 +6,10 @@ the call's result (for a call settled by an interrupt or a resume: in the commit
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from core.masking import Masker
-from core.timeline_rows import ApprovalRow, Asker, CallRow, HookRow, ReceiptRow
+from core.timeline_rows import ApprovalRow, Asker, CallRow, HookRow, ReceiptRow, call_entry, receipt_entry
 from memory.session_writer import SessionWriter
 from tool_executor._call_record import CallRecord, ReceiptChange, Recorder
 
@@ -22,8 +23,8 @@ class TimelineRecorder(Recorder):
         self.masker = masker
 
     def receipt(self, record: CallRecord, change: ReceiptChange, writer: SessionWriter) -> None:
-        writer.stage_timeline(receipt_row(change, turn=record.env.turn, call_id=record.call.call_id,
-                                          tool=record.tool, masker=self.masker))
+        writer.stage_timeline(receipt_entry(**_receipt_fields(  # ReceiptRow's entry, one validation
+            change, turn=record.env.turn, call_id=record.call.call_id, tool=record.tool, masker=self.masker)))
 
     def call(self, record: CallRecord, writer: SessionWriter) -> None:
         mask, summary = self.masker.mask, self.masker.summary
@@ -45,11 +46,16 @@ class TimelineRecorder(Recorder):
         for step in record.post_steps:
             writer.stage_timeline(HookRow(turn=turn, call_id=call_id, tool=tool, hook=mask(step.by),
                                           verdict=step.outcome, summary=summary(f"post: {step.detail}", SUMMARY_CHARS)))
-        writer.stage_timeline(call_row(record, self.masker))
+        writer.stage_timeline(call_entry(**_call_fields(record, self.masker)))  # CallRow's entry, one validation
 
 
 def call_row(record: CallRecord, masker: Masker) -> CallRow:
     """The call's own row: what decided it, how it ended, and its decision path."""
+    return CallRow(**_call_fields(record, masker))
+
+
+def _call_fields(record: CallRecord, masker: Masker) -> dict[str, Any]:
+    """The call row's fields: `CallRow(**fields)` is the typed row, `call_entry(**fields)` its stored entry."""
     mask, summary = masker.mask, masker.summary
     result, d = record.result, record.decision
     decision, by = record.verdict()
@@ -59,13 +65,13 @@ def call_row(record: CallRecord, masker: Masker) -> CallRow:
         assert result is not None
         how = (f"entered again on resume with receipt {result.receipt_id} (its work goes on, never twice)"
                if record.re_entered else f"settled from receipt {result.receipt_id} on resume, not re-run")
-        return CallRow(turn=record.env.turn, call_id=record.call.call_id, tool=tool, decision=decision, by=by,
-                       outcome=outcome, receipt_id=result.receipt_id, settled_on_resume=True,
-                       summary=summary(f"{record.call.tool} {how} -> {outcome}", SUMMARY_CHARS))
+        return dict(turn=record.env.turn, call_id=record.call.call_id, tool=tool, decision=decision, by=by,
+                    outcome=outcome, receipt_id=result.receipt_id, settled_on_resume=True,
+                    summary=summary(f"{record.call.tool} {how} -> {outcome}", SUMMARY_CHARS))
     tail = (f" -> {outcome}: {summary(result.content, 100)}" if result is not None else " -> waiting for a person")
     args = summary(_args_json(dict(d.input if d is not None else record.call.input)), 120)
     proposed = mask(record.call.tool) if d is not None and d.tool != record.call.tool else None
-    return CallRow(
+    return dict(
         turn=record.env.turn, call_id=record.call.call_id, tool=tool, decision=decision,
         by=mask(by) if by else by, outcome=outcome,
         duration_ms=result.duration_ms if result is not None else None, summary=f"{tool} {args}{tail}",
@@ -81,6 +87,11 @@ def call_row(record: CallRecord, masker: Masker) -> CallRow:
 def receipt_row(change: ReceiptChange, *, turn: int, call_id: str, tool: str, masker: Masker) -> ReceiptRow:
     """One receipt transition of call `call_id` as a row: the receipt id is its `check`, the transition its
     `outcome`."""
+    return ReceiptRow(**_receipt_fields(change, turn=turn, call_id=call_id, tool=tool, masker=masker))
+
+
+def _receipt_fields(change: ReceiptChange, *, turn: int, call_id: str, tool: str, masker: Masker) -> dict[str, Any]:
+    """The receipt row's fields: `ReceiptRow(**fields)` is the typed row, `receipt_entry(**fields)` its entry."""
     tool = masker.mask(tool)
     match change.transition:
         case "dispatched":
@@ -92,6 +103,6 @@ def receipt_row(change: ReceiptChange, *, turn: int, call_id: str, tool: str, ma
             text = f"receipt {change.receipt_id} {change.transition}"
     if change.note and change.transition != "dispatched":
         text += f": {change.note}"
-    return ReceiptRow(turn=turn, call_id=call_id, tool=tool, receipt_id=change.receipt_id,
-                      transition=change.transition, status=change.status,
-                      by=masker.mask(change.by) if change.by else None, summary=masker.summary(text, SUMMARY_CHARS))
+    return {"turn": turn, "call_id": call_id, "tool": tool, "receipt_id": change.receipt_id,
+            "transition": change.transition, "status": change.status,
+            "by": masker.mask(change.by) if change.by else None, "summary": masker.summary(text, SUMMARY_CHARS)}

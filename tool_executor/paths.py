@@ -116,11 +116,18 @@ def _resolve(workspace: Path, raw: str) -> Path:
         raise OutsideWorkspace(f"path {raw!r} names a home directory that cannot be resolved") from None
     if not candidate.is_absolute():
         candidate = root / candidate
-    resolved = Path(os.path.realpath(candidate))
-    if resolved != root and root not in resolved.parents:
-        shown = f"{raw!r} resolves to {resolved}" if str(resolved) != raw else f"{raw!r}"
+    resolved = os.path.realpath(candidate)
+    if not _inside(resolved, os.fspath(root)):
+        shown = f"{raw!r} resolves to {resolved}" if resolved != raw else f"{raw!r}"
         raise OutsideWorkspace(f"path {shown}, which is outside the workspace {root}")
-    return resolved
+    return Path(resolved)
+
+
+def _inside(resolved: str, root: str) -> bool:
+    """`Path(resolved) == Path(root) or Path(root) in Path(resolved).parents`, on the text: both are realpaths
+    (absolute, normalised, no trailing separator but the root's own), whose text `Path` keeps as it is, so the
+    comparison is the same without building a Path for each parent."""
+    return resolved == root or resolved.startswith(root if root.endswith("/") else root + "/")
 
 
 def relative_pattern_problem(pattern: str) -> str | None:

@@ -36,11 +36,13 @@ def propose(response: ModelResponse, batch_id: str, *, used_ids: Container[str] 
     # Blank text blocks are dropped for the same reason (the API refuses empty text blocks).
     content = tuple(b for b in reviewed.content if not (isinstance(b, TextBlock) and not b.text.strip()))
     reported = response.usage
-    usage: TokenUsage | None = TokenUsage(
-        input_tokens=reported.input_tokens, output_tokens=reported.output_tokens,
-        cache_read_tokens=reported.cache_read_tokens, cache_write_tokens=reported.cache_write_tokens)
-    if usage == TokenUsage():
-        usage = None  # the scripted model reports nothing; keep its events as they were
+    usage: TokenUsage | None = None  # the scripted model reports nothing; keep its events as they were
+    # Compared field by field, not as `TokenUsage(...) == TokenUsage()`: two models built and compared each turn.
+    if (reported.input_tokens or reported.output_tokens or reported.cache_read_tokens
+            or reported.cache_write_tokens):
+        usage = TokenUsage(
+            input_tokens=reported.input_tokens, output_tokens=reported.output_tokens,
+            cache_read_tokens=reported.cache_read_tokens, cache_write_tokens=reported.cache_write_tokens)
     if not reviewed.calls:
         return Planned(AssistantMessage(content=content or (TextBlock(text=EMPTY_ANSWER),), usage=usage),
                        reviewed.notes)

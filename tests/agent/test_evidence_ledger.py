@@ -6,19 +6,20 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
-from agent.evidence_ledger import Ledgers, excerpt
+from agent.evidence_ledger import EvidenceLedger, Ledgers, excerpt
 from agent.phases.plan import propose
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
 from agent.testing import StrictScriptedModel
 from core.clock import SystemClock
 from core.errors import PersistError
-from core.events import BatchProposed, CallResult, SessionStarted, UserMessage
+from core.events import BatchProposed, CallResult, SessionStarted, StoredEvent, UserMessage
 from core.hashing import canonical_json, idempotency_key, sha256_text
 from core.ids import IdFactory
 from core.masking import Masker
@@ -332,3 +333,17 @@ async def test_a_torn_head_line_is_skipped_and_the_next_starts_fresh(tmp_path: P
     torn, *rest = path.read_text().splitlines()
     assert torn.endswith('"events_seq": 99') and rest
     assert rt.ledgers.last_head(live.id) == rt.store.chain_head(live.id)
+
+
+def test_the_observer_asks_for_the_head_once_per_commit_and_hands_on_every_event(tmp_path: Path) -> None:
+    """A commit's events share its `at`: the head is asked for at its first event only; events of another commit
+    (another `at`) are asked again, and the inner observer sees every event."""
+    asked: list[int] = []
+    seen: list[int] = []
+    ledger = EvidenceLedger(tmp_path / "l.jsonl", "s1", Masker(KEY), SystemClock(), turn=lambda: 1,
+                            head=lambda: asked.append(1) or None)  # type: ignore[func-returns-value]
+    observe = ledger.observer(lambda item: seen.append(item.seq))
+    first, second = datetime.now(UTC), datetime.now(UTC) + timedelta(milliseconds=1)
+    for seq, at in ((1, first), (2, first), (3, first), (4, second), (5, second)):
+        observe(StoredEvent(session_id="s1", seq=seq, at=at, turn=1, event=UserMessage(text="x")))
+    assert len(asked) == 2 and seen == [1, 2, 3, 4, 5]

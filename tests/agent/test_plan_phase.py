@@ -11,10 +11,11 @@ from typing import Any
 from agent.phases.plan import propose
 from agent.session import Runtime, resume_session, start_session
 from core.clock import SystemClock
-from core.events import BatchProposed, CallResult, SessionStarted, UserMessage
+from core.events import AssistantMessage, BatchProposed, CallResult, SessionStarted, TokenUsage, UserMessage
 from core.ids import IdFactory
 from core.masking import Masker
-from core.model import ModelResponse
+from core.messages import TextBlock
+from core.model import ModelResponse, Usage
 from core.model.scripted import ScriptedModel, parse_script
 from core.policy import parse_rule
 from memory import SessionRecord, SqliteEventStore, Write
@@ -94,3 +95,14 @@ async def test_the_plan_row_says_what_was_repaired_without_raw_ids(tmp_path: Pat
     assert len(plan.data["notes"]) == 3
     dumped = " ".join(f"{r.summary} {r.call_id} {r.data}" for r in rows)
     assert "Wm3Kp8Tz" not in dumped and "call 1/2" not in dumped
+
+
+def test_a_response_that_reports_no_usage_records_none_and_one_that_does_records_it() -> None:
+    """The usage a model reported is kept on the proposal as it was; nothing reported (all zero, as the scripted
+    model) is recorded as no usage at all, so those events stay as they were."""
+    silent = propose(ModelResponse(content=(TextBlock(text="done"),), stop_reason="end_turn"), batch_id="b1")
+    assert isinstance(silent.proposal, AssistantMessage) and silent.proposal.usage is None
+    reported = propose(ModelResponse(content=(TextBlock(text="done"),), stop_reason="end_turn",
+                                     usage=Usage(output_tokens=7, cache_read_tokens=2)), batch_id="b2")
+    assert isinstance(reported.proposal, AssistantMessage)
+    assert reported.proposal.usage == TokenUsage(output_tokens=7, cache_read_tokens=2)

@@ -23,7 +23,10 @@ from core.timeline_rows import (
     PhaseRow,
     ReceiptRow,
     Usage,
+    call_entry,
     observation,
+    phase_entry,
+    receipt_entry,
 )
 
 KEY = ChainKey(b"k" * 32)
@@ -77,6 +80,39 @@ PAIRS: list[tuple[Any, TimelineEntry]] = [
      TimelineEntry(kind="lifecycle", turn=0, outcome="started", summary="session started",
                    data={"plan_digest": "p", "x": None})),
 ]
+
+
+def test_the_loops_phase_rows_built_without_the_typed_row_are_the_typed_rows_entries() -> None:
+    """The loop stages `phase_entry(...)` directly (one validation, not two): the same stored row as its PhaseRow."""
+    for typed, legacy in PAIRS:
+        if isinstance(typed, PhaseRow):
+            assert phase_entry(typed.turn, typed.name, typed.summary, batch_id=typed.batch_id, calls=typed.calls,
+                               notes=typed.notes) == legacy
+    assert phase_entry(3, "plan", "plan: x", notes=("a", "b")) == PhaseRow(turn=3, name="plan", summary="plan: x",
+                                                                         notes=("a", "b")).entry()
+
+
+def test_the_executors_call_rows_built_without_the_typed_row_are_the_typed_rows_entries() -> None:
+    """The executor stages `call_entry(**fields)` directly (one validation, not two): the row its CallRow stored."""
+    calls = [(typed, legacy) for typed, legacy in PAIRS if isinstance(typed, CallRow)]
+    assert len(calls) == 2
+    for typed, legacy in calls:
+        assert call_entry(**typed.model_dump(exclude={"kind"})) == legacy
+
+
+def test_the_executors_receipt_rows_built_without_the_typed_row_are_the_typed_rows_entries() -> None:
+    """The executor stages `receipt_entry(**fields)` directly: the row its ReceiptRow stored; a transition the
+    typed row refuses is refused too."""
+    typed = ReceiptRow(turn=2, call_id="c1", tool="bash", receipt_id="r1", transition="reconciled", status="done",
+                       by="person:a", summary="receipt r1 reconciled as applied by person:a")
+    fields = typed.model_dump(exclude={"kind"})
+    assert receipt_entry(**fields) == typed.entry()
+    assert receipt_entry(**fields).data == {"status": "done", "by": "person:a"}
+    for typed, legacy in PAIRS:
+        if isinstance(typed, ReceiptRow):
+            assert receipt_entry(**typed.model_dump(exclude={"kind"})) == legacy
+    with pytest.raises(ValueError, match="not a receipt transition"):
+        receipt_entry(**{**fields, "transition": "vanished"})
 
 
 def _stored(entries: list[TimelineEntry]) -> list[TimelineRow]:

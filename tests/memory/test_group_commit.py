@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from memory import SqliteEventStore
-from memory._group_commit import GroupCommit, GroupHooks
+from memory._group_commit import CALLER_SHIELDED, GroupCommit, GroupHooks
 from observability.chain_verify import verify_chains
 from tests.memory.test_sqlite_append_order import started, turn
 
@@ -254,3 +254,34 @@ def _record(session_id: str) -> Any:
     from tests.memory._sqlite import record
 
     return record(session_id)
+
+
+async def test_a_group_led_under_the_callers_own_shield_is_not_cut_short_by_a_cancel(tmp_path: Path) -> None:
+    """The session writer shields its commit and marks it (CALLER_SHIELDED), so the lead takes no second shield:
+    a cancel of the caller's outer scope while the group is on the thread still gets the whole transaction, and
+    the mark is gone once the writer resets it."""
+    with _committer(tmp_path) as (group, _):
+        gate = threading.Event()
+        got: dict[str, Any] = {}
+        outer = anyio.CancelScope()
+
+        async def writer_like() -> None:
+            with outer:
+                with anyio.CancelScope(shield=True):
+                    mark = CALLER_SHIELDED.set(True)
+                    try:
+                        got["result"] = await group.submit("s", _held(gate), "t")
+                    finally:
+                        CALLER_SHIELDED.reset(mark)
+                await anyio.sleep(1)  # the cancel, held off by the shield, lands here
+                got["after"] = "not reached"
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(writer_like)
+            await anyio.sleep(0.05)  # the group is on the thread, held on the gate
+            outer.cancel()
+            await anyio.sleep(0.05)
+            gate.set()
+        assert got == {"result": "first"}
+        assert not CALLER_SHIELDED.get()
+    assert _rows(tmp_path / "g.db") == [("first", 0)]

@@ -14,7 +14,7 @@ from core.policy import parse_rule
 from core.tools import BoundToolPlan, ToolContext, ToolError
 from tool_executor import Checked, Deny, Pass, ToolCallProcessor, builtin_tools
 from tool_executor.builtin import fs
-from tool_executor.paths import OutsideWorkspace, resolve_in_workspace
+from tool_executor.paths import OutsideWorkspace, _inside, resolve_in_workspace
 
 
 @pytest.fixture
@@ -270,3 +270,12 @@ async def test_write_through_inside_symlink_is_allowed(layout: dict[str, Path]) 
     """A symlink pointing inside the workspace may be written through; the target file changes."""
     await fs.write_file({"path": "in_link", "content": "new"}, ctx(layout["ws"]))
     assert (layout["ws"] / "inside.txt").read_text() == "new"
+
+
+@pytest.mark.parametrize(("resolved", "root"), [
+    ("/w", "/w"), ("/w/a", "/w"), ("/w/a/b", "/w"), ("/wx", "/w"), ("/wx/a", "/w"), ("/", "/w"), ("/a", "/"),
+    ("/", "/"), ("//w/a", "/w"), ("//w/a", "//w"), ("/w/a", "//w"), ("/w.d/a", "/w"),
+])
+def test_the_text_containment_test_is_the_paths_own(resolved: str, root: str) -> None:
+    """`_inside` answers as `Path` would for realpaths: the same directory, or one of its descendants."""
+    assert _inside(resolved, root) == (Path(resolved) == Path(root) or Path(root) in Path(resolved).parents)
