@@ -127,8 +127,12 @@ class HostDispatcher:
                         await link.connection.wait_for_room()
                     if not link.connection.push(push_of(message)):
                         break
-            except Exception as exc:  # a bug here ends this attachment, never the daemon
+            except Exception as exc:  # a bug here ends this attachment, never the daemon; the client is told
                 log.error("attachment pump failed", error_type=type(exc).__name__, exc_info=True)
+                link.connection.push(ipc.Notice(
+                    session_id=key[1], kind="closed", level="warning",
+                    text="the daemon failed on this attachment (its log says why) and detached it; the session "
+                    "goes on: attach again"))
         if self._links.get(key) is link:
             del self._links[key]
         if link.attachment.attached:  # the connection went first: the session goes on without it
