@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli._helpers import text
+from tests.cli._helpers import bash_mark, effect_counts, marker, text
 from tests.conftest import StrataCLI
 from tests.ipc._wire import RawClient
-from tests.serve._procs import Daemon, script
+from tests.serve._procs import Client, Daemon, script, status, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -47,4 +47,57 @@ def test_an_attach_with_a_since_seq_no_store_can_hold_is_invalid_and_the_connect
         daemon.stop()
     assert daemon.proc.returncode == 0, daemon.stderr
     assert "Traceback" not in daemon.stderr
+    assert _errors_in_log(cli) == []
+
+
+def test_a_driver_attaching_while_a_watcher_opens_a_parked_session_is_asked_and_the_call_runs_once(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """After a restart the parked session is not hosted: a watcher's attach opens it (parked, no lease) and a
+    driver's attach, arriving while that open reads the store, joins it. The driver is asked about the parked
+    call as if it had come first (it used to be left attached and never asked, its prompts refused)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model = script(tmp_path / "s.json", [bash_mark("b1")], [text("done")])
+    daemon = Daemon(cli)
+    try:
+        first = Client(cli, "--new", "--workspace", str(ws), "--model", model)
+        sid = first.session_id
+        first.send(type="prompt", text="mark it")
+        first.wait_for("approval_request", call_id="b1")
+        first.kill()  # the call parks
+        wait_until(lambda: [w["how"] for row in status(cli) for w in row["waiting"]] == ["parked"],
+                   what="the call parked")
+    finally:
+        daemon.stop()
+    daemon = Daemon(cli)
+    try:
+        sock = cli.home / "run" / "daemon.sock"
+        watcher, driver = RawClient(sock, timeout=30), RawClient(sock, timeout=30)
+        watcher.hello()
+        driver.hello()
+        watcher.send(json.dumps({"type": "attach", "id": "w", "session_id": sid, "role": "watch"}).encode() + b"\n")
+        driver.send(json.dumps({"type": "attach", "id": "d", "session_id": sid, "role": "drive"}).encode() + b"\n")
+        assert (watcher.line() or {}).get("type") == "ok"
+        seen = []
+        while not seen or seen[-1]["type"] != "approval_request":
+            message = driver.line()
+            assert message is not None, f"the connection ended; seen: {seen}"
+            seen.append(message)
+        asked = seen[-1]
+        assert seen[0] == {**seen[0], "type": "ok", "id": "d", "role": "drive"}, seen
+        assert asked["call_id"] == "b1"
+        approved = driver.ask({"type": "approve", "id": "ap", "session_id": sid, "call_id": "b1",
+                               "args_sha256": asked["args_sha256"], "plan_digest": asked["plan_digest"]})
+        while approved["type"] != "ok":  # pushes may come before the reply
+            approved = driver.line() or {"type": "ended"}
+            assert approved["type"] != "ended"
+        while (message := driver.line()) is not None and message["type"] != "result":
+            pass
+        assert message is not None and (message["status"], message["exit_code"]) == ("completed", 0), message
+        watcher.close()
+        driver.close()
+    finally:
+        daemon.stop()
+    assert daemon.proc.returncode == 0, daemon.stderr
+    assert effect_counts(ws) == {marker("b1"): 1}
     assert _errors_in_log(cli) == []
