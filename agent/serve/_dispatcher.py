@@ -5,8 +5,8 @@ A connection holds at most one attachment per session. Its pump runs on the daem
 on the client for what is live: `Connection.push` only queues (a client that does not read is disconnected by the
 IPC layer, and its attachments detached here). Two things are paced by the client's outbox instead: a replay of
 committed events (the attach's `since_seq`) waits while the outbox is half full, so a long session's history
-never overflows it (the attachment reads the next page only when it is taken); and a text delta is dropped while
-the outbox is half full, never pushed at the price of the connection.
+never overflows it (the attachment reads the next page only when it is taken); and a text delta is dropped unless,
+with it, the outbox stays under half full: never pushed at the price of the connection or of an event's room.
 
 When a connection ends, however it ends, each of its attachments is detached, so a call that waited for its
 approval parks (agent/daemon/_approver.py)."""
@@ -120,10 +120,10 @@ class HostDispatcher:
         with link.scope:
             try:
                 async for message in link.attachment:
-                    if isinstance(message, daemon.TextDelta):
-                        if not link.connection.has_room:
-                            continue  # streamed text is not owed; the committed message has all of it
-                    elif link.attachment.replaying:
+                    if isinstance(message, daemon.TextDelta):  # streamed text is not owed: the committed
+                        link.connection.push_droppable(push_of(message))  # message has it, if it is dropped here
+                        continue
+                    if link.attachment.replaying:
                         await link.connection.wait_for_room()
                     if not link.connection.push(push_of(message)):
                         break

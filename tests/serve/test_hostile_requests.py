@@ -101,3 +101,40 @@ def test_a_driver_attaching_while_a_watcher_opens_a_parked_session_is_asked_and_
     assert daemon.proc.returncode == 0, daemon.stderr
     assert effect_counts(ws) == {marker("b1"): 1}
     assert _errors_in_log(cli) == []
+
+
+def test_a_watcher_behind_by_a_megabyte_loses_a_large_text_delta_but_never_its_connection(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """A text delta is best effort: one that would not fit in the client's outbox beside what waits there is
+    dropped for that client. It used to be queued whenever the outbox was under half full, and one larger than the
+    room left closed the connection of a client that was reading, only not at once."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    big = "z" * 3_000_000  # one streamed piece: with about 1 MB waiting, more than the 4 MiB outbox holds
+    model = script(tmp_path / "s.json", [text(big)], [text(big)])
+    daemon = Daemon(cli)
+    try:
+        sock = cli.home / "run" / "daemon.sock"
+        driver = Client(cli, "--new", "--workspace", str(ws), "--model", model)
+        watcher = RawClient(sock, timeout=30)
+        watcher.hello()
+        attached = watcher.ask({"type": "attach", "id": "w", "session_id": driver.session_id, "role": "watch"})
+        assert attached["type"] == "ok", attached
+        # The watcher reads nothing while two turns run (well within the daemon's 10 s write timeout).
+        for turn in (1, 2):
+            driver.send(type="prompt", text=f"turn {turn}")
+            result = driver.wait_for("result")
+            assert result["status"] == "completed", result
+            driver.out.seen.clear()
+        seen = []
+        while len([m for m in seen if m["type"] == "result"]) < 2:
+            message = watcher.line()
+            assert message is not None, f"the watcher was disconnected; it got {[m['type'] for m in seen]}"
+            seen.append(message)
+        kinds = [m["kind"] for m in seen if m["type"] == "event"]
+        assert kinds.count("assistant_message") == 2 and kinds.count("user_message") == 2, kinds
+        watcher.close()
+        assert driver.finish().returncode == 0
+    finally:
+        daemon.stop()
+    assert daemon.proc.returncode == 0, daemon.stderr
