@@ -11,7 +11,7 @@ import pytest
 from tests.cli._helpers import bash_mark, effect_counts, marker, text
 from tests.conftest import StrataCLI
 from tests.ipc._wire import RawClient
-from tests.serve._procs import Client, Daemon, script, status, wait_until
+from tests.serve._procs import Client, Daemon, allow_in_user_config, script, status, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -138,3 +138,28 @@ def test_a_watcher_behind_by_a_megabyte_loses_a_large_text_delta_but_never_its_c
     finally:
         daemon.stop()
     assert daemon.proc.returncode == 0, daemon.stderr
+
+
+def test_attach_json_given_a_second_prompt_while_its_turn_runs_still_waits_for_that_turns_result(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """The second prompt is refused (session_busy, one error line); stdin then ends, and the client waits for the
+    turn it started, as it does after one prompt. It used to forget that turn and detach at once."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    allow_in_user_config(cli, "bash")
+    model = script(tmp_path / "s.json", [bash_mark("s1", sleep_before=1.5)], [text("done")])
+    daemon = Daemon(cli)
+    try:
+        client = Client(cli, "--new", "--workspace", str(ws), "--model", model)
+        client.send(type="prompt", text="one")
+        client.send(type="prompt", text="two")
+        finished = client.finish()
+        assert finished.returncode == 0, finished.stderr
+        kinds = [(o["type"], o.get("code") or o.get("status") or o.get("kind")) for o in client.out.seen]
+        assert ("error", "session_busy") in kinds, kinds
+        assert kinds[-1] == ("result", "completed") or kinds[-1] == ("notice", "detached"), kinds
+        assert ("result", "completed") in kinds, kinds  # printed before it detached
+    finally:
+        daemon.stop()
+    assert daemon.proc.returncode == 0, daemon.stderr
+    assert effect_counts(ws) == {marker("s1"): 1}
