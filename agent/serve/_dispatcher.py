@@ -94,8 +94,14 @@ class HostDispatcher:
                     return ipc.Refused(code="refused", message=f"no turn of session {request.session_id} is "
                                        "running")
             case ipc.Detach():
+                # The attachment ends here: its pump stops (a replay it was pacing included) and its `detached`
+                # notice goes out now, the last message of it, so a client attaching again at once gets nothing of
+                # this attachment after its new one began.
                 del self._links[(connection.id, request.session_id)]
-                await host.detach(attachment)  # its pump delivers the `detached` notice, then ends
+                link.scope.cancel()
+                await host.detach(attachment)
+                connection.push(push_of(attachment.closed_by or daemon.Notice(
+                    session_id=request.session_id, kind="detached", text="detached")))
         return ipc.Ok(session_id=request.session_id)
 
     async def _attach(self, request: ipc.Attach, connection: ipc.Connection) -> ipc.Ok | ipc.Refused:
@@ -120,11 +126,15 @@ class HostDispatcher:
         with link.scope:
             try:
                 async for message in link.attachment:
+                    if link.scope.cancel_called:  # ended (a detach): a task woken already runs on until it awaits
+                        break
                     if isinstance(message, daemon.TextDelta):  # streamed text is not owed: the committed
                         link.connection.push_droppable(push_of(message))  # message has it, if it is dropped here
                         continue
                     if link.attachment.replaying:
                         await link.connection.wait_for_room()
+                        if link.scope.cancel_called:
+                            break
                     if not link.connection.push(push_of(message)):
                         break
             except Exception as exc:  # a bug here ends this attachment, never the daemon; the client is told

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli._helpers import bash_mark, effect_counts, marker, text
+from tests.cli._helpers import bash_mark, effect_counts, marker, text, tool_use
 from tests.conftest import StrataCLI
 from tests.ipc._wire import RawClient
 from tests.serve._procs import Client, Daemon, allow_in_user_config, script, status, wait_until
@@ -163,3 +163,52 @@ def test_attach_json_given_a_second_prompt_while_its_turn_runs_still_waits_for_t
         daemon.stop()
     assert daemon.proc.returncode == 0, daemon.stderr
     assert effect_counts(ws) == {marker("s1"): 1}
+
+
+def test_a_client_that_detaches_and_attaches_again_at_once_gets_nothing_of_its_first_attachment_after_the_second(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """A detach ends the attachment at once: its `detached` notice is its last message, before the reply. It used
+    to be delivered by the attachment's pump whenever that caught up, so a client that attached again while its
+    first attachment was still replaying (its outbox half full) got the first one's events, then its `detached`
+    notice, after the second attach's `ok`."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("a\n")
+    big = "the model says a lot. " * 28_000  # ~600 KB a turn: a replay larger than half the client's outbox
+    model = script(tmp_path / "s.json",
+                   *[[text(f"{k}: {big}"), tool_use(f"r{k}", "read_file", path="a.txt")] for k in range(8)],
+                   [text("done")])
+    done = cli.run("run", "--model", model, "--workspace", str(ws), "talk", timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    sid = json.loads(cli.run("sessions", "--json").stdout.splitlines()[0])["id"]
+    daemon = Daemon(cli)
+    try:
+        client = RawClient(cli.home / "run" / "daemon.sock", timeout=30)
+        client.hello()
+        attach = {"type": "attach", "session_id": sid, "role": "watch", "since_seq": 1}
+        seen = [client.ask({**attach, "id": "a1"})]
+        while (message := client.line()) is not None and message["type"] != "event":
+            seen.append(message)
+        assert message is not None
+        seen.append(message)  # the replay runs: its pump now waits for the client, who reads nothing more yet
+        client.send(json.dumps({"type": "detach", "id": "d1", "session_id": sid}).encode() + b"\n")
+        client.send(json.dumps({**attach, "id": "a2"}).encode() + b"\n")
+        while not (seen and seen[-1]["type"] == "event" and seen[-1]["kind"] == "session_ended"
+                   and any(m.get("id") == "a2" for m in seen)):
+            message = client.line()
+            assert message is not None, f"the connection ended after {len(seen)} messages"
+            seen.append(message)
+        replies = {m["id"]: m["type"] for m in seen if m["type"] in ("ok", "error")}
+        assert replies == {"a1": "ok", "d1": "ok", "a2": "ok"}, replies
+        second = next(k for k, m in enumerate(seen) if m.get("id") == "a2")
+        after = seen[second + 1:]
+        assert not [m for m in after if m["type"] == "notice"], [m["type"] for m in after if m["type"] != "event"]
+        seqs = [m["seq"] for m in after if m["type"] == "event"]
+        assert seqs == list(range(1, len(seqs) + 1)) and seqs, seqs[:20]
+        before = seen[:second]
+        notices = [m for m in before if m["type"] == "notice"]
+        assert [n["kind"] for n in notices] == ["detached"], notices
+        client.close()
+    finally:
+        daemon.stop()
+    assert daemon.proc.returncode == 0, daemon.stderr
