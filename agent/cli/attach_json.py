@@ -179,11 +179,11 @@ class JsonAttach:
         try:
             match line:
                 case PromptIn():
-                    self._turn_running = True
+                    running, self._turn_running = self._turn_running, True
                     try:
                         await self.client.request(ipc.Prompt, session_id=sid, text=line.text)
-                    except StrataError:
-                        self._turn_running = False
+                    except StrataError:  # refused: a turn it started earlier may still run (session_busy)
+                        self._turn_running = running
                         raise
                 case ApproveIn():
                     asked = self._asked.get(line.call_id)

@@ -105,8 +105,13 @@ class TerminalAttach:
                     if self._in_turn:
                         await self._turn_items.send(push)
                 case ipc.Notice():
+                    ending = push.kind in ENDING_NOTICES and push.session_id == self.session_id
+                    if ending and push.kind == "detached":  # this client's own detach (it may come before the
+                        self.view.end_line()  # reply): nothing to show, and not an end the daemon chose
+                        tg.cancel_scope.cancel()
+                        return
                     self.say(f"[yellow]{escape(push.text)}[/]" if push.level == "warning" else escape(push.text))
-                    if push.kind in ENDING_NOTICES and push.session_id == self.session_id:
+                    if ending:
                         break
         self._ended = self._ended or "the daemon ended this attachment"
         await self._turn_items.send(None)

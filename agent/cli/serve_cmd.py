@@ -38,6 +38,7 @@ def serve(socket_path: Path | None, foreground: bool, status: bool, as_json: boo
     from agent.serve import Readiness, daemonize  # the daemon's parts load only here
     from agent.serve import serve as run_daemon
 
+    _absolute_locations()
     cmd = Command()
     loaded = cmd.config(None)
     home = loaded.settings.home
@@ -80,6 +81,21 @@ def serve(socket_path: Path | None, foreground: bool, status: bool, as_json: boo
         readiness.failed(StrataError("the daemon failed"), "the daemon failed as it started",
                          f"see {home / 'logs'}")  # only if it said nothing yet: an unexpected error
     _exit_drained()
+
+
+LOCATION_VARIABLES = ("STRATA_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "HOME")
+"""What names Strata's home and config files (config/locations.py), read again by the daemon for each session's
+workspace config."""
+
+
+def _absolute_locations() -> None:
+    """A detached daemon works in `/`: a relative location given to this command (`STRATA_HOME=h strata serve`)
+    would name another place there (`/h`), where no client looks. Each is made absolute here, against the
+    directory the command was run in, as every other command reads it."""
+    for name in LOCATION_VARIABLES:
+        value = os.environ.get(name)
+        if value and not os.path.isabs(expanded := os.path.expanduser(value)):
+            os.environ[name] = os.path.abspath(expanded)
 
 
 def _exit_drained() -> NoReturn:

@@ -73,7 +73,7 @@ class DriverApprover:
         approved."""
         waiting = self._waiting.get(call_id)
         if waiting is None or waiting.driver is not by or waiting.answer is not None:
-            asked = ", ".join(self._waiting) or "none"
+            asked = ", ".join(c for c, w in self._waiting.items() if w.driver is by and w.answer is None) or "none"
             raise HostRefused("no_such_call", f"call {call_id} of session {by.session_id} is not waiting for this "
                               f"client's decision (waiting: {asked})", session_id=by.session_id)
         request = waiting.request

@@ -111,7 +111,7 @@ class SessionHost:
         self._sessions[session_id] = hosted
         attachment = hosted.add(role, who, since_seq)
         try:
-            await self._tg.start(hosted.serve, partial(hosted.open_existing, role))
+            await self._tg.start(hosted.serve, hosted.open_existing)
         except BaseException:
             self._sessions.pop(session_id, None)
             raise

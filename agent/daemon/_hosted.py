@@ -165,22 +165,26 @@ class HostedSession:
         self.id = self.live.id
         self._opened(self.live.loop.state)
 
-    async def open_existing(self, role: Role) -> None:
+    async def open_existing(self) -> None:
         """Resume the session under its lease; a batch left open (by a crash, or parked) is finished at once,
         its waiting calls asked of the driver, and a driver continues a turn a crash cut short before the model
-        answered (as `strata resume ID` does). A parked session a watcher attaches to stays parked (no lease)."""
+        answered (as `strata resume ID` does). A parked session only watchers attached to stays parked (no lease).
+        Whether a driver is there is read after each wait, not from the attach that opened it: a driver may
+        attach while a watcher's attach opens the session, and is then asked as if it had come first."""
         rt = self._parts.rt
         record = await rt.store.get_session(self.id)
         self.workspace, self.model = record.workspace, record.model
-        if record.status == "awaiting_approval" and role == "watch":
+        if record.status == "awaiting_approval" and self.driver is None:
             self.parked = _undecided((await restore_or_report(rt.store, self.id)).state)
             self.phase = "parked"
+            if self.driver is not None and self.parked:  # it attached during the read: it is asked, as below
+                self.submit(None)
             return
         self.live = await self._resume(None)
         state = self.live.loop.state
         self._opened(state)
         crashed = record.status == "active"  # its last process died holding the lease (a drain leaves it idle)
-        if state.open_batch is not None or (role == "drive" and crashed and _turn_unfinished(state)):
+        if state.open_batch is not None or (self.driver is not None and crashed and _turn_unfinished(state)):
             self.submit(None)
 
     async def _runtime_for(self, workspace: Path) -> Runtime:

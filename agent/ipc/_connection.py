@@ -63,10 +63,16 @@ class Connection(Protocol):
         closed now because its outbox overflowed. Call it from the daemon's event loop thread."""
         ...
 
+    def push_droppable(self, message: Push) -> bool:
+        """Queue `message` only if, with it, the outbox stays less than half full (what may be dropped: a text
+        delta), so that it never costs the client its connection nor a committed event its room. Whether it was
+        queued; never closes the connection."""
+        ...
+
     @property
     def has_room(self) -> bool:
-        """The outbox is less than half full: what may be dropped (a text delta) or may wait (a replay) is pushed
-        only then, so that it never costs the client its connection."""
+        """The outbox is less than half full: what may wait (a replay) is pushed only then, so that it never costs
+        the client its connection."""
         ...
 
     async def wait_for_room(self) -> None:
@@ -109,6 +115,12 @@ class _Outbox:
         while not (self.half_empty or self.finished):
             self._taken = anyio.Event()
             await self._taken.wait()
+
+    def put_within_half(self, line: bytes) -> bool:
+        """`put`, only if the outbox stays less than half full with `line`."""
+        if self.finished or self._size + len(line) >= self._max // 2:
+            return False
+        return self.put(line)
 
     def put(self, line: bytes) -> bool:
         if self.finished:
@@ -187,6 +199,11 @@ class ClientConnection:
             return True
         self.close("it does not read what the daemon sends (outbox full)")
         return False
+
+    def push_droppable(self, message: Push) -> bool:
+        if self._closed or self._outbox.finished:
+            return False
+        return self._outbox.put_within_half(encode(message))
 
     @property
     def has_room(self) -> bool:

@@ -137,11 +137,21 @@ def prepare_socket_path(path: Path) -> Path:
         if _accepts(path):
             raise SocketUnusable(str(path), "another process is listening there (not a daemon of this home)",
                                  hint="stop it, or choose another path with --socket")
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)  # a dead daemon's socket
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(temporary)  # a socket of an earlier process with this pid
+        _unlink(path, "a dead socket is there and cannot be removed")  # a dead daemon's socket
+    _unlink(temporary, f"the temporary name {temporary.name} beside it is taken and cannot be freed")
     return temporary
+
+
+def _unlink(path: Path, what: str) -> None:
+    """Remove what a dead daemon (or an earlier process with this pid) left; SocketUnusable when this user may
+    not (another user's file in a shared, sticky directory)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise SocketUnusable(str(path), f"{what} ({exc.strerror or exc})",
+                             hint="choose another path with --socket, in a directory of your own") from None
 
 
 def publish_socket(temporary: Path, path: Path) -> int:

@@ -29,6 +29,9 @@ RequestId = Annotated[str, Field(min_length=1, max_length=128)]
 SessionId = Annotated[str, Field(min_length=1, max_length=200)]
 Text = Annotated[str, Field(max_length=1_000_000)]
 Short = Annotated[str, Field(max_length=1_000)]
+MAX_SEQ = 2**53
+"""The largest seq a request may name: past every seq a store holds, and within every store's integer (a SQLite
+or PostgreSQL integer holds at most 2**63 - 1) and every JSON reader's exact integers."""
 NO_NUL = r"^[^\x00]*$"
 """What names a file or a model (a path, a spec) holds no NUL byte: no path can."""
 
@@ -80,7 +83,7 @@ class Attach(_Request):
     type: Literal["attach"] = "attach"
     session_id: SessionId
     role: Role = "drive"
-    since_seq: int | None = Field(default=None, ge=1, exclude_if=lambda v: v is None)
+    since_seq: int | None = Field(default=None, ge=1, le=MAX_SEQ, exclude_if=lambda v: v is None)
     """The session's committed events from this seq are pushed first (1: all of them), then the live ones, none
     skipped or repeated in between. Absent: only the events committed after the attach."""
 

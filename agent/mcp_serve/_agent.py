@@ -17,7 +17,7 @@ from agent.mcp import with_mcp_tools
 from agent.mcp_serve._roots import allowed_roots, workspace_in_roots
 from agent.models import model_from_spec
 from agent.outcome import RunOutcome
-from agent.reading import recorded_workspace
+from agent.reading import recorded_session
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
 from config import LoadedConfig, load_config
 from core.errors import StrataError, UsageError
@@ -57,8 +57,9 @@ async def run_agent(serving: Serving, prompt: str, *, workspace: str | None = No
         raise UsageError("max_turns must be at least 1")
     if session_id is not None:
         base = await anyio.to_thread.run_sync(lambda: serving.for_workspace(serving.cwd))
-        recorded = await recorded_workspace(base.settings, session_id=session_id)
-        ws = workspace_in_roots(str(recorded), serving.roots())
+        recorded = await recorded_session(base.settings, session_ref=session_id)
+        session_id = recorded.session_id
+        ws = workspace_in_roots(str(recorded.workspace), serving.roots())
     else:
         ws = workspace_in_roots(workspace, serving.roots())
     loaded = await anyio.to_thread.run_sync(lambda: serving.for_workspace(ws, model))
@@ -102,6 +103,11 @@ async def _session(rt: Runtime, loaded: LoadedConfig, ws: Path, prompt: str, mod
                    observe: Callable[[StoredEvent], None]) -> LiveSession:
     asking = Asking(on_ask="deny")  # no person: `ask` means deny
     if session_id is not None:
+        mode = (await rt.store.get_session(session_id)).mode
+        if mode != "mcp":  # its plan was made for a person's mode (bash, delegation): not for an MCP host to drive
+            raise UsageError(f"session {session_id} was started in mode {mode}, not by run_agent; an MCP host may "
+                             "continue only the sessions run_agent started",
+                             hint=f"continue it from a terminal with `strata resume {session_id}`")
         return await resume_session(rt, session_id, rules=[], model=model_from_spec(model) if model else None,
                                     model_factory=model_from_spec, max_turns=max_turns, observer=observe,
                                     asking=asking, prompt=prompt)

@@ -35,6 +35,7 @@ def build_server(config: LoadedConfig, *, cwd: Path, flags: dict[str, Any]) -> A
     server = MCPServer("strata", instructions=INSTRUCTIONS, log_level="WARNING")
 
     def refused(err: Exception) -> ToolError:
+        err = _lone_error(err)
         if isinstance(err, StrataError):
             return ToolError(masker.mask(err.message + (f" ({err.hint})" if err.hint else "")))
         log.exception("mcp tool failed")
@@ -80,6 +81,14 @@ def build_server(config: LoadedConfig, *, cwd: Path, flags: dict[str, Any]) -> A
             raise refused(err) from None
 
     return server
+
+
+def _lone_error(err: Exception) -> Exception:
+    """The one error a task group wrapped (a refusal raised while a run's task group was open), as itself; `err`
+    unchanged otherwise."""
+    while isinstance(err, ExceptionGroup) and len(err.exceptions) == 1:
+        err = err.exceptions[0]
+    return err
 
 
 def serve(config: LoadedConfig, *, host: str | None, port: int | None, flags: dict[str, Any]) -> None:

@@ -5,8 +5,8 @@ A connection holds at most one attachment per session. Its pump runs on the daem
 on the client for what is live: `Connection.push` only queues (a client that does not read is disconnected by the
 IPC layer, and its attachments detached here). Two things are paced by the client's outbox instead: a replay of
 committed events (the attach's `since_seq`) waits while the outbox is half full, so a long session's history
-never overflows it (the attachment reads the next page only when it is taken); and a text delta is dropped while
-the outbox is half full, never pushed at the price of the connection.
+never overflows it (the attachment reads the next page only when it is taken); and a text delta is dropped unless,
+with it, the outbox stays under half full: never pushed at the price of the connection or of an event's room.
 
 When a connection ends, however it ends, each of its attachments is detached, so a call that waited for its
 approval parks (agent/daemon/_approver.py)."""
@@ -94,8 +94,14 @@ class HostDispatcher:
                     return ipc.Refused(code="refused", message=f"no turn of session {request.session_id} is "
                                        "running")
             case ipc.Detach():
+                # The attachment ends here: its pump stops (a replay it was pacing included) and its `detached`
+                # notice goes out now, the last message of it, so a client attaching again at once gets nothing of
+                # this attachment after its new one began.
                 del self._links[(connection.id, request.session_id)]
-                await host.detach(attachment)  # its pump delivers the `detached` notice, then ends
+                link.scope.cancel()
+                await host.detach(attachment)
+                connection.push(push_of(attachment.closed_by or daemon.Notice(
+                    session_id=request.session_id, kind="detached", text="detached")))
         return ipc.Ok(session_id=request.session_id)
 
     async def _attach(self, request: ipc.Attach, connection: ipc.Connection) -> ipc.Ok | ipc.Refused:
@@ -120,15 +126,23 @@ class HostDispatcher:
         with link.scope:
             try:
                 async for message in link.attachment:
-                    if isinstance(message, daemon.TextDelta):
-                        if not link.connection.has_room:
-                            continue  # streamed text is not owed; the committed message has all of it
-                    elif link.attachment.replaying:
+                    if link.scope.cancel_called:  # ended (a detach): a task woken already runs on until it awaits
+                        break
+                    if isinstance(message, daemon.TextDelta):  # streamed text is not owed: the committed
+                        link.connection.push_droppable(push_of(message))  # message has it, if it is dropped here
+                        continue
+                    if link.attachment.replaying:
                         await link.connection.wait_for_room()
+                        if link.scope.cancel_called:
+                            break
                     if not link.connection.push(push_of(message)):
                         break
-            except Exception as exc:  # a bug here ends this attachment, never the daemon
+            except Exception as exc:  # a bug here ends this attachment, never the daemon; the client is told
                 log.error("attachment pump failed", error_type=type(exc).__name__, exc_info=True)
+                link.connection.push(ipc.Notice(
+                    session_id=key[1], kind="closed", level="warning",
+                    text="the daemon failed on this attachment (its log says why) and detached it; the session "
+                    "goes on: attach again"))
         if self._links.get(key) is link:
             del self._links[key]
         if link.attachment.attached:  # the connection went first: the session goes on without it

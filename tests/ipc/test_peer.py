@@ -132,3 +132,29 @@ def test_a_client_does_not_talk_to_a_listener_of_another_uid(shared_tmp: Path) -
         if impostor.poll() is None:
             impostor.kill()
             impostor.wait()
+
+
+def test_a_dead_socket_another_user_left_in_a_shared_directory_is_one_line_and_left_alone(shared_tmp: Path) -> None:
+    """`serve --socket` in a sticky directory (/tmp-like) where another user's dead socket sits: the daemon may
+    not remove it, and says so in one line (exit 2) instead of failing with an internal error."""
+    import socket
+
+    prefix = _as_nobody()
+    sticky = shared_tmp / "sticky"
+    sticky.mkdir()
+    os.chmod(sticky, 0o1777)
+    dead = sticky / "daemon.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(dead))
+    listener.close()  # root's socket, nothing accepts on it
+    os.chmod(dead, 0o777)
+    home = shared_tmp / "nobody-home"
+    home.mkdir(mode=0o700)
+    os.chown(home, NOBODY, NOBODY)
+    proc = subprocess.run([*prefix, sys.executable, "-m", "agent", "serve", "--foreground", "--socket", str(dead)],
+                          capture_output=True, text=True, cwd=REPO, env=env(home), timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("strata: error")]
+    assert str(dead) in line and "cannot be removed" in line, line
+    assert dead.is_socket() and dead.stat().st_uid == 0

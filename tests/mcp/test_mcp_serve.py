@@ -141,3 +141,50 @@ async def test_strata_mcp_serve_over_streamable_http_on_loopback(cli: StrataCLI,
     finally:
         proc.terminate()
         proc.communicate(timeout=20)
+
+
+async def test_run_agent_refuses_to_continue_a_session_a_person_started_so_its_bash_never_runs(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """A session `strata run` started has the person's plan (bash in it, allowed here by a rule): an MCP host that
+    names it is refused in one line, by its full id or a prefix, and nothing of the host's turn runs."""
+    user_config(cli, '[[policy.rules]]\ntool = "bash"\naction = "allow"\n')
+    script = write_script(tmp_path / "script.json", [
+        [text("started by a person")],
+        [tool_use("b1", "bash", command="echo escaped > escaped.txt")], [text("done")]])
+    started = cli.run("run", "--workspace", str(workspace), "--model", f"script:{script}", "--json", "hello")
+    assert started.returncode == 0, started.stderr
+    sid = json.loads(started.stdout.splitlines()[-1])["session_id"]
+    events_before = len(cli.json_lines("timeline", sid, "--json"))
+    async with strata_mcp(cli, workspace, "--model", f"script:{script}") as session:
+        for ref in (sid, sid[:13]):
+            refused = await session.call_tool("run_agent", {"prompt": "run the shell", "session_id": ref})
+            assert refused.is_error, refused.content
+            message = refused.content[0].text
+            assert "not by run_agent" in message and f"strata resume {sid}" in message, message
+            assert "\n" not in message and "Traceback" not in message
+    assert not (workspace / "escaped.txt").exists()
+    assert len(cli.json_lines("timeline", sid, "--json")) == events_before
+
+
+async def test_run_agent_on_a_session_another_process_holds_is_one_busy_line_not_an_internal_error(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """The refusal comes from inside the run's task group (the lease is taken there): it reaches the host as the
+    one line it is, and the session goes on in the process that holds it."""
+    from tests.serve._procs import Client, Daemon
+
+    script = write_script(tmp_path / "script.json", [[text("first")], [text("second")]])
+    daemon = Daemon(cli)
+    try:
+        async with strata_mcp(cli, workspace, "--model", f"script:{script}") as session:
+            first = structured(await session.call_tool("run_agent", {"prompt": "first"}))
+            watcher = Client(cli, first["session_id"], "--watch")  # the daemon now holds the session's lease
+            busy = await session.call_tool("run_agent", {"prompt": "again", "session_id": first["session_id"]})
+            assert busy.is_error, busy.content
+            message = busy.content[0].text
+            assert "is active in another process" in message and "internal error" not in message, message
+            assert "ExceptionGroup" not in message and "\n" not in message
+            watcher.send(type="detach")
+            assert watcher.finish().returncode == 0
+    finally:
+        daemon.stop()
+    assert daemon.proc.returncode == 0, daemon.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli._helpers import assert_clean_stderr, text, tool_use
+from tests.cli._helpers import assert_clean_stderr, bash_mark, effect_counts, marker, text, tool_use
 from tests.conftest import StrataCLI
 from tests.serve._procs import Client, Daemon, allow_in_user_config, script, status, wait_until
 
@@ -165,6 +165,38 @@ def test_serve_without_foreground_detaches_and_reports_where_it_listens(cli: Str
     finally:
         os.kill(pid, signal.SIGTERM)
     wait_until(lambda: not Path(f"/proc/{pid}").exists() or _zombie(pid), what="the daemon exited")
+    assert not (cli.home / "run" / "daemon.sock").exists()
+
+
+def test_serve_given_a_relative_home_detaches_into_that_home_and_its_sessions_keep_the_users_rules(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """The detached daemon works in `/`: `STRATA_HOME=home strata serve` used to make it open `/home/...` (its
+    socket where no client looks) and read the user's config file from `/` for each session, losing its rules."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    allow_in_user_config(cli, "bash")
+    assert cli.cwd == tmp_path
+    # Through the test's own directory's name: a daemon that got this wrong writes under `/<that name>`, never into
+    # a directory that exists there.
+    relative = {"STRATA_HOME": os.path.join("..", tmp_path.name, os.path.relpath(cli.home, tmp_path)),
+                "XDG_CONFIG_HOME": os.path.join("..", tmp_path.name, os.path.relpath(cli.home, tmp_path),
+                                                "xdg-config")}
+    started = cli.run("serve", env=relative)
+    assert started.returncode == 0, started.stderr
+    pid = int(started.stdout.split("(pid ")[1].split(")")[0])
+    try:
+        assert str(cli.home / "run" / "daemon.sock") in started.stdout, started.stdout
+        client = Client(cli, "--new", "--workspace", str(ws), "--model",
+                        script(tmp_path / "s.json", [bash_mark("b1")], [text("done")]))
+        client.send(type="prompt", text="mark it")
+        result = client.wait_for("result")
+        assert (result["status"], result["exit_code"]) == ("completed", 0), result
+        assert client.finish().returncode == 0
+        assert not any(o["type"] == "approval_request" for o in client.out.seen)
+    finally:
+        os.kill(pid, signal.SIGTERM)
+    wait_until(lambda: not Path(f"/proc/{pid}").exists() or _zombie(pid), what="the daemon exited")
+    assert effect_counts(ws) == {marker("b1"): 1}
     assert not (cli.home / "run" / "daemon.sock").exists()
 
 
