@@ -26,13 +26,15 @@ from datetime import UTC, datetime
 from json import encoder
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from core.chain import GENESIS_HASH, ChainKey, LinkVerifier, VerifyResult
+from core.errors import DamagedRow
 from core.vocabulary import TIMELINE_DECISIONS, TimelineDecision
 
 __all__ = ["GENESIS_HASH", "TIMELINE_DECISIONS", "ChainVerifier", "TimelineDecision", "TimelineEntry", "TimelineRow",
-           "VerifyResult", "canonical_time", "legacy_row_hash", "row_hash", "seal", "verify_chain"]
+           "VerifyResult", "canonical_time", "legacy_row_hash", "marked_damaged", "row_hash", "seal", "shown_rows",
+           "verify_chain"]
 
 
 _TEXT_FIELDS = ("kind", "call_id", "tool", "check", "outcome", "summary")
@@ -73,6 +75,29 @@ class TimelineRow(TimelineEntry):
     at: datetime
     prev_hash: str
     hash: str
+    _damage: str | None = PrivateAttr(default=None)
+    """What is wrong with a row read back as stored although its fields are not what this type allows (edited
+    outside Strata): the stores mark it (`marked_damaged`) so that a surface reports it (`shown_rows`) rather than
+    draw it, while `--verify` still checks it as it is. Not a field: not hashed, not in a row's record."""
+
+    @property
+    def damage(self) -> str | None:
+        return self._damage
+
+
+def marked_damaged(row: TimelineRow, reason: str) -> TimelineRow:
+    """`row` marked as not reading back as a row (see `TimelineRow.damage`)."""
+    row._damage = reason
+    return row
+
+
+def shown_rows(rows: list[TimelineRow]) -> list[TimelineRow]:
+    """`rows`, unless one of them is damaged: then DamagedRow naming its session, its seq and what is wrong (one
+    line for the user, not a row that fails the table, the JSON or an export half-way)."""
+    for row in rows:
+        if row.damage is not None:
+            raise DamagedRow(str(row.session_id), row.seq, row.damage)
+    return rows
 
 
 def canonical_time(at: datetime) -> str:
@@ -90,7 +115,10 @@ def _value(x: object) -> str:
         return int.__repr__(x)
     if type(x) is float and math.isfinite(x):
         return float.__repr__(x)
-    return _encode(x)
+    try:
+        return _encode(x)
+    except (TypeError, ValueError):  # a value edited into what JSON cannot hold (a BLOB): hashed as its text
+        return _encode(_plain(x))
 
 
 def _canonical(session_id: str, seq: int, at: str, prev_hash: str, row: TimelineEntry | TimelineRow,
