@@ -23,6 +23,12 @@ from memory._encoding import stored_datetime, unpack_data, unpack_snapshot
 from memory.migrations import MIGRATIONS
 from memory.read_sql import SEQ_BITS, SEQ_MASK, SESSION_SELECT, timeline_filter
 
+QUICK_BUSY_S = 0.1
+"""How long the quick way waits for a lock held elsewhere (a transaction of a process in exclusive locking mode, a
+database in rollback-journal mode) before it leaves the command to the full way. Readers of a WAL database are
+not blocked by its writers, so this is rare; the full way then waits out the store's busy timeout once and
+reports the lock. Waiting that long here as well would double the wait before the one error line."""
+
 
 @dataclass(frozen=True, slots=True)
 class ShownRow:
@@ -122,7 +128,7 @@ class QuickRead:
         if not path.is_file():
             return None
         try:
-            conn = _read_only.connect(str(path), timeout_s=5.0)
+            conn = _read_only.connect(str(path), timeout_s=QUICK_BUSY_S)
         except sqlite3.Error:
             return None
         try:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -19,20 +18,13 @@ from typing import Any
 
 import pytest
 
-from tests.cli._helpers import error_lines, json_lines, result_line
-from tests.conftest import StrataCLI, write_script
+from tests.cli._helpers import ScriptCLI, error_lines, json_lines, result_line
+from tests.conftest import write_script
 
 Proc = subprocess.CompletedProcess[str]
 SEQ_BITS = 40
 
 pytestmark = pytest.mark.timeout(300)
-
-
-class ScriptCLI(StrataCLI):
-    """The `strata` console script of this interpreter's environment: what a user runs."""
-
-    def argv(self, args: Any) -> list[str]:
-        return [str(Path(sys.executable).with_name("strata")), *args]
 
 
 @dataclass
