@@ -154,7 +154,7 @@ def session_from_row(row: Any) -> SessionRecord:
         try:
             return datetime.fromisoformat(value)
         except (TypeError, ValueError):
-            raise DamagedSession(str(sid), f"{name}: not an ISO time, it holds {_shown(value)}") from None
+            raise DamagedSession(str(sid), f"{name}: not an ISO time, it holds {shown_value(value)}") from None
 
     try:
         lease = None
@@ -168,7 +168,7 @@ def session_from_row(row: Any) -> SessionRecord:
         first = err.errors(include_url=False)[0]
         where = str(first["loc"][0]) if first["loc"] else "the row"  # the field, not the union member that failed
         where = f"lease_{where}" if err.title == "LeaseHolder" else where
-        raise DamagedSession(str(sid), f"{where}: {first['msg'].lower()}, it holds {_shown(first.get('input'))}"
+        raise DamagedSession(str(sid), f"{where}: {first['msg'].lower()}, it holds {shown_value(first.get('input'))}"
                              ) from None
 
 
@@ -186,7 +186,8 @@ def sessions_from_rows(rows: Iterable[Any], damaged: list[DamagedSession] | None
     return records
 
 
-def _shown(value: Any) -> str:
+def shown_value(value: Any) -> str:
+    """A stored value as an error line quotes it: its repr, cut to 60 characters."""
     text = repr(value)
     return text if len(text) <= 60 else text[:59] + "\u2026"
 

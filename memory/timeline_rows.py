@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from core.chain import GENESIS_HASH
 from core.timeline import TimelineRow, marked_damaged
 from memory._encoding import stored_datetime, unpack_data, unpack_hash
+from memory.rows import shown_value
 
 SEQ_MASK = (1 << 40) - 1
 TIMELINE_COLS = ("key, kind, turn, tool, decision, at, call_id, check_name, outcome, duration_ms, prev_hash, hash, "
@@ -62,16 +63,11 @@ def with_prev_hash(conn: sqlite3.Connection, rows: list[Any]) -> list[Any]:
     return out
 
 
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:59] + "\u2026"
-
-
 def _problem(err: ValidationError) -> str:
     """The first thing pydantic found wrong with a row, as one short clause."""
     first = err.errors(include_url=False)[0]
     where = ".".join(str(part) for part in first["loc"]) or "the row"
-    return f"{where}: {first['msg'].lower()}, it holds {_shown(first.get('input'))}"
+    return f"{where}: {first['msg'].lower()}, it holds {shown_value(first.get('input'))}"
 
 
 def timeline_row(session_id: str, row: Any) -> TimelineRow:
@@ -84,14 +80,14 @@ def timeline_row(session_id: str, row: Any) -> TimelineRow:
     try:
         stamp = stored_datetime(at)
     except (TypeError, ValueError, OverflowError):
-        stamp, problem = _UNREADABLE, f"at: not a time, it holds {_shown(at)}"
+        stamp, problem = _UNREADABLE, f"at: not a time, it holds {shown_value(at)}"
     try:
         values = json.loads(unpack_data(kind, check, data))
     except (TypeError, ValueError):
         values = {"unreadable": data}
-        problem = problem or f"data: not JSON, it holds {_shown(data)}"
+        problem = problem or f"data: not JSON, it holds {shown_value(data)}"
     if isinstance(duration, float) and not math.isfinite(duration):
-        problem = problem or f"duration_ms: not a finite number, it holds {_shown(duration)}"
+        problem = problem or f"duration_ms: not a finite number, it holds {shown_value(duration)}"
     fields = {"session_id": session_id, "seq": key & SEQ_MASK, "at": stamp, "kind": kind, "turn": turn,
               "call_id": call_id, "tool": tool, "decision": decision, "check": check, "outcome": outcome,
               "duration_ms": duration, "summary": summary, "data": values, "prev_hash": prev_hash, "hash": digest}
