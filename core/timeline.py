@@ -32,9 +32,9 @@ from core.chain import GENESIS_HASH, ChainKey, LinkVerifier, VerifyResult
 from core.errors import DamagedRow
 from core.vocabulary import TIMELINE_DECISIONS, TimelineDecision
 
-__all__ = ["GENESIS_HASH", "TIMELINE_DECISIONS", "ChainVerifier", "TimelineDecision", "TimelineEntry", "TimelineRow",
-           "VerifyResult", "canonical_time", "legacy_row_hash", "marked_damaged", "row_hash", "seal", "shown_rows",
-           "verify_chain"]
+__all__ = ["GENESIS_HASH", "TIMELINE_DECISIONS", "ChainVerifier", "DamagedTimelineRow", "TimelineDecision",
+           "TimelineEntry", "TimelineRow", "VerifyResult", "canonical_time", "legacy_row_hash", "marked_damaged",
+           "row_hash", "seal", "shown_rows", "verify_chain"]
 
 
 _TEXT_FIELDS = ("kind", "call_id", "tool", "check", "outcome", "summary")
@@ -75,27 +75,33 @@ class TimelineRow(TimelineEntry):
     at: datetime
     prev_hash: str
     hash: str
-    _damage: str | None = PrivateAttr(default=None)
-    """What is wrong with a row read back as stored although its fields are not what this type allows (edited
-    outside Strata): the stores mark it (`marked_damaged`) so that a surface reports it (`shown_rows`) rather than
-    draw it, while `--verify` still checks it as it is. Not a field: not hashed, not in a row's record."""
+
+
+class DamagedTimelineRow(TimelineRow):
+    """A stored row read back as stored although its fields are not what a row allows (edited outside Strata):
+    the stores return it as this type (`marked_damaged`) so that a surface reports it (`shown_rows`) rather than
+    draw it, while `--verify` still checks it as it is. A sound row is a plain TimelineRow and pays nothing."""
+
+    _damage: str = PrivateAttr(default="")
 
     @property
-    def damage(self) -> str | None:
+    def damage(self) -> str:
+        """What is wrong with the row, as one clause."""
         return self._damage
 
 
-def marked_damaged(row: TimelineRow, reason: str) -> TimelineRow:
-    """`row` marked as not reading back as a row (see `TimelineRow.damage`)."""
-    row._damage = reason
-    return row
+def marked_damaged(fields: dict[str, Any], reason: str) -> DamagedTimelineRow:
+    """A row of `fields` as they are (unvalidated), marked with what is wrong (see `DamagedTimelineRow`)."""
+    damaged = DamagedTimelineRow.model_construct(**fields)
+    damaged._damage = reason
+    return damaged
 
 
 def shown_rows(rows: list[TimelineRow]) -> list[TimelineRow]:
     """`rows`, unless one of them is damaged: then DamagedRow naming its session, its seq and what is wrong (one
     line for the user, not a row that fails the table, the JSON or an export half-way)."""
     for row in rows:
-        if row.damage is not None:
+        if isinstance(row, DamagedTimelineRow):
             raise DamagedRow(str(row.session_id), row.seq, row.damage)
     return rows
 

@@ -91,8 +91,9 @@ def timeline_row(session_id: str, row: Any) -> TimelineRow:
     fields = {"session_id": session_id, "seq": key & SEQ_MASK, "at": stamp, "kind": kind, "turn": turn,
               "call_id": call_id, "tool": tool, "decision": decision, "check": check, "outcome": outcome,
               "duration_ms": duration, "summary": summary, "data": values, "prev_hash": prev_hash, "hash": digest}
+    if problem is not None:
+        return marked_damaged(fields, problem)
     try:
-        validated = TimelineRow.model_validate(fields)
+        return TimelineRow.model_validate(fields)
     except ValidationError as err:
-        return marked_damaged(TimelineRow.model_construct(**fields), problem or _problem(err))
-    return validated if problem is None else marked_damaged(validated, problem)
+        return marked_damaged(fields, _problem(err))
