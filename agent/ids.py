@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agent.refs import LAST, MIN_PREFIX
-from core.errors import ReceiptError, SessionNotFound, UsageError
+from core.errors import DamagedSession, ReceiptError, SessionNotFound, UsageError
 from memory.rows import Receipt, SessionRecord
 from memory.store import EventStore
 
@@ -55,8 +55,29 @@ def _many(head: str, lines: list[str], hint: str) -> UsageError:
 
 
 async def resolve_session(store: EventStore, ref: str) -> str:
-    """The full id of the session `ref` names (see `match_session`)."""
-    return match_session(await store.list_sessions(), ref).id
+    """The full id of the session `ref` names (see `match_session`). A damaged session row (edited outside Strata)
+    leaves the others nameable by id or prefix: it is DamagedSession when `ref` names it, and when `ref` is `last`
+    (the damaged row might be the newest: no older session is taken for it), and it counts among the sessions an
+    ambiguous prefix names."""
+    damaged: list[DamagedSession] = []
+    records = await store.list_sessions(damaged=damaged)
+    key = ref.strip()
+    if damaged and key == LAST:
+        raise damaged[0]
+    if not damaged or any(r.id == key for r in records):
+        return match_session(records, ref).id
+    named = [d for d in damaged if d.session_id == key or (len(key) >= MIN_PREFIX and d.session_id.startswith(key))]
+    if not named:
+        return match_session(records, ref).id
+    exact = [d for d in named if d.session_id == key]
+    if exact:
+        raise exact[0]
+    others = [r for r in records if r.id.startswith(key)]
+    if len(named) + len(others) == 1:
+        raise named[0]
+    lines = [f"{d.session_id}  (damaged session row)" for d in named] + [_session_line(r) for r in others]
+    raise _many(f"session id prefix {ref.strip()!r} names {len(lines)} sessions", lines,
+                "give more characters of the id")
 
 
 def _receipt_line(r: Receipt) -> str:

@@ -11,7 +11,9 @@ clear line plus an optional hint (never a traceback).
     │   ├── StoreError               the database cannot be used (corrupt, locked, missing, unwritable)
     │   │   ├── PersistError         a commit failed; nothing that depended on it ran
     │   │   │   └── UnstorableEvent  an event would not read back as written; nothing of the commit was kept
-    │   │   └── DamagedEvent         a stored event does not load (a log edited or damaged outside Strata)
+    │   │   ├── DamagedEvent         a stored event does not load (a log edited or damaged outside Strata)
+    │   │   ├── DamagedRow           a stored timeline row does not read back as the row type allows
+    │   │   └── DamagedSession       a stored session row does not read back as a session
     │   ├── InconsistentLog          a session's events load but break the state machine (fold rejects them)
     │   ├── SessionNotFound          no session with that id
     │   ├── SessionActive            another live process holds the session's lease
@@ -132,6 +134,34 @@ class DamagedEvent(StoreError):
                               f"`strata timeline {session_id}` to see what happened")
         self.session_id = session_id
         self.seq = seq
+        self.reason = reason
+
+
+class DamagedRow(StoreError):
+    """A stored timeline row whose fields are not what the row type allows (a row edited outside Strata). The
+    stores read it back as stored, so that `--verify` can name it; a surface that shows rows reports it instead
+    of showing it."""
+
+    def __init__(self, session_id: str, seq: int, reason: str, *, path: str | None = None) -> None:
+        reason = " ".join(reason.split())
+        super().__init__(f"session {session_id} has a damaged timeline: row {seq} does not read back ({reason}); "
+                         "it was left untouched", path=path,
+                         hint="the database was changed outside Strata; restore it from a backup, or "
+                              f"`strata timeline {session_id} --verify` to name every changed row")
+        self.session_id = session_id
+        self.seq = seq
+        self.reason = reason
+
+
+class DamagedSession(StoreError):
+    """A stored session row that does not read back as a session (edited outside Strata): reported, never
+    repaired; the other sessions are still read."""
+
+    def __init__(self, session_id: str, reason: str, *, path: str | None = None) -> None:
+        reason = " ".join(reason.split())
+        super().__init__(f"session {session_id} has a damaged session row ({reason}); it was left untouched",
+                         path=path, hint="the database was changed outside Strata; restore it from a backup")
+        self.session_id = session_id
         self.reason = reason
 
 

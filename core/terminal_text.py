@@ -12,10 +12,14 @@ did not:
 - every other control character (C0 but newline and tab, DEL, C1) is shown as a visible escape such as `\\x1b`,
   so an OSC, DCS, APC, PM or SOS string appears as inert text: nothing of it is eaten, nothing reaches the
   terminal as a command. A carriage return before a newline is dropped (Windows line ends), any other is shown.
+- the bidirectional formatting characters (the embeddings and overrides U+202A-U+202E, the isolates
+  U+2066-U+2069, the marks U+200E, U+200F and U+061C) are shown as visible escapes such as `\\u202e` too: they
+  reorder what a terminal shows (a session title, a file name, a summary could read as something else: the
+  "Trojan Source" trick), and text Strata shows is to read as it is stored.
 
 The function is stateless, so text streamed in pieces (a sequence split between two deltas) is safe piece by
-piece. `--json` output is made inert by `json_line` instead: JSON escapes C0 controls itself, and C1 and DEL are
-escaped as `\\u00XX` (the same string to a JSON reader)."""
+piece. `--json` output is made inert by `json_line` instead: JSON escapes C0 controls itself, and C1, DEL and the
+bidirectional formatting characters are escaped as `\\uXXXX` (the same string to a JSON reader)."""
 
 from __future__ import annotations
 
@@ -23,14 +27,15 @@ import json
 import re
 from typing import Any
 
-_ANY = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_ANY = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _CSI = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]")
 _CRLF = re.compile(r"\r+\n")
 _JSON_UNSAFE = _ANY
 
 
 def _visible(match: re.Match[str]) -> str:
-    return f"\\x{ord(match.group()):02x}"
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def safe_text(text: str) -> str:

@@ -26,13 +26,15 @@ from datetime import UTC, datetime
 from json import encoder
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from core.chain import GENESIS_HASH, ChainKey, LinkVerifier, VerifyResult
+from core.errors import DamagedRow
 from core.vocabulary import TIMELINE_DECISIONS, TimelineDecision
 
-__all__ = ["GENESIS_HASH", "TIMELINE_DECISIONS", "ChainVerifier", "TimelineDecision", "TimelineEntry", "TimelineRow",
-           "VerifyResult", "canonical_time", "legacy_row_hash", "row_hash", "seal", "verify_chain"]
+__all__ = ["GENESIS_HASH", "TIMELINE_DECISIONS", "ChainVerifier", "DamagedTimelineRow", "TimelineDecision",
+           "TimelineEntry", "TimelineRow", "VerifyResult", "canonical_time", "legacy_row_hash", "marked_damaged",
+           "row_hash", "seal", "shown_rows", "verify_chain"]
 
 
 _TEXT_FIELDS = ("kind", "call_id", "tool", "check", "outcome", "summary")
@@ -75,6 +77,35 @@ class TimelineRow(TimelineEntry):
     hash: str
 
 
+class DamagedTimelineRow(TimelineRow):
+    """A stored row read back as stored although its fields are not what a row allows (edited outside Strata):
+    the stores return it as this type (`marked_damaged`) so that a surface reports it (`shown_rows`) rather than
+    draw it, while `--verify` still checks it as it is. A sound row is a plain TimelineRow and pays nothing."""
+
+    _damage: str = PrivateAttr(default="")
+
+    @property
+    def damage(self) -> str:
+        """What is wrong with the row, as one clause."""
+        return self._damage
+
+
+def marked_damaged(fields: dict[str, Any], reason: str) -> DamagedTimelineRow:
+    """A row of `fields` as they are (unvalidated), marked with what is wrong (see `DamagedTimelineRow`)."""
+    damaged = DamagedTimelineRow.model_construct(**fields)
+    damaged._damage = reason
+    return damaged
+
+
+def shown_rows(rows: list[TimelineRow]) -> list[TimelineRow]:
+    """`rows`, unless one of them is damaged: then DamagedRow naming its session, its seq and what is wrong (one
+    line for the user, not a row that fails the table, the JSON or an export half-way)."""
+    for row in rows:
+        if isinstance(row, DamagedTimelineRow):
+            raise DamagedRow(str(row.session_id), row.seq, row.damage)
+    return rows
+
+
 def canonical_time(at: datetime) -> str:
     """The one text form of a time in the chain (and in the SQLite store): UTC, microseconds, explicit offset."""
     return at.astimezone(UTC).isoformat(timespec="microseconds")
@@ -90,7 +121,10 @@ def _value(x: object) -> str:
         return int.__repr__(x)
     if type(x) is float and math.isfinite(x):
         return float.__repr__(x)
-    return _encode(x)
+    try:
+        return _encode(x)
+    except (TypeError, ValueError):  # a value edited into what JSON cannot hold (a BLOB): hashed as its text
+        return _encode(_plain(x))
 
 
 def _canonical(session_id: str, seq: int, at: str, prev_hash: str, row: TimelineEntry | TimelineRow,

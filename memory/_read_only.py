@@ -8,6 +8,11 @@ that one case the database file holds every commit (there is no WAL to read), so
 locks, no `-shm`, the file read as it stands. If a non-empty `-wal` is there but no `-shm` can be had, immutable
 would ignore the WAL's commits, so that is refused with one line instead.
 
+A read-only open of a home at rest in a directory it can write creates the `-wal` (empty) and the `-shm`, and
+leaves them when it closes: removing them takes a checkpoint, which a read-only connection cannot run, and
+removing them by hand could pull the `-shm` from under a writer that opened meanwhile. They hold no commit; the
+next writer's close removes both (tests/cli/test_reader_files.py).
+
 What `immutable` does not cover: it assumes nobody writes the file meanwhile. In a home this process cannot write,
 only someone with more rights could (or a writer through another mount of the same directory); such a reader
 may miss that writer's commits or, during its checkpoint, fail with a malformed-database error, and a retry

@@ -10,7 +10,7 @@ from datetime import datetime
 
 from core.chain import GENESIS_HASH, ChainHead, ChainKey, EventChainRow, event_canonical
 from core.clock import Clock, SystemClock, iso
-from core.errors import PersistError, ReceiptError, SessionActive, SessionNotFound
+from core.errors import DamagedSession, PersistError, ReceiptError, SessionActive, SessionNotFound
 from core.events import SCHEMA_VERSION, StoredEvent, storable_json
 from core.timeline import TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
 from core.vocabulary import SessionStatus
@@ -275,7 +275,7 @@ class InMemoryEventStore:
         except KeyError:
             raise SessionNotFound(session_id) from None
 
-    async def list_sessions(self) -> list[SessionRecord]:
+    async def list_sessions(self, *, damaged: list[DamagedSession] | None = None) -> list[SessionRecord]:
         return sorted(self._sessions.values(), key=lambda r: (r.created_at, r.id))
 
     async def list_receipts(self, session_id: str | None = None,

@@ -7,6 +7,7 @@ says None otherwise, so that the caller takes the full way (the store, which rep
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -16,11 +17,17 @@ from typing import Any, get_args
 
 from config.quick import QuickConfig, quick_config
 from core.snapshot_version import SNAPSHOT_VERSION
-from core.vocabulary import EVENT_SCHEMA_VERSION, Mode, SessionStatus
+from core.vocabulary import EVENT_SCHEMA_VERSION, TIMELINE_DECISIONS, Mode, SessionStatus
 from memory import _read_only
 from memory._encoding import stored_datetime, unpack_data, unpack_snapshot
 from memory.migrations import MIGRATIONS
 from memory.read_sql import SEQ_BITS, SEQ_MASK, SESSION_SELECT, timeline_filter
+
+QUICK_BUSY_S = 0.1
+"""How long the quick way waits for a lock held elsewhere (a transaction of a process in exclusive locking mode, a
+database in rollback-journal mode) before it leaves the command to the full way. Readers of a WAL database are
+not blocked by its writers, so this is rare; the full way then waits out the store's busy timeout once and
+reports the lock. Waiting that long here as well would double the wait before the one error line."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +128,7 @@ class QuickRead:
         if not path.is_file():
             return None
         try:
-            conn = _read_only.connect(str(path), timeout_s=5.0)
+            conn = _read_only.connect(str(path), timeout_s=QUICK_BUSY_S)
         except sqlite3.Error:
             return None
         try:
@@ -147,15 +154,17 @@ class QuickRead:
         where, params = timeline_filter(num << SEQ_BITS, kinds=kinds, tools=tools, decisions=decisions,
                                         turn=turn, since_seq=since_seq)
         cursor = self._conn.execute(
-            "SELECT key, at, turn, kind, tool, decision, check_name, outcome, duration_ms, summary, data "
+            "SELECT key, at, turn, kind, tool, decision, check_name, outcome, duration_ms, summary, data, call_id "
             f"FROM timeline WHERE {where} ORDER BY key", params)
         rows = []
         try:
-            for key, at, turn_, kind, tool, decision, check, outcome, duration, summary, data in cursor:
-                rows.append(ShownRow(key & SEQ_MASK, stored_datetime(at), turn_, kind, tool,
-                                     decision, check, outcome, duration, summary,
-                                     json.loads(unpack_data(kind, check, data))))
-        except (TypeError, ValueError):
+            for key, at, turn_, kind, tool, decision, check, outcome, duration, summary, data, call_id in cursor:
+                row = ShownRow(key & SEQ_MASK, stored_datetime(at), turn_, kind, tool, decision, check, outcome,
+                               duration, summary, json.loads(unpack_data(kind, check, data)))
+                if not _as_written(row, call_id):
+                    return None
+                rows.append(row)
+        except (TypeError, ValueError, OverflowError):
             return None
         return rows
 
@@ -232,6 +241,16 @@ class QuickRead:
         if damaged:
             return None
         return Counts(turns + more_turns, calls + more_calls, denials + more_denials)
+
+
+def _as_written(row: ShownRow, call_id: object) -> bool:
+    """Whether a row holds what core/timeline.py TimelineRow allows, as the store writes it (the full way reports
+    any other row as damaged: memory/timeline_rows.py)."""
+    duration = row.duration_ms
+    return (type(row.turn) is int and type(row.kind) is str and type(row.summary) is str
+            and type(row.data) is dict and (row.decision is None or row.decision in TIMELINE_DECISIONS)
+            and all(v is None or type(v) is str for v in (row.tool, row.check, row.outcome, call_id))
+            and (duration is None or (type(duration) in (int, float) and math.isfinite(duration))))
 
 
 _PROCESS_FIELDS = {"pid": int, "pgid": int, "start": str, "boot_id": str, "pid_ns": str, "host": str}

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from core.blobs import Blob
 from core.chain import ChainHead
+from core.errors import DamagedSession
 from core.events import Event, Mode
 from core.processes import ProcessGroup
 from core.timeline import TimelineEntry
@@ -143,16 +145,51 @@ class Write:
 
 def session_from_row(row: Any) -> SessionRecord:
     """A session row as both SQL stores select it (id, created_at, updated_at, mode, workspace, model, title,
-    parent_id, fork_seq, status, then the lease: token, pid, host, proc_start, expires, boot, pid_ns)."""
+    parent_id, fork_seq, status, then the lease: token, pid, host, proc_start, expires, boot, pid_ns).
+    DamagedSession when the row does not read back as a session (edited outside Strata)."""
     (sid, created, updated, mode, workspace, model, title, parent, fork_seq, status,
      token, pid, host, proc_start, expires, boot, pid_ns) = row
-    lease = None
-    if token:
-        lease = LeaseHolder(token=token, pid=pid, host=host, proc_start=proc_start or "", boot_id=boot or "",
-                            pid_ns=pid_ns or "", expires_at=datetime.fromisoformat(expires))
-    return SessionRecord(id=sid, created_at=datetime.fromisoformat(created), updated_at=datetime.fromisoformat(updated),
-                         mode=mode, workspace=workspace, model=model, title=title, parent_id=parent,
-                         fork_seq=fork_seq, status=status, lease=lease)
+
+    def when(name: str, value: Any) -> datetime:
+        try:
+            return datetime.fromisoformat(value)
+        except (TypeError, ValueError):
+            raise DamagedSession(str(sid), f"{name}: not an ISO time, it holds {shown_value(value)}") from None
+
+    try:
+        lease = None
+        if token:
+            lease = LeaseHolder(token=token, pid=pid, host=host, proc_start=proc_start or "", boot_id=boot or "",
+                                pid_ns=pid_ns or "", expires_at=when("lease_expires", expires))
+        return SessionRecord(id=sid, created_at=when("created_at", created), updated_at=when("updated_at", updated),
+                             mode=mode, workspace=workspace, model=model, title=title, parent_id=parent,
+                             fork_seq=fork_seq, status=status, lease=lease)
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        where = str(first["loc"][0]) if first["loc"] else "the row"  # the field, not the union member that failed
+        where = f"lease_{where}" if err.title == "LeaseHolder" else where
+        raise DamagedSession(str(sid), f"{where}: {first['msg'].lower()}, it holds {shown_value(first.get('input'))}"
+                             ) from None
+
+
+def sessions_from_rows(rows: Iterable[Any], damaged: list[DamagedSession] | None) -> list[SessionRecord]:
+    """The session rows read back (`session_from_row`). The first that does not read back is DamagedSession; or,
+    given a `damaged` list, is left out and added to it, so that a listing goes on with the other sessions."""
+    records = []
+    for row in rows:
+        try:
+            records.append(session_from_row(row))
+        except DamagedSession as err:
+            if damaged is None:
+                raise
+            damaged.append(err)
+    return records
+
+
+def shown_value(value: Any) -> str:
+    """A stored value as an error line quotes it: its repr, cut to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "\u2026"
 
 
 def receipt_from_row(row: Any) -> Receipt:

@@ -24,7 +24,15 @@ from pydantic import ValidationError
 from config.private_files import create_private, private_dir
 from core.chain import GENESIS_HASH, ChainHead, ChainKey, EventChainRow, event_canonical
 from core.clock import Clock, SystemClock, iso
-from core.errors import DamagedEvent, PersistError, ReceiptError, SessionActive, SessionNotFound, StoreError
+from core.errors import (
+    DamagedEvent,
+    DamagedSession,
+    PersistError,
+    ReceiptError,
+    SessionActive,
+    SessionNotFound,
+    StoreError,
+)
 from core.events import SCHEMA_VERSION, EventAdapter, StoredEvent, storable_json
 from core.hashing import canonical_json as _canonical_json
 from core.timeline import TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
@@ -61,6 +69,7 @@ from memory.rows import (
     Write,
     receipt_from_row,
     session_from_row,
+    sessions_from_rows,
 )
 from memory.store import LivenessCheck
 from memory.timeline_rows import TIMELINE_COLS as _TIMELINE_COLS
@@ -636,10 +645,10 @@ class SqliteEventStore:
             raise SessionNotFound(session_id)
         return session_from_row(row)
 
-    async def list_sessions(self) -> list[SessionRecord]:
+    async def list_sessions(self, *, damaged: list[DamagedSession] | None = None) -> list[SessionRecord]:
         rows = await self._read(lambda conn: conn.execute(
             f"SELECT {_SESSION_SELECT} FROM sessions ORDER BY created_at, id").fetchall())
-        return [session_from_row(r) for r in rows]
+        return sessions_from_rows(rows, damaged)
 
     async def list_receipts(self, session_id: str | None = None,
                             status: ReceiptStatus | None = None) -> list[Receipt]:

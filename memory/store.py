@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Protocol
 
 from core.chain import ChainHead, ChainKey, EventChainRow
+from core.errors import DamagedSession
 from core.events import StoredEvent
 from core.timeline import TimelineDecision, TimelineRow
 from core.vocabulary import SessionStatus
@@ -103,8 +104,9 @@ class EventStore(Protocol):
 
     async def get_session(self, session_id: str) -> SessionRecord: ...
 
-    async def list_sessions(self) -> list[SessionRecord]:
-        """Oldest first."""
+    async def list_sessions(self, *, damaged: list[DamagedSession] | None = None) -> list[SessionRecord]:
+        """Oldest first. A row that does not read back as a session (edited outside Strata) is DamagedSession;
+        given a `damaged` list, it is left out and added to that list instead (a listing shows the others)."""
         ...
 
     async def list_receipts(self, session_id: str | None = None,

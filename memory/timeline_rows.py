@@ -4,6 +4,7 @@ can name a row edited behind the store's back (the store and the chain binding r
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from datetime import UTC, datetime
 from typing import Any
@@ -11,8 +12,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from core.chain import GENESIS_HASH
-from core.timeline import TimelineRow
+from core.timeline import TimelineRow, marked_damaged
 from memory._encoding import stored_datetime, unpack_data, unpack_hash
+from memory.rows import shown_value
 
 SEQ_MASK = (1 << 40) - 1
 TIMELINE_COLS = ("key, kind, turn, tool, decision, at, call_id, check_name, outcome, duration_ms, prev_hash, hash, "
@@ -61,23 +63,37 @@ def with_prev_hash(conn: sqlite3.Connection, rows: list[Any]) -> list[Any]:
     return out
 
 
+def _problem(err: ValidationError) -> str:
+    """The first thing pydantic found wrong with a row, as one short clause."""
+    first = err.errors(include_url=False)[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the row"
+    return f"{where}: {first['msg'].lower()}, it holds {shown_value(first.get('input'))}"
+
+
 def timeline_row(session_id: str, row: Any) -> TimelineRow:
     """A stored row (the columns of TIMELINE_COLS) exactly as the table holds it. A row edited into something the
-    row type does not allow is still read, unvalidated, so that `verify` can name it by its hash."""
+    row type does not allow is still read, unvalidated, so that `verify` can name it by its hash; it is marked
+    with what is wrong (core/timeline.py `marked_damaged`), so that a surface showing rows reports it instead."""
     key, kind, turn, tool, decision, at, call_id, check, outcome, duration, prev_hash, digest, summary, data = row
     prev_hash, digest = unpack_hash(prev_hash), unpack_hash(digest)
+    problem = None
     try:
         stamp = stored_datetime(at)
-    except (TypeError, ValueError):
-        stamp = _UNREADABLE
+    except (TypeError, ValueError, OverflowError):
+        stamp, problem = _UNREADABLE, f"at: not a time, it holds {shown_value(at)}"
     try:
         values = json.loads(unpack_data(kind, check, data))
     except (TypeError, ValueError):
         values = {"unreadable": data}
+        problem = problem or f"data: not JSON, it holds {shown_value(data)}"
+    if isinstance(duration, float) and not math.isfinite(duration):
+        problem = problem or f"duration_ms: not a finite number, it holds {shown_value(duration)}"
     fields = {"session_id": session_id, "seq": key & SEQ_MASK, "at": stamp, "kind": kind, "turn": turn,
               "call_id": call_id, "tool": tool, "decision": decision, "check": check, "outcome": outcome,
               "duration_ms": duration, "summary": summary, "data": values, "prev_hash": prev_hash, "hash": digest}
+    if problem is not None:
+        return marked_damaged(fields, problem)
     try:
         return TimelineRow.model_validate(fields)
-    except ValidationError:
-        return TimelineRow.model_construct(**fields)
+    except ValidationError as err:
+        return marked_damaged(fields, _problem(err))

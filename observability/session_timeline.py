@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 
 from core.clock import SystemClock
-from core.timeline import ChainVerifier, TimelineDecision, TimelineRow, VerifyResult, canonical_time
+from core.timeline import ChainVerifier, TimelineDecision, TimelineRow, VerifyResult, canonical_time, shown_rows
 from memory.leases import make_liveness
 from memory.rows import SessionRecord
 from memory.store import EventStore, LivenessCheck
@@ -29,10 +29,11 @@ async def load_timeline(store: EventStore, session_id: str, *, kinds: Collection
                         turn: int | None = None, since_seq: int | None = None, since_at: datetime | None = None,
                         limit: int | None = None) -> list[TimelineRow]:
     """A session's timeline rows in seq order, filtered (filters combine with AND). SessionNotFound for an
-    unknown id, so a typo is not mistaken for an empty timeline."""
+    unknown id, so a typo is not mistaken for an empty timeline; DamagedRow for a row edited into something a row
+    cannot hold (`--verify` reads such rows as they are)."""
     await store.get_session(session_id)
-    return await store.read_timeline(session_id, kinds=kinds, tools=tools, decisions=decisions, turn=turn,
-                                     since_seq=since_seq, since_at=_aware(since_at), limit=limit)
+    return shown_rows(await store.read_timeline(session_id, kinds=kinds, tools=tools, decisions=decisions, turn=turn,
+                                                since_seq=since_seq, since_at=_aware(since_at), limit=limit))
 
 
 async def verify_session(store: EventStore, session_id: str, *, page: int = VERIFY_PAGE) -> VerifyResult:
@@ -73,7 +74,7 @@ async def follow(store: EventStore, session_id: str, *, poll_s: float = 0.5, ali
         rec = await store.get_session(session_id)
         rows = await store.read_timeline(session_id, kinds=kinds, tools=tools, decisions=decisions, turn=turn,
                                          since_seq=next_seq, since_at=since_at)
-        for row in rows:
+        for row in shown_rows(rows):
             yield row
         if rows:
             next_seq = rows[-1].seq + 1

@@ -9,6 +9,7 @@ from agent.cli._common import Command
 from agent.cli.output import echo, echo_json
 from agent.fork import ForkResult, fork_session
 from agent.fork_points import ForkPoint, event_at_position, fork_points, point_at_turn
+from core.timeline import shown_rows
 from memory.store import EventStore
 
 
@@ -21,14 +22,14 @@ async def _target(store: EventStore, session_id: str, at: int | None, at_turn: i
     if at_turn is not None:
         return point_at_turn(session_id, events, at_turn), None
     assert at is not None
-    return event_at_position(session_id, events, await store.read_timeline(session_id), at), at
+    return event_at_position(session_id, events, shown_rows(await store.read_timeline(session_id)), at), at
 
 
 def _points(cmd: Command, session_ref: str, as_json: bool) -> None:
     async def main() -> list[ForkPoint]:
         async with cmd.reader(await cmd.session_config(session_id=session_ref)) as rt:
             sid = cmd.session_id
-            return fork_points(sid, await rt.store.read_events(sid), await rt.store.read_timeline(sid))
+            return fork_points(sid, await rt.store.read_events(sid), shown_rows(await rt.store.read_timeline(sid)))
 
     points = cmd.run(main)
     sid = cmd.session_id

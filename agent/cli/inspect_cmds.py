@@ -4,6 +4,7 @@ database read-only (a home that cannot be written still serves) and mask what th
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import click
@@ -13,7 +14,7 @@ from agent.cli.output import echo, echo_json
 from agent.cli.session_list import print_sessions, session_view, shown_status
 from agent.cli.views import receipt_view, show_view
 from agent.reading import Reader
-from core.errors import DamagedEvent
+from core.errors import DamagedEvent, DamagedSession
 from core.state import Counters, FoldError
 from memory.leases import make_liveness
 from memory.restore import restore, restore_or_report
@@ -32,9 +33,11 @@ def list_sessions(as_json: bool) -> None:
     cmd = Command()
     loaded = cmd.config(None, quiet=True)
 
+    damaged: list[DamagedSession] = []
+
     async def main() -> list[dict[str, Any]]:
         async with cmd.reader(loaded) as rt:
-            records = await rt.store.list_sessions()
+            records = await rt.store.list_sessions(damaged=damaged)
             unknown: dict[str, int] = {}
             for receipt in await rt.store.list_receipts(status="unknown"):
                 unknown[receipt.session_id] = unknown.get(receipt.session_id, 0) + 1
@@ -49,6 +52,11 @@ def list_sessions(as_json: bool) -> None:
             return views
 
     print_sessions(cmd.run(main), as_json)
+    if damaged:  # the others are listed; each damaged row is one error line, and the command fails
+        for err in damaged:
+            echo(f"strata: error: {cmd.masker.mask(err.message)}", err=True)
+        echo(f"hint: {cmd.masker.mask(damaged[0].hint or '')}", err=True)
+        sys.exit(damaged[0].exit_code)
 
 
 @click.command()

@@ -31,6 +31,7 @@ from core.chain import GENESIS_HASH, ChainHead, ChainKey, EventChainRow, event_c
 from core.clock import Clock, SystemClock, iso
 from core.errors import (
     DamagedEvent,
+    DamagedSession,
     PersistError,
     ReceiptError,
     SessionActive,
@@ -57,6 +58,7 @@ from memory.rows import (
     Write,
     receipt_from_row,
     session_from_row,
+    sessions_from_rows,
 )
 from memory.store import LivenessCheck
 from memory.timeline_rows import timeline_row
@@ -472,9 +474,9 @@ class PostgresEventStore:
             raise SessionNotFound(session_id)
         return session_from_row(rows[0])
 
-    async def list_sessions(self) -> list[SessionRecord]:
-        return [session_from_row(r) for r in await self._fetch(f"SELECT {_SESSION_SELECT} FROM sessions "
-                                                       "ORDER BY created_at, id")]
+    async def list_sessions(self, *, damaged: list[DamagedSession] | None = None) -> list[SessionRecord]:
+        return sessions_from_rows(await self._fetch(f"SELECT {_SESSION_SELECT} FROM sessions ORDER BY created_at, id"),
+                                  damaged)
 
     async def list_receipts(self, session_id: str | None = None,
                             status: ReceiptStatus | None = None) -> list[Receipt]:

@@ -9,7 +9,7 @@ from core.chain import ChainKey
 from core.errors import InconsistentLog, SessionNotFound
 from core.events import AssistantMessage, BatchProposed, StoredEvent
 from core.state import FoldError, SessionState, fold
-from core.timeline import TimelineRow
+from core.timeline import TimelineRow, shown_rows
 from memory.rows import Receipt, SessionRecord
 from memory.store import EventStore
 from observability.child_sessions import child_calls
@@ -57,7 +57,7 @@ async def load_snapshot(store: EventStore, session_id: str, *, nested: int = MAX
         state = fold(events)
     except FoldError as exc:
         raise InconsistentLog(session_id, str(exc)) from None
-    timeline = await store.read_timeline(session_id)
+    timeline = shown_rows(await store.read_timeline(session_id))
     receipts = await store.list_receipts(session_id)
     ancestry = await _ancestry(store, record, events)
     children: list[tuple[str, SessionSnapshot]] = []
@@ -95,7 +95,7 @@ async def _ancestry(store: EventStore, record: SessionRecord, events: list[Store
             parent = await store.get_session(ancestor)
         except SessionNotFound:
             break
-        rows = await store.read_timeline(ancestor)
+        rows = shown_rows(await store.read_timeline(ancestor))
         answered_calls = {r.call_id for r in rows if r.kind == "call" and r.call_id in calls}
         answered_turns = {r.turn for r in rows if r.kind == "model_attempt" and r.turn in turns}
         found += [r for r in rows if (r.call_id is not None and r.call_id in answered_calls)

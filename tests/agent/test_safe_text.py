@@ -15,11 +15,12 @@ from rich.text import Text
 from agent.terminal.safe_text import SafeConsole, json_line, json_text, safe_text
 
 AGENT = Path(__file__).resolve().parents[2] / "agent"
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""Controls, and the bidirectional formatting characters that reorder what a terminal shows."""
 
 
 def _unescape(text: str) -> str:
-    return re.sub(r"\\x([0-9a-f]{2})", lambda m: chr(int(m.group(1), 16)), text)
+    return re.sub(r"\\x([0-9a-f]{2})|\\u([0-9a-f]{4})", lambda m: chr(int(m.group(1) or m.group(2), 16)), text)
 
 
 def test_osc_dcs_apc_pm_sos_and_c1_are_shown_not_sent() -> None:
@@ -36,6 +37,17 @@ def test_osc_dcs_apc_pm_sos_and_c1_are_shown_not_sent() -> None:
     }
     for raw, shown in cases.items():
         assert safe_text(raw) == shown, raw
+
+
+def test_bidi_overrides_isolates_and_marks_are_shown_not_applied() -> None:
+    """A right-to-left override (the "Trojan Source" trick) and its kin would make a title or a file name read as
+    something else: each is shown as its escape, the text around it kept in stored order."""
+    assert safe_text("invoice\u202etxt.exe") == "invoice\\u202etxt.exe"
+    every = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
+    assert safe_text(f"a{every}b") == "a" + "".join(f"\\u{ord(c):04x}" for c in every) + "b"
+    assert "\u202e" not in json_line({"title": "x\u202ey"}) and json.loads(json_line({"title": "x\u202ey"})) == {
+        "title": "x\u202ey"}
+    assert safe_text("שלום עולם, مرحبا") == "שלום עולם, مرحبا"  # right-to-left text itself is left alone
 
 
 def test_csi_is_dropped_and_line_ends_kept() -> None:

@@ -341,3 +341,10 @@ def run_noting_modules(cli: StrataCLI, args: list[str],
 QUICK_NEVER = frozenset({"structlog", "pydantic", "asyncio", "anyio", "aiosqlite", "config.loader", "core.events",
                          "core.state", "memory.sqlite_store", "agent.cli._timeline_full", "agent.cli.inspect_cmds"})
 """What a reading command's quick way (agent/cli/quick_timeline.py, quick_sessions.py) never imports."""
+
+
+class ScriptCLI(StrataCLI):
+    """The `strata` console script of this interpreter's environment (what a user runs), not `python -m agent`."""
+
+    def argv(self, args: Sequence[str]) -> list[str]:
+        return [str(Path(sys.executable).with_name("strata")), *args]

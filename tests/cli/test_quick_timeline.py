@@ -147,8 +147,9 @@ def test_a_workspace_that_cannot_be_looked_at_goes_the_full_way_and_is_one_error
 def test_a_session_row_the_store_would_not_read_goes_the_full_way_for_every_reading(
         cli: StrataCLI, session: str, workspace: Path, tmp_path: Path) -> None:
     """Another session's row edited into something the store does not write (a status outside the vocabulary, a
-    time that is not ISO text) fails the full way's look-up and listing (it reads every row): the quick way must not
-    print a table or a listing there, but leave both to the full way, byte for byte the same."""
+    time that is not ISO text): the quick way must not print a table or a listing there, but leave both to the full
+    way, which still shows the sound session by its id (`last` might have been the damaged one: an error) and lists
+    it, with one error line naming the damaged one (exit 1)."""
     import sqlite3
 
     script = write_script(tmp_path / "other.json", [[text("ok")]])
@@ -158,13 +159,18 @@ def test_a_session_row_the_store_would_not_read_goes_the_full_way_for_every_read
         with sqlite3.connect(cli.home / "strata.db") as db:
             before = db.execute(f"SELECT {column} FROM sessions WHERE id = ?", (other_id,)).fetchone()[0]
             db.execute(f"UPDATE sessions SET {column} = ? WHERE id = ?", (value, other_id))
-        for args in ([session], ["last"]):
-            quick, took_quick = _timeline(cli, tmp_path, *args)
-            full = cli.run("--verbose", "timeline", *args)
-            assert not took_quick and quick.returncode == full.returncode != 0, (column, args, quick.stdout)
-            assert quick.stdout == full.stdout == "", (column, args)
+        quick, took_quick = _timeline(cli, tmp_path, session)
+        full = cli.run("--verbose", "timeline", session)
+        assert not took_quick and quick.returncode == full.returncode == 0, (column, quick.stderr)
+        assert quick.stdout == full.stdout and f"timeline of session {session}" in quick.stdout, column
+        quick, took_quick = _timeline(cli, tmp_path, "last")
+        full = cli.run("--verbose", "timeline", "last")
+        assert not took_quick and quick.returncode == full.returncode == 1, (column, quick.stdout)
+        assert quick.stdout == full.stdout == "" and f"session {other_id} has a damaged session row" in quick.stderr
         listing, loaded = run_noting_modules(cli, ["sessions"], tmp_path)
-        assert loaded & QUICK_NEVER and listing.returncode != 0 and listing.stdout == "", column
+        assert loaded & QUICK_NEVER and listing.returncode == 1, column
+        assert session in listing.stdout and other_id not in listing.stdout, column
+        assert f"session {other_id} has a damaged session row ({column}" in listing.stderr, column
         with sqlite3.connect(cli.home / "strata.db") as db:
             db.execute(f"UPDATE sessions SET {column} = ? WHERE id = ?", (before, other_id))
     quick, took_quick = _timeline(cli, tmp_path, session)

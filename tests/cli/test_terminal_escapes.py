@@ -16,7 +16,7 @@ from typing import Any
 import pexpect
 import pytest
 
-from tests.cli._helpers import assert_clean_stderr, events_of, text, tool_use
+from tests.cli._helpers import assert_clean_stderr, events_of, result_line, text, tool_use
 from tests.conftest import StrataCLI, write_script
 from tests.wire.messages_server import Fault, MessagesServer
 
@@ -24,11 +24,13 @@ OSC52 = "\x1b]52;c;cHduZWQ=\x07"
 OSC8 = "\x1b]8;;https://evil.example/\x1b\\click me\x1b]8;;\x1b\\"
 DCS = "\x1bP1$r0m\x1b\\"
 C1 = "\x9d0;title\x9c\x9b2J\x85"
-HOSTILE = f"a{OSC52}b{OSC8}c{DCS}d{C1}e\x07f\x08g\rh"
-"""Every kind of control an attacker would try; the letters a..h are the printable text around them."""
+BIDI = "\u202eexe.txt\u202c\u2066\u2069\u200e\u200f\u202d\u061c"
+HOSTILE = f"a{OSC52}b{OSC8}c{DCS}d{C1}e\x07f\x08g\rh{BIDI}i"
+"""Every kind of control an attacker would try, and the bidirectional overrides that make text read as something
+else; the letters a..i are the printable text around them."""
 
 Hostile = tuple[StrataCLI, str, dict[str, subprocess.CompletedProcess[str]]]
-CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 """What must never reach a terminal from text Strata did not produce (newline and tab are fine)."""
 
 
@@ -78,6 +80,11 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Hostile:
     (sid,) = re.findall(r"strata show ([0-9a-f-]{36})", first.stdout)[:1]
     runs = {"run": first,
             "resume": cli.run("resume", sid, f"more {HOSTILE}")}
+    # A title and a tool argument that start with a right-to-left override (not cut off the listing's 40 columns).
+    bidi_script = write_script(base / "bidi.json", [[tool_use("toolu_b", "read_file", path=f"{BIDI}.md")],
+                                                     [text("ok")]])
+    bidi = cli.run("run", "--model", f"script:{bidi_script}", "--workspace", str(ws), "--json", f"{BIDI} title")
+    bidi_sid = str((result_line(bidi.stdout) or {})["session_id"])
     commands: dict[str, tuple[str, ...]] = {
         "run --json": ("run", "--model", f"script:{script}", "--workspace", str(ws), "--allow", "write_file",
                        "--json", f"json {HOSTILE}"),
@@ -87,6 +94,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Hostile:
         "timeline --follow --json": ("timeline", sid, "--follow", "--json"),
         "sessions": ("sessions",), "sessions --json": ("sessions", "--json"),
         "receipts": ("receipts", sid), "receipts --json": ("receipts", sid, "--json"),
+        "bidi timeline": ("timeline", bidi_sid), "bidi show": ("show", bidi_sid),
     }
     with ThreadPoolExecutor(max_workers=2) as pool:
         runs.update(zip(commands, pool.map(lambda args: cli.run(*args), commands.values()), strict=True))
@@ -128,9 +136,20 @@ def test_the_text_around_the_controls_is_kept(hostile: tuple[StrataCLI, str, dic
     shown = runs["run"].stdout
     assert "assistant: look: a" in shown
     line = next(line for line in shown.splitlines() if line.startswith("assistant: look:"))
-    for piece in ("52;c;cHduZWQ=", "click me", "0;title", "e", "f", "g", "h"):
+    for piece in ("52;c;cHduZWQ=", "click me", "0;title", "e", "f", "g", "h", "\\u202eexe.txt\\u202c", "i"):
         assert piece in line, (piece, line)
-    assert re.search(r"a.*b.*c.*d.*e.*f.*g.*h", line)
+    assert re.search(r"a.*b.*c.*d.*e.*f.*g.*h.*i", line)
+
+
+@pytest.mark.parametrize("surface", ["sessions", "bidi show", "bidi timeline"])
+def test_a_bidi_override_in_a_title_or_a_tool_argument_is_shown_as_its_escape(
+        hostile: tuple[StrataCLI, str, dict[str, Any]], surface: str) -> None:
+    """The session title `strata sessions` lists (the first prompt), the conversation `show` prints and the call
+    summaries of the timeline show a right-to-left override as the text `\\u202e`, in stored order."""
+    proc = hostile[2][surface]
+    assert proc.returncode == 0, proc.stderr
+    assert "\u202e" not in proc.stdout
+    assert "\\u202eexe.txt\\u202c" in proc.stdout, proc.stdout
 
 
 @pytest.mark.parametrize("surface", ["run --json", "show --json", "timeline --json", "timeline --follow --json",
