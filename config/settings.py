@@ -17,7 +17,9 @@ from core.vocabulary import Durability, OnAsk
 
 """What `ask` means in a mode with no human: a denial, or the session parked as `awaiting_approval`."""
 
-MaxTurns = Annotated[int, Field(ge=1, le=1_000_000)]
+MAX_TURNS_LIMIT = 1_000_000
+"""The most turns a session may be given (`--max-turns`, `max_turns` in a config file or over MCP)."""
+MaxTurns = Annotated[int, Field(ge=1, le=MAX_TURNS_LIMIT)]
 ModelSpec = Annotated[str, Field(min_length=1)]
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 HookSeconds = Annotated[float, Field(gt=0, le=600, allow_inf_nan=False)]

@@ -26,14 +26,15 @@ SUPPORTED_VERSIONS: tuple[int, ...] = (PROTOCOL_VERSION,)
 
 RequestId = Annotated[str, Field(min_length=1, max_length=128)]
 """Chosen by the client, echoed in the one reply; a string (a number is refused), at most 128 characters."""
-SessionId = Annotated[str, Field(min_length=1, max_length=200)]
+NO_NUL = r"^[^\x00]*$"
+"""What names a file, a model or a session (a path, a spec, an id) holds no NUL byte: no path can, and no
+PostgreSQL text can (a session id with one would reach that store as an internal error)."""
+SessionId = Annotated[str, Field(min_length=1, max_length=200, pattern=NO_NUL)]
 Text = Annotated[str, Field(max_length=1_000_000)]
 Short = Annotated[str, Field(max_length=1_000)]
 MAX_SEQ = 2**53
 """The largest seq a request may name: past every seq a store holds, and within every store's integer (a SQLite
 or PostgreSQL integer holds at most 2**63 - 1) and every JSON reader's exact integers."""
-NO_NUL = r"^[^\x00]*$"
-"""What names a file or a model (a path, a spec) holds no NUL byte: no path can."""
 
 ErrorCode = Literal[
     # the line itself (protocol errors: counted, see Limits.max_errors)

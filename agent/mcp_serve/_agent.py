@@ -20,6 +20,7 @@ from agent.outcome import RunOutcome
 from agent.reading import recorded_session
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
 from config import LoadedConfig, load_config
+from config.settings import MAX_TURNS_LIMIT
 from core.errors import StrataError, UsageError
 from core.events import AssistantMessage, BatchProposed, StoredEvent
 from core.messages import TextBlock
@@ -53,8 +54,8 @@ async def run_agent(serving: Serving, prompt: str, *, workspace: str | None = No
                     progress: Progress | None = None, notify: Callable[[str], None]) -> dict[str, Any]:
     """A new session on `prompt` in `workspace` (or `session_id` resumed with it); its outcome as the tool's
     result. StrataError for anything refused (a workspace outside the roots, an unknown session, a busy one)."""
-    if max_turns is not None and max_turns < 1:
-        raise UsageError("max_turns must be at least 1")
+    if max_turns is not None and not 1 <= max_turns <= MAX_TURNS_LIMIT:  # the bounds `--max-turns` has
+        raise UsageError(f"max_turns must be from 1 to {MAX_TURNS_LIMIT:,} (got {max_turns})")
     if session_id is not None:
         base = await anyio.to_thread.run_sync(lambda: serving.for_workspace(serving.cwd))
         recorded = await recorded_session(base.settings, session_ref=session_id)

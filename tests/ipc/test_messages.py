@@ -40,6 +40,7 @@ from agent.ipc._messages import encode
 from core.events import CallResult, SessionEnded, SessionStarted, StoredEvent, UserMessage
 
 ids = st.text(min_size=1, max_size=128)
+session_ids = ids.filter(lambda t: "\x00" not in t)  # no store can hold a NUL in an id
 texts = st.text(max_size=200)
 short = st.text(max_size=50)
 json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
@@ -51,13 +52,13 @@ requests = st.one_of(
     st.builds(Hello, id=ids, v=st.just(1), client=short),
     st.builds(NewSession, id=ids, workspace=texts.filter(lambda t: "\x00" not in t),  # no path holds a NUL
               model=short.filter(lambda t: "\x00" not in t)),
-    st.builds(Attach, id=ids, session_id=ids, role=st.sampled_from(["drive", "watch"])),
-    st.builds(Prompt, id=ids, session_id=ids, text=texts),
-    st.builds(Approve, id=ids, session_id=ids, call_id=short, args_sha256=short, plan_digest=short,
+    st.builds(Attach, id=ids, session_id=session_ids, role=st.sampled_from(["drive", "watch"])),
+    st.builds(Prompt, id=ids, session_id=session_ids, text=texts),
+    st.builds(Approve, id=ids, session_id=session_ids, call_id=short, args_sha256=short, plan_digest=short,
               scope=st.sampled_from(["once", "session"])),
-    st.builds(Deny, id=ids, session_id=ids, call_id=short, reason=short),
-    st.builds(Interrupt, id=ids, session_id=ids, v=st.just(1) | st.none()),
-    st.builds(Detach, id=ids, session_id=ids),
+    st.builds(Deny, id=ids, session_id=session_ids, call_id=short, reason=short),
+    st.builds(Interrupt, id=ids, session_id=session_ids, v=st.just(1) | st.none()),
+    st.builds(Detach, id=ids, session_id=session_ids),
     st.builds(Status, id=ids),
     st.builds(Shutdown, id=ids),
 )

@@ -188,3 +188,20 @@ async def test_run_agent_on_a_session_another_process_holds_is_one_busy_line_not
     finally:
         daemon.stop()
     assert daemon.proc.returncode == 0, daemon.stderr
+
+
+async def test_run_agent_takes_max_turns_within_the_bounds_the_command_line_has_and_refuses_others_in_one_line(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """`max_turns` over MCP has `--max-turns`' bounds (1 to 1,000,000): a host's 0, -1 or 10**30 is one line and
+    starts no session; a value inside them runs."""
+    script = write_script(tmp_path / "script.json", [[text("done")]])
+    async with strata_mcp(cli, workspace, "--model", f"script:{script}") as session:
+        for bad in (0, -1, 1_000_001, 10**30):
+            refused = await session.call_tool("run_agent", {"prompt": "go", "max_turns": bad})
+            assert refused.is_error, (bad, refused.content)
+            message = refused.content[0].text
+            assert "max_turns must be from 1 to 1,000,000" in message and "\n" not in message, message
+            assert "internal error" not in message and "Traceback" not in message
+        assert structured(await session.call_tool("list_sessions", {})) == []
+        out = structured(await session.call_tool("run_agent", {"prompt": "go", "max_turns": 1_000_000}))
+        assert out["status"] == "completed" and out["final_text"] == "done", out

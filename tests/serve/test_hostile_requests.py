@@ -212,3 +212,31 @@ def test_a_client_that_detaches_and_attaches_again_at_once_gets_nothing_of_its_f
     finally:
         daemon.stop()
     assert daemon.proc.returncode == 0, daemon.stderr
+
+
+def test_a_session_id_with_a_nul_byte_is_invalid_on_every_request_and_the_connection_goes_on(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """No store can hold a NUL in an id (PostgreSQL's text cannot at all): attach, approve and the like name it as an
+    invalid request before any store is asked, and the same connection goes on."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model = script(tmp_path / "s.json", [text("hello")])
+    daemon = Daemon(cli)
+    try:
+        client = RawClient(cli.home / "run" / "daemon.sock", timeout=15)
+        client.hello()
+        sid = client.ask({"type": "new_session", "id": "n", "workspace": str(ws), "model": model})["session_id"]
+        for k, request in enumerate(({"type": "attach", "session_id": sid + "\x00"},
+                                     {"type": "attach", "session_id": "\x00", "role": "watch"},
+                                     {"type": "approve", "session_id": "a\x00b", "call_id": "c1"})):
+            reply = client.ask({**request, "id": f"r{k}"})
+            assert (reply["type"], reply["code"], reply["fatal"]) == ("error", "invalid", False), reply
+            assert "session_id" in reply["message"] and "\n" not in reply["message"], reply
+        ok = client.ask({"type": "attach", "id": "ok", "session_id": sid, "since_seq": 1})
+        assert (ok["type"], ok["role"]) == ("ok", "drive"), ok
+        client.close()
+    finally:
+        daemon.stop()
+    assert daemon.proc.returncode == 0, daemon.stderr
+    assert "Traceback" not in daemon.stderr
+    assert _errors_in_log(cli) == []
