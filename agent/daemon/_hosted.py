@@ -437,8 +437,12 @@ class HostedSession:
         except StrataError:
             status = "unknown"
         phase: Phase = "approval" if self.approver.waiting() else self.phase
+        parked = self.parked
+        if parked and self.live is None:  # no lease here: `strata approve|deny` may have decided some elsewhere
+            with contextlib.suppress(StrataError):
+                parked = _undecided((await restore_or_report(self._parts.rt.store, self.id)).state)
         waiting = (*self.approver.waiting(),
-                   *(WaitingCall(call_id=p.call_id, tool=p.tool, how="parked") for p in self.parked))
+                   *(WaitingCall(call_id=p.call_id, tool=p.tool, how="parked") for p in parked))
         return SessionInfo(session_id=self.id, status=status, phase=phase, turn_running=self.turn_running,
                            workspace=self.workspace, model=self.model,
                            drivers=1 if self.driver is not None else 0,

@@ -240,3 +240,35 @@ def test_a_session_id_with_a_nul_byte_is_invalid_on_every_request_and_the_connec
     assert daemon.proc.returncode == 0, daemon.stderr
     assert "Traceback" not in daemon.stderr
     assert _errors_in_log(cli) == []
+
+
+def test_status_stops_listing_a_parked_call_once_another_terminal_decides_it(cli: StrataCLI, tmp_path: Path) -> None:
+    """A parked session holds no lease, so `strata approve|deny` record decisions from any terminal; the daemon's
+    status lists only the calls still undecided (it used to show both as parked until the session was opened)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model = script(tmp_path / "s.json", [bash_mark("b1"), bash_mark("b2")], [text("done")])
+    daemon = Daemon(cli)
+    try:
+        first = Client(cli, "--new", "--workspace", str(ws), "--model", model)
+        sid = first.session_id
+        first.send(type="prompt", text="mark both")
+        first.wait_for("approval_request", call_id="b1")
+        first.kill()  # both calls park
+
+        def parked() -> list[str]:
+            return sorted(w["call_id"] for row in status(cli) if row.get("session_id") == sid
+                          for w in row["waiting"] if w["how"] == "parked")
+
+        wait_until(lambda: parked() == ["b1", "b2"], what="both calls parked")
+        approved = cli.run("approve", sid, "b1")
+        assert approved.returncode == 0, approved.stderr
+        assert parked() == ["b2"]
+        denied = cli.run("deny", sid, "b2")
+        assert denied.returncode == 0, denied.stderr
+        assert parked() == []
+    finally:
+        daemon.stop()
+    assert daemon.proc.returncode == 0, daemon.stderr
+    assert effect_counts(ws) == {}  # decided, not run: the session runs them when it is resumed or attached
+    assert _errors_in_log(cli) == []
