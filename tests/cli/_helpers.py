@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tests.conftest import StrataCLI
+from tests.conftest import StrataCLI, write_script
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -348,3 +348,12 @@ class ScriptCLI(StrataCLI):
 
     def argv(self, args: Sequence[str]) -> list[str]:
         return [str(Path(sys.executable).with_name("strata")), *args]
+
+
+def scripted_session(cli: StrataCLI, scripts: Path, prompt: str = "hello") -> str:
+    """One session made by a real `strata run` with an empty script (past its end the scripted model gives one short
+    final answer); its id. The script is written in `scripts`."""
+    script = write_script(scripts / "script.json", [])
+    proc = cli.run("run", "--json", "--model", f"script:{script}", prompt)
+    assert proc.returncode == 0, proc.stderr
+    return str((result_line(proc.stdout) or {})["session_id"])

@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli._helpers import ScriptCLI, error_lines, json_lines, result_line
-from tests.conftest import write_script
+from tests.cli._helpers import ScriptCLI, error_lines, json_lines, scripted_session
 
 Proc = subprocess.CompletedProcess[str]
 SEQ_BITS = 40
@@ -84,13 +83,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Home:
     ws = root / "ws"
     ws.mkdir()
     cli = ScriptCLI(root / "home", ws)
-    script = write_script(root / "script.json", [])  # past its end: one short final text per run
-    ids = []
-    for prompt in ("first", "second"):
-        proc = cli.run("run", "--json", "--model", f"script:{script}", prompt)
-        assert proc.returncode == 0, proc.stderr
-        ids.append(result_line(proc.stdout)["session_id"])  # type: ignore[index]
-    return Home(cli, ids[0], ids[1])
+    return Home(cli, scripted_session(cli, root, "first"), scripted_session(cli, root, "second"))
 
 
 @pytest.fixture

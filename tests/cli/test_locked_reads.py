@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli._helpers import ScriptCLI, error_lines, result_line
-from tests.conftest import write_script
+from tests.cli._helpers import ScriptCLI, error_lines, scripted_session
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -42,10 +41,7 @@ def _digest(path: Path) -> str:
 def test_a_locked_database_makes_a_reading_command_wait_once_then_say_so(tmp_path: Path) -> None:
     (tmp_path / "home").mkdir()
     cli = ScriptCLI(tmp_path / "home", tmp_path)
-    script = write_script(tmp_path / "script.json", [])
-    run = cli.run("run", "--json", "--model", f"script:{script}", "hello")
-    assert run.returncode == 0, run.stderr
-    sid = str((result_line(run.stdout) or {})["session_id"])
+    sid = scripted_session(cli, tmp_path)
     db = cli.home / "strata.db"
     before = _digest(db)
 

@@ -8,18 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.cli._helpers import ScriptCLI, result_line
-from tests.conftest import write_script
+from tests.cli._helpers import ScriptCLI, scripted_session
 
 
 def test_a_reading_command_changes_no_byte_and_leaves_at_most_an_empty_wal_the_next_writer_removes(
         tmp_path: Path) -> None:
     (tmp_path / "home").mkdir()
     cli = ScriptCLI(tmp_path / "home", tmp_path)
-    script = write_script(tmp_path / "script.json", [])
-    run = cli.run("run", "--json", "--model", f"script:{script}", "hello")
-    assert run.returncode == 0, run.stderr
-    sid = str((result_line(run.stdout) or {})["session_id"])
+    sid = scripted_session(cli, tmp_path)
     db = cli.home / "strata.db"
     wal, shm = Path(f"{db}-wal"), Path(f"{db}-shm")
     assert not wal.exists() and not shm.exists()  # at rest: the writer's close removed them
@@ -29,6 +25,5 @@ def test_a_reading_command_changes_no_byte_and_leaves_at_most_an_empty_wal_the_n
         assert proc.returncode == 0, (args, proc.stderr)
         assert db.read_bytes() == before, args
         assert not wal.exists() or wal.stat().st_size == 0, args  # nothing for a writer to recover
-    again = cli.run("run", "--json", "--model", f"script:{script}", "again")
-    assert again.returncode == 0, again.stderr
+    scripted_session(cli, tmp_path, "again")  # the next writer
     assert not wal.exists() and not shm.exists()

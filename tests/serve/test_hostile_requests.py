@@ -4,6 +4,8 @@ served as documented), the connection goes on, and nothing reaches the daemon's 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -22,8 +24,10 @@ def _errors_in_log(cli: StrataCLI) -> list[str]:
     return [json.loads(x)["event"] for x in lines if '"level": "error"' in x]
 
 
-def test_an_attach_with_a_since_seq_no_store_can_hold_is_invalid_and_the_connection_goes_on(
-        cli: StrataCLI, tmp_path: Path) -> None:
+@contextmanager
+def _raw_client_on_a_new_session(cli: StrataCLI, tmp_path: Path) -> Iterator[tuple[RawClient, str]]:
+    """A real daemon, a raw client greeted on it and a new session (a one-answer script); once the test is done the
+    daemon stops cleanly: exit 0, no traceback, no error in its log."""
     ws = tmp_path / "ws"
     ws.mkdir()
     model = script(tmp_path / "s.json", [text("hello")])
@@ -32,7 +36,18 @@ def test_an_attach_with_a_since_seq_no_store_can_hold_is_invalid_and_the_connect
         client = RawClient(cli.home / "run" / "daemon.sock", timeout=15)
         client.hello()
         made = client.ask({"type": "new_session", "id": "n", "workspace": str(ws), "model": model})
-        sid = made["session_id"]
+        yield client, made["session_id"]
+        client.close()
+    finally:
+        daemon.stop()
+    assert daemon.proc.returncode == 0, daemon.stderr
+    assert "Traceback" not in daemon.stderr
+    assert _errors_in_log(cli) == []
+
+
+def test_an_attach_with_a_since_seq_no_store_can_hold_is_invalid_and_the_connection_goes_on(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    with _raw_client_on_a_new_session(cli, tmp_path) as (client, sid):
         for k, seq in enumerate((2**63, 10**30, 2**53 + 1)):
             reply = client.ask({"type": "attach", "id": f"a{k}", "session_id": sid, "since_seq": seq})
             assert (reply["type"], reply["code"], reply["fatal"]) == ("error", "invalid", False), reply
@@ -42,12 +57,6 @@ def test_an_attach_with_a_since_seq_no_store_can_hold_is_invalid_and_the_connect
         assert (ok["type"], ok["role"]) == ("ok", "drive"), ok
         first = client.line()
         assert first is not None and (first["type"], first["seq"], first["kind"]) == ("event", 1, "session_started")
-        client.close()
-    finally:
-        daemon.stop()
-    assert daemon.proc.returncode == 0, daemon.stderr
-    assert "Traceback" not in daemon.stderr
-    assert _errors_in_log(cli) == []
 
 
 def test_a_driver_attaching_while_a_watcher_opens_a_parked_session_is_asked_and_the_call_runs_once(
@@ -218,14 +227,7 @@ def test_a_session_id_with_a_nul_byte_is_invalid_on_every_request_and_the_connec
         cli: StrataCLI, tmp_path: Path) -> None:
     """No store can hold a NUL in an id (PostgreSQL's text cannot at all): attach, approve and the like name it as an
     invalid request before any store is asked, and the same connection goes on."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    model = script(tmp_path / "s.json", [text("hello")])
-    daemon = Daemon(cli)
-    try:
-        client = RawClient(cli.home / "run" / "daemon.sock", timeout=15)
-        client.hello()
-        sid = client.ask({"type": "new_session", "id": "n", "workspace": str(ws), "model": model})["session_id"]
+    with _raw_client_on_a_new_session(cli, tmp_path) as (client, sid):
         for k, request in enumerate(({"type": "attach", "session_id": sid + "\x00"},
                                      {"type": "attach", "session_id": "\x00", "role": "watch"},
                                      {"type": "approve", "session_id": "a\x00b", "call_id": "c1"})):
@@ -234,12 +236,6 @@ def test_a_session_id_with_a_nul_byte_is_invalid_on_every_request_and_the_connec
             assert "session_id" in reply["message"] and "\n" not in reply["message"], reply
         ok = client.ask({"type": "attach", "id": "ok", "session_id": sid, "since_seq": 1})
         assert (ok["type"], ok["role"]) == ("ok", "drive"), ok
-        client.close()
-    finally:
-        daemon.stop()
-    assert daemon.proc.returncode == 0, daemon.stderr
-    assert "Traceback" not in daemon.stderr
-    assert _errors_in_log(cli) == []
 
 
 def test_status_stops_listing_a_parked_call_once_another_terminal_decides_it(cli: StrataCLI, tmp_path: Path) -> None:
