@@ -10,7 +10,7 @@ from typing import Any
 from core.masking import Masker
 from core.model import ModelAttempt, ModelListener
 from core.timeline import TimelineEntry
-from core.timeline_rows import LifecycleRow, ModelAttemptRow, Usage, phase_entry
+from core.timeline_rows import LifecycleRow, ModelAttemptRow, Usage, attempt_entry, phase_entry
 from core.utf8 import TextStream
 from memory.session_writer import SessionWriter
 
@@ -72,19 +72,15 @@ def _plain_attempt_entry(attempt: ModelAttempt, turn: int, masker: Masker) -> Ti
             and (a.retry_after_s is None or type(a.retry_after_s) is float)
             and (a.delay_s is None or type(a.delay_s) is float)):
         return None
-    data: dict[str, Any] = {"number": a.number}
-    for name, value in (("error_kind", a.error_kind), ("status_code", a.status_code), ("request_id", a.request_id),
-                        ("retry_after_s", a.retry_after_s), ("delay_s", a.delay_s)):
-        if value is not None:
-            data[name] = value
+    usage = None
     if u is not None:
         usage = {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
                  "cache_read_tokens": u.cache_read_tokens, "cache_write_tokens": u.cache_write_tokens}
         if any(type(v) is not int for v in usage.values()):
             return None
-        data["usage"] = usage
-    return TimelineEntry(kind="model_attempt", turn=turn, outcome=a.outcome, check=a.error_kind, duration_ms=duration,
-                         summary=masker.mask(a.message or a.outcome), data=data)
+    return attempt_entry(turn, a.number, a.outcome, masker.mask(a.message or a.outcome), duration_ms=duration,
+                         error_kind=a.error_kind, status_code=a.status_code, request_id=a.request_id,
+                         retry_after_s=a.retry_after_s, delay_s=a.delay_s, usage=usage)
 
 
 class AttemptTee:

@@ -89,17 +89,29 @@ class ModelAttemptRow(_Row):
     usage: Usage | None = None
 
     def entry(self) -> TimelineEntry:
-        data = {"number": self.number, **_present(error_kind=self.error_kind, status_code=self.status_code,
-                                                  request_id=self.request_id, retry_after_s=self.retry_after_s,
-                                                  delay_s=self.delay_s)}
-        if self.usage is not None:
-            data["usage"] = self.usage.model_dump()
-        return TimelineEntry(kind="model_attempt", turn=self.turn, outcome=self.outcome, check=self.error_kind,
-                             duration_ms=self.duration_ms, summary=self.summary, data=data)
+        return attempt_entry(self.turn, self.number, self.outcome, self.summary, duration_ms=self.duration_ms,
+                             error_kind=self.error_kind, status_code=self.status_code, request_id=self.request_id,
+                             retry_after_s=self.retry_after_s, delay_s=self.delay_s,
+                             usage=None if self.usage is None else self.usage.model_dump())
 
     @classmethod
     def read(cls, e: TimelineEntry) -> ModelAttemptRow:
         return cls(turn=e.turn, summary=e.summary, outcome=e.outcome or "", duration_ms=e.duration_ms, **e.data)
+
+
+def attempt_entry(turn: int, number: int, outcome: str, summary: str, *, duration_ms: float | None = None,
+                  error_kind: str | None = None, status_code: int | None = None, request_id: str | None = None,
+                  retry_after_s: float | None = None, delay_s: float | None = None,
+                  usage: dict[str, int] | None = None) -> TimelineEntry:
+    """`ModelAttemptRow(...).entry()` without building the typed row (and its Usage) first, for fields that already
+    have the types the row keeps (agent/timeline_rows.py checks that); `usage` as `Usage.model_dump()` gives it."""
+    data: dict[str, Any] = {"number": number, **_present(error_kind=error_kind, status_code=status_code,
+                                                         request_id=request_id, retry_after_s=retry_after_s,
+                                                         delay_s=delay_s)}
+    if usage is not None:
+        data["usage"] = usage
+    return TimelineEntry(kind="model_attempt", turn=turn, outcome=outcome, check=error_kind, duration_ms=duration_ms,
+                         summary=summary, data=data)
 
 
 StepEntry = tuple[str, str, str]

@@ -165,11 +165,7 @@ def session_from_row(row: Any) -> SessionRecord:
                              mode=mode, workspace=workspace, model=model, title=title, parent_id=parent,
                              fork_seq=fork_seq, status=status, lease=lease)
     except ValidationError as err:
-        first = err.errors(include_url=False)[0]
-        where = str(first["loc"][0]) if first["loc"] else "the row"  # the field, not the union member that failed
-        where = f"lease_{where}" if err.title == "LeaseHolder" else where
-        raise DamagedSession(str(sid), f"{where}: {first['msg'].lower()}, it holds {shown_value(first.get('input'))}"
-                             ) from None
+        raise DamagedSession(str(sid), validation_problem(err, lease=err.title == "LeaseHolder")) from None
 
 
 def sessions_from_rows(rows: Iterable[Any], damaged: list[DamagedSession] | None) -> list[SessionRecord]:
@@ -184,6 +180,18 @@ def sessions_from_rows(rows: Iterable[Any], damaged: list[DamagedSession] | None
                 raise
             damaged.append(err)
     return records
+
+
+def validation_problem(err: ValidationError, *, lease: bool = False, path: bool = False) -> str:
+    """The first thing pydantic found wrong with a stored row, as one short clause: where (the field; `path`: its
+    whole location; `lease`: a field of the session's lease), the reason, and the value it holds."""
+    first = err.errors(include_url=False)[0]
+    if path:
+        where = ".".join(str(part) for part in first["loc"]) or "the row"
+    else:  # the field, not the union member that failed
+        where = str(first["loc"][0]) if first["loc"] else "the row"
+        where = f"lease_{where}" if lease else where
+    return f"{where}: {first['msg'].lower()}, it holds {shown_value(first.get('input'))}"
 
 
 def shown_value(value: Any) -> str:

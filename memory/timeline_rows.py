@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from core.chain import GENESIS_HASH
 from core.timeline import TimelineRow, marked_damaged
 from memory._encoding import stored_datetime, unpack_data, unpack_hash
-from memory.rows import shown_value
+from memory.rows import shown_value, validation_problem
 
 SEQ_MASK = (1 << 40) - 1
 TIMELINE_COLS = ("key, kind, turn, tool, decision, at, call_id, check_name, outcome, duration_ms, prev_hash, hash, "
@@ -63,13 +63,6 @@ def with_prev_hash(conn: sqlite3.Connection, rows: list[Any]) -> list[Any]:
     return out
 
 
-def _problem(err: ValidationError) -> str:
-    """The first thing pydantic found wrong with a row, as one short clause."""
-    first = err.errors(include_url=False)[0]
-    where = ".".join(str(part) for part in first["loc"]) or "the row"
-    return f"{where}: {first['msg'].lower()}, it holds {shown_value(first.get('input'))}"
-
-
 def timeline_row(session_id: str, row: Any) -> TimelineRow:
     """A stored row (the columns of TIMELINE_COLS) exactly as the table holds it. A row edited into something the
     row type does not allow is still read, unvalidated, so that `verify` can name it by its hash; it is marked
@@ -96,4 +89,4 @@ def timeline_row(session_id: str, row: Any) -> TimelineRow:
     try:
         return TimelineRow.model_validate(fields)
     except ValidationError as err:
-        return marked_damaged(fields, _problem(err))
+        return marked_damaged(fields, validation_problem(err, path=True))
