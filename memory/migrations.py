@@ -339,25 +339,42 @@ MIGRATIONS: tuple[Migration, ...] = (("001_initial", _m001_initial), ("002_timel
 
 
 def migrate(conn: sqlite3.Connection, path: str, now: str) -> int:
-    """Bring the schema up to date in one transaction per migration. Returns the resulting version."""
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version > len(MIGRATIONS):
-        raise StoreError(f"{path} has schema version {version}, newer than this Strata knows "
-                         f"({len(MIGRATIONS)})", path=path, hint="upgrade Strata to open this database")
-    conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    for index in range(version, len(MIGRATIONS)):
-        name, step = MIGRATIONS[index]
+    """Bring the event store's schema up to date (`apply_in_order`). Returns the resulting version."""
+    return apply_in_order(conn, MIGRATIONS, path, now)
+
+
+def apply_in_order(conn: sqlite3.Connection, migrations: tuple[Migration, ...], path: str, now: str) -> int:
+    """Apply `migrations` not applied yet, one transaction each, recorded in `schema_migrations` and `PRAGMA
+    user_version`. Returns the resulting version.
+
+    A database already current takes no write lock. Otherwise each step takes the write lock, reads the version
+    again (another process may have migrated while this one waited) and applies the next migration, or stops:
+    a process that finds the work done by another waits for the lock once, not once per migration (ten processes
+    opening a new home at once queued ~100 lock acquisitions, and one of them could starve past the busy
+    timeout on a loaded machine)."""
+    version = _version(conn, migrations, path)
+    while version < len(migrations):
         conn.execute("BEGIN IMMEDIATE")
         try:
-            # Another process may have migrated while we waited for the write lock: read the version again.
-            if conn.execute("PRAGMA user_version").fetchone()[0] > index:
-                conn.execute("COMMIT")
-                continue
-            step(conn)
-            conn.execute("INSERT INTO schema_migrations(name, applied_at) VALUES (?, ?)", (name, now))
-            conn.execute(f"PRAGMA user_version = {index + 1}")
+            version = _version(conn, migrations, path)
+            if version < len(migrations):
+                name, step = migrations[version]
+                conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
+                             "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+                step(conn)
+                conn.execute("INSERT INTO schema_migrations(name, applied_at) VALUES (?, ?)", (name, now))
+                version += 1
+                conn.execute(f"PRAGMA user_version = {version}")
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-    return len(MIGRATIONS)
+    return version
+
+
+def _version(conn: sqlite3.Connection, migrations: tuple[Migration, ...], path: str) -> int:
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version > len(migrations):
+        raise StoreError(f"{path} has schema version {version}, newer than this Strata knows "
+                         f"({len(migrations)})", path=path, hint="upgrade Strata to open this database")
+    return version

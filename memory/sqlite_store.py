@@ -52,6 +52,7 @@ from memory._encoding import (
     unpack_time,
 )
 from memory._group_commit import GroupCommit, GroupHooks
+from memory._journal import is_locked, use_wal
 from memory.chain_binding import ChainBinding, bind
 from memory.copy import SessionDump
 from memory.leases import describe
@@ -179,8 +180,8 @@ class SqliteEventStore:
             def setup(conn: sqlite3.Connection) -> None:
                 conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
                 conn.execute("PRAGMA schema_version").fetchone()  # fails fast on a non-database file
-                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                if str(mode).lower() != "wal":
+                mode = use_wal(conn, busy_timeout_ms / 1000)
+                if mode.lower() != "wal":
                     raise StoreError(f"{where}: could not switch to WAL journal mode (got {mode})", path=where)
                 conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
                 synchronous = conn.execute("PRAGMA synchronous").fetchone()[0]
@@ -748,16 +749,10 @@ def _decode_reason(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _locked(exc: sqlite3.Error) -> bool:
-    name = getattr(exc, "sqlite_errorname", "") or ""
-    text = str(exc)
-    return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in text or "busy" in text
-
-
 def _persist_error(exc: sqlite3.Error, path: str, session_id: str | None, *, creates: bool) -> PersistError:
     """A failed commit, with what to do next: a lock held elsewhere passes (retry); anything else needs the
     database fixed first. A commit that would have created the session leaves nothing to resume."""
-    if _locked(exc):
+    if is_locked(exc):
         if creates or session_id is None:
             hint = "nothing was written; retry when the other process is done"
         else:
@@ -773,7 +768,7 @@ def _store_error(exc: sqlite3.Error, path: str) -> StoreError:
     if "not a database" in text or "malformed" in text:
         return StoreError(f"{path} is not a usable Strata database ({text}); it was left untouched", path=path,
                           hint="move the file aside or set STRATA_HOME to another directory")
-    if _locked(exc):
+    if is_locked(exc):
         return StoreError(f"{path} is locked by another process ({text})", path=path,
                           hint="retry when the other process is done")
     if "readonly" in text or "read-only" in text or "unable to open" in text:

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from core.errors import StoreError
+from memory._journal import use_wal
+from memory.migrations import apply_in_order
 
 if TYPE_CHECKING:
     import psycopg
@@ -111,9 +113,9 @@ class SqliteBookDb:
             else:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10)
-                conn.execute("PRAGMA journal_mode=WAL")
+                use_wal(conn, 10)
                 conn.execute("PRAGMA synchronous=FULL")
-                _migrate(conn)
+                apply_in_order(conn, SQLITE_MIGRATIONS, str(path), now())
         except sqlite3.Error as exc:
             raise StoreError(f"the channel book {path} cannot be used: {exc}", path=str(path)) from None
         return cls(conn, path)
@@ -146,23 +148,6 @@ class SqliteBookDb:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
-
-
-def _migrate(conn: sqlite3.Connection) -> None:
-    conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    for index, (name, step) in enumerate(SQLITE_MIGRATIONS):
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if conn.execute("PRAGMA user_version").fetchone()[0] > index:
-                conn.execute("COMMIT")
-                continue
-            step(conn)
-            conn.execute("INSERT INTO schema_migrations(name, applied_at) VALUES (?, ?)", (name, now()))
-            conn.execute(f"PRAGMA user_version = {index + 1}")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
 
 
 # ---- PostgreSQL ----------------------------------------------------------------------------------------------------

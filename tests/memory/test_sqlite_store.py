@@ -4,6 +4,9 @@ the database, refusal to touch a file it cannot use, and data that outlives the 
 from __future__ import annotations
 
 import sqlite3
+import threading
+import time
+from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -15,7 +18,7 @@ from core.errors import DamagedEvent, PersistError, StoreError
 from core.events import SCHEMA_VERSION, AssistantMessage, SessionStarted, UserMessage
 from core.messages import TextBlock
 from memory import LeaseHolder, NewReceipt, ReceiptUpdate, SqliteEventStore, Write
-from memory.migrations import MIGRATIONS
+from memory.migrations import MIGRATIONS, migrate
 from tests.memory._sqlite import T0, raw, record
 
 
@@ -226,3 +229,53 @@ async def test_a_commit_on_a_locked_database_says_it_is_locked_and_to_retry(db_p
         assert len(await s.read_events("s1")) == 2
     finally:
         await s.close()
+
+
+async def test_a_new_database_another_connection_is_writing_is_opened_once_it_is_done(db_path: Path) -> None:
+    """Switching a rollback-journal file to WAL is refused by SQLite at once, without its busy wait, while another
+    connection holds the write lock (ten processes opening a new home at the same instant): the open waits for
+    the lock like any other write instead of failing "database is locked"."""
+    with raw(db_path) as other:
+        other.execute("PRAGMA journal_mode = DELETE")
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("CREATE TABLE someone_elses (x)")
+
+        async def release_later() -> None:
+            await anyio.sleep(0.3)
+            other.execute("COMMIT")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(release_later)
+            store = await SqliteEventStore.open(db_path, busy_timeout_ms=5000)
+    try:
+        assert await pragma(store, "journal_mode") == "wal"
+        assert await pragma(store, "user_version") == len(MIGRATIONS)
+    finally:
+        await store.close()
+
+
+def test_a_process_that_waited_while_another_migrated_takes_the_write_lock_once(tmp_path: Path) -> None:
+    """A process that found an old schema, then waited for the write lock while another process migrated it all,
+    takes the lock once and finds the work done (it used to take it once per migration: ten processes opening a
+    new home queued ~100 acquisitions, and one starved past its busy timeout on a loaded machine)."""
+    path = tmp_path / "strata.db"
+    with closing(sqlite3.connect(path, isolation_level=None, check_same_thread=False)) as first, \
+            closing(sqlite3.connect(path, isolation_level=None, check_same_thread=False)) as late:
+        first.execute("PRAGMA journal_mode = WAL")
+        late.execute("PRAGMA busy_timeout = 5000")
+        begun: list[str] = []
+        late.set_trace_callback(lambda sql: begun.append(sql) if sql.startswith("BEGIN") else None)
+        first.execute("BEGIN IMMEDIATE")
+        waiting = threading.Thread(target=migrate, args=(late, str(path), "2026-01-01T00:00:00Z"))
+        waiting.start()
+        time.sleep(0.3)  # the late process has read version 0 and waits for the lock
+        first.execute("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+        for index, (name, step) in enumerate(MIGRATIONS):
+            step(first)
+            first.execute("INSERT INTO schema_migrations(name, applied_at) VALUES (?, 'then')", (name,))
+            first.execute(f"PRAGMA user_version = {index + 1}")
+        first.execute("COMMIT")
+        waiting.join(10)
+        assert not waiting.is_alive()
+        assert begun == ["BEGIN IMMEDIATE"]
+        assert late.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == len(MIGRATIONS)
