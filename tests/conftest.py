@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 import json
 import os
 import signal
@@ -33,6 +34,9 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
             config.option.dist = "loadscope"
 
 
+PRODUCT_PACKAGES = ("core", "config", "memory", "observability", "tool_executor", "agent")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Tests send SIGINT to strata as Ctrl-C does. A shell without job control starts a background job (`pytest &`,
     or CI started that way) with SIGINT ignored, every process it starts inherits that, and strata, like any
@@ -40,6 +44,19 @@ def pytest_configure(config: pytest.Config) -> None:
     this process (and through it each strata it starts) takes SIGINT as usual again."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if not hasattr(config, "workerinput"):  # once per run, before any worker starts
+        _compile_product()
+
+
+def _compile_product() -> None:
+    """The product's bytecode, written once before the tests start the many strata processes they run.
+    A shell that exports PYTHONDONTWRITEBYTECODE (this machine's does) leaves no __pycache__ behind,
+    so each of those processes compiled every module it imports from source: about 100 ms of CPU of each
+    `strata run` on this machine (370 ms -> 265 ms measured). The variable stops writing, not reading: with the
+    files in place every process reads them. compileall writes only what is missing or stale, each file by an
+    atomic rename."""
+    for package in PRODUCT_PACKAGES:
+        compileall.compile_dir(REPO / package, quiet=1)
 
 
 @pytest.fixture
