@@ -1,0 +1,57 @@
+"""A hostile or broken MCP server (tests/mcp/hostile_server.py, the SDK's low-level server as a real process over
+stdio) against real `strata` processes: what it lists or answers can make its own tools unavailable or its calls
+errors, never crash or wedge the session."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.cli._helpers import call_results, events_of, json_lines, strata, text, tool_use
+from tests.conftest import StrataCLI, write_script
+from tests.mcp._servers import user_config
+
+HOSTILE = Path(__file__).with_name("hostile_server.py")
+OBJECT_Q = {"type": "object", "properties": {"q": {"type": "string"}}}
+
+
+def hostile(cli: StrataCLI, tmp_path: Path, tools: list[dict[str, Any]], *, policies: list[str],
+            results: dict[str, Any] | None = None, extra: str = "") -> Path:
+    """Declares the hostile server `h` listing `tools`, with a read-only policy for each of `policies`; returns its
+    state directory."""
+    state = tmp_path / "hostile-state"
+    spec = tmp_path / "hostile-spec.json"
+    spec.write_text(json.dumps({"state": str(state), "tools": tools, "results": results or {}}), encoding="utf-8")
+    table = (f'[mcp.servers.h]\ncommand = "{sys.executable}"\nargs = ["{HOSTILE}", "{spec}"]\n'
+             f'startup_timeout_s = 20\n{extra}')
+    for name in policies:
+        table += f'\n[mcp.servers.h.tools.{name}]\nsafety = "read"\neffect = "read_only"\n'
+    user_config(cli, table)
+    return state
+
+
+def calls(state: Path) -> list[str]:
+    log = state / "calls.log"
+    return log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+
+
+def test_a_tool_name_the_server_lists_twice_is_unavailable_and_the_session_runs(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    state = hostile(cli, tmp_path, [
+        {"name": "search", "description": "the first", "inputSchema": OBJECT_Q},
+        {"name": "search", "description": "the second", "inputSchema": {"type": "object", "properties": {
+            "q": {"type": "not-a-type"}}}},
+        {"name": "other", "description": "fine", "inputSchema": OBJECT_Q}], policies=["search", "other"])
+    script = write_script(tmp_path / "script.json", [
+        [tool_use("c1", "mcp__h__search", q="x"), tool_use("c2", "mcp__h__other", q="y")], [text("done")]])
+    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "look")
+    assert run.returncode == 0, run.stderr
+    results = call_results(events_of(run.stdout))
+    assert results["c1"]["check"] == "resolve" and results["c2"]["status"] == "ok"  # not in the plan
+    assert calls(state) == ['other {"q": "y"}']
+    (server,) = json_lines(strata(cli, "mcp", "list", "--json").stdout)
+    searches = [t for t in server["tools"] if t["tool"] == "search"]
+    assert len(searches) == 2 and not any(t["callable"] for t in searches), searches
+    assert all("lists more than one tool named so" in t["reason"] for t in searches), searches
