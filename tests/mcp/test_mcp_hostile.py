@@ -55,3 +55,23 @@ def test_a_tool_name_the_server_lists_twice_is_unavailable_and_the_session_runs(
     searches = [t for t in server["tools"] if t["tool"] == "search"]
     assert len(searches) == 2 and not any(t["callable"] for t in searches), searches
     assert all("lists more than one tool named so" in t["reason"] for t in searches), searches
+
+
+def test_a_schema_that_cannot_be_evaluated_denies_the_call_and_the_session_goes_on(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    state = hostile(cli, tmp_path, [
+        {"name": "loop", "inputSchema": {"type": "object", "allOf": [{"$ref": "#"}]}},
+        {"name": "remote", "inputSchema": {"type": "object", "properties": {
+            "q": {"$ref": "http://127.0.0.1:9/schema.json"}}}},
+        {"name": "other", "inputSchema": OBJECT_Q}], policies=["loop", "remote", "other"])
+    script = write_script(tmp_path / "script.json", [
+        [tool_use("c1", "mcp__h__loop", q="x"), tool_use("c2", "mcp__h__remote", q="x")],
+        [tool_use("c3", "mcp__h__other", q="y")], [text("done")]])
+    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "look")
+    assert run.returncode == 0, run.stderr
+    results = call_results(events_of(run.stdout))
+    for call_id in ("c1", "c2"):
+        assert results[call_id]["check"] == "schema", results[call_id]
+        assert "input schema cannot be evaluated" in results[call_id]["content"], results[call_id]
+    assert results["c3"]["status"] == "ok"
+    assert calls(state) == ['other {"q": "y"}']  # neither denied call reached the server
