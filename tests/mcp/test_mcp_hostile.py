@@ -75,3 +75,21 @@ def test_a_schema_that_cannot_be_evaluated_denies_the_call_and_the_session_goes_
         assert "input schema cannot be evaluated" in results[call_id]["content"], results[call_id]
     assert results["c3"]["status"] == "ok"
     assert calls(state) == ['other {"q": "y"}']  # neither denied call reached the server
+
+
+def test_a_listing_the_client_cannot_read_is_named_in_the_notice_not_only_the_timeout(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    deep: dict[str, Any] = {"type": "string"}
+    for _ in range(120):  # deeper than the SDK client reads (its server still writes it): the answer is dropped
+        deep = {"type": "object", "properties": {"a": deep}}
+    state = hostile(cli, tmp_path, [{"name": "deep", "inputSchema": deep}], policies=["deep"])
+    config = cli.home / "xdg-config" / "strata" / "config.toml"
+    config.write_text(config.read_text(encoding="utf-8").replace("startup_timeout_s = 20", "startup_timeout_s = 3"),
+                      encoding="utf-8")
+    script = write_script(tmp_path / "script.json", [[text("nothing to do")]])
+    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "look")
+    assert run.returncode == 0, run.stderr
+    (notice,) = [line for line in run.stderr.splitlines() if "MCP server 'h'" in line]
+    assert "did not finish initialising within 3 s" in notice, notice
+    assert "wrote 1 message to stdout that is not valid JSON-RPC" in notice, notice
+    assert (state / "started").exists()
