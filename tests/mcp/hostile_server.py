@@ -4,7 +4,7 @@ unlike the high-level server), run by the tests as a real process over stdio: `p
 SPEC is a JSON file: `tools` (the tool list it sends, as the protocol's Tool objects: duplicate names, schemas
 that cannot be evaluated, odd names), `results` (per tool: {"text": ...} or {"env": NAME} to answer with an
 environment variable's value) and `state` (a directory: `started` gets a line per start with the pid,
-`calls.log` a line per call it received)."""
+`calls.log` a line per call it received); `page_size` makes it list its tools in pages."""
 
 from __future__ import annotations
 
@@ -27,7 +27,13 @@ with (STATE / "started").open("a", encoding="utf-8") as f:
 
 
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-    return types.ListToolsResult(tools=[types.Tool(**t) for t in SPEC["tools"]])
+    tools = [types.Tool(**t) for t in SPEC["tools"]]
+    size = SPEC.get("page_size")  # pages of this many tools, the cursor being the next page's start
+    if size is None:
+        return types.ListToolsResult(tools=tools)
+    start = int(params.cursor) if params is not None and params.cursor else 0
+    more = start + size < len(tools)
+    return types.ListToolsResult(tools=tools[start:start + size], next_cursor=str(start + size) if more else None)
 
 
 async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:

@@ -18,12 +18,13 @@ OBJECT_Q = {"type": "object", "properties": {"q": {"type": "string"}}}
 
 
 def hostile(cli: StrataCLI, tmp_path: Path, tools: list[dict[str, Any]], *, policies: list[str],
-            results: dict[str, Any] | None = None, extra: str = "") -> Path:
+            results: dict[str, Any] | None = None, extra: str = "", page_size: int | None = None) -> Path:
     """Declares the hostile server `h` listing `tools`, with a read-only policy for each of `policies`; returns its
     state directory."""
     state = tmp_path / "hostile-state"
     spec = tmp_path / "hostile-spec.json"
-    spec.write_text(json.dumps({"state": str(state), "tools": tools, "results": results or {}}), encoding="utf-8")
+    spec.write_text(json.dumps({"state": str(state), "tools": tools, "results": results or {},
+                                       "page_size": page_size}), encoding="utf-8")
     table = (f'[mcp.servers.h]\ncommand = "{sys.executable}"\nargs = ["{HOSTILE}", "{spec}"]\n'
              f'startup_timeout_s = 20\n{extra}')
     for name in policies:
@@ -93,3 +94,15 @@ def test_a_listing_the_client_cannot_read_is_named_in_the_notice_not_only_the_ti
     assert "did not finish initialising within 3 s" in notice, notice
     assert "wrote 1 message to stdout that is not valid JSON-RPC" in notice, notice
     assert (state / "started").exists()
+
+
+def test_every_page_of_a_paginated_tool_listing_is_read(cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    tools = [{"name": f"t{k}", "inputSchema": OBJECT_Q} for k in range(5)]
+    state = hostile(cli, tmp_path, tools, policies=["t4"], page_size=2)
+    script = write_script(tmp_path / "script.json", [[tool_use("c1", "mcp__h__t4", q="last page")], [text("done")]])
+    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "look")
+    assert run.returncode == 0, run.stderr
+    assert call_results(events_of(run.stdout))["c1"]["status"] == "ok"
+    assert calls(state) == ['t4 {"q": "last page"}']
+    (server,) = json_lines(strata(cli, "mcp", "list", "--json").stdout)
+    assert [t["tool"] for t in server["tools"]] == ["t0", "t1", "t2", "t3", "t4"], server["tools"]

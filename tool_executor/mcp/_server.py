@@ -106,8 +106,8 @@ class ServerLink:
         session = await stack.enter_async_context(ClientSession(read, write))
         with anyio.fail_after(self.decl.startup_timeout_s):
             await session.initialize()
-            listed = await session.list_tools()
-        self.tools = tuple(ListedTool(t.name, t.description or "", dict(t.input_schema)) for t in listed.tools)
+            listed = await _list_tools(session)
+        self.tools = tuple(ListedTool(t.name, t.description or "", dict(t.input_schema)) for t in listed)
         log.info("mcp server up", server=self.name, tools=len(self.tools))
         return session
 
@@ -165,6 +165,27 @@ class ServerLink:
         if self._session is None:
             raise ServerGone(self.problem or "did not start again")
         return self._session
+
+
+MAX_TOOL_PAGES = 100
+"""A server that lists its tools in more pages than this (or repeats a cursor) is read up to there."""
+
+
+async def _list_tools(session: Any) -> list[Any]:
+    """Every page of the server's tool listing (a server may page it: the first page alone would leave tools out)."""
+    from mcp_types import PaginatedRequestParams
+
+    tools: list[Any] = []
+    cursor: str | None = None
+    seen: set[str] = set()
+    for _ in range(MAX_TOOL_PAGES):
+        page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor or cursor in seen:
+            break
+        seen.add(cursor)
+    return tools
 
 
 _RECORD_PID_AND_EXEC = 'echo $$ > "$0" && exec "$@"'
