@@ -100,6 +100,26 @@ def _not_numbers(args: Mapping[str, Any]) -> list[str]:
 
 
 def check_schema(validator: SchemaValidator, args: Mapping[str, Any]) -> Verdict:
+    """A schema that passes the meta-schema can still fail to evaluate (a `$ref` to a remote document, which is
+    never fetched, or a cycle of references that never descends into the arguments, as an MCP server may send):
+    the call is denied with the reason, never run unchecked, and the session goes on."""
+    try:
+        return _check(validator, args)
+    except RecursionError:
+        return _unevaluable("a reference cycle")
+    except Exception as exc:
+        from referencing.exceptions import Unresolvable  # jsonschema's: imported once it has raised
+
+        if not isinstance(exc, Unresolvable):
+            raise
+        return _unevaluable(f"an unresolvable reference: {exc}")
+
+
+def _unevaluable(detail: str) -> Deny:
+    return Deny("schema", (f"(arguments): the tool's input schema cannot be evaluated ({detail[:200]})",))
+
+
+def _check(validator: SchemaValidator, args: Mapping[str, Any]) -> Verdict:
     bad = _not_numbers(args)
     fast = validator.fast
     if not bad and ((fast is not None and fast(args)) or validator.full.is_valid(args)):

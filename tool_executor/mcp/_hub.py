@@ -15,7 +15,7 @@ import structlog
 
 from config.mcp import McpServerDecl
 from core.tools import ToolSpec
-from tool_executor.mcp._server import Notify, ServerLink
+from tool_executor.mcp._server import SPEAKING, Notify, ServerLink
 from tool_executor.mcp._tools import ToolStatus, tool_specs, tool_statuses
 
 log = structlog.get_logger("strata.mcp")
@@ -54,6 +54,9 @@ class _SdkLog(logging.Handler):
     notice, and never as a traceback on the terminal."""
 
     def emit(self, record: logging.LogRecord) -> None:
+        link = SPEAKING.get()
+        if link is not None and record.getMessage().startswith("Failed to parse JSONRPC message"):
+            link.unreadable += 1
         log.info("mcp sdk", sdk_logger=record.name, level=record.levelname, message=record.getMessage()[:500])
 
 

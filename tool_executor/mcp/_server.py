@@ -11,6 +11,7 @@ import contextlib
 import os
 import signal
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -23,6 +24,11 @@ from config.mcp import McpServerDecl
 log = structlog.get_logger("strata.mcp")
 
 Notify = Callable[[str], None]
+
+
+SPEAKING: ContextVar[ServerLink | None] = ContextVar("strata_mcp_server", default=None)
+"""The server whose connection the current task serves: the transport's reader tasks inherit it from the task that
+keeps the connection, so a complaint the SDK logs about what the server wrote is counted for that server."""
 
 
 class ServerGone(Exception):
@@ -51,6 +57,9 @@ class ServerLink:
         self._restart = anyio.Event()
         self._restarts_left = 1
         self._told = False
+        self.unreadable = 0
+        """Messages the server wrote that the SDK could not read as JSON-RPC (it drops them, and a request they
+        answered waits on): said with the reason it failed to start."""
 
     @property
     def name(self) -> str:
@@ -64,6 +73,7 @@ class ServerLink:
         """Keep the connection until cancelled (the session's end: the stack closes it, a stdio child is killed with
         its process group). Reports started once the first attempt is up or has failed."""
         started = False
+        SPEAKING.set(self)
 
         def ready() -> None:
             nonlocal started
@@ -84,7 +94,7 @@ class ServerLink:
                 continue  # a restart was asked for
             except Exception as exc:  # the SDK's errors, OSError, a timeout: the server is left out, once said
                 self._session = None
-                self._fail(_reason(exc, self.decl, self._log_dir))
+                self._fail(_reason(exc, self.decl, self._log_dir) + _unreadable(self.unreadable))
             ready()
             await self._restart.wait()
 
@@ -96,8 +106,8 @@ class ServerLink:
         session = await stack.enter_async_context(ClientSession(read, write))
         with anyio.fail_after(self.decl.startup_timeout_s):
             await session.initialize()
-            listed = await session.list_tools()
-        self.tools = tuple(ListedTool(t.name, t.description or "", dict(t.input_schema)) for t in listed.tools)
+            listed = await _list_tools(session)
+        self.tools = tuple(ListedTool(t.name, t.description or "", dict(t.input_schema)) for t in listed)
         log.info("mcp server up", server=self.name, tools=len(self.tools))
         return session
 
@@ -157,6 +167,27 @@ class ServerLink:
         return self._session
 
 
+MAX_TOOL_PAGES = 100
+"""A server that lists its tools in more pages than this (or repeats a cursor) is read up to there."""
+
+
+async def _list_tools(session: Any) -> list[Any]:
+    """Every page of the server's tool listing (a server may page it: the first page alone would leave tools out)."""
+    from mcp_types import PaginatedRequestParams
+
+    tools: list[Any] = []
+    cursor: str | None = None
+    seen: set[str] = set()
+    for _ in range(MAX_TOOL_PAGES):
+        page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor or cursor in seen:
+            break
+        seen.add(cursor)
+    return tools
+
+
 _RECORD_PID_AND_EXEC = 'echo $$ > "$0" && exec "$@"'
 """`sh -c` script: $0 is the pid file, the rest the server's command line."""
 
@@ -174,6 +205,13 @@ def _kill_group(pidfile: Path) -> None:
         # The group's id is not given to another process while the group has members, so this reaches only them.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
+
+
+def _unreadable(count: int) -> str:
+    if not count:
+        return ""
+    return (f" (it wrote {count} message{'s' if count > 1 else ''} to stdout that is not valid JSON-RPC, or too "
+            "deep to read; Strata's log has the SDK's complaint)")
 
 
 def _private(path: str, flags: int) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -50,11 +51,14 @@ def tool_statuses(link: ServerLink) -> list[ToolStatus]:
     decl = link.decl
     out: list[ToolStatus] = []
     listed = {t.name for t in link.tools}
+    twice = {n for n, k in Counter(t.name for t in link.tools).items() if k > 1}
     for tool in link.tools:
         name = mcp_tool_name(decl.name, tool.name)
         policy = decl.policy(tool.name)
         reason = None
-        if not _MODEL_NAME.match(name):
+        if tool.name in twice:  # which of them a call would reach, and which schema checks it, is not known
+            reason = "the server lists more than one tool named so: none of them is offered"
+        elif not _MODEL_NAME.match(name):
             reason = "its name cannot be offered to a model (letters, digits, '_' and '-', at most 128)"
         elif (problem := _schema_problem(tool.input_schema)) is not None:
             reason = f"its input schema cannot be used: {problem}"

@@ -1,0 +1,108 @@
+"""A hostile or broken MCP server (tests/mcp/hostile_server.py, the SDK's low-level server as a real process over
+stdio) against real `strata` processes: what it lists or answers can make its own tools unavailable or its calls
+errors, never crash or wedge the session."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.cli._helpers import call_results, events_of, json_lines, strata, text, tool_use
+from tests.conftest import StrataCLI, write_script
+from tests.mcp._servers import user_config
+
+HOSTILE = Path(__file__).with_name("hostile_server.py")
+OBJECT_Q = {"type": "object", "properties": {"q": {"type": "string"}}}
+
+
+def hostile(cli: StrataCLI, tmp_path: Path, tools: list[dict[str, Any]], *, policies: list[str],
+            results: dict[str, Any] | None = None, extra: str = "", page_size: int | None = None) -> Path:
+    """Declares the hostile server `h` listing `tools`, with a read-only policy for each of `policies`; returns its
+    state directory."""
+    state = tmp_path / "hostile-state"
+    spec = tmp_path / "hostile-spec.json"
+    spec.write_text(json.dumps({"state": str(state), "tools": tools, "results": results or {},
+                                       "page_size": page_size}), encoding="utf-8")
+    table = (f'[mcp.servers.h]\ncommand = "{sys.executable}"\nargs = ["{HOSTILE}", "{spec}"]\n'
+             f'startup_timeout_s = 20\n{extra}')
+    for name in policies:
+        table += f'\n[mcp.servers.h.tools.{name}]\nsafety = "read"\neffect = "read_only"\n'
+    user_config(cli, table)
+    return state
+
+
+def calls(state: Path) -> list[str]:
+    log = state / "calls.log"
+    return log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+
+
+def test_a_tool_name_the_server_lists_twice_is_unavailable_and_the_session_runs(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    state = hostile(cli, tmp_path, [
+        {"name": "search", "description": "the first", "inputSchema": OBJECT_Q},
+        {"name": "search", "description": "the second", "inputSchema": {"type": "object", "properties": {
+            "q": {"type": "not-a-type"}}}},
+        {"name": "other", "description": "fine", "inputSchema": OBJECT_Q}], policies=["search", "other"])
+    script = write_script(tmp_path / "script.json", [
+        [tool_use("c1", "mcp__h__search", q="x"), tool_use("c2", "mcp__h__other", q="y")], [text("done")]])
+    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "look")
+    assert run.returncode == 0, run.stderr
+    results = call_results(events_of(run.stdout))
+    assert results["c1"]["check"] == "resolve" and results["c2"]["status"] == "ok"  # not in the plan
+    assert calls(state) == ['other {"q": "y"}']
+    (server,) = json_lines(strata(cli, "mcp", "list", "--json").stdout)
+    searches = [t for t in server["tools"] if t["tool"] == "search"]
+    assert len(searches) == 2 and not any(t["callable"] for t in searches), searches
+    assert all("lists more than one tool named so" in t["reason"] for t in searches), searches
+
+
+def test_a_schema_that_cannot_be_evaluated_denies_the_call_and_the_session_goes_on(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    state = hostile(cli, tmp_path, [
+        {"name": "loop", "inputSchema": {"type": "object", "allOf": [{"$ref": "#"}]}},
+        {"name": "remote", "inputSchema": {"type": "object", "properties": {
+            "q": {"$ref": "http://127.0.0.1:9/schema.json"}}}},
+        {"name": "other", "inputSchema": OBJECT_Q}], policies=["loop", "remote", "other"])
+    script = write_script(tmp_path / "script.json", [
+        [tool_use("c1", "mcp__h__loop", q="x"), tool_use("c2", "mcp__h__remote", q="x")],
+        [tool_use("c3", "mcp__h__other", q="y")], [text("done")]])
+    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "look")
+    assert run.returncode == 0, run.stderr
+    results = call_results(events_of(run.stdout))
+    for call_id in ("c1", "c2"):
+        assert results[call_id]["check"] == "schema", results[call_id]
+        assert "input schema cannot be evaluated" in results[call_id]["content"], results[call_id]
+    assert results["c3"]["status"] == "ok"
+    assert calls(state) == ['other {"q": "y"}']  # neither denied call reached the server
+
+
+def test_a_listing_the_client_cannot_read_is_named_in_the_notice_not_only_the_timeout(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    deep: dict[str, Any] = {"type": "string"}
+    for _ in range(120):  # deeper than the SDK client reads (its server still writes it): the answer is dropped
+        deep = {"type": "object", "properties": {"a": deep}}
+    state = hostile(cli, tmp_path, [{"name": "deep", "inputSchema": deep}], policies=["deep"])
+    config = cli.home / "xdg-config" / "strata" / "config.toml"
+    config.write_text(config.read_text(encoding="utf-8").replace("startup_timeout_s = 20", "startup_timeout_s = 3"),
+                      encoding="utf-8")
+    script = write_script(tmp_path / "script.json", [[text("nothing to do")]])
+    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "look")
+    assert run.returncode == 0, run.stderr
+    (notice,) = [line for line in run.stderr.splitlines() if "MCP server 'h'" in line]
+    assert "did not finish initialising within 3 s" in notice, notice
+    assert "wrote 1 message to stdout that is not valid JSON-RPC" in notice, notice
+    assert (state / "started").exists()
+
+
+def test_every_page_of_a_paginated_tool_listing_is_read(cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    tools = [{"name": f"t{k}", "inputSchema": OBJECT_Q} for k in range(5)]
+    state = hostile(cli, tmp_path, tools, policies=["t4"], page_size=2)
+    script = write_script(tmp_path / "script.json", [[tool_use("c1", "mcp__h__t4", q="last page")], [text("done")]])
+    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "look")
+    assert run.returncode == 0, run.stderr
+    assert call_results(events_of(run.stdout))["c1"]["status"] == "ok"
+    assert calls(state) == ['t4 {"q": "last page"}']
+    (server,) = json_lines(strata(cli, "mcp", "list", "--json").stdout)
+    assert [t["tool"] for t in server["tools"]] == ["t0", "t1", "t2", "t3", "t4"], server["tools"]
