@@ -72,3 +72,55 @@ def test_an_index_damaged_during_a_session_is_a_clean_tool_error_and_the_next_se
     again = cli.run("knowledge", "search", "nonlocal", "--json")  # the damaged file is found invalid and rebuilt
     assert_clean_stderr(again)
     assert again.returncode == 0 and json.loads(again.stdout)["result"] == "hits", again.stderr
+
+
+def _project_with_runbooks(cli: StrataCLI, workspace: Path, config: str) -> None:
+    strata_dir = workspace / ".strata"
+    (strata_dir / "knowledge").mkdir(parents=True)
+    (strata_dir / "config.toml").write_text(config, encoding="utf-8")
+    trusted = cli.run("trust", str(workspace))
+    assert trusted.returncode == 0, trusted.stderr
+
+
+@pytest.mark.parametrize("layout", ["default_dir", "relative_path", "knowledge_dir_itself"])
+def test_a_project_dataset_directory_symlinked_out_of_the_workspace_is_reported_and_never_read(
+        cli: StrataCLI, tmp_path: Path, workspace: Path, layout: str) -> None:
+    """A trusted project's dataset is its own files: a checkout that turns its dataset directory (or a directory
+    above it) into a symlink to elsewhere on the machine does not make the agent read, and cite, what is there."""
+    outside = tmp_path / "outside"
+    (outside / "runbooks" / "private").mkdir(parents=True)
+    (outside / "runbooks" / "private" / "secret.md").write_text("the vault zebracorn opens with 4471\n",
+                                                                encoding="utf-8")
+    modes = 'modes = ["interactive", "headless"]\n'
+    if layout == "relative_path":
+        _project_with_runbooks(cli, workspace, f'[knowledge.datasets.runbooks]\npath = "docs/runbooks"\n{modes}')
+        (workspace / "docs").mkdir()
+        (workspace / "docs" / "runbooks").symlink_to(outside / "runbooks")
+        root = workspace / "docs" / "runbooks"
+    else:
+        _project_with_runbooks(cli, workspace, f"[knowledge.datasets.runbooks]\n{modes}")
+        knowledge = workspace / ".strata" / "knowledge"
+        if layout == "default_dir":  # made after the trust, as a later pull would
+            (knowledge / "runbooks").symlink_to(outside / "runbooks")
+        else:
+            knowledge.rmdir()
+            knowledge.symlink_to(outside)
+        root = knowledge / "runbooks"
+    env = {"XDG_DATA_HOME": str(tmp_path / "xdg-data")}
+    found = cli.run("knowledge", "search", "zebracorn", "--workspace", str(workspace), "--json", env=env)
+    assert_clean_stderr(found)
+    assert found.returncode == 1, found.stdout
+    assert json.loads(found.stdout)["kind"] == "not_found" and "4471" not in found.stdout
+    listed = cli.run("knowledge", "list", "--workspace", str(workspace), "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    problems = [row for row in map(json.loads, listed.stdout.splitlines()) if row["type"] == "problem"]
+    assert [(p["dataset"], p["kind"], p["source_path"]) for p in problems] == [
+        ("runbooks", "not_followed", str(root))], problems
+    assert "out of the workspace" in problems[0]["detail"], problems
+    script = write_script(tmp_path / "s.json", [[tool_use("k1", "knowledge_search", query="zebracorn")],
+                                                [text("done")]])
+    proc = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "go", env=env)
+    assert_clean_stderr(proc)
+    assert proc.returncode == 0, proc.stderr
+    result = call_results(events_of(proc.stdout))["k1"]
+    assert "4471" not in result["content"] and '"kind":"not_found"' in result["content"], result
