@@ -256,3 +256,32 @@ def test_the_html_export_nests_the_childs_waterfall_under_the_delegate_call(cli:
     child_page = tmp_path / "child.html"
     assert cli.run("export", child["id"], "--format", "html", "-o", str(child_page)).returncode == 0
     assert f"child of <code>{parent['id']}</code>" in child_page.read_text()
+
+
+def _parked_parent(cli: StrataCLI, tmp_path: Path, workspace: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    script = _script(tmp_path / "s.json", f"echo hi > hello.txt; echo once >> {EFFECTS_LOG}")
+    parked = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "delegate",
+                     "--on-ask", "park", "go")
+    assert parked.returncode == 4, parked.stderr
+    return _one_parent_one_child(cli)
+
+
+def _status(cli: StrataCLI, session_id: str) -> str:
+    return next(r["status"] for r in _sessions(cli) if r["id"] == session_id)
+
+
+def test_a_refused_decision_on_a_parent_waiting_for_its_child_leaves_it_awaiting_approval(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """The parent has no parked call of its own (its delegate call waits in the child): `strata approve|deny
+    PARENT` is refused, and the refusal does not make the parent look idle in `strata sessions`."""
+    parent, child = _parked_parent(cli, tmp_path, workspace)
+    for args in (("approve", parent["id"], "--all"), ("deny", parent["id"], "--all"), ("approve", parent["id"], "p1")):
+        refused = cli.run(*args)
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+        assert _status(cli, parent["id"]) == "awaiting_approval", args
+    assert _status(cli, child["id"]) == "awaiting_approval"
+    assert cli.run("approve", child["id"], "--all").returncode == 0
+    resumed = cli.run("resume", parent["id"], "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert (_status(cli, parent["id"]), _status(cli, child["id"])) == ("completed", "completed")
+    assert (workspace / EFFECTS_LOG).read_text() == "once\n"
