@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 import structlog
 
-from agent.delegation import Delegator, LiveChild, NewChild
+from agent.delegation import Delegator, LiveChild, NewChild, waiting_child
 from agent.evidence_ledger import LEDGER_DIR, Ledgers
 from agent.knowledge import KnowledgeSource, SessionKnowledge, knowledge_change
 from agent.lineage import ChildLink
@@ -402,6 +402,12 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
                              "prompt cannot be given until the open batch is finished",
                              hint=f"decide with `strata approve|deny {session_id} CALL`, then resume (with the "
                                   "prompt, if you still want it)")
+        if prompt is not None and before == "awaiting_approval" and state.open_batch is not None and \
+                (child := await waiting_child(rt.store, session_id)) is not None:  # it would park again, unheard
+            raise UsageError(f"session {session_id} is waiting for child session {child}'s approval; a new prompt "
+                             "cannot be given until the open batch is finished",
+                             hint=f"decide with `strata approve {child} --all` (or name the call, or strata deny), "
+                                  f"then resume {session_id} (with the prompt, if you still want it)")
         hooks, hooks_digest = rt.hooks, rt.project_hooks.digest
         if without_project_hooks is not None:
             hooks, hooks_digest = rt.project_hooks.without(rt.hooks), None

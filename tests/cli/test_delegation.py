@@ -285,3 +285,23 @@ def test_a_refused_decision_on_a_parent_waiting_for_its_child_leaves_it_awaiting
     assert resumed.returncode == 0, resumed.stderr
     assert (_status(cli, parent["id"]), _status(cli, child["id"])) == ("completed", "completed")
     assert (workspace / EFFECTS_LOG).read_text() == "once\n"
+
+
+def test_a_new_prompt_for_a_parent_whose_child_still_waits_is_refused_not_dropped(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """`strata resume PARENT PROMPT` while the child waits for a decision would park again and lose the prompt:
+    it is refused before anything is recorded, naming the child to decide; once decided, the same command runs."""
+    parent, child = _parked_parent(cli, tmp_path, workspace)
+    events = len(cli.json_lines("timeline", parent["id"], "--json"))
+    refused = cli.run("resume", parent["id"], "and then say hi")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert f"strata approve {child['id']} --all" in refused.stderr, refused.stderr
+    assert len(cli.json_lines("timeline", parent["id"], "--json")) == events  # nothing recorded
+    assert (_status(cli, parent["id"]), _status(cli, child["id"])) == ("awaiting_approval", "awaiting_approval")
+    assert cli.run("approve", child["id"], "--all").returncode == 0
+    resumed = cli.run("resume", parent["id"], "and then say hi", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert CHILD_ANSWER in _delegate_result(resumed.stdout)["content"]
+    user_texts = [e.get("text") for e in events_of(resumed.stdout) if e["kind"] == "user_message"]
+    assert "and then say hi" in user_texts, user_texts
+    assert (workspace / EFFECTS_LOG).read_text() == "once\n"
