@@ -134,8 +134,10 @@ class Delegator:
             raise ToolError(f"child session {child_id}: {exc}") from None
         if outcome.status == "awaiting_approval":  # the child parked: so does this session, until both are resumed
             assert self.state is not None
+            # The session to decide holds the parked call: the child, or a descendant it waits on in turn.
+            decide = await waiting_child(self.store, child_id) or child_id
             raise ToolWaits(f"child session {child_id} waits for approval ({outcome.reason}); decide with "
-                            f"strata approve {child_id} --all (or name the call, or strata deny), then "
+                            f"strata approve {decide} --all (or name the call, or strata deny), then "
                             f"strata resume {self.state.session_id}")
         fault_point("after_child")
         return _output(outcome.status, outcome.reason, outcome.unknown_receipts, _final_text(live.state), child_id)

@@ -305,3 +305,31 @@ def test_a_new_prompt_for_a_parent_whose_child_still_waits_is_refused_not_droppe
     user_texts = [e.get("text") for e in events_of(resumed.stdout) if e["kind"] == "user_message"]
     assert "and then say hi" in user_texts, user_texts
     assert (workspace / EFFECTS_LOG).read_text() == "once\n"
+
+
+def test_a_grandchild_that_parks_is_the_session_the_parent_says_to_decide(cli: StrataCLI, tmp_path: Path,
+                                                                         workspace: Path) -> None:
+    """Parent -> child -> grandchild, the grandchild's write parks: the parent's waiting line names the session
+    that holds the parked call (the child has none of its own), and doing what it says finishes all three."""
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({
+        "turns": [[tool_use("p1", "delegate", task="level 1")], [text("parent done")]],
+        "children": [{
+            "turns": [[tool_use("c1", "delegate", task="level 2")], [text("child done")]],
+            "children": [[[tool_use("g1", "write_file", path="g.txt", content="g")], [text("grandchild done")]]],
+        }],
+    }), encoding="utf-8")
+    parked = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "delegate",
+                     "--on-ask", "park", "go")
+    assert parked.returncode == 4, parked.stderr
+    rows = _sessions(cli)
+    parent = next(r for r in rows if r["depth"] == 0)
+    grandchild = next(r for r in rows if r["depth"] == 2)
+    waiting = next(line for line in parked.stdout.splitlines() if line.startswith("waiting: call p1"))
+    told = re.findall(r"decide with strata approve (\S+) --all", waiting)
+    assert told and told[-1] == grandchild["id"], waiting  # the outermost instruction, the one a person follows
+    assert cli.run("approve", told[-1], "--all").returncode == 0
+    resumed = cli.run("resume", parent["id"], "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert {r["status"] for r in _sessions(cli)} == {"completed"}
+    assert (workspace / "g.txt").read_text() == "g"
