@@ -33,7 +33,7 @@ from core.model import ModelAdapter
 from core.policy import PermissionRule
 from core.state import SessionState
 from core.tools import BoundToolPlan, ToolContext, ToolError, ToolOutput, ToolWaits
-from core.tools.delegate import DELEGATE, child_session_id
+from core.tools.delegate import DELEGATE, child_of, child_session_id
 from core.vocabulary import OnAsk, SessionStatus
 from memory.restore import restore
 from memory.store import EventStore
@@ -134,8 +134,10 @@ class Delegator:
             raise ToolError(f"child session {child_id}: {exc}") from None
         if outcome.status == "awaiting_approval":  # the child parked: so does this session, until both are resumed
             assert self.state is not None
+            # The session to decide holds the parked call: the child, or a descendant it waits on in turn.
+            decide = await waiting_child(self.store, child_id) or child_id
             raise ToolWaits(f"child session {child_id} waits for approval ({outcome.reason}); decide with "
-                            f"strata approve {child_id} --all (or name the call, or strata deny), then "
+                            f"strata approve {decide} --all (or name the call, or strata deny), then "
                             f"strata resume {self.state.session_id}")
         fault_point("after_child")
         return _output(outcome.status, outcome.reason, outcome.unknown_receipts, _final_text(live.state), child_id)
@@ -187,6 +189,27 @@ class Delegator:
         return _output(status, "", unknown, _final_text(state), child_id)
 
 
+async def waiting_child(store: EventStore, session_id: str) -> str | None:
+    """The child session whose parked call a delegate call of `session_id`'s open batch waits on (its receipt
+    `dispatched`, the child `awaiting_approval`), followed down through a child that itself waits on its own child
+    to the one that holds the parked call; None when no delegate call waits."""
+    found: str | None = None
+    current = session_id
+    for _ in range(64):  # deeper than any delegate_max_depth; a bound, not a limit anyone meets
+        receipts = await store.list_receipts(current, status="dispatched")
+        child = next((c for r in receipts if r.tool == DELEGATE and (c := child_of(r.resource_keys)) is not None), None)
+        if child is None:
+            break
+        try:
+            record = await store.get_session(child)
+        except SessionNotFound:
+            break
+        if record.status != "awaiting_approval":
+            break
+        found = current = child
+    return found
+
+
 async def _drive(live: LiveChild) -> RunOutcome:
     try:
         outcome = await live.run(None)
@@ -213,4 +236,4 @@ def _output(status: str, reason: str, unknown: int, text: str, child_id: str) ->
     return ToolOutput(text=f"{head}\n{text}" if text else head, is_error=status == "failed")
 
 
-__all__ = ["DELEGATE", "ChildApprover", "ChildSessions", "Delegator", "LiveChild", "NewChild"]
+__all__ = ["DELEGATE", "ChildApprover", "ChildSessions", "Delegator", "LiveChild", "NewChild", "waiting_child"]

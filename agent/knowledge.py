@@ -56,7 +56,7 @@ class KnowledgeSource:
         from memory.knowledge import KnowledgeIndex, KnowledgeService, knowledge_tools, load_corpus
 
         roots = dataset_roots(self.config, workspace=workspace, project_trusted=self.project_trusted)
-        corpus = load_corpus({name: roots[name] for name in granted})
+        corpus = load_corpus({name: roots[name] for name in granted}, workspace=workspace)
         index = KnowledgeIndex(self.home, corpus)
         index.ensure()
         service = KnowledgeService(grants=self.config.grants(), index=index,

@@ -57,7 +57,7 @@ def knowledge_view(loaded: LoadedConfig, workspace: Path) -> KnowledgeView:
     if not knowledge.datasets:
         return KnowledgeView(undeclared=undeclared, ignored=knowledge.ignored,
                              common_term_share=knowledge.common_term_share)
-    corpus = load_corpus(dataset_roots(knowledge, workspace=workspace, project_trusted=trusted))
+    corpus = load_corpus(dataset_roots(knowledge, workspace=workspace, project_trusted=trusted), workspace=workspace)
     manifest = corpus.manifest
     views = []
     for entry in manifest.datasets:

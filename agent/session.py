@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 import structlog
 
-from agent.delegation import Delegator, LiveChild, NewChild
+from agent.delegation import Delegator, LiveChild, NewChild, waiting_child
 from agent.evidence_ledger import LEDGER_DIR, Ledgers
 from agent.knowledge import KnowledgeSource, SessionKnowledge, knowledge_change
 from agent.lineage import ChildLink
@@ -348,8 +348,7 @@ async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mo
     ws = _workspace(workspace)
     asking = asking or Asking()
     on_ask = asking.on_ask or "deny"
-    delegator = Delegator(rt.store, _ChildSessions(rt), max_depth=rt.delegate_max_depth, approver=asking.approver,
-                          on_ask=on_ask, pass_grants=rt.delegate_grants)
+    delegator = _delegator(rt, asking.approver, on_ask)
     plan = rt.plan(mode, await rt.session_knowledge(ws, mode), depth=child.depth if child else 0,
                    tools_allowed=child.tools_allowed if child else None, delegator=delegator)
     session_id = child.session_id if child is not None else rt.ids.session_id()
@@ -403,6 +402,12 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
                              "prompt cannot be given until the open batch is finished",
                              hint=f"decide with `strata approve|deny {session_id} CALL`, then resume (with the "
                                   "prompt, if you still want it)")
+        if prompt is not None and before == "awaiting_approval" and state.open_batch is not None and \
+                (child := await waiting_child(rt.store, session_id)) is not None:  # it would park again, unheard
+            raise UsageError(f"session {session_id} is waiting for child session {child}'s approval; a new prompt "
+                             "cannot be given until the open batch is finished",
+                             hint=f"decide with `strata approve {child} --all` (or name the call, or strata deny), "
+                                  f"then resume {session_id} (with the prompt, if you still want it)")
         hooks, hooks_digest = rt.hooks, rt.project_hooks.digest
         if without_project_hooks is not None:
             hooks, hooks_digest = rt.project_hooks.without(rt.hooks), None
@@ -415,8 +420,7 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
         asking = asking or Asking()
         knowledge = await rt.session_knowledge(Path(state.workspace), state.mode)
         told = knowledge_change(rt.knowledge.home if rt.knowledge else None, state.knowledge_told, knowledge)
-        delegator = Delegator(rt.store, _ChildSessions(rt), max_depth=rt.delegate_max_depth,
-                              approver=asking.approver, on_ask=asking.on_ask or state.on_ask)
+        delegator = _delegator(rt, asking.approver, asking.on_ask or state.on_ask)
         delegator.state = state
         plan = rt.plan(state.mode, knowledge, depth=state.depth, tools_allowed=state.tools_allowed,
                        delegator=delegator)
@@ -431,6 +435,12 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
         with anyio.CancelScope(shield=True):
             await rt.store.release_lease(session_id, holder.token, resting_status(state, before))
         raise
+
+
+def _delegator(rt: Runtime, approver: Approver | None, on_ask: OnAsk) -> Delegator:
+    """The delegate handler of a session started or resumed over `rt`: one builder, so both get every setting."""
+    return Delegator(rt.store, _ChildSessions(rt), max_depth=rt.delegate_max_depth, approver=approver,
+                     on_ask=on_ask, pass_grants=rt.delegate_grants)
 
 
 @dataclass(frozen=True)

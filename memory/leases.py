@@ -37,9 +37,14 @@ def describe(holder: LeaseHolder) -> str:
 def resting_status(state: SessionState | None, before: SessionStatus) -> SessionStatus:
     """The status to leave a session in when a command that took its lease recorded nothing: derived from the
     state folded under the lease (a status read before taking it may be stale: another process may have run the
-    session in between). A crashed session (`active`, its owner gone) stays as it was."""
+    session in between). A crashed session (`active`, its owner gone) stays as it was, and so does one awaiting
+    approval whose open batch is still open (a parent whose delegate call waits for its child's decision)."""
     if state is None or before == "active":
         return before
     if any(c not in state.approvals for c in state.parked):
         return "awaiting_approval"
+    if before == "awaiting_approval" and state.open_batch is not None:
+        # A call of the open batch waits for a decision elsewhere (a delegated child's parked call, its receipt
+        # `dispatched`): only the status says so, the fold holds no parked call for it. It waits until resumed.
+        return before
     return state.ended or "idle"

@@ -156,7 +156,7 @@ def _corpus(loaded: LoadedConfig, workspace: Path) -> Corpus:
     from memory.knowledge import load_corpus
 
     roots = dataset_roots(loaded.knowledge, workspace=workspace, project_trusted=loaded.project_trusted)
-    return load_corpus(roots)
+    return load_corpus(roots, workspace=workspace)
 
 
 def _service(workspace: Path, dataset: str | None, mode: Mode, as_json: bool) -> KnowledgeService:

@@ -4,7 +4,12 @@ Walks each root in sorted order without following symlinks (a symlink is reporte
 never reaches outside its root in silence) and skips hidden entries (`.git/`, `.DS_Store`). Only files with a
 document suffix (core/knowledge DOCUMENT_SUFFIXES) are read; each is opened without following a symlink and
 without blocking (a FIFO is reported, never waited on). A file that cannot be indexed is reported, never dropped
-in silence (core/knowledge/_document.py). Blocking: call it from a worker thread in async code."""
+in silence (core/knowledge/_document.py). Blocking: call it from a worker thread in async code.
+
+A root given as a symlink is followed (a person's `path = "~/sops"` may lead anywhere they chose), except a root
+inside the workspace: that is the project's own dataset (`.strata/knowledge/NAME`, or a project file's relative
+`path`), whose files come with the checkout, so one that resolves outside the workspace (the directory, or one
+above it, a symlink to elsewhere) is reported `not_followed` and never read."""
 
 from __future__ import annotations
 
@@ -27,16 +32,33 @@ from core.knowledge import (
 from core.utf8 import valid_text
 
 
-def load_corpus(roots: Mapping[str, tuple[Path, ...]]) -> Corpus:
-    """The corpus of the datasets in `roots` (dataset -> root directories, config/knowledge.py dataset_roots)."""
+def load_corpus(roots: Mapping[str, tuple[Path, ...]], *, workspace: Path | None = None) -> Corpus:
+    """The corpus of the datasets in `roots` (dataset -> root directories, config/knowledge.py dataset_roots); a
+    root inside `workspace` is read only where it resolves inside it."""
     loaded: list[LoadedDocument] = []
     problems: list[CorpusProblem] = []
     shown: dict[str, tuple[str, ...]] = {}
     for dataset in sorted(roots):
         shown[dataset] = tuple(str(_absolute(r)) for r in roots[dataset])
         for root in roots[dataset]:
-            _walk(dataset, _absolute(root), loaded, problems)
+            root = _absolute(root)
+            if workspace is not None and (escape := _escape(root, workspace)) is not None:
+                problems.append(CorpusProblem(dataset=dataset, kind="not_followed", source_path=valid_text(str(root)),
+                                              detail=f"the dataset's directory is in the workspace but leads out "
+                                                     f"of the workspace (to {valid_text(escape)})"))
+                continue
+            _walk(dataset, root, loaded, problems)
     return build_corpus(shown, loaded, problems)
+
+
+def _escape(root: Path, workspace: Path) -> str | None:
+    """Where `root` really is, when it is inside `workspace` (as written, or with the workspace's own symlinks
+    resolved) but resolves outside it; None otherwise."""
+    spelled, real_ws = _absolute(workspace), os.path.realpath(_absolute(workspace))
+    if not (root.is_relative_to(spelled) or root.is_relative_to(real_ws)):
+        return None
+    real = os.path.realpath(root)
+    return None if Path(real).is_relative_to(real_ws) else real
 
 
 def _absolute(path: Path) -> Path:

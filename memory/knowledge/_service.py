@@ -28,6 +28,7 @@ from core.knowledge import (
     check_scope,
     query_terms,
 )
+from core.utf8 import valid_text
 from memory.knowledge._index import IndexRow, LexicalOutcome
 
 DOC_PREFIX = "doc:"
@@ -82,7 +83,9 @@ class KnowledgeService:
         if isinstance(scope, Miss):
             return scope
         assert self.index is not None
-        wanted = doc_id.removeprefix(DOC_PREFIX)
+        # An id from argv that is not UTF-8 holds surrogates, which SQLite cannot be asked with: no document
+        # has such an id (a file whose name is not UTF-8 is reported `bad_name`), so it is looked up repaired.
+        wanted = valid_text(doc_id.removeprefix(DOC_PREFIX))
         problems = [p for p in self.index.corpus.manifest.problems if p.dataset in scope and p.id == wanted]
         claimed = [p for p in problems if p.kind == "duplicate_id"]
         if claimed:

@@ -9,12 +9,13 @@ knowledge is wired into the session lifecycle. A handler answers one JSON object
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from core.errors import StrataError
 from core.events import Mode
 from core.knowledge import DEFAULT_LIMIT, MAX_LIMIT, Hits, Miss, pii_of
-from core.tools import Stop, ToolContext, ToolOutput, ToolSpec, run_stoppable
+from core.tools import Stop, ToolContext, ToolError, ToolOutput, ToolSpec, run_stoppable
 from memory.knowledge._service import KnowledgeService
 
 SEARCH = "knowledge_search"
@@ -34,12 +35,12 @@ def knowledge_tools(service: KnowledgeService, mode: Mode) -> list[ToolSpec]:
         def work(stop: Stop) -> Hits | Miss:
             return service.search(args["query"], mode=ctx.mode, dataset=args.get("dataset"),
                                   limit=args.get("limit", DEFAULT_LIMIT))
-        return _output(await run_stoppable(work))
+        return _output(await _answer(work))
 
     async def get(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         def work(stop: Stop) -> Hits | Miss:
             return service.get(args["id"], mode=ctx.mode, dataset=args.get("dataset"))
-        return _output(await run_stoppable(work))
+        return _output(await _answer(work))
 
     return [
         ToolSpec(SEARCH, "Search the local knowledge index (operating procedures) for documents holding the query's "
@@ -55,6 +56,15 @@ def knowledge_tools(service: KnowledgeService, mode: Mode) -> list[ToolSpec]:
                  _schema({"id": {"type": "string", "minLength": 1, "maxLength": 520}, "dataset": _DATASET}, ["id"]),
                  get, safety="read", effect="read_only", pii=pii, primary_arg="id", timeout_s=TIMEOUT_S),
     ]
+
+
+async def _answer(work: Callable[[Stop], Hits | Miss]) -> Hits | Miss:
+    """The service's answer; an index it cannot read (damaged, or gone and not buildable: a StoreError with its
+    hint) is the call's clean error, not a handler crash."""
+    try:
+        return await run_stoppable(work)
+    except StrataError as exc:
+        raise ToolError(f"{exc.message}; {exc.hint}" if exc.hint else exc.message) from None
 
 
 def _output(answer: Hits | Miss) -> ToolOutput:

@@ -14,7 +14,7 @@ import pytest
 
 from agent.lineage import children_of
 from agent.models import model_from_spec
-from agent.session import Asking, Runtime, start_session
+from agent.session import Asking, Runtime, resume_session, start_session
 from core.clock import SystemClock
 from core.events import CallResult, GrantAdded, Mode
 from core.ids import IdFactory
@@ -196,3 +196,37 @@ async def test_a_parents_always_grants_pass_to_the_child_only_when_configured(tm
     else:  # by default the child asks again
         assert asked == [(parent, "write_file"), (parent, "delegate"), (child, "write_file")]
     assert (tmp_path / "ws" / "c.txt").read_text() == "c"
+
+
+@pytest.mark.parametrize("pass_grants", [False, True])
+async def test_a_resumed_parent_passes_its_always_grants_down_only_when_configured(tmp_path: Path,
+                                                                                   pass_grants: bool) -> None:
+    """The setting holds for a parent that delegates after a resume as it does before one."""
+    person = _AlwaysPerson()
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps({
+        "turns": [[_use("p1", "write_file", path="p.txt", content="p")], [_use("p2", "delegate", task="write")],
+                  [_say("done")]],
+        "children": [[[_use("c1", "write_file", path="c.txt", content="c")], [_say("child wrote")]]],
+    }), encoding="utf-8")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    store = await SqliteEventStore.open(tmp_path / "strata.db")
+    _OPEN.append(store)
+    rt = Runtime(store=store, clock=SystemClock(), ids=IdFactory(), tools=builtin_tools(), delegate_grants=pass_grants)
+    first = await start_session(rt, model=model_from_spec(f"script:{path}"), workspace=ws, mode="interactive",
+                                rules=[], prompt="go", max_turns=1, asking=Asking(approver=person))
+    await first.run()  # one turn: the write, granted "always"; the session stops at its turn limit
+    await first.release(None)
+    assert await children_of(store, first.id) == []
+    resumed = await resume_session(rt, first.id, rules=[], model_factory=model_from_spec, max_turns=10,
+                                   asking=Asking(approver=person))
+    await resumed.run()
+    await resumed.release(None)
+    child = await _only_child(store, first.id)
+    asked = [(r.session_id, r.tool) for r in person.asked]
+    if pass_grants:
+        assert asked == [(first.id, "write_file"), (first.id, "delegate")]
+    else:
+        assert asked == [(first.id, "write_file"), (first.id, "delegate"), (child, "write_file")]
+    assert (ws / "c.txt").read_text() == "c"

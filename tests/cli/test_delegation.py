@@ -256,3 +256,80 @@ def test_the_html_export_nests_the_childs_waterfall_under_the_delegate_call(cli:
     child_page = tmp_path / "child.html"
     assert cli.run("export", child["id"], "--format", "html", "-o", str(child_page)).returncode == 0
     assert f"child of <code>{parent['id']}</code>" in child_page.read_text()
+
+
+def _parked_parent(cli: StrataCLI, tmp_path: Path, workspace: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    script = _script(tmp_path / "s.json", f"echo hi > hello.txt; echo once >> {EFFECTS_LOG}")
+    parked = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "delegate",
+                     "--on-ask", "park", "go")
+    assert parked.returncode == 4, parked.stderr
+    return _one_parent_one_child(cli)
+
+
+def _status(cli: StrataCLI, session_id: str) -> str:
+    return next(r["status"] for r in _sessions(cli) if r["id"] == session_id)
+
+
+def test_a_refused_decision_on_a_parent_waiting_for_its_child_leaves_it_awaiting_approval(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """The parent has no parked call of its own (its delegate call waits in the child): `strata approve|deny
+    PARENT` is refused, and the refusal does not make the parent look idle in `strata sessions`."""
+    parent, child = _parked_parent(cli, tmp_path, workspace)
+    for args in (("approve", parent["id"], "--all"), ("deny", parent["id"], "--all"), ("approve", parent["id"], "p1")):
+        refused = cli.run(*args)
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+        assert _status(cli, parent["id"]) == "awaiting_approval", args
+    assert _status(cli, child["id"]) == "awaiting_approval"
+    assert cli.run("approve", child["id"], "--all").returncode == 0
+    resumed = cli.run("resume", parent["id"], "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert (_status(cli, parent["id"]), _status(cli, child["id"])) == ("completed", "completed")
+    assert (workspace / EFFECTS_LOG).read_text() == "once\n"
+
+
+def test_a_new_prompt_for_a_parent_whose_child_still_waits_is_refused_not_dropped(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """`strata resume PARENT PROMPT` while the child waits for a decision would park again and lose the prompt:
+    it is refused before anything is recorded, naming the child to decide; once decided, the same command runs."""
+    parent, child = _parked_parent(cli, tmp_path, workspace)
+    events = len(cli.json_lines("timeline", parent["id"], "--json"))
+    refused = cli.run("resume", parent["id"], "and then say hi")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert f"strata approve {child['id']} --all" in refused.stderr, refused.stderr
+    assert len(cli.json_lines("timeline", parent["id"], "--json")) == events  # nothing recorded
+    assert (_status(cli, parent["id"]), _status(cli, child["id"])) == ("awaiting_approval", "awaiting_approval")
+    assert cli.run("approve", child["id"], "--all").returncode == 0
+    resumed = cli.run("resume", parent["id"], "and then say hi", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert CHILD_ANSWER in _delegate_result(resumed.stdout)["content"]
+    user_texts = [e.get("text") for e in events_of(resumed.stdout) if e["kind"] == "user_message"]
+    assert "and then say hi" in user_texts, user_texts
+    assert (workspace / EFFECTS_LOG).read_text() == "once\n"
+
+
+def test_a_grandchild_that_parks_is_the_session_the_parent_says_to_decide(cli: StrataCLI, tmp_path: Path,
+                                                                         workspace: Path) -> None:
+    """Parent -> child -> grandchild, the grandchild's write parks: the parent's waiting line names the session
+    that holds the parked call (the child has none of its own), and doing what it says finishes all three."""
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({
+        "turns": [[tool_use("p1", "delegate", task="level 1")], [text("parent done")]],
+        "children": [{
+            "turns": [[tool_use("c1", "delegate", task="level 2")], [text("child done")]],
+            "children": [[[tool_use("g1", "write_file", path="g.txt", content="g")], [text("grandchild done")]]],
+        }],
+    }), encoding="utf-8")
+    parked = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "delegate",
+                     "--on-ask", "park", "go")
+    assert parked.returncode == 4, parked.stderr
+    rows = _sessions(cli)
+    parent = next(r for r in rows if r["depth"] == 0)
+    grandchild = next(r for r in rows if r["depth"] == 2)
+    waiting = next(line for line in parked.stdout.splitlines() if line.startswith("waiting: call p1"))
+    told = re.findall(r"decide with strata approve (\S+) --all", waiting)
+    assert told and told[-1] == grandchild["id"], waiting  # the outermost instruction, the one a person follows
+    assert cli.run("approve", told[-1], "--all").returncode == 0
+    resumed = cli.run("resume", parent["id"], "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert {r["status"] for r in _sessions(cli)} == {"completed"}
+    assert (workspace / "g.txt").read_text() == "g"

@@ -1,0 +1,126 @@
+"""`strata knowledge` and the knowledge tools against hostile input, with real processes: an id that is not UTF-8
+on the command line, an index file damaged while a session reads it, and a project's dataset directory that is a
+symlink leading out of the workspace. Each is a miss, a clean error or a reported problem, never a traceback and
+never a document read from outside the workspace."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from memory.knowledge import INDEX_DIR
+from tests._knowledge_corpus import write_pydoc_topics
+from tests.cli._helpers import assert_clean_stderr, call_results, events_of, text, tool_use
+from tests.conftest import StrataCLI, write_script
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("corpus")
+    write_pydoc_topics(root / "pydoc")
+    return root
+
+
+def declare(cli: StrataCLI, corpus: Path) -> None:
+    config = cli.home / "xdg-config" / "strata" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f'[knowledge.datasets.pydoc]\npath = "{corpus / "pydoc"}"\n'
+                      'modes = ["interactive", "headless"]\n', encoding="utf-8")
+
+
+def test_get_of_an_id_that_is_not_utf8_is_a_not_found_miss_not_an_internal_error(cli: StrataCLI,
+                                                                                corpus: Path) -> None:
+    declare(cli, corpus)
+    not_utf8 = b"\xff\xfe.txt".decode("utf-8", "surrogateescape")  # argv bytes as Python holds them
+    proc = cli.run("knowledge", "get", not_utf8, "--json")
+    assert_clean_stderr(proc)
+    assert proc.returncode == 1, proc.stderr
+    miss = json.loads(proc.stdout)
+    assert (miss["result"], miss["kind"]) == ("miss", "not_found"), miss
+    plain = cli.run("knowledge", "get", not_utf8)
+    assert_clean_stderr(plain)
+    assert plain.returncode == 1 and plain.stderr.startswith("strata: miss: not_found"), plain.stderr
+
+
+def test_an_index_damaged_during_a_session_is_a_clean_tool_error_and_the_next_search_rebuilds_it(
+        cli: StrataCLI, corpus: Path, tmp_path: Path, workspace: Path) -> None:
+    declare(cli, corpus)
+    index_dir = cli.home / INDEX_DIR
+    damage = tmp_path / "damage.py"  # the index's first pages zeroed, as a failing disk or a stray write would
+    damage.write_text(f"import pathlib\nfor f in pathlib.Path({str(index_dir)!r}).glob('*.db'):\n"
+                      "    with open(f, 'r+b') as fh:\n        fh.write(bytes(3 * 4096))\n", encoding="utf-8")
+    script = write_script(tmp_path / "s.json", [
+        [tool_use("k1", "knowledge_search", query="nonlocal")],
+        [tool_use("b1", "bash", command=f"{sys.executable} {damage}")],
+        [tool_use("k2", "knowledge_search", query="nonlocal")],
+        [text("done")],
+    ])
+    proc = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "bash", "--json",
+                   "go")
+    assert_clean_stderr(proc)
+    assert "tool handler crashed" not in proc.stderr, proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    results = call_results(events_of(proc.stdout))
+    assert results["k1"]["status"] == "ok" and '"result":"hits"' in results["k1"]["content"], results["k1"]
+    damaged = results["k2"]
+    assert damaged["status"] == "error", damaged
+    assert "cannot read the knowledge index" in damaged["content"], damaged
+    assert "strata knowledge rebuild" in damaged["content"], damaged
+    again = cli.run("knowledge", "search", "nonlocal", "--json")  # the damaged file is found invalid and rebuilt
+    assert_clean_stderr(again)
+    assert again.returncode == 0 and json.loads(again.stdout)["result"] == "hits", again.stderr
+
+
+def _project_with_runbooks(cli: StrataCLI, workspace: Path, config: str) -> None:
+    strata_dir = workspace / ".strata"
+    (strata_dir / "knowledge").mkdir(parents=True)
+    (strata_dir / "config.toml").write_text(config, encoding="utf-8")
+    trusted = cli.run("trust", str(workspace))
+    assert trusted.returncode == 0, trusted.stderr
+
+
+@pytest.mark.parametrize("layout", ["default_dir", "relative_path", "knowledge_dir_itself"])
+def test_a_project_dataset_directory_symlinked_out_of_the_workspace_is_reported_and_never_read(
+        cli: StrataCLI, tmp_path: Path, workspace: Path, layout: str) -> None:
+    """A trusted project's dataset is its own files: a checkout that turns its dataset directory (or a directory
+    above it) into a symlink to elsewhere on the machine does not make the agent read, and cite, what is there."""
+    outside = tmp_path / "outside"
+    (outside / "runbooks" / "private").mkdir(parents=True)
+    (outside / "runbooks" / "private" / "secret.md").write_text("the vault zebracorn opens with 4471\n",
+                                                                encoding="utf-8")
+    modes = 'modes = ["interactive", "headless"]\n'
+    if layout == "relative_path":
+        _project_with_runbooks(cli, workspace, f'[knowledge.datasets.runbooks]\npath = "docs/runbooks"\n{modes}')
+        (workspace / "docs").mkdir()
+        (workspace / "docs" / "runbooks").symlink_to(outside / "runbooks")
+        root = workspace / "docs" / "runbooks"
+    else:
+        _project_with_runbooks(cli, workspace, f"[knowledge.datasets.runbooks]\n{modes}")
+        knowledge = workspace / ".strata" / "knowledge"
+        if layout == "default_dir":  # made after the trust, as a later pull would
+            (knowledge / "runbooks").symlink_to(outside / "runbooks")
+        else:
+            knowledge.rmdir()
+            knowledge.symlink_to(outside)
+        root = knowledge / "runbooks"
+    env = {"XDG_DATA_HOME": str(tmp_path / "xdg-data")}
+    found = cli.run("knowledge", "search", "zebracorn", "--workspace", str(workspace), "--json", env=env)
+    assert_clean_stderr(found)
+    assert found.returncode == 1, found.stdout
+    assert json.loads(found.stdout)["kind"] == "not_found" and "4471" not in found.stdout
+    listed = cli.run("knowledge", "list", "--workspace", str(workspace), "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    problems = [row for row in map(json.loads, listed.stdout.splitlines()) if row["type"] == "problem"]
+    assert [(p["dataset"], p["kind"], p["source_path"]) for p in problems] == [
+        ("runbooks", "not_followed", str(root))], problems
+    assert "out of the workspace" in problems[0]["detail"], problems
+    script = write_script(tmp_path / "s.json", [[tool_use("k1", "knowledge_search", query="zebracorn")],
+                                                [text("done")]])
+    proc = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "go", env=env)
+    assert_clean_stderr(proc)
+    assert proc.returncode == 0, proc.stderr
+    result = call_results(events_of(proc.stdout))["k1"]
+    assert "4471" not in result["content"] and '"kind":"not_found"' in result["content"], result
