@@ -15,7 +15,7 @@ Its final text, status and unknown-effect count are the tool's result."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -31,6 +31,7 @@ from core.faults import fault_point
 from core.messages import TextBlock
 from core.model import ModelAdapter
 from core.policy import PermissionRule
+from core.record import record
 from core.state import SessionState
 from core.tools import BoundToolPlan, ToolContext, ToolError, ToolOutput, ToolWaits
 from core.tools.delegate import DELEGATE, child_of, child_session_id
@@ -46,7 +47,7 @@ log = structlog.get_logger("strata.delegation")
 FINISHED = frozenset({"completed", "incomplete", "failed"})
 
 
-@dataclass(frozen=True)
+@record
 class ChildApprover:
     """The parent's approver, asked about a child's call: the request names the child and its parent."""
 
@@ -71,7 +72,7 @@ class LiveChild(Protocol):
     async def release(self, status: SessionStatus | None) -> None: ...
 
 
-@dataclass(frozen=True)
+@record
 class NewChild:
     """What a child session starts with."""
 

@@ -12,7 +12,6 @@ import sqlite3
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Literal
@@ -26,6 +25,7 @@ from config.masking_key import KEY_FILE, load_masking_key
 from config.private_files import loose_paths, private_dir
 from core.errors import StrataError
 from core.masking import Masker
+from core.record import record
 from memory import SqliteEventStore, connect_read_only
 from memory.migrations import MIGRATIONS
 from memory.opening import open_store
@@ -33,7 +33,7 @@ from memory.opening import open_store
 Level = Literal["ok", "warn", "FAIL"]
 
 
-@dataclass(frozen=True)
+@record
 class Check:
     level: Level
     what: str

@@ -29,7 +29,6 @@ import queue
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -46,6 +45,7 @@ from core.events import StoredEvent
 from core.hashing import canonical_json, sha256_text
 from core.masking import Masker
 from core.model import ModelAttempt, ModelListener
+from core.record import record
 from memory.session_writer import SessionWriter
 from tool_executor import CallRecord, ReceiptChange, Recorder
 
@@ -58,13 +58,13 @@ EXCERPT_CHARS = 1000
 CLOSE_TIMEOUT_S = 10.0
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class _Call:
     record: CallRecord
     at: datetime
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class _Attempt:
     attempt: ModelAttempt
     turn: int

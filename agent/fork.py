@@ -12,19 +12,18 @@ parent (the fork has none until it runs something new). Resuming the fork contin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from agent.fork_points import Walk, walk
 from agent.session import Runtime
 from core.errors import StrataError, UsageError
 from core.events import BatchProposed, CallResult, SessionStarted, StoredEvent
+from core.record import record
 from core.state import SessionState, apply
 from core.timeline import TimelineEntry
 from core.vocabulary import SessionStatus
 from memory.rows import SessionRecord, Write
 
 
-@dataclass(frozen=True)
+@record
 class ForkResult:
     session_id: str
     parent_id: str

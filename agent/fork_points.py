@@ -9,15 +9,14 @@ it), each with its turn and the last call before it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from core.errors import InconsistentLog, UsageError
 from core.events import CallResult, StoredEvent
+from core.record import record
 from core.state import FoldError, SessionState, apply
 from core.timeline import TimelineRow
 
 
-@dataclass(frozen=True)
+@record
 class Walk:
     valid: list[int]
     """Seqs after which no batch is open: the points a fork may be taken at."""
@@ -48,7 +47,7 @@ def walk(session_id: str, events: list[StoredEvent]) -> Walk:
     return Walk(valid, open_at, closed_at)
 
 
-@dataclass(frozen=True)
+@record
 class ForkPoint:
     position: int
     """The timeline position (row seq) that names this point."""

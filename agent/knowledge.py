@@ -11,17 +11,17 @@ in silence."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 
 from config import KnowledgeConfig, dataset_roots
 from core.events import KnowledgeChanged, Mode
+from core.record import record
 from core.tools import ToolSpec
 
 
-@dataclass(frozen=True)
+@record
 class SessionKnowledge:
     digest: str | None = None
     """The manifest's digest; None: the mode may read no dataset (no tools)."""
@@ -32,7 +32,7 @@ class SessionKnowledge:
     """Files of those datasets left out of the index (`strata knowledge list` says why)."""
 
 
-@dataclass(frozen=True)
+@record
 class KnowledgeSource:
     """Where a runtime's sessions read knowledge from: the declared datasets, the Strata home (the index) and
     whether the project's own datasets count (only once it is trusted)."""

@@ -6,14 +6,14 @@ whole manifest is built), never the index."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from config import LoadedConfig, dataset_roots, found_datasets
+from core.record import record
 
 
-@dataclass(frozen=True)
+@record
 class DatasetView:
     name: str
     modes: tuple[str, ...]
@@ -25,7 +25,7 @@ class DatasetView:
     """One line per file left out of the index (`dataset: path: kind: detail`)."""
 
 
-@dataclass(frozen=True)
+@record
 class KnowledgeView:
     datasets: tuple[DatasetView, ...] = ()
     undeclared: dict[str, tuple[str, ...]] | None = None

@@ -4,15 +4,14 @@ its narrowed plan (`ChildLink`, recorded when it starts)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from core.record import record
 from core.state import Grant
 from memory import SessionRecord
 from memory.store import EventStore
 from observability.session_tree import children, depths, is_child, tree_order
 
 
-@dataclass(frozen=True)
+@record
 class ChildLink:
     """What a child session is started with besides what every session has."""
 

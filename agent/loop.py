@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import anyio
 import structlog
@@ -57,6 +57,7 @@ from core.ids import IdFactory
 from core.masking import Masker
 from core.model import ModelAdapter, ModelListener
 from core.policy import PermissionRule
+from core.record import record
 from core.snapshot import DEFAULT_SNAPSHOT_EVERY
 from core.state import SessionState, apply, fold
 from core.timeline import TimelineEntry
@@ -76,7 +77,7 @@ Observer = Callable[[StoredEvent], None]
 log = structlog.get_logger("strata.loop")
 
 
-@dataclass(frozen=True)
+@record
 class LoopParts:
     """What a loop is built from, injected by the composition root (agent/session.py) or, when Strata is embedded,
     by hand. `hooks` are the loop's own (Stop hooks judge a proposal to finish, observation hooks hear lifecycle

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
+from core.record import record
 from core.vocabulary import RunStatus
 
 TurnStatus = RunStatus | Literal["interrupted"]
@@ -21,7 +21,7 @@ EXIT_ORPHAN_RUNNING = 6
 (core.errors.OrphanRunning). Stopped by a signal: 128 + its number (core.errors.Stopped)."""
 
 
-@dataclass(frozen=True)
+@record
 class RunOutcome:
     session_id: str
     status: RunStatus

@@ -7,19 +7,19 @@ and only if, it still has exactly those arguments under that plan."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from agent.ids import match_call
 from agent.session import Runtime
 from core.errors import UsageError
 from core.events import Event, ParkedCall
+from core.record import record
 from core.state import SessionState
 from memory import Write, leased
 from memory.rows import Receipt
 from tool_executor import recorded_decision
 
 
-@dataclass(frozen=True)
+@record
 class Recorded:
     call: ParkedCall
     approved: bool

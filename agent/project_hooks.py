@@ -8,15 +8,15 @@ chose it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from config import FileProblem, LoadedConfig, TrustState, project_config_path
 from core.errors import ProjectHooksMissing
 from core.hooks import HookSet
+from core.record import record
 
 
-@dataclass(frozen=True)
+@record
 class ProjectHooks:
     """The workspace's project hooks as this process's config sees them."""
 

@@ -26,6 +26,7 @@ from core.chain import ChainHead
 from core.clock import Clock, SystemClock
 from core.errors import UsageError
 from core.masking import Masker
+from core.record import record
 from memory.opening import open_store
 from memory.rows import Receipt
 from memory.store import EventStore
@@ -78,7 +79,7 @@ async def reader(config: LoadedConfig, clock: Clock | None = None) -> AsyncItera
             await store.close()
 
 
-@dataclass(frozen=True)
+@record
 class RecordedSession:
     """The session a command names, resolved (agent/ids.py: a prefix, `last`), and the workspace it recorded; the
     receipt too when the command named one (by its id or its call's id)."""

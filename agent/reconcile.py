@@ -4,11 +4,9 @@ re-runs the call."""
 
 from __future__ import annotations
 
-import getpass
 import os
 import socket
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -19,6 +17,7 @@ from core.errors import ReceiptError, SessionActive
 from core.events import BatchProposed, Mode, PlannedCall
 from core.hashing import sha256_json
 from core.masking import Masker
+from core.record import record
 from core.tools import ToolContext, ToolSpec
 from memory import Lease, Write, leased
 from memory.leases import make_liveness
@@ -30,6 +29,8 @@ from tool_executor.middleware import normalise_paths
 
 def person(via: str = "strata reconcile") -> str:
     """Who is deciding: user, host and terminal, and the command they used."""
+    import getpass  # only when a person decides: kept off the start of `strata resume`
+
     try:
         user = getpass.getuser()
     except (KeyError, OSError):
@@ -110,7 +111,7 @@ async def _decide_once(rt: _Runtime, lease: Lease, receipt_id: str, before: Rece
     return before, await _decide(rt, lease, current, applied=applied, note=note, by=by)
 
 
-@dataclass(frozen=True)
+@record
 class ProbeOutcome:
     receipt: Receipt
     verdict: str

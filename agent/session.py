@@ -35,6 +35,7 @@ from core.ids import IdFactory
 from core.masking import Masker, cut_head
 from core.model import ModelAdapter, ModelListener
 from core.policy import PermissionRule
+from core.record import record
 from core.snapshot import DEFAULT_SNAPSHOT_EVERY
 from core.state import SessionState
 from core.tools import BoundToolPlan, ToolSpec
@@ -286,7 +287,7 @@ def _workspace(path: Path) -> Path:
     return resolved
 
 
-@dataclass(frozen=True)
+@record
 class Asking:
     """Who decides an `ask`: a person through `approver` (interactive), or nobody, and then `on_ask` says
     whether the call is denied or parked for `strata approve`."""
@@ -443,7 +444,7 @@ def _delegator(rt: Runtime, approver: Approver | None, on_ask: OnAsk) -> Delegat
                      on_ask=on_ask, pass_grants=rt.delegate_grants)
 
 
-@dataclass(frozen=True)
+@record
 class _ChildSessions:
     """Child sessions of delegation (agent/delegation.py), over the parent's runtime."""
 

@@ -4,7 +4,6 @@ and column instead of a key. Secret values are never echoed back."""
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import re
@@ -12,7 +11,6 @@ import tomllib
 import types
 import typing
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import date, datetime, time
 from pathlib import Path
 from typing import Any
@@ -21,11 +19,12 @@ from pydantic import BaseModel, ValidationError
 
 from config.schema import ConfigFile
 from core.errors import ConfigError
+from core.record import record
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
-@dataclass(frozen=True)
+@record
 class ConfigDoc:
     """A validated config file and the sha256 of exactly the bytes that were parsed."""
 
@@ -145,6 +144,8 @@ def _shown(value: object) -> str:
 
 
 def _unknown_key(key: str, allowed: list[str]) -> str:
+    import difflib  # only for an unknown key: kept off every command's start
+
     close = difflib.get_close_matches(key, allowed, n=1)
     if close:
         return f"unknown key {key!r} (did you mean {close[0]!r}?)"

@@ -32,13 +32,13 @@ import shlex
 import stat
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, assert_never
 
 from config.locations import PROJECT_DIR
 from core.errors import ConfigError
 from core.knowledge._names import DOCUMENT_SUFFIXES
+from core.record import record
 
 KNOWLEDGE_PREFIX = f"{PROJECT_DIR}/knowledge/"
 
@@ -195,7 +195,7 @@ def covered_files(root: Path, commands: Iterable[str]) -> dict[str, str]:
 Change = Literal["changed", "added", "removed", "appeared", "unrecorded", "unreadable"]
 
 
-@dataclass(frozen=True)
+@record
 class FileProblem:
     """Why a trusted project's hooks must not run: which file, and what happened to it since the trust."""
 

@@ -16,7 +16,6 @@ import functools
 import os
 import shlex
 from collections.abc import Mapping
-from importlib import resources
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -350,8 +349,8 @@ def untrusted_notice(path: Path, state: TrustState, *, hooks: int, allow_rules: 
 
 
 def _defaults() -> ConfigDoc:
-    resource = resources.files("config").joinpath(DEFAULTS_FILE)
-    doc = parse_config(resource.read_bytes(), path=Path(str(resource)), source=str(resource))
+    resource = Path(__file__).with_name(DEFAULTS_FILE)  # package data beside this module (pyproject.toml)
+    doc = parse_config(resource.read_bytes(), path=resource, source=str(resource))
     return dataclasses.replace(doc, source=DEFAULTS_SOURCE)
 
 

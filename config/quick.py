@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from config.checked import Role, was_checked
 from config.locations import SETTING_KEYS, default_home, env_var, project_config_path, user_config_path
+from core.record import record
 
 _SHORTEST_SERVER_SECRET = 4
 """An MCP server's environment value shorter than this is not masked (config/mcp.py `secret_values`)."""
 
 
-@dataclass(frozen=True)
+@record
 class QuickConfig:
     home: Path
     secrets: tuple[str, ...]

@@ -4,7 +4,6 @@
 The value types here are shared with the file schema (`config/schema.py`), so a value is checked by the same
 constraint whichever layer it comes from."""
 
-from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated

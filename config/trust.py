@@ -25,7 +25,6 @@ import contextlib
 import fcntl
 import json
 import os
-import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -172,6 +171,8 @@ def _write(home: Path, store: _Store) -> None:
     """Write to a temporary file beside the record, fsync, then rename over it: readers see old or new, never half."""
     target = trust_store_path(home)
     body = json.dumps(store.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    import tempfile  # only when a project is trusted: kept off every command's start
+
     try:
         private_dir(home)
         fd, tmp = tempfile.mkstemp(dir=home, prefix=f".{TRUST_FILE}.", suffix=".tmp")

@@ -8,10 +8,10 @@ tool prints."""
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 
 from core.events import BlobRef, CallResult
 from core.masking import cut_head, cut_tail
+from core.record import record
 
 BLOB_THRESHOLD = 16 * 1024
 """Outputs over this many UTF-8 bytes are kept as blobs."""
@@ -20,7 +20,7 @@ EXCERPT_CHARS = 8_000
 summaries tend to be), at most half the threshold."""
 
 
-@dataclass(frozen=True)
+@record
 class Blob:
     sha256: str
     data: bytes

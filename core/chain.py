@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict
 
+from core.record import record
+
 GENESIS_HASH = "0" * 64
 KEY_ID_LABEL = b"strata chain key id v1"
 
@@ -111,7 +113,7 @@ def event_hash(key: ChainKey, prev_hash: str, row: EventChainRow) -> str:
 # -- verification -------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class VerifyResult:
     ok: bool
     first_bad_seq: int | None = None

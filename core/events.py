@@ -4,7 +4,6 @@ Sequence numbers, times and turns are assigned by the store inside the append tr
 `StoredEvent` envelope, never on the event itself. Bump `SCHEMA_VERSION` with any incompatible change and
 teach `fold` to read the old shape."""
 
-from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, Any, Literal

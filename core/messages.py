@@ -1,7 +1,6 @@
 """Conversation content in Strata's own types, shaped like the Anthropic Messages API so that a request is
 valid by construction. Wire types of the SDK stop at the model adapter."""
 
-from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 

@@ -6,7 +6,6 @@ A rule names a tool (a glob) and optionally patterns: `pattern` is matched again
 matches, an allow rule when all do); `args` maps argument names to globs, each of which must match. Deny beats ask
 beats allow (tool_executor/checks/policy.py)."""
 
-from __future__ import annotations
 
 import fnmatch
 import re

@@ -24,12 +24,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Container, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from core.events import PlannedCall
 from core.hashing import canonical_json, sha256_text
 from core.messages import ContentBlock, TextBlock, ToolResultBlock, ToolUseBlock
+from core.record import record
 from core.utf8 import unpaired_surrogates, valid_text
 
 MAX_CALLS_PER_BATCH = 64
@@ -51,7 +51,7 @@ INVALID_TOOL_NAME = "invalid_tool_name"
 REMOVED_KEY = "removed_by_strata"
 
 
-@dataclass(frozen=True)
+@record
 class Review:
     """An answer as it may be committed: its content and planned calls, and what was repaired or refused, one
     line each (for the timeline: no raw id, no input)."""

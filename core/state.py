@@ -5,7 +5,6 @@ its state current by applying each event it commits with the same `apply`, so th
 state cannot drift apart. A snapshot (core/snapshot.py) is a fold's state saved at a seq: resume loads it and
 applies the rest of the log with this same `apply`, which gives exactly `fold` of the whole log."""
 
-from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from core.events import (
 from core.id_digests import IdDigests
 from core.messages import ContentBlock, Message, TextBlock, ToolResultBlock
 from core.policy import PermissionRule
+from core.record import record
 from core.vocabulary import EndStatus, OnAsk
 
 
@@ -59,7 +59,7 @@ class OpenBatch:
         return [c for c in self.calls if c.call_id not in self.results]
 
 
-@dataclass(frozen=True)
+@record
 class Approval:
     """A person's recorded decision on one call, bound to the arguments and plan it was made for."""
 
@@ -70,7 +70,7 @@ class Approval:
     reason: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class Grant:
     """"Always for this session": calls of `tool` asked by `asked_by` are approved by `approver`."""
 

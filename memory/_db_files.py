@@ -15,8 +15,9 @@ still readable through the connection, so a checkpoint copies them into the data
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Literal
+
+from core.record import record
 
 SUFFIXES = ("", "-wal", "-shm")
 
@@ -32,7 +33,7 @@ def _identity(path: str) -> Identity:
     return st.st_dev, st.st_ino
 
 
-@dataclass(frozen=True)
+@record
 class FilesChanged:
     path: str
     """The file whose name no longer leads to the connection's file."""
@@ -41,7 +42,7 @@ class FilesChanged:
     """Only the WAL was deleted: a checkpoint through the connection can still copy its commits home."""
 
 
-@dataclass(frozen=True)
+@record
 class DatabaseFiles:
     path: str
     identities: tuple[Identity, ...]

@@ -33,6 +33,8 @@ from typing import Any
 
 import anyio
 
+from core.record import record
+
 CALLER_SHIELDED: ContextVar[bool] = ContextVar("strata_group_commit_caller_shielded", default=False)
 """Set (and reset right after) by a caller that awaits `submit` inside a shielded cancel scope of its own (the
 session writer's flush): the lead then needs no second shield, since no cancellation reaches through the first.
@@ -58,7 +60,7 @@ class _Txn:
     error: BaseException | None = None
 
 
-@dataclass(frozen=True)
+@record
 class GroupHooks:
     """What the store adds around a group, on the connection's thread."""
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass
 from pathlib import Path
 
 from config.chain_key import chain_key_path, load_chain_key
 from core.chain import GENESIS_HASH, ChainKey, event_canonical
 from core.errors import ConfigError
+from core.record import record
 from core.timeline import ChainVerifier, row_hash
 from memory._encoding import pack_hash, unpack_payload, unpack_time
 from memory.timeline_rows import SEQ_MASK, TIMELINE_COLS, timeline_row, with_prev_hash
@@ -26,7 +26,7 @@ from memory.timeline_rows import SEQ_MASK, TIMELINE_COLS, timeline_row, with_pre
 SEQ_BITS = 40
 
 
-@dataclass(frozen=True)
+@record
 class ChainBinding:
     key: ChainKey | None
     """The key to chain and verify with; None when this home cannot (see `problem`)."""

@@ -17,12 +17,13 @@ from typing import Protocol
 from core.chain import EventChainRow, EventChainVerifier
 from core.errors import PersistError, SessionNotFound
 from core.events import CallResult
+from core.record import record
 from core.timeline import TimelineRow, verify_chain
 from memory.rows import ChainRecord, Receipt, SessionRecord, Snapshot
 from memory.store import EventStore
 
 
-@dataclass(frozen=True)
+@record
 class SessionDump:
     record: SessionRecord
     """The session row, without a lease (a copy is nobody's to drive yet)."""
@@ -76,24 +77,24 @@ async def copy_sessions(source: EventStore, target: CopyTarget,
     identical (then it is skipped); one that differs stops the copy with a PersistError naming it, before
     anything else is written."""
     report = CopyReport()
-    for record in await source.list_sessions():
-        dump = await dump_session(source, record.id)
+    for listed in await source.list_sessions():
+        dump = await dump_session(source, listed.id)
         try:
-            existing = await dump_session(target, record.id)
+            existing = await dump_session(target, listed.id)
         except SessionNotFound:
             existing = None
         if existing is not None:
             if _comparable(existing) != _comparable(dump):
-                raise PersistError(f"session {record.id} exists in {target.path} and differs from the one in "
-                                   f"{source.path}; nothing of it was copied", session_id=record.id,
+                raise PersistError(f"session {listed.id} exists in {target.path} and differs from the one in "
+                                   f"{source.path}; nothing of it was copied", session_id=listed.id,
                                    path=target.path, hint="copy into an empty database")
-            report.already.append(record.id)
+            report.already.append(listed.id)
         else:
             _check_chains(dump, target)
             await target.load_session(dump)
-            report.copied.append(record.id)
+            report.copied.append(listed.id)
         if on_session is not None:
-            on_session(record.id, existing is None)
+            on_session(listed.id, existing is None)
     return report
 
 

@@ -10,12 +10,12 @@ import json
 import math
 import sqlite3
 from collections.abc import Collection
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, get_args
 
 from config.quick import QuickConfig, quick_config
+from core.record import record
 from core.snapshot_version import SNAPSHOT_VERSION
 from core.vocabulary import EVENT_SCHEMA_VERSION, TIMELINE_DECISIONS, Mode, SessionStatus
 from memory import _read_only
@@ -30,7 +30,7 @@ not blocked by its writers, so this is rare; the full way then waits out the sto
 reports the lock. Waiting that long here as well would double the wait before the one error line."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class ShownRow:
     """A timeline row's fields a table shows (core/timeline.py TimelineRow has them all, and its hashes)."""
 
@@ -47,7 +47,7 @@ class ShownRow:
     data: Any
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Holder:
     """A lease's holder as the session row records it (memory/rows.py LeaseHolder)."""
 
@@ -59,7 +59,7 @@ class Holder:
     expires_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class SessionRow:
     """A session's row as memory/rows.py `session_from_row` reads it."""
 
@@ -76,7 +76,7 @@ class SessionRow:
     lease: Holder | None
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Counts:
     """What `strata sessions` counts of a session (core/state.py Counters has these among its guards)."""
 

@@ -15,6 +15,7 @@ from core.chain import ChainHead
 from core.errors import DamagedSession
 from core.events import Event, Mode
 from core.processes import ProcessGroup
+from core.record import record
 from core.timeline import TimelineEntry
 from core.vocabulary import SessionStatus
 
@@ -88,7 +89,7 @@ class ChainRecord(_Row):
     rechained: RechainNote | None = None
 
 
-@dataclass(frozen=True)
+@record
 class NewReceipt:
     """A `dispatched` receipt to insert; the store stamps its times. Its idempotency key starts with its session
     id and a colon (`core.hashing.idempotency_key`), which the stores enforce: a session's receipts are listed by
@@ -102,7 +103,7 @@ class NewReceipt:
     resource_keys: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class ReceiptUpdate:
     """A status change. `expect` guards against a lost race: the update applies only from that status."""
 
@@ -115,7 +116,7 @@ class ReceiptUpdate:
     process: ProcessGroup | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Snapshot:
     """A session's folded state at `seq`, serialized by `core.snapshot` (`version` says which shape)."""
 

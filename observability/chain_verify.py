@@ -15,10 +15,10 @@ Without the key the database was chained with, nothing can be checked, and the r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from core.chain import GENESIS_HASH, ChainHead, EventChainVerifier, LinkVerifier, VerifyResult
+from core.record import record
 from core.timeline import ChainVerifier
 from memory.rows import ChainRecord
 from memory.store import EventStore
@@ -31,7 +31,7 @@ EVENT_PAGE = 2_000
 Verdict = Literal["verified", "broken", "cannot_verify"]
 
 
-@dataclass(frozen=True)
+@record
 class ChainReport:
     session_id: str
     verdict: Verdict
@@ -50,7 +50,7 @@ class ChainReport:
         return self.verdict == "verified"
 
 
-@dataclass(frozen=True)
+@record
 class _Log:
     name: str
     """"timeline" or "state log"."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from core.events import CallResult, PlannedCall
+from core.record import record
 from core.timeline import TimelineDecision
 from core.timeline_rows import ReceiptTransition
 from memory.session_writer import SessionWriter
@@ -18,7 +19,7 @@ from tool_executor._types import CallEnv, Decision, Step
 from tool_executor.verdicts import Deny, Parked
 
 
-@dataclass(frozen=True)
+@record
 class ReceiptChange:
     """One transition of the call's effect receipt (tool_executor/_receipts.py)."""
 

@@ -6,12 +6,12 @@ so this ends. A hook that fails blocks (fail closed, tool_executor/hook_runner.p
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from core.events import PlannedCall
 from core.hooks import Hook, HookAllow, HookAsk, HookBlock, HookRewrite, HookSet, PreToolUseInput
+from core.record import record
 from core.tools import BoundToolPlan, ToolSpec
 from tool_executor._types import CallEnv, Checked, Step
 from tool_executor.hook_runner import run_pre
@@ -19,7 +19,7 @@ from tool_executor.middleware import downgrade
 from tool_executor.verdicts import Ask, Deny, Pass
 
 
-@dataclass(frozen=True)
+@record
 class Hooked:
     """Where the hooks left the call: its tool, spec and arguments, the policy verdict (an Ask, or Pass), and
     the hooks' own question (merged when several asked); or the Deny that ended it."""

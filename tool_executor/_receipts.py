@@ -24,6 +24,7 @@ from core.errors import OrphanRunning
 from core.events import BatchCompleted, CallResult, PlannedCall
 from core.hashing import sha256_text
 from core.processes import ProcessGroup
+from core.record import record
 from core.state import OpenBatch
 from memory.rows import NewReceipt, Receipt, ReceiptStatus, ReceiptUpdate
 from memory.session_writer import SessionWriter
@@ -102,7 +103,7 @@ def reconciliation(receipt: Receipt, *, applied: bool, note: str | None,
 Cause = Literal["interrupt", "crash"]
 
 
-@dataclass(frozen=True)
+@record
 class SettleCause:
     """Why an open batch is settled: `interrupt` (the run is stopped now: `text` says by what) or `crash` (a
     resume found the batch a stopped process left open)."""

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from core.events import Event, Mode, ParkedCall, PlannedCall
 from core.hashing import sha256_json
 from core.policy import PermissionRule
+from core.record import record
 from core.state import Approval, Grant, SessionState
 from core.tools import ToolSpec
 from core.vocabulary import StepCheck
@@ -21,7 +22,7 @@ StepOutcome = Literal["allow", "ask", "deny", "rewrite", "block", "approved", "r
                       "add_context"]
 
 
-@dataclass(frozen=True)
+@record
 class Step:
     """One entry of a call's decision path: which check, what it said, who decided (`by`: the check itself, the
     rule, middleware, hook or person), and the reason as the model and the timeline read it (`detail`). Nothing
@@ -33,7 +34,7 @@ class Step:
     by: str = field(default="", kw_only=True)
 
 
-@dataclass(frozen=True)
+@record
 class CallEnv:
     """What the pipeline reads from the session for one call."""
 
@@ -53,7 +54,7 @@ class CallEnv:
                    approvals=dict(state.approvals))
 
 
-@dataclass(frozen=True)
+@record
 class Checked:
     """Where steps 1-5 ended: the deciding Deny, an Ask, or Pass, for the (possibly rewritten) call."""
 
@@ -64,7 +65,7 @@ class Checked:
     steps: tuple[Step, ...]
 
 
-@dataclass(frozen=True)
+@record
 class Decision:
     """Where steps 1-7 ended."""
 
@@ -92,7 +93,7 @@ class BatchRun:
     open; later calls of the batch run on resume."""
 
 
-@dataclass(frozen=True)
+@record
 class WaitingCall:
     call_id: str
     tool: str

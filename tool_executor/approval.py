@@ -15,13 +15,13 @@ takes the lease and commits it)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import anyio
 
 from core.events import ApprovalGranted, ApprovalRejected, Event, GrantAdded, ParkedCall, PlannedCall
 from core.hashing import sha256_json
+from core.record import record
 from core.state import Approval, Grant
 from core.timeline_rows import ApprovalRow
 from core.vocabulary import OnAsk
@@ -30,7 +30,7 @@ from tool_executor._types import CallEnv, Decision, Step, effective_sha256
 from tool_executor.verdicts import Ask, Deny, Parked, Pass
 
 
-@dataclass(frozen=True)
+@record
 class ApprovalRequest:
     """Everything a person needs to decide: the full call and why it is asked."""
 
@@ -49,7 +49,7 @@ class ApprovalRequest:
     """A narrower "always" to offer first: an allow pattern this call matches (`git *`, core/grant_scope.py)."""
 
 
-@dataclass(frozen=True)
+@record
 class ApprovalAnswer:
     decision: Literal["yes", "no", "always"]
     approver: str
@@ -70,14 +70,14 @@ class Approver(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@record
 class Approved:
     approver: str
     via: Literal["grant", "recorded", "asked"]
     answer: ApprovalAnswer | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Rejected:
     approver: str
     reason: str

@@ -5,15 +5,15 @@ would slip past the policy the original call met (`bash` rewritten into `read_fi
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.record import record
 from core.tools import PII_ORDER, SAFETY_ORDER, ToolSpec
 from tool_executor.paths import OutsideWorkspace, resolve_in_workspace, workspace_root
 
 
-@dataclass(frozen=True)
+@record
 class Rewrite:
     tool: str
     input: Mapping[str, Any]

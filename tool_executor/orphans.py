@@ -8,11 +8,11 @@ anything runs beside it."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import anyio
 
 from core.processes import ProcessGroup
+from core.record import record
 from memory.rows import Receipt
 from tool_executor.locks import ResourceLocks
 
@@ -21,7 +21,7 @@ KILL_WAIT_S = 5.0
 """How long a killed group may take to be gone (SIGKILL cannot be caught; this only covers the kernel's pace)."""
 
 
-@dataclass(frozen=True)
+@record
 class Orphan:
     """What became of the command a stopped process left: the group (if one was recorded), whether it still
     runs, and a note for the receipt."""

@@ -3,18 +3,17 @@ the approval step leaves a call that waits for a person (`--on-ask park`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from core.record import record
 from core.vocabulary import DecisionCheck
 
 
-@dataclass(frozen=True)
+@record
 class Pass:
     rule: str | None = None
     """The rule that allowed the call, where one did."""
 
 
-@dataclass(frozen=True)
+@record
 class Ask:
     """The call needs a person's approval. `asked_by` names the policy rule or hook that asked; a grant for the
     session is scoped to it."""
@@ -24,13 +23,13 @@ class Ask:
     reasons: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@record
 class Deny:
     check: DecisionCheck
     reasons: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@record
 class Parked:
     """The call waits for a recorded decision (`strata approve` / `strata deny`); `note` says why a record that
     exists did not apply."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -36,6 +35,7 @@ from core.errors import SessionActive, StrataError
 from core.events import UserMessage
 from core.messages import Message, TextBlock
 from core.model import ModelAdapter
+from core.record import record
 from core.state import SessionState
 from core.tools import ToolSpec
 from memory.channel_book import ChannelBook, IntakeRow, TaskRow
@@ -48,7 +48,7 @@ Outcome = str
 """How a message was handled: `processed`, `redelivered` (acknowledged again), `deferred` (left for later)."""
 
 
-@dataclass(frozen=True)
+@record
 class ChannelParts:
     """What the turns of one channel share."""
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import click
 
+from core.record import record
 
-@dataclass(frozen=True)
+
+@record
 class Entry:
     name: str
     target: str

@@ -11,13 +11,14 @@ Whatever falls outside that shape (a cell with a newline or a tab, a line wider 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Literal
+
+from core.record import record
 
 __all__ = ["Column", "plain_table"]
 
 
-@dataclass(frozen=True)
+@record
 class Column:
     header: str
     width: int | None

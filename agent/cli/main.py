@@ -14,6 +14,7 @@ from agent.cli.logging_setup import full_way
 from agent.cli.logging_setup import setup as setup_logging
 from agent.cli.output import echo
 from agent.cli.startup_gc import startup_gc
+from agent.cli.startup_pydantic import refuse_pydantic_plugins
 from agent.outcome import EXIT_ERROR
 
 COMMANDS = (
@@ -112,6 +113,7 @@ def cli(verbose: bool) -> None:
 
 def main() -> None:
     stdout.install()  # a failed write to stdout is reported once, at the end (agent/cli/stdout.py)
+    refuse_pydantic_plugins()  # before any model is built (agent/cli/startup_pydantic.py)
     code: int | str | None
     startup_gc.pause()
     try:

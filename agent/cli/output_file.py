@@ -22,16 +22,16 @@ import re
 import stat
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import StrataError
+from core.record import record
 
 _FD_ALIAS = re.compile(r"/dev/(stdout|stderr|stdin|fd/\d+)|/proc/(self|thread-self|\d+)/fd/\d+")
 _MAX_LINKS = 40  # as the kernel's limit on symlinks followed in one lookup
 
 
-@dataclass(frozen=True)
+@record
 class Written:
     path: Path
     """What was written: the target a symlink led to, or the path itself."""

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -47,6 +46,7 @@ from core.errors import StoreError, StrataError
 from core.events import ParkedCall, StoredEvent
 from core.model import ModelAdapter, ModelAttempt, ModelListener, ModelRequest, ModelResponse
 from core.policy import PermissionRule
+from core.record import record
 from core.state import SessionState
 from memory.leases import LEASE_TTL
 from memory.restore import restore_or_report
@@ -54,7 +54,7 @@ from memory.restore import restore_or_report
 log = structlog.get_logger("strata.daemon")
 
 
-@dataclass(frozen=True)
+@record
 class HostParts:
     """What every hosted session shares."""
 

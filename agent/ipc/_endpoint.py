@@ -21,11 +21,11 @@ import json
 import os
 import socket
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
 from agent.ipc._errors import DaemonRunning, LockUnusable, SocketUnusable
 from config.private_files import open_private, private_dir
+from core.record import record
 
 RUN_DIR = "run"
 SOCKET_NAME = "daemon.sock"
@@ -35,7 +35,7 @@ MAX_SOCKET_PATH = 107
 """sun_path holds 108 bytes, the last a NUL."""
 
 
-@dataclass(frozen=True)
+@record
 class DaemonPaths:
     home: Path
     run_dir: Path
@@ -51,7 +51,7 @@ def daemon_paths(home: Path, socket_path: Path | None = None) -> DaemonPaths:
                        lock=run_dir / LOCK_NAME)
 
 
-@dataclass(frozen=True)
+@record
 class DaemonInfo:
     pid: int | None
     socket: str | None

@@ -6,12 +6,13 @@ from __future__ import annotations
 import os
 import socket
 import struct
-from dataclasses import dataclass
+
+from core.record import record
 
 _UCRED = struct.Struct("3i")
 
 
-@dataclass(frozen=True)
+@record
 class PeerCredentials:
     pid: int
     uid: int

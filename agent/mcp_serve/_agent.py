@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from config.settings import MAX_TURNS_LIMIT
 from core.errors import StrataError, UsageError
 from core.events import AssistantMessage, BatchProposed, StoredEvent
 from core.messages import TextBlock
+from core.record import record
 from memory.leases import make_liveness
 from observability.session_timeline import load_timeline, timeline_record
 
@@ -31,7 +31,7 @@ Progress = Callable[[float, str], Awaitable[None]]
 DEFAULT_MAX_TURNS = 20
 
 
-@dataclass(frozen=True)
+@record
 class Serving:
     """What the server was started with: its config (no project layer), working directory and flags."""
 

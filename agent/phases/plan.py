@@ -8,19 +8,19 @@ sent to the model again, so no answer can wedge the session."""
 from __future__ import annotations
 
 from collections.abc import Callable, Container
-from dataclasses import dataclass
 
 from core.events import AssistantMessage, BatchProposed, TokenUsage
 from core.messages import TextBlock
 from core.model import ModelResponse
 from core.proposal import review
+from core.record import record
 
 EMPTY_ANSWER = "(the model returned an empty answer)"
 """Stands in for an answer with no content: the API refuses an assistant message without content, so an empty
 answer kept as it came would make every later request of the session invalid. Verify reads it as empty."""
 
 
-@dataclass(frozen=True)
+@record
 class Planned:
     """The proposal to commit, and what the review repaired or refused in the answer (for the timeline)."""
 

@@ -13,18 +13,18 @@ re-run and awaits reconciliation, and a reconciled outcome is reported on resume
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from agent.phases.plan import EMPTY_ANSWER
 from core.events import AssistantMessage, RepairRequested
 from core.hooks import HookAllow, HookBlock, HookRepair, HookSet, StopInput
 from core.messages import TextBlock, ToolResultBlock
+from core.record import record
 from core.state import SessionState
 from tool_executor.hook_runner import run_stop
 
 
-@dataclass(frozen=True)
+@record
 class Reflection:
     """What reflecting on a proposal to finish decided: complete, ask for a repair (within the budget), or fail
     (the session ends incomplete, saying why)."""

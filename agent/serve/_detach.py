@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from config.private_files import open_private, private_dir
 from core.errors import StrataError
+from core.record import record
 
 OUT_FILE = "serve.out"
 
 
-@dataclass(frozen=True)
+@record
 class Started:
     """What the command learns in the terminal: the daemon's pid and socket, or why it did not start."""
 

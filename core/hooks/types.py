@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
+
+from core.record import record
 
 HookEvent = Literal["pre_tool_use", "post_tool_use", "stop", "observe"]
 
 
-@dataclass(frozen=True)
+@record
 class PreToolUseInput:
     session_id: str
     call_id: str
@@ -32,7 +34,7 @@ class PreToolUseInput:
     effect: str
 
 
-@dataclass(frozen=True)
+@record
 class PostToolUseInput:
     session_id: str
     call_id: str
@@ -46,7 +48,7 @@ class PostToolUseInput:
     is_error: bool
 
 
-@dataclass(frozen=True)
+@record
 class StopInput:
     session_id: str
     turn: int
@@ -57,7 +59,7 @@ class StopInput:
     repair_budget: int
 
 
-@dataclass(frozen=True)
+@record
 class ObserveInput:
     """A lifecycle event (started, resumed, parked, interrupted, ended, ...) for an observation hook, which
     records and never decides: whatever it answers is ignored."""
@@ -71,19 +73,19 @@ class ObserveInput:
     data: Mapping[str, Any]
 
 
-@dataclass(frozen=True)
+@record
 class HookAllow:
     """No objection. It does not waive an `ask` from policy or another hook."""
 
     reason: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class HookBlock:
     reason: str
 
 
-@dataclass(frozen=True)
+@record
 class HookRewrite:
     input: Mapping[str, Any]
     tool: str | None = None
@@ -91,22 +93,22 @@ class HookRewrite:
     reason: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class HookAsk:
     reason: str
 
 
-@dataclass(frozen=True)
+@record
 class HookAddContext:
     text: str
 
 
-@dataclass(frozen=True)
+@record
 class HookWithhold:
     reason: str
 
 
-@dataclass(frozen=True)
+@record
 class HookRepair:
     instruction: str
 
@@ -116,7 +118,7 @@ PostToolUseVerdict = HookAllow | HookAddContext | HookWithhold
 StopVerdict = HookAllow | HookRepair | HookBlock
 
 
-@dataclass(frozen=True)
+@record
 class Hook:
     """A hook registered in code (`fn`) or from config (a command run by a runner in tool_executor/hooks)."""
 
@@ -139,7 +141,7 @@ class Hook:
         return f"hook {self.name} ({self.source})"
 
 
-@dataclass(frozen=True)
+@record
 class HookSet:
     hooks: tuple[Hook, ...] = ()
 

@@ -9,15 +9,15 @@ notice says only that the corpus changed."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from core.knowledge._document import Document
+from core.record import record
 
 _NAMED = 20
 """At most this many documents are named per kind of change in the notice (all are in the event)."""
 
 
-@dataclass(frozen=True)
+@record
 class CorpusChanges:
     changed: tuple[str, ...] = ()
     """`dataset/id` of documents whose content (or source) differs."""

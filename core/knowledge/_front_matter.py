@@ -22,7 +22,8 @@ front-matter is not accepted is reported (`bad_front_matter`) and is not indexed
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from core.record import record
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./-]{0,199}$")
 _TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -34,7 +35,7 @@ class FrontMatterError(ValueError):
     """The front-matter block is not in the accepted subset; the message names the line and the reason."""
 
 
-@dataclass(frozen=True)
+@record
 class FrontMatter:
     id: str | None
     tags: tuple[str, ...]

@@ -8,13 +8,14 @@ independent of the order the files were found in."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MappingProxyType
 
 from pydantic import BaseModel, ConfigDict
 
 from core.hashing import sha256_json
 from core.knowledge._document import CorpusProblem, DatasetName, Document, LoadedDocument
+from core.record import record
 
 MANIFEST_VERSION = 1
 
@@ -51,7 +52,7 @@ def manifest_digest(datasets: Iterable[DatasetEntry], documents: Iterable[Docume
     return "kn_" + sha256_json(body)[:32]
 
 
-@dataclass(frozen=True)
+@record
 class Corpus:
     """A manifest and the content text of each of its documents: what an index is built from."""
 

@@ -9,9 +9,10 @@ import bisect
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import quote
+
+from core.record import record
 
 MaskKind = Literal[
     "private_key", "anthropic_key", "openai_key", "github_token", "slack_token", "aws_access_key",
@@ -195,7 +196,7 @@ def _card_in_run(run: str) -> tuple[int, int] | None:
     return (best[0], best[1]) if best else None
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class _Hit:
     ctx: int
     """Where the evidence for this match starts (the key of `key=value`, the scheme of a URL): a stream must not

@@ -5,10 +5,11 @@ attempt) without the adapter knowing who listens."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal, Protocol
 
 from core.messages import ContentBlock, Message, ToolUseBlock
+from core.record import record
 
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn"]
 
@@ -24,7 +25,7 @@ ModelErrorKind = Literal[
 AttemptOutcome = Literal["ok", "retry", "error"]
 
 
-@dataclass(frozen=True)
+@record
 class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
@@ -32,7 +33,7 @@ class Usage:
     cache_write_tokens: int = 0
 
 
-@dataclass(frozen=True)
+@record
 class ModelRequest:
     """Built by the perceive phase from folded state: a snapshot of the conversation; `turn` is the number of
     assistant messages already in it."""
@@ -43,7 +44,7 @@ class ModelRequest:
     turn: int
 
 
-@dataclass(frozen=True)
+@record
 class ModelResponse:
     content: tuple[ContentBlock, ...]
     stop_reason: StopReason
@@ -55,7 +56,7 @@ class ModelResponse:
         return [b for b in self.content if isinstance(b, ToolUseBlock)]
 
 
-@dataclass(frozen=True)
+@record
 class ModelAttempt:
     """One request sent to the model. `outcome` is "ok" (the response is returned), "retry" (a transient fault; the
     next attempt starts after `delay_s`) or "error" (the call fails with a `ModelError`)."""

@@ -11,15 +11,15 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Literal
 
 import anyio
 
 from core.errors import ModelError
 from core.model.base import ModelAttempt, ModelErrorKind, ModelListener, ModelResponse
+from core.record import record
 
 TRANSIENT: frozenset[ModelErrorKind] = frozenset({"overloaded", "rate_limited", "server_error", "connection",
                                                   "timeout"})
@@ -67,6 +67,8 @@ def parse_retry_after(headers: Mapping[str, str], *, now: datetime | None = None
     try:
         seconds = float(raw)
     except ValueError:
+        from email.utils import parsedate_to_datetime  # an HTTP date is rare; `email` costs start-up
+
         try:
             when = parsedate_to_datetime(raw)
         except (TypeError, ValueError):
@@ -77,7 +79,7 @@ def parse_retry_after(headers: Mapping[str, str], *, now: datetime | None = None
     return seconds if seconds >= 0 else None
 
 
-@dataclass(frozen=True)
+@record
 class AttemptFailure:
     """One failed attempt in Strata's terms. `what` names what failed and the request id; `action` says what the
     user can do. Both are short phrases on one line."""
@@ -94,7 +96,7 @@ class AttemptFailure:
         return self.kind in TRANSIENT
 
 
-@dataclass(frozen=True)
+@record
 class RetryPolicy:
     """Exponential backoff with jitter, bounded by `max_attempts` (requests sent, including the first) and by
     `max_total_s`, the time spent recovering: no retry is scheduled whose wait would end more than that after the

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from core.events import Mode
 from core.processes import ProcessGroup
+from core.record import record
 from core.tools.path_filter import PathFilter
 
 SpawnListener = Callable[[ProcessGroup], Awaitable[None]]
 InterruptVerdict = Callable[[str], None]
 
 
-@dataclass(frozen=True)
+@record
 class ToolContext:
     session_id: str
     mode: Mode

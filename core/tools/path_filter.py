@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from dataclasses import dataclass
 from pathlib import Path
+
+from core.record import record
 
 
 def path_forms(resolved: Path, root: Path) -> list[str]:
@@ -27,7 +28,7 @@ def any_form_matches(forms: list[str], glob: str) -> bool:
     return any(fnmatch.fnmatchcase(form, glob) for form in forms)
 
 
-@dataclass(frozen=True)
+@record
 class PathFilter:
     """The path globs of the deny and ask rules that apply to one call, and the workspace they are relative to."""
 

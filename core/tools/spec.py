@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
+from core.record import record
 from core.tools.context import ToolContext
 
 SafetyLevel = Literal["read", "write", "execute", "network", "admin"]
@@ -36,7 +37,7 @@ class ToolWaits(Exception):
         self.reason = reason
 
 
-@dataclass(frozen=True)
+@record
 class ToolOutput:
     text: str
     is_error: bool = False
@@ -45,7 +46,7 @@ class ToolOutput:
 ProbeVerdict = Literal["applied", "not_applied", "undecided"]
 
 
-@dataclass(frozen=True)
+@record
 class ProbeResult:
     """What a reconciliation probe read from the world about an effect whose outcome is unknown."""
 
@@ -57,7 +58,7 @@ ResourceKeys = Callable[[Mapping[str, Any], ToolContext], list[str]]
 Probe = Callable[[Mapping[str, Any], ToolContext], Awaitable[ProbeResult]]
 
 
-@dataclass(frozen=True)
+@record
 class ToolSpec:
     name: str
     description: str

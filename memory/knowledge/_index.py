@@ -24,12 +24,12 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from config.private_files import create_private, private_dir
 from core.errors import StoreError
 from core.knowledge import Corpus, Document, fts_phrase, is_discriminating
+from core.record import record
 
 INDEX_DIR = "knowledge-index"
 FORMAT = 1
@@ -39,7 +39,7 @@ WEIGHTS = (2.0, 2.0, 1.0)
 _TOKENIZE = "unicode61 remove_diacritics 2"
 
 
-@dataclass(frozen=True)
+@record
 class IndexRow:
     document: Document
     text: str
@@ -48,7 +48,7 @@ class IndexRow:
     matched_terms: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class LexicalOutcome:
     rows: tuple[IndexRow, ...]
     """Best first; ties by dataset, then id."""
@@ -56,7 +56,7 @@ class LexicalOutcome:
     """Query terms found only where they are too common to count."""
 
 
-@dataclass(frozen=True)
+@record
 class BuildReport:
     path: Path
     digest: str

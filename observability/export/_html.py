@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
 from core.events import UserMessage
 from core.masking import Masker
+from core.record import record
 from core.timeline import verify_chain
 from observability.export._html_assets import CSS, JS
 from observability.export._markdown import render_markdown
@@ -112,7 +112,7 @@ def _waterfall(trace: SessionTrace, model: str, children: Sequence[Nested] = ())
     }
 
 
-@dataclass(frozen=True)
+@record
 class Nested:
     """A delegated child session as the parent's waterfall draws it."""
 

@@ -8,12 +8,13 @@ is linear."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+
+from core.record import record
 
 _STEPS = (1, 2, 5)
 
 
-@dataclass(frozen=True)
+@record
 class Piece:
     t0: float
     t1: float
@@ -22,7 +23,7 @@ class Piece:
     compressed: bool
 
 
-@dataclass(frozen=True)
+@record
 class Tick:
     x: float
     label: str

@@ -3,11 +3,12 @@ receipts, read through the store in one place. Nothing here is masked yet: expor
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from core.chain import ChainKey
 from core.errors import InconsistentLog, SessionNotFound
 from core.events import AssistantMessage, BatchProposed, StoredEvent
+from core.record import record
 from core.state import FoldError, SessionState, fold
 from core.timeline import TimelineRow, shown_rows
 from memory.rows import Receipt, SessionRecord
@@ -15,7 +16,7 @@ from memory.store import EventStore
 from observability.child_sessions import child_calls
 
 
-@dataclass(frozen=True)
+@record
 class SessionSnapshot:
     record: SessionRecord
     events: list[StoredEvent]

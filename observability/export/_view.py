@@ -11,13 +11,14 @@ else sees it."""
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from core.events import AssistantMessage, BatchProposed, CallResult, PlannedCall, StoredEvent, UserMessage
 from core.masking import Masker
 from core.messages import TextBlock
+from core.record import record
 from core.timeline import TimelineRow
 from core.timeline_rows import CallRow, ModelAttemptRow, observation
 from observability.export._masked_json import timeline_row_record
@@ -29,7 +30,7 @@ allowed it, and a call that never got a decision (its batch is still open) is `p
 CATEGORIES: tuple[Category, ...] = ("allowed", "approved", "denied", "rejected", "parked", "unknown", "pending")
 
 
-@dataclass(frozen=True)
+@record
 class ModelCallView:
     turn: int
     number: int
@@ -47,7 +48,7 @@ class ModelCallView:
     summary: str
 
 
-@dataclass(frozen=True)
+@record
 class CallView:
     index: int
     """Position in proposal order across the session: a stable, HTML-safe handle."""
@@ -77,7 +78,7 @@ class CallView:
     """Every other timeline row about this call (hooks, approvals, receipts, earlier decisions)."""
 
 
-@dataclass(frozen=True)
+@record
 class TurnView:
     number: int
     start: datetime
@@ -93,7 +94,7 @@ class TurnView:
     """What the person said before this turn (masked): the prompt it answers."""
 
 
-@dataclass(frozen=True)
+@record
 class Marker:
     at: datetime
     what: str
@@ -101,7 +102,7 @@ class Marker:
     seq: int
 
 
-@dataclass(frozen=True)
+@record
 class SessionTrace:
     start: datetime
     end: datetime

@@ -322,8 +322,8 @@ def kill_after_first_output(proc: subprocess.Popen[str], delay: float) -> subpro
     return subprocess.CompletedProcess(proc.args, proc.returncode, "".join(lines), err)
 
 
-def run_noting_modules(cli: StrataCLI, args: list[str],
-                       tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+def run_noting_modules(cli: StrataCLI, args: list[str], tmp_path: Path,
+                       env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], set[str]]:
     """Run `strata ARGS` through its real entry point in a subprocess; the modules it had imported when it exited."""
     report = tmp_path / "modules.json"
     probe = (
@@ -333,8 +333,8 @@ def run_noting_modules(cli: StrataCLI, args: list[str],
         "from agent.cli.main import main\n"
         "main()\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], cwd=cli.cwd, env=cli.env(), capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run([sys.executable, "-c", probe], cwd=cli.cwd, env=cli.env(env), capture_output=True,
+                          text=True, timeout=60)
     return done, set(json.loads(report.read_text(encoding="utf-8")))
 
 

@@ -4,6 +4,7 @@ importing one, and the table's one-line helps and names stay those of the comman
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -123,3 +124,66 @@ def test_resume_of_a_session_without_a_bash_call_never_imports_the_shell_command
     assert done.returncode == 0, done.stderr
     assert "tool_executor.executor" in loaded and "tool_executor.checks.policy" in loaded
     assert not {m for m in loaded if m.startswith("tool_executor.shell")}, sorted(loaded)
+
+
+def _install_pydantic_plugin(site: Path, seen: Path) -> None:
+    """A distribution in `site` registering a pydantic plugin (entry point group `pydantic`) that writes every value
+    validated in its process to `seen`: what a plugin installed for another program could do."""
+    (site / "spy_plugin.py").write_text(
+        "class _Handler:\n"
+        "    def on_enter(self, input, **kwargs):\n"
+        f"        open({str(seen)!r}, 'a').write(repr(input) + '\\n')\n"
+        "class Plugin:\n"
+        "    def new_schema_validator(self, schema, schema_type, schema_type_path, schema_kind, config,\n"
+        "                             plugin_settings):\n"
+        "        return _Handler(), None, None\n"
+        "plugin = Plugin()\n", encoding="utf-8")
+    dist = site / "spy_plugin-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: spy-plugin\nVersion: 1.0\n", encoding="utf-8")
+    (dist / "entry_points.txt").write_text("[pydantic]\nspy = spy_plugin:plugin\n", encoding="utf-8")
+
+
+def test_a_command_loads_no_pydantic_plugin_and_never_scans_the_installed_distributions(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """A pydantic plugin sees every value validated in its process, tool results and secrets included; a Strata
+    command loads none (agent/cli/startup_pydantic.py), and skips pydantic's scan of every installed distribution
+    (`importlib.metadata`), which was some 5% of `strata resume`'s start."""
+    site, seen = tmp_path / "site", tmp_path / "seen.txt"
+    site.mkdir()
+    _install_pydantic_plugin(site, seen)
+    extra = {"PYTHONPATH": os.pathsep.join([str(REPO), str(site)])}
+    env = cli.env(extra)
+    control = subprocess.run(
+        [sys.executable, "-c", "import pydantic\nclass M(pydantic.BaseModel):\n    x: str\nM(x='validated')\n"],
+        env=env, capture_output=True, text=True, timeout=60)
+    assert control.returncode == 0, control.stderr
+    assert "validated" in seen.read_text(encoding="utf-8")  # the plugin works where pydantic looks for plugins
+    seen.unlink()
+
+    script = write_script(tmp_path / "turns.json", [])
+    secret_prompt = "my token is tok-PLUGIN-MUST-NOT-SEE"
+    ran = cli.run("run", "--json", "--model", f"script:{script}", secret_prompt, env=extra)
+    assert ran.returncode == 0, ran.stderr
+    sid = json.loads(ran.stdout.splitlines()[-1])["session_id"]
+    done, loaded = run_noting_modules(cli, ["resume", sid, "one more question"], tmp_path, env=extra)
+    assert done.returncode == 0, done.stderr
+    assert not seen.exists()  # nothing reached the plugin, in either command
+    assert "importlib.metadata" not in loaded and "spy_plugin" not in loaded
+    assert "pydantic" in loaded  # the models were built, without plugins
+
+
+def test_the_installed_pydantic_asks_its_plugin_loader_for_get_plugins_only() -> None:
+    """The loader Strata puts in pydantic's place defines `get_plugins` alone; a pydantic that imported anything
+    else from `pydantic.plugin._loader` would fail at its first model build, so this fails first."""
+    import pydantic.plugin
+
+    package = Path(pydantic.plugin.__file__).parent.parent
+    imports = set()
+    for source in package.rglob("*.py"):
+        text = source.read_text(encoding="utf-8")
+        for line in text.splitlines():
+            if "_loader import" in line and "plugin" in str(source.relative_to(package)):
+                imports.add(line.split("import", 1)[1].strip())
+            assert "plugin._loader" not in line or "import" not in line or "get_plugins" in line, (source, line)
+    assert imports == {"get_plugins"}, imports

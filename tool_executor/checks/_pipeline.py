@@ -5,11 +5,12 @@ and nowhere else. The first check that denies ends the pipeline. Pure: no effect
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from core.policy import PermissionRule
+from core.record import record
 from core.tools import BoundToolPlan, ToolSpec
 from tool_executor._types import Checked, Step
 from tool_executor.checks.policy import check_policy
@@ -21,7 +22,7 @@ from tool_executor.paths import one_reading
 from tool_executor.verdicts import Ask, Deny, Pass
 
 
-@dataclass(frozen=True)
+@record
 class CheckContext:
     """What the checks read besides the call: the session's tools and workspace, the trusted middleware, the
     schema validators, the rules (the session's and the config files'), the mode, and `unanswered`, which turns
@@ -39,7 +40,7 @@ class CheckContext:
 _PASS = Pass()
 
 
-@dataclass(frozen=True)
+@record
 class Candidate:
     """The call as it stands: its tool (and spec, once resolved), its arguments, and the verdict so far."""
 

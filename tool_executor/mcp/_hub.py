@@ -7,13 +7,13 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 import structlog
 
 from config.mcp import McpServerDecl
+from core.record import record
 from core.tools import ToolSpec
 from tool_executor.mcp._server import SPEAKING, Notify, ServerLink
 from tool_executor.mcp._tools import ToolStatus, tool_specs, tool_statuses
@@ -21,7 +21,7 @@ from tool_executor.mcp._tools import ToolStatus, tool_specs, tool_statuses
 log = structlog.get_logger("strata.mcp")
 
 
-@dataclass(frozen=True)
+@record
 class ServerStatus:
     name: str
     transport: str

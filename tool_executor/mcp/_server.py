@@ -12,7 +12,6 @@ import os
 import signal
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -20,6 +19,7 @@ import anyio
 import structlog
 
 from config.mcp import McpServerDecl
+from core.record import record
 
 log = structlog.get_logger("strata.mcp")
 
@@ -35,7 +35,7 @@ class ServerGone(Exception):
     """The server's connection ended (its process died, its endpoint went away)."""
 
 
-@dataclass(frozen=True)
+@record
 class ListedTool:
     name: str
     description: str

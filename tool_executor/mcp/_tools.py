@@ -12,10 +12,10 @@ import json
 import re
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from config.mcp import McpToolPolicy
+from core.record import record
 from core.tools import ToolContext, ToolError, ToolOutput, ToolSpec, ToolTimeout
 from tool_executor.mcp._server import ListedTool, ServerGone, ServerLink
 
@@ -31,7 +31,7 @@ def mcp_tool_name(server: str, tool: str) -> str:
     return f"{PREFIX}{server}__{tool}"
 
 
-@dataclass(frozen=True)
+@record
 class ToolStatus:
     """One tool of one server as a listing shows it."""
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from core.record import record
 from tool_executor.shell._scan import (
     MAX_NESTING,
     TOO_DEEP,
@@ -36,7 +37,7 @@ _BEFORE_COMMAND = frozenset({"if", "then", "else", "elif", "do", "while", "until
                              "select"})
 """Reserved words after which a token still stands in command position (`if ((x))`, `! [[ a ]]`)."""
 
-@dataclass(frozen=True)
+@record
 class Word:
     raw: str
     """As written."""
@@ -53,12 +54,12 @@ class Word:
     """Why it may run code that is not written in the command (a prompt expansion `${x@P}`)."""
 
 
-@dataclass(frozen=True)
+@record
 class Op:
     text: str
 
 
-@dataclass(frozen=True)
+@record
 class Redirection:
     op: str
     target: Word | None
@@ -66,7 +67,7 @@ class Redirection:
     """A here-document's text (as a word, with the expansions its unquoted delimiter allows)."""
 
 
-@dataclass(frozen=True)
+@record
 class Arithmetic:
     """An arithmetic command `((...))`."""
 

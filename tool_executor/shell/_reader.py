@@ -17,6 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from core.record import record
 from tool_executor.shell._lexer import Arithmetic, Lexed, Op, Redirection, Token, Word, lex
 from tool_executor.shell._scan import MAX_NESTING
 from tool_executor.shell._wrappers import SHELLS, WRAPPERS, find_actions, shell_call, unwrap
@@ -42,7 +43,7 @@ _RUNNERS = frozenset(WRAPPERS) | SHELLS | _EVALUATORS | _CALLBACKS
 _READABLE_IN_COMMAND_WORD = frozenset({"tilde"})
 
 
-@dataclass(frozen=True)
+@record
 class SimpleCommand:
     words: tuple[str, ...]
     """The command word first, then its arguments, quoting resolved."""
@@ -52,7 +53,7 @@ class SimpleCommand:
         return os.path.basename(self.words[0]) if self.words else ""
 
 
-@dataclass(frozen=True)
+@record
 class Reading:
     commands: tuple[SimpleCommand, ...]
     """Every simple command seen, nested and unwrapped ones included, in the order met."""

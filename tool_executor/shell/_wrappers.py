@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
+from core.record import record
 from tool_executor.shell._lexer import Word
 
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
-@dataclass(frozen=True)
+@record
 class Wrapper:
     flags: frozenset[str] = frozenset()
     """Options without an argument (short ones may be bundled: `-ik`)."""
@@ -91,7 +91,7 @@ _OPTIONAL_ATTACHED = {"xargs": frozenset({"-e", "-i", "-l"})}
 """Options whose argument may only be attached (`xargs -i{}`); alone they take none."""
 
 
-@dataclass(frozen=True)
+@record
 class Unwrapped:
     inner: tuple[Word, ...]
     """The command that runs; when `exact` is False, the words it starts somewhere in."""
@@ -180,7 +180,7 @@ SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "mksh", "ash", "yash", "
 _SHELL_WITH_ARG = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
 
 
-@dataclass(frozen=True)
+@record
 class ShellCall:
     body: Word | None
     """The `-c` command text."""

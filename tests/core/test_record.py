@@ -1,0 +1,120 @@
+"""`@record` (core/record.py) behaves as `@dataclass(frozen=True)` does, with its comparison, hash and repr
+shared by every record class instead of compiled for each."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from collections.abc import Callable
+
+import pytest
+
+from core.record import record
+
+
+@record
+class Span:
+    start: int
+    end: int = 0
+    note: str = dataclasses.field(default="", compare=False)
+    secret: str = dataclasses.field(default="", repr=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class SpanDataclass:
+    start: int
+    end: int = 0
+    note: str = dataclasses.field(default="", compare=False)
+    secret: str = dataclasses.field(default="", repr=False)
+
+
+@record
+class Other:
+    start: int
+    end: int = 0
+
+
+@record
+class Wider(Span):
+    extra: tuple[int, ...] = ()
+
+
+@record(slots=True)
+class Slotted:
+    name: str
+    items: list[object] = dataclasses.field(default_factory=list)
+
+
+@record
+class Empty:
+    pass
+
+
+@record
+class One:
+    value: int
+
+
+@record
+class OwnRepr:
+    value: int
+
+    def __repr__(self) -> str:
+        return "mine"
+
+
+@pytest.mark.parametrize("make", [Span, SpanDataclass])
+def test_a_record_compares_hashes_and_shows_itself_as_a_frozen_dataclass_does(make: Callable[..., object]) -> None:
+    a, b = make(1, 2, note="x", secret="s"), make(1, 2, note="y", secret="s")
+    assert a == b  # `note` is not compared (`secret` is, below)
+    assert not a != b  # noqa: SIM202 (the shared __eq__ answers != too)
+    assert hash(make(1, 2, note="x")) == hash(make(1, 2, note="y"))
+    assert a != make(1, 3) and make(1, 2, secret="s") != make(1, 2, secret="t")
+    assert repr(a) == f"{type(a).__qualname__}(start=1, end=2, note='x')"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.start = 5  # type: ignore[attr-defined]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del a.start  # type: ignore[attr-defined]
+    assert {a, b, make(1, 2, secret="s")} == {a} != {make(1, 2)}
+
+
+def test_a_record_equals_only_an_instance_of_exactly_its_class() -> None:
+    assert Span(1, 2) != Other(1, 2) and Other(1, 2) != Span(1, 2)
+    assert Span(1, 2) != Wider(1, 2) and Wider(1, 2) != Span(1, 2)
+    assert Span(1, 2) != (1, 2) and Span(1, 2).__eq__((1, 2)) is NotImplemented
+    assert Wider(1, 2, extra=(3,)) == Wider(1, 2, extra=(3,)) != Wider(1, 2, extra=(4,))
+    assert repr(Wider(1, extra=(3,))) == "Wider(start=1, end=0, note='', extra=(3,))"
+
+
+def test_records_share_their_comparison_hash_and_repr_rather_than_compiling_their_own() -> None:
+    for cls in (Span, Other, Wider, Slotted, Empty, One):
+        assert cls.__eq__ is Span.__eq__ and cls.__hash__ is Span.__hash__, cls
+        assert cls.__repr__ is Span.__repr__, cls
+    assert SpanDataclass.__eq__ is not Span.__eq__  # what a dataclass compiles for itself
+    assert repr(OwnRepr(1)) == "mine"  # a method of the class body stays its own
+
+
+def test_a_record_of_one_field_or_none_compares_as_a_tuple_of_its_fields() -> None:
+    assert One(1) == One(1) != One(2) and hash(One(1)) == hash((1,))
+    assert Empty() == Empty() and hash(Empty()) == hash(()) and repr(Empty()) == "Empty()"
+
+
+def test_a_slotted_record_has_slots_and_its_repr_survives_a_cycle() -> None:
+    s = Slotted("a")
+    assert not hasattr(s, "__dict__") and Slotted.__slots__ == ("name", "items")
+    s.items.append(s)
+    assert repr(s) == "Slotted(name='a', items=[...])"
+    with pytest.raises(TypeError):
+        hash(s)  # a list field is unhashable, as in a frozen dataclass
+
+
+def test_a_record_works_with_the_dataclass_functions_and_pickle() -> None:
+    a = Wider(1, 2, note="n", extra=(1,))
+    assert [f.name for f in dataclasses.fields(a)] == ["start", "end", "note", "secret", "extra"]
+    assert dataclasses.replace(a, end=9) == Wider(1, 9, extra=(1,))
+    assert dataclasses.asdict(a) == {"start": 1, "end": 2, "note": "n", "secret": "", "extra": (1,)}
+    assert dataclasses.is_dataclass(a) and type(a).__dataclass_params__.frozen  # type: ignore[attr-defined]
+    assert pickle.loads(pickle.dumps(a)) == a
+    match a:
+        case Wider(start, end):
+            assert (start, end) == (1, 2)
