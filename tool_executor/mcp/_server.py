@@ -58,6 +58,8 @@ class ServerLink:
         self._restarts_left = 1
         self._told = False
         self.unreadable = 0
+        self.cut: str | None = None
+        """Why the transport cut the server off (None: it did not)."""
         """Messages the server wrote that the SDK could not read as JSON-RPC (it drops them, and a request they
         answered waits on): said with the reason it failed to start."""
 
@@ -94,7 +96,7 @@ class ServerLink:
                 continue  # a restart was asked for
             except Exception as exc:  # the SDK's errors, OSError, a timeout: the server is left out, once said
                 self._session = None
-                self._fail(_reason(exc, self.decl, self._log_dir) + _unreadable(self.unreadable))
+                self._fail(self.cut or _reason(exc, self.decl, self._log_dir) + _unreadable(self.unreadable))
             ready()
             await self._restart.wait()
 
@@ -117,22 +119,31 @@ class ServerLink:
             from mcp.client.streamable_http import streamable_http_client
 
             return streamable_http_client(decl.url)
-        from mcp import StdioServerParameters, stdio_client
+        from tool_executor.mcp._stdio import stdio_transport
 
         self._log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # in the Strata home: private like it
         errlog: TextIO = stack.enter_context(open(  # noqa: SIM115 (closed by the stack)
             self._log_dir / f"{decl.name}.log", "a", encoding="utf-8", opener=_private))
         assert decl.command is not None
-        # The SDK starts the server in a new session (its own process group) and kills the group only when the
-        # server does not exit on its own; what the server started and left behind in its group is killed here,
+        # The transport starts the server in a new session (its own process group) and kills the group only when
+        # the server does not exit on its own; what the server started and left behind in its group is killed here,
         # after the transport closed (callbacks run last-in first-out). The shell records the group's id (its own
         # pid, kept by `exec`) before it becomes the server.
         pidfile = self._log_dir / f"{decl.name}.{os.getpid()}.{id(self):x}.pid"
         stack.callback(_kill_group, pidfile)
-        params = StdioServerParameters(command="/bin/sh", args=["-c", _RECORD_PID_AND_EXEC, str(pidfile),
-                                                                decl.command, *decl.args],
-                                       env=dict(decl.env) or None)
-        return stdio_client(params, errlog=errlog)
+        return stdio_transport(["/bin/sh", "-c", _RECORD_PID_AND_EXEC, str(pidfile), decl.command, *decl.args],
+                               dict(decl.env), errlog, on_cut=self._cut_off, on_unreadable=self._unreadable_line)
+
+    def _cut_off(self, reason: str) -> None:
+        """The transport cut the server off (what it wrote is over a bound): it is not started again, a call in
+        flight fails with the reason (never retried), and the notice says it once."""
+        self.cut = reason
+        self._restarts_left = 0
+        self._session = None
+        self._fail(reason)
+
+    def _unreadable_line(self) -> None:
+        self.unreadable += 1
 
     def _fail(self, reason: str) -> None:
         self.problem = reason
