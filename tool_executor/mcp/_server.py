@@ -56,6 +56,9 @@ class ServerLink:
         self._ready = anyio.Event()
         self._restart = anyio.Event()
         self._restarts_left = 1
+        self._stopping = False
+        self.stopped = anyio.Event()
+        """Set when `supervise` has returned (its connection closed)."""
         self._told = False
         self.unreadable = 0
         self.cut: str | None = None
@@ -72,8 +75,8 @@ class ServerLink:
         return self._session is not None
 
     async def supervise(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Keep the connection until cancelled (the session's end: the stack closes it, a stdio child is killed with
-        its process group). Reports started once the first attempt is up or has failed."""
+        """Keep the connection until `stop` (or cancelled: the stack closes it, a stdio child is killed with its
+        process group). Reports started once the first attempt is up or has failed."""
         started = False
         SPEAKING.set(self)
 
@@ -84,7 +87,13 @@ class ServerLink:
                 started = True
                 task_status.started()
 
-        while True:
+        try:
+            await self._keep(ready)
+        finally:
+            self.stopped.set()
+
+    async def _keep(self, ready: Callable[[], None]) -> None:
+        while not self._stopping:
             self._restart = anyio.Event()
             try:
                 async with contextlib.AsyncExitStack() as stack:
@@ -93,12 +102,23 @@ class ServerLink:
                     ready()
                     await self._restart.wait()
                     self._session = None
-                continue  # a restart was asked for
+                continue  # a restart, or the end, was asked for
             except Exception as exc:  # the SDK's errors, OSError, a timeout: the server is left out, once said
                 self._session = None
+                if self._stopping:  # it failed to close: the session ends anyway, nothing to tell
+                    log.info("mcp server close failed", server=self.name, error=str(exc)[:200])
+                    return
                 self._fail(self.cut or _reason(exc, self.decl, self._log_dir) + _unreadable(self.unreadable))
             ready()
             await self._restart.wait()
+        ready()
+
+    def stop(self) -> None:
+        """Close the connection the orderly way (an HTTP server's MCP session ended by its DELETE, a stdio server's
+        stdin closed first): `supervise` returns once it is closed."""
+        self._stopping = True
+        self._session = None
+        self._restart.set()
 
     async def _connect(self, stack: contextlib.AsyncExitStack) -> Any:
         from mcp import ClientSession
@@ -116,9 +136,9 @@ class ServerLink:
     def _transport(self, stack: contextlib.AsyncExitStack) -> contextlib.AbstractAsyncContextManager[Any]:
         decl = self.decl
         if decl.url is not None:
-            from mcp.client.streamable_http import streamable_http_client
+            from tool_executor.mcp._http import http_transport
 
-            return streamable_http_client(decl.url)
+            return http_transport(decl.url)
         from tool_executor.mcp._stdio import stdio_transport
 
         self._log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # in the Strata home: private like it
