@@ -21,7 +21,8 @@ FLOOD_LISTING = int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[2] == "--floo
 CHUNK = b"x" * (1024 * 1024)
 OBJECT = {"type": "object", "properties": {"bytes": {"type": "integer"}, "q": {"type": "string"}}}
 TOOLS = [{"name": "flood", "description": "answers with an endless line", "inputSchema": OBJECT},
-         {"name": "echo", "description": "answers at once", "inputSchema": OBJECT}]
+         {"name": "echo", "description": "answers at once", "inputSchema": OBJECT},
+         {"name": "junk", "description": "writes a line that is not UTF-8, then answers", "inputSchema": OBJECT}]
 
 STATE.mkdir(parents=True, exist_ok=True)
 with (STATE / "started").open("a", encoding="utf-8") as f:
@@ -67,6 +68,8 @@ for raw in sys.stdin.buffer:
             f.write(f"{params['name']} {json.dumps(params.get('arguments'), sort_keys=True)}\n")
         if params["name"] == "flood":
             flood(request_id, int(params["arguments"]["bytes"]))
+        if params["name"] == "junk":  # a line that is not UTF-8 first, then the answer
+            out.write(b"\xff\xfe not utf-8\n")
         send({"jsonrpc": "2.0", "id": request_id, "result": {
             "content": [{"type": "text", "text": f"echo {params['arguments'].get('q')}"}]}})
     else:

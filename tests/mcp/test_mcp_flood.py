@@ -1,7 +1,8 @@
 """A stdio MCP server that writes a message line without end (tests/mcp/flood_server.py, a real process) against
 real `strata` processes: Strata reads a line up to its bound (8 MiB), then cuts the server off: the call is an error
 naming the server and the reason, never retried, the server's tools are gone, the rest of the session goes on, and
-what the server could write (so what Strata could hold of it) stays near the bound."""
+what the server could write (so what Strata could hold of it) stays near the bound. A line that is not UTF-8 is one
+unreadable message, dropped (the SDK's reader died on it, and the connection with it)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ def flood_table(name: str, state: Path, *extra_args: str, effect: str = "read_on
     args = ", ".join(f'"{a}"' for a in (FLOOD, state, *extra_args))
     return (f'[mcp.servers.{name}]\ncommand = "{sys.executable}"\nargs = [{args}]\nstartup_timeout_s = 20\n'
             f'[mcp.servers.{name}.tools.flood]\nsafety = "read"\neffect = "{effect}"\ntimeout_s = 60\n'
-            f'[mcp.servers.{name}.tools.echo]\nsafety = "read"\neffect = "read_only"\n')
+            f'[mcp.servers.{name}.tools.echo]\nsafety = "read"\neffect = "read_only"\n'
+            f'[mcp.servers.{name}.tools.junk]\nsafety = "read"\neffect = "read_only"\ntimeout_s = 20\n')
 
 
 def written(state: Path) -> int:
@@ -85,3 +87,15 @@ def test_a_tool_listing_that_never_ends_is_cut_off_and_named_in_the_notice(
     (notice,) = [line for line in run.stderr.splitlines() if "MCP server 'h'" in line]
     assert "longer than 8 MiB" in notice and "continues without its tools" in notice, notice
     assert "Traceback" not in run.stderr and written(hostile) < 16 * MiB
+
+
+def test_a_stdout_line_that_is_not_utf8_is_dropped_and_the_answer_after_it_is_read(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    hostile = tmp_path / "h"
+    user_config(cli, flood_table("h", hostile))
+    script = write_script(tmp_path / "script.json", [[tool_use("c1", "mcp__h__junk", q="after junk")],
+                                                     [text("done")]])
+    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "junk")
+    assert run.returncode == 0 and run.stderr == "", run.stderr  # the SDK's reader died on it, mid-session
+    result = call_results(events_of(run.stdout))["c1"]
+    assert result["status"] == "ok" and result["content"] == "echo after junk", result

@@ -1,8 +1,10 @@
 """The stdio transport to an MCP server: newline-delimited JSON-RPC over the child's stdin and stdout, as the
-SDK's `stdio_client` speaks it, with one difference: a message line is read up to MAX_LINE_BYTES. The SDK's reader
+SDK's `stdio_client` speaks it, with two differences. A message line is read up to MAX_LINE_BYTES: the SDK's reader
 keeps a line without a newline in memory whatever its length, so a server writing an endless line grew Strata's
 memory until the call's deadline; here such a server is cut off (`on_cut` says why, its process group is killed, and
-the session sees the connection close), and what Strata holds of it stays within the bound.
+the session sees the connection close), and what Strata holds of it stays within the bound. And a line is decoded
+with the message, as bytes: a line that is not UTF-8 is one unreadable message (the SDK's decoder raised, and its
+reader and the connection died with it).
 
 Built on the SDK's public pieces: the session's streams carry `SessionMessage`s (or the Exception a line that is not
 JSON-RPC gave), the server's environment is the SDK's default one plus the declared variables. The child runs in a
