@@ -61,10 +61,10 @@ class ServerLink:
         """Set when `supervise` has returned (its connection closed)."""
         self._told = False
         self.unreadable = 0
-        self.cut: str | None = None
-        """Why the transport cut the server off (None: it did not)."""
         """Messages the server wrote that the SDK could not read as JSON-RPC (it drops them, and a request they
         answered waits on): said with the reason it failed to start."""
+        self.cut: str | None = None
+        """Why the transport cut the server off (None: it did not)."""
 
     @property
     def name(self) -> str:
@@ -90,6 +90,7 @@ class ServerLink:
         try:
             await self._keep(ready)
         finally:
+            self._ready.set()  # a call waiting for a restart sees no session, and does not wait on
             self.stopped.set()
 
     async def _keep(self, ready: Callable[[], None]) -> None:
