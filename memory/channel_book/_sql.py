@@ -106,6 +106,9 @@ class SqliteBookDb:
 
     @classmethod
     def open(cls, path: Path, *, read_only: bool = False) -> SqliteBookDb:
+        """The book at `path`; StoreError when it cannot be used (the connection is closed then: a file whose schema
+        is newer than this Strata knows, or that is not a database, is not kept open by the failed attempt)."""
+        conn: sqlite3.Connection | None = None
         try:
             if read_only:
                 conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None,
@@ -116,8 +119,12 @@ class SqliteBookDb:
                 use_wal(conn, 10)
                 conn.execute("PRAGMA synchronous=FULL")
                 apply_in_order(conn, SQLITE_MIGRATIONS, str(path), now())
-        except sqlite3.Error as exc:
-            raise StoreError(f"the channel book {path} cannot be used: {exc}", path=str(path)) from None
+        except BaseException as exc:
+            if conn is not None:
+                conn.close()
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"the channel book {path} cannot be used: {exc}", path=str(path)) from None
+            raise
         return cls(conn, path)
 
     def write(self, steps: Callable[[Tx], T]) -> T:

@@ -4,6 +4,7 @@ everything survives closing and reopening the file."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -72,3 +73,28 @@ def test_a_missing_book_opened_read_only_is_a_store_error_and_creates_nothing(tm
     with pytest.raises(StoreError):
         ChannelBook.open(tmp_path / BOOK_FILE, read_only=True)
     assert not (tmp_path / BOOK_FILE).exists()
+
+
+def _open_fds_to(path: Path) -> list[str]:
+    """This process's open file descriptors on `path` (or its -wal/-shm files)."""
+    fds = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(path)):
+            fds.append(target)
+    return fds
+
+
+def test_a_book_whose_schema_is_newer_is_a_store_error_and_not_left_open(tmp_path: Path) -> None:
+    path = tmp_path / BOOK_FILE
+    ChannelBook.open(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    assert _open_fds_to(path) == []
+    with pytest.raises(StoreError, match="newer than this Strata knows") as caught:
+        ChannelBook.open(path)
+    assert _open_fds_to(path) == [], caught.value  # closed, even while the error (and its traceback) is kept

@@ -96,4 +96,19 @@ async def _servers(links: list[ServerLink]) -> AsyncIterator[McpTools]:
         try:
             yield McpTools(links)
         finally:
+            for link in links:  # each closes the orderly way, all at once, within the deadline
+                link.stop()
+            with anyio.move_on_after(STOP_S, shield=True):
+                await _all_stopped(links)
             tg.cancel_scope.cancel()
+
+
+STOP_S = 10.0
+"""How long the servers have to close at the session's end before their connections are cancelled: an HTTP close
+takes at most 5 s (tool_executor/mcp/_http.py), a stdio server has 2 s to exit once its stdin closes and 2 s more
+after SIGTERM before its group is killed (tool_executor/mcp/_stdio.py)."""
+
+
+async def _all_stopped(links: list[ServerLink]) -> None:
+    for link in links:
+        await link.stopped.wait()

@@ -56,10 +56,15 @@ class ServerLink:
         self._ready = anyio.Event()
         self._restart = anyio.Event()
         self._restarts_left = 1
+        self._stopping = False
+        self.stopped = anyio.Event()
+        """Set when `supervise` has returned (its connection closed)."""
         self._told = False
         self.unreadable = 0
         """Messages the server wrote that the SDK could not read as JSON-RPC (it drops them, and a request they
         answered waits on): said with the reason it failed to start."""
+        self.cut: str | None = None
+        """Why the transport cut the server off (None: it did not)."""
 
     @property
     def name(self) -> str:
@@ -70,8 +75,8 @@ class ServerLink:
         return self._session is not None
 
     async def supervise(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Keep the connection until cancelled (the session's end: the stack closes it, a stdio child is killed with
-        its process group). Reports started once the first attempt is up or has failed."""
+        """Keep the connection until `stop` (or cancelled: the stack closes it, a stdio child is killed with its
+        process group). Reports started once the first attempt is up or has failed."""
         started = False
         SPEAKING.set(self)
 
@@ -82,7 +87,14 @@ class ServerLink:
                 started = True
                 task_status.started()
 
-        while True:
+        try:
+            await self._keep(ready)
+        finally:
+            self._ready.set()  # a call waiting for a restart sees no session, and does not wait on
+            self.stopped.set()
+
+    async def _keep(self, ready: Callable[[], None]) -> None:
+        while not self._stopping:
             self._restart = anyio.Event()
             try:
                 async with contextlib.AsyncExitStack() as stack:
@@ -91,12 +103,23 @@ class ServerLink:
                     ready()
                     await self._restart.wait()
                     self._session = None
-                continue  # a restart was asked for
+                continue  # a restart, or the end, was asked for
             except Exception as exc:  # the SDK's errors, OSError, a timeout: the server is left out, once said
                 self._session = None
-                self._fail(_reason(exc, self.decl, self._log_dir) + _unreadable(self.unreadable))
+                if self._stopping:  # it failed to close: the session ends anyway, nothing to tell
+                    log.info("mcp server close failed", server=self.name, error=str(exc)[:200])
+                    return
+                self._fail(self.cut or _reason(exc, self.decl, self._log_dir) + _unreadable(self.unreadable))
             ready()
             await self._restart.wait()
+        ready()
+
+    def stop(self) -> None:
+        """Close the connection the orderly way (an HTTP server's MCP session ended by its DELETE, a stdio server's
+        stdin closed first): `supervise` returns once it is closed."""
+        self._stopping = True
+        self._session = None
+        self._restart.set()
 
     async def _connect(self, stack: contextlib.AsyncExitStack) -> Any:
         from mcp import ClientSession
@@ -114,25 +137,34 @@ class ServerLink:
     def _transport(self, stack: contextlib.AsyncExitStack) -> contextlib.AbstractAsyncContextManager[Any]:
         decl = self.decl
         if decl.url is not None:
-            from mcp.client.streamable_http import streamable_http_client
+            from tool_executor.mcp._http import http_transport
 
-            return streamable_http_client(decl.url)
-        from mcp import StdioServerParameters, stdio_client
+            return http_transport(decl.url)
+        from tool_executor.mcp._stdio import stdio_transport
 
         self._log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # in the Strata home: private like it
         errlog: TextIO = stack.enter_context(open(  # noqa: SIM115 (closed by the stack)
             self._log_dir / f"{decl.name}.log", "a", encoding="utf-8", opener=_private))
         assert decl.command is not None
-        # The SDK starts the server in a new session (its own process group) and kills the group only when the
-        # server does not exit on its own; what the server started and left behind in its group is killed here,
+        # The transport starts the server in a new session (its own process group) and kills the group only when
+        # the server does not exit on its own; what the server started and left behind in its group is killed here,
         # after the transport closed (callbacks run last-in first-out). The shell records the group's id (its own
         # pid, kept by `exec`) before it becomes the server.
         pidfile = self._log_dir / f"{decl.name}.{os.getpid()}.{id(self):x}.pid"
         stack.callback(_kill_group, pidfile)
-        params = StdioServerParameters(command="/bin/sh", args=["-c", _RECORD_PID_AND_EXEC, str(pidfile),
-                                                                decl.command, *decl.args],
-                                       env=dict(decl.env) or None)
-        return stdio_client(params, errlog=errlog)
+        return stdio_transport(["/bin/sh", "-c", _RECORD_PID_AND_EXEC, str(pidfile), decl.command, *decl.args],
+                               dict(decl.env), errlog, on_cut=self._cut_off, on_unreadable=self._unreadable_line)
+
+    def _cut_off(self, reason: str) -> None:
+        """The transport cut the server off (what it wrote is over a bound): it is not started again, a call in
+        flight fails with the reason (never retried), and the notice says it once."""
+        self.cut = reason
+        self._restarts_left = 0
+        self._session = None
+        self._fail(reason)
+
+    def _unreadable_line(self) -> None:
+        self.unreadable += 1
 
     def _fail(self, reason: str) -> None:
         self.problem = reason

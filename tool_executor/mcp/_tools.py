@@ -141,6 +141,12 @@ async def _call(link: ServerLink, tool: str, args: dict[str, Any], policy: McpTo
         except OSError:  # the HTTP connection failed under the call
             pass
         # The connection ended during the call: the work may have been done.
+        if link.cut is not None:  # Strata cut the server off for what it wrote: never asked again
+            if policy.effect == "effectful":
+                raise ToolTimeout(f"MCP server {link.name!r} {link.cut} during the call; whether the call took "
+                                  "effect is unknown")
+            raise ToolError(f"MCP server {link.name!r} {link.cut} during the call; the call is not retried and the "
+                            "server's tools are no longer available")
         if policy.effect == "effectful":
             link.gone()
             raise ToolTimeout(f"MCP server {link.name!r} stopped during the call")

@@ -1,0 +1,76 @@
+"""A hostile MCP server over stdio, speaking newline-delimited JSON-RPC by hand (no SDK: it starts in a few
+milliseconds): `python flood_server.py STATE [--flood-listing BYTES]`.
+
+It answers `initialize` and `tools/list` properly (tools `flood` and `echo`), unless `--flood-listing` makes its
+`tools/list` answer an endless line. A `flood` call (`{"bytes": N}`) is answered by one message line that never
+ends: N bytes of text in 1 MiB writes without a newline, then it waits. `echo` answers at once. STATE gets
+`started` (a line per start with the pid), `calls.log` (a line per call) and `written` (how many bytes of the
+flood it managed to write, rewritten after each write)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+STATE = Path(sys.argv[1])
+FLOOD_LISTING = int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[2] == "--flood-listing" else 0
+CHUNK = b"x" * (1024 * 1024)
+OBJECT = {"type": "object", "properties": {"bytes": {"type": "integer"}, "q": {"type": "string"}}}
+TOOLS = [{"name": "flood", "description": "answers with an endless line", "inputSchema": OBJECT},
+         {"name": "echo", "description": "answers at once", "inputSchema": OBJECT},
+         {"name": "junk", "description": "writes a line that is not UTF-8, then answers", "inputSchema": OBJECT}]
+
+STATE.mkdir(parents=True, exist_ok=True)
+with (STATE / "started").open("a", encoding="utf-8") as f:
+    f.write(f"{os.getpid()}\n")
+out = sys.stdout.buffer
+
+
+def send(message: dict[str, Any]) -> None:
+    out.write(json.dumps(message).encode() + b"\n")
+    out.flush()
+
+
+def flood(request_id: Any, total: int) -> None:
+    """The start of a result whose text never ends, `total` bytes of it, then silence."""
+    out.write(json.dumps({"jsonrpc": "2.0", "id": request_id})[:-1].encode() + b', "result": {"content": [{"type": '
+              b'"text", "text": "')
+    written = 0
+    while written < total:
+        out.write(CHUNK)
+        out.flush()
+        written += len(CHUNK)
+        (STATE / "written.new").write_text(str(written), encoding="ascii")
+        os.replace(STATE / "written.new", STATE / "written")  # whole, even when it is killed meanwhile
+    time.sleep(3600)
+
+
+for raw in sys.stdin.buffer:
+    message = json.loads(raw)
+    method, request_id = message.get("method"), message.get("id")
+    if request_id is None:
+        continue  # a notification
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": request_id, "result": {
+            "protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+            "serverInfo": {"name": "flood", "version": "1"}}})
+    elif method == "tools/list":
+        if FLOOD_LISTING:
+            flood(request_id, FLOOD_LISTING)
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": TOOLS}})
+    elif method == "tools/call":
+        params = message["params"]
+        with (STATE / "calls.log").open("a", encoding="utf-8") as f:
+            f.write(f"{params['name']} {json.dumps(params.get('arguments'), sort_keys=True)}\n")
+        if params["name"] == "flood":
+            flood(request_id, int(params["arguments"]["bytes"]))
+        if params["name"] == "junk":  # a line that is not UTF-8 first, then the answer
+            out.write(b"\xff\xfe not utf-8\n")
+        send({"jsonrpc": "2.0", "id": request_id, "result": {
+            "content": [{"type": "text", "text": f"echo {params['arguments'].get('q')}"}]}})
+    else:
+        send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "no such method"}})

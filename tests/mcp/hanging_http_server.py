@@ -1,0 +1,82 @@
+"""A streamable HTTP MCP server on loopback that stops answering, speaking the protocol by hand (JSON responses, no
+SDK): `python hanging_http_server.py PORT STATE MODE`.
+
+MODE says where it hangs (accepts the request, reads it, never answers, keeps the connection open):
+- `never`: every request, `initialize` included;
+- `listing`: `initialize` is answered (with a session id), `tools/list` and everything after it hang;
+- `call`: initialise and listing are answered, a `tools/call` hangs, and so does the DELETE that ends the session.
+STATE gets `requests.log`: a line per request it received (the method, or the HTTP verb for GET and DELETE)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+PORT, STATE, MODE = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+STATE.mkdir(parents=True, exist_ok=True)
+LOCK = threading.Lock()
+TOOLS = [{"name": "search", "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}}]
+
+
+def record(what: str) -> None:
+    with LOCK, (STATE / "requests.log").open("a", encoding="utf-8") as f:
+        f.write(what + "\n")
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def hang(self) -> None:
+        time.sleep(3600)
+
+    def answer(self, status: int, body: dict[str, Any] | None = None) -> None:
+        data = json.dumps(body).encode() if body is not None else b""
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Mcp-Session-Id", "hanging-1")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        record("GET")
+        self.answer(405)
+
+    def do_DELETE(self) -> None:
+        record("DELETE")
+        if MODE in ("call", "listing"):
+            self.hang()
+        self.answer(200)
+
+    def do_POST(self) -> None:
+        message = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+        method, request_id = message.get("method"), message.get("id")
+        record(str(method))
+        if MODE == "never" or (MODE == "listing" and method != "initialize") or (
+                MODE == "call" and method == "tools/call"):
+            self.hang()
+        if request_id is None:
+            self.answer(202)
+        elif method == "initialize":
+            self.answer(200, {"jsonrpc": "2.0", "id": request_id, "result": {
+                "protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                "serverInfo": {"name": "hanging", "version": "1"}}})
+        elif method == "tools/list":
+            self.answer(200, {"jsonrpc": "2.0", "id": request_id, "result": {"tools": TOOLS}})
+        else:
+            self.answer(200, {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "no"}})
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+
+Server(("127.0.0.1", PORT), Handler).serve_forever()

@@ -1,0 +1,97 @@
+"""A streamable HTTP MCP server that stops answering (tests/mcp/hanging_http_server.py, a real process on loopback)
+against real `strata` processes: at the start it is left out at its startup timeout, mid-session its call times out
+at the call's deadline, and closing its connection (the DELETE that ends its MCP session, which it never answers)
+takes at most 5 s: the session never waits for the SDK's 300 s read timeout."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.cli._helpers import call_results, events_of, strata, text, tool_use
+from tests.conftest import StrataCLI, write_script
+from tests.mcp._servers import free_port, user_config
+
+HANGING = Path(__file__).with_name("hanging_http_server.py")
+BOUND_S = 40
+"""What a run here may take at most: its startup timeout or call deadline (2 s), the SDK's courtesy cancel of the
+abandoned request (at most 5 s), the close (at most 5 s) and Strata's own start on a loaded machine; without the
+bound on the close it took over 300 s."""
+
+
+@contextlib.contextmanager
+def hanging_server(state: Path, mode: str) -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(HANGING), str(port), str(state), mode],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the hanging test server did not start (exit {proc.poll()})")
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def declare(cli: StrataCLI, url: str) -> None:
+    user_config(cli, f'[mcp.servers.h]\nurl = "{url}"\nstartup_timeout_s = 2\n'
+                     '[mcp.servers.h.tools.search]\nsafety = "read"\neffect = "read_only"\ntimeout_s = 2\n')
+
+
+def requests(state: Path) -> list[str]:
+    return (state / "requests.log").read_text(encoding="utf-8").splitlines()
+
+
+@pytest.mark.parametrize("mode", ["never", pytest.param("listing", marks=pytest.mark.slow)])
+def test_an_http_server_that_stops_answering_at_the_start_is_left_out_and_closed_within_the_deadline(
+        cli: StrataCLI, tmp_path: Path, workspace: Path, mode: str) -> None:
+    state = tmp_path / "state"
+    script = write_script(tmp_path / "script.json", [[tool_use("c1", "bash", command="echo still-here")],
+                                                     [text("done")]])
+    with hanging_server(state, mode) as url:
+        declare(cli, url)
+        began = time.monotonic()
+        run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json",
+                     "--allow", "bash", "go")
+        elapsed = time.monotonic() - began
+    assert run.returncode == 0, run.stderr
+    (notice,) = [line for line in run.stderr.splitlines() if "MCP server 'h'" in line]
+    assert "did not finish initialising within 2 s" in notice, notice
+    assert call_results(events_of(run.stdout))["c1"]["status"] == "ok"  # the session went on without it
+    assert elapsed < BOUND_S, elapsed
+    if mode == "listing":  # it gave a session id: the close asked to end that session, and did not wait on
+        assert requests(state)[0] == "initialize" and "DELETE" in requests(state), requests(state)
+
+
+@pytest.mark.slow  # the call's deadline, then the 5 s the close waits for its DELETE
+def test_an_http_server_that_stops_answering_mid_session_times_the_call_out_and_its_close_is_bounded(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    state = tmp_path / "state"
+    script = write_script(tmp_path / "script.json", [[tool_use("c1", "mcp__h__search", q="x")],
+                                                     [tool_use("c2", "bash", command="echo still-here")],
+                                                     [text("done")]])
+    with hanging_server(state, "call") as url:
+        declare(cli, url)
+        began = time.monotonic()
+        run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json",
+                     "--allow", "bash", "go")
+        elapsed = time.monotonic() - began
+    assert run.returncode == 0, run.stderr
+    results = call_results(events_of(run.stdout))
+    assert results["c1"]["status"] == "timeout" and "2 s deadline" in results["c1"]["content"], results["c1"]
+    assert results["c2"]["status"] == "ok"
+    assert requests(state).count("tools/call") == 1  # a read-only call that timed out is not retried
+    assert requests(state)[-1] == "DELETE", requests(state)  # the session's end was said to the server
+    assert elapsed < BOUND_S, elapsed

@@ -1,0 +1,177 @@
+"""The stdio transport to an MCP server: newline-delimited JSON-RPC over the child's stdin and stdout, as the
+SDK's `stdio_client` speaks it, with two differences. A message line is read up to MAX_LINE_BYTES: the SDK's reader
+keeps a line without a newline in memory whatever its length, so a server writing an endless line grew Strata's
+memory until the call's deadline; here such a server is cut off (`on_cut` says why, its process group is killed, and
+the session sees the connection close), and what Strata holds of it stays within the bound. And a line is decoded
+with the message, as bytes: a line that is not UTF-8 is one unreadable message (the SDK's decoder raised, and its
+reader and the connection died with it).
+
+Built on the SDK's public pieces: the session's streams carry `SessionMessage`s (or the Exception a line that is not
+JSON-RPC gave), the server's environment is the SDK's default one plus the declared variables. The child runs in a
+new session (its own process group, whose id is its pid); closing follows the MCP lifecycle: stdin closed, a grace
+period, SIGTERM to the group, then SIGKILL."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, TextIO
+
+import anyio
+import structlog
+from anyio.abc import ByteReceiveStream, Process
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+log = structlog.get_logger("strata.mcp")
+
+MAX_LINE_BYTES = 8 * 1024 * 1024
+"""The longest message line read from a server (8 MiB). Above the largest message Strata keeps anything of: a tool
+result is kept up to 256 Ki characters, which JSON-escaped (an astral character as two `\\uXXXX` escapes, 12 bytes)
+is at most 3 MiB; the rest leaves room for an image (base64, shown only as its size) and a long tool listing. A
+longer line is a broken or hostile server: it is cut off rather than held in memory."""
+
+EXIT_GRACE_S = 2.0
+"""How long a server has to exit after its stdin closes, and again after SIGTERM, before its group is killed."""
+FLUSH_S = 0.5
+"""How long the messages already accepted have to reach the server when the connection closes."""
+
+Streams = tuple[MemoryObjectReceiveStream[Any], MemoryObjectSendStream[Any]]
+
+
+@asynccontextmanager
+async def stdio_transport(argv: Sequence[str], env: Mapping[str, str] | None, errlog: TextIO, *,
+                          on_cut: Callable[[str], None], on_unreadable: Callable[[], None]) -> AsyncIterator[Streams]:
+    """Start `argv` (stderr to `errlog`) and yield the session's (read, write) streams. `on_cut(reason)` is called
+    when the server is cut off for a message line over the bound (before the session sees the connection close);
+    `on_unreadable()` for each line that is not a JSON-RPC message (the session gets the error, and drops it)."""
+    from mcp.client.stdio import get_default_environment
+    from mcp.shared.message import SessionMessage
+
+    process = await anyio.open_process(list(argv), env=get_default_environment() | dict(env or {}), stderr=errlog,
+                                       start_new_session=True)
+    to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
+    writer_done = anyio.Event()
+
+    def cut(reason: str) -> None:
+        on_cut(reason)
+        _signal_group(process, signal.SIGKILL)  # a server cut off is not asked to stop: it is stopped
+
+    async def write() -> None:
+        assert process.stdin is not None
+        try:
+            async with from_session:
+                async for message in from_session:
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+                    await process.stdin.send(data.encode("utf-8"))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            await to_session.aclose()  # the server stopped reading: the session sees the connection end
+        finally:
+            writer_done.set()
+
+    async with anyio.create_task_group() as tg:
+        assert process.stdout is not None
+        tg.start_soon(_read, process.stdout, to_session, cut, on_unreadable)
+        tg.start_soon(write)
+        try:
+            yield read_stream, write_stream
+        finally:
+            with anyio.CancelScope(shield=True):  # the child must not outlive the session, even when cancelled
+                read_stream.close()
+                write_stream.close()
+                with anyio.move_on_after(FLUSH_S):
+                    await writer_done.wait()
+                await _stop(process)
+                for stream in (read_stream, write_stream, to_session, from_session):
+                    await stream.aclose()
+            tg.cancel_scope.cancel()
+
+
+async def _read(stdout: ByteReceiveStream, to_session: MemoryObjectSendStream[Any], cut: Callable[[str], None],
+                on_unreadable: Callable[[], None]) -> None:
+    """The server's stdout as messages, one line each, a line at most MAX_LINE_BYTES long."""
+    line = bytearray()
+    async with to_session:
+        while True:
+            try:
+                chunk = await stdout.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                return
+            start = 0
+            while (end := chunk.find(b"\n", start)) >= 0:
+                line += chunk[start:end]
+                start = end + 1
+                if len(line) > MAX_LINE_BYTES:
+                    break
+                message, line = _parse(bytes(line), on_unreadable), bytearray()
+                if message is None:
+                    continue
+                try:
+                    await to_session.send(message)  # no read-ahead while the session does not take it
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    await _drain(stdout)  # the session is gone: let a server flushing its output exit
+                    return
+            else:
+                line += chunk[start:]
+            if len(line) > MAX_LINE_BYTES:
+                log.info("mcp server cut off", reason="message line too long", bound=MAX_LINE_BYTES)
+                cut(f"was cut off: it wrote a message line longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB "
+                    "(the longest Strata reads)")
+                return  # the session sees the connection close
+
+
+def _parse(line: bytes, on_unreadable: Callable[[], None]) -> Any:
+    """A SessionMessage, the error a line that is not JSON-RPC gave (the SDK's stdio reader passes it on too), or
+    None for a blank line."""
+    import mcp_types
+    from mcp.shared.message import SessionMessage
+
+    if not line.strip():
+        return None
+    try:
+        return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError as exc:  # pydantic's ValidationError (not JSON, not JSON-RPC, not UTF-8, too deep)
+        on_unreadable()
+        log.info("mcp server wrote a line that is not JSON-RPC", error=str(exc)[:500])
+        return exc
+
+
+async def _drain(stdout: ByteReceiveStream) -> None:
+    with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        while True:
+            await stdout.receive()
+
+
+async def _stop(process: Process) -> None:
+    """Close the server's stdin, give it EXIT_GRACE_S to exit, then SIGTERM its group and, after the same grace,
+    SIGKILL it; its pipes are closed and the process reaped."""
+    assert process.stdin is not None and process.stdout is not None
+    with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        await process.stdin.aclose()
+    if not await _exited(process, EXIT_GRACE_S):
+        _signal_group(process, signal.SIGTERM)
+        if not await _exited(process, EXIT_GRACE_S):
+            _signal_group(process, signal.SIGKILL)
+            await _exited(process, EXIT_GRACE_S)
+    with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        await process.stdout.aclose()
+    with anyio.move_on_after(EXIT_GRACE_S), contextlib.suppress(OSError, ProcessLookupError):
+        await process.aclose()  # reaps it (its pipes are closed: nothing else to wait for)
+
+
+async def _exited(process: Process, within: float) -> bool:
+    """Whether the process exited within `within` seconds (polled: asyncio's wait also waits for its pipes)."""
+    with anyio.move_on_after(within):
+        while process.returncode is None:  # noqa: ASYNC110 (no event tells it: wait() also waits for the pipes)
+            await anyio.sleep(0.01)
+    return process.returncode is not None
+
+
+def _signal_group(process: Process, sig: signal.Signals) -> None:
+    """Signal the server's process group (its id is the server's pid: it was started in a new session)."""
+    if process.returncode is None or sig == signal.SIGKILL:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, sig)
