@@ -118,3 +118,71 @@ def test_a_record_works_with_the_dataclass_functions_and_pickle() -> None:
     match a:
         case Wider(start, end):
             assert (start, end) == (1, 2)
+
+
+@record
+class Made:
+    name: str
+    tags: list[str] = dataclasses.field(default_factory=list)
+    size: int = 3
+    by: str = dataclasses.field(default="", kw_only=True)
+    seen: list[str] = dataclasses.field(default_factory=list, compare=False)
+
+    def __post_init__(self) -> None:
+        self.seen.append(f"{self.name}/{self.size}")
+
+
+def test_a_record_is_initialised_as_a_frozen_dataclass_would_be() -> None:
+    a, b = Made("a"), Made("a")
+    assert a.tags == [] and a.tags is not b.tags  # a factory per instance
+    assert (a.size, a.by, a.seen) == (3, "", ["a/3"])  # __post_init__ ran once, after the fields were set
+    c = Made("c", ["t"], 5, by="me")
+    assert (c.name, c.tags, c.size, c.by) == ("c", ["t"], 5, "me")
+    assert Made(name="k", size=1).seen == ["k/1"]
+    with pytest.raises(TypeError):
+        Made("a", ["t"], 5, [], "me")  # type: ignore[call-arg]  # `by` is keyword-only
+    with pytest.raises(TypeError):
+        Made()  # type: ignore[call-arg]
+    assert vars(Made)["__init__"] is not vars(Span)["__init__"] and Made.__setattr__ is Span.__setattr__
+    assert dataclasses.replace(c, size=9) == Made("c", ["t"], 9, by="me")
+    params = Made.__dataclass_params__  # type: ignore[attr-defined]
+    assert params.frozen and params.init and params.eq and params.repr
+
+
+def test_a_record_with_a_required_field_after_a_defaulted_one_is_refused_as_by_dataclass() -> None:
+    with pytest.raises(TypeError, match="non-default argument 'b' follows default argument"):
+        @record
+        class Wrong:
+            a: int = 0
+            b: int  # type: ignore[misc]
+
+
+@record
+class Partly:
+    a: int
+    cache: dict[str, int] = dataclasses.field(default_factory=dict, init=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class PlainChild(Span):
+    more: int = 0
+
+
+def test_a_record_the_shared_init_does_not_fit_is_made_by_dataclass_and_still_frozen() -> None:
+    p = Partly(1)
+    assert p.cache == {} and p == Partly(1) and repr(p) == "Partly(a=1, cache={})"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.a = 2  # type: ignore[misc]
+    child = PlainChild(1, 2, more=3)  # a frozen dataclass may extend a record, as it may a frozen dataclass
+    assert (child.start, child.more) == (1, 3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        child.more = 4  # type: ignore[misc]
+
+
+def test_a_slotted_record_round_trips_through_pickle_and_copy() -> None:
+    import copy
+
+    s = Slotted("a", [1, 2])
+    assert pickle.loads(pickle.dumps(s)) == s and copy.deepcopy(s) == s and copy.copy(s) == s
+    m = Made("m", ["x"])
+    assert pickle.loads(pickle.dumps(m)) == m and copy.deepcopy(m) == m
