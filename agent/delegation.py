@@ -6,10 +6,11 @@ starts. Entering the handler again for the same call (a resume after a crash re-
 that child: one that finished gives its recorded result and is not run again; one that did not is resumed; only
 when none exists is it started.
 
-The child gets the parent's tools or fewer (`tools` may only remove; names the parent lacks are refused), no
-`delegate` once it is `delegate_max_depth` deep, the parent's session rules (config rules apply to every session)
-but not its "always" grants unless the setting `delegate_grants` passes them down, the parent's mode and its
-`on_ask`, and the parent's approver, whose requests name the child.
+The child gets the parent's tools or fewer (`tools` may only remove; names the parent lacks are refused), the
+parent's turn limit or a lower one (a `max_turns` above it is refused), no `delegate` once it is
+`delegate_max_depth` deep, the parent's session rules (config rules apply to every session) but not its "always"
+grants unless the setting `delegate_grants` passes them down, the parent's mode and its `on_ask`, and the parent's
+approver, whose requests name the child.
 Its final text, status and unknown-effect count are the tool's result."""
 
 from __future__ import annotations
@@ -155,6 +156,19 @@ class Delegator:
                             f"(it has {', '.join(mine)})")
         return tuple(sorted(set(asked)))
 
+    def _max_turns(self, args: Mapping[str, Any]) -> int:
+        """The child's turn limit: the one asked for, or the parent's; never more than the parent's (refused, as a
+        tool the parent lacks is)."""
+        assert self.state is not None
+        mine = self.state.max_turns
+        asked = args.get("max_turns")
+        if asked is None:
+            return mine
+        if int(asked) > mine:
+            raise ToolError(f"a child gets at most this session's turn limit: max_turns {int(asked)} is over its "
+                            f"{mine}")
+        return int(asked)
+
     async def _start(self, child_id: str, args: Mapping[str, Any], ctx: ToolContext) -> LiveChild:
         assert self.state is not None
         parent = self.state
@@ -162,6 +176,7 @@ class Delegator:
             raise ToolError(f"delegation deeper than {self.max_depth} is refused "
                             "(setting delegate_max_depth)")
         allowed = self._allowed(args)
+        max_turns = self._max_turns(args)
         index = len(await children_of(self.store, parent.session_id))
         model = model_from_spec(child_model_name(parent.model, index))
         link = ChildLink(session_id=child_id, parent_id=parent.session_id, parent_call_id=ctx.call_id,
@@ -170,7 +185,7 @@ class Delegator:
         log.info("delegate: starting child", child=child_id, depth=link.depth, tools=list(allowed))
         return await self.sessions.start(NewChild(
             link=link, model=model, workspace=Path(parent.workspace), mode=parent.mode, rules=tuple(parent.rules),
-            prompt=str(args["task"]), max_turns=int(args.get("max_turns") or parent.max_turns),
+            prompt=str(args["task"]), max_turns=max_turns,
             approver=self._approver(child_id), on_ask=self.on_ask))
 
     async def _resume(self, child_id: str) -> LiveChild:

@@ -97,5 +97,6 @@ class McpConfig(BaseModel):
     serve: McpServeConfig = McpServeConfig()
 
     def secret_values(self) -> list[str]:
-        """Values given to servers' environments: masked wherever they would appear."""
+        """Values given to servers' environments: known secrets, masked on every observation surface (not in the
+        live conversation, which is shown as it is)."""
         return [value for server in self.servers for _, value in server.env if len(value) >= 4]

@@ -11,8 +11,9 @@ clear line plus an optional hint (never a traceback).
     │   ├── StoreError               the database cannot be used (corrupt, locked, missing, unwritable)
     │   │   ├── PersistError         a commit failed; nothing that depended on it ran
     │   │   │   └── UnstorableEvent  an event would not read back as written; nothing of the commit was kept
-    │   │   ├── DamagedEvent         a stored event does not load (a log edited or damaged outside Strata)
-    │   │   ├── DamagedRow           a stored timeline row does not read back as the row type allows
+    │   │   ├── DamagedRecord        a stored record of a session does not read back (edited outside Strata)
+    │   │   │   ├── DamagedEvent     a stored event does not load (a log edited or damaged outside Strata)
+    │   │   │   └── DamagedRow       a stored timeline row does not read back as the row type allows
     │   │   └── DamagedSession       a stored session row does not read back as a session
     │   ├── InconsistentLog          a session's events load but break the state machine (fold rejects them)
     │   ├── SessionNotFound          no session with that id
@@ -39,6 +40,8 @@ validation error of the message.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 
 class StrataError(Exception):
@@ -122,35 +125,46 @@ class UnstorableEvent(PersistError):
         self.reason = reason
 
 
-class DamagedEvent(StoreError):
-    """A stored event that does not load as an event: the log was edited or damaged outside Strata. Reported,
-    never repaired or skipped (the state would silently differ from the log)."""
+class DamagedRecord(StoreError):
+    """A stored record of a session (an event of its log, a row of its timeline) that does not read back as its type
+    allows: the database was edited or damaged outside Strata. Reported as one line naming the session, the
+    record's seq and what is wrong; never repaired or skipped. A subclass says which record it is."""
+
+    record: ClassVar[str]  # what of the session is damaged: "log", "timeline"
+    item: ClassVar[str]  # one record of it: "event", "row"
+    fails: ClassVar[str]  # what the damaged record does not do: "does not load"
+    look: ClassVar[str]  # the command that shows the session's records ({session_id} filled in), for the hint
 
     def __init__(self, session_id: str, seq: int, reason: str, *, path: str | None = None) -> None:
         reason = " ".join(reason.split())  # one line, whatever the decoder said
-        super().__init__(f"session {session_id} has a damaged log: event {seq} does not load ({reason}); "
-                         "it was left untouched", path=path,
+        super().__init__(f"session {session_id} has a damaged {self.record}: {self.item} {seq} {self.fails} "
+                         f"({reason}); it was left untouched", path=path,
                          hint="the database was changed outside Strata; restore it from a backup, or "
-                              f"`strata timeline {session_id}` to see what happened")
+                              + self.look.format(session_id=session_id))
         self.session_id = session_id
         self.seq = seq
         self.reason = reason
 
 
-class DamagedRow(StoreError):
+class DamagedEvent(DamagedRecord):
+    """A stored event that does not load as an event: the log was edited or damaged outside Strata. Reported,
+    never repaired or skipped (the state would silently differ from the log)."""
+
+    record = "log"
+    item = "event"
+    fails = "does not load"
+    look = "`strata timeline {session_id}` to see what happened"
+
+
+class DamagedRow(DamagedRecord):
     """A stored timeline row whose fields are not what the row type allows (a row edited outside Strata). The
     stores read it back as stored, so that `--verify` can name it; a surface that shows rows reports it instead
     of showing it."""
 
-    def __init__(self, session_id: str, seq: int, reason: str, *, path: str | None = None) -> None:
-        reason = " ".join(reason.split())
-        super().__init__(f"session {session_id} has a damaged timeline: row {seq} does not read back ({reason}); "
-                         "it was left untouched", path=path,
-                         hint="the database was changed outside Strata; restore it from a backup, or "
-                              f"`strata timeline {session_id} --verify` to name every changed row")
-        self.session_id = session_id
-        self.seq = seq
-        self.reason = reason
+    record = "timeline"
+    item = "row"
+    fails = "does not read back"
+    look = "`strata timeline {session_id} --verify` to name every changed row"
 
 
 class DamagedSession(StoreError):

@@ -24,7 +24,7 @@ SCHEMA: Mapping[str, Any] = {
         "tools": {"type": "array", "items": {"type": "string"}, "uniqueItems": True,
                   "description": "Only these of your tools (default: all of yours)."},
         "max_turns": {"type": "integer", "minimum": 1, "maximum": 1000,
-                      "description": "The child's limit on model turns."},
+                      "description": "The child's limit on model turns: at most yours (default: yours)."},
     },
     "required": ["task"],
     "additionalProperties": False,

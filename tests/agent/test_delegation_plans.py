@@ -21,6 +21,7 @@ from core.ids import IdFactory
 from core.policy import parse_rule
 from core.tools import ToolSpec
 from memory import EventStore, SqliteEventStore
+from memory.restore import restore
 from tool_executor import Approver, builtin_tools
 from tool_executor.approval import ApprovalAnswer, ApprovalRequest
 from tool_executor.verdicts import Parked
@@ -101,6 +102,27 @@ async def test_tools_only_removes_and_a_tool_the_parent_lacks_is_refused(tmp_pat
     denied = (await _results(store, child))["c1"]
     assert denied.status == "denied" and denied.check == "resolve", denied
     assert not (tmp_path / "ws" / "w.txt").exists()
+
+
+async def test_a_child_asking_for_more_turns_than_its_parents_limit_is_refused_and_one_within_it_gets_them(
+        tmp_path: Path) -> None:
+    """The parent runs with max_turns 10: a delegate call asking for 11 (or the schema's 1000) is refused as a tool
+    the parent lacks is, naming both limits, and starts no child; one asking for 10 or fewer gets what it asked
+    for, and one asking for nothing gets the parent's limit."""
+    store, parent = await _run(tmp_path, {
+        "turns": [[_use("p1", "delegate", task="a", max_turns=11), _use("p2", "delegate", task="b", max_turns=1000),
+                   _use("p3", "delegate", task="c", max_turns=10), _use("p4", "delegate", task="d", max_turns=3),
+                   _use("p5", "delegate", task="e")], [_say("done")]],
+        "children": [[[_say("child c")]], [[_say("child d")]], [[_say("child e")]]],
+    })
+    results = await _results(store, parent)
+    for call_id, asked in (("p1", 11), ("p2", 1000)):
+        refused = results[call_id]
+        assert refused.is_error and f"max_turns {asked} is over its 10" in refused.content, refused
+    children = await children_of(store, parent)
+    limits = sorted([(await restore(store, child.id)).state.max_turns for child in children])
+    assert limits == [3, 10, 10], limits  # the refused calls started no child
+    assert all(not results[c].is_error for c in ("p3", "p4", "p5")), results
 
 
 async def test_delegation_three_deep_is_refused(tmp_path: Path) -> None:

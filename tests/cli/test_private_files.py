@@ -89,7 +89,8 @@ def test_wal_and_shm_are_private_while_a_session_runs(cli: StrataCLI, tmp_path: 
     """SQLite creates the WAL and SHM itself, with the database file's mode: both are 0600 while they exist."""
     ws = tmp_path / "ws"
     ws.mkdir()
-    script = write_script(tmp_path / "turns.json", [[tool_use("b1", "bash", command="sleep 3")], [text("done")]])
+    hold = "for i in $(seq 1200); do [ -e release ] && break; sleep 0.05; done"  # until the test has looked (<= 60 s)
+    script = write_script(tmp_path / "turns.json", [[tool_use("b1", "bash", command=hold)], [text("done")]])
     with umask(0o022):
         proc = cli.popen("run", "--model", f"script:{script}", "--workspace", str(ws), "--allow", "bash", "go")
         try:
@@ -100,6 +101,7 @@ def test_wal_and_shm_are_private_while_a_session_runs(cli: StrataCLI, tmp_path: 
                 time.sleep(0.05)
             got = {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in (cli.home / "strata.db", wal, shm)}
         finally:
+            (ws / "release").touch()  # the run's command waited for this: the WAL and SHM existed until now
             _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert got == {"strata.db": "0o600", "strata.db-wal": "0o600", "strata.db-shm": "0o600"}

@@ -93,7 +93,8 @@ async def test_a_session_another_process_drives_cannot_be_attached(
         strata_home: Path, workspace: Path, tmp_path: Path, cli: StrataCLI) -> None:
     """A `strata run` process drives the session: attaching to it is refused with SessionActive, as a second
     `strata resume` would be, and the run goes on untouched."""
-    model = script(tmp_path / "s.json", [tool_use("b1", "bash", command="echo go > started; sleep 3")], [text("ok")])
+    hold = "echo go > started; for i in $(seq 1200); do [ -e release ] && break; sleep 0.05; done"  # <= 60 s
+    model = script(tmp_path / "s.json", [tool_use("b1", "bash", command=hold)], [text("ok")])
     proc = cli.popen("run", "--model", model, "--workspace", str(workspace), "--allow", "bash", "--json", "go")
     try:
         async with host_on(strata_home) as (rt, host):
@@ -103,8 +104,10 @@ async def test_a_session_another_process_drives_cannot_be_attached(
                 await host.attach(sid, "watch")
             assert f"session {sid} is active" in str(active.value)
             assert await host.status() == ()
+        (workspace / "release").touch()  # the run held the session until now
         out, err = await anyio.to_thread.run_sync(lambda: proc.communicate(timeout=60))
     finally:
+        (workspace / "release").touch()
         if proc.poll() is None:
             proc.kill()
             proc.wait()

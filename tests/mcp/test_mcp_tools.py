@@ -136,7 +136,7 @@ def test_a_server_that_cannot_start_gives_one_notice_and_the_session_goes_on(
         bad = '[mcp.servers.tracker]\ncommand = "/nonexistent/mcp-server"\n'
     else:
         (state / "hang").touch()
-        bad = stdio_table(state).replace("startup_timeout_s = 20", "startup_timeout_s = 3")
+        bad = stdio_table(state).replace("startup_timeout_s = 20", "startup_timeout_s = 1")
     user_config(cli, bad + good + POLICIES + '\n[mcp.servers.other.tools.search]\nsafety = "read"\n'
                 'effect = "read_only"\n')
     script = write_script(tmp_path / "script.json", [
@@ -146,7 +146,7 @@ def test_a_server_that_cannot_start_gives_one_notice_and_the_session_goes_on(
     assert run.returncode == 0, run.stderr
     notices = [line for line in run.stderr.splitlines() if "MCP server 'tracker'" in line]
     reason = ("closed the connection before it finished initialising" if fault == "missing"
-              else "did not finish initialising within 3 s")
+              else "did not finish initialising within 1 s")
     assert len(notices) == 1 and reason in notices[0] and "continues without its tools" in notices[0], run.stderr
     results = call_results(events_of(run.stdout))
     assert results["c1"]["check"] == "resolve" and results["c2"]["status"] == "ok"

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tests.cli._helpers import assert_clean_stderr
 from tests.conftest import StrataCLI
@@ -179,3 +179,26 @@ def allow_in_user_config(cli: StrataCLI, *tools: str) -> None:
     path = cli.home / "xdg-config" / "strata" / "config.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(f'[[policy.rules]]\ntool = "{t}"\naction = "allow"\n\n' for t in tools))
+
+
+def parked_session(cli: StrataCLI, ws: Path, model: str, *, asked: str, parks: tuple[str, ...] | None = None,
+                   prompt: str = "go", leave: Literal["kill", "detach"] = "kill") -> str:
+    """With a daemon serving: a driver starts a new session in `ws` on `model`, prompts, is asked about the call
+    `asked`, and leaves while the call waits (`leave="kill"`: SIGKILLed; `"detach"`: its stdin ends, it detaches
+    and exits 0). Returns the session's id once the daemon's status lists exactly the calls `parks` (default: the
+    one asked) as the session's waiting calls, every one parked."""
+    expected = sorted((call_id, "parked") for call_id in (parks or (asked,)))
+    driver = Client(cli, "--new", "--workspace", str(ws), "--model", model)
+    driver.send(type="prompt", text=prompt)
+    driver.wait_for("approval_request", call_id=asked)
+    if leave == "kill":
+        driver.kill()
+    else:
+        assert driver.finish().returncode == 0
+
+    def waiting() -> list[tuple[str, str]]:
+        rows = [row for row in status(cli) if row.get("session_id") == driver.session_id]
+        return sorted((w["call_id"], w["how"]) for row in rows for w in row["waiting"])
+
+    wait_until(lambda: waiting() == expected, what=f"the session's waiting calls to be {expected}")
+    return driver.session_id

@@ -12,7 +12,7 @@ import pytest
 
 from tests.cli._helpers import bash_mark, effect_counts, marker, text, tool_use
 from tests.conftest import StrataCLI
-from tests.serve._procs import Client, Daemon, script, status, wait_until
+from tests.serve._procs import Client, Daemon, parked_session, script
 
 pytestmark = pytest.mark.slow
 
@@ -86,17 +86,8 @@ def test_a_driver_killed_while_a_call_waits_leaves_it_parked_and_approve_plus_a_
     model = script(tmp_path / "s.json", [bash_mark("b1")], [text("done")])
     daemon = Daemon(cli)
     try:
-        driver = Client(cli, "--new", "--workspace", str(ws), "--model", model)
-        sid = driver.session_id
-        driver.send(type="prompt", text="mark it")
-        driver.wait_for("approval_request", call_id="b1")
-        driver.kill()  # SIGKILL while the call waits for its answer
-
-        def parked() -> bool:
-            rows = {r["session_id"]: r for r in status(cli)}
-            return [(w["call_id"], w["how"]) for w in rows[sid]["waiting"]] == [("b1", "parked")]
-
-        wait_until(parked, what="the call parked")
+        # The driver is SIGKILLed while the call waits for its answer.
+        sid = parked_session(cli, ws, model, asked="b1", prompt="mark it")
         assert cli.show(sid)["session"]["status"] == "awaiting_approval"
         assert effect_counts(ws) == {}
 

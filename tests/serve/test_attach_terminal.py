@@ -13,10 +13,9 @@ import pytest
 from tests._terminal import APPROVE, answer, asked, enter_alone_is_refused
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
-from tests.serve._procs import Client, Daemon, script, status, wait_until
+from tests.serve._procs import Daemon, parked_session, script, status, wait_until
 
 pytestmark = pytest.mark.slow
-
 
 
 def said(words: str) -> str:
@@ -83,12 +82,8 @@ def test_attach_in_a_terminal_to_a_parked_session_shows_the_waiting_approval_at_
                    [text("wrote a")])
     daemon = Daemon(cli)
     try:
-        first = Client(cli, "--new", "--workspace", str(ws), "--model", model)
-        sid = first.session_id
-        first.send(type="prompt", text="write a")
-        first.wait_for("approval_request", call_id="w1")
-        assert first.finish().returncode == 0  # stdin ends while the call waits: it detaches, the call parks
-        wait_until(lambda: [w["how"] for w in status(cli)[0]["waiting"]] == ["parked"], what="the call parked")
+        # stdin ends while the call waits: the driver detaches, the call parks.
+        sid = parked_session(cli, ws, model, asked="w1", prompt="write a", leave="detach")
 
         child: pexpect.spawn = cli.spawn_pty("attach", sid)
         child.expect(r"\(driving\)")

@@ -13,7 +13,7 @@ import pytest
 from tests.cli._helpers import bash_mark, effect_counts, marker, text, tool_use
 from tests.conftest import StrataCLI
 from tests.ipc._wire import RawClient
-from tests.serve._procs import Client, Daemon, allow_in_user_config, script, status, wait_until
+from tests.serve._procs import Client, Daemon, allow_in_user_config, parked_session, script, status
 
 pytestmark = pytest.mark.slow
 
@@ -69,13 +69,7 @@ def test_a_driver_attaching_while_a_watcher_opens_a_parked_session_is_asked_and_
     model = script(tmp_path / "s.json", [bash_mark("b1")], [text("done")])
     daemon = Daemon(cli)
     try:
-        first = Client(cli, "--new", "--workspace", str(ws), "--model", model)
-        sid = first.session_id
-        first.send(type="prompt", text="mark it")
-        first.wait_for("approval_request", call_id="b1")
-        first.kill()  # the call parks
-        wait_until(lambda: [w["how"] for row in status(cli) for w in row["waiting"]] == ["parked"],
-                   what="the call parked")
+        sid = parked_session(cli, ws, model, asked="b1", prompt="mark it")
     finally:
         daemon.stop()
     daemon = Daemon(cli)
@@ -246,17 +240,12 @@ def test_status_stops_listing_a_parked_call_once_another_terminal_decides_it(cli
     model = script(tmp_path / "s.json", [bash_mark("b1"), bash_mark("b2")], [text("done")])
     daemon = Daemon(cli)
     try:
-        first = Client(cli, "--new", "--workspace", str(ws), "--model", model)
-        sid = first.session_id
-        first.send(type="prompt", text="mark both")
-        first.wait_for("approval_request", call_id="b1")
-        first.kill()  # both calls park
+        sid = parked_session(cli, ws, model, asked="b1", parks=("b1", "b2"), prompt="mark both")
 
         def parked() -> list[str]:
             return sorted(w["call_id"] for row in status(cli) if row.get("session_id") == sid
                           for w in row["waiting"] if w["how"] == "parked")
 
-        wait_until(lambda: parked() == ["b1", "b2"], what="both calls parked")
         approved = cli.run("approve", sid, "b1")
         assert approved.returncode == 0, approved.stderr
         assert parked() == ["b2"]
