@@ -55,20 +55,28 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def http_server(state: Path) -> Iterator[str]:
-    """The test server over streamable HTTP on loopback, as a real process; yields its URL."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, str(SERVER), str(state), "--http", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+def loopback_server(argv: list[str], port: int, what: str) -> Iterator[str]:
+    """A test server process listening on loopback `port` (started by `argv`), once it accepts connections; yields
+    its MCP URL and kills it after."""
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 30
         while True:
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
                 break
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the HTTP test server did not start (exit {proc.poll()})")
+                raise RuntimeError(f"the {what} did not start (exit {proc.poll()})")
             time.sleep(0.05)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def http_server(state: Path) -> Iterator[str]:
+    """The test server over streamable HTTP on loopback, as a real process; yields its URL."""
+    port = free_port()
+    with loopback_server([sys.executable, str(SERVER), str(state), "--http", str(port)], port,
+                         "HTTP test server") as url:
+        yield url

@@ -6,7 +6,6 @@ takes at most 5 s: the session never waits for the SDK's 300 s read timeout."""
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ import pytest
 
 from tests.cli._helpers import call_results, events_of, strata, text, tool_use
 from tests.conftest import StrataCLI, write_script
-from tests.mcp._servers import free_port, user_config
+from tests.mcp._servers import free_port, loopback_server, user_config
 
 HANGING = Path(__file__).with_name("hanging_http_server.py")
 BOUND_S = 40
@@ -29,25 +28,24 @@ bound on the close it took over 300 s."""
 @contextlib.contextmanager
 def hanging_server(state: Path, mode: str) -> Iterator[str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, str(HANGING), str(port), str(state), mode],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the hanging test server did not start (exit {proc.poll()})")
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
+    with loopback_server([sys.executable, str(HANGING), str(port), str(state), mode], port,
+                         "hanging test server") as url:
+        yield url
 
 
 def declare(cli: StrataCLI, url: str) -> None:
     user_config(cli, f'[mcp.servers.h]\nurl = "{url}"\nstartup_timeout_s = 2\n'
                      '[mcp.servers.h.tools.search]\nsafety = "read"\neffect = "read_only"\ntimeout_s = 2\n')
+
+
+def run_timed(cli: StrataCLI, url: str, script: Path,
+              workspace: Path) -> tuple[subprocess.CompletedProcess[str], float]:
+    """`strata run` of `script` with the server at `url` declared; its result and how long it took."""
+    declare(cli, url)
+    began = time.monotonic()
+    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json",
+                 "--allow", "bash", "go")
+    return run, time.monotonic() - began
 
 
 def requests(state: Path) -> list[str]:
@@ -61,11 +59,7 @@ def test_an_http_server_that_stops_answering_at_the_start_is_left_out_and_closed
     script = write_script(tmp_path / "script.json", [[tool_use("c1", "bash", command="echo still-here")],
                                                      [text("done")]])
     with hanging_server(state, mode) as url:
-        declare(cli, url)
-        began = time.monotonic()
-        run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json",
-                     "--allow", "bash", "go")
-        elapsed = time.monotonic() - began
+        run, elapsed = run_timed(cli, url, script, workspace)
     assert run.returncode == 0, run.stderr
     (notice,) = [line for line in run.stderr.splitlines() if "MCP server 'h'" in line]
     assert "did not finish initialising within 2 s" in notice, notice
@@ -83,11 +77,7 @@ def test_an_http_server_that_stops_answering_mid_session_times_the_call_out_and_
                                                      [tool_use("c2", "bash", command="echo still-here")],
                                                      [text("done")]])
     with hanging_server(state, "call") as url:
-        declare(cli, url)
-        began = time.monotonic()
-        run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json",
-                     "--allow", "bash", "go")
-        elapsed = time.monotonic() - began
+        run, elapsed = run_timed(cli, url, script, workspace)
     assert run.returncode == 0, run.stderr
     results = call_results(events_of(run.stdout))
     assert results["c1"]["status"] == "timeout" and "2 s deadline" in results["c1"]["content"], results["c1"]
