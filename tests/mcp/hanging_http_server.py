@@ -4,7 +4,10 @@ SDK): `python hanging_http_server.py PORT STATE MODE`.
 MODE says where it hangs (accepts the request, reads it, never answers, keeps the connection open):
 - `never`: every request, `initialize` included;
 - `listing`: `initialize` is answered (with a session id), `tools/list` and everything after it hang;
-- `call`: initialise and listing are answered, a `tools/call` hangs, and so does the DELETE that ends the session.
+- `call`: initialise and listing are answered, a `tools/call` hangs, and so does the DELETE that ends the session;
+- `flood`: it does not hang: its first `tools/call` is answered with a JSON body announced as 200 MB that it writes
+  until the client stops reading (the bytes it managed to write go to STATE/flood_bytes); later calls get a short
+  result.
 STATE gets `requests.log`: a line per request it received (the method, or the HTTP verb for GET and DELETE)."""
 
 from __future__ import annotations
@@ -46,6 +49,24 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def flood(self, request_id: object) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Mcp-Session-Id", "hanging-1")
+        self.send_header("Content-Length", str(200 * 1024 * 1024))
+        self.end_headers()
+        written = 0
+        try:
+            self.wfile.write(json.dumps({"jsonrpc": "2.0", "id": request_id})[:-1].encode() + b', "result": "')
+            chunk = b"x" * 65536
+            while written < 200 * 1024 * 1024:
+                self.wfile.write(chunk)
+                written += len(chunk)
+        except OSError:
+            pass
+        (STATE / "flood_bytes").write_text(str(written), encoding="utf-8")
+        self.close_connection = True
+
     def do_GET(self) -> None:
         record("GET")
         self.answer(405)
@@ -69,6 +90,11 @@ class Handler(BaseHTTPRequestHandler):
             self.answer(200, {"jsonrpc": "2.0", "id": request_id, "result": {
                 "protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
                 "serverInfo": {"name": "hanging", "version": "1"}}})
+        elif method == "tools/call" and MODE == "flood" and not (STATE / "flood_bytes").exists():
+            self.flood(request_id)
+        elif method == "tools/call":
+            self.answer(200, {"jsonrpc": "2.0", "id": request_id, "result": {
+                "content": [{"type": "text", "text": "short answer"}]}})
         elif method == "tools/list":
             self.answer(200, {"jsonrpc": "2.0", "id": request_id, "result": {"tools": TOOLS}})
         else:

@@ -85,3 +85,24 @@ def test_an_http_server_that_stops_answering_mid_session_times_the_call_out_and_
     assert requests(state).count("tools/call") == 1  # a read-only call that timed out is not retried
     assert requests(state)[-1] == "DELETE", requests(state)  # the session's end was said to the server
     assert elapsed < BOUND_S, elapsed
+
+
+def test_an_http_server_answering_with_an_endless_json_body_fails_that_call_and_keeps_serving(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """The SDK reads a JSON answer whole (it caps only SSE events): a body announced as 200 MB grew Strata's memory
+    until the call's deadline. It is read up to 8 MiB (tool_executor/mcp/_http.py), the call is an error naming the
+    bound, and the server's next call is answered."""
+    state = tmp_path / "state"
+    script = write_script(tmp_path / "script.json", [[tool_use("c1", "mcp__h__search", q="x")],
+                                                     [tool_use("c2", "mcp__h__search", q="y")],
+                                                     [text("done")]])
+    with hanging_server(state, "flood") as url:
+        run, _ = run_timed(cli, url, script, workspace)
+        flood_bytes = int((state / "flood_bytes").read_text(encoding="utf-8"))
+    assert run.returncode == 0, run.stderr
+    results = call_results(events_of(run.stdout))
+    assert results["c1"]["status"] == "error" and "longer than 8 MiB" in results["c1"]["content"], results["c1"]
+    assert results["c2"]["status"] == "ok" and "short answer" in results["c2"]["content"], results["c2"]
+    assert flood_bytes < 64 * 1024 * 1024, flood_bytes  # it stopped being read near the bound, not at 200 MB
+    assert requests(state).count("tools/call") == 2  # the failed read-only call was not retried
+    assert "Traceback" not in run.stderr
