@@ -48,6 +48,7 @@ from core.errors import ConfigError
 from core.hashing import sha256_json
 from core.hooks import HookSet
 from core.policy import PermissionRule
+from core.record import record
 
 DEFAULTS_FILE = "defaults.toml"
 
@@ -70,18 +71,20 @@ class ToolDeadline(BaseModel):
     source: str
 
 
-class LoadedConfig(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+@record
+class LoadedConfig:
+    """What `load_config` found: the validated settings and everything derived from the files (a record, not a
+    model: it is built here from values already validated, never parsed)."""
 
     settings: Settings
+    sources: dict[str, str]
+    """Setting key -> where its effective value came from: `built-in defaults`, a file path,
+    `environment variable STRATA_X`, `flag --x`."""
     rules: tuple[PermissionRule, ...] = ()
     """Active policy rules, lowest precedence file first; each rule's `source` is its file."""
     hooks: tuple[HookSpec, ...] = ()
     """Active hooks, lowest precedence file first."""
     secrets: Secrets = Secrets()
-    sources: dict[str, str]
-    """Setting key -> where its effective value came from: `built-in defaults`, a file path,
-    `environment variable STRATA_X`, `flag --x`."""
     notices: tuple[str, ...] = ()
     project_file: Path | None = None
     """The workspace's project file, when it exists."""

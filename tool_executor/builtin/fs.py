@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -61,6 +60,8 @@ def _umask() -> int:
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Write via a temp file in the same directory, fsync, rename over the target, fsync the directory."""
+    import tempfile  # with shutil, bz2 and lzma: only when a file is written, not at every session's start
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".strata-tmp", dir=path.parent)
     try:
