@@ -48,6 +48,11 @@ def run_timed(cli: StrataCLI, url: str, script: Path,
     return run, time.monotonic() - began
 
 
+def script_of(tmp_path: Path, *calls: dict[str, object]) -> Path:
+    """A script of one call per turn, then a final answer."""
+    return write_script(tmp_path / "script.json", [*([call] for call in calls), [text("done")]])
+
+
 def requests(state: Path) -> list[str]:
     return (state / "requests.log").read_text(encoding="utf-8").splitlines()
 
@@ -56,8 +61,7 @@ def requests(state: Path) -> list[str]:
 def test_an_http_server_that_stops_answering_at_the_start_is_left_out_and_closed_within_the_deadline(
         cli: StrataCLI, tmp_path: Path, workspace: Path, mode: str) -> None:
     state = tmp_path / "state"
-    script = write_script(tmp_path / "script.json", [[tool_use("c1", "bash", command="echo still-here")],
-                                                     [text("done")]])
+    script = script_of(tmp_path, tool_use("c1", "bash", command="echo still-here"))
     with hanging_server(state, mode) as url:
         run, elapsed = run_timed(cli, url, script, workspace)
     assert run.returncode == 0, run.stderr
@@ -73,9 +77,8 @@ def test_an_http_server_that_stops_answering_at_the_start_is_left_out_and_closed
 def test_an_http_server_that_stops_answering_mid_session_times_the_call_out_and_its_close_is_bounded(
         cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
     state = tmp_path / "state"
-    script = write_script(tmp_path / "script.json", [[tool_use("c1", "mcp__h__search", q="x")],
-                                                     [tool_use("c2", "bash", command="echo still-here")],
-                                                     [text("done")]])
+    script = script_of(tmp_path, tool_use("c1", "mcp__h__search", q="x"),
+                       tool_use("c2", "bash", command="echo still-here"))
     with hanging_server(state, "call") as url:
         run, elapsed = run_timed(cli, url, script, workspace)
     assert run.returncode == 0, run.stderr
@@ -89,13 +92,11 @@ def test_an_http_server_that_stops_answering_mid_session_times_the_call_out_and_
 
 def test_an_http_server_answering_with_an_endless_json_body_fails_that_call_and_keeps_serving(
         cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
-    """The SDK reads a JSON answer whole (it caps only SSE events): a body announced as 200 MB grew Strata's memory
-    until the call's deadline. It is read up to 8 MiB (tool_executor/mcp/_http.py), the call is an error naming the
+    """The SDK reads a JSON answer whole (it caps only SSE events): a body announced as 200 MB was read into memory
+    whole before the call failed. It is read up to 8 MiB (tool_executor/mcp/_http.py), the call is an error naming the
     bound, and the server's next call is answered."""
     state = tmp_path / "state"
-    script = write_script(tmp_path / "script.json", [[tool_use("c1", "mcp__h__search", q="x")],
-                                                     [tool_use("c2", "mcp__h__search", q="y")],
-                                                     [text("done")]])
+    script = script_of(tmp_path, tool_use("c1", "mcp__h__search", q="x"), tool_use("c2", "mcp__h__search", q="y"))
     with hanging_server(state, "flood") as url:
         run, _ = run_timed(cli, url, script, workspace)
         flood_bytes = int((state / "flood_bytes").read_text(encoding="utf-8"))
