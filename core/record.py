@@ -3,7 +3,8 @@
 Python 3.11 compiles every method a dataclass generates from source text (`exec`): six for a frozen one, about
 0.35 ms per class. Strata defines over a hundred frozen dataclasses on `strata resume`'s import path, so they were
 some 40 ms of a command's start (bench/cli_startup.py). A record compiles one function, its `__init__` (which
-sets each field with `object.__setattr__`, as a frozen dataclass's does), and shares the rest: `__setattr__` and
+sets each field with `object.__setattr__`, as a frozen dataclass's does; through core/code_cache.py, so the CLI
+compiles it once, not at every start), and shares the rest: `__setattr__` and
 `__delattr__` that refuse, and `__eq__`, `__hash__` and `__repr__` that read the fields through a per-class
 `operator.attrgetter`. They behave as the generated ones do: equal only to an instance of exactly the same class
 with equal compared fields, the hash of the same fields, `Name(field=value, ...)` of the fields shown in the repr,
@@ -27,6 +28,8 @@ import reprlib
 from collections.abc import Callable
 from operator import attrgetter
 from typing import Any, TypeVar, dataclass_transform, overload
+
+from core import code_cache
 
 T = TypeVar("T")
 
@@ -107,7 +110,7 @@ def _init(cls: type) -> Callable[..., None]:
     if hasattr(cls, "__post_init__"):
         body.append("    self.__post_init__()")
     params = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
-    exec(f"def __init__({params}):\n" + ("\n".join(body) or "    pass"), scope)
+    code_cache.run(f"def __init__({params}):\n" + ("\n".join(body) or "    pass"), scope)
     init: Callable[..., None] = scope["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     return init

@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import sys
 
-import click
+from agent.cli.startup_code import startup_code
 
-from agent.cli import stdout
-from agent.cli._lazy import Entry, LazyGroup
-from agent.cli.logging_setup import full_way
-from agent.cli.logging_setup import setup as setup_logging
-from agent.cli.output import echo
-from agent.cli.startup_gc import startup_gc
-from agent.cli.startup_pydantic import refuse_pydantic_plugins
-from agent.outcome import EXIT_ERROR
+startup_code.install()  # before the modules below define their dataclasses (agent/cli/startup_code.py)
+
+import click  # noqa: E402
+
+from agent.cli import stdout  # noqa: E402
+from agent.cli._lazy import Entry, LazyGroup  # noqa: E402
+from agent.cli.logging_setup import full_way  # noqa: E402
+from agent.cli.logging_setup import setup as setup_logging  # noqa: E402
+from agent.cli.output import echo  # noqa: E402
+from agent.cli.startup_gc import startup_gc  # noqa: E402
+from agent.cli.startup_pydantic import refuse_pydantic_plugins  # noqa: E402
+from agent.outcome import EXIT_ERROR  # noqa: E402
 
 COMMANDS = (
     Entry("run", "agent.cli.session_cmds:run", "Run a headless session on PROMPT."),
@@ -94,8 +98,15 @@ def global_flags_first(args: list[str]) -> list[str]:
 
 # Before a command's module imports structlog, which would import rich (agent/cli/_plain_structlog.py); the
 # listing of `strata --help` imports neither, nor does a command with a quick way.
+def _imported() -> None:
+    """The command's module is imported: the collector runs as usual from here (agent/cli/startup_gc.py), and the
+    code compiled for start-up dataclasses is kept for the next start (agent/cli/startup_code.py)."""
+    startup_gc.settle()
+    startup_code.save()
+
+
 # The collector is paused from the start until the command's module is imported (agent/cli/startup_gc.py).
-@click.group(cls=LazyGroup, entries=COMMANDS, before_import=_plain_structlog, after_import=startup_gc.settle,
+@click.group(cls=LazyGroup, entries=COMMANDS, before_import=_plain_structlog, after_import=_imported,
              context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--verbose", is_flag=True,
               help="Log what the runtime does to stderr (before or after the command: `strata run --verbose ...`).")

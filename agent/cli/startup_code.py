@@ -1,0 +1,40 @@
+"""A command reuses the compiled code of the methods `dataclasses` generates, from one start to the next.
+
+`dataclasses` writes each method it adds to a class as source text and compiles it with `exec`; `strata resume`
+defines some 180 dataclasses on its way in (most of them pydantic's, annotated_types' and structlog's, not ours),
+and compiling their ~250 methods was about 16 ms of each start. The CLI points the `exec` that `dataclasses` calls
+at core/code_cache.py's `run` (the same call, compiling each distinct source once), loads the code an earlier start
+saved beside core's bytecode, and saves what it compiled anew once the command's module is imported (with
+`startup_gc.settle`, by then every start-up class exists). Only the CLI process does this: Strata used as a
+library leaves `dataclasses` as it is."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+from core import code_cache
+
+
+class StartupCode:
+    def __init__(self) -> None:
+        self._path: Path | None = None
+
+    def install(self) -> None:
+        """Before the command's modules are imported. Does nothing if `dataclasses` already has an `exec` of its
+        own (a second install, or another tool's)."""
+        if "exec" in vars(dataclasses):
+            return
+        self._path = code_cache.default_path()
+        if self._path is not None:
+            code_cache.load(self._path)
+        dataclasses.exec = code_cache.run  # type: ignore[attr-defined]  # found before the builtin
+
+    def save(self) -> None:
+        """Keep what this start compiled anew, unless Python writes no bytecode here (`PYTHONDONTWRITEBYTECODE`)."""
+        if self._path is not None and not sys.dont_write_bytecode:
+            code_cache.save(self._path)
+
+
+startup_code = StartupCode()

@@ -1,0 +1,100 @@
+"""Compiled code for generated source: the methods `dataclasses` (and `@record`, core/record.py) write as text.
+
+Python 3.11 compiles each method a dataclass generates from source text with `exec`: `strata resume` defines some
+180 dataclasses on its way in (Strata's and pydantic's, annotated_types', structlog's), about 250 small functions,
+and compiling them was ~16 ms of its start (bench/cli_startup.py), while their code is the same in every process.
+`run(source, globals, locals)` does what `exec(source, globals, locals)` does, compiling each distinct source once
+per process; `load`/`save` keep the compiled code between processes in a file beside the package's bytecode, as
+Python keeps `.pyc` files (`default_path`: under `PYTHONPYCACHEPREFIX` when that is set; the CLI writes none
+under `PYTHONDONTWRITEBYTECODE`, agent/cli/startup_code.py). Whoever can write there can replace the bytecode
+too, so the file is trusted as the `.pyc` files beside it are. It holds code objects keyed by their whole source
+text, so a source that changes (another Python, another version of a library) is simply compiled anew; a file
+that cannot be read as such a mapping is ignored (and replaced on the next save).
+
+Compiling as `exec` would: file name `<string>`, and without inheriting this module's `__future__` flags (the
+callers' modules have none that matter, and `dataclasses` has none at all)."""
+
+from __future__ import annotations
+
+import builtins
+import marshal
+import os
+import sys
+from pathlib import Path
+from types import CodeType
+from typing import Any
+
+MAX_ENTRIES = 4096
+"""A saved file keeps at most this many sources (past it, only the ones this process used)."""
+
+_codes: dict[str, CodeType] = {}
+_used: set[str] = set()
+_loaded: set[str] = set()
+compiles = 0
+"""Sources this process compiled (not found compiled): what a test reads to see the file was used."""
+
+
+def compiled(source: str) -> CodeType:
+    """`source` compiled as `exec(source)` compiles it, once per process (or found in the loaded file)."""
+    global compiles
+    code = _codes.get(source)
+    if code is None:
+        code = compile(source, "<string>", "exec", dont_inherit=True)
+        _codes[source] = code
+        compiles += 1
+    _used.add(source)
+    return code
+
+
+def run(source: Any, globals: dict[str, Any] | None = None, locals: dict[str, Any] | None = None, /) -> None:
+    """`exec` for generated source (anything but text, a code object say, goes to `exec` as it is)."""
+    if isinstance(source, str):
+        source = compiled(source)
+    builtins.exec(source, globals, locals)
+
+
+def default_path() -> Path | None:
+    """Where this Python keeps the compiled code beside core's own bytecode; None where it writes none."""
+    tag = sys.implementation.cache_tag
+    if tag is None:
+        return None
+    here = Path(__file__).resolve().parent
+    name = f"generated_code.{tag}.marshal"
+    if sys.pycache_prefix:
+        return Path(sys.pycache_prefix) / here.relative_to(here.anchor) / name
+    return here / "__pycache__" / name
+
+
+def load(path: Path) -> None:
+    """Take the compiled code saved at `path`; a missing, unreadable or foreign file is ignored."""
+    try:
+        data = marshal.loads(path.read_bytes())
+    except (OSError, ValueError, EOFError, TypeError):
+        return
+    if not isinstance(data, dict):
+        return
+    for source, code in data.items():
+        if isinstance(source, str) and isinstance(code, CodeType):
+            _codes.setdefault(source, code)
+            _loaded.add(source)
+
+
+def save(path: Path) -> None:
+    """Write the compiled code to `path` if this process compiled any source the file lacks (atomically: a
+    reader sees the old file or the new one). Best effort, as Python's own bytecode writes are: a failure to write
+    changes nothing but the next start's speed."""
+    if not (_codes.keys() - _loaded):
+        return
+    keep = _codes if len(_codes) <= MAX_ENTRIES else {s: _codes[s] for s in _used}
+    try:
+        data = marshal.dumps(dict(keep))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+        try:
+            partial.write_bytes(data)
+            os.replace(partial, path)
+        finally:
+            partial.unlink(missing_ok=True)
+    except (OSError, ValueError):
+        return
+    _loaded.update(keep)
