@@ -17,8 +17,6 @@
 Channels are read from the built-in defaults and the user's file only: a project file (a workspace's) never opens
 a door into the daemon, and its `[[channels]]` or `[daemon]` tables are a ConfigError."""
 
-from __future__ import annotations
-
 import re
 from typing import Annotated, Literal
 
@@ -69,7 +67,7 @@ class ChannelEntry(_Table):
     on_ask: OnAsk = "deny"
 
     @model_validator(mode="after")
-    def _complete(self) -> ChannelEntry:
+    def _complete(self) -> "ChannelEntry":
         if self.kind == "spool" and (self.inbox is None or self.outbox is None):
             raise ValueError(f"spool channel {self.name!r} needs `inbox` and `outbox`")
         if self.kind == "webhook" and (self.port is None or self.token_env is None):

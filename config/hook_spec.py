@@ -1,8 +1,6 @@
 """A configured hook as the runtime receives it: which event, which tools, the shell command, its effective timeout,
 the variables it may see, and the file and entry it came from (so a verdict can name the hook that gave it)."""
 
-from __future__ import annotations
-
 import fnmatch
 from collections.abc import Callable
 from typing import get_args

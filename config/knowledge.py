@@ -13,8 +13,6 @@ A declared dataset is read from its `path` when it has one; otherwise from the u
 is trusted, from the workspace's `.strata/knowledge/NAME`. A project file declares datasets (which grants modes
 access to files) only once it is trusted, like its allow rules. A later file replaces a dataset's table whole."""
 
-from __future__ import annotations
-
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -46,7 +44,7 @@ class DatasetDecl(BaseModel):
     source: str
     """The file that declared it."""
 
-    def grant(self) -> DatasetGrant:
+    def grant(self) -> "DatasetGrant":
         from core.knowledge import DatasetGrant  # the knowledge models load when a grant is first asked for
 
         return DatasetGrant(name=self.name, pii=self.pii, modes=self.modes, source=self.source)
@@ -61,7 +59,7 @@ class KnowledgeConfig(BaseModel):
     ignored: tuple[str, ...] = ()
     """Datasets an untrusted project file declares (not applied)."""
 
-    def grants(self) -> dict[str, DatasetGrant]:
+    def grants(self) -> "dict[str, DatasetGrant]":
         return {d.name: d.grant() for d in self.datasets}
 
 

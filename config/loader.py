@@ -9,8 +9,6 @@ what was ignored is said once in `notices`. A trusted project's hooks check, bef
 execute are the ones trusted (config/hook_files.py). Every effective scalar records where it came from in
 `sources`."""
 
-from __future__ import annotations
-
 import dataclasses
 import functools
 import os

@@ -25,8 +25,6 @@ A server is declared by the user file, or by a project file **only once the proj
 project's servers are never started, not even to list their tools; the notice says so). A later file replaces a
 server's table whole. A tool a server lists without a policy here is listed as unavailable, never offered."""
 
-from __future__ import annotations
-
 from pydantic import BaseModel, ConfigDict
 
 from core.tools.spec import EffectClass, PiiClass, SafetyLevel

@@ -4,8 +4,6 @@ Every table forbids unknown keys and every value is checked strictly (a TOML str
 an error naming the key rather than a setting silently ignored. Scalars are optional here: a file sets only what
 it overrides. Lists of rules and hooks accumulate across files (`config/loader.py`)."""
 
-from __future__ import annotations
-
 import re
 from typing import Annotated
 
@@ -266,7 +264,7 @@ class McpServerEntry(_Table):
     tools: dict[ToolName, McpToolEntry] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _one_transport(self) -> McpServerEntry:
+    def _one_transport(self) -> "McpServerEntry":
         if (self.command is None) == (self.url is None):
             raise ValueError("give either `command` (stdio) or `url` (streamable HTTP)")
         if self.url is not None and (self.args or self.env):

@@ -19,8 +19,6 @@ Version 1 had no `files`; its entries are read as trusted configs whose hook fil
 hooks fail closed until `strata trust` is run again (the next write stores version 2).
 """
 
-from __future__ import annotations
-
 import contextlib
 import fcntl
 import json

@@ -12,8 +12,6 @@ some public rule, is named by `verify`. A chain alone cannot show that its newes
 last seq and hash of both logs) is recorded where that shows: in the session row, in every commit, and in the
 evidence ledger, a file outside the database (see observability/chain_verify.py)."""
 
-from __future__ import annotations
-
 import hashlib
 import hmac
 import json
@@ -48,7 +46,7 @@ class ChainKey:
         self.id = hmac.new(secret, KEY_ID_LABEL, hashlib.sha256).hexdigest()[:16]
 
     @classmethod
-    def throwaway(cls) -> ChainKey:
+    def throwaway(cls) -> "ChainKey":
         """A random key for a store that keeps nothing (tests, the in-memory store)."""
         return cls(secrets.token_bytes(32))
 

@@ -7,8 +7,6 @@ tell whether it still runs.
 Reads /proc (Linux). Where /proc is missing, the start time, boot and namespace are '' and checks fall back to
 what `kill(pid, 0)` can tell."""
 
-from __future__ import annotations
-
 import contextlib
 import os
 import signal
@@ -42,7 +40,7 @@ class ProcessGroup(BaseModel):
     host: str
 
     @classmethod
-    def of_leader(cls, pid: int) -> ProcessGroup:
+    def of_leader(cls, pid: int) -> "ProcessGroup":
         """The group led by `pid`, a child this process just started in a new session (so the pid cannot have
         been recycled yet: it is not reaped)."""
         return cls(pid=pid, pgid=pid, start=process_start(pid), boot_id=boot_id(), pid_ns=pid_namespace(),

@@ -16,8 +16,6 @@ recorded in the session row and the evidence ledger show it (observability/chain
 Databases made before the chain was keyed (schema 4 and older) hashed with plain sha256 over the same text;
 `legacy_row_hash` keeps that rule for the one check made when such a database is re-chained under a key."""
 
-from __future__ import annotations
-
 import hashlib
 import json
 import math
@@ -243,7 +241,7 @@ class ChainVerifier(LinkVerifier):
         self._hash: Callable[[str, TimelineRow], str] = lambda prev, row: row_hash(key, prev, row)
 
     @classmethod
-    def legacy(cls) -> ChainVerifier:
+    def legacy(cls) -> "ChainVerifier":
         """A verifier of the unkeyed rule (see `legacy_row_hash`)."""
         verifier = cls(ChainKey.throwaway())
         verifier._hash = legacy_row_hash

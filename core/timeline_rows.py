@@ -10,8 +10,6 @@ these fields, never `data` keys). A stored row that does not fit its kind (an ol
 
 Text here arrives masked: the emitters mask before they build a row."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -46,7 +44,7 @@ class PhaseRow(_Row):
                            notes=self.notes)
 
     @classmethod
-    def read(cls, e: TimelineEntry) -> PhaseRow:
+    def read(cls, e: TimelineEntry) -> "PhaseRow":
         return cls(turn=e.turn, summary=e.summary, name=e.outcome or "", **e.data)
 
 
@@ -95,7 +93,7 @@ class ModelAttemptRow(_Row):
                              usage=None if self.usage is None else self.usage.model_dump())
 
     @classmethod
-    def read(cls, e: TimelineEntry) -> ModelAttemptRow:
+    def read(cls, e: TimelineEntry) -> "ModelAttemptRow":
         return cls(turn=e.turn, summary=e.summary, outcome=e.outcome or "", duration_ms=e.duration_ms, **e.data)
 
 
@@ -147,7 +145,7 @@ class CallRow(_Row):
                           settled_on_resume=self.settled_on_resume, settled_by=self.settled_by)
 
     @classmethod
-    def read(cls, e: TimelineEntry) -> CallRow:
+    def read(cls, e: TimelineEntry) -> "CallRow":
         return cls(turn=e.turn, summary=e.summary, call_id=e.call_id or "", tool=e.tool or "", decision=e.decision,
                    by=e.check, outcome=e.outcome, duration_ms=e.duration_ms, **e.data)
 
@@ -187,7 +185,7 @@ class HookRow(_Row):
                              outcome=self.verdict, summary=self.summary)
 
     @classmethod
-    def read(cls, e: TimelineEntry) -> HookRow:
+    def read(cls, e: TimelineEntry) -> "HookRow":
         if e.data:
             raise ValueError("a hook row carries no data")
         return cls(turn=e.turn, summary=e.summary, call_id=e.call_id or "", tool=e.tool or "", hook=e.check or "",
@@ -226,7 +224,7 @@ class ApprovalRow(_Row):
                              data=data)
 
     @classmethod
-    def read(cls, e: TimelineEntry) -> ApprovalRow:
+    def read(cls, e: TimelineEntry) -> "ApprovalRow":
         data = dict(e.data)
         asker = None
         if "asked_by" in data:
@@ -257,7 +255,7 @@ class ReceiptRow(_Row):
                              transition=self.transition, status=self.status, by=self.by, summary=self.summary)
 
     @classmethod
-    def read(cls, e: TimelineEntry) -> ReceiptRow:
+    def read(cls, e: TimelineEntry) -> "ReceiptRow":
         return cls(turn=e.turn, summary=e.summary, call_id=e.call_id or "", tool=e.tool or "",
                    receipt_id=e.check or "", transition=_TRANSITION.validate_python(e.outcome), **e.data)
 
@@ -294,7 +292,7 @@ class LifecycleRow(_Row):
                              data=dict(self.details))
 
     @classmethod
-    def read(cls, e: TimelineEntry) -> LifecycleRow:
+    def read(cls, e: TimelineEntry) -> "LifecycleRow":
         return cls(turn=e.turn, summary=e.summary, what=e.outcome or "", details=dict(e.data))
 
 

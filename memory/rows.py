@@ -1,7 +1,5 @@
 """Rows the store keeps besides events: sessions, effect receipts, and the unit of work a commit carries."""
 
-from __future__ import annotations
-
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field

@@ -18,8 +18,6 @@ another machine (its process group cannot be checked there): the README's limits
 
 Read-only calls take no locks: reads are not effects, and within a batch they run side by side."""
 
-from __future__ import annotations
-
 import contextlib
 import errno
 import fcntl

@@ -140,6 +140,7 @@ def main() -> None:
         code = EXIT_ERROR
     finally:
         startup_gc.restore()
+        startup_code.save()  # what the command's own work compiled too (usually nothing: saved at its import)
     if code is None:
         code = 0
     elif not isinstance(code, int):  # sys.exit("message"): Python prints it and exits 1
