@@ -17,6 +17,7 @@ callers' modules have none that matter, and `dataclasses` has none at all)."""
 from __future__ import annotations
 
 import builtins
+import importlib.util
 import marshal
 import os
 import sys
@@ -27,6 +28,8 @@ from typing import Any
 MAX_ENTRIES = 4096
 """A saved file keeps at most this many sources (past it, only the ones this process used)."""
 
+_MAGIC = b"strata-code\n" + importlib.util.MAGIC_NUMBER
+"""The file's first bytes: what it is, and the bytecode version of the code it holds (as a `.pyc` says)."""
 _codes: dict[str, CodeType] = {}
 _used: set[str] = set()
 _loaded: set[str] = set()
@@ -65,29 +68,38 @@ def default_path() -> Path | None:
     return here / "__pycache__" / name
 
 
-def load(path: Path) -> None:
-    """Take the compiled code saved at `path`; a missing, unreadable or foreign file is ignored."""
+def read(path: Path) -> dict[str, CodeType]:
+    """The compiled code saved at `path` by this Python; nothing for a missing or unreadable file, one another
+    Python wrote, or one that is not a mapping of source text to code."""
     try:
-        data = marshal.loads(path.read_bytes())
+        raw = path.read_bytes()
+        if not raw.startswith(_MAGIC):
+            return {}
+        data = marshal.loads(raw[len(_MAGIC):])
     except (OSError, ValueError, EOFError, TypeError):
-        return
+        return {}
     if not isinstance(data, dict):
-        return
-    for source, code in data.items():
-        if isinstance(source, str) and isinstance(code, CodeType):
-            _codes.setdefault(source, code)
-            _loaded.add(source)
+        return {}
+    return {source: code for source, code in data.items() if isinstance(source, str) and isinstance(code, CodeType)}
+
+
+def load(path: Path) -> None:
+    """Take the compiled code saved at `path` (`read`)."""
+    for source, code in read(path).items():
+        _codes.setdefault(source, code)
+        _loaded.add(source)
 
 
 def save(path: Path) -> None:
     """Write the compiled code to `path` if this process compiled any source the file lacks (atomically: a
     reader sees the old file or the new one). Best effort, as Python's own bytecode writes are: a failure to write
     changes nothing but the next start's speed."""
-    if not (_codes.keys() - _loaded):
+    codes = dict(_codes)  # copied at once: the daemon's threads may define classes meanwhile
+    if not (codes.keys() - _loaded):
         return
-    keep = _codes if len(_codes) <= MAX_ENTRIES else {s: _codes[s] for s in _used}
+    keep = codes if len(codes) <= MAX_ENTRIES else {s: codes[s] for s in set(_used) if s in codes}
     try:
-        data = marshal.dumps(dict(keep))
+        data = _MAGIC + marshal.dumps(keep)
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
         try:

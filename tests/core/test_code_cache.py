@@ -3,6 +3,7 @@ file only when it is a mapping of source to code."""
 
 from __future__ import annotations
 
+import importlib.util
 import marshal
 from pathlib import Path
 
@@ -34,9 +35,13 @@ def test_each_distinct_source_is_compiled_once_per_process() -> None:
 
 def test_a_file_that_is_not_a_mapping_of_source_to_code_is_ignored(tmp_path: Path) -> None:
     source = "x = 'test_a_file_that_is_not_a_mapping_of_source_to_code_is_ignored'\n"
-    for content in (b"\x00garbage", marshal.dumps([source]), marshal.dumps({source: "not code"}), b""):
+    header = b"strata-code\n" + importlib.util.MAGIC_NUMBER
+    for content in (b"\x00garbage", header + b"\x00garbage", header + marshal.dumps([source]),
+                    header + marshal.dumps({source: "not code"}), marshal.dumps({source: compile("", "", "exec")}),
+                    b""):
         path = tmp_path / "generated_code.marshal"
         path.write_bytes(content)
+        assert code_cache.read(path) == {}
         code_cache.load(path)
         before = code_cache.compiles
         code_cache.run(source, {})
@@ -49,5 +54,18 @@ def test_code_saved_by_one_process_is_taken_by_the_next(tmp_path: Path) -> None:
     source = "y = 'test_code_saved_by_one_process_is_taken_by_the_next'\n"
     code_cache.compiled(source)
     code_cache.save(path)
-    saved = marshal.loads(path.read_bytes())
-    assert isinstance(saved, dict) and saved[source].co_filename == "<string>"
+    saved = code_cache.read(path)
+    assert saved[source].co_filename == "<string>"
+
+
+def test_code_another_python_saved_is_not_taken(tmp_path: Path) -> None:
+    """The file starts with the bytecode version (as a `.pyc` does): code of another Python is never run."""
+    path = tmp_path / "generated_code.marshal"
+    source = "z = 'test_code_another_python_saved_is_not_taken'\n"
+    code_cache.compiled(source)
+    code_cache.save(path)
+    raw = path.read_bytes()
+    assert code_cache.read(path)
+    header = raw.index(b"\n") + 1
+    path.write_bytes(raw[:header] + b"\x00\x00\r\n" + raw[header + 4:])
+    assert code_cache.read(path) == {}
