@@ -248,8 +248,8 @@ class Masker:
         field_ends = _RunEnds(low, _UNQUOTED_END)
         for m in _FIELD_KEY.finditer(low):
             ctx = _run_start(low, m.start(), _KEY_CHARS, _KEY_PREFIX)
-            if ctx is None:
-                continue
+            if ctx is None or (low[ctx - 1:ctx] == "/" and m.group().rstrip().endswith(":")):
+                continue  # a path's last part and a colon (`cat: /etc/passwd: No such file`) name a file, no field
             quoted = _QUOTED_VALUE.match(low, m.end())
             if quoted:
                 hits.append(_Hit(ctx, *quoted.span(quoted.lastgroup or 0), "secret_field"))

@@ -128,6 +128,23 @@ def test_ordinary_text_is_not_masked(text: str) -> None:
     assert not M.contains_secret(text)
 
 
+@pytest.mark.parametrize("text", [
+    "cat: /etc/passwd: Permission denied",
+    "ls: cannot access '/home/u/.aws/credentials': No such file or directory",
+    "invalid model script /tmp/scripts/passwd: not valid JSON",
+    "grep: /srv/app/secret: Is a directory",
+])
+def test_a_path_whose_last_part_is_a_secret_word_before_a_colon_names_a_file_not_a_field(text: str) -> None:
+    """Tools and errors write `PATH: message`; `/etc/passwd: Permission` is a file and a message, not a field."""
+    assert M.mask(text) == text
+    assert stream_all(M, list(text)) == text
+
+
+def test_a_secret_word_after_a_slash_with_an_equals_sign_is_still_a_field() -> None:
+    assert M.mask("vault write db/password=hunter2hunter2") == (
+        f"vault write db/password={token('secret_field', 'hunter2hunter2')}")
+
+
 def test_overlapping_detectors_mask_once_with_the_most_specific_kind() -> None:
     """A key that is also a secret field's value is masked once, named by the specific detector."""
     text = f'{{"api_key": "{ANTHROPIC}", "auth": "Bearer {JWT}"}}'
