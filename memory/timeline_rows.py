@@ -3,7 +3,6 @@ can name a row edited behind the store's back (the store and the chain binding r
 
 from __future__ import annotations
 
-import json
 import math
 import sqlite3
 from datetime import UTC, datetime
@@ -13,7 +12,7 @@ from pydantic import ValidationError
 
 from core.chain import GENESIS_HASH
 from core.timeline import TimelineRow, marked_damaged
-from memory._encoding import stored_datetime, unpack_data, unpack_hash
+from memory._encoding import stored_data, stored_datetime, unpack_hash
 from memory.rows import shown_value, validation_problem
 
 SEQ_MASK = (1 << 40) - 1
@@ -75,7 +74,7 @@ def timeline_row(session_id: str, row: Any) -> TimelineRow:
     except (TypeError, ValueError, OverflowError):
         stamp, problem = _UNREADABLE, f"at: not a time, it holds {shown_value(at)}"
     try:
-        values = json.loads(unpack_data(kind, check, data))
+        values = stored_data(kind, check, data)
     except (TypeError, ValueError):
         values = {"unreadable": data}
         problem = problem or f"data: not JSON, it holds {shown_value(data)}"
