@@ -44,7 +44,8 @@ _encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=F
 commit. tests/observability/test_timeline_chain.py pins the two to the same output."""
 _encode_stored = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 """The same, refusing NaN and the infinities (JSON has none), for what `seal` stores: such a number is stored as its
-text, so a stored row that holds one was edited (memory/_encoding.py `stored_data`). Rows already stored are
+text, so a stored row that holds one was edited, or written by a Strata before this rule (memory/_encoding.py
+`stored_data`). Rows already stored are
 hashed as they are (`_encode`), so verify checks an older row that holds one as it was written."""
 _encode_str = encoder.encode_basestring  # that encoder's string escaping (ensure_ascii=False)
 

@@ -110,7 +110,8 @@ def stored_data(kind: object, check: object, text: str) -> Any:
     """A timeline row's stored `data` parsed, refused (ValueError) where no store wrote it: text that is not JSON,
     and also what Python's parser lets through but JSON has not (`NaN`, `Infinity`) or what no UTF-8 holds (a lone
     surrogate spelled `\\ud800`). core/timeline.py `seal` writes neither, so such a row was edited behind the
-    store's back; read as it is, it would print as JSON no reader takes, or end the command mid-output."""
+    store's back (or, for an infinity, stored by a Strata before that rule); read as it is, it would print as JSON
+    no reader takes, or end the command mid-output."""
     text = unpack_data(kind, check, text)
     if type(text) is not str:  # a BLOB edited in: JSON only if its bytes are UTF-8 JSON
         return json.loads(text, parse_constant=_refuse_constant)
