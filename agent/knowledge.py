@@ -15,7 +15,7 @@ from pathlib import Path
 
 import anyio
 
-from config import KnowledgeConfig, dataset_roots
+from config import KnowledgeConfig, dataset_roots, project_roots
 from core.events import KnowledgeChanged, Mode
 from core.record import record
 from core.tools import ToolSpec
@@ -56,7 +56,9 @@ class KnowledgeSource:
         from memory.knowledge import KnowledgeIndex, KnowledgeService, knowledge_tools, load_corpus
 
         roots = dataset_roots(self.config, workspace=workspace, project_trusted=self.project_trusted)
-        corpus = load_corpus({name: roots[name] for name in granted}, workspace=workspace)
+        corpus = load_corpus({name: roots[name] for name in granted}, workspace=workspace,
+                             project_roots=project_roots(self.config, workspace=workspace,
+                                                         project_trusted=self.project_trusted))
         index = KnowledgeIndex(self.home, corpus)
         index.ensure()
         service = KnowledgeService(grants=self.config.grants(), index=index,

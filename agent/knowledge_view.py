@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from config import LoadedConfig, dataset_roots, found_datasets
+from config import LoadedConfig, dataset_roots, found_datasets, project_roots
 from core.record import record
 
 
@@ -57,7 +57,8 @@ def knowledge_view(loaded: LoadedConfig, workspace: Path) -> KnowledgeView:
     if not knowledge.datasets:
         return KnowledgeView(undeclared=undeclared, ignored=knowledge.ignored,
                              common_term_share=knowledge.common_term_share)
-    corpus = load_corpus(dataset_roots(knowledge, workspace=workspace, project_trusted=trusted), workspace=workspace)
+    corpus = load_corpus(dataset_roots(knowledge, workspace=workspace, project_trusted=trusted), workspace=workspace,
+                         project_roots=project_roots(knowledge, workspace=workspace, project_trusted=trusted))
     manifest = corpus.manifest
     views = []
     for entry in manifest.datasets:

@@ -10,7 +10,14 @@ if TYPE_CHECKING:  # imported when first used (core/lazy_exports.py)
     from config.channels import ChannelEntry, ChannelsConfig
     from config.hook_files import FileProblem, HookFiles
     from config.hook_spec import HOOK_EVENTS, HookSpec
-    from config.knowledge import DatasetDecl, KnowledgeConfig, dataset_roots, found_datasets, user_knowledge_dir
+    from config.knowledge import (
+        DatasetDecl,
+        KnowledgeConfig,
+        dataset_roots,
+        found_datasets,
+        project_roots,
+        user_knowledge_dir,
+    )
     from config.loader import LoadedConfig, Secrets, ToolDeadline, load_config, load_settings, untrusted_notice
     from config.locations import (
         PROJECT_DIR,
@@ -38,6 +45,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "DatasetDecl": ("config.knowledge", "DatasetDecl"),
     "KnowledgeConfig": ("config.knowledge", "KnowledgeConfig"),
     "dataset_roots": ("config.knowledge", "dataset_roots"),
+    "project_roots": ("config.knowledge", "project_roots"),
     "found_datasets": ("config.knowledge", "found_datasets"),
     "user_knowledge_dir": ("config.knowledge", "user_knowledge_dir"),
     "LoadedConfig": ("config.loader", "LoadedConfig"),
@@ -109,6 +117,7 @@ __all__ = [
     "load_config",
     "load_settings",
     "project_config_path",
+    "project_roots",
     "read_config_file",
     "trust_project",
     "trust_state",

@@ -43,6 +43,8 @@ class DatasetDecl(BaseModel):
     modes: tuple[Mode, ...] = ()
     source: str
     """The file that declared it."""
+    from_project: bool = False
+    """Declared by the workspace's project file (its `path` is then the project's own, like `.strata/knowledge`)."""
 
     def grant(self) -> "DatasetGrant":
         from core.knowledge import DatasetGrant  # the knowledge models load when a grant is first asked for
@@ -90,6 +92,18 @@ def dataset_roots(knowledge: KnowledgeConfig, *, workspace: Path | None, project
         existing = tuple(r for r in roots if r.is_dir())
         out[decl.name] = existing or (roots[0],)
     return out
+
+
+def project_roots(knowledge: KnowledgeConfig, *, workspace: Path | None, project_trusted: bool) -> frozenset[Path]:
+    """The roots of `dataset_roots` that the project supplies (a project file's `path`, the workspace's
+    `.strata/knowledge/NAME`), as opposed to the person's own (the user file's `path`, the user's knowledge
+    directory): only these must stay inside the workspace, wherever the person's own lie (a workspace of $HOME holds
+    `~/.local/share/strata/knowledge`)."""
+    if workspace is None or not project_trusted:
+        return frozenset()
+    own = project_knowledge_dir(workspace)
+    return frozenset((own / d.name) if d.path is None else d.path for d in knowledge.datasets
+                     if d.path is None or d.from_project)
 
 
 def found_datasets(*, workspace: Path | None, project_trusted: bool,

@@ -311,7 +311,7 @@ def _knowledge(docs: list[ConfigDoc], *, project: ConfigDoc | None, trusted: boo
             if entry.path is not None:
                 path = _dataset_path(entry.path, doc, name, workspace=root if doc is project else None, env=env)
             datasets[name] = DatasetDecl(name=name, path=path, pii=entry.pii, modes=tuple(entry.modes),
-                                         source=doc.source)
+                                         source=doc.source, from_project=doc is project)
     return KnowledgeConfig(common_term_share=share, datasets=tuple(datasets[n] for n in sorted(datasets)),
                            ignored=tuple(sorted(set(ignored))))
 

@@ -49,12 +49,28 @@ def known_valid(home: Path, role: Role, path: Path) -> dict[str, Any] | None:
         return None
 
 
-def _secrets(doc: dict[str, Any], env: Mapping[str, str]) -> tuple[str, ...]:
-    section = doc.get("secrets", {})
-    servers = doc.get("mcp", {}).get("servers", {})
-    server_values = [v for server in servers.values() for v in server.get("env", {}).values()
-                     if len(v) >= _SHORTEST_SERVER_SECRET]
-    return (*section.get("values", ()), *(env[n] for n in section.get("env", ()) if env.get(n)), *server_values)
+def _secrets(doc: dict[str, Any], env: Mapping[str, str]) -> tuple[str, ...] | None:
+    """The secrets the file names, or None when it does not hold them in the shapes a full load validates: the
+    record of valid files is advisory (a stale or forged digest), so the quick way never trusts it with a shape
+    it would misread (a string of `values` read letter by letter) or fail on (an internal error): the full way
+    names the file, key and reason."""
+    section, mcp = doc.get("secrets", {}), doc.get("mcp", {})
+    if not (isinstance(section, dict) and isinstance(mcp, dict)):
+        return None
+    values, names, servers = section.get("values", []), section.get("env", []), mcp.get("servers", {})
+    if not (_strings(values) and _strings(names) and isinstance(servers, dict)):
+        return None
+    server_values: list[str] = []
+    for server in servers.values():
+        table = server.get("env", {}) if isinstance(server, dict) else None
+        if not (isinstance(table, dict) and _strings(list(table.values()))):
+            return None
+        server_values += [v for v in table.values() if len(v) >= _SHORTEST_SERVER_SECRET]
+    return (*values, *(env[n] for n in names if env.get(n)), *server_values)
+
+
+def _strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
 def quick_config(env: Mapping[str, str] | None = None) -> QuickConfig | None:
@@ -66,7 +82,8 @@ def quick_config(env: Mapping[str, str] | None = None) -> QuickConfig | None:
     user = known_valid(home, "user", user_config_path(env))
     if user is None or "db" in user:
         return None
-    return QuickConfig(home=home, secrets=_secrets(user, env))
+    secrets = _secrets(user, env)
+    return None if secrets is None else QuickConfig(home=home, secrets=secrets)
 
 
 def project_known_valid(home: Path, workspace: str) -> bool:

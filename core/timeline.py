@@ -40,6 +40,11 @@ _TEXT_FIELDS = ("kind", "call_id", "tool", "check", "outcome", "summary")
 _encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
 """`core.hashing.canonical_json` with its encoder built once, not per call: the chain hashes every row inside the
 commit. tests/observability/test_timeline_chain.py pins the two to the same output."""
+_encode_stored = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+"""The same, refusing NaN and the infinities (JSON has none), for what `seal` stores: such a number is stored as its
+text, so a stored row that holds one was edited, or written by a Strata before this rule (memory/_encoding.py
+`stored_data`). Rows already stored are
+hashed as they are (`_encode`), so verify checks an older row that holds one as it was written."""
 _encode_str = encoder.encode_basestring  # that encoder's string escaping (ensure_ascii=False)
 
 
@@ -167,15 +172,15 @@ def seal(key: ChainKey, session_id: str, seq: int, at: str, prev_hash: str,
     """Chain `entry` under `key` as row `seq` of `session_id`, written at `at` (a `canonical_time`) after a row
     whose hash is `prev_hash`. Returns (the entry as it is stored, its `data` as canonical JSON, its hash); the
     stores call it inside the append transaction and store exactly that. `data` is serialised once, for both the
-    column and the hash. An entry that cannot be stored as it is (data that is not JSON, text with lone
-    surrogates from bytes decoded with surrogateescape) is stored in a plain form instead: an observation must
-    never be what makes a commit fail."""
+    column and the hash. An entry that cannot be stored as it is (data that is not JSON, NaN or an infinity, text
+    with lone surrogates from bytes decoded with surrogateescape) is stored in a plain form instead: an observation
+    must never be what makes a commit fail."""
     try:
-        data_json = _encode(entry.data) if entry.data else "{}"
+        data_json = _encode_stored(entry.data) if entry.data else "{}"
         return entry, data_json, key.digest(prev_hash, _canonical(session_id, seq, at, prev_hash, entry, data_json))
     except (TypeError, ValueError):  # UnicodeEncodeError is a ValueError
         entry = _storable(entry)
-        data_json = _encode(entry.data)
+        data_json = _encode_stored(entry.data)
         return entry, data_json, key.digest(prev_hash, _canonical(session_id, seq, at, prev_hash, entry, data_json))
 
 
@@ -184,9 +189,12 @@ def _text(value: str) -> str:
 
 
 def _plain(value: Any) -> Any:
-    """`value` as JSON can hold it: string keys, lists, valid UTF-8; anything else becomes its text."""
+    """`value` as JSON can hold it: string keys, lists, valid UTF-8, finite numbers; anything else becomes its
+    text."""
     if isinstance(value, str):
         return _text(value)
+    if isinstance(value, float) and not math.isfinite(value):  # `Retry-After: inf`: JSON has no such number
+        return repr(value)
     if value is None or isinstance(value, bool | int | float):
         return value
     if isinstance(value, dict):

@@ -106,6 +106,29 @@ def unpack_data(kind: object, check: object, text: str) -> str:
     return text.replace(_PACKED_STEP, f'"allow",{_json_text(check)}]')
 
 
+def stored_data(kind: object, check: object, text: str) -> Any:
+    """A timeline row's stored `data` parsed, refused (ValueError) where no store wrote it: text that is not JSON,
+    and also what Python's parser lets through but JSON has not (`NaN`, `Infinity`) or what no UTF-8 holds (a lone
+    surrogate spelled `\\ud800`). core/timeline.py `seal` writes neither, so such a row was edited behind the
+    store's back (or, for an infinity, stored by a Strata before that rule); read as it is, it would print as JSON
+    no reader takes, or end the command mid-output."""
+    text = unpack_data(kind, check, text)
+    if type(text) is not str:  # a BLOB edited in: JSON only if its bytes are UTF-8 JSON
+        return json.loads(text, parse_constant=_refuse_constant)
+    values = _decode(text)
+    if "\\ud" in text or "\\uD" in text:  # only then may an escape spell a lone surrogate
+        json.dumps(values, ensure_ascii=False).encode("utf-8")  # UnicodeEncodeError is a ValueError
+    return values
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_decode = json.JSONDecoder(parse_constant=_refuse_constant).decode
+"""Built once (json.loads with an argument builds a decoder per call)."""
+
+
 _PACKED_STEP = '"allow",0]'
 _json_text = json.encoder.encode_basestring  # a str as JSON text (any valid escaping will do: it is parsed next)
 

@@ -17,7 +17,7 @@ import click
 
 from agent.cli._common import Command, fail
 from agent.cli.output import echo, echo_json
-from config import LoadedConfig, dataset_roots, found_datasets
+from config import LoadedConfig, dataset_roots, found_datasets, project_roots
 from core.errors import StrataError
 from core.events import Mode
 from core.knowledge import DEFAULT_LIMIT, MAX_LIMIT
@@ -156,7 +156,8 @@ def _corpus(loaded: LoadedConfig, workspace: Path) -> Corpus:
     from memory.knowledge import load_corpus
 
     roots = dataset_roots(loaded.knowledge, workspace=workspace, project_trusted=loaded.project_trusted)
-    return load_corpus(roots, workspace=workspace)
+    return load_corpus(roots, workspace=workspace, project_roots=project_roots(
+        loaded.knowledge, workspace=workspace, project_trusted=loaded.project_trusted))
 
 
 def _service(workspace: Path, dataset: str | None, mode: Mode, as_json: bool) -> KnowledgeService:

@@ -30,7 +30,7 @@ from core.events import (
 )
 from core.messages import TextBlock, ToolUseBlock
 from core.processes import ProcessGroup
-from core.timeline import GENESIS_HASH, TimelineEntry, verify_chain
+from core.timeline import GENESIS_HASH, TimelineEntry, TimelineRow, verify_chain
 from memory import (
     LeaseHolder,
     NewReceipt,
@@ -682,6 +682,16 @@ class StoreConformance:
         assert row.data == {"when": str(T0), "tags": "{'b'}", "nested": {"1": ["x", None]}}
         assert verify_chain([row], _key(store)).ok
 
+
+    async def test_a_timeline_number_json_has_not_is_stored_as_its_text(self, store: EventStore) -> None:
+        """NaN and the infinities (a server's `Retry-After: inf` once was one) are stored as their text: the row
+        reads back sound, as JSON every reader takes, and the chain verifies."""
+        await new_session(store, "s1")
+        odd = TimelineEntry(kind="model_attempt", data={"wait": float("inf"), "ratio": float("nan"), "n": 1.5})
+        await store.commit("s1", Write(events=[(user("kept"), 1)], timeline=[odd]))
+        (row,) = await store.read_timeline("s1")
+        assert type(row) is TimelineRow and row.data == {"wait": "inf", "ratio": "nan", "n": 1.5}
+        assert verify_chain([row], _key(store)).ok
 
     async def test_read_timeline_filters_combine_with_and(self, store: EventStore) -> None:
         """kinds, tools, decisions, turn, since_seq and since_at filter (together: AND); limit cuts; order is seq."""

@@ -67,6 +67,23 @@ def _one_line(text: str, limit: int) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
+_PATH_STARTS = ("/", "~/", "./", "../")
+_PATH_LOOKBACK = 4096
+
+
+def _names_a_file(low: str, ctx: int, key: str) -> bool:
+    """Whether a secret word right after a `/` is the last part of a path followed by a colon, as tools and errors
+    write `PATH: message` (`cat: /etc/passwd: No such file`): a file's name, not a field. Only an absolute, home
+    or relative path counts (`kubernetes.io/token: VALUE`, `db/password=VALUE` stay fields)."""
+    if not key.rstrip().endswith(":"):
+        return False
+    floor = max(0, ctx - _PATH_LOOKBACK)  # bounded: a long run of `/passwd:` without spaces stays linear
+    start = max(low.rfind(" ", floor, ctx), low.rfind("\t", floor, ctx), low.rfind("\n", floor, ctx)) + 1
+    if start == 0 and floor:  # the path's start is out of reach: kept a field
+        return False
+    return low[start:ctx].lstrip("'\"`([{<").startswith(_PATH_STARTS)
+
+
 class Masker:
     """Masks secrets and PII in text and in JSON-like values. Pure and thread-safe once built (`on_known`, when
     set, must be thread-safe too)."""
@@ -248,7 +265,7 @@ class Masker:
         field_ends = _RunEnds(low, _UNQUOTED_END)
         for m in _FIELD_KEY.finditer(low):
             ctx = _run_start(low, m.start(), _KEY_CHARS, _KEY_PREFIX)
-            if ctx is None:
+            if ctx is None or (low[ctx - 1:ctx] == "/" and _names_a_file(low, ctx, m.group())):
                 continue
             quoted = _QUOTED_VALUE.match(low, m.end())
             if quoted:

@@ -51,7 +51,8 @@ def kind_for_error_type(error_type: str | None) -> ModelErrorKind | None:
 
 def parse_retry_after(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:
     """Seconds the server asked us to wait: `retry-after-ms` first, then `retry-after` (seconds or an HTTP date).
-    None when absent, unparsable or negative."""
+    None when absent, unparsable, negative or not finite (`inf`, which `float` reads, would be recorded as a number
+    JSON has not)."""
     lowered = {k.lower(): v for k, v in headers.items()}
     raw_ms = lowered.get("retry-after-ms")
     if raw_ms is not None:
@@ -59,7 +60,7 @@ def parse_retry_after(headers: Mapping[str, str], *, now: datetime | None = None
             ms = float(raw_ms)
         except ValueError:
             ms = -1.0
-        if ms >= 0:
+        if 0 <= ms < _FOREVER:  # `inf` and `nan` are floats, not waits
             return ms / 1000
     raw = lowered.get("retry-after")
     if raw is None:
@@ -76,7 +77,10 @@ def parse_retry_after(headers: Mapping[str, str], *, now: datetime | None = None
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
         seconds = (when - (now or datetime.now(UTC))).total_seconds()
-    return seconds if seconds >= 0 else None
+    return seconds if 0 <= seconds < _FOREVER else None
+
+
+_FOREVER = float("inf")
 
 
 @record

@@ -6,17 +6,18 @@ document suffix (core/knowledge DOCUMENT_SUFFIXES) are read; each is opened with
 without blocking (a FIFO is reported, never waited on). A file that cannot be indexed is reported, never dropped
 in silence (core/knowledge/_document.py). Blocking: call it from a worker thread in async code.
 
-A root given as a symlink is followed (a person's `path = "~/sops"` may lead anywhere they chose), except a root
-inside the workspace: that is the project's own dataset (`.strata/knowledge/NAME`, or a project file's relative
-`path`), whose files come with the checkout, so one that resolves outside the workspace (the directory, or one
-above it, a symlink to elsewhere) is reported `not_followed` and never read."""
+A root given as a symlink is followed (a person's `path = "~/sops"` may lead anywhere they chose, even when it lies
+inside the workspace, as `~/.local/share/strata/knowledge` does in a workspace of $HOME), except a root the project
+supplies (config/knowledge.py `project_roots`: `.strata/knowledge/NAME`, or a project file's `path`), whose files
+come with the checkout: one that resolves outside the workspace (the directory, or one above it, a symlink to
+elsewhere) is reported `not_followed` and never read."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from core.knowledge import (
@@ -32,17 +33,18 @@ from core.knowledge import (
 from core.utf8 import valid_text
 
 
-def load_corpus(roots: Mapping[str, tuple[Path, ...]], *, workspace: Path | None = None) -> Corpus:
+def load_corpus(roots: Mapping[str, tuple[Path, ...]], *, workspace: Path | None = None,
+                project_roots: Collection[Path] = ()) -> Corpus:
     """The corpus of the datasets in `roots` (dataset -> root directories, config/knowledge.py dataset_roots); a
-    root inside `workspace` is read only where it resolves inside it."""
+    root the project supplies (`project_roots`) is read only where it resolves inside `workspace`."""
     loaded: list[LoadedDocument] = []
     problems: list[CorpusProblem] = []
     shown: dict[str, tuple[str, ...]] = {}
     for dataset in sorted(roots):
         shown[dataset] = tuple(str(_absolute(r)) for r in roots[dataset])
-        for root in roots[dataset]:
-            root = _absolute(root)
-            if workspace is not None and (escape := _escape(root, workspace)) is not None:
+        for given in roots[dataset]:
+            root = _absolute(given)
+            if workspace is not None and given in project_roots and (escape := _escape(root, workspace)) is not None:
                 problems.append(CorpusProblem(dataset=dataset, kind="not_followed", source_path=valid_text(str(root)),
                                               detail=f"the dataset's directory is in the workspace but leads out "
                                                      f"of the workspace (to {valid_text(escape)})"))

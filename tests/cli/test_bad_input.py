@@ -276,6 +276,7 @@ def _usage_cases(w: World) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
     d.mkdir()
     (d / "bad.json").write_text("[[{\"type\": \"text\", \"text\": \"unterminated\"}", encoding="utf-8")
     (d / "latin1.json").write_bytes('[[{"type": "text", "text": "caf\xe9"}]]'.encode("latin-1"))
+    (d / "passwd").write_text("root:x:0:0:root:/root:/bin/bash\n", encoding="utf-8")
     good = write_script(d / "good.json", [[text("hi")]])
     ws = str(w.base_workspace)
     sid = w.session_id
@@ -285,6 +286,8 @@ def _usage_cases(w: World) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
 
     return {
         "script-bad-json": (run(model=f"script:{d / 'bad.json'}"), ("invalid model script", "bad.json", "JSON")),
+        # a file named like a secret field, then a colon: the message is not masked as `passwd: <secret>`
+        "script-named-passwd": (run(model=f"script:{d / 'passwd'}"), ("passwd: not valid JSON",)),
         "script-missing": (run(model=f"script:{d / 'missing.json'}"), ("missing.json", "cannot read")),
         "model-unknown": (run(model="gpt:4"), ("unknown model 'gpt:4'",)),
         "workspace-missing": (run(workspace=str(w.root / "no-such-dir")), ("no-such-dir", "not a directory")),

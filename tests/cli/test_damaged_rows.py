@@ -134,6 +134,19 @@ def test_a_timeline_row_whose_data_no_longer_parses_is_reported_not_drawn(home: 
         _one_error(proc, f"session {home.first}", f"row {key & ((1 << SEQ_BITS) - 1)}", "data: not JSON")
 
 
+@pytest.mark.parametrize("data", ['{"number": NaN}', '{"number": -Infinity}', '{"number": 1, "x": "\\ud800"}'])
+def test_a_timeline_row_edited_to_hold_what_json_has_not_is_reported_not_printed(home: Home, data: str) -> None:
+    """Python's parser takes `NaN`, `Infinity` and a lone surrogate's escape; no store writes them. Printed as they
+    are, `--json` was JSON no reader takes (exit 0) and a lone surrogate ended it as an internal error."""
+    key = _model_attempt_key(home, home.first)
+    home.edit("UPDATE timeline SET data = ? WHERE key = ?", data, key)
+    table, as_json, export = _runs(home, ("timeline", home.first), ("timeline", "--json", home.first),
+                                   ("export", home.first, "--format", "jsonl"))
+    for proc in (table, as_json, export):
+        _one_error(proc, f"session {home.first}", f"row {key & ((1 << SEQ_BITS) - 1)}", "data: not JSON")
+    assert table.stdout == as_json.stdout == export.stdout == ""
+
+
 def test_a_blob_in_a_timeline_row_is_reported_and_verify_names_it(home: Home) -> None:
     key = _model_attempt_key(home, home.first)
     home.edit("UPDATE timeline SET duration_ms = x'00ff' WHERE key = ?", key)

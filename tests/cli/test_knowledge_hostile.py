@@ -124,3 +124,35 @@ def test_a_project_dataset_directory_symlinked_out_of_the_workspace_is_reported_
     assert proc.returncode == 0, proc.stderr
     result = call_results(events_of(proc.stdout))["k1"]
     assert "4471" not in result["content"] and '"kind":"not_found"' in result["content"], result
+
+
+@pytest.mark.parametrize("layout", ["user_data_dir", "user_file_path"])
+def test_a_users_own_dataset_symlinked_elsewhere_is_read_even_when_the_workspace_holds_it(
+        cli: StrataCLI, tmp_path: Path, layout: str) -> None:
+    """The person's own datasets (the user file's `path`, `$XDG_DATA_HOME/strata/knowledge/NAME`) may lead anywhere
+    they chose, also when the workspace holds them: a workspace of $HOME holds `~/.local/share/strata/knowledge`.
+    Only a root the project supplies must stay inside the workspace."""
+    workspace = tmp_path / "user-home"
+    outside = tmp_path / "elsewhere" / "notes"
+    outside.mkdir(parents=True)
+    (outside / "rotate.md").write_text("how to rotate the zebracorn key\n", encoding="utf-8")
+    modes = 'modes = ["interactive", "headless"]\n'
+    config = cli.home / "xdg-config" / "strata" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    data_home = workspace / ".local" / "share"
+    if layout == "user_data_dir":
+        (data_home / "strata" / "knowledge").mkdir(parents=True)
+        (data_home / "strata" / "knowledge" / "notes").symlink_to(outside)
+        config.write_text(f"[knowledge.datasets.notes]\n{modes}", encoding="utf-8")
+    else:
+        workspace.mkdir()
+        (workspace / "notes").symlink_to(outside)
+        config.write_text(f'[knowledge.datasets.notes]\npath = "{workspace / "notes"}"\n{modes}', encoding="utf-8")
+    env = {"XDG_DATA_HOME": str(data_home)}
+    found = cli.run("knowledge", "search", "zebracorn", "--workspace", str(workspace), "--json", env=env)
+    assert_clean_stderr(found)
+    assert found.returncode == 0, found.stdout
+    assert json.loads(found.stdout)["result"] == "hits", found.stdout
+    listed = cli.run("knowledge", "list", "--workspace", str(workspace), "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert [row for row in map(json.loads, listed.stdout.splitlines()) if row["type"] == "problem"] == []

@@ -10,6 +10,9 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+import pytest
+
+from config.checked import CHECKED_FILE, digest
 from tests.cli._helpers import QUICK_NEVER, result_line, run_noting_modules, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -162,3 +165,28 @@ def test_an_unknown_receipt_the_store_would_not_read_sends_the_listing_the_full_
         assert not took_quick and quick.returncode == full.returncode != 0 and quick.stdout == full.stdout == "", column
         with sqlite3.connect(cli.home / "strata.db") as db:
             db.execute(f"UPDATE receipts SET {column} = ?", (before,))
+
+
+@pytest.mark.parametrize("user_file", [
+    b'[secrets]\nvalues = [1]\n',
+    b'secrets = 3\n',
+    b'[secrets]\nvalues = "not-a-list-secret"\n',
+    b'[secrets]\nenv = "MY_TOKEN"\n',
+    b'[mcp.servers.tracker]\ncommand = "x"\nenv = 5\n',
+    b'[mcp.servers.tracker]\ncommand = "x"\nenv = { TOKEN = 5 }\n',
+])
+def test_a_record_that_calls_an_invalid_user_file_valid_still_gets_the_full_ways_one_error(
+        cli: StrataCLI, workspace: Path, tmp_path: Path, user_file: bytes) -> None:
+    """config-checked.json is advisory: a digest it holds for a file no full load would pass (forged, or left
+    from another Strata) sends the listing the full way, which names the file and key (exit 2); the quick way
+    read the file's secrets as they were and ended in an internal error."""
+    script = write_script(tmp_path / "t.json", [[text("ok")]])
+    assert cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "hello").returncode == 0
+    user = cli.home / "xdg-config" / "strata" / "config.toml"
+    user.parent.mkdir(parents=True, exist_ok=True)
+    user.write_bytes(user_file)
+    (cli.home / CHECKED_FILE).write_text(json.dumps([f"user:{digest(user_file)}"]), encoding="utf-8")
+    for args in ([], ["--json"]):
+        done = cli.run("sessions", *args)
+        assert done.returncode == 2 and done.stdout == "", (args, done.stdout, done.stderr)
+        assert "internal error" not in done.stderr and f"file {user}, key " in done.stderr, done.stderr

@@ -128,6 +128,26 @@ def test_ordinary_text_is_not_masked(text: str) -> None:
     assert not M.contains_secret(text)
 
 
+@pytest.mark.parametrize("text", [
+    "cat: /etc/passwd: Permission denied",
+    "ls: cannot access '/home/u/.aws/credentials': No such file or directory",
+    "invalid model script /tmp/scripts/passwd: not valid JSON",
+    "grep: /srv/app/secret: Is a directory",
+])
+def test_a_path_whose_last_part_is_a_secret_word_before_a_colon_names_a_file_not_a_field(text: str) -> None:
+    """Tools and errors write `PATH: message`; `/etc/passwd: Permission` is a file and a message, not a field."""
+    assert M.mask(text) == text
+    assert stream_all(M, list(text)) == text
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("vault write db/password=hunter2hunter2", "hunter2hunter2"),
+    ("annotation vault.example.io/token: s.Zm9vYmFy123 set", "s.Zm9vYmFy123"),
+])
+def test_a_secret_word_after_a_slash_that_is_no_path_and_colon_is_still_a_field(text: str, value: str) -> None:
+    assert M.mask(text) == text.replace(value, token("secret_field", value))
+
+
 def test_overlapping_detectors_mask_once_with_the_most_specific_kind() -> None:
     """A key that is also a secret field's value is masked once, named by the specific detector."""
     text = f'{{"api_key": "{ANTHROPIC}", "auth": "Bearer {JWT}"}}'

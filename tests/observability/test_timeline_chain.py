@@ -274,3 +274,22 @@ def test_a_chain_made_under_another_key_does_not_verify() -> None:
         prev = row.hash
     assert verify_chain(rows, other).ok
     assert verify_chain(rows, KEY).first_bad_seq == 1
+
+
+def test_a_row_an_older_strata_stored_with_infinity_is_damaged_to_show_but_verifies_as_written() -> None:
+    """Before `retry-after: inf` was refused, a model attempt row could hold `Infinity` (seal wrote it as Python
+    does). Read back, it is damaged for the surfaces that print rows (no JSON reader takes it) and still hashed
+    exactly as written, so `--verify` does not call an untouched row changed."""
+    from core.timeline import DamagedTimelineRow
+    from memory.timeline_rows import timeline_row
+
+    old = TimelineRow.model_construct(session_id="s1", seq=1, at=T0, kind="model_attempt", turn=1, call_id=None,
+                                      tool=None, decision=None, check=None, outcome="error", duration_ms=2.0,
+                                      summary="gave up", data={"retry_after_s": float("inf")},
+                                      prev_hash=GENESIS_HASH, hash="")
+    digest = row_hash(KEY, GENESIS_HASH, old)
+    stored = (1, "model_attempt", 1, None, None, canonical_time(T0), None, None, "error", 2.0, GENESIS_HASH, digest,
+              "gave up", '{"retry_after_s":Infinity}')
+    row = timeline_row("s1", stored)
+    assert isinstance(row, DamagedTimelineRow) and row.damage.startswith("data: not JSON"), row
+    assert verify_chain([row], KEY).ok

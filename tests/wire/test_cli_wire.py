@@ -5,6 +5,7 @@ line with the request id, the attempt bound, and the one-line answer when no API
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -218,6 +219,25 @@ def test_refusal_is_sent_once_and_reported_in_one_line(cli: StrataCLI, messages_
     (row,) = timeline(cli, session_id, "--kind", "model_attempt")
     assert (row["outcome"], row["data"]["status_code"], row["data"]["request_id"]) == ("error", status,
                                                                                        sent.request_id)
+
+
+def test_a_retry_after_of_infinity_is_no_wait_and_the_timeline_stays_json(cli: StrataCLI,
+                                                                         messages_server: MessagesServer,
+                                                                         ws: Path) -> None:
+    """`retry-after: inf` (which float() reads) is no wait the server asked for: the 429 is retried after the usual
+    backoff, and `strata timeline ID --json` prints JSON every reader takes (the attempt row held `Infinity`)."""
+    messages_server.script(Fault(429, headers={"retry-after": "inf"}), Reply([text("Recovered.")]))
+    proc = run(cli, messages_server, "run", "--model", MODEL, "--workspace", str(ws), "--json", "hello")
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    shown = cli.run("timeline", result_of(proc)["session_id"], "--json", "--kind", "model_attempt")
+    assert shown.returncode == 0, shown.stderr
+
+    def refuse(name: str) -> None:
+        raise AssertionError(f"{name} in timeline --json: {shown.stdout}")
+
+    retry, ok = [json.loads(line, parse_constant=refuse) for line in shown.stdout.splitlines()]
+    assert (retry["outcome"], retry["data"].get("retry_after_s"), ok["outcome"]) == ("retry", None, "ok")
+    assert retry["data"]["delay_s"] > 0
 
 
 @pytest.mark.slow

@@ -235,6 +235,12 @@ def test_parse_retry_after_forms() -> None:
     assert parse_retry_after({}) is None
 
 
+@pytest.mark.parametrize("headers", [{"retry-after": "inf"}, {"retry-after": "nan"}, {"retry-after-ms": "Infinity"},
+                                     {"retry-after-ms": "inf", "retry-after": "infinity"}])
+def test_a_retry_after_that_is_no_finite_number_is_no_wait(headers: dict[str, str]) -> None:
+    assert parse_retry_after(headers) is None
+
+
 async def test_an_unclassified_failure_propagates_untouched(fake_time: FakeTime) -> None:
     """An exception the adapter does not recognise is a bug: it is neither retried nor turned into a ModelError."""
     calls = 0
