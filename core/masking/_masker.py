@@ -69,13 +69,20 @@ def _one_line(text: str, limit: int) -> str:
 
 _PATH_STARTS = ("/", "~/", "./", "../")
 _PATH_LOOKBACK = 4096
+_FILE_MESSAGES = ("no such file", "permission denied", "is a directory", "not a directory", "operation not permitted",
+                  "file exists", "read-only file system", "too many levels of symbolic links", "directory not empty",
+                  "input/output error", "file name too long", "no such device", "not valid json", "cannot open",
+                  "does not exist", "not found", "empty file", "binary file matches")
+"""What tools and errors write after `PATH:` (strerror's texts and the like): never a secret's value."""
 
 
-def _names_a_file(low: str, ctx: int, key: str) -> bool:
-    """Whether a secret word right after a `/` is the last part of a path followed by a colon, as tools and errors
-    write `PATH: message` (`cat: /etc/passwd: No such file`): a file's name, not a field. Only an absolute, home
-    or relative path counts (`kubernetes.io/token: VALUE`, `db/password=VALUE` stay fields)."""
-    if not key.rstrip().endswith(":"):
+def _names_a_file(low: str, ctx: int, key: str, after: int) -> bool:
+    """Whether a secret word right after a `/` is the last part of a path followed by a colon and one of the
+    messages tools and errors write about a file (`cat: /etc/passwd: No such file or directory`): a file's name and
+    a message, not a field and its value. Anything else after it stays a value: `grep -r . /run/secrets` prints
+    `/run/secrets/db_password:hunter2`, which is a secret. Only an absolute, home or relative path counts
+    (`kubernetes.io/token: VALUE`, `db/password=VALUE` stay fields)."""
+    if not key.rstrip().endswith(":") or not low.startswith(_FILE_MESSAGES, after):
         return False
     floor = max(0, ctx - _PATH_LOOKBACK)  # bounded: a long run of `/passwd:` without spaces stays linear
     start = max(low.rfind(" ", floor, ctx), low.rfind("\t", floor, ctx), low.rfind("\n", floor, ctx)) + 1
@@ -265,7 +272,7 @@ class Masker:
         field_ends = _RunEnds(low, _UNQUOTED_END)
         for m in _FIELD_KEY.finditer(low):
             ctx = _run_start(low, m.start(), _KEY_CHARS, _KEY_PREFIX)
-            if ctx is None or (low[ctx - 1:ctx] == "/" and _names_a_file(low, ctx, m.group())):
+            if ctx is None or (low[ctx - 1:ctx] == "/" and _names_a_file(low, ctx, m.group(), m.end())):
                 continue
             quoted = _QUOTED_VALUE.match(low, m.end())
             if quoted:

@@ -148,6 +148,18 @@ def test_a_secret_word_after_a_slash_that_is_no_path_and_colon_is_still_a_field(
     assert M.mask(text) == text.replace(value, token("secret_field", value))
 
 
+@pytest.mark.parametrize(("text", "value"), [
+    ("/run/secrets/db_password:hunter2hunter2", "hunter2hunter2"),  # `grep -r . /run/secrets`
+    ("/run/secrets/api_token: s.Zm9vYmFy123", "s.Zm9vYmFy123"),
+    ("./config/secret_key: abcdefgh1234", "abcdefgh1234"),
+])
+def test_a_path_naming_a_secret_followed_by_anything_but_a_file_message_is_still_a_field(text: str,
+                                                                                         value: str) -> None:
+    """`grep -r . /run/secrets` prints each secret file's path, a colon and its content: that content is masked."""
+    assert M.mask(text) == text.replace(value, token("secret_field", value))
+    assert stream_all(M, list(text)) == M.mask(text)
+
+
 def test_overlapping_detectors_mask_once_with_the_most_specific_kind() -> None:
     """A key that is also a secret field's value is masked once, named by the specific detector."""
     text = f'{{"api_key": "{ANTHROPIC}", "auth": "Bearer {JWT}"}}'
