@@ -550,8 +550,12 @@ class SqliteEventStore:
         events = []
         for seq, at, turn, kind, payload in rows:
             try:
-                events.append(StoredEvent(session_id=session_id, seq=seq, at=stored_datetime(at),
-                                          turn=turn, event=EventAdapter.validate_json(unpack_payload(kind, payload))))
+                event, when = EventAdapter.validate_json(unpack_payload(kind, payload)), stored_datetime(at)
+                if type(seq) is int and type(turn) is int:  # the envelope is what it must be: nothing to validate
+                    events.append(StoredEvent.model_construct(session_id=session_id, seq=seq, at=when, turn=turn,
+                                                              event=event))
+                else:  # an edited column: validating says what is wrong with it
+                    events.append(StoredEvent(session_id=session_id, seq=seq, at=when, turn=turn, event=event))
             except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
                 raise DamagedEvent(session_id, seq, _decode_reason(exc), path=self.path) from None
         return events
