@@ -31,8 +31,11 @@ MAX_ENTRIES = 4096
 _MAGIC = b"strata-code\n" + importlib.util.MAGIC_NUMBER
 """The file's first bytes: what it is, and the bytecode version of the code it holds (as a `.pyc` says)."""
 _codes: dict[str, CodeType] = {}
+"""Code this process compiled or took from the file, by source."""
+_saved: dict[str, bytes] = {}
+"""The loaded file's code, each still marshalled: a source is unmarshalled when it is first run (a command runs
+some of the file's sources, not all)."""
 _used: set[str] = set()
-_loaded: set[str] = set()
 compiles = 0
 """Sources this process compiled (not found compiled): what a test reads to see the file was used."""
 
@@ -42,11 +45,23 @@ def compiled(source: str) -> CodeType:
     global compiles
     code = _codes.get(source)
     if code is None:
-        code = compile(source, "<string>", "exec", dont_inherit=True)
+        code = _unmarshal(_saved.get(source))
+        if code is None:
+            code = compile(source, "<string>", "exec", dont_inherit=True)
+            compiles += 1
         _codes[source] = code
-        compiles += 1
     _used.add(source)
     return code
+
+
+def _unmarshal(raw: bytes | None) -> CodeType | None:
+    if raw is None:
+        return None
+    try:
+        code = marshal.loads(raw)
+    except (ValueError, EOFError, TypeError):
+        return None
+    return code if isinstance(code, CodeType) else None
 
 
 def run(source: Any, globals: dict[str, Any] | None = None, locals: dict[str, Any] | None = None, /) -> None:
@@ -68,26 +83,30 @@ def default_path() -> Path | None:
     return here / "__pycache__" / name
 
 
-def read(path: Path) -> dict[str, CodeType]:
-    """The compiled code saved at `path` by this Python; nothing for a missing or unreadable file, one another
-    Python wrote, or one that is not a mapping of source text to code."""
+def _read_raw(path: Path) -> dict[str, bytes]:
     try:
         raw = path.read_bytes()
         if not raw.startswith(_MAGIC):
-            return {}
+            return {}  # another Python's code (or no code at all)
         data = marshal.loads(raw[len(_MAGIC):])
     except (OSError, ValueError, EOFError, TypeError):
         return {}
     if not isinstance(data, dict):
         return {}
-    return {source: code for source, code in data.items() if isinstance(source, str) and isinstance(code, CodeType)}
+    return {source: code for source, code in data.items() if isinstance(source, str) and isinstance(code, bytes)}
+
+
+def read(path: Path) -> dict[str, CodeType]:
+    """The compiled code saved at `path` by this Python; nothing for a missing or unreadable file, one another
+    Python wrote, or one that is not a mapping of source text to code (an entry that is not code is left out)."""
+    found = {source: _unmarshal(raw) for source, raw in _read_raw(path).items()}
+    return {source: code for source, code in found.items() if code is not None}
 
 
 def load(path: Path) -> None:
-    """Take the compiled code saved at `path` (`read`)."""
-    for source, code in read(path).items():
-        _codes.setdefault(source, code)
-        _loaded.add(source)
+    """Take the compiled code saved at `path` (each source unmarshalled when it is first run)."""
+    for source, raw in _read_raw(path).items():
+        _saved.setdefault(source, raw)
 
 
 def save(path: Path) -> None:
@@ -95,10 +114,14 @@ def save(path: Path) -> None:
     reader sees the old file or the new one). Best effort, as Python's own bytecode writes are: a failure to write
     changes nothing but the next start's speed."""
     codes = dict(_codes)  # copied at once: the daemon's threads may define classes meanwhile
-    if not (codes.keys() - _loaded):
+    new = codes.keys() - _saved.keys()
+    if not new:
         return
-    keep = codes if len(codes) <= MAX_ENTRIES else {s: codes[s] for s in set(_used) if s in codes}
+    keep = dict(_saved)
+    if len(keep) + len(new) > MAX_ENTRIES:
+        keep = {s: raw for s, raw in keep.items() if s in _used}
     try:
+        keep.update((s, marshal.dumps(codes[s])) for s in new)
         data = _MAGIC + marshal.dumps(keep)
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
@@ -109,4 +132,4 @@ def save(path: Path) -> None:
             partial.unlink(missing_ok=True)
     except (OSError, ValueError):
         return
-    _loaded.update(keep)
+    _saved.update(keep)

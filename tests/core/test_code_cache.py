@@ -36,8 +36,12 @@ def test_each_distinct_source_is_compiled_once_per_process() -> None:
 def test_a_file_that_is_not_a_mapping_of_source_to_code_is_ignored(tmp_path: Path) -> None:
     source = "x = 'test_a_file_that_is_not_a_mapping_of_source_to_code_is_ignored'\n"
     header = b"strata-code\n" + importlib.util.MAGIC_NUMBER
+    code = compile(source, "<string>", "exec")
     for content in (b"\x00garbage", header + b"\x00garbage", header + marshal.dumps([source]),
-                    header + marshal.dumps({source: "not code"}), marshal.dumps({source: compile("", "", "exec")}),
+                    header + marshal.dumps({source: "not code"}), header + marshal.dumps({source: b"\x00garbage"}),
+                    header + marshal.dumps({source: marshal.dumps("a string, not code")}),
+                    header + marshal.dumps({source: code}),  # code not kept marshalled: not what save writes
+                    marshal.dumps({source: marshal.dumps(code)}),  # no header
                     b""):
         path = tmp_path / "generated_code.marshal"
         path.write_bytes(content)
