@@ -60,12 +60,16 @@ CLOSE_TIMEOUT_S = 10.0
 
 @record(slots=True)
 class _Call:
+    """A call's record as the ledger saw it, and when."""
+
     record: CallRecord
     at: datetime
 
 
 @record(slots=True)
 class _Attempt:
+    """A model attempt as the ledger saw it, in its turn, and when."""
+
     attempt: ModelAttempt
     turn: int
     at: datetime

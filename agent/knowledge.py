@@ -23,6 +23,8 @@ from core.tools import ToolSpec
 
 @record
 class SessionKnowledge:
+    """The knowledge a session may read: the manifest's digest, its tools and datasets."""
+
     digest: str | None = None
     """The manifest's digest; None: the mode may read no dataset (no tools)."""
     tools: tuple[ToolSpec, ...] = ()

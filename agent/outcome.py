@@ -23,6 +23,8 @@ EXIT_ORPHAN_RUNNING = 6
 
 @record
 class RunOutcome:
+    """How a run ended: its status and why, and the effects whose outcome is unknown."""
+
     session_id: str
     status: RunStatus
     reason: str

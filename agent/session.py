@@ -205,6 +205,8 @@ def session_title(masker: Masker, prompt: str) -> str:
 
 @dataclass
 class LiveSession:
+    """A session this process drives: its state, its lease and its loop."""
+
     runtime: Runtime
     state: SessionState
     holder: LeaseHolder

@@ -21,6 +21,8 @@ _SHORTEST_SERVER_SECRET = 4
 
 @record
 class QuickConfig:
+    """What a reading command needs of the config without loading it: the home and the secrets to mask."""
+
     home: Path
     secrets: tuple[str, ...]
     """The secrets the user's file names (config/loader.py and agent/reading.py `configured_secrets`)."""

@@ -22,6 +22,8 @@ summaries tend to be), at most half the threshold."""
 
 @record
 class Blob:
+    """A whole output kept apart from its event, by the sha256 of its bytes (stored once however often it recurs)."""
+
     sha256: str
     data: bytes
 

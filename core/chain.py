@@ -113,6 +113,8 @@ def event_hash(key: ChainKey, prev_hash: str, row: EventChainRow) -> str:
 
 @record
 class VerifyResult:
+    """What verifying a chain found: whether every row holds, and if not the first that fails and why."""
+
     ok: bool
     first_bad_seq: int | None = None
     """The first row that fails (for a removed row: the seq that is missing)."""

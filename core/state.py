@@ -49,6 +49,8 @@ class FoldError(ValueError):
 
 @dataclass
 class OpenBatch:
+    """The batch proposed last and not yet closed: its calls in proposal order and the results they have so far."""
+
     batch_id: str
     content: tuple[ContentBlock, ...]
     calls: tuple[PlannedCall, ...]
@@ -107,6 +109,8 @@ class Counters:
 
 @dataclass
 class SessionState:
+    """A session as its events fold into it (`fold`/`apply`): what perceive builds the next request from."""
+
     session_id: str = ""
     mode: Mode = "headless"
     workspace: str = ""

@@ -35,6 +35,8 @@ def _identity(path: str) -> Identity:
 
 @record
 class FilesChanged:
+    """The database's files changed under an open connection: which one, and how."""
+
     path: str
     """The file whose name no longer leads to the connection's file."""
     how: Literal["deleted", "replaced"]
@@ -44,6 +46,8 @@ class FilesChanged:
 
 @record
 class DatabaseFiles:
+    """The identities of a database's files as a connection opened them, to notice their replacement later."""
+
     path: str
     identities: tuple[Identity, ...]
 

@@ -48,6 +48,8 @@ Body = Callable[[sqlite3.Connection, str, list[Callable[[], None]]], Any]
 
 @dataclass(eq=False)
 class _Txn:
+    """One transaction waiting in the group commit's queue, and what became of it."""
+
     session_id: str | None
     body: Body
     at: str

@@ -28,6 +28,8 @@ SEQ_BITS = 40
 
 @record
 class ChainBinding:
+    """The chain key a store writes and verifies with, or why this home has none."""
+
     key: ChainKey | None
     """The key to chain and verify with; None when this home cannot (see `problem`)."""
     problem: str | None = None

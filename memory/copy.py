@@ -25,6 +25,8 @@ from memory.store import EventStore
 
 @record
 class SessionDump:
+    """One session's rows exactly as stored, to load into another store (`strata copy`)."""
+
     record: SessionRecord
     """The session row, without a lease (a copy is nobody's to drive yet)."""
     events: list[EventChainRow]
@@ -66,6 +68,8 @@ async def dump_session(store: EventStore, session_id: str) -> SessionDump:
 
 @dataclass
 class CopyReport:
+    """The sessions a copy wrote, and those the target held already."""
+
     copied: list[str] = field(default_factory=list)
     already: list[str] = field(default_factory=list)
     """Sessions the target held already, identical: left as they were."""

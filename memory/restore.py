@@ -25,6 +25,8 @@ log = structlog.get_logger("strata.restore")
 
 @dataclass
 class Restored:
+    """A session's state as restored: from which snapshot, and how many events of the log were read after it."""
+
     state: SessionState
     snapshot_seq: int
     """Seq of the snapshot restore started from; 0 when it folded the whole log."""

@@ -147,6 +147,8 @@ class _RotatingFile(logging.handlers.RotatingFileHandler):
 
 @dataclass
 class _Setup:
+    """The logging this process configured, kept to undo it (`reset_logging`)."""
+
     masking: _Masking
     chain: list[Processor]
     console: _Stderr

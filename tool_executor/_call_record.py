@@ -34,6 +34,8 @@ class ReceiptChange:
 
 @dataclass
 class CallRecord:
+    """Everything one call's path through the pipeline produced, filled in as it goes."""
+
     env: CallEnv
     call: PlannedCall
     batch_id: str

@@ -95,6 +95,8 @@ class BatchRun:
 
 @record
 class WaitingCall:
+    """A call dispatched whose work waits for something elsewhere (a person, a child session)."""
+
     call_id: str
     tool: str
     reason: str

@@ -51,6 +51,8 @@ class ApprovalRequest:
 
 @record
 class ApprovalAnswer:
+    """A person's answer to an approval request."""
+
     decision: Literal["yes", "no", "always"]
     approver: str
     """Who decided (e.g. `person:alice@host (/dev/pts/3)`); recorded with the decision."""
@@ -72,6 +74,8 @@ class Approver(Protocol):
 
 @record
 class Approved:
+    """An `ask` answered yes: by whom, and how (a grant, a recorded decision, or asked now)."""
+
     approver: str
     via: Literal["grant", "recorded", "asked"]
     answer: ApprovalAnswer | None = None
@@ -79,6 +83,8 @@ class Approved:
 
 @record
 class Rejected:
+    """An `ask` answered no: by whom, why, and how."""
+
     approver: str
     reason: str
     via: Literal["recorded", "asked", "no_human"]

@@ -15,6 +15,8 @@ from tool_executor.paths import OutsideWorkspace, resolve_in_workspace, workspac
 
 @record
 class Rewrite:
+    """A middleware's change to a call: the tool and arguments it runs with, and why."""
+
     tool: str
     input: Mapping[str, Any]
     reason: str

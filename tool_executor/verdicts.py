@@ -9,6 +9,8 @@ from core.vocabulary import DecisionCheck
 
 @record
 class Pass:
+    """A check's verdict: the call may go on."""
+
     rule: str | None = None
     """The rule that allowed the call, where one did."""
 
@@ -25,6 +27,8 @@ class Ask:
 
 @record
 class Deny:
+    """A check's verdict: the call is denied, with every reason for the model."""
+
     check: DecisionCheck
     reasons: tuple[str, ...]
 

@@ -15,6 +15,8 @@ from core.record import record
 
 @record
 class Entry:
+    """One command of the table: its name, where it lives, and its one-line help."""
+
     name: str
     target: str
     """`module:attribute` of the click command."""

@@ -23,6 +23,8 @@ HookEvent = Literal["pre_tool_use", "post_tool_use", "stop", "observe"]
 
 @record
 class PreToolUseInput:
+    """What a PreToolUse hook is told of a call before it runs (its arguments as the checks left them)."""
+
     session_id: str
     call_id: str
     turn: int
@@ -36,6 +38,8 @@ class PreToolUseInput:
 
 @record
 class PostToolUseInput:
+    """What a PostToolUse hook is told of a call that ran: its arguments and its result."""
+
     session_id: str
     call_id: str
     turn: int
@@ -50,6 +54,8 @@ class PostToolUseInput:
 
 @record
 class StopInput:
+    """What a Stop hook is told when the model gives its final answer (it may ask for a repair turn)."""
+
     session_id: str
     turn: int
     mode: str
@@ -82,11 +88,15 @@ class HookAllow:
 
 @record
 class HookBlock:
+    """A hook's answer: the call is denied, for this reason."""
+
     reason: str
 
 
 @record
 class HookRewrite:
+    """A hook's answer: run the call with these arguments (or this other tool) instead."""
+
     input: Mapping[str, Any]
     tool: str | None = None
     """A different tool to call instead; rejected if its safety level or PII class is lower."""
@@ -95,21 +105,29 @@ class HookRewrite:
 
 @record
 class HookAsk:
+    """A hook's answer: a person decides the call (an approval, bound to its arguments)."""
+
     reason: str
 
 
 @record
 class HookAddContext:
+    """A hook's answer: the call's result is given to the model with this text added."""
+
     text: str
 
 
 @record
 class HookWithhold:
+    """A hook's answer: the model sees a notice, with this reason, instead of the call's output."""
+
     reason: str
 
 
 @record
 class HookRepair:
+    """A Stop hook's answer: the model gets one more turn with this instruction (within the repair budget)."""
+
     instruction: str
 
 
@@ -143,6 +161,8 @@ class Hook:
 
 @record
 class HookSet:
+    """The hooks of a session, in the order they run."""
+
     hooks: tuple[Hook, ...] = ()
 
     def for_event(self, event: HookEvent, tool: str | None = None) -> list[Hook]:

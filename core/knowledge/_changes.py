@@ -19,6 +19,8 @@ _NAMED = 20
 
 @record
 class CorpusChanges:
+    """The documents that differ between two versions of the knowledge corpus."""
+
     changed: tuple[str, ...] = ()
     """`dataset/id` of documents whose content (or source) differs."""
     added: tuple[str, ...] = ()

@@ -198,6 +198,8 @@ def _card_in_run(run: str) -> tuple[int, int] | None:
 
 @record(slots=True)
 class _Hit:
+    """One detector's match: where its evidence starts, the span it masks, and what kind of secret it is."""
+
     ctx: int
     """Where the evidence for this match starts (the key of `key=value`, the scheme of a URL): a stream must not
     emit the context and hold back the value."""

@@ -27,6 +27,8 @@ AttemptOutcome = Literal["ok", "retry", "error"]
 
 @record
 class Usage:
+    """The tokens a model turn used, as the provider reported them (0 where it reported none)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
@@ -46,6 +48,8 @@ class ModelRequest:
 
 @record
 class ModelResponse:
+    """One model turn's answer: its content blocks (text and tool calls), why it stopped, and its usage."""
+
     content: tuple[ContentBlock, ...]
     stop_reason: StopReason
     usage: Usage = field(default_factory=Usage)

@@ -16,6 +16,8 @@ InterruptVerdict = Callable[[str], None]
 
 @record
 class ToolContext:
+    """What a handler is told of the call it runs: the session, the call, its workspace and deadline."""
+
     session_id: str
     mode: Mode
     model: str

@@ -39,6 +39,8 @@ class ToolWaits(Exception):
 
 @record
 class ToolOutput:
+    """What a tool's handler returns: its text for the model, and whether that text reports an error."""
+
     text: str
     is_error: bool = False
 
@@ -60,6 +62,8 @@ Probe = Callable[[Mapping[str, Any], ToolContext], Awaitable[ProbeResult]]
 
 @record
 class ToolSpec:
+    """A tool as the executor knows it: its schema and handler, and what running it may do (safety, effect, PII)."""
+
     name: str
     description: str
     input_schema: Mapping[str, Any]
