@@ -47,10 +47,10 @@ class FoldError(ValueError):
     """The log breaks an invariant of the state machine (a corrupt or hand-edited log)."""
 
 
+# No docstring: it is part of the state's schema digest (core/snapshot_version.py), and a new one would retire
+# every stored snapshot.
 @dataclass
 class OpenBatch:
-    """The batch proposed last and not yet closed: its calls in proposal order and the results they have so far."""
-
     batch_id: str
     content: tuple[ContentBlock, ...]
     calls: tuple[PlannedCall, ...]
@@ -107,10 +107,10 @@ class Counters:
             self.cache_write_tokens += usage.cache_write_tokens
 
 
+# No docstring: it is part of the state's schema digest (core/snapshot_version.py), and a new one would retire
+# every stored snapshot.
 @dataclass
 class SessionState:
-    """A session as its events fold into it (`fold`/`apply`): what perceive builds the next request from."""
-
     session_id: str = ""
     mode: Mode = "headless"
     workspace: str = ""
