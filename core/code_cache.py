@@ -124,9 +124,14 @@ def save(path: Path) -> None:
         keep.update((s, marshal.dumps(codes[s])) for s in new)
         data = _MAGIC + marshal.dumps(keep)
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+        # A new file of a name no other writer uses (two processes of one pid, in two containers sharing the
+        # directory, say), created exclusively as Python creates its bytecode files: never written through a file
+        # or a link already there.
+        partial = path.with_name(f"{path.name}.{os.getpid()}.{os.urandom(6).hex()}.partial")
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
-            partial.write_bytes(data)
+            with open(fd, "wb") as file:
+                file.write(data)
             os.replace(partial, path)
         finally:
             partial.unlink(missing_ok=True)

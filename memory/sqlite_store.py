@@ -550,7 +550,8 @@ class SqliteEventStore:
         events = []
         for seq, at, turn, kind, payload in rows:
             try:
-                event, when = EventAdapter.validate_json(unpack_payload(kind, payload)), stored_datetime(at)
+                # The time first, then the event: a row damaged in both is named by its time, as before.
+                when, event = stored_datetime(at), EventAdapter.validate_json(unpack_payload(kind, payload))
                 if type(seq) is int and type(turn) is int:  # the envelope is what it must be: nothing to validate
                     events.append(StoredEvent.model_construct(session_id=session_id, seq=seq, at=when, turn=turn,
                                                               event=event))

@@ -133,6 +133,11 @@ class StreamMasker:
         line_start = text.rfind("\n") + 1
         run_start = n if text[-1].isspace() else n - len(text.rsplit(None, 1)[-1])
         hold = max(line_start, run_start - self._CONTEXT, n - self._hold_limit)
+        if hold > line_start and text[hold - 1] not in " \t\n":
+            # Never from inside a run: whether `PATH/token: message` names a file depends on how that run starts
+            # (_masker._names_a_file), and the held tail masked alone must decide as the whole text does.
+            floor = max(line_start, n - self._hold_limit)
+            hold = max(text.rfind(" ", floor, hold), text.rfind("\t", floor, hold), floor - 1) + 1
         window = max(line_start, n - self._hold_limit)
         if "'" in text[window:] or '"' in text[window:]:
             low = _lower(text)

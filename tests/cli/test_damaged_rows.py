@@ -201,3 +201,14 @@ def test_an_event_payload_that_no_longer_parses_is_one_error_and_the_listing_goe
     assert listing.returncode == 0, listing.stderr
     counts = {v["id"]: v["turns"] for v in json_lines(listing.stdout)}
     assert counts == {home.first: None, home.second: 1}
+
+
+def test_an_event_whose_time_and_payload_were_both_edited_is_named_by_its_time(home: Home) -> None:
+    """The store reads an event's time before its payload: a row damaged in both is reported with the time's
+    error, the same line every Strata before the envelope's fast path gave (not the payload's JSON error)."""
+    key = (home.num(home.first) << SEQ_BITS) | 2
+    home.edit("UPDATE events SET at = 'garbage', payload = '{\"text\": ' WHERE key = ?", key)
+    show, resume = _runs(home, ("show", home.first), ("resume", home.first, "more", "--model", f"script:{home.script}"))
+    for proc in (show, resume):
+        line = _one_error(proc, f"session {home.first}", "event 2 does not load", "'garbage'")
+        assert "JSON" not in line

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import marshal
+import os
 from pathlib import Path
 
 from core import code_cache
@@ -73,3 +74,19 @@ def test_code_another_python_saved_is_not_taken(tmp_path: Path) -> None:
     header = raw.index(b"\n") + 1
     path.write_bytes(raw[:header] + b"\x00\x00\r\n" + raw[header + 4:])
     assert code_cache.read(path) == {}
+
+
+def test_saving_never_writes_through_a_link_planted_where_the_file_is_written_first(tmp_path: Path) -> None:
+    """The file is written under a temporary name, then renamed. That name was `NAME.PID.partial`, opened to
+    truncate and write, following a link: a link planted there (a pid is easy to guess: strata runs as pid 1 in a
+    container) had the save overwrite the file it points to. Python creates its own bytecode files exclusively."""
+    path = tmp_path / "generated_code.marshal"
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's own file\n", encoding="utf-8")
+    path.with_name(f"{path.name}.{os.getpid()}.partial").symlink_to(victim)
+    source = "w = 'test_saving_never_writes_through_a_link_planted_where_the_file_is_written_first'\n"
+    code_cache.compiled(source)
+    code_cache.save(path)
+    assert victim.read_text(encoding="utf-8") == "the user's own file\n"
+    assert source in code_cache.read(path)
+    assert not list(tmp_path.glob("*.partial.*")) and len(list(tmp_path.glob("*.partial"))) == 1  # only the link
