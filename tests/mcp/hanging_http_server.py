@@ -8,6 +8,8 @@ MODE says where it hangs (accepts the request, reads it, never answers, keeps th
 - `flood`: it does not hang: its first `tools/call` is answered with a JSON body announced as 200 MB that it writes
   until the client stops reading (the bytes it managed to write go to STATE/flood_bytes); later calls get a short
   result.
+- `gzip`: as `flood`, but its first `tools/call` is answered with a valid result of 64 MiB of text, gzip-compressed
+  (about 64 KB on the wire, STATE/flood_bytes); later calls get a short result.
 STATE gets `requests.log`: a line per request it received (the method, or the HTTP verb for GET and DELETE)."""
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import sys
 import threading
 import time
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,7 @@ from typing import Any
 PORT, STATE, MODE = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 STATE.mkdir(parents=True, exist_ok=True)
 LOCK = threading.Lock()
+GZIP_MB = 64
 TOOLS = [{"name": "search", "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}}]
 
 
@@ -67,6 +71,25 @@ class Handler(BaseHTTPRequestHandler):
         (STATE / "flood_bytes").write_text(str(written), encoding="utf-8")
         self.close_connection = True
 
+    def gzip_flood(self, request_id: object) -> None:
+        """A valid answer whose text is GZIP_MB MiB, sent gzip-compressed (a few hundred KB on the wire)."""
+        packer = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+        head = json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": ""}]}})
+        cut = head.index('""') + 1
+        data = packer.compress(head[:cut].encode())
+        chunk = b"x" * (1024 * 1024)
+        for _ in range(GZIP_MB):
+            data += packer.compress(chunk)
+        data += packer.compress(head[cut:].encode()) + packer.flush()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Mcp-Session-Id", "hanging-1")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        (STATE / "flood_bytes").write_text(str(len(data)), encoding="utf-8")
+
     def do_GET(self) -> None:
         record("GET")
         self.answer(405)
@@ -92,6 +115,8 @@ class Handler(BaseHTTPRequestHandler):
                 "serverInfo": {"name": "hanging", "version": "1"}}})
         elif method == "tools/call" and MODE == "flood" and not (STATE / "flood_bytes").exists():
             self.flood(request_id)
+        elif method == "tools/call" and MODE == "gzip" and not (STATE / "flood_bytes").exists():
+            self.gzip_flood(request_id)
         elif method == "tools/call":
             self.answer(200, {"jsonrpc": "2.0", "id": request_id, "result": {
                 "content": [{"type": "text", "text": "short answer"}]}})

@@ -5,10 +5,18 @@ out. Here the close takes at most CLOSE_S; the session's end is not waited for b
 
 A JSON response body is read up to MAX_JSON_BODY (the SDK reads it whole, and caps only SSE events): a longer one
 ends that request as an error naming the bound, with the connection dropped, so a hostile server cannot grow
-Strata's memory with an endless answer. The server stays connected for the calls after it."""
+Strata's memory with an endless answer. The server stays connected for the calls after it. The bound is on the
+body as decoded: a compressed body (gzip or deflate, the encodings asked for) is inflated here, a piece at a time,
+instead of by httpx, which inflated each piece whole (a 300 KB gzip answer became 300 MB in memory before any
+bound was looked at). A body compressed more than once is refused.
+
+`unread_answer` tells the errors the SDK's client makes up for an answer it could not read (not JSON-RPC, over the
+bound, an unexpected content type, an HTTP error status without a JSON-RPC error) from the errors a server sends:
+the request reached the server, so whatever it asked for may have been done."""
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -22,6 +30,9 @@ MAX_JSON_BODY = 8 * 1024 * 1024
 """The longest JSON response read from an HTTP server, the bound of a stdio server's message line
 (tool_executor/mcp/_stdio.py): far above the largest result Strata keeps (256 Ki characters, at most ~3 MiB as
 escaped JSON)."""
+
+PIECE_BYTES = 64 * 1024
+"""The most a compressed body is inflated by at a time."""
 
 CLOSE_S = 5.0
 """How long closing an HTTP server's connection may take (the DELETE ending its MCP session): a server that answers
@@ -53,14 +64,68 @@ def _capped_client() -> Any:
         async def aclose(self) -> None:
             await self._inner.aclose()
 
+    class Undecodable(httpx2.StreamError):
+        pass
+
+    class Refused(httpx2.AsyncByteStream):
+        def __init__(self, inner: httpx2.AsyncByteStream, why: str) -> None:
+            self._inner, self._why = inner, why
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            raise Undecodable(self._why)
+            yield b""  # an async generator
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    class Inflated(httpx2.AsyncByteStream):
+        """A gzip or deflate body inflated at most PIECE_BYTES at a time (zlib's own bound on its output)."""
+
+        def __init__(self, inner: httpx2.AsyncByteStream, encoding: str) -> None:
+            self._inner = inner
+            self._deflate = encoding == "deflate"
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            # gzip, or deflate as zlib data; deflate without zlib's header is tried when that fails at once
+            inflater = zlib.decompressobj(zlib.MAX_WBITS if self._deflate else zlib.MAX_WBITS | 32)
+            started = False
+            async for chunk in self._inner:
+                data = chunk
+                while data:
+                    try:
+                        piece = inflater.decompress(data, PIECE_BYTES)
+                    except zlib.error as exc:
+                        if started or not self._deflate:
+                            raise Undecodable(f"the server's compressed answer cannot be inflated ({exc})") from None
+                        inflater, started = zlib.decompressobj(-zlib.MAX_WBITS), True
+                        continue
+                    started = True
+                    data = inflater.unconsumed_tail
+                    if piece:
+                        yield piece
+            if rest := inflater.flush():
+                yield rest
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
     class CappedTransport(httpx2.AsyncBaseTransport):
         def __init__(self) -> None:
             self._inner = httpx2.AsyncHTTPTransport()
 
         async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
             response = await self._inner.handle_async_request(request)
+            assert isinstance(response.stream, httpx2.AsyncByteStream)
+            codings = [c.strip().lower() for c in response.headers.get("content-encoding", "").split(",")]
+            codings = [c for c in codings if c not in ("", "identity")]
+            if codings:  # inflated here, within bounds; httpx then sees a plain body
+                del response.headers["content-encoding"]
+                if len(codings) > 1 or codings[0] not in ("gzip", "x-gzip", "deflate"):
+                    response.stream = Refused(response.stream, f"the server's answer is encoded as "
+                                                               f"{', '.join(codings)} (Strata reads gzip or deflate)")
+                else:
+                    response.stream = Inflated(response.stream, codings[0])
             if response.headers.get("content-type", "").lower().startswith("application/json"):
-                assert isinstance(response.stream, httpx2.AsyncByteStream)
                 response.stream = CappedBody(response.stream)
             return response
 
@@ -68,7 +133,7 @@ def _capped_client() -> Any:
             await self._inner.aclose()
 
     return httpx2.AsyncClient(timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
-                              transport=CappedTransport())
+                              transport=CappedTransport(), headers={"accept-encoding": "gzip, deflate"})
 
 
 @asynccontextmanager
@@ -93,3 +158,17 @@ async def http_transport(url: str) -> AsyncIterator[Any]:
         log.info("mcp http close cut short", url=url, after_s=CLOSE_S)
         if failure is not None:
             raise failure
+
+
+_UNREAD_ANSWERS = ("Failed to parse JSON response", "Failed to parse SSE message", "Unexpected content type",
+                   "server answered a request with 202 Accepted", "Server returned an error response")
+"""How the SDK's streamable HTTP client begins the errors it makes up when a request's answer could not be read
+(mcp/client/streamable_http.py); the server sent none of them."""
+
+
+def unread_answer(code: int, message: str) -> bool:
+    """Whether an error a request ended with is one the SDK's HTTP client made up because the server's answer could
+    not be read (so the server had the request, and may have done what it asked)."""
+    from mcp.types import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
+
+    return code in (PARSE_ERROR, INVALID_REQUEST, INTERNAL_ERROR) and message.startswith(_UNREAD_ANSWERS)
