@@ -4,7 +4,11 @@ keeps a line without a newline in memory whatever its length, so a server writin
 memory until the call's deadline; here such a server is cut off (`on_cut` says why, its process group is killed, and
 the session sees the connection close), and what Strata holds of it stays within the bound. And a line is decoded
 with the message, as bytes: a line that is not UTF-8 is one unreadable message (the SDK's decoder raised, and its
-reader and the connection died with it).
+reader and the connection died with it). And at most MAX_SERVER_REQUESTS requests from the server wait for their
+answers at once: the SDK starts a task for each request it reads and each waits until its answer is written, so a
+server that sent requests without reading the answers held a task per request (100,000 pings: 1 GB); past the bound
+the server's output is read once an answer is written (the server waits, as it would on a client that reads
+slowly, and a call that then gets no answer ends at its deadline).
 
 Built on the SDK's public pieces: the session's streams carry `SessionMessage`s (or the Exception a line that is not
 JSON-RPC gave), the server's environment is the SDK's default one plus the declared variables. The child runs in a
@@ -33,6 +37,9 @@ result is kept up to 256 Ki characters, which JSON-escaped (an astral character 
 is at most 3 MiB; the rest leaves room for an image (base64, shown only as its size) and a long tool listing. A
 longer line is a broken or hostile server: it is cut off rather than held in memory."""
 
+MAX_SERVER_REQUESTS = 64
+"""How many requests from the server (a ping, a sampling request) may wait for Strata's answer at once."""
+
 EXIT_GRACE_S = 2.0
 """How long a server has to exit after its stdin closes, and again after SIGTERM, before its group is killed."""
 FLUSH_S = 0.5
@@ -55,6 +62,7 @@ async def stdio_transport(argv: Sequence[str], env: Mapping[str, str] | None, er
     to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
     writer_done = anyio.Event()
+    asked = _Asked(MAX_SERVER_REQUESTS)
 
     def cut(reason: str) -> None:
         on_cut(reason)
@@ -67,6 +75,7 @@ async def stdio_transport(argv: Sequence[str], env: Mapping[str, str] | None, er
                 async for message in from_session:
                     data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
                     await process.stdin.send(data.encode("utf-8"))
+                    asked.answered(message.message)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             await to_session.aclose()  # the server stopped reading: the session sees the connection end
         finally:
@@ -74,7 +83,7 @@ async def stdio_transport(argv: Sequence[str], env: Mapping[str, str] | None, er
 
     async with anyio.create_task_group() as tg:
         assert process.stdout is not None
-        tg.start_soon(_read, process.stdout, to_session, cut, on_unreadable)
+        tg.start_soon(_read, process.stdout, to_session, cut, on_unreadable, asked)
         tg.start_soon(write)
         try:
             yield read_stream, write_stream
@@ -90,9 +99,49 @@ async def stdio_transport(argv: Sequence[str], env: Mapping[str, str] | None, er
             tg.cancel_scope.cancel()
 
 
+class _Asked:
+    """The server's requests the session has not answered yet (their ids), at most `bound` at once."""
+
+    def __init__(self, bound: int) -> None:
+        self._bound = bound
+        self._waiting: set[object] = set()
+        self._freed = anyio.Event()
+
+    async def admit(self, message: Any) -> None:
+        """Return once `message`, if it is a request from the server, may be passed on (it is then waiting)."""
+        import mcp_types
+
+        if isinstance(message, mcp_types.JSONRPCNotification) and message.method == "notifications/cancelled":
+            self._settle((message.params or {}).get("requestId"))  # the server will not wait for that answer
+        if not isinstance(message, mcp_types.JSONRPCRequest):
+            return
+        while len(self._waiting) >= self._bound:
+            if self._freed.is_set():
+                self._freed = anyio.Event()
+            await self._freed.wait()
+        self._waiting.add(_key(message.id))
+
+    def answered(self, message: Any) -> None:
+        """The session's `message` was written: an answer frees its request's place."""
+        import mcp_types
+
+        if isinstance(message, mcp_types.JSONRPCResponse | mcp_types.JSONRPCError):
+            self._settle(message.id)
+
+    def _settle(self, request_id: object) -> None:
+        if isinstance(request_id, str | int) and _key(request_id) in self._waiting:
+            self._waiting.discard(_key(request_id))
+            self._freed.set()
+
+
+def _key(request_id: object) -> object:
+    return (type(request_id).__name__, request_id)
+
+
 async def _read(stdout: ByteReceiveStream, to_session: MemoryObjectSendStream[Any], cut: Callable[[str], None],
-                on_unreadable: Callable[[], None]) -> None:
-    """The server's stdout as messages, one line each, a line at most MAX_LINE_BYTES long."""
+                on_unreadable: Callable[[], None], asked: _Asked) -> None:
+    """The server's stdout as messages, one line each, a line at most MAX_LINE_BYTES long; a request from the server
+    is passed on once fewer than MAX_SERVER_REQUESTS wait for their answers."""
     line = bytearray()
     async with to_session:
         while True:
@@ -110,6 +159,8 @@ async def _read(stdout: ByteReceiveStream, to_session: MemoryObjectSendStream[An
                 if message is None:
                     continue
                 try:
+                    if not isinstance(message, Exception):
+                        await asked.admit(message.message)
                     await to_session.send(message)  # no read-ahead while the session does not take it
                 except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                     await _drain(stdout)  # the session is gone: let a server flushing its output exit
