@@ -8,7 +8,9 @@ reader and the connection died with it). And at most MAX_SERVER_REQUESTS request
 answers at once: the SDK starts a task for each request it reads and each waits until its answer is written, so a
 server that sent requests without reading the answers held a task per request (100,000 pings: 1 GB); past the bound
 the server's output is read once an answer is written (the server waits, as it would on a client that reads
-slowly, and a call that then gets no answer ends at its deadline).
+slowly, and a call that then gets no answer ends at its deadline). And the server's stderr is copied to its log
+up to MAX_STDERR_BYTES per start, the rest read and dropped (the SDK gave the child the log file itself: a server
+logging without end filled the disk the Strata home is on).
 
 Built on the SDK's public pieces: the session's streams carry `SessionMessage`s (or the Exception a line that is not
 JSON-RPC gave), the server's environment is the SDK's default one plus the declared variables. The child runs in a
@@ -22,7 +24,7 @@ import os
 import signal
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
 import anyio
 import structlog
@@ -37,6 +39,10 @@ result is kept up to 256 Ki characters, which JSON-escaped (an astral character 
 is at most 3 MiB; the rest leaves room for an image (base64, shown only as its size) and a long tool listing. A
 longer line is a broken or hostile server: it is cut off rather than held in memory."""
 
+MAX_STDERR_BYTES = 8 * 1024 * 1024
+"""How much of a server's stderr one start of it adds to its log (8 MiB); the log itself is rotated at that size
+(tool_executor/mcp/_server.py)."""
+
 MAX_SERVER_REQUESTS = 64
 """How many requests from the server (a ping, a sampling request) may wait for Strata's answer at once."""
 
@@ -49,19 +55,20 @@ Streams = tuple[MemoryObjectReceiveStream[Any], MemoryObjectSendStream[Any]]
 
 
 @asynccontextmanager
-async def stdio_transport(argv: Sequence[str], env: Mapping[str, str] | None, errlog: TextIO, *,
+async def stdio_transport(argv: Sequence[str], env: Mapping[str, str] | None, errlog: BinaryIO, *,
                           on_cut: Callable[[str], None], on_unreadable: Callable[[], None]) -> AsyncIterator[Streams]:
-    """Start `argv` (stderr to `errlog`) and yield the session's (read, write) streams. `on_cut(reason)` is called
-    when the server is cut off for a message line over the bound (before the session sees the connection close);
-    `on_unreadable()` for each line that is not a JSON-RPC message (the session gets the error, and drops it)."""
+    """Start `argv` (its stderr to `errlog`, up to MAX_STDERR_BYTES) and yield the session's (read, write) streams.
+    `on_cut(reason)` is called when the server is cut off for a message line over the bound (before the session
+    sees the connection close); `on_unreadable()` for each line that is not a JSON-RPC message (the session gets
+    the error, and drops it)."""
     from mcp.client.stdio import get_default_environment
     from mcp.shared.message import SessionMessage
 
-    process = await anyio.open_process(list(argv), env=get_default_environment() | dict(env or {}), stderr=errlog,
+    process = await anyio.open_process(list(argv), env=get_default_environment() | dict(env or {}),
                                        start_new_session=True)
     to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
-    writer_done = anyio.Event()
+    writer_done, stderr_kept = anyio.Event(), anyio.Event()
     asked = _Asked(MAX_SERVER_REQUESTS)
 
     def cut(reason: str) -> None:
@@ -85,6 +92,8 @@ async def stdio_transport(argv: Sequence[str], env: Mapping[str, str] | None, er
         assert process.stdout is not None
         tg.start_soon(_read, process.stdout, to_session, cut, on_unreadable, asked)
         tg.start_soon(write)
+        assert process.stderr is not None
+        tg.start_soon(_keep_stderr, process.stderr, errlog, stderr_kept)
         try:
             yield read_stream, write_stream
         finally:
@@ -93,7 +102,7 @@ async def stdio_transport(argv: Sequence[str], env: Mapping[str, str] | None, er
                 write_stream.close()
                 with anyio.move_on_after(FLUSH_S):
                     await writer_done.wait()
-                await _stop(process)
+                await _stop(process, stderr_kept)
                 for stream in (read_stream, write_stream, to_session, from_session):
                     await stream.aclose()
             tg.cancel_scope.cancel()
@@ -174,6 +183,25 @@ async def _read(stdout: ByteReceiveStream, to_session: MemoryObjectSendStream[An
                 return  # the session sees the connection close
 
 
+async def _keep_stderr(stderr: ByteReceiveStream, errlog: BinaryIO, done: anyio.Event) -> None:
+    """Copy the server's stderr to `errlog` up to MAX_STDERR_BYTES, then say so there and read the rest unkept (a
+    server whose stderr is not read would stop at its next write); `done` is set at its end."""
+    kept = 0
+    with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        while True:
+            chunk = await stderr.receive()
+            if kept >= MAX_STDERR_BYTES:
+                continue
+            chunk = chunk[:MAX_STDERR_BYTES - kept]
+            kept += len(chunk)
+            errlog.write(chunk)
+            if kept >= MAX_STDERR_BYTES:
+                errlog.write(f"\n[strata: this server wrote more than {MAX_STDERR_BYTES // (1024 * 1024)} MiB to "
+                             "stderr since it started; the rest is not kept]\n".encode())
+            errlog.flush()
+    done.set()
+
+
 def _parse(line: bytes, on_unreadable: Callable[[], None]) -> Any:
     """A SessionMessage, the error a line that is not JSON-RPC gave (the SDK's stdio reader passes it on too), or
     None for a blank line."""
@@ -196,9 +224,10 @@ async def _drain(stdout: ByteReceiveStream) -> None:
             await stdout.receive()
 
 
-async def _stop(process: Process) -> None:
+async def _stop(process: Process, stderr_kept: anyio.Event) -> None:
     """Close the server's stdin, give it EXIT_GRACE_S to exit, then SIGTERM its group and, after the same grace,
-    SIGKILL it; its pipes are closed and the process reaped."""
+    SIGKILL it; its stderr is read to its end (`stderr_kept`, waited for at most FLUSH_S), its pipes are closed and
+    the process reaped."""
     assert process.stdin is not None and process.stdout is not None
     with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
         await process.stdin.aclose()
@@ -209,6 +238,8 @@ async def _stop(process: Process) -> None:
             await _exited(process, EXIT_GRACE_S)
     with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
         await process.stdout.aclose()
+    with anyio.move_on_after(FLUSH_S):  # what it wrote to stderr before it exited reaches its log
+        await stderr_kept.wait()
     with anyio.move_on_after(EXIT_GRACE_S), contextlib.suppress(OSError, ProcessLookupError):
         await process.aclose()  # reaps it (its pipes are closed: nothing else to wait for)
 
