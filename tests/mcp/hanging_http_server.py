@@ -10,11 +10,14 @@ MODE says where it hangs (accepts the request, reads it, never answers, keeps th
   result.
 - `gzip`: as `flood`, but its first `tools/call` is answered with a valid result of 64 MiB of text, gzip-compressed
   (about 64 KB on the wire, STATE/flood_bytes); later calls get a short result.
+- `pings`: its event stream (GET) sends 2000 ping requests of 48 KiB each, as fast as the client reads them (how many
+  it wrote goes to STATE/pings); the POSTs carrying their answers, and a `tools/call`, are never answered.
 STATE gets `requests.log`: a line per request it received (the method, or the HTTP verb for GET and DELETE)."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -27,6 +30,7 @@ PORT, STATE, MODE = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 STATE.mkdir(parents=True, exist_ok=True)
 LOCK = threading.Lock()
 GZIP_MB = 64
+PINGS, PING_PAD = 2000, 48 * 1024
 TOOLS = [{"name": "search", "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}}]
 
 
@@ -92,7 +96,24 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         record("GET")
-        self.answer(405)
+        if MODE != "pings":
+            self.answer(405)
+            return
+        self.send_response(200)  # the server's event stream: pings, as many as the client reads
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Mcp-Session-Id", "hanging-1")
+        self.end_headers()
+        pad = "p" * PING_PAD
+        for i in range(PINGS):
+            ping = {"jsonrpc": "2.0", "id": f"ping-{i}", "method": "ping", "params": {"_meta": {"pad": pad}}}
+            try:
+                self.wfile.write(f"data: {json.dumps(ping)}\n\n".encode())
+                self.wfile.flush()
+            except OSError:
+                break
+            (STATE / "pings.new").write_text(str(i + 1), encoding="ascii")
+            os.replace(STATE / "pings.new", STATE / "pings")
+        self.hang()
 
     def do_DELETE(self) -> None:
         record("DELETE")
@@ -104,6 +125,8 @@ class Handler(BaseHTTPRequestHandler):
         message = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
         method, request_id = message.get("method"), message.get("id")
         record(str(method))
+        if MODE == "pings" and (method is None or method == "tools/call"):  # answers and calls are never answered
+            self.hang()
         if MODE == "never" or (MODE == "listing" and method != "initialize") or (
                 MODE == "call" and method == "tools/call"):
             self.hang()

@@ -144,3 +144,22 @@ def test_an_effectful_call_whose_http_answer_cannot_be_read_is_unknown_not_refus
     receipts = strata(cli, "receipts", "--json")
     assert receipts.returncode == 0, receipts.stderr
     assert '"unknown"' in receipts.stdout, receipts.stdout
+
+
+def test_an_http_server_sending_requests_it_never_takes_the_answers_of_is_not_read_on(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """The SDK starts a task for each request a server sends and each waits until its answer is POSTed; a server
+    that never answered those POSTs was read on regardless, one task held per request (160,000 pings: 1 GB). At most
+    64 wait at once, so its event stream is read no further: of 2000 pings of 48 KiB it writes no more than the socket
+    buffers hold, its call ends at its deadline, and the session goes on."""
+    state = tmp_path / "state"
+    script = script_of(tmp_path, tool_use("c1", "mcp__h__search", q="x"),
+                       tool_use("c2", "bash", command="echo still-here"))
+    with hanging_server(state, "pings") as url:
+        run, _ = run_timed(cli, url, script, workspace)
+        pings = int((state / "pings").read_text(encoding="ascii"))
+    assert run.returncode == 0, run.stderr
+    results = call_results(events_of(run.stdout))
+    assert results["c1"]["status"] == "timeout", results["c1"]
+    assert results["c2"]["status"] == "ok", results["c2"]
+    assert pings < 1000, pings  # 64 waiting, the rest in the socket buffers

@@ -8,7 +8,9 @@ ends that request as an error naming the bound, with the connection dropped, so 
 Strata's memory with an endless answer. The server stays connected for the calls after it. The bound is on the
 body as decoded: a compressed body (gzip or deflate, the encodings asked for) is inflated here, a piece at a time,
 instead of by httpx, which inflated each piece whole (a 300 KB gzip answer became 300 MB in memory before any
-bound was looked at). A body compressed more than once is refused.
+bound was looked at). A body compressed more than once is refused. At most 64 requests from the server (over its
+event streams) wait for their answers at once (tool_executor/mcp/_asked.py); one waits until the POST carrying its
+answer is done.
 
 `unread_answer` tells the errors the SDK's client makes up for an answer it could not read (not JSON-RPC, over the
 bound, an unexpected content type, an HTTP error status without a JSON-RPC error) from the errors a server sends:
@@ -16,6 +18,8 @@ the request reached the server, so whatever it asked for may have been done."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import zlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -23,6 +27,9 @@ from typing import Any
 
 import anyio
 import structlog
+from anyio.streams.memory import MemoryObjectSendStream
+
+from tool_executor.mcp._asked import ServerRequests
 
 log = structlog.get_logger("strata.mcp")
 
@@ -39,9 +46,9 @@ CLOSE_S = 5.0
 at all answers that in well under a second."""
 
 
-def _capped_client() -> Any:
+def _capped_client(asked: ServerRequests | None = None) -> Any:
     """The SDK's default client (its timeouts, no redirects followed by httpx) whose JSON responses are read up to
-    MAX_JSON_BODY."""
+    MAX_JSON_BODY; the POST carrying an answer to a request of the server settles it in `asked` once it is done."""
     import httpx2
     from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
@@ -114,7 +121,12 @@ def _capped_client() -> Any:
             self._inner = httpx2.AsyncHTTPTransport()
 
         async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-            response = await self._inner.handle_async_request(request)
+            answering = _answer_id(request) if asked is not None else None
+            try:
+                response = await self._inner.handle_async_request(request)
+            finally:
+                if asked is not None and answering is not None:  # delivered or failed: it waits no more
+                    asked.settle(answering)
             assert isinstance(response.stream, httpx2.AsyncByteStream)
             codings = [c.strip().lower() for c in response.headers.get("content-encoding", "").split(",")]
             codings = [c for c in codings if c not in ("", "identity")]
@@ -136,6 +148,29 @@ def _capped_client() -> Any:
                               transport=CappedTransport(), headers={"accept-encoding": "gzip, deflate"})
 
 
+def _answer_id(request: Any) -> object:
+    """The id of the server's request this POST answers (a JSON-RPC response or error), or None."""
+    if request.method != "POST":
+        return None
+    try:
+        body = json.loads(request.content)
+    except (ValueError, RuntimeError):  # not JSON, or a streamed body (the SDK sends neither for an answer)
+        return None
+    if isinstance(body, dict) and "method" not in body and ("result" in body or "error" in body):
+        return body.get("id")
+    return None
+
+
+async def _admitting(read: Any, to_session: MemoryObjectSendStream[Any], asked: ServerRequests) -> None:
+    """Pass the transport's messages to the session, a request of the server once `asked` admits it."""
+    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+        async with to_session:
+            async for item in read:
+                if not isinstance(item, Exception):
+                    await asked.admit(item.message)
+                await to_session.send(item)
+
+
 @asynccontextmanager
 async def http_transport(url: str) -> AsyncIterator[Any]:
     """The SDK's streamable HTTP client for `url`; its close is cut short after CLOSE_S (what made the connection
@@ -145,15 +180,21 @@ async def http_transport(url: str) -> AsyncIterator[Any]:
     failure: BaseException | None = None
     # The scope is entered before the transport (anyio's scopes nest): its deadline, set only when the body ends,
     # bounds the transport's close and nothing before it.
+    asked = ServerRequests()
     with anyio.CancelScope() as closing:
-        async with _capped_client() as client, streamable_http_client(url, http_client=client) as streams:
+        async with _capped_client(asked) as client, streamable_http_client(url, http_client=client) as (read, write), \
+                anyio.create_task_group() as relay:
+            to_session, from_relay = anyio.create_memory_object_stream[Any](0)
+            relay.start_soon(_admitting, read, to_session, asked)
             try:
-                yield streams
+                yield from_relay, write
             except BaseException as exc:
                 failure = exc
                 raise
             finally:
                 closing.deadline = anyio.current_time() + CLOSE_S
+                relay.cancel_scope.cancel()
+                from_relay.close()
     if closing.cancelled_caught:
         log.info("mcp http close cut short", url=url, after_s=CLOSE_S)
         if failure is not None:

@@ -1,16 +1,13 @@
 """The stdio transport to an MCP server: newline-delimited JSON-RPC over the child's stdin and stdout, as the
-SDK's `stdio_client` speaks it, with two differences. A message line is read up to MAX_LINE_BYTES: the SDK's reader
-keeps a line without a newline in memory whatever its length, so a server writing an endless line grew Strata's
-memory until the call's deadline; here such a server is cut off (`on_cut` says why, its process group is killed, and
-the session sees the connection close), and what Strata holds of it stays within the bound. And a line is decoded
-with the message, as bytes: a line that is not UTF-8 is one unreadable message (the SDK's decoder raised, and its
-reader and the connection died with it). And at most MAX_SERVER_REQUESTS requests from the server wait for their
-answers at once: the SDK starts a task for each request it reads and each waits until its answer is written, so a
-server that sent requests without reading the answers held a task per request (100,000 pings: 1 GB); past the bound
-the server's output is read once an answer is written (the server waits, as it would on a client that reads
-slowly, and a call that then gets no answer ends at its deadline). And the server's stderr is copied to its log
-up to MAX_STDERR_BYTES per start, the rest read and dropped (the SDK gave the child the log file itself: a server
-logging without end filled the disk the Strata home is on).
+SDK's `stdio_client` speaks it, with these differences. A message line is read up to MAX_LINE_BYTES: the SDK's
+reader keeps a line without a newline in memory whatever its length, so a server writing an endless line grew
+Strata's memory until the call's deadline; here such a server is cut off (`on_cut` says why, its process group is
+killed, and the session sees the connection close), and what Strata holds of it stays within the bound. A line is
+decoded with the message, as bytes: a line that is not UTF-8 is one unreadable message (the SDK's decoder raised,
+and its reader and the connection died with it). At most 64 requests from the server wait for their answers at once
+(tool_executor/mcp/_asked.py): past that the server's output is read once an answer is written. The server's stderr
+is copied to its log up to MAX_STDERR_BYTES per start, the rest read and dropped (the SDK gave the child the log
+file itself: a server logging without end filled the disk the Strata home is on).
 
 Built on the SDK's public pieces: the session's streams carry `SessionMessage`s (or the Exception a line that is not
 JSON-RPC gave), the server's environment is the SDK's default one plus the declared variables. The child runs in a
@@ -31,6 +28,8 @@ import structlog
 from anyio.abc import ByteReceiveStream, Process
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from tool_executor.mcp._asked import ServerRequests
+
 log = structlog.get_logger("strata.mcp")
 
 MAX_LINE_BYTES = 8 * 1024 * 1024
@@ -42,9 +41,6 @@ longer line is a broken or hostile server: it is cut off rather than held in mem
 MAX_STDERR_BYTES = 8 * 1024 * 1024
 """How much of a server's stderr one start of it adds to its log (8 MiB); the log itself is rotated at that size
 (tool_executor/mcp/_server.py)."""
-
-MAX_SERVER_REQUESTS = 64
-"""How many requests from the server (a ping, a sampling request) may wait for Strata's answer at once."""
 
 EXIT_GRACE_S = 2.0
 """How long a server has to exit after its stdin closes, and again after SIGTERM, before its group is killed."""
@@ -69,7 +65,7 @@ async def stdio_transport(argv: Sequence[str], env: Mapping[str, str] | None, er
     to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
     writer_done, stderr_kept = anyio.Event(), anyio.Event()
-    asked = _Asked(MAX_SERVER_REQUESTS)
+    asked = ServerRequests()
 
     def cut(reason: str) -> None:
         on_cut(reason)
@@ -108,47 +104,8 @@ async def stdio_transport(argv: Sequence[str], env: Mapping[str, str] | None, er
             tg.cancel_scope.cancel()
 
 
-class _Asked:
-    """The server's requests the session has not answered yet (their ids), at most `bound` at once."""
-
-    def __init__(self, bound: int) -> None:
-        self._bound = bound
-        self._waiting: set[object] = set()
-        self._freed = anyio.Event()
-
-    async def admit(self, message: Any) -> None:
-        """Return once `message`, if it is a request from the server, may be passed on (it is then waiting)."""
-        import mcp_types
-
-        if isinstance(message, mcp_types.JSONRPCNotification) and message.method == "notifications/cancelled":
-            self._settle((message.params or {}).get("requestId"))  # the server will not wait for that answer
-        if not isinstance(message, mcp_types.JSONRPCRequest):
-            return
-        while len(self._waiting) >= self._bound:
-            if self._freed.is_set():
-                self._freed = anyio.Event()
-            await self._freed.wait()
-        self._waiting.add(_key(message.id))
-
-    def answered(self, message: Any) -> None:
-        """The session's `message` was written: an answer frees its request's place."""
-        import mcp_types
-
-        if isinstance(message, mcp_types.JSONRPCResponse | mcp_types.JSONRPCError):
-            self._settle(message.id)
-
-    def _settle(self, request_id: object) -> None:
-        if isinstance(request_id, str | int) and _key(request_id) in self._waiting:
-            self._waiting.discard(_key(request_id))
-            self._freed.set()
-
-
-def _key(request_id: object) -> object:
-    return (type(request_id).__name__, request_id)
-
-
 async def _read(stdout: ByteReceiveStream, to_session: MemoryObjectSendStream[Any], cut: Callable[[str], None],
-                on_unreadable: Callable[[], None], asked: _Asked) -> None:
+                on_unreadable: Callable[[], None], asked: ServerRequests) -> None:
     """The server's stdout as messages, one line each, a line at most MAX_LINE_BYTES long; a request from the server
     is passed on once fewer than MAX_SERVER_REQUESTS wait for their answers."""
     line = bytearray()
