@@ -3,9 +3,11 @@ milliseconds): `python flood_server.py STATE [--flood-listing BYTES]`.
 
 It answers `initialize` and `tools/list` properly (tools `flood` and `echo`), unless `--flood-listing` makes its
 `tools/list` answer an endless line. A `flood` call (`{"bytes": N}`) is answered by one message line that never
-ends: N bytes of text in 1 MiB writes without a newline, then it waits. `echo` answers at once. STATE gets
-`started` (a line per start with the pid), `calls.log` (a line per call) and `written` (how many bytes of the
-flood it managed to write, rewritten after each write)."""
+ends: N bytes of text in 1 MiB writes without a newline, then it waits. `echo` answers at once. `ask` (`{"pings":
+N}`) sends N ping requests to the client without reading its stdin (so the answers are not read), then answers;
+`shout` (`{"mib": N}`) writes N MiB to stderr, then answers.
+STATE gets `started` (a line per start with the pid), `calls.log` (a line per call), `written` (how many bytes of
+the flood it managed to write, rewritten after each write) and `asked` (how many pings `ask` sent, every 500th)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,11 @@ CHUNK = b"x" * (1024 * 1024)
 OBJECT = {"type": "object", "properties": {"bytes": {"type": "integer"}, "q": {"type": "string"}}}
 TOOLS = [{"name": "flood", "description": "answers with an endless line", "inputSchema": OBJECT},
          {"name": "echo", "description": "answers at once", "inputSchema": OBJECT},
-         {"name": "junk", "description": "writes a line that is not UTF-8, then answers", "inputSchema": OBJECT}]
+         {"name": "junk", "description": "writes a line that is not UTF-8, then answers", "inputSchema": OBJECT},
+         {"name": "shout", "description": "writes N MiB to stderr, then answers",
+          "inputSchema": {"type": "object", "properties": {"mib": {"type": "integer"}}}},
+         {"name": "ask", "description": "sends N pings to the client without reading, then answers",
+          "inputSchema": {"type": "object", "properties": {"pings": {"type": "integer"}}}}]
 
 STATE.mkdir(parents=True, exist_ok=True)
 with (STATE / "started").open("a", encoding="utf-8") as f:
@@ -68,6 +74,18 @@ for raw in sys.stdin.buffer:
             f.write(f"{params['name']} {json.dumps(params.get('arguments'), sort_keys=True)}\n")
         if params["name"] == "flood":
             flood(request_id, int(params["arguments"]["bytes"]))
+        if params["name"] == "shout":  # a server logging without end, as far as the test goes
+            line = b"e" * 1023 + b"\n"
+            for _ in range(int(params["arguments"]["mib"]) * 1024):
+                sys.stderr.buffer.write(line)
+            sys.stderr.buffer.flush()
+        if params["name"] == "ask":  # requests to the client, their answers not read until the last is sent
+            for i in range(int(params["arguments"]["pings"])):
+                send({"jsonrpc": "2.0", "id": f"ping-{i}", "method": "ping"})
+                if i % 500 == 0:
+                    (STATE / "asked.new").write_text(str(i + 1), encoding="ascii")
+                    os.replace(STATE / "asked.new", STATE / "asked")
+            (STATE / "asked").write_text(str(params["arguments"]["pings"]), encoding="ascii")
         if params["name"] == "junk":  # a line that is not UTF-8 first, then the answer
             out.write(b"\xff\xfe not utf-8\n")
         send({"jsonrpc": "2.0", "id": request_id, "result": {

@@ -24,7 +24,9 @@ def flood_table(name: str, state: Path, *extra_args: str, effect: str = "read_on
     return (f'[mcp.servers.{name}]\ncommand = "{sys.executable}"\nargs = [{args}]\nstartup_timeout_s = 20\n'
             f'[mcp.servers.{name}.tools.flood]\nsafety = "read"\neffect = "{effect}"\ntimeout_s = 60\n'
             f'[mcp.servers.{name}.tools.echo]\nsafety = "read"\neffect = "read_only"\n'
-            f'[mcp.servers.{name}.tools.junk]\nsafety = "read"\neffect = "read_only"\ntimeout_s = 20\n')
+            f'[mcp.servers.{name}.tools.junk]\nsafety = "read"\neffect = "read_only"\ntimeout_s = 20\n'
+            f'[mcp.servers.{name}.tools.ask]\nsafety = "read"\neffect = "read_only"\ntimeout_s = 3\n'
+            f'[mcp.servers.{name}.tools.shout]\nsafety = "read"\neffect = "read_only"\ntimeout_s = 60\n')
 
 
 def written(state: Path) -> int:
@@ -99,3 +101,42 @@ def test_a_stdout_line_that_is_not_utf8_is_dropped_and_the_answer_after_it_is_re
     assert run.returncode == 0 and run.stderr == "", run.stderr  # the SDK's reader died on it, mid-session
     result = call_results(events_of(run.stdout))["c1"]
     assert result["status"] == "ok" and result["content"] == "echo after junk", result
+
+
+def test_a_server_sending_requests_without_reading_the_answers_is_held_back_not_buffered(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """The SDK starts a task for each request the server sends, and each waits until its answer is written; a server
+    that does not read its stdin made Strata hold one per request (100,000 pings: 1 GB of memory), and read on. At
+    most 64 wait at once: the server's output is read on once answers are written, so this server is held back after
+    a few thousand (what the pipes hold), its call ends at its deadline, and the session goes on."""
+    hostile = tmp_path / "h"
+    user_config(cli, flood_table("h", hostile))
+    script = write_script(tmp_path / "script.json", [
+        [tool_use("c1", "mcp__h__ask", pings=20000)], [tool_use("c2", "bash", command="echo still-here")],
+        [text("done")]])
+    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json",
+                 "--allow", "bash", "pings")
+    assert run.returncode == 0, run.stderr
+    results = call_results(events_of(run.stdout))
+    assert results["c1"]["status"] == "timeout", results["c1"]
+    assert results["c2"]["status"] == "ok", results["c2"]
+    asked = int((hostile / "asked").read_text(encoding="ascii"))
+    assert asked < 10000, asked  # it was not read on: 64 waiting, the rest in the pipes
+
+
+def test_a_server_logging_without_end_to_stderr_keeps_its_log_bounded(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """The server's stderr was the log file itself, appended to by every start: a server writing 24 MiB of stderr
+    per call grew `<home>/mcp/NAME.log` by 24 MiB each session, without end (the disk of the Strata home). A start
+    adds at most 8 MiB, then a line saying the rest was not kept; a log past 8 MiB is kept as NAME.log.1 at the
+    next start. The call is answered: the rest of its stderr is read, only not kept."""
+    user_config(cli, flood_table("h", tmp_path / "h"))
+    script = write_script(tmp_path / "script.json", [[tool_use("c1", "mcp__h__shout", mib=24)], [text("done")]])
+    log = cli.home / "mcp" / "h.log"
+    for _ in range(2):
+        run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "shout")
+        assert run.returncode == 0, run.stderr
+        assert call_results(events_of(run.stdout))["c1"]["status"] == "ok"
+        assert log.stat().st_size < 9 * MiB, log.stat().st_size
+        assert log.read_bytes().endswith(b"since it started; the rest is not kept]\n")
+    assert log.with_name("h.log.1").stat().st_size < 9 * MiB  # the first session's, kept once

@@ -33,18 +33,20 @@ def hanging_server(state: Path, mode: str) -> Iterator[str]:
         yield url
 
 
-def declare(cli: StrataCLI, url: str) -> None:
+def declare(cli: StrataCLI, url: str, effect: str = "read_only") -> None:
+    safety = "read" if effect == "read_only" else "write"
     user_config(cli, f'[mcp.servers.h]\nurl = "{url}"\nstartup_timeout_s = 2\n'
-                     '[mcp.servers.h.tools.search]\nsafety = "read"\neffect = "read_only"\ntimeout_s = 2\n')
+                     f'[mcp.servers.h.tools.search]\nsafety = "{safety}"\neffect = "{effect}"\ntimeout_s = 2\n')
 
 
-def run_timed(cli: StrataCLI, url: str, script: Path,
-              workspace: Path) -> tuple[subprocess.CompletedProcess[str], float]:
-    """`strata run` of `script` with the server at `url` declared; its result and how long it took."""
-    declare(cli, url)
+def run_timed(cli: StrataCLI, url: str, script: Path, workspace: Path,
+              effect: str = "read_only") -> tuple[subprocess.CompletedProcess[str], float]:
+    """`strata run` of `script` with the server at `url` declared (its tool `search` of `effect`, allowed); its
+    result and how long it took."""
+    declare(cli, url, effect)
     began = time.monotonic()
     run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json",
-                 "--allow", "bash", "go")
+                 "--allow", "bash", "--allow", "mcp__h__search", "go")
     return run, time.monotonic() - began
 
 
@@ -107,3 +109,57 @@ def test_an_http_server_answering_with_an_endless_json_body_fails_that_call_and_
     assert flood_bytes < 64 * 1024 * 1024, flood_bytes  # it stopped being read near the bound, not at 200 MB
     assert requests(state).count("tools/call") == 2  # the failed read-only call was not retried
     assert "Traceback" not in run.stderr
+
+
+def test_a_compressed_json_answer_is_bounded_as_inflated_not_as_sent(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """httpx inflated a gzip body whole before the 8 MiB bound counted it (the bound counted the bytes on the wire):
+    an answer of 64 KB compressed, 64 MiB inflated, was read whole and the call succeeded (300 MB inflated took 2.2 GB
+    of memory). The bound is on the inflated body: the call is an error naming it, the next call is answered."""
+    state = tmp_path / "state"
+    script = script_of(tmp_path, tool_use("c1", "mcp__h__search", q="x"), tool_use("c2", "mcp__h__search", q="y"))
+    with hanging_server(state, "gzip") as url:
+        run, _ = run_timed(cli, url, script, workspace)
+        sent = int((state / "flood_bytes").read_text(encoding="utf-8"))
+    assert run.returncode == 0, run.stderr
+    assert sent < 8 * 1024 * 1024  # under the bound as sent: only inflated is it over
+    results = call_results(events_of(run.stdout))
+    assert results["c1"]["status"] == "error" and "longer than 8 MiB" in results["c1"]["content"], results["c1"]
+    assert results["c2"]["status"] == "ok" and "short answer" in results["c2"]["content"], results["c2"]
+
+
+def test_an_effectful_call_whose_http_answer_cannot_be_read_is_unknown_not_refused(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """The server had the call and answered; that its answer was too long to read says nothing of what it did. The
+    call was reported as the server's refusal ('nothing was done', a failed receipt); its outcome is unknown, kept for
+    `strata reconcile`, and it is not run again."""
+    state = tmp_path / "state"
+    script = script_of(tmp_path, tool_use("c1", "mcp__h__search", q="x"))
+    with hanging_server(state, "flood") as url:
+        run, _ = run_timed(cli, url, script, workspace, effect="effectful")
+    results = call_results(events_of(run.stdout))
+    assert results["c1"]["status"] == "unknown", results["c1"]
+    assert "could not read" in results["c1"]["content"] and "refused" not in results["c1"]["content"]
+    assert requests(state).count("tools/call") == 1
+    receipts = strata(cli, "receipts", "--json")
+    assert receipts.returncode == 0, receipts.stderr
+    assert '"unknown"' in receipts.stdout, receipts.stdout
+
+
+def test_an_http_server_sending_requests_it_never_takes_the_answers_of_is_not_read_on(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """The SDK starts a task for each request a server sends and each waits until its answer is POSTed; a server
+    that never answered those POSTs was read on regardless, one task held per request (160,000 pings: 1 GB). At most
+    64 wait at once, so its event stream is read no further: of 2000 pings of 48 KiB it writes no more than the socket
+    buffers hold, its call ends at its deadline, and the session goes on."""
+    state = tmp_path / "state"
+    script = script_of(tmp_path, tool_use("c1", "mcp__h__search", q="x"),
+                       tool_use("c2", "bash", command="echo still-here"))
+    with hanging_server(state, "pings") as url:
+        run, _ = run_timed(cli, url, script, workspace)
+        pings = int((state / "pings").read_text(encoding="ascii"))
+    assert run.returncode == 0, run.stderr
+    results = call_results(events_of(run.stdout))
+    assert results["c1"]["status"] == "timeout", results["c1"]
+    assert results["c2"]["status"] == "ok", results["c2"]
+    assert pings < 1000, pings  # 64 waiting, the rest in the socket buffers

@@ -13,7 +13,7 @@ import signal
 from collections.abc import Callable
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
 import anyio
 import structlog
@@ -140,11 +140,14 @@ class ServerLink:
             from tool_executor.mcp._http import http_transport
 
             return http_transport(decl.url)
-        from tool_executor.mcp._stdio import stdio_transport
+        from tool_executor.mcp._stdio import MAX_STDERR_BYTES, stdio_transport
 
         self._log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # in the Strata home: private like it
-        errlog: TextIO = stack.enter_context(open(  # noqa: SIM115 (closed by the stack)
-            self._log_dir / f"{decl.name}.log", "a", encoding="utf-8", opener=_private))
+        log_path = self._log_dir / f"{decl.name}.log"
+        with contextlib.suppress(OSError):  # a log past the bound is kept as NAME.log.1, once
+            if log_path.stat().st_size >= MAX_STDERR_BYTES:
+                log_path.replace(log_path.with_name(log_path.name + ".1"))
+        errlog: BinaryIO = stack.enter_context(open(log_path, "ab", opener=_private))  # noqa: SIM115 (the stack)
         assert decl.command is not None
         # The transport starts the server in a new session (its own process group) and kills the group only when
         # the server does not exit on its own; what the server started and left behind in its group is killed here,

@@ -1,10 +1,13 @@
 """The stdio transport to an MCP server: newline-delimited JSON-RPC over the child's stdin and stdout, as the
-SDK's `stdio_client` speaks it, with two differences. A message line is read up to MAX_LINE_BYTES: the SDK's reader
-keeps a line without a newline in memory whatever its length, so a server writing an endless line grew Strata's
-memory until the call's deadline; here such a server is cut off (`on_cut` says why, its process group is killed, and
-the session sees the connection close), and what Strata holds of it stays within the bound. And a line is decoded
-with the message, as bytes: a line that is not UTF-8 is one unreadable message (the SDK's decoder raised, and its
-reader and the connection died with it).
+SDK's `stdio_client` speaks it, with these differences. A message line is read up to MAX_LINE_BYTES: the SDK's
+reader keeps a line without a newline in memory whatever its length, so a server writing an endless line grew
+Strata's memory until the call's deadline; here such a server is cut off (`on_cut` says why, its process group is
+killed, and the session sees the connection close), and what Strata holds of it stays within the bound. A line is
+decoded with the message, as bytes: a line that is not UTF-8 is one unreadable message (the SDK's decoder raised,
+and its reader and the connection died with it). At most 64 requests from the server wait for their answers at once
+(tool_executor/mcp/_asked.py): past that the server's output is read once an answer is written. The server's stderr
+is copied to its log up to MAX_STDERR_BYTES per start, the rest read and dropped (the SDK gave the child the log
+file itself: a server logging without end filled the disk the Strata home is on).
 
 Built on the SDK's public pieces: the session's streams carry `SessionMessage`s (or the Exception a line that is not
 JSON-RPC gave), the server's environment is the SDK's default one plus the declared variables. The child runs in a
@@ -18,12 +21,14 @@ import os
 import signal
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
 import anyio
 import structlog
 from anyio.abc import ByteReceiveStream, Process
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from tool_executor.mcp._asked import ServerRequests
 
 log = structlog.get_logger("strata.mcp")
 
@@ -32,6 +37,10 @@ MAX_LINE_BYTES = 8 * 1024 * 1024
 result is kept up to 256 Ki characters, which JSON-escaped (an astral character as two `\\uXXXX` escapes, 12 bytes)
 is at most 3 MiB; the rest leaves room for an image (base64, shown only as its size) and a long tool listing. A
 longer line is a broken or hostile server: it is cut off rather than held in memory."""
+
+MAX_STDERR_BYTES = 8 * 1024 * 1024
+"""How much of a server's stderr one start of it adds to its log (8 MiB); the log itself is rotated at that size
+(tool_executor/mcp/_server.py)."""
 
 EXIT_GRACE_S = 2.0
 """How long a server has to exit after its stdin closes, and again after SIGTERM, before its group is killed."""
@@ -42,19 +51,21 @@ Streams = tuple[MemoryObjectReceiveStream[Any], MemoryObjectSendStream[Any]]
 
 
 @asynccontextmanager
-async def stdio_transport(argv: Sequence[str], env: Mapping[str, str] | None, errlog: TextIO, *,
+async def stdio_transport(argv: Sequence[str], env: Mapping[str, str] | None, errlog: BinaryIO, *,
                           on_cut: Callable[[str], None], on_unreadable: Callable[[], None]) -> AsyncIterator[Streams]:
-    """Start `argv` (stderr to `errlog`) and yield the session's (read, write) streams. `on_cut(reason)` is called
-    when the server is cut off for a message line over the bound (before the session sees the connection close);
-    `on_unreadable()` for each line that is not a JSON-RPC message (the session gets the error, and drops it)."""
+    """Start `argv` (its stderr to `errlog`, up to MAX_STDERR_BYTES) and yield the session's (read, write) streams.
+    `on_cut(reason)` is called when the server is cut off for a message line over the bound (before the session
+    sees the connection close); `on_unreadable()` for each line that is not a JSON-RPC message (the session gets
+    the error, and drops it)."""
     from mcp.client.stdio import get_default_environment
     from mcp.shared.message import SessionMessage
 
-    process = await anyio.open_process(list(argv), env=get_default_environment() | dict(env or {}), stderr=errlog,
+    process = await anyio.open_process(list(argv), env=get_default_environment() | dict(env or {}),
                                        start_new_session=True)
     to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
-    writer_done = anyio.Event()
+    writer_done, stderr_kept = anyio.Event(), anyio.Event()
+    asked = ServerRequests()
 
     def cut(reason: str) -> None:
         on_cut(reason)
@@ -67,6 +78,7 @@ async def stdio_transport(argv: Sequence[str], env: Mapping[str, str] | None, er
                 async for message in from_session:
                     data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
                     await process.stdin.send(data.encode("utf-8"))
+                    asked.answered(message.message)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             await to_session.aclose()  # the server stopped reading: the session sees the connection end
         finally:
@@ -74,8 +86,10 @@ async def stdio_transport(argv: Sequence[str], env: Mapping[str, str] | None, er
 
     async with anyio.create_task_group() as tg:
         assert process.stdout is not None
-        tg.start_soon(_read, process.stdout, to_session, cut, on_unreadable)
+        tg.start_soon(_read, process.stdout, to_session, cut, on_unreadable, asked)
         tg.start_soon(write)
+        assert process.stderr is not None
+        tg.start_soon(_keep_stderr, process.stderr, errlog, stderr_kept)
         try:
             yield read_stream, write_stream
         finally:
@@ -84,15 +98,16 @@ async def stdio_transport(argv: Sequence[str], env: Mapping[str, str] | None, er
                 write_stream.close()
                 with anyio.move_on_after(FLUSH_S):
                     await writer_done.wait()
-                await _stop(process)
+                await _stop(process, stderr_kept)
                 for stream in (read_stream, write_stream, to_session, from_session):
                     await stream.aclose()
             tg.cancel_scope.cancel()
 
 
 async def _read(stdout: ByteReceiveStream, to_session: MemoryObjectSendStream[Any], cut: Callable[[str], None],
-                on_unreadable: Callable[[], None]) -> None:
-    """The server's stdout as messages, one line each, a line at most MAX_LINE_BYTES long."""
+                on_unreadable: Callable[[], None], asked: ServerRequests) -> None:
+    """The server's stdout as messages, one line each, a line at most MAX_LINE_BYTES long; a request from the server
+    is passed on once fewer than MAX_SERVER_REQUESTS wait for their answers."""
     line = bytearray()
     async with to_session:
         while True:
@@ -110,6 +125,8 @@ async def _read(stdout: ByteReceiveStream, to_session: MemoryObjectSendStream[An
                 if message is None:
                     continue
                 try:
+                    if not isinstance(message, Exception):
+                        await asked.admit(message.message)
                     await to_session.send(message)  # no read-ahead while the session does not take it
                 except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                     await _drain(stdout)  # the session is gone: let a server flushing its output exit
@@ -121,6 +138,25 @@ async def _read(stdout: ByteReceiveStream, to_session: MemoryObjectSendStream[An
                 cut(f"was cut off: it wrote a message line longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB "
                     "(the longest Strata reads)")
                 return  # the session sees the connection close
+
+
+async def _keep_stderr(stderr: ByteReceiveStream, errlog: BinaryIO, done: anyio.Event) -> None:
+    """Copy the server's stderr to `errlog` up to MAX_STDERR_BYTES, then say so there and read the rest unkept (a
+    server whose stderr is not read would stop at its next write); `done` is set at its end."""
+    kept = 0
+    with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        while True:
+            chunk = await stderr.receive()
+            if kept >= MAX_STDERR_BYTES:
+                continue
+            chunk = chunk[:MAX_STDERR_BYTES - kept]
+            kept += len(chunk)
+            errlog.write(chunk)
+            if kept >= MAX_STDERR_BYTES:
+                errlog.write(f"\n[strata: this server wrote more than {MAX_STDERR_BYTES // (1024 * 1024)} MiB to "
+                             "stderr since it started; the rest is not kept]\n".encode())
+            errlog.flush()
+    done.set()
 
 
 def _parse(line: bytes, on_unreadable: Callable[[], None]) -> Any:
@@ -145,9 +181,10 @@ async def _drain(stdout: ByteReceiveStream) -> None:
             await stdout.receive()
 
 
-async def _stop(process: Process) -> None:
+async def _stop(process: Process, stderr_kept: anyio.Event) -> None:
     """Close the server's stdin, give it EXIT_GRACE_S to exit, then SIGTERM its group and, after the same grace,
-    SIGKILL it; its pipes are closed and the process reaped."""
+    SIGKILL it; its stderr is read to its end (`stderr_kept`, waited for at most FLUSH_S), its pipes are closed and
+    the process reaped."""
     assert process.stdin is not None and process.stdout is not None
     with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
         await process.stdin.aclose()
@@ -158,6 +195,8 @@ async def _stop(process: Process) -> None:
             await _exited(process, EXIT_GRACE_S)
     with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
         await process.stdout.aclose()
+    with anyio.move_on_after(FLUSH_S):  # what it wrote to stderr before it exited reaches its log
+        await stderr_kept.wait()
     with anyio.move_on_after(EXIT_GRACE_S), contextlib.suppress(OSError, ProcessLookupError):
         await process.aclose()  # reaps it (its pipes are closed: nothing else to wait for)
 

@@ -4,7 +4,9 @@ made a ToolSpec: it is listed as unavailable with the reason, and is not in any 
 
 A call's outcome: the result's text (an `isError` result is an error result); a connection that ends during the
 call makes an effectful call's outcome unknown (ToolTimeout: the executor keeps its receipt `unknown` for
-`strata reconcile`), and a read-only or idempotent call is retried once on the restarted server."""
+`strata reconcile`), and a read-only or idempotent call is retried once on the restarted server. An answer an HTTP
+server sent that Strata could not read (not JSON-RPC, over the bound, an HTTP error status) is not a refusal: the
+server had the call, so an effectful call's outcome is unknown, and another is an error (not retried)."""
 
 from __future__ import annotations
 
@@ -127,6 +129,8 @@ async def _call(link: ServerLink, tool: str, args: dict[str, Any], policy: McpTo
     from mcp import MCPError
     from mcp.types import CONNECTION_CLOSED
 
+    from tool_executor.mcp._http import unread_answer
+
     try:
         session = await link.session()
     except ServerGone as exc:  # nothing was sent: the call did not start
@@ -136,6 +140,12 @@ async def _call(link: ServerLink, tool: str, args: dict[str, Any], policy: McpTo
         try:
             return _output(await session.call_tool(tool, args))  # the dispatch deadline bounds it
         except MCPError as exc:
+            if link.decl.url is not None and unread_answer(exc.code, exc.message):  # the server had the call
+                if policy.effect == "effectful":
+                    raise ToolTimeout(f"MCP server {link.name!r} answered the call with what Strata could not read "
+                                      f"({exc.message[:300]})") from None
+                raise ToolError(f"MCP server {link.name!r} answered the call with what Strata could not read: "
+                                f"{exc.message}") from None
             if exc.code != CONNECTION_CLOSED:  # the server answered with a protocol error: nothing was done
                 raise ToolError(f"the MCP server refused the call: {exc.message}") from None
         except OSError:  # the HTTP connection failed under the call
