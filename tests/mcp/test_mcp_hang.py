@@ -92,20 +92,29 @@ def test_an_http_server_that_stops_answering_mid_session_times_the_call_out_and_
     assert elapsed < BOUND_S, elapsed
 
 
+def _two_calls_first_answer_over_the_bound(cli: StrataCLI, tmp_path: Path, workspace: Path, state: Path,
+                                            mode: str) -> tuple[subprocess.CompletedProcess[str], int]:
+    """Two read-only calls to a server whose first answer is over the 8 MiB bound (`mode` of
+    hanging_http_server.py): the first is an error naming the bound, the second is answered. Returns the run and
+    the bytes the server sent."""
+    script = script_of(tmp_path, tool_use("c1", "mcp__h__search", q="x"), tool_use("c2", "mcp__h__search", q="y"))
+    with hanging_server(state, mode) as url:
+        run, _ = run_timed(cli, url, script, workspace)
+        sent = int((state / "flood_bytes").read_text(encoding="utf-8"))
+    assert run.returncode == 0, run.stderr
+    results = call_results(events_of(run.stdout))
+    assert results["c1"]["status"] == "error" and "longer than 8 MiB" in results["c1"]["content"], results["c1"]
+    assert results["c2"]["status"] == "ok" and "short answer" in results["c2"]["content"], results["c2"]
+    return run, sent
+
+
 def test_an_http_server_answering_with_an_endless_json_body_fails_that_call_and_keeps_serving(
         cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
     """The SDK reads a JSON answer whole (it caps only SSE events): a body announced as 200 MB was read into memory
     whole before the call failed. It is read up to 8 MiB (tool_executor/mcp/_http.py), the call is an error naming the
     bound, and the server's next call is answered."""
     state = tmp_path / "state"
-    script = script_of(tmp_path, tool_use("c1", "mcp__h__search", q="x"), tool_use("c2", "mcp__h__search", q="y"))
-    with hanging_server(state, "flood") as url:
-        run, _ = run_timed(cli, url, script, workspace)
-        flood_bytes = int((state / "flood_bytes").read_text(encoding="utf-8"))
-    assert run.returncode == 0, run.stderr
-    results = call_results(events_of(run.stdout))
-    assert results["c1"]["status"] == "error" and "longer than 8 MiB" in results["c1"]["content"], results["c1"]
-    assert results["c2"]["status"] == "ok" and "short answer" in results["c2"]["content"], results["c2"]
+    run, flood_bytes = _two_calls_first_answer_over_the_bound(cli, tmp_path, workspace, state, "flood")
     assert flood_bytes < 64 * 1024 * 1024, flood_bytes  # it stopped being read near the bound, not at 200 MB
     assert requests(state).count("tools/call") == 2  # the failed read-only call was not retried
     assert "Traceback" not in run.stderr
@@ -116,16 +125,8 @@ def test_a_compressed_json_answer_is_bounded_as_inflated_not_as_sent(
     """httpx inflated a gzip body whole before the 8 MiB bound counted it (the bound counted the bytes on the wire):
     an answer of 64 KB compressed, 64 MiB inflated, was read whole and the call succeeded (300 MB inflated took 2.2 GB
     of memory). The bound is on the inflated body: the call is an error naming it, the next call is answered."""
-    state = tmp_path / "state"
-    script = script_of(tmp_path, tool_use("c1", "mcp__h__search", q="x"), tool_use("c2", "mcp__h__search", q="y"))
-    with hanging_server(state, "gzip") as url:
-        run, _ = run_timed(cli, url, script, workspace)
-        sent = int((state / "flood_bytes").read_text(encoding="utf-8"))
-    assert run.returncode == 0, run.stderr
+    _, sent = _two_calls_first_answer_over_the_bound(cli, tmp_path, workspace, tmp_path / "state", "gzip")
     assert sent < 8 * 1024 * 1024  # under the bound as sent: only inflated is it over
-    results = call_results(events_of(run.stdout))
-    assert results["c1"]["status"] == "error" and "longer than 8 MiB" in results["c1"]["content"], results["c1"]
-    assert results["c2"]["status"] == "ok" and "short answer" in results["c2"]["content"], results["c2"]
 
 
 def test_an_effectful_call_whose_http_answer_cannot_be_read_is_unknown_not_refused(
