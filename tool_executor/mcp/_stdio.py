@@ -151,12 +151,16 @@ async def _keep_stderr(stderr: ByteReceiveStream, errlog: BinaryIO, done: anyio.
                 continue
             chunk = chunk[:MAX_STDERR_BYTES - kept]
             kept += len(chunk)
-            errlog.write(chunk)
             if kept >= MAX_STDERR_BYTES:
-                errlog.write(f"\n[strata: this server wrote more than {MAX_STDERR_BYTES // (1024 * 1024)} MiB to "
-                             "stderr since it started; the rest is not kept]\n".encode())
-            errlog.flush()
+                chunk += (f"\n[strata: this server wrote more than {MAX_STDERR_BYTES // (1024 * 1024)} MiB to "
+                          "stderr since it started; the rest is not kept]\n").encode()
+            await anyio.to_thread.run_sync(_write_log, errlog, chunk)  # a file write: off the event loop
     done.set()
+
+
+def _write_log(errlog: BinaryIO, chunk: bytes) -> None:
+    errlog.write(chunk)
+    errlog.flush()
 
 
 def _parse(line: bytes, on_unreadable: Callable[[], None]) -> Any:
