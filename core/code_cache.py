@@ -20,6 +20,7 @@ import builtins
 import importlib.util
 import marshal
 import os
+import stat
 import sys
 from pathlib import Path
 from types import CodeType
@@ -85,7 +86,7 @@ def default_path() -> Path | None:
 
 def _read_raw(path: Path) -> dict[str, bytes]:
     try:
-        raw = path.read_bytes()
+        raw = _regular_file_bytes(path)
         if not raw.startswith(_MAGIC):
             return {}  # another Python's code (or no code at all)
         data = marshal.loads(raw[len(_MAGIC):])
@@ -94,6 +95,19 @@ def _read_raw(path: Path) -> dict[str, bytes]:
     if not isinstance(data, dict):
         return {}
     return {source: code for source, code in data.items() if isinstance(source, str) and isinstance(code, bytes)}
+
+
+def _regular_file_bytes(path: Path) -> bytes:
+    """The file's bytes; nothing for what is not a regular file (a FIFO there would block the start forever, a
+    device would be read without end), opened without blocking and checked before it is read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return b""
+        with open(fd, "rb", closefd=False) as file:
+            return file.read()
+    finally:
+        os.close(fd)
 
 
 def read(path: Path) -> dict[str, CodeType]:

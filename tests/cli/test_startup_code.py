@@ -5,6 +5,8 @@ directory with PYTHONPYCACHEPREFIX."""
 
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +50,18 @@ def test_a_damaged_code_file_is_ignored_and_replaced(cli: StrataCLI, tmp_path: P
     path = _code_file(prefix)
     path.write_bytes(b"\xe3not marshal data at all")
     _run(cli, tmp_path, prefix, PYTHONDONTWRITEBYTECODE="")
+    assert len(code_cache.read(path)) > 100
+
+
+def test_a_fifo_where_the_code_file_is_kept_neither_blocks_the_start_nor_is_read(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    prefix = tmp_path / "pycache"
+    _run(cli, tmp_path, prefix, PYTHONDONTWRITEBYTECODE="")
+    path = _code_file(prefix)
+    path.unlink()
+    os.mkfifo(path)  # opened for reading the usual way, a FIFO with no writer blocks the start forever
+    _run(cli, tmp_path, prefix, PYTHONDONTWRITEBYTECODE="")
+    assert stat.S_ISREG(path.stat().st_mode)  # the code compiled anew replaced it, as a damaged file is
     assert len(code_cache.read(path)) > 100
 
 
