@@ -212,6 +212,7 @@ class TerminalAttach:
         self.view.begin_turn()  # the live area (status line) only while no prompt is on the screen
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._interrupt_on_sigint)
+            tg.start_soon(self.view.area.animate)
             try:
                 if first is not None:
                     await self._approve(first)

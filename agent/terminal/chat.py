@@ -269,6 +269,7 @@ class Chat:
                 self._turn = scope
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._watch_sigint)
+                    tg.start_soon(self.view.area.animate)
                     try:
                         outcome = await live.run(text)
                     finally:

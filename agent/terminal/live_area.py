@@ -1,7 +1,14 @@
 """The live area at the bottom of the chat screen: the assistant's open Markdown block while it streams, and a
 status line with a spinner and the elapsed time while the model thinks, while a tool runs (its name and main
 argument) or while a retry waits (a countdown). Everything above it is printed once; the area itself is redrawn in
-place (rich Live, transient) and leaves nothing behind when it stops. Without a terminal there is no live area."""
+place (rich Live, transient) and leaves nothing behind when it stops. Without a terminal there is no live area.
+
+Only the event loop's thread draws the area: each print draws it below itself (rich's render hook), and `animate`,
+a task of the turn, draws a frame 8 times a second. Rich's auto-refresh thread is not used: a frame it drew could
+begin while a print on the loop's thread was drawing the area too (rich places the cursor by the area's last drawn
+shape, and both read it before either was written) and be written after or before the print, on the same row,
+erasing nothing of it; a status line then stayed on the screen. Under load it did (a retry's countdown drawn on
+the row of "thinking")"""
 
 from __future__ import annotations
 
@@ -10,6 +17,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
 
+import anyio
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.spinner import Spinner
@@ -18,6 +26,7 @@ from rich.text import Text
 from agent.terminal.markdown_stream import MarkdownStream
 
 Clock = Callable[[], float]
+FRAMES_PER_SECOND = 8
 
 
 def elapsed(seconds: float) -> str:
@@ -62,9 +71,21 @@ class LiveArea:
 
     def _ensure(self) -> None:
         if self._live is None and self.enabled and not self._paused and self.console.is_terminal:
-            self._live = Live(self, console=self.console, transient=True, refresh_per_second=8,
+            self._live = Live(self, console=self.console, transient=True, auto_refresh=False,
                               redirect_stdout=False, redirect_stderr=False)
             self._live.start()
+
+    def tick(self) -> None:
+        """One frame: the spinner turns, the elapsed time and the countdown move."""
+        if self._live is not None:
+            self._live.refresh()
+
+    async def animate(self) -> None:
+        """Draw a frame `FRAMES_PER_SECOND` times a second until cancelled. Run it in the task group of the turn:
+        frames are then drawn by the event loop's thread, between prints, never during one."""
+        while True:
+            await anyio.sleep(1 / FRAMES_PER_SECOND)
+            self.tick()
 
     def stop(self) -> None:
         """The turn is over (or a prompt takes the screen): the area goes away; the status is forgotten."""
