@@ -32,6 +32,7 @@ from core.clock import Clock, SystemClock, iso
 from core.errors import (
     DamagedEvent,
     DamagedSession,
+    LeaseGone,
     PersistError,
     ReceiptError,
     SessionActive,
@@ -180,11 +181,13 @@ class PostgresEventStore:
     async def _append(self, cur: Cursor, session_id: str, write: Write, at: str) -> tuple[list[StoredEvent],
                                                                                           ChainHead | None]:
         key = self._key()
-        await cur.execute("SELECT head_events_seq, head_events_hash, head_timeline_seq, head_timeline_hash "
-                          "FROM sessions WHERE id = %s FOR UPDATE", (session_id,))
+        await cur.execute("SELECT head_events_seq, head_events_hash, head_timeline_seq, head_timeline_hash, "
+                          "lease_token FROM sessions WHERE id = %s FOR UPDATE", (session_id,))
         found = await cur.fetchone()
         if found is None:
             raise _Refused(f"no session {session_id}")
+        if write.lease_token is not None and found[4] != write.lease_token:
+            raise LeaseGone(session_id, path=self.path)  # under the row lock: a takeover is before or after this
         seq, prev, tl_seq, tl_prev = found[0], found[1] or GENESIS_HASH, found[2], found[3] or GENESIS_HASH
         rows, stored = [], []
         at_dt = datetime.fromisoformat(at)
