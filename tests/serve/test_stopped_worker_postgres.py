@@ -21,7 +21,7 @@ import psycopg
 import pytest
 
 from tests._postgres import Cluster
-from tests.channels._support import write_config
+from tests.channels._support import drop, pending, replies, spool_table, write_config
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
 from tests.serve._procs import Client, Daemon, script, wait_until
@@ -114,3 +114,59 @@ def test_a_stopped_worker_whose_session_was_taken_over_writes_and_runs_nothing_w
     verified = b.run("timeline", sid, "--verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert _rows(url, "SELECT status, lease_token FROM sessions WHERE id = %s", sid) == [("completed", None)]
+
+
+def test_a_stopped_worker_whose_thread_was_taken_over_sends_no_reply_for_the_message(
+        postgres_cluster: Cluster, tmp_path: Path) -> None:
+    """Two daemons on one spool channel. Worker A is stopped in the middle of a message's turn; worker B takes the
+    thread and the session over (after A's lease expired) and runs the turn. A continues while B's turn still runs:
+    its turn stops (the session is not its own), and it must not answer the message with "the turn failed": the
+    reply (one per message, the first one sent wins) is B's, with the model's answer."""
+    url = postgres_cluster.new_database()
+    ws, spool = tmp_path / "ws", tmp_path / "spool"
+    ws.mkdir()
+    launcher = tmp_path / "launch.py"
+    launcher.write_text(_LAUNCH, encoding="utf-8")
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    turns = tmp_path / "s.json"
+    model = script(turns, [tool_use("c0", "bash", command="echo c0 >> effects.log")], [text("the answer")])
+    config = ('[[policy.rules]]\ntool = "bash"\naction = "allow"\n\n[daemon]\nenable = ["bash"]\n\n'
+              f'[[hooks.pre_tool_use]]\nmatcher = "bash"\ncommand = "touch {marks}/$PPID; sleep 1.5"\n'
+              'timeout_s = 30\n\n' + spool_table("team", spool, ws, model))
+    a = _OtherMachine(tmp_path / "home-a", tmp_path, store_url=url, launcher=launcher, host="worker-a", ttl_s=TTL_S)
+    b = StrataCLI(tmp_path / "home-b", tmp_path, store_url=url)
+    for cli in (a, b):
+        cli.home.mkdir()
+        write_config(cli, config)
+    made = a.run("sessions")
+    assert made.returncode == 0, made.stderr
+    shutil.copy2(a.home / "chain.key", b.home / "chain.key")
+
+    first = Daemon(a)
+    second = None
+    try:
+        drop(spool / "in", "m1", thread="t1", id="m1", text="Update the report")
+        wait_until(lambda: (marks / str(first.pid)).exists(), 30, "worker A's pre-call hook running")
+        first.signal(signal.SIGSTOP)
+        expiries = [r[0] for r in _rows(url, "SELECT expires_at FROM channel_claims UNION ALL "
+                                             "SELECT lease_expires FROM sessions WHERE lease_token IS NOT NULL")]
+        left = max((datetime.fromisoformat(str(e)) - datetime.now(UTC)).total_seconds() for e in expiries)
+        time.sleep(max(0.0, left) + 0.5)  # worker A's claim and session lease have expired unrenewed
+        script(turns, [tool_use("c0b", "bash", command="echo c0b >> effects.log")], [text("the answer")])
+        second = Daemon(b)
+        wait_until(lambda: (marks / str(second.pid)).exists(), 30, "worker B's pre-call hook running")
+        first.signal(signal.SIGCONT)  # while worker B's turn still runs
+        wait_until(lambda: not pending(spool / "in") and len(replies(spool / "out")) == 1, 60,
+                   "the message answered and acknowledged")
+        wait_until(lambda: "message processed" in (b.home / "logs" / "strata.log").read_text(), 30,
+                   "worker B finishing the message")
+    finally:
+        if first.proc.poll() is None:
+            os.kill(first.pid, signal.SIGCONT)
+        first.stop()
+        if second is not None:
+            second.stop()
+    (reply,) = replies(spool / "out")
+    assert reply["text"] == "the answer", reply
+    assert (ws / "effects.log").read_text().split() == ["c0b"]
