@@ -214,6 +214,11 @@ class LiveSession:
     _lost: bool = field(default=False, init=False)
     _owner: str | None = field(default=None, init=False)
 
+    def __post_init__(self) -> None:
+        # Every commit of the loop is made only while this lease is still the session's (the token survives
+        # renewals): a process stopped past its lease's expiry writes and dispatches nothing after a takeover.
+        self.loop.writer.lease_token = self.holder.token
+
     @property
     def id(self) -> str:
         return self.state.session_id

@@ -10,7 +10,8 @@ clear line plus an optional hint (never a traceback).
     ├── run failures (exit 1)
     │   ├── StoreError               the database cannot be used (corrupt, locked, missing, unwritable)
     │   │   ├── PersistError         a commit failed; nothing that depended on it ran
-    │   │   │   └── UnstorableEvent  an event would not read back as written; nothing of the commit was kept
+    │   │   │   ├── UnstorableEvent  an event would not read back as written; nothing of the commit was kept
+    │   │   │   └── LeaseGone        the writer's lease is no longer its own; nothing of the commit was kept
     │   │   ├── DamagedRecord        a stored record of a session does not read back (edited outside Strata)
     │   │   │   ├── DamagedEvent     a stored event does not load (a log edited or damaged outside Strata)
     │   │   │   └── DamagedRow       a stored timeline row does not read back as the row type allows
@@ -109,6 +110,19 @@ class PersistError(StoreError):
         super().__init__(message, path=path, hint=hint or "no tool ran after the failed commit; fix the database "
                                                           "and `strata resume` the session")
         self.session_id = session_id
+
+
+class LeaseGone(PersistError):
+    """A commit made under a lease (`Write.lease_token`) found another token holding the session's lease: another
+    process took the session over (the lease expired unrenewed while this one was stopped or cut off), so the
+    whole commit is refused and nothing that waited on it runs. The driver reports it as LeaseLost."""
+
+    def __init__(self, session_id: str, *, path: str | None = None) -> None:
+        super().__init__(f"commit refused: session {session_id}'s lease is no longer this process's (another "
+                         "process took the session over); nothing of this commit was written",
+                         session_id=session_id, path=path,
+                         hint=f"no tool ran after the refused commit; `strata show {session_id}` shows where the "
+                              "session stands")
 
 
 class UnstorableEvent(PersistError):

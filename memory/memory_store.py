@@ -10,7 +10,7 @@ from datetime import datetime
 
 from core.chain import GENESIS_HASH, ChainHead, ChainKey, EventChainRow, event_canonical
 from core.clock import Clock, SystemClock, iso
-from core.errors import DamagedSession, PersistError, ReceiptError, SessionActive, SessionNotFound
+from core.errors import DamagedSession, LeaseGone, PersistError, ReceiptError, SessionActive, SessionNotFound
 from core.events import SCHEMA_VERSION, StoredEvent, storable_json
 from core.timeline import TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
 from core.vocabulary import SessionStatus
@@ -196,6 +196,9 @@ class InMemoryEventStore:
         if session_id not in self._sessions:
             raise PersistError(f"commit failed: no session {session_id}", session_id=session_id)
         self._check_fail(session_id, write)
+        lease = self._sessions[session_id].lease
+        if write.lease_token is not None and (lease is None or lease.token != write.lease_token):
+            raise LeaseGone(session_id, path=self.path)
         stored = self._apply(session_id, write, self._clock.now())
         self.commits += 1
         return stored

@@ -136,6 +136,11 @@ class Write:
     timeline: list[TimelineEntry] = field(default_factory=list)
     blobs: list[Blob] = field(default_factory=list)
     snapshot: Snapshot | None = None
+    lease_token: str | None = field(default=None, compare=False)
+    """The lease the writer drives the session under: when set, the store commits only while that token still
+    holds the session's lease (checked in the same transaction), and otherwise refuses the whole write (LeaseGone,
+    nothing written). A process that was stopped past its lease's expiry, and whose session another process took
+    over meanwhile, so writes nothing more when it continues (its next dispatch waits on that commit)."""
 
     def __bool__(self) -> bool:
         return bool(self.events or self.new_receipts or self.receipt_updates or self.status or self.timeline

@@ -55,6 +55,9 @@ class SessionWriter:
         """Seq of the session's latest snapshot (resume sets it from the one it loaded)."""
         self.blob_threshold = blob_threshold
         self._encoder = StateEncoder()
+        self.lease_token: str | None = None
+        """The lease this writer's session is driven under (set by its driver): every commit carries it, and the
+        store refuses one made after another process took the lease over (LeaseGone)."""
 
     @property
     def dirty(self) -> bool:
@@ -100,6 +103,7 @@ class SessionWriter:
         if not self._pending:
             return []
         write, self._pending, self._barrier = self._pending, Write(), False
+        write.lease_token = self.lease_token
         state = self._state
         if (write.events and state is not None and self.snapshot_every
                 and state.last_seq - self.snapshot_seq >= self.snapshot_every):

@@ -27,6 +27,7 @@ from core.clock import Clock, SystemClock, iso
 from core.errors import (
     DamagedEvent,
     DamagedSession,
+    LeaseGone,
     PersistError,
     ReceiptError,
     SessionActive,
@@ -284,6 +285,10 @@ class SqliteEventStore:
                 committed: list[Callable[[], None]]) -> list[StoredEvent]:
         key = self._key()
         base = self._num(conn, session_id) << SEQ_BITS
+        if write.lease_token is not None:  # in the write transaction: a takeover commits before or after this
+            holding = conn.execute("SELECT lease_token FROM sessions WHERE num = ?", (base >> SEQ_BITS,)).fetchone()
+            if holding is None or holding[0] != write.lease_token:
+                raise LeaseGone(session_id, path=self.path)
         seq, prev = self._event_head.get(session_id) or self._last(conn, "events", base)
         rows = []
         stored = []

@@ -31,7 +31,7 @@ from agent.reconcile import probe_receipts
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
 from config import ChannelEntry
 from core.action_required import DEFAULT_VOCABULARY, GateVerdict, GateVocabulary, decide
-from core.errors import SessionActive, StrataError
+from core.errors import LeaseLost, SessionActive, StrataError
 from core.events import UserMessage
 from core.messages import Message, TextBlock
 from core.model import ModelAdapter
@@ -134,7 +134,13 @@ async def handle(parts: ChannelParts, message: InboundMessage, handle: str) -> O
         if verdict.task:
             task = await anyio.to_thread.run_sync(book.add_task, message.channel, message.thread, message.id,
                                                   session_id, verdict.rule)
-        reply = await _turn(parts, live, message, verdict, task, row.after_seq)
+        try:
+            reply = await _turn(parts, live, message, verdict, task, row.after_seq)
+        except LeaseLost as exc:  # another worker took the session over (this one was stopped past its lease):
+            # the message is that worker's now; a reply from here ("the turn failed") would be the one kept
+            log.warning("thread's session was taken over by another worker; the message is left to it",
+                        channel=message.channel, thread=message.thread, message_id=message.id, reason=exc.message)
+            return "deferred"
     finally:
         await live.release(None)
     await anyio.to_thread.run_sync(channel.send, reply)
@@ -214,6 +220,8 @@ async def _turn(parts: ChannelParts, live: LiveSession, message: InboundMessage,
                 outcome = await live.run(prompt_of(message, verdict, task))
             elif _unfinished(state):
                 outcome = await live.run(None)
+        except LeaseLost:
+            raise
         except StrataError as exc:
             failed = exc.message
         finally:

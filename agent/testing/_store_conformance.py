@@ -15,7 +15,7 @@ import pytest
 
 from core.blobs import Blob
 from core.chain import ChainHead, ChainKey, EventChainRow, EventChainVerifier, VerifyResult
-from core.errors import PersistError, ReceiptError, SessionActive, SessionNotFound, UnstorableEvent
+from core.errors import LeaseGone, PersistError, ReceiptError, SessionActive, SessionNotFound, UnstorableEvent
 from core.events import (
     AssistantMessage,
     BatchCompleted,
@@ -588,6 +588,30 @@ class StoreConformance:
         lease = (await store.get_session("s1")).lease
         assert lease is not None and lease.token == "tok-2"
 
+
+    async def test_a_commit_under_a_lease_another_process_took_is_refused_whole(self, store: EventStore) -> None:
+        """A write carrying its lease token is committed while that token holds the session's lease; once another
+        process took the lease over, the same kind of write is refused whole (LeaseGone): no event, receipt or
+        status of it is kept, and the new holder's writes go on. A write without a token is not checked."""
+        before = await new_session(store, "s1")
+        await store.acquire_lease("s1", holder("tok-1"), alive, T0)
+        mine = events(user("first"), turn=1)
+        mine.lease_token = "tok-1"
+        assert [e.seq for e in await store.commit("s1", mine)] == [2]
+        await store.acquire_lease("s1", holder("tok-2"), dead, T0)  # tok-1's owner was judged gone
+        late = events(user("late"), turn=1)
+        late.lease_token, late.status = "tok-1", "idle"
+        late.new_receipts = [receipt("r-late", "c-late")]
+        with pytest.raises(LeaseGone):
+            await store.commit("s1", late)
+        assert [e.seq for e in await store.read_events("s1")] == [1, 2]
+        assert await store.list_receipts("s1") == []
+        assert (await store.get_session("s1")).status == "active"
+        theirs = events(user("next"), turn=1)
+        theirs.lease_token = "tok-2"
+        assert [e.seq for e in await store.commit("s1", theirs)] == [3]
+        assert [e.seq for e in await store.commit("s1", events(user("unchecked"), turn=1))] == [4]
+        assert (await store.read_events("s1"))[0] == before[0]
 
     async def test_lease_holder_boot_and_namespace_round_trip(self, store: EventStore) -> None:
         """A holder's boot id and PID namespace are stored with the lease (taken, or given at creation) and read back;

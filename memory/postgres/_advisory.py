@@ -38,15 +38,22 @@ class AdvisoryLocks:
 
     async def try_take(self, key: str) -> bool:
         async with self._lock:
-            try:
-                conn = await self._connection()
-                cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (lock_id(key),))
-                row = await cur.fetchone()
-            except psycopg.Error as exc:
-                await self._drop()
-                raise StoreError(f"the resource lock {key} cannot be taken on {self._where}: "
-                                 f"{' '.join(str(exc).split())[:200]}", path=self._where) from None
-            return bool(row and row[0])
+            kept = self._conn is not None and not self._conn.closed
+            while True:
+                try:
+                    conn = await self._connection()
+                    cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (lock_id(key),))
+                    row = await cur.fetchone()
+                except psycopg.Error as exc:
+                    await self._drop()
+                    if kept and isinstance(exc, psycopg.OperationalError):
+                        # The kept connection was ended by the server (a restart, a failover): its locks went
+                        # with it, so taking this one on a new connection is what a first take would do.
+                        kept = False
+                        continue
+                    raise StoreError(f"the resource lock {key} cannot be taken on {self._where}: "
+                                     f"{' '.join(str(exc).split())[:200]}", path=self._where) from None
+                return bool(row and row[0])
 
     async def give_back(self, key: str) -> None:
         async with self._lock:

@@ -32,6 +32,7 @@ from core.clock import Clock, SystemClock, iso
 from core.errors import (
     DamagedEvent,
     DamagedSession,
+    LeaseGone,
     PersistError,
     ReceiptError,
     SessionActive,
@@ -155,8 +156,7 @@ class PostgresEventStore:
                            creates: bool = False) -> T:
         at = iso(self._clock.now())
         try:
-            async with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-                result = await body(cur, at)
+            result = await self._begun(lambda cur: body(cur, at))
         except _RaceLost as exc:
             raise ReceiptError(f"receipt {exc.args[0]} is not in the expected state", receipt_id=exc.args[0]) from None
         except _Refused as exc:
@@ -177,14 +177,39 @@ class PostgresEventStore:
         self.commits += 1
         return result
 
+    async def _begun(self, body: Callable[[Cursor], Awaitable[T]], *, transaction: bool = True) -> T:
+        """`body` on a pooled connection, in one transaction (`transaction`), else autocommit (a read). A pooled
+        connection the server ended meanwhile (a restart, a failover, an idle timeout) fails at its first
+        statement: the pool drops it and `body` starts again on another (each pooled connection may be such a one,
+        so up to the pool's size plus one tries). Only where nothing of a write was sent yet: at BEGIN, or any
+        read's. A failure after BEGIN is the caller's to report: it is not retried."""
+        tries = 0
+        while True:
+            sent, used = False, None
+            try:
+                async with self._pool.connection() as conn:
+                    used = conn
+                    if not transaction:
+                        async with conn.cursor() as cur:
+                            return await body(cur)
+                    async with conn.transaction(), conn.cursor() as cur:
+                        sent = True
+                        return await body(cur)
+            except psycopg.OperationalError:
+                tries += 1
+                if sent or used is None or not used.broken or tries > self._pool.max_size:
+                    raise
+
     async def _append(self, cur: Cursor, session_id: str, write: Write, at: str) -> tuple[list[StoredEvent],
                                                                                           ChainHead | None]:
         key = self._key()
-        await cur.execute("SELECT head_events_seq, head_events_hash, head_timeline_seq, head_timeline_hash "
-                          "FROM sessions WHERE id = %s FOR UPDATE", (session_id,))
+        await cur.execute("SELECT head_events_seq, head_events_hash, head_timeline_seq, head_timeline_hash, "
+                          "lease_token FROM sessions WHERE id = %s FOR UPDATE", (session_id,))
         found = await cur.fetchone()
         if found is None:
             raise _Refused(f"no session {session_id}")
+        if write.lease_token is not None and found[4] != write.lease_token:
+            raise LeaseGone(session_id, path=self.path)  # under the row lock: a takeover is before or after this
         seq, prev, tl_seq, tl_prev = found[0], found[1] or GENESIS_HASH, found[2], found[3] or GENESIS_HASH
         rows, stored = [], []
         at_dt = datetime.fromisoformat(at)
@@ -380,10 +405,12 @@ class PostgresEventStore:
     # -- reads ---------------------------------------------------------------------------------------------
 
     async def _fetch(self, sql: str, params: Collection[Any] = ()) -> list[Any]:
+        async def select(cur: Cursor) -> list[Any]:
+            await cur.execute(sql, list(params))
+            return await cur.fetchall()
+
         try:
-            async with self._pool.connection() as conn, conn.cursor() as cur:
-                await cur.execute(sql, list(params))
-                return await cur.fetchall()
+            return await self._begun(select, transaction=False)
         except psycopg.Error as exc:
             raise StoreError(f"database error on {self.path}: {_reason(exc)}", path=self.path) from None
 
