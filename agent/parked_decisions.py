@@ -63,7 +63,8 @@ async def record_decisions(rt: Runtime, session_id: str, call_ids: Sequence[str]
         decided = {p.call_id for p in chosen}
         waiting_ids = tuple(c for c in waiting(state) if c not in decided)
         await rt.store.commit(session_id, Write(events=events, timeline=rows,
-                                                status="awaiting_approval" if waiting_ids else "idle"))
+                                                status="awaiting_approval" if waiting_ids else "idle",
+                                                lease_token=lease.holder.token))  # refused if taken over
         lease.keep_status()  # the commit set it
         return [Recorded(p, approve, waiting_ids) for p in chosen]
 

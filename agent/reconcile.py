@@ -78,7 +78,8 @@ async def _decide(rt: _Runtime, lease: Lease, receipt: Receipt, *, applied: bool
     turn = lease.state.turn if lease.state is not None else 0
     rows = [receipt_row(c, turn=turn, call_id=receipt.call_id, tool=receipt.tool, masker=rt.masker).entry()
             for c in changes]
-    await rt.store.commit(receipt.session_id, Write(receipt_updates=updates, timeline=rows))
+    await rt.store.commit(receipt.session_id, Write(receipt_updates=updates, timeline=rows,
+                                                    lease_token=lease.holder.token))  # refused if taken over
     return await rt.store.get_receipt(receipt.id)
 
 
