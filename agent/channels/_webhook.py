@@ -10,12 +10,14 @@ The token comes from the environment variable the channel's `token_env` names an
 a request without it, or with another, gets 401 before its body is read, and nothing is created. A body over
 `max_body_bytes` (by its Content-Length, which is required: 411 without it) gets 413 unread; a body that is not
 a JSON message gets 400 with the reason; a thread the channel may not take 403. One request a connection, each
-bounded in time (`REQUEST_TIMEOUT_S`), so a slow or hostile client holds nothing for long. An accepted message is
-written to `<home>/channels/NAME/in/` (write, fsync, rename) before the 202, and from there it is a spool
-message like any other: its reply lands in `<home>/channels/NAME/out/KEY.json`."""
+bounded in time (`REQUEST_TIMEOUT_S`), so a slow or hostile client holds nothing for long; at most
+`MAX_REQUESTS` at once (503 beyond), and running out of file descriptors pauses accepting, never the daemon.
+An accepted message is written to `<home>/channels/NAME/in/` (write, fsync, rename) before the 202, and from
+there it is a spool message like any other: its reply lands in `<home>/channels/NAME/out/KEY.json`."""
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import hmac
 import http.client
@@ -28,7 +30,7 @@ from pathlib import Path
 import anyio
 import h11
 import structlog
-from anyio.abc import SocketStream, TaskStatus
+from anyio.abc import SocketListener, SocketStream, TaskGroup, TaskStatus
 from pydantic import ValidationError
 
 from agent.channels._messages import InboundMessage
@@ -39,6 +41,11 @@ from core.hashing import sha256_text
 log = structlog.get_logger("strata.channels")
 
 REQUEST_TIMEOUT_S = 30.0
+MAX_REQUESTS = 64
+"""Requests served at once; a connection beyond them is answered 503 at once, so a flood holds no more."""
+ACCEPT_PAUSE_S = 0.1
+BUSY_ANSWER_S = 1.0
+_SHORT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 CALLBACK_TIMEOUT_S = 10.0
 DELIVERY_PAUSE_S = 0.2
 MAX_HEADER_BYTES = 16 * 1024
@@ -104,25 +111,62 @@ class WebhookChannel(SpoolChannel):
 
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         listener = await anyio.create_tcp_listener(local_host=self.host, local_port=self.port, reuse_port=False)
-        async with listener:
+        requests = anyio.Semaphore(MAX_REQUESTS)
+        async with listener, anyio.create_task_group() as tg:
+            for one in listener.listeners:  # one a local address the host names
+                assert isinstance(one, SocketListener)
+                tg.start_soon(self._accept, one, requests, tg)
             task_status.started()
-            await listener.serve(self._connection)
 
-    async def _connection(self, stream: SocketStream) -> None:
+    async def _accept(self, listener: SocketListener, requests: anyio.Semaphore, tg: TaskGroup) -> None:
+        """Accept connections for ever. Out of file descriptors (an idle-connection flood, say), the error is
+        logged once and accepting goes on after a pause (waiting connections stay in the kernel's backlog);
+        beyond `MAX_REQUESTS` at once, a connection gets 503 at once, unread."""
+        short = False
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                if exc.errno not in _SHORT_OF_RESOURCES:  # the connection failed before it was taken: the next
+                    continue
+                if not short:
+                    log.error("webhook cannot accept connections now; retrying", channel=self.name,
+                              reason=exc.strerror or str(exc))
+                    short = True
+                await anyio.sleep(ACCEPT_PAUSE_S)
+                continue
+            if short:
+                log.info("webhook accepting connections again", channel=self.name)
+                short = False
+            tg.start_soon(self._connection, stream, requests)
+
+    async def _connection(self, stream: SocketStream, requests: anyio.Semaphore) -> None:
         async with stream:
-            conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
-            with anyio.move_on_after(REQUEST_TIMEOUT_S):
-                try:
-                    status, body = await self._answer(conn, stream)
-                except h11.RemoteProtocolError as exc:
-                    status, body = 400, {"error": f"bad HTTP request: {exc}"}
-                except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionError):
-                    return
-                except Exception as exc:  # a bug here answers 500 and ends this connection, never the daemon
-                    log.error("webhook request failed", channel=self.name, error_type=type(exc).__name__,
-                              exc_info=True)
-                    status, body = 500, {"error": "internal error"}
-                await self._send(conn, stream, status, body)
+            try:
+                requests.acquire_nowait()
+            except anyio.WouldBlock:
+                with anyio.move_on_after(BUSY_ANSWER_S):
+                    await _busy(stream)
+                return
+            try:
+                await self._request(stream)
+            finally:
+                requests.release()
+
+    async def _request(self, stream: SocketStream) -> None:
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
+        with anyio.move_on_after(REQUEST_TIMEOUT_S):
+            try:
+                status, body = await self._answer(conn, stream)
+            except h11.RemoteProtocolError as exc:
+                status, body = 400, {"error": f"bad HTTP request: {exc}"}
+            except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionError):
+                return
+            except Exception as exc:  # a bug here answers 500 and ends this connection, never the daemon
+                log.error("webhook request failed", channel=self.name, error_type=type(exc).__name__,
+                          exc_info=True)
+                status, body = 500, {"error": "internal error"}
+            await self._send(conn, stream, status, body)
 
     async def _answer(self, conn: h11.Connection, stream: SocketStream) -> tuple[int, dict[str, object]]:
         request = await _next_event(conn, stream)
@@ -183,6 +227,21 @@ class WebhookChannel(SpoolChannel):
             await stream.send(conn.send(h11.EndOfMessage()) or b"")
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError, h11.LocalProtocolError):
             return
+
+
+async def _busy(stream: SocketStream) -> None:
+    """503 to a connection beyond `MAX_REQUESTS`, before its request is read (h11 answers only a request it read);
+    what the client sent meanwhile is read and dropped for a moment, so the close does not reset the answer away."""
+    data = json.dumps({"error": f"busy: {MAX_REQUESTS} requests are being served; retry later"}).encode()
+    head = (f"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {len(data)}\r\n"
+            "retry-after: 1\r\nconnection: close\r\n\r\n").encode()
+    try:
+        await stream.send(head + data)
+        await stream.send_eof()
+        for _ in range(16):
+            await stream.receive(65536)
+    except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
+        return
 
 
 async def _next_event(conn: h11.Connection, stream: SocketStream) -> object:
