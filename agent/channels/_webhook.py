@@ -66,8 +66,9 @@ class WebhookChannel(SpoolChannel):
 
     async def deliver(self) -> None:
         """POST every reply in the outbox not yet delivered to the callback, oldest first, with its key as the
-        `Idempotency-Key` header; a 2xx answer is recorded as a marker file (the probe of delivery). A failure is
-        retried with a growing pause (up to 30 s). A crash between the answer and the marker posts that reply once
+        `Idempotency-Key` header; a 2xx answer is recorded as a marker file (the probe of delivery). A failure
+        (refused, timed out, an answer that is not HTTP or not 2xx) is retried with a growing pause (up to 30 s); a
+        reply file gone since the listing is skipped. A crash between the answer and the marker posts that reply once
         more, under the same key: a callback that keeps the keys it has seen takes every reply exactly once."""
         if self.callback_url is None:
             return
@@ -78,17 +79,23 @@ class WebhookChannel(SpoolChannel):
             for path in waiting:
                 try:
                     await anyio.to_thread.run_sync(self._post, path)
-                except OSError as exc:
+                except (OSError, http.client.HTTPException) as exc:  # refused, cut, timed out, not HTTP, not 2xx
                     log.warning("reply not delivered to the callback; retrying", channel=self.name, reply=path.stem,
-                                reason=str(exc))
+                                reason=_one_line(exc))
                     failed = True
                     break
             pause = min(pause * 2, 30.0) if failed else DELIVERY_PAUSE_S
             await anyio.sleep(pause)
 
     def _undelivered(self) -> list[Path]:
-        found = [(p.stat().st_mtime_ns, p) for p in self.outbox.glob("reply-*.json")
-                 if not (self._delivered / p.stem).exists()]
+        found: list[tuple[int, Path]] = []
+        for p in self.outbox.glob("reply-*.json"):
+            if (self._delivered / p.stem).exists():
+                continue
+            try:
+                found.append((p.stat().st_mtime_ns, p))
+            except FileNotFoundError:  # gone since the listing (or a link to nothing): nothing to deliver
+                continue
         return [p for _, p in sorted(found)]
 
     def _post(self, path: Path) -> None:
