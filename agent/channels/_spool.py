@@ -20,6 +20,7 @@ import fnmatch
 import json
 import os
 import stat
+from collections.abc import Collection
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -42,11 +43,14 @@ class SpoolChannel:
         for folder in (inbox, outbox, inbox / REJECTED):
             folder.mkdir(parents=True, exist_ok=True)
 
-    def poll(self) -> list[tuple[InboundMessage, str]]:
+    def poll(self, skip: Collection[str] = ()) -> list[tuple[InboundMessage, str]]:
+        """What waits, oldest first, with its handle; handles in `skip` (queued already) are not read again."""
         found: list[tuple[int, str, Path]] = []
         with os.scandir(self.inbox) as entries:
             for entry in entries:
                 if entry.name.startswith(".") or not entry.name.endswith(".json") or entry.is_dir():
+                    continue
+                if entry.path in skip:
                     continue
                 with contextlib.suppress(FileNotFoundError):
                     found.append((entry.stat().st_mtime_ns, entry.name, Path(entry.path)))
