@@ -3,8 +3,8 @@
 Inbox: a writer puts `NAME.json` there atomically (write `.NAME.tmp`, then rename; names starting with `.` are
 never read). Oldest first (modification time, then name). A file is acknowledged by removing it, after the daemon
 recorded it. A file that is not a valid message (bad JSON, missing fields, over `MAX_FILE_BYTES`) or names a
-thread the channel may not take is moved to `inbox/rejected/` with a `NAME.error` line saying why; nothing else
-happens to it.
+thread the channel may not take is moved to `inbox/rejected/` with a `NAME.error` line saying why (as `NAME.1`,
+`NAME.2`, ... when an earlier rejected file has the name: none is replaced); nothing else happens to it.
 
     {"thread": "t-42", "id": "m-1001", "sender": "anna@example.com", "text": "Please review the Q3 report",
      "attachments": [{"name": "q3.pdf", "sha256": "<64 hex>", "path": "/srv/in/q3.pdf"}]}
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import itertools
 import json
 import os
 import stat
@@ -90,10 +91,17 @@ class SpoolChannel:
         return message
 
     def _reject(self, path: Path, why: str) -> None:
-        target = self.inbox / REJECTED / path.name
-        with contextlib.suppress(FileNotFoundError):
-            os.replace(path, target)
-            _write_atomically(target.with_name(path.name + ".error"), (why + "\n").encode())
+        """Move `path` to rejected/ under its name, or NAME.1, NAME.2, ... when an earlier rejected file has it
+        (never replaced), with NAME.error beside it saying why."""
+        folder = self.inbox / REJECTED
+        for n in itertools.count():
+            target = folder / (path.name if n == 0 else f"{path.name}.{n}")
+            try:
+                if _move_unless_taken(path, target):
+                    break
+            except FileNotFoundError:  # taken away by its writer meanwhile
+                return
+        _write_atomically(target.with_name(target.name + ".error"), (why + "\n").encode())
 
     def ack(self, handle: str) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -112,6 +120,25 @@ class SpoolChannel:
     def backlog(self) -> int:
         with os.scandir(self.inbox) as entries:
             return sum(1 for e in entries if e.name.endswith(".json") and not e.name.startswith("."))
+
+
+def _move_unless_taken(path: Path, target: Path) -> bool:
+    """Move `path` to `target` unless `target` exists: a link, then the unlink, so a name taken meanwhile is never
+    replaced (where no hard link can be made, a rename after a look)."""
+    try:
+        os.link(path, target, follow_symlinks=False)
+    except FileExistsError:
+        return False
+    except FileNotFoundError:
+        raise
+    except OSError:  # another owner's file under protected_hardlinks, or a file system without hard links
+        if os.path.lexists(target):
+            return False
+        os.replace(path, target)
+        return True
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    return True
 
 
 def _write_atomically(target: Path, data: bytes, *, replace: bool = True) -> None:
