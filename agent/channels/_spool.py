@@ -11,7 +11,10 @@ thread the channel may not take is moved to `inbox/rejected/` with a `NAME.error
 
 Outbox: each reply is `<key>.json` (key: `reply-` + 32 hex digits of sha256(channel, message id)), written to a
 temporary name and renamed, never replaced: a second send of the same key finds it there and does nothing, so a
-crash between the two never delivers a reply twice; whether a reply was delivered is whether its file exists."""
+crash between the two never delivers a reply twice; whether a reply was delivered is whether its file exists.
+
+`rejected/` and the outbox, removed while the daemon runs, are made again when next written to, with a warning
+in the daemon's log (the inbox is the writer's: it is not)."""
 
 from __future__ import annotations
 
@@ -24,10 +27,13 @@ import stat
 from collections.abc import Collection
 from pathlib import Path
 
+import structlog
 from pydantic import ValidationError
 
 from agent.channels._messages import InboundMessage, Reply
 from core import bounded_json
+
+log = structlog.get_logger("strata.channels")
 
 MAX_FILE_BYTES = 1024 * 1024
 MAX_DEPTH = 32
@@ -99,8 +105,11 @@ class SpoolChannel:
             try:
                 if _move_unless_taken(path, target):
                     break
-            except FileNotFoundError:  # taken away by its writer meanwhile
-                return
+            except FileNotFoundError:
+                if not os.path.lexists(path):  # taken away by its writer meanwhile
+                    return
+                self._remake(folder)  # removed while the daemon runs
+                return self._reject(path, why)
         _write_atomically(target.with_name(target.name + ".error"), (why + "\n").encode())
 
     def ack(self, handle: str) -> None:
@@ -111,8 +120,23 @@ class SpoolChannel:
         target = self.outbox / f"{reply.key}.json"
         if target.exists():
             return
-        _write_atomically(target, (json.dumps(reply.model_dump(mode="json"), ensure_ascii=False) + "\n").encode(),
-                          replace=False)
+        data = (json.dumps(reply.model_dump(mode="json"), ensure_ascii=False) + "\n").encode()
+        try:
+            _write_atomically(target, data, replace=False)
+        except FileNotFoundError:
+            if self.outbox.is_dir():
+                raise
+            self._remake(self.outbox)  # removed while the daemon runs
+            _write_atomically(target, data, replace=False)
+
+    def _remake(self, folder: Path) -> None:
+        """Make again a folder of the channel's that was removed while the daemon runs, and say so."""
+        try:
+            folder.mkdir(parents=True)
+        except FileExistsError:
+            return
+        log.warning("channel folder was removed while the daemon ran; made again", channel=self.name,
+                    folder=str(folder))
 
     def sent(self, key: str) -> bool:
         return (self.outbox / f"{key}.json").exists()
