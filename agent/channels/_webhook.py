@@ -8,7 +8,8 @@ With `callback_url`, every reply is also POSTed there (see `deliver`), with its 
 
 The token comes from the environment variable the channel's `token_env` names and is compared in constant time;
 a request without it, or with another, gets 401 before its body is read, and nothing is created. A body over
-`max_body_bytes` (by its Content-Length, which is required: 411 without it) gets 413 unread; a body that is not
+`max_body_bytes` (by its Content-Length, which is required: 411 without it) gets 413 unread (a client that sent
+`Expect: 100-continue` gets its 100 Continue only once its request passed these checks); a body that is not
 a JSON message gets 400 with the reason; a thread the channel may not take 403. One request a connection, each
 bounded in time (`REQUEST_TIMEOUT_S`), so a slow or hostile client holds nothing for long; at most
 `MAX_REQUESTS` at once (503 beyond), and running out of file descriptors pauses accepting, never the daemon.
@@ -200,6 +201,8 @@ class WebhookChannel(SpoolChannel):
             return 400, {"error": "a Content-Length is a number"}
         if int(length) > self._cap:
             return 413, {"error": f"the body is larger than {self._cap} bytes"}
+        if conn.they_are_waiting_for_100_continue:  # checked and fit to be read: the client may send it now
+            await stream.send(conn.send(h11.InformationalResponse(status_code=100, headers=[])) or b"")
         raw = bytearray()
         while True:
             event = await _next_event(conn, stream)

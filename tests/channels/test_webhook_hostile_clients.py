@@ -96,3 +96,41 @@ def test_beyond_64_requests_at_once_the_next_gets_503_and_a_good_one_is_served_a
     finally:
         daemon.stop()
     assert daemon.proc.returncode == 0, daemon.stderr
+
+
+def _head(s: socket.socket) -> bytes:
+    """What the server sent up to the end of its first status block (or the connection's end)."""
+    got = b""
+    while b"\r\n\r\n" not in got:
+        try:
+            chunk = s.recv(4096)
+        except TimeoutError:
+            break
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
+def test_expect_100_continue_is_answered_before_the_body_only_for_a_request_that_passes_the_checks(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    daemon, port = _daemon(cli, tmp_path, "max_body_bytes = 4096\n")
+    body = b'{"thread": "t1", "id": "e1", "text": "Continue?"}'
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+            s.sendall(f"POST /messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+                      f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                      "Expect: 100-continue\r\n\r\n".encode())
+            assert _head(s).startswith(b"HTTP/1.1 100 "), "no 100 Continue before the body was sent"
+            s.sendall(body)
+            assert _head(s).startswith(b"HTTP/1.1 202 ")
+        refusals = {401: "Authorization: Bearer wrong\r\nContent-Length: 10\r\n",
+                    411: f"Authorization: Bearer {TOKEN}\r\n",
+                    413: f"Authorization: Bearer {TOKEN}\r\nContent-Length: 5000\r\n"}
+        for status, headers in refusals.items():
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                s.sendall(f"POST /messages HTTP/1.1\r\nHost: x\r\n{headers}Expect: 100-continue\r\n\r\n".encode())
+                assert _head(s).startswith(f"HTTP/1.1 {status} ".encode()), status
+    finally:
+        daemon.stop()
+    assert daemon.proc.returncode == 0, daemon.stderr
