@@ -4,7 +4,8 @@
                           -> 202 {"accepted": ID, "reply": "/replies/KEY"} once the message is durably queued
     GET  /replies/KEY     Authorization: Bearer TOKEN -> 200 and the reply, or 404 while there is none
 
-With `callback_url`, every reply is also POSTed there (see `deliver`), with its key as `Idempotency-Key`.
+With `callback_url`, every reply is also POSTed there (see `deliver`), with its key as `Idempotency-Key`; a
+delivery is recorded as `<home>/channels/NAME/delivered/KEY` (the folder made again, with a warning, if removed).
 
 The token comes from the environment variable the channel's `token_env` names and is compared in constant time;
 a request without it, or with another, gets 401 before its body is read, and nothing is created. A body over
@@ -112,7 +113,14 @@ class WebhookChannel(SpoolChannel):
             conn.close()
         if not 200 <= status < 300:
             raise OSError(f"the callback answered {status}")
-        _write_atomically(self._delivered / path.stem, b"")
+        marker = self._delivered / path.stem
+        try:
+            _write_atomically(marker, b"")
+        except FileNotFoundError:
+            if self._delivered.is_dir():
+                raise
+            self._remake(self._delivered)  # removed while the daemon runs: else every reply is posted for ever
+            _write_atomically(marker, b"")
 
     def delivered(self, key: str) -> bool:
         return (self._delivered / key).exists()

@@ -6,6 +6,7 @@ and its reading is skipped. The daemon goes on in both cases."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import threading
 import time
@@ -120,3 +121,29 @@ def test_a_reply_file_gone_while_the_outbox_is_listed_is_skipped(cli: StrataCLI,
         callback.close()
     assert daemon.proc.returncode == 0, daemon.stderr
     assert [k for _, k in callback.keys] == [key]
+
+
+def test_a_removed_delivered_folder_is_made_again_and_a_reply_is_not_posted_again_and_again(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    callback = _RawCallback(garbage=0)
+    try:
+        daemon, port = _daemon(cli, tmp_path, callback.url)
+    except BaseException:
+        callback.close()
+        raise
+    delivered = cli.home / "channels" / "hook" / "delivered"
+    try:
+        shutil.rmtree(delivered)
+        posted = _http("POST", f"http://127.0.0.1:{port}/messages", headers={"Authorization": f"Bearer {TOKEN}"},
+                       json_body={"thread": "t1", "id": "w1", "text": "Any news?"})
+        assert posted.status_code == 202
+        key = posted.json()["reply"].removeprefix("/replies/")
+        wait_until(lambda: (delivered / key).exists() or len(callback.keys) > 3, timeout=10,
+                   what="the delivery recorded in a delivered/ made again")
+        time.sleep(1.0)  # a few delivery rounds: a delivered reply is not posted again
+    finally:
+        daemon.stop()
+        callback.close()
+    assert daemon.proc.returncode == 0, daemon.stderr
+    assert callback.keys == [("ok", key)]
+    assert (delivered / key).exists()
