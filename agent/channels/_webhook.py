@@ -5,7 +5,8 @@
     GET  /replies/KEY     Authorization: Bearer TOKEN -> 200 and the reply, or 404 while there is none
 
 With `callback_url`, every reply is also POSTed there (see `deliver`), with its key as `Idempotency-Key`; a
-delivery is recorded as `<home>/channels/NAME/delivered/KEY` (the folder made again, with a warning, if removed).
+delivery is recorded as `<home>/channels/NAME/delivered/KEY`. These folders of the home's (`in/`, `out/`,
+`delivered/`) are made again, with a warning in the log, when removed while the daemon runs.
 
 The token comes from the environment variable the channel's `token_env` names and is compared in constant time;
 a request without it, or with another, gets 401 before its body is read, and nothing is created. A body over
@@ -27,6 +28,7 @@ import json
 import re
 import time
 import urllib.parse
+from collections.abc import Collection
 from pathlib import Path
 
 import anyio
@@ -121,6 +123,20 @@ class WebhookChannel(SpoolChannel):
                 raise
             self._remake(self._delivered)  # removed while the daemon runs: else every reply is posted for ever
             _write_atomically(marker, b"")
+
+    def _queue(self, target: Path, data: bytes) -> None:
+        try:
+            _write_atomically(target, data)
+        except FileNotFoundError:
+            if self.inbox.is_dir():
+                raise
+            self._remake(self.inbox)  # the home's folder, removed while the daemon runs: else every POST is a 500
+            _write_atomically(target, data)
+
+    def poll(self, skip: Collection[str] = ()) -> list[tuple[InboundMessage, str]]:
+        if not self.inbox.is_dir():
+            self._remake(self.inbox)
+        return super().poll(skip)
 
     def delivered(self, key: str) -> bool:
         return (self._delivered / key).exists()
@@ -231,7 +247,7 @@ class WebhookChannel(SpoolChannel):
             return 403, {"error": f"thread {message.thread!r} is not one this channel may take"}
         name = f"{time.time_ns():020d}-{sha256_text(message.id)[:16]}.json"
         data = json.dumps(body, ensure_ascii=False).encode()
-        await anyio.to_thread.run_sync(_write_atomically, self.inbox / name, data)
+        await anyio.to_thread.run_sync(self._queue, self.inbox / name, data)
         return 202, {"accepted": message.id, "reply": f"/replies/{message.reply_key}"}
 
     @staticmethod

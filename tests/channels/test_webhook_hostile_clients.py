@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import os
 import resource
+import shutil
 import socket
 from pathlib import Path
 
@@ -134,3 +135,19 @@ def test_expect_100_continue_is_answered_before_the_body_only_for_a_request_that
     finally:
         daemon.stop()
     assert daemon.proc.returncode == 0, daemon.stderr
+
+
+def test_a_removed_webhook_inbox_is_made_again_and_the_next_post_is_queued_and_answered(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    daemon, port = _daemon(cli, tmp_path)
+    try:
+        shutil.rmtree(cli.home / "channels" / "hook" / "in")
+        posted = _http("POST", f"http://127.0.0.1:{port}/messages", headers=AUTH,
+                       json_body={"thread": "t1", "id": "r1", "text": "Still there?"})
+        assert posted.status_code == 202, posted.text
+        reply = f"http://127.0.0.1:{port}{posted.json()['reply']}"
+        wait_until(lambda: _status("GET", reply) == 200, timeout=10, what="the reply")
+    finally:
+        daemon.stop()
+    assert daemon.proc.returncode == 0, daemon.stderr
+    assert "made again" in (cli.home / "logs" / "strata.log").read_text()
