@@ -80,14 +80,22 @@ class _Poller:
 
     async def run(self) -> None:
         channel = self.parts.channel
+        failing: str | None = None  # why the last poll failed, while polls fail
         while not self.stopping:
             self._finished.clear()
             try:
                 found = await anyio.to_thread.run_sync(channel.poll, frozenset(self._queued))
             except Exception as exc:  # a folder gone or unreadable, or a bug: logged, polled again, never fatal
-                log.error("channel cannot be polled", channel=channel.name, error_type=type(exc).__name__,
-                          reason=str(exc))
+                failure = f"{type(exc).__name__}: {exc}"
+                if failure != failing:  # once, not every poll (5 a second) while it lasts
+                    log.error("channel cannot be polled", channel=channel.name, error_type=type(exc).__name__,
+                              reason=str(exc))
+                    failing = failure
                 found = []
+            else:
+                if failing is not None:
+                    log.info("channel polled again", channel=channel.name)
+                    failing = None
             for message, handle_ in found:
                 thread = self._threads.setdefault(message.thread, _Thread())
                 if (handle_ in self._queued or handle_ in self._finished or self.stopping

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,21 @@ def test_the_rejected_folder_and_the_outbox_are_made_again_when_removed_while_th
     assert replies(outbox)[0]["text"] == "answered"
     log = (cli.home / "logs" / "strata.log").read_text()
     assert log.count("made again") == 2, log
+
+
+def test_a_removed_spool_inbox_is_logged_once_not_every_poll_and_polling_goes_on_when_it_is_back(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    daemon, spool = _serve(cli, tmp_path)
+    log = cli.home / "logs" / "strata.log"
+    try:
+        shutil.rmtree(spool / "in")
+        time.sleep(1.5)  # several polls (0.2 s apart) find no inbox
+        (spool / "in").mkdir()  # the writer's folder: the daemon does not make it again
+        drop(spool / "in", "good", thread="t", id="m1", text="Hello?")
+        wait_until(lambda: len(replies(spool / "out")) == 1, timeout=10, what="the reply once the inbox is back")
+    finally:
+        daemon.stop()
+    assert daemon.proc.returncode == 0, daemon.stderr
+    text_ = log.read_text()
+    assert text_.count("channel cannot be polled") == 1, text_
+    assert text_.count("channel polled again") == 1, text_
