@@ -62,17 +62,17 @@ def test_an_idle_connection_flood_past_the_fd_limit_leaves_the_daemon_serving(cl
     daemon, port = _daemon(cli, tmp_path)
     flood: list[socket.socket] = []
     try:
-        used = len(os.listdir(f"/proc/{daemon.pid}/fd"))
-        resource.prlimit(daemon.pid, resource.RLIMIT_NOFILE, (used + 16, used + 16))
-        flood = _idle(port, 120)  # the kernel's backlog takes them all; the daemon runs out of descriptors
-        log = cli.home / "logs" / "strata.log"
-        wait_until(lambda: daemon.proc.poll() is not None or "webhook cannot accept" in log.read_text(),
-                   what="the daemon noting it is out of descriptors")
-        assert daemon.proc.poll() is None, "the daemon ended under an idle-connection flood"
-    finally:
-        for s in flood:
-            s.close()
-    try:
+        try:
+            used = len(os.listdir(f"/proc/{daemon.pid}/fd"))
+            resource.prlimit(daemon.pid, resource.RLIMIT_NOFILE, (used + 16, used + 16))
+            flood = _idle(port, 120)  # the kernel's backlog takes them all; the daemon runs out of descriptors
+            log = cli.home / "logs" / "strata.log"
+            wait_until(lambda: daemon.proc.poll() is not None or "webhook cannot accept" in log.read_text(),
+                       what="the daemon noting it is out of descriptors")
+            assert daemon.proc.poll() is None, "the daemon ended under an idle-connection flood"
+        finally:
+            for s in flood:
+                s.close()
         wait_until(lambda: _post(port, "after-flood") == 202, what="the next good request served")
         assert daemon.proc.poll() is None
     finally:
@@ -84,15 +84,16 @@ def test_beyond_64_requests_at_once_the_next_gets_503_and_a_good_one_is_served_a
         cli: StrataCLI, tmp_path: Path) -> None:
     daemon, port = _daemon(cli, tmp_path)
     url = f"http://127.0.0.1:{port}/replies/reply-{'0' * 32}"
-    flood = _idle(port, 64)
+    flood: list[socket.socket] = []
     try:
-        wait_until(lambda: _status("GET", url) == 503, what="a 503 beyond 64 requests")
-        answer = _http("GET", url, headers=AUTH)
-        assert answer.status_code == 503 and "busy" in answer.json()["error"]
-    finally:
-        for s in flood:
-            s.close()
-    try:
+        try:
+            flood = _idle(port, 64)
+            wait_until(lambda: _status("GET", url) == 503, what="a 503 beyond 64 requests")
+            answer = _http("GET", url, headers=AUTH)
+            assert answer.status_code == 503 and "busy" in answer.json()["error"]
+        finally:
+            for s in flood:
+                s.close()
         wait_until(lambda: _post(port, "after-busy") == 202, what="a good request served once the flood is gone")
     finally:
         daemon.stop()
