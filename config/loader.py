@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from config._read import ConfigDoc, describe, parse_config, read_config_file
-from config.channels import ChannelsConfig
+from config.channels import ChannelEntry, ChannelsConfig
 from config.hook_files import FileProblem, HookFiles
 from config.hook_spec import HOOK_EVENTS, HookSpec
 from config.knowledge import DEFAULT_COMMON_TERM_SHARE, DatasetDecl, KnowledgeConfig
@@ -282,6 +282,7 @@ def _channels(docs: list[ConfigDoc], project: ConfigDoc | None) -> ChannelsConfi
             names = [c.name for c in doc.data.channels]
             if len(set(names)) != len(names):
                 raise ConfigError("two channels have the same name", file=doc.source, key="channels")
+            _distinct_folders(doc.data.channels, doc.source)
             update["channels"] = tuple(doc.data.channels)
         if doc.data.daemon is not None:
             if doc.data.daemon.enable is not None:
@@ -290,6 +291,29 @@ def _channels(docs: list[ConfigDoc], project: ConfigDoc | None) -> ChannelsConfi
                 update["turn_budget_s"] = doc.data.daemon.turn_budget_s
         found = found.model_copy(update=update)
     return found
+
+
+def _distinct_folders(channels: list[ChannelEntry], source: str) -> None:
+    """A spool channel's inbox is neither its own outbox (its replies would be read as messages) nor any other
+    channel's inbox or outbox (two pollers would take the same files, or one the other's replies)."""
+    owner: dict[Path, str] = {}  # folder -> the key that names it
+    for entry in channels:
+        if entry.inbox is None or entry.outbox is None:
+            continue
+        inbox, outbox = (Path(p).expanduser().resolve() for p in (entry.inbox, entry.outbox))
+        key = f"channels.{entry.name}"
+        if inbox == outbox:
+            raise ConfigError(f"the outbox is the channel's inbox ({inbox}); they must be two folders",
+                              file=source, key=f"{key}.outbox")
+        if inbox in owner:
+            raise ConfigError(f"the inbox {inbox} is also {owner[inbox]}; each channel needs its own",
+                              file=source, key=f"{key}.inbox")
+        owner[inbox] = f"{key}.inbox"
+    for entry in channels:
+        replies = Path(entry.outbox).expanduser().resolve() if entry.outbox is not None else None
+        if replies is not None and replies in owner:  # another channel's inbox (its own was refused above)
+            raise ConfigError(f"the outbox {replies} is {owner[replies]}; its replies would be read as messages",
+                              file=source, key=f"channels.{entry.name}.outbox")
 
 
 def _knowledge(docs: list[ConfigDoc], *, project: ConfigDoc | None, trusted: bool, root: Path | None,

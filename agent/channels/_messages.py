@@ -3,6 +3,7 @@ them (one reply per message, whatever crashes in between)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Annotated, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -62,12 +63,13 @@ def reply_key(channel: str, message_id: str) -> str:
 
 class Channel(Protocol):
     """A source of messages and a sink of replies. `poll` lists what waits (oldest first) with a handle to
-    acknowledge it by; `send` is idempotent on the reply's key; `sent` probes whether a reply with that key was
-    delivered (an unknown outcome is reconciled by it)."""
+    acknowledge it by (the handles in `skip`, queued already, left out unread); `send` is idempotent on the
+    reply's key; `sent` probes whether a reply with that key was delivered (an unknown outcome is reconciled by
+    it)."""
 
     name: str
 
-    def poll(self) -> list[tuple[InboundMessage, str]]: ...
+    def poll(self, skip: Collection[str] = ()) -> list[tuple[InboundMessage, str]]: ...
 
     def ack(self, handle: str) -> None: ...
 

@@ -69,6 +69,9 @@ class _Poller:
         self._interval = interval
         self._threads: dict[str, _Thread] = {}
         self._queued: set[str] = set()
+        self._finished: set[str] = set()
+        """Handles whose message was handled (and acknowledged) since the current poll began: a poll that read
+        one before it was acknowledged does not queue it again."""
         self.stopping = False
 
     @property
@@ -77,16 +80,26 @@ class _Poller:
 
     async def run(self) -> None:
         channel = self.parts.channel
+        failing: str | None = None  # why the last poll failed, while polls fail
         while not self.stopping:
+            self._finished.clear()
             try:
-                found = await anyio.to_thread.run_sync(channel.poll)
+                found = await anyio.to_thread.run_sync(channel.poll, frozenset(self._queued))
             except Exception as exc:  # a folder gone or unreadable, or a bug: logged, polled again, never fatal
-                log.error("channel cannot be polled", channel=channel.name, error_type=type(exc).__name__,
-                          reason=str(exc))
+                failure = f"{type(exc).__name__}: {exc}"
+                if failure != failing:  # once, not every poll (5 a second) while it lasts
+                    log.error("channel cannot be polled", channel=channel.name, error_type=type(exc).__name__,
+                              reason=str(exc))
+                    failing = failure
                 found = []
+            else:
+                if failing is not None:
+                    log.info("channel polled again", channel=channel.name)
+                    failing = None
             for message, handle_ in found:
                 thread = self._threads.setdefault(message.thread, _Thread())
-                if handle_ in self._queued or self.stopping or thread.not_before > anyio.current_time():
+                if (handle_ in self._queued or handle_ in self._finished or self.stopping
+                        or thread.not_before > anyio.current_time()):
                     continue
                 self._queued.add(handle_)
                 thread.queue.append((message, handle_))
@@ -132,6 +145,7 @@ class _Poller:
                 return
             thread.queue.popleft()
             self._queued.discard(handle_)
+            self._finished.add(handle_)
 
     async def _renew(self, name: str) -> None:
         book, channel = self.parts.book, self.parts.channel.name

@@ -3,29 +3,37 @@
 Inbox: a writer puts `NAME.json` there atomically (write `.NAME.tmp`, then rename; names starting with `.` are
 never read). Oldest first (modification time, then name). A file is acknowledged by removing it, after the daemon
 recorded it. A file that is not a valid message (bad JSON, missing fields, over `MAX_FILE_BYTES`) or names a
-thread the channel may not take is moved to `inbox/rejected/` with a `NAME.error` line saying why; nothing else
-happens to it.
+thread the channel may not take is moved to `inbox/rejected/` with a `NAME.error` line saying why (as `NAME.1`,
+`NAME.2`, ... when an earlier rejected file has the name: none is replaced); nothing else happens to it.
 
     {"thread": "t-42", "id": "m-1001", "sender": "anna@example.com", "text": "Please review the Q3 report",
      "attachments": [{"name": "q3.pdf", "sha256": "<64 hex>", "path": "/srv/in/q3.pdf"}]}
 
 Outbox: each reply is `<key>.json` (key: `reply-` + 32 hex digits of sha256(channel, message id)), written to a
 temporary name and renamed, never replaced: a second send of the same key finds it there and does nothing, so a
-crash between the two never delivers a reply twice; whether a reply was delivered is whether its file exists."""
+crash between the two never delivers a reply twice; whether a reply was delivered is whether its file exists.
+
+`rejected/` and the outbox, removed while the daemon runs, are made again when next written to, with a warning
+in the daemon's log (the inbox is the writer's: it is not)."""
 
 from __future__ import annotations
 
 import contextlib
 import fnmatch
+import itertools
 import json
 import os
 import stat
+from collections.abc import Collection
 from pathlib import Path
 
+import structlog
 from pydantic import ValidationError
 
 from agent.channels._messages import InboundMessage, Reply
 from core import bounded_json
+
+log = structlog.get_logger("strata.channels")
 
 MAX_FILE_BYTES = 1024 * 1024
 MAX_DEPTH = 32
@@ -42,11 +50,14 @@ class SpoolChannel:
         for folder in (inbox, outbox, inbox / REJECTED):
             folder.mkdir(parents=True, exist_ok=True)
 
-    def poll(self) -> list[tuple[InboundMessage, str]]:
+    def poll(self, skip: Collection[str] = ()) -> list[tuple[InboundMessage, str]]:
+        """What waits, oldest first, with its handle; handles in `skip` (queued already) are not read again."""
         found: list[tuple[int, str, Path]] = []
         with os.scandir(self.inbox) as entries:
             for entry in entries:
                 if entry.name.startswith(".") or not entry.name.endswith(".json") or entry.is_dir():
+                    continue
+                if entry.path in skip:
                     continue
                 with contextlib.suppress(FileNotFoundError):
                     found.append((entry.stat().st_mtime_ns, entry.name, Path(entry.path)))
@@ -86,10 +97,20 @@ class SpoolChannel:
         return message
 
     def _reject(self, path: Path, why: str) -> None:
-        target = self.inbox / REJECTED / path.name
-        with contextlib.suppress(FileNotFoundError):
-            os.replace(path, target)
-            _write_atomically(target.with_name(path.name + ".error"), (why + "\n").encode())
+        """Move `path` to rejected/ under its name, or NAME.1, NAME.2, ... when an earlier rejected file has it
+        (never replaced), with NAME.error beside it saying why."""
+        folder = self.inbox / REJECTED
+        for n in itertools.count():
+            target = folder / (path.name if n == 0 else f"{path.name}.{n}")
+            try:
+                if _move_unless_taken(path, target):
+                    break
+            except FileNotFoundError:
+                if not os.path.lexists(path):  # taken away by its writer meanwhile
+                    return
+                self._remake(folder)  # removed while the daemon runs
+                return self._reject(path, why)
+        _write_atomically(target.with_name(target.name + ".error"), (why + "\n").encode())
 
     def ack(self, handle: str) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -99,8 +120,23 @@ class SpoolChannel:
         target = self.outbox / f"{reply.key}.json"
         if target.exists():
             return
-        _write_atomically(target, (json.dumps(reply.model_dump(mode="json"), ensure_ascii=False) + "\n").encode(),
-                          replace=False)
+        data = (json.dumps(reply.model_dump(mode="json"), ensure_ascii=False) + "\n").encode()
+        try:
+            _write_atomically(target, data, replace=False)
+        except FileNotFoundError:
+            if self.outbox.is_dir():
+                raise
+            self._remake(self.outbox)  # removed while the daemon runs
+            _write_atomically(target, data, replace=False)
+
+    def _remake(self, folder: Path) -> None:
+        """Make again a folder of the channel's that was removed while the daemon runs, and say so."""
+        try:
+            folder.mkdir(parents=True)
+        except FileExistsError:
+            return
+        log.warning("channel folder was removed while the daemon ran; made again", channel=self.name,
+                    folder=str(folder))
 
     def sent(self, key: str) -> bool:
         return (self.outbox / f"{key}.json").exists()
@@ -108,6 +144,25 @@ class SpoolChannel:
     def backlog(self) -> int:
         with os.scandir(self.inbox) as entries:
             return sum(1 for e in entries if e.name.endswith(".json") and not e.name.startswith("."))
+
+
+def _move_unless_taken(path: Path, target: Path) -> bool:
+    """Move `path` to `target` unless `target` exists: a link, then the unlink, so a name taken meanwhile is never
+    replaced (where no hard link can be made, a rename after a look)."""
+    try:
+        os.link(path, target, follow_symlinks=False)
+    except FileExistsError:
+        return False
+    except FileNotFoundError:
+        raise
+    except OSError:  # another owner's file under protected_hardlinks, or a file system without hard links
+        if os.path.lexists(target):
+            return False
+        os.replace(path, target)
+        return True
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    return True
 
 
 def _write_atomically(target: Path, data: bytes, *, replace: bool = True) -> None:

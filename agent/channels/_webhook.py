@@ -4,18 +4,23 @@
                           -> 202 {"accepted": ID, "reply": "/replies/KEY"} once the message is durably queued
     GET  /replies/KEY     Authorization: Bearer TOKEN -> 200 and the reply, or 404 while there is none
 
-With `callback_url`, every reply is also POSTed there (see `deliver`), with its key as `Idempotency-Key`.
+With `callback_url`, every reply is also POSTed there (see `deliver`), with its key as `Idempotency-Key`; a
+delivery is recorded as `<home>/channels/NAME/delivered/KEY`. These folders of the home's (`in/`, `out/`,
+`delivered/`) are made again, with a warning in the log, when removed while the daemon runs.
 
 The token comes from the environment variable the channel's `token_env` names and is compared in constant time;
 a request without it, or with another, gets 401 before its body is read, and nothing is created. A body over
-`max_body_bytes` (by its Content-Length, which is required: 411 without it) gets 413 unread; a body that is not
+`max_body_bytes` (by its Content-Length, which is required: 411 without it) gets 413 unread (a client that sent
+`Expect: 100-continue` gets its 100 Continue only once its request passed these checks); a body that is not
 a JSON message gets 400 with the reason; a thread the channel may not take 403. One request a connection, each
-bounded in time (`REQUEST_TIMEOUT_S`), so a slow or hostile client holds nothing for long. An accepted message is
-written to `<home>/channels/NAME/in/` (write, fsync, rename) before the 202, and from there it is a spool
-message like any other: its reply lands in `<home>/channels/NAME/out/KEY.json`."""
+bounded in time (`REQUEST_TIMEOUT_S`), so a slow or hostile client holds nothing for long; at most
+`MAX_REQUESTS` at once (503 beyond), and running out of file descriptors pauses accepting, never the daemon.
+An accepted message is written to `<home>/channels/NAME/in/` (write, fsync, rename) before the 202, and from
+there it is a spool message like any other: its reply lands in `<home>/channels/NAME/out/KEY.json`."""
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import hmac
 import http.client
@@ -23,12 +28,13 @@ import json
 import re
 import time
 import urllib.parse
+from collections.abc import Collection
 from pathlib import Path
 
 import anyio
 import h11
 import structlog
-from anyio.abc import SocketStream, TaskStatus
+from anyio.abc import SocketListener, SocketStream, TaskGroup, TaskStatus
 from pydantic import ValidationError
 
 from agent.channels._messages import InboundMessage
@@ -39,6 +45,11 @@ from core.hashing import sha256_text
 log = structlog.get_logger("strata.channels")
 
 REQUEST_TIMEOUT_S = 30.0
+MAX_REQUESTS = 64
+"""Requests served at once; a connection beyond them is answered 503 at once, so a flood holds no more."""
+ACCEPT_PAUSE_S = 0.1
+BUSY_ANSWER_S = 1.0
+_SHORT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 CALLBACK_TIMEOUT_S = 10.0
 DELIVERY_PAUSE_S = 0.2
 MAX_HEADER_BYTES = 16 * 1024
@@ -59,8 +70,9 @@ class WebhookChannel(SpoolChannel):
 
     async def deliver(self) -> None:
         """POST every reply in the outbox not yet delivered to the callback, oldest first, with its key as the
-        `Idempotency-Key` header; a 2xx answer is recorded as a marker file (the probe of delivery). A failure is
-        retried with a growing pause (up to 30 s). A crash between the answer and the marker posts that reply once
+        `Idempotency-Key` header; a 2xx answer is recorded as a marker file (the probe of delivery). A failure
+        (refused, timed out, an answer that is not HTTP or not 2xx) is retried with a growing pause (up to 30 s); a
+        reply file gone since the listing is skipped. A crash between the answer and the marker posts that reply once
         more, under the same key: a callback that keeps the keys it has seen takes every reply exactly once."""
         if self.callback_url is None:
             return
@@ -71,17 +83,23 @@ class WebhookChannel(SpoolChannel):
             for path in waiting:
                 try:
                     await anyio.to_thread.run_sync(self._post, path)
-                except OSError as exc:
+                except (OSError, http.client.HTTPException) as exc:  # refused, cut, timed out, not HTTP, not 2xx
                     log.warning("reply not delivered to the callback; retrying", channel=self.name, reply=path.stem,
-                                reason=str(exc))
+                                reason=_one_line(exc))
                     failed = True
                     break
             pause = min(pause * 2, 30.0) if failed else DELIVERY_PAUSE_S
             await anyio.sleep(pause)
 
     def _undelivered(self) -> list[Path]:
-        found = [(p.stat().st_mtime_ns, p) for p in self.outbox.glob("reply-*.json")
-                 if not (self._delivered / p.stem).exists()]
+        found: list[tuple[int, Path]] = []
+        for p in self.outbox.glob("reply-*.json"):
+            if (self._delivered / p.stem).exists():
+                continue
+            try:
+                found.append((p.stat().st_mtime_ns, p))
+            except FileNotFoundError:  # gone since the listing (or a link to nothing): nothing to deliver
+                continue
         return [p for _, p in sorted(found)]
 
     def _post(self, path: Path) -> None:
@@ -97,32 +115,90 @@ class WebhookChannel(SpoolChannel):
             conn.close()
         if not 200 <= status < 300:
             raise OSError(f"the callback answered {status}")
-        _write_atomically(self._delivered / path.stem, b"")
+        marker = self._delivered / path.stem
+        try:
+            _write_atomically(marker, b"")
+        except FileNotFoundError:
+            if self._delivered.is_dir():
+                raise
+            self._remake(self._delivered)  # removed while the daemon runs: else every reply is posted for ever
+            _write_atomically(marker, b"")
+
+    def _queue(self, target: Path, data: bytes) -> None:
+        try:
+            _write_atomically(target, data)
+        except FileNotFoundError:
+            if self.inbox.is_dir():
+                raise
+            self._remake(self.inbox)  # the home's folder, removed while the daemon runs: else every POST is a 500
+            _write_atomically(target, data)
+
+    def poll(self, skip: Collection[str] = ()) -> list[tuple[InboundMessage, str]]:
+        if not self.inbox.is_dir():
+            self._remake(self.inbox)
+        return super().poll(skip)
 
     def delivered(self, key: str) -> bool:
         return (self._delivered / key).exists()
 
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         listener = await anyio.create_tcp_listener(local_host=self.host, local_port=self.port, reuse_port=False)
-        async with listener:
+        requests = anyio.Semaphore(MAX_REQUESTS)
+        async with listener, anyio.create_task_group() as tg:
+            for one in listener.listeners:  # one a local address the host names
+                assert isinstance(one, SocketListener)
+                tg.start_soon(self._accept, one, requests, tg)
             task_status.started()
-            await listener.serve(self._connection)
 
-    async def _connection(self, stream: SocketStream) -> None:
+    async def _accept(self, listener: SocketListener, requests: anyio.Semaphore, tg: TaskGroup) -> None:
+        """Accept connections for ever. Out of file descriptors (an idle-connection flood, say), the error is
+        logged once and accepting goes on after a pause (waiting connections stay in the kernel's backlog);
+        beyond `MAX_REQUESTS` at once, a connection gets 503 at once, unread."""
+        short = False
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                if exc.errno not in _SHORT_OF_RESOURCES:  # the connection failed before it was taken: the next
+                    continue
+                if not short:
+                    log.error("webhook cannot accept connections now; retrying", channel=self.name,
+                              reason=exc.strerror or str(exc))
+                    short = True
+                await anyio.sleep(ACCEPT_PAUSE_S)
+                continue
+            if short:
+                log.info("webhook accepting connections again", channel=self.name)
+                short = False
+            tg.start_soon(self._connection, stream, requests)
+
+    async def _connection(self, stream: SocketStream, requests: anyio.Semaphore) -> None:
         async with stream:
-            conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
-            with anyio.move_on_after(REQUEST_TIMEOUT_S):
-                try:
-                    status, body = await self._answer(conn, stream)
-                except h11.RemoteProtocolError as exc:
-                    status, body = 400, {"error": f"bad HTTP request: {exc}"}
-                except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionError):
-                    return
-                except Exception as exc:  # a bug here answers 500 and ends this connection, never the daemon
-                    log.error("webhook request failed", channel=self.name, error_type=type(exc).__name__,
-                              exc_info=True)
-                    status, body = 500, {"error": "internal error"}
-                await self._send(conn, stream, status, body)
+            try:
+                requests.acquire_nowait()
+            except anyio.WouldBlock:
+                with anyio.move_on_after(BUSY_ANSWER_S):
+                    await _busy(stream)
+                return
+            try:
+                await self._request(stream)
+            finally:
+                requests.release()
+
+    async def _request(self, stream: SocketStream) -> None:
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
+        with anyio.move_on_after(REQUEST_TIMEOUT_S):
+            try:
+                status, body = await self._answer(conn, stream)
+            except h11.RemoteProtocolError as exc:
+                status, body = 400, {"error": f"bad HTTP request: {exc}"}
+            except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionError):
+                return
+            except Exception as exc:  # a bug here answers 500 and ends this connection, never the daemon
+                log.error("webhook request failed", channel=self.name, error_type=type(exc).__name__,
+                          exc_info=True)
+                status, body = 500, {"error": "internal error"}
+            await self._send(conn, stream, status, body)
 
     async def _answer(self, conn: h11.Connection, stream: SocketStream) -> tuple[int, dict[str, object]]:
         request = await _next_event(conn, stream)
@@ -149,6 +225,8 @@ class WebhookChannel(SpoolChannel):
             return 400, {"error": "a Content-Length is a number"}
         if int(length) > self._cap:
             return 413, {"error": f"the body is larger than {self._cap} bytes"}
+        if conn.they_are_waiting_for_100_continue:  # checked and fit to be read: the client may send it now
+            await stream.send(conn.send(h11.InformationalResponse(status_code=100, headers=[])) or b"")
         raw = bytearray()
         while True:
             event = await _next_event(conn, stream)
@@ -169,7 +247,7 @@ class WebhookChannel(SpoolChannel):
             return 403, {"error": f"thread {message.thread!r} is not one this channel may take"}
         name = f"{time.time_ns():020d}-{sha256_text(message.id)[:16]}.json"
         data = json.dumps(body, ensure_ascii=False).encode()
-        await anyio.to_thread.run_sync(_write_atomically, self.inbox / name, data)
+        await anyio.to_thread.run_sync(self._queue, self.inbox / name, data)
         return 202, {"accepted": message.id, "reply": f"/replies/{message.reply_key}"}
 
     @staticmethod
@@ -183,6 +261,21 @@ class WebhookChannel(SpoolChannel):
             await stream.send(conn.send(h11.EndOfMessage()) or b"")
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError, h11.LocalProtocolError):
             return
+
+
+async def _busy(stream: SocketStream) -> None:
+    """503 to a connection beyond `MAX_REQUESTS`, before its request is read (h11 answers only a request it read);
+    what the client sent meanwhile is read and dropped for a moment, so the close does not reset the answer away."""
+    data = json.dumps({"error": f"busy: {MAX_REQUESTS} requests are being served; retry later"}).encode()
+    head = (f"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {len(data)}\r\n"
+            "retry-after: 1\r\nconnection: close\r\n\r\n").encode()
+    try:
+        await stream.send(head + data)
+        await stream.send_eof()
+        for _ in range(16):
+            await stream.receive(65536)
+    except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
+        return
 
 
 async def _next_event(conn: h11.Connection, stream: SocketStream) -> object:

@@ -56,9 +56,12 @@ class IpcServer:
                    limits: Limits | None = None, server_name: str = "strata",
                    lock: DaemonLock | None = None) -> AsyncIterator[IpcServer]:
         """Claim `home` for this daemon and listen. Raises DaemonRunning (another daemon holds the home) or
-        SocketUnusable (the path is taken, too long, or in a directory open to others). `lock`: the home's lock,
-        claimed already (`claim_home`) by a daemon that opens other things before it listens; it stays the
-        caller's to release."""
+        SocketUnusable (the path is too long or its directory missing; something that is not a socket, or another
+        process's live socket, is there; or a dead socket there, or the temporary name beside it, cannot be
+        removed by this user). A directory open to others is not refused: the socket is bound under a temporary
+        name beside the path and made 0600 before it is renamed into place. `lock`: the home's lock, claimed
+        already (`claim_home`) by a daemon that opens other things before it listens; it stays the caller's to
+        release."""
         paths = daemon_paths(home, socket_path)
         owned = lock is None
         if lock is None:

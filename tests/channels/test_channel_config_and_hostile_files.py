@@ -5,6 +5,7 @@ go on."""
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,33 @@ def test_broken_and_hostile_spool_files_are_set_aside_with_a_reason_and_the_good
     assert set(reasons) == {"bad", "list", "huge", "deep", "slash", "other-thread", "zero"}, reasons
     assert "not a message" in reasons["bad"] and "larger than" in reasons["huge"]
     assert "not one this channel may take" in reasons["other-thread"]
+
+
+def _refused(cli: StrataCLI) -> str:
+    """`strata serve` refuses the config: exit 2 and one line on stderr, no traceback (a daemon that started
+    instead is stopped by the timeout and fails the test)."""
+    try:
+        proc = cli.run("serve", "--foreground", timeout=20)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("strata serve started on a config it should refuse") from None
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return lines[0]
+
+
+def test_a_spool_channel_whose_inbox_is_its_outbox_is_refused_naming_the_key(cli: StrataCLI, tmp_path: Path) -> None:
+    folder = tmp_path / "spool"
+    model = script(tmp_path / "s.json", [text("x")])
+    write_config(cli, f'[[channels]]\nname = "loop"\nkind = "spool"\ninbox = "{folder}"\noutbox = "{folder}/."\n'
+                 f'workspace = "{tmp_path}"\nmodel = "{model}"\n')
+    line = _refused(cli)
+    assert "channels.loop.outbox" in line and "inbox" in line, line
+
+
+def test_two_channels_sharing_an_inbox_are_refused_naming_the_key(cli: StrataCLI, tmp_path: Path) -> None:
+    model = script(tmp_path / "s.json", [text("x")])
+    write_config(cli, spool_table("first", tmp_path / "a", tmp_path, model)
+                 + f'[[channels]]\nname = "second"\nkind = "spool"\ninbox = "{tmp_path / "a" / "in"}"\n'
+                 f'outbox = "{tmp_path / "b" / "out"}"\nworkspace = "{tmp_path}"\nmodel = "{model}"\n')
+    line = _refused(cli)
+    assert "channels.second.inbox" in line and "first" in line, line
