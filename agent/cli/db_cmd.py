@@ -3,7 +3,8 @@
 TARGET is a PostgreSQL URL, or the path of a SQLite database file (`HOME/strata.db` of another home). The source
 is the store this command would use (`STRATA_DB`, or the home's `strata.db`). Both chains are keyed with the home's
 `chain.key`: a SQLite target in a home without a key gets a copy of this home's key (0600), so its sessions verify
-and continue there; a target home with another key is refused before anything is written. Run it with the home at
+and continue there, and the secrets this home's sessions were seen to hold (`masking.seen`, 0600), so they are
+masked there as here; a target home with another key is refused before anything is written. Run it with the home at
 rest (no session running): a session written meanwhile is copied as it was when it was read."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from agent.cli._common import Command
 from agent.cli.output import echo, echo_json
 from config.chain_key import chain_key_path
 from config.private_files import private_dir
+from config.seen_secrets import SEEN_FILE, carry_seen
 from core.errors import StoreError, UsageError
 from memory.copy import CopyReport, CopyTarget, copy_sessions
 from memory.opening import open_store
@@ -52,7 +54,10 @@ def copy(target: str, as_json: bool) -> None:
             try:
                 if into.path == source.path:
                     raise UsageError(f"{target} is the store this home uses already")
-                return await copy_sessions(source, into, on_session=said)
+                report = await copy_sessions(source, into, on_session=said)
+                if not is_url(target):
+                    await anyio.to_thread.run_sync(_carry_seen, settings.home, Path(into.path).parent)
+                return report
             finally:
                 await into.close()
         finally:
@@ -65,8 +70,21 @@ def copy(target: str, as_json: bool) -> None:
         echo(f"{len(report.copied)} session(s) copied, {len(report.already)} already there")
 
 
+def is_url(target: str) -> bool:
+    return target.startswith(("postgresql://", "postgres://"))
+
+
+def _carry_seen(home: Path, there: Path) -> None:
+    """The target home masks the copied sessions as this one does: it gets the secrets they were seen to hold."""
+    try:
+        carry_seen(home, there)
+    except OSError as exc:
+        raise StoreError(f"cannot give {there} this home's seen secrets ({SEEN_FILE}): {exc.strerror or exc}",
+                         path=str(there / SEEN_FILE), hint="the sessions were copied; run the copy again") from None
+
+
 async def _open_target(target: str, home: Path) -> CopyTarget:
-    if target.startswith(("postgresql://", "postgres://")):
+    if is_url(target):
         from memory.postgres import PostgresEventStore
 
         return await PostgresEventStore.open(target, home=home)
