@@ -65,6 +65,8 @@ async def record_decisions(rt: Runtime, session_id: str, call_ids: Sequence[str]
         await rt.store.commit(session_id, Write(events=events, timeline=rows,
                                                 status="awaiting_approval" if waiting_ids else "idle"))
         lease.keep_status()  # the commit set it
+        if rt.ledgers is not None:  # its rows are covered by the ledger's head, as the loop's commits are
+            await rt.ledgers.note_commit(session_id, rt.store.chain_head(session_id))
         return [Recorded(p, approve, waiting_ids) for p in chosen]
 
 
