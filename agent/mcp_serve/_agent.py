@@ -152,7 +152,7 @@ async def get_timeline(serving: Serving, session_id: str, *, kind: str | None = 
 
 
 async def list_sessions(serving: Serving) -> list[dict[str, Any]]:
-    """Every session of the home, oldest first: id, status, mode, workspace, model, masked title, times."""
+    """Every session of the home, oldest first: id, status, mode, masked workspace, model and title, times."""
     loaded = await anyio.to_thread.run_sync(lambda: serving.for_workspace(serving.cwd))
     rt = await Runtime.open(loaded, read_only=True)
     try:
@@ -162,7 +162,7 @@ async def list_sessions(serving: Serving) -> list[dict[str, Any]]:
             status: str = rec.status
             if status == "active" and (rec.lease is None or not alive(rec.lease)):
                 status = "interrupted"
-            out.append({"id": rec.id, "status": status, "mode": rec.mode, "workspace": rec.workspace,
+            out.append({"id": rec.id, "status": status, "mode": rec.mode, "workspace": rt.masker.mask(rec.workspace),
                         "model": rt.masker.mask(rec.model), "title": rt.masker.mask(rec.title),
                         "created_at": rec.created_at.isoformat(), "updated_at": rec.updated_at.isoformat()})
         return out
