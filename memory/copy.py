@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from core.blobs import blob_problem, chained_blob
 from core.chain import EventChainRow, EventChainVerifier
 from core.errors import PersistError, SessionNotFound
 from core.events import CallResult
@@ -125,3 +126,8 @@ def _check_chains(dump: SessionDump, target: CopyTarget) -> None:
             raise PersistError(f"session {sid} was not copied: its {name} does not verify under this home's chain "
                                f"key ({found.reason})", session_id=sid, path=target.path,
                                hint=f"`strata timeline {sid} --verify` in the source home says more")
+    for row in dump.events:
+        ref = chained_blob(row.kind, row.payload)
+        if ref is not None and (wrong := blob_problem(ref, dump.blobs.get(ref.sha256))) is not None:
+            raise PersistError(f"session {sid} was not copied: event {row.seq}'s {wrong}", session_id=sid,
+                               path=target.path, hint=f"`strata timeline {sid} --verify` in the source home says more")

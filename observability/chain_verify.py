@@ -7,10 +7,12 @@
 3. The head the evidence ledger recorded (a file outside the database, written after commits, best effort): the
    row it names must exist with that hash. A chain that ends before it was truncated, even if the session row's
    head was moved back to match (someone with only the database can do that, not this).
-4. The receipts table (mutable: a receipt's status changes) against the chained timeline, whose receipt rows
+4. The blobs (large outputs, kept beside the state log by their sha256): each one a verified event names must be
+   stored, and hold exactly the bytes of that sha256 and size. A blob changed or removed is named.
+5. The receipts table (mutable: a receipt's status changes) against the chained timeline, whose receipt rows
    are committed with every change: each receipt on the timeline, with the status its last row leaves; each
    receipt the timeline names in the table. A receipt changed, added or removed in the database is named.
-5. For a session chained under the key after it was written (an older database): whether its unkeyed chain
+6. For a session chained under the key after it was written (an older database): whether its unkeyed chain
    verified when that happened (its receipts' findings are then notes: an older Strata wrote fewer rows).
 
 Without the key the database was chained with, nothing can be checked, and the report says so (it is never
@@ -20,7 +22,9 @@ from __future__ import annotations
 
 from typing import Literal
 
+from core.blobs import blob_problem, chained_blob
 from core.chain import GENESIS_HASH, ChainHead, EventChainVerifier, LinkVerifier, VerifyResult
+from core.events import BlobRef
 from core.record import record
 from core.timeline import ChainVerifier
 from memory.rows import ChainRecord, Receipt
@@ -92,10 +96,18 @@ async def verify_chains(store: EventStore, session_id: str, ledger_head: ChainHe
         if not fed or len(rows) < page:
             break
         since = rows[-1].seq + 1
+    blobs: dict[str, tuple[int, BlobRef]] = {}
     after = 0
     while True:
         chunk = await store.read_event_chain(session_id, after_seq=after, limit=event_page)
-        if not all(events_verifier.feed(row) for row in chunk) or len(chunk) < event_page:
+        fed = True
+        for event in chunk:
+            if not events_verifier.feed(event):
+                fed = False
+                break
+            if (ref := chained_blob(event.kind, event.payload)) is not None:
+                blobs.setdefault(ref.sha256, (event.seq, ref))
+        if not fed or len(chunk) < event_page:
             break
         after = chunk[-1].seq
     timeline = _Log("timeline", "row", rows_verifier)
@@ -114,6 +126,9 @@ async def verify_chains(store: EventStore, session_id: str, ledger_head: ChainHe
         found = log.verifier.result()
         if not found.ok:
             problems.append(f"{log.name} of session {session_id}: {found.reason}")
+    for seq, ref in blobs.values():  # the events verified as far as they were read: the outputs they name
+        if (wrong := blob_problem(ref, await store.get_blob(ref.sha256))) is not None:
+            problems.append(f"state log of session {session_id}: event {seq}'s {wrong}")
     if moved is None and timeline.verifier.result().ok:  # else the timeline's own finding comes first
         found_receipts = _receipts(session_id, await store.list_receipts(session_id), transitions)
         (notes if record.rechained is not None else problems).extend(found_receipts)
