@@ -4,12 +4,17 @@ TARGET is a PostgreSQL URL, or the path of a SQLite database file (`HOME/strata.
 is the store this command would use (`STRATA_DB`, or the home's `strata.db`). Both chains are keyed with the home's
 `chain.key`: a SQLite target in a home without a key gets a copy of this home's key (0600), so its sessions verify
 and continue there, and the secrets this home's sessions were seen to hold (`masking.seen`, 0600), so they are
-masked there as here; a target home with another key is refused before anything is written. Run it with the home at
-rest (no session running): a session written meanwhile is copied as it was when it was read."""
+masked there as here; a target home with another key is refused before anything is written. Every session is
+checked before any is written (memory/copy.py), and a refused copy leaves the target as it found it (no database,
+no key). Run it with the home at rest (no session running): a session written meanwhile is copied as it was when
+it was read."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -23,6 +28,7 @@ from config.seen_secrets import SEEN_FILE, carry_seen
 from core.errors import StoreError, UsageError
 from memory.copy import CopyReport, CopyTarget, copy_sessions
 from memory.opening import open_store
+from memory.store import EventStore
 
 
 @click.group(name="db")
@@ -41,7 +47,11 @@ def copy(target: str, as_json: bool) -> None:
     loaded = cmd.config(None)
     settings = loaded.settings
 
+    wrote: list[str] = []
+
     def said(session_id: str, copied: bool) -> None:
+        if copied:
+            wrote.append(session_id)
         if as_json:
             echo_json({"type": "session", "session_id": session_id, "copied": copied})
         else:
@@ -50,16 +60,13 @@ def copy(target: str, as_json: bool) -> None:
     async def main() -> CopyReport:
         source = await open_store(settings, read_only=True)
         try:
-            into = await _open_target(target, settings.home)
+            fresh = None if is_url(target) else await anyio.to_thread.run_sync(_Fresh.before, target)
             try:
-                if into.path == source.path:
-                    raise UsageError(f"{target} is the store this home uses already")
-                report = await copy_sessions(source, into, on_session=said)
-                if not is_url(target):
-                    await anyio.to_thread.run_sync(_carry_seen, settings.home, Path(into.path).parent)
-                return report
-            finally:
-                await into.close()
+                return await _copy(source, target, settings.home, said)
+            except BaseException:
+                if fresh is not None and not wrote:  # refused before a session was written: leave nothing behind
+                    await anyio.to_thread.run_sync(fresh.remove)
+                raise
         finally:
             await source.close()
 
@@ -68,6 +75,50 @@ def copy(target: str, as_json: bool) -> None:
         echo_json({"type": "copied", "copied": len(report.copied), "already": len(report.already)})
     else:
         echo(f"{len(report.copied)} session(s) copied, {len(report.already)} already there")
+
+
+async def _copy(source: EventStore, target: str, home: Path, said: Callable[[str, bool], None]) -> CopyReport:
+    into = await _open_target(target, home)
+    try:
+        if into.path == source.path:
+            raise UsageError(f"{target} is the store this home uses already")
+        report = await copy_sessions(source, into, on_session=said)
+        if not is_url(target):
+            await anyio.to_thread.run_sync(_carry_seen, home, Path(into.path).parent)
+        return report
+    finally:
+        await into.close()
+
+
+@dataclass
+class _Fresh:
+    """What a SQLite target lacked before the copy (the database's files, its home's chain key, the directories
+    above it): removed again when the copy is refused before it wrote a session, so a refusal leaves the target
+    as it found it (a key left there would bind the next database made there to this home's key)."""
+
+    files: list[Path]
+    dirs: list[Path]
+    """Deepest first."""
+
+    @classmethod
+    def before(cls, target: str) -> _Fresh:
+        path = Path(target).expanduser().resolve()
+        names = [Path(f"{path}{suffix}") for suffix in ("", "-wal", "-shm", "-journal")]
+        files = [p for p in (*names, chain_key_path(path.parent)) if not os.path.lexists(p)]
+        dirs: list[Path] = []
+        probe = path.parent
+        while not os.path.lexists(probe) and probe.parent != probe:
+            dirs.append(probe)
+            probe = probe.parent
+        return cls(files, dirs)
+
+    def remove(self) -> None:
+        for path in self.files:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        for directory in self.dirs:
+            with contextlib.suppress(OSError):  # not empty: something else is there now; it stays
+                directory.rmdir()
 
 
 def is_url(target: str) -> bool:

@@ -160,7 +160,8 @@ async def test_a_session_that_differs_in_the_target_stops_the_copy_naming_it(sql
     await postgres.create_session(_record("s03"), Write(events=[(UserMessage(text="another history"), 0)]))
     with pytest.raises(PersistError, match=r"session s03 exists in .* and differs"):
         await copy_sessions(sqlite, postgres)
-    assert [r.id for r in await postgres.list_sessions()] == ["s00", "s01", "s02", "s03"]
+    # Every session is checked before any is written: the sessions before s03 were not copied either.
+    assert [r.id for r in await postgres.list_sessions()] == ["s03"]
     assert [e.event for e in await postgres.read_events("s03")] == [UserMessage(text="another history")]
 
 
