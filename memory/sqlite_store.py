@@ -734,21 +734,30 @@ def _held_sessions(home: Path) -> int:
 
 
 def _refuse_emptied(path: Path) -> None:
-    """A database file of 0 bytes in a home whose ledger has heads of sessions was emptied (a truncation, a failed
-    copy, a full disk): opening it would silently make a new, empty database in its place, and every session the
-    heads name would be gone without a word. Refused instead, the file left as it is."""
+    """A database file of 0 bytes, or none at all, in a home whose ledger has heads of sessions was emptied or
+    deleted (a truncation, a failed copy, a full disk, an `rm`): opening it would silently make a new, empty
+    database in its place, and every session the heads name would be gone without a word. Refused instead, the
+    file (or its absence) left as it is."""
     try:
-        size = path.stat().st_size
+        size: int | None = path.stat().st_size
+    except FileNotFoundError:
+        size = None
     except OSError:
         return
-    if size != 0:
+    if size not in (0, None):
         return
     held = _held_sessions(path.parent)
-    if held:
-        where = str(path)
+    if not held:
+        return
+    where = str(path)
+    if size == 0:
         raise StoreError(f"{where} is empty (0 bytes), but this home's evidence ledger holds heads of {held} "
                          "session(s) it had; it was left untouched, not recreated", path=where,
                          hint="restore the database from a backup, or point STRATA_HOME at another directory")
+    raise StoreError(f"{where} is missing, but this home's evidence ledger holds heads of {held} session(s) it "
+                     "had; a new, empty database was not made in its place", path=where,
+                     hint="restore the database from a backup; if this home's sessions are in PostgreSQL, set "
+                          "STRATA_DB; to start afresh, move the home's ledger/ aside")
 
 
 def _salvage(conn: sqlite3.Connection) -> bool:

@@ -54,3 +54,17 @@ def test_an_empty_database_file_in_a_home_without_sessions_is_still_made_a_datab
     proc = strata(cli, "sessions", "--json")
     assert proc.returncode == 0, proc.stderr
     assert (cli.home / "strata.db").stat().st_size > 0
+
+
+@pytest.mark.parametrize("args", [("sessions",), ("run", "--model", "script:turns.json", "hi")])
+def test_a_deleted_database_of_a_home_that_had_sessions_is_not_recreated(had_sessions: StrataCLI, tmp_path: Path,
+                                                                         args: tuple[str, ...]) -> None:
+    cli = emptied(had_sessions, tmp_path)
+    (cli.home / "strata.db").unlink()
+    write_script(tmp_path / "turns.json", [[text("done")]])
+    proc = strata(cli, *args)
+    assert proc.returncode == 1, proc.stdout
+    (line,) = error_lines(proc.stderr)
+    assert line == (f"strata: error: {cli.home / 'strata.db'} is missing, but this home's evidence ledger holds "
+                    "heads of 1 session(s) it had; a new, empty database was not made in its place")
+    assert not (cli.home / "strata.db").exists()
