@@ -52,3 +52,13 @@ async def test_mcp_list_sessions_masks_the_workspace_and_model(made: tuple[Strat
         sessions = structured(await session.call_tool("list_sessions", {}))
     assert [s["id"] for s in sessions] == [sid]
     assert_masked(json.dumps(sessions))
+
+
+async def test_mcp_get_timeline_masks_the_workspace(made: tuple[StrataCLI, str], tmp_path: Path) -> None:
+    from tests.mcp.test_mcp_serve import strata_mcp, structured
+
+    cli, sid = made
+    async with strata_mcp(cli, tmp_path) as session:
+        rows = structured(await session.call_tool("get_timeline", {"session_id": sid}))
+    assert rows and "ws-password=[MASKED:" in rows[0]["data"]["workspace"]
+    assert_masked(json.dumps(rows))
