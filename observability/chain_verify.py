@@ -126,12 +126,6 @@ async def verify_chains(store: EventStore, session_id: str, ledger_head: ChainHe
         found = log.verifier.result()
         if not found.ok:
             problems.append(f"{log.name} of session {session_id}: {found.reason}")
-    for seq, ref in blobs.values():  # the events verified as far as they were read: the outputs they name
-        if (wrong := blob_problem(ref, await store.get_blob(ref.sha256))) is not None:
-            problems.append(f"state log of session {session_id}: event {seq}'s {wrong}")
-    if moved is None and timeline.verifier.result().ok:  # else the timeline's own finding comes first
-        found_receipts = _receipts(session_id, await store.list_receipts(session_id), transitions)
-        (notes if record.rechained is not None else problems).extend(found_receipts)
     _rechained(session_id, record, problems, notes)
     if record.head is None:
         problems.append(f"session {session_id}: the session row's head is missing (it was removed from the "
@@ -145,6 +139,14 @@ async def verify_chains(store: EventStore, session_id: str, ledger_head: ChainHe
     else:
         for log in (timeline, events):
             _compare(session_id, log, ledger_head, "the evidence ledger's last head", problems, notes)
+    # What lies beside the chains comes after what the chains and heads say: a truncation also leaves receipts
+    # the cut timeline no longer explains, and the truncation is the finding to act on.
+    for seq, ref in blobs.values():  # the events verified as far as they were read: the outputs they name
+        if (wrong := blob_problem(ref, await store.get_blob(ref.sha256))) is not None:
+            problems.append(f"state log of session {session_id}: event {seq}'s {wrong}")
+    if moved is None and timeline.verifier.result().ok:  # else the timeline's own finding comes first
+        found_receipts = _receipts(session_id, await store.list_receipts(session_id), transitions)
+        (notes if record.rechained is not None else problems).extend(found_receipts)
     return ChainReport(session_id, "broken" if problems else "verified", tuple(problems), tuple(notes),
                        timeline.verifier.result(), events.verifier.result(), record.head, ledger_head, key.id)
 
