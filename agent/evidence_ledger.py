@@ -128,6 +128,22 @@ class EvidenceLedger:
             self._thread = thread
         self._queue.put((batch, at, head))
 
+    def note_head(self, head: ChainHead) -> None:
+        """A commit made outside the loop (a reconcile, a decision, a fork) left `head`: it goes to the writer,
+        after whatever is queued already, so the heads file's last line stays the newest (never raises)."""
+        if head == self._last_head:
+            return
+        self._last_head = head
+        if self._thread is None:
+            thread = threading.Thread(target=self._write_loop, name=f"strata-ledger-{self.session_id}", daemon=True)
+            try:
+                thread.start()
+            except RuntimeError as exc:
+                self._failed(0, "cannot start the ledger writer", exc)
+                return
+            self._thread = thread
+        self._queue.put(([], None, head))
+
     def _new_head(self) -> ChainHead | None:
         """The store's head if it moved since the last one queued (never raises)."""
         try:
@@ -225,8 +241,7 @@ class EvidenceLedger:
 
     def _write_head(self, head: ChainHead) -> None:
         """One line per write: only the newest head matters, and it is what a truncation is compared with."""
-        line = json.dumps({"v": ROW_VERSION, "kind": "head", "session_id": self.session_id, **head.model_dump(),
-                           "observed_at": iso(self._clock.now())}) + "\n"
+        line = head_line(self.session_id, head, self._clock.now())
         try:
             f = self._heads_file or self._open_heads()
             f.write(line.encode("utf-8"))
@@ -283,6 +298,12 @@ class EvidenceLedger:
                 body = _attempt_row(attempt, turn, self.masker)
         return {"v": ROW_VERSION, "session_id": self.session_id, **body, "observed_at": iso(obs.at),
                 "committed_at": iso(committed_at) if committed_at else None, "committed": committed_at is not None}
+
+
+def head_line(session_id: str, head: ChainHead, now: datetime) -> str:
+    """A heads file's line: where the session's logs ended, as of `now`."""
+    return json.dumps({"v": ROW_VERSION, "kind": "head", "session_id": session_id, **head.model_dump(),
+                       "observed_at": iso(now)}) + "\n"
 
 
 def _open_lines(path: Path) -> BinaryIO:
@@ -394,6 +415,31 @@ class Ledgers:
     def last_head(self, session_id: str) -> ChainHead | None:
         """The newest head the ledger recorded for the session (None: none, or the file cannot be read)."""
         return read_last_head(self.heads_path(session_id), session_id)
+
+    async def note_commit(self, session_id: str, head: ChainHead | None) -> None:
+        """Record `head`, left by a commit made outside a session's loop (a reconcile, an approval or denial, a
+        fork), in the session's heads file, as the loop's commits are: otherwise rows such a commit added could be
+        removed, and the session row's head moved back, without `--verify` seeing it. Through the session's ledger
+        when this runtime has it open (its writer keeps the lines in order), else appended here. Best effort like
+        the rest of the ledger: a failure is logged, never raised."""
+        if head is None:
+            return
+        ledger = self._open.get(session_id)
+        if ledger is not None:
+            ledger.note_head(head)
+            return
+        line = head_line(session_id, head, self._clock.now()).encode("utf-8")
+        path = self.heads_path(session_id)
+
+        def append() -> None:
+            with _open_lines(path) as f:
+                f.write(line)
+
+        try:
+            await anyio.to_thread.run_sync(append)
+        except OSError as exc:
+            log.warning("cannot write the ledger's head", path=str(path), session_id=session_id,
+                        error=exc.strerror or str(exc))
 
     def get(self, session_id: str) -> EvidenceLedger | None:
         return self._open.get(session_id)

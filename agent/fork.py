@@ -98,6 +98,8 @@ async def fork_session(rt: Runtime, source_id: str, at_seq: int) -> ForkResult:
                         data={"parent_id": source_id, "fork_seq": at_seq, "events": len(prefix),
                               "parent_last_seq": last})
     await rt.store.create_session(record, Write(events=copied, timeline=[row]))
+    if rt.ledgers is not None:  # the new session's rows are covered by a head in its ledger from the start
+        await rt.ledgers.note_commit(new_id, rt.store.chain_head(new_id))
     later = _later_calls(events, at_seq)
     rules = tuple(f"{r.action} {r.text()} ({r.source})" for r in state.rules)
     return ForkResult(session_id=new_id, parent_id=source_id, fork_seq=at_seq, events=len(prefix),

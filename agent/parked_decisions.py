@@ -66,6 +66,8 @@ async def record_decisions(rt: Runtime, session_id: str, call_ids: Sequence[str]
                                                 status="awaiting_approval" if waiting_ids else "idle",
                                                 lease_token=lease.holder.token))  # refused if taken over
         lease.keep_status()  # the commit set it
+        if rt.ledgers is not None:  # its rows are covered by the ledger's head, as the loop's commits are
+            await rt.ledgers.note_commit(session_id, rt.store.chain_head(session_id))
         return [Recorded(p, approve, waiting_ids) for p in chosen]
 
 

@@ -8,7 +8,7 @@ import os
 import socket
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
@@ -25,6 +25,9 @@ from memory.rows import Receipt
 from memory.store import EventStore
 from tool_executor import receipt_row, reconciliation
 from tool_executor.middleware import normalise_paths
+
+if TYPE_CHECKING:
+    from agent.evidence_ledger import Ledgers
 
 
 def person(via: str = "strata reconcile") -> str:
@@ -50,6 +53,9 @@ class _Runtime(Protocol):
 
     @property
     def masker(self) -> Masker: ...
+
+    @property
+    def ledgers(self) -> Ledgers | None: ...
 
 
 SHORT_LEASE_S = 3.0
@@ -80,6 +86,8 @@ async def _decide(rt: _Runtime, lease: Lease, receipt: Receipt, *, applied: bool
             for c in changes]
     await rt.store.commit(receipt.session_id, Write(receipt_updates=updates, timeline=rows,
                                                     lease_token=lease.holder.token))  # refused if taken over
+    if rt.ledgers is not None:  # its rows are covered by the ledger's head, as the loop's commits are
+        await rt.ledgers.note_commit(receipt.session_id, rt.store.chain_head(receipt.session_id))
     return await rt.store.get_receipt(receipt.id)
 
 

@@ -376,6 +376,29 @@ async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mo
     return LiveSession(rt, loop.state, holder, loop)
 
 
+async def _refuse_lost_receipts(store: EventStore, session_id: str, state: SessionState) -> None:
+    """A call of the open batch without a result is run again on resume when it has no receipt: the receipt is
+    what says it was dispatched. One whose receipt is gone from the receipts table while the chained timeline
+    still has its receipt row was dispatched, and its receipt removed: running it again would repeat its effect.
+    Refused (ReceiptError) before anything is recorded."""
+    batch = state.open_batch
+    if batch is None:
+        return
+    pending = {c.call_id for c in batch.pending()}
+    if not pending:
+        return
+    missing = pending - {r.call_id for r in await store.list_receipts(session_id)}
+    if not missing:
+        return
+    for row in await store.read_timeline(session_id, kinds=["receipt"]):
+        if row.call_id in missing and row.check:
+            raise ReceiptError(
+                f"session {session_id}: call {row.call_id}'s receipt {row.check} is on the timeline (row {row.seq}) "
+                "but gone from the receipts table; resuming would run its effect again, so nothing was resumed",
+                receipt_id=row.check, hint=f"restore the database; `strata timeline {session_id} --verify` "
+                                           "names what was changed")
+
+
 async def resume_session(rt: Runtime, session_id: str, *, rules: list[PermissionRule],
                          model: ModelAdapter | None = None,
                          model_factory: Callable[[str], ModelAdapter] | None = None,
@@ -404,6 +427,7 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
             raise UsageError(f"the workspace {state.workspace} of session {session_id} is not a directory any more",
                              hint="put it back (or move the directory there) and resume again; the session is "
                                   "unchanged")
+        await _refuse_lost_receipts(rt.store, session_id, state)
         undecided = [c for c in state.parked if c not in state.approvals]
         if prompt is not None and undecided:  # the batch would park again and the prompt go unheard
             raise UsageError(f"session {session_id} is waiting for approval of {', '.join(undecided)}; a new "

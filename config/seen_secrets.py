@@ -59,6 +59,26 @@ class SeenSecrets:
                     f.write(json.dumps(value, ensure_ascii=False) + "\n")
 
 
+def carry_seen(source: Path, target: Path) -> int:
+    """Append to `target`'s masking.seen (created 0600) the values of `source`'s it does not hold yet, so sessions
+    copied there are masked as they were here; how many were added. Raises OSError."""
+    values = SeenSecrets(source).values
+    held = set(SeenSecrets(target).values)
+    new = [v for v in dict.fromkeys(values) if v not in held]
+    if not new:
+        return 0
+    text = "".join(json.dumps(v, ensure_ascii=False) + "\n" for v in new).encode("utf-8")
+    fd = open_private(target / SEEN_FILE, os.O_RDWR | os.O_APPEND)
+    with os.fdopen(fd, "a+b") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size:  # a torn last line must not swallow the first value
+            f.seek(size - 1)
+            if f.read(1) != b"\n":
+                text = b"\n" + text
+        f.write(text)
+    return len(new)
+
+
 def home_masker(home: Path, env: Mapping[str, str], extra_secrets: Iterable[str] = (), *,
                 read_only: bool = False) -> Masker:
     """The masker of a home: its key, the environment's and the configured secrets, the ones its sessions were

@@ -8,6 +8,7 @@ tool prints."""
 from __future__ import annotations
 
 import hashlib
+import json
 
 from core.events import BlobRef, CallResult
 from core.masking import cut_head, cut_tail
@@ -59,3 +60,24 @@ def spill(result: CallResult, threshold: int = BLOB_THRESHOLD) -> tuple[CallResu
     ref = BlobRef(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
     kept = excerpt(result.content, ref, min(EXCERPT_CHARS, threshold // 2))
     return result.model_copy(update={"content": kept, "blob": ref}), Blob(ref.sha256, data)
+
+
+def chained_blob(kind: str, payload: str) -> BlobRef | None:
+    """The blob a stored event's payload names (a `call_result` with a `blob`), read from the payload text as the
+    chain holds it; None for any other event, or a payload that does not say (its chain check names it)."""
+    if kind != "call_result" or '"blob"' not in payload:
+        return None
+    try:
+        ref = json.loads(payload).get("blob")
+        return None if ref is None else BlobRef.model_validate(ref)
+    except (ValueError, AttributeError):
+        return None
+
+
+def blob_problem(ref: BlobRef, data: bytes | None) -> str | None:
+    """What is wrong with the stored blob `data` for `ref` (None: it is the output the event names)."""
+    if data is None:
+        return f"blob {ref.sha256} is missing (it was removed)"
+    if len(data) != ref.size or hashlib.sha256(data).hexdigest() != ref.sha256:
+        return f"blob {ref.sha256} does not hold the output its event names (it was changed)"
+    return None

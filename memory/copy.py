@@ -4,8 +4,9 @@ every event, timeline row and hash, so both chains still verify under the home's
 `dump_session` reads a session through the `EventStore` protocol only (the state log and the timeline as stored,
 receipts, the blobs its events name, its latest snapshot, the heads its row records). A store that can take such
 a dump implements `SessionLoader.load_session`: one transaction that writes the rows as they are (no seq, time or
-hash assigned anew). `copy_sessions` copies every session of a store; a session the target already holds is
-compared, and skipped when identical, so a copy that was interrupted half-way can be run again and ends the same.
+hash assigned anew). `copy_sessions` copies every session of a store, each checked before any is written (a
+refused copy writes nothing); a session the target already holds is compared, and skipped when identical, so a
+copy that was interrupted half-way can be run again and ends the same.
 Copy a home at rest: a session some process is writing meanwhile is copied as it was when it was read."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from core.blobs import blob_problem, chained_blob
 from core.chain import EventChainRow, EventChainVerifier
 from core.errors import PersistError, SessionNotFound
 from core.events import CallResult
@@ -77,28 +79,35 @@ class CopyReport:
 
 async def copy_sessions(source: EventStore, target: CopyTarget,
                         on_session: Callable[[str, bool], None] | None = None) -> CopyReport:
-    """Copy every session of `source` into `target`, oldest first. A session the target holds already must be
-    identical (then it is skipped); one that differs stops the copy with a PersistError naming it, before
-    anything else is written."""
+    """Copy every session of `source` into `target`, oldest first. Every session is checked before any is
+    written: a session the target holds already must be identical (then it is skipped), one that differs, or whose
+    chains or blobs do not verify under the target's key, stops the copy with a PersistError naming it, and
+    nothing at all is written then."""
     report = CopyReport()
+    plan: list[tuple[str, bool]] = []
     for listed in await source.list_sessions():
         dump = await dump_session(source, listed.id)
         try:
             existing = await dump_session(target, listed.id)
         except SessionNotFound:
             existing = None
-        if existing is not None:
-            if _comparable(existing) != _comparable(dump):
-                raise PersistError(f"session {listed.id} exists in {target.path} and differs from the one in "
-                                   f"{source.path}; nothing of it was copied", session_id=listed.id,
-                                   path=target.path, hint="copy into an empty database")
-            report.already.append(listed.id)
-        else:
+        if existing is None:
             _check_chains(dump, target)
+        elif _comparable(existing) != _comparable(dump):
+            raise PersistError(f"session {listed.id} exists in {target.path} and differs from the one in "
+                               f"{source.path}; nothing was copied", session_id=listed.id,
+                               path=target.path, hint="copy into an empty database")
+        plan.append((listed.id, existing is None))
+    for session_id, new in plan:
+        if new:
+            dump = await dump_session(source, session_id)
+            _check_chains(dump, target)  # as read now: a home at rest reads the same twice
             await target.load_session(dump)
-            report.copied.append(listed.id)
+            report.copied.append(session_id)
+        else:
+            report.already.append(session_id)
         if on_session is not None:
-            on_session(listed.id, existing is None)
+            on_session(session_id, new)
     return report
 
 
@@ -125,3 +134,8 @@ def _check_chains(dump: SessionDump, target: CopyTarget) -> None:
             raise PersistError(f"session {sid} was not copied: its {name} does not verify under this home's chain "
                                f"key ({found.reason})", session_id=sid, path=target.path,
                                hint=f"`strata timeline {sid} --verify` in the source home says more")
+    for row in dump.events:
+        ref = chained_blob(row.kind, row.payload)
+        if ref is not None and (wrong := blob_problem(ref, dump.blobs.get(ref.sha256))) is not None:
+            raise PersistError(f"session {sid} was not copied: event {row.seq}'s {wrong}", session_id=sid,
+                               path=target.path, hint=f"`strata timeline {sid} --verify` in the source home says more")

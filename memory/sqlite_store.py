@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import sqlite3
 from collections.abc import Callable, Collection
 from datetime import datetime
@@ -716,9 +717,52 @@ def _prepare(path: Path) -> None:
     if path.is_dir():
         raise StoreError(f"cannot use {where}: unable to open database file (it is a directory); it was left "
                          "untouched", path=where, hint="move it aside or set STRATA_HOME to another directory")
+    _refuse_emptied(path)
     # SQLite creates a new database, and its WAL and SHM, with the main file's mode: create that file 0600 first.
     with contextlib.suppress(OSError):  # cannot (a read-only directory): SQLite reports it in its own words
         create_private(path)
+
+
+LEDGER_DIR = "ledger"
+HEADS_SUFFIX = ".heads"
+"""The evidence ledger's heads files beside a home's database (agent/evidence_ledger.py): one per session that
+committed, so their presence says the database held sessions."""
+
+
+def _held_sessions(home: Path) -> int:
+    """How many sessions the home's evidence ledger has heads of (0: none, or the ledger cannot be listed)."""
+    try:
+        with os.scandir(home / LEDGER_DIR) as entries:
+            return sum(1 for e in entries if e.name.endswith(HEADS_SUFFIX))
+    except OSError:
+        return 0
+
+
+def _refuse_emptied(path: Path) -> None:
+    """A database file of 0 bytes, or none at all, in a home whose ledger has heads of sessions was emptied or
+    deleted (a truncation, a failed copy, a full disk, an `rm`): opening it would silently make a new, empty
+    database in its place, and every session the heads name would be gone without a word. Refused instead, the
+    file (or its absence) left as it is."""
+    try:
+        size: int | None = path.stat().st_size
+    except FileNotFoundError:
+        size = None
+    except OSError:
+        return
+    if size not in (0, None):
+        return
+    held = _held_sessions(path.parent)
+    if not held:
+        return
+    where = str(path)
+    if size == 0:
+        raise StoreError(f"{where} is empty (0 bytes), but this home's evidence ledger holds heads of {held} "
+                         "session(s) it had; it was left untouched, not recreated", path=where,
+                         hint="restore the database from a backup, or point STRATA_HOME at another directory")
+    raise StoreError(f"{where} is missing, but this home's evidence ledger holds heads of {held} session(s) it "
+                     "had; a new, empty database was not made in its place", path=where,
+                     hint="restore the database from a backup; if this home's sessions are in PostgreSQL, set "
+                          "STRATA_DB; to start afresh, move the home's ledger/ aside")
 
 
 def _salvage(conn: sqlite3.Connection) -> bool:

@@ -7,8 +7,13 @@
 3. The head the evidence ledger recorded (a file outside the database, written after commits, best effort): the
    row it names must exist with that hash. A chain that ends before it was truncated, even if the session row's
    head was moved back to match (someone with only the database can do that, not this).
-4. For a session chained under the key after it was written (an older database): whether its unkeyed chain
-   verified when that happened.
+4. The blobs (large outputs, kept beside the state log by their sha256): each one a verified event names must be
+   stored, and hold exactly the bytes of that sha256 and size. A blob changed or removed is named.
+5. The receipts table (mutable: a receipt's status changes) against the chained timeline, whose receipt rows
+   are committed with every change: each receipt on the timeline, with the status its last row leaves; each
+   receipt the timeline names in the table. A receipt changed, added or removed in the database is named.
+6. For a session chained under the key after it was written (an older database): whether its unkeyed chain
+   verified when that happened (its receipts' findings are then notes: an older Strata wrote fewer rows).
 
 Without the key the database was chained with, nothing can be checked, and the report says so (it is never
 "verified"). What this proves, and against whom, is in the README ("Guarantees")."""
@@ -17,10 +22,12 @@ from __future__ import annotations
 
 from typing import Literal
 
+from core.blobs import blob_problem, chained_blob
 from core.chain import GENESIS_HASH, ChainHead, EventChainVerifier, LinkVerifier, VerifyResult
+from core.events import BlobRef
 from core.record import record
 from core.timeline import ChainVerifier
-from memory.rows import ChainRecord
+from memory.rows import ChainRecord, Receipt
 from memory.store import EventStore
 
 VERIFY_PAGE = 20_000
@@ -74,16 +81,33 @@ async def verify_chains(store: EventStore, session_id: str, ledger_head: ChainHe
     heads = [h for h in (record.head, ledger_head) if h is not None]
     rows_verifier = ChainVerifier(key, {h.timeline_seq for h in heads})
     events_verifier = EventChainVerifier(key, {h.events_seq for h in heads})
+    transitions: dict[str, list[_Transition]] = {}
     since = 1
     while True:
         rows = await store.read_timeline(session_id, since_seq=since, limit=page)
-        if not all(rows_verifier.feed(row) for row in rows) or len(rows) < page:
+        fed = True
+        for row in rows:
+            if not rows_verifier.feed(row):
+                fed = False
+                break
+            if row.kind == "receipt" and row.check:
+                transitions.setdefault(row.check, []).append(_Transition(row.seq, row.outcome, row.data.get("status"),
+                                                                         row.call_id))
+        if not fed or len(rows) < page:
             break
         since = rows[-1].seq + 1
+    blobs: dict[str, tuple[int, BlobRef]] = {}
     after = 0
     while True:
         chunk = await store.read_event_chain(session_id, after_seq=after, limit=event_page)
-        if not all(events_verifier.feed(row) for row in chunk) or len(chunk) < event_page:
+        fed = True
+        for event in chunk:
+            if not events_verifier.feed(event):
+                fed = False
+                break
+            if (ref := chained_blob(event.kind, event.payload)) is not None:
+                blobs.setdefault(ref.sha256, (event.seq, ref))
+        if not fed or len(chunk) < event_page:
             break
         after = chunk[-1].seq
     timeline = _Log("timeline", "row", rows_verifier)
@@ -115,8 +139,60 @@ async def verify_chains(store: EventStore, session_id: str, ledger_head: ChainHe
     else:
         for log in (timeline, events):
             _compare(session_id, log, ledger_head, "the evidence ledger's last head", problems, notes)
+    # What lies beside the chains comes after what the chains and heads say: a truncation also leaves receipts
+    # the cut timeline no longer explains, and the truncation is the finding to act on.
+    for seq, ref in blobs.values():  # the events verified as far as they were read: the outputs they name
+        if (wrong := blob_problem(ref, await store.get_blob(ref.sha256))) is not None:
+            problems.append(f"state log of session {session_id}: event {seq}'s {wrong}")
+    if moved is None and timeline.verifier.result().ok:  # else the timeline's own finding comes first
+        found_receipts = _receipts(session_id, await store.list_receipts(session_id), transitions)
+        (notes if record.rechained is not None else problems).extend(found_receipts)
     return ChainReport(session_id, "broken" if problems else "verified", tuple(problems), tuple(notes),
                        timeline.verifier.result(), events.verifier.result(), record.head, ledger_head, key.id)
+
+
+@record
+class _Transition:
+    """A receipt row of the chained timeline: the receipt's transition there, and the status it leaves."""
+
+    seq: int
+    transition: str | None
+    status: object
+    call_id: str | None
+
+    @property
+    def leaves(self) -> object:
+        """The status the receipts table must hold after this transition."""
+        return self.status if self.transition == "reconciled" else self.transition
+
+
+def _receipts(session_id: str, receipts: list[Receipt], transitions: dict[str, list[_Transition]]) -> list[str]:
+    """The receipts table against the chained timeline: the table is mutable (a receipt's status changes), the
+    timeline is not, and every change of a receipt is committed with its row. So each receipt must be named by
+    the timeline, with the status its last row leaves and the same call; each receipt the timeline names must
+    be in the table. What differs was changed, added or removed outside Strata."""
+    found: list[str] = []
+    where = f"receipts of session {session_id}"
+    listed = {r.id for r in receipts}
+    for r in receipts:
+        rows = transitions.get(r.id)
+        if not rows:
+            found.append(f"{where}: receipt {r.id} (call {r.call_id}) is on no timeline row (it was added outside "
+                         "Strata)")
+            continue
+        last = rows[-1]
+        if last.leaves != r.status:
+            found.append(f"{where}: receipt {r.id} is {r.status} in the receipts table, but its last timeline row "
+                         f"(row {last.seq}, {last.transition}) leaves it {last.leaves} (the receipt row was "
+                         "changed)")
+        elif last.call_id is not None and last.call_id != r.call_id:
+            found.append(f"{where}: receipt {r.id} names call {r.call_id}, but its timeline rows name call "
+                         f"{last.call_id} (the receipt row was changed)")
+    for receipt_id, rows in transitions.items():
+        if receipt_id not in listed:
+            found.append(f"{where}: receipt {receipt_id}, named by timeline row {rows[0].seq}, is missing from the "
+                         "receipts table (it was removed)")
+    return found
 
 
 def _rechained(session_id: str, record: ChainRecord, problems: list[str], notes: list[str]) -> None:

@@ -124,13 +124,17 @@ def _nested(row: TimelineRow, depth: int) -> TimelineRow:
 
 
 def _id_masker(masker: Masker) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """Masks a row record's call id (the model chose it): rows are masked when written, ids again on the way out,
-    so a row stored with a secret id never shows it. Cached per id, since a call has several rows."""
+    """Masks a row record's call id (the model chose it) and the workspace a lifecycle row's data names: rows are
+    masked when written, ids again on the way out, so a row stored with a secret id never shows it; the workspace
+    is masked as `sessions`, `show` and the exports mask it. Cached per id, since a call has several rows."""
     mask = functools.lru_cache(maxsize=4096)(masker.mask)
 
     def masked(record: dict[str, Any]) -> dict[str, Any]:
         if record.get("call_id"):
             record["call_id"] = mask(record["call_id"])
+        data = record.get("data")
+        if isinstance(data, dict) and isinstance(data.get("workspace"), str):
+            record["data"] = {**data, "workspace": mask(data["workspace"])}
         return record
 
     return masked

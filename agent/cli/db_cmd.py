@@ -3,12 +3,18 @@
 TARGET is a PostgreSQL URL, or the path of a SQLite database file (`HOME/strata.db` of another home). The source
 is the store this command would use (`STRATA_DB`, or the home's `strata.db`). Both chains are keyed with the home's
 `chain.key`: a SQLite target in a home without a key gets a copy of this home's key (0600), so its sessions verify
-and continue there; a target home with another key is refused before anything is written. Run it with the home at
-rest (no session running): a session written meanwhile is copied as it was when it was read."""
+and continue there, and the secrets this home's sessions were seen to hold (`masking.seen`, 0600), so they are
+masked there as here; a target home with another key is refused before anything is written. Every session is
+checked before any is written (memory/copy.py), and a refused copy leaves the target as it found it (no database,
+no key). Run it with the home at rest (no session running): a session written meanwhile is copied as it was when
+it was read."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -18,9 +24,11 @@ from agent.cli._common import Command
 from agent.cli.output import echo, echo_json
 from config.chain_key import chain_key_path
 from config.private_files import private_dir
+from config.seen_secrets import SEEN_FILE, carry_seen
 from core.errors import StoreError, UsageError
 from memory.copy import CopyReport, CopyTarget, copy_sessions
 from memory.opening import open_store
+from memory.store import EventStore
 
 
 @click.group(name="db")
@@ -39,7 +47,11 @@ def copy(target: str, as_json: bool) -> None:
     loaded = cmd.config(None)
     settings = loaded.settings
 
+    wrote: list[str] = []
+
     def said(session_id: str, copied: bool) -> None:
+        if copied:
+            wrote.append(session_id)
         if as_json:
             echo_json({"type": "session", "session_id": session_id, "copied": copied})
         else:
@@ -48,13 +60,13 @@ def copy(target: str, as_json: bool) -> None:
     async def main() -> CopyReport:
         source = await open_store(settings, read_only=True)
         try:
-            into = await _open_target(target, settings.home)
+            fresh = None if is_url(target) else await anyio.to_thread.run_sync(_Fresh.before, target)
             try:
-                if into.path == source.path:
-                    raise UsageError(f"{target} is the store this home uses already")
-                return await copy_sessions(source, into, on_session=said)
-            finally:
-                await into.close()
+                return await _copy(source, target, settings.home, said)
+            except BaseException:
+                if fresh is not None and not wrote:  # refused before a session was written: leave nothing behind
+                    await anyio.to_thread.run_sync(fresh.remove)
+                raise
         finally:
             await source.close()
 
@@ -65,8 +77,65 @@ def copy(target: str, as_json: bool) -> None:
         echo(f"{len(report.copied)} session(s) copied, {len(report.already)} already there")
 
 
+async def _copy(source: EventStore, target: str, home: Path, said: Callable[[str, bool], None]) -> CopyReport:
+    into = await _open_target(target, home)
+    try:
+        if into.path == source.path:
+            raise UsageError(f"{target} is the store this home uses already")
+        report = await copy_sessions(source, into, on_session=said)
+        if not is_url(target):
+            await anyio.to_thread.run_sync(_carry_seen, home, Path(into.path).parent)
+        return report
+    finally:
+        await into.close()
+
+
+@dataclass
+class _Fresh:
+    """What a SQLite target lacked before the copy (the database's files, its home's chain key, the directories
+    above it): removed again when the copy is refused before it wrote a session, so a refusal leaves the target
+    as it found it (a key left there would bind the next database made there to this home's key)."""
+
+    files: list[Path]
+    dirs: list[Path]
+    """Deepest first."""
+
+    @classmethod
+    def before(cls, target: str) -> _Fresh:
+        path = Path(target).expanduser().resolve()
+        names = [Path(f"{path}{suffix}") for suffix in ("", "-wal", "-shm", "-journal")]
+        files = [p for p in (*names, chain_key_path(path.parent)) if not os.path.lexists(p)]
+        dirs: list[Path] = []
+        probe = path.parent
+        while not os.path.lexists(probe) and probe.parent != probe:
+            dirs.append(probe)
+            probe = probe.parent
+        return cls(files, dirs)
+
+    def remove(self) -> None:
+        for path in self.files:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        for directory in self.dirs:
+            with contextlib.suppress(OSError):  # not empty: something else is there now; it stays
+                directory.rmdir()
+
+
+def is_url(target: str) -> bool:
+    return target.startswith(("postgresql://", "postgres://"))
+
+
+def _carry_seen(home: Path, there: Path) -> None:
+    """The target home masks the copied sessions as this one does: it gets the secrets they were seen to hold."""
+    try:
+        carry_seen(home, there)
+    except OSError as exc:
+        raise StoreError(f"cannot give {there} this home's seen secrets ({SEEN_FILE}): {exc.strerror or exc}",
+                         path=str(there / SEEN_FILE), hint="the sessions were copied; run the copy again") from None
+
+
 async def _open_target(target: str, home: Path) -> CopyTarget:
-    if target.startswith(("postgresql://", "postgres://")):
+    if is_url(target):
         from memory.postgres import PostgresEventStore
 
         return await PostgresEventStore.open(target, home=home)

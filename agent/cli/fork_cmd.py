@@ -3,12 +3,15 @@ a point where no batch is open; `strata fork ID --points` lists those points (ag
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 
 from agent.cli._common import Command
 from agent.cli.output import echo, echo_json
 from agent.fork import ForkResult, fork_session
 from agent.fork_points import ForkPoint, event_at_position, fork_points, point_at_turn
+from core.masking import Masker
 from core.timeline import shown_rows
 from memory.store import EventStore
 
@@ -75,7 +78,7 @@ def fork(session_id: str, at: int | None, at_turn: int | None, at_event: int | N
     async def main() -> tuple[ForkResult, int | None]:
         async with cmd.runtime(await cmd.session_config(session_id=session_id)) as rt:
             seq, position = await _target(rt.store, cmd.session_id, at, at_turn, at_event)
-            return await fork_session(rt, cmd.session_id, seq), position
+            return masked(await fork_session(rt, cmd.session_id, seq), rt.masker), position
 
     result, position = cmd.run(main)
     resume = f"strata resume {result.session_id} PROMPT"
@@ -93,6 +96,14 @@ def fork(session_id: str, at: int | None, at_turn: int | None, at_event: int | N
     echo(f"resume it: {resume}")
     for line in fork_warnings(result):
         echo(line)
+
+
+def masked(result: ForkResult, masker: Masker) -> ForkResult:
+    """The result as it is shown: its workspace, inherited rules (an --allow pattern can hold a secret) and later
+    calls (their ids and tools were the model's) masked, as every other output masks them."""
+    return dataclasses.replace(result, workspace=masker.mask(result.workspace),
+                               rules=tuple(masker.mask(r) for r in result.rules),
+                               later_calls=tuple(masker.mask(c) for c in result.later_calls))
 
 
 def fork_warnings(result: ForkResult) -> list[str]:

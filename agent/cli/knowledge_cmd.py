@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, NoReturn, ParamSpec, TypeVar, get_args
 
 import click
 
-from agent.cli._common import Command, fail
+from agent.cli._common import Command, error_masker, fail
 from agent.cli.output import echo, echo_json
 from config import LoadedConfig, dataset_roots, found_datasets, project_roots
 from core.errors import StrataError
 from core.events import Mode
 from core.knowledge import DEFAULT_LIMIT, MAX_LIMIT
+from core.masking import Masker
 
 if TYPE_CHECKING:  # loaded by the commands that use them, so `strata` starts without the knowledge models
     from core.knowledge import Corpus, Hit, Hits, Miss
@@ -109,9 +110,44 @@ def list_cmd(workspace: Path, as_json: bool) -> None:
 @_json
 @_errors
 def search(query: str, dataset: str | None, limit: int, mode: Mode, workspace: Path, as_json: bool) -> None:
-    """Documents holding QUERY's discriminating words, best first (deterministic: ties by dataset, then id)."""
-    service = _service(workspace, dataset, mode, as_json)
-    _answer(service.search(query, mode=mode, dataset=dataset, limit=limit), as_json, whole=False)
+    """Documents holding QUERY's discriminating words, best first (deterministic: ties by dataset, then id). The
+    excerpts, names and paths are masked as every other output is (a secret a document holds is not printed)."""
+    loaded = _loaded(workspace)
+    service = _service(workspace, dataset, mode, as_json, loaded)
+    answer = service.search(query, mode=mode, dataset=dataset, limit=limit)
+    _answer(_masked(answer, _masker(loaded)), as_json, whole=False)
+
+
+def _masker(loaded: LoadedConfig) -> Masker:
+    """The home's masker, as the reading commands use it (its key, the configured and remembered secrets), so the
+    same secret shows the same fingerprint as in every other output. A document is not session text: what it
+    holds is not remembered in `masking.seen`."""
+    import os
+
+    from agent.reading import configured_secrets
+    from config.seen_secrets import home_masker
+
+    try:
+        masker = home_masker(loaded.settings.home, os.environ, extra_secrets=configured_secrets(loaded),
+                             read_only=True)
+    except (StrataError, OSError):  # an unreadable key: the patterns and known values still mask
+        return error_masker(loaded)
+    masker.on_known = None
+    return masker
+
+
+def _masked(answer: Hits | Miss, masker: Masker) -> Hits | Miss:
+    """The hits with what a document or its place can hold masked: text, id, file name, tags and path (the
+    digests stay those of the file as it is)."""
+    from core.knowledge import Hits
+
+    if not isinstance(answer, Hits):
+        return answer
+    mask = masker.mask
+    return answer.model_copy(update={"hits": tuple(
+        hit.model_copy(update={"text": mask(hit.text), "id": mask(hit.id), "filename": mask(hit.filename),
+                               "tags": tuple(mask(t) for t in hit.tags), "source_path": mask(hit.source_path)})
+        for hit in answer.hits)})
 
 
 @knowledge.command()
@@ -160,13 +196,14 @@ def _corpus(loaded: LoadedConfig, workspace: Path) -> Corpus:
         loaded.knowledge, workspace=workspace, project_trusted=loaded.project_trusted))
 
 
-def _service(workspace: Path, dataset: str | None, mode: Mode, as_json: bool) -> KnowledgeService:
+def _service(workspace: Path, dataset: str | None, mode: Mode, as_json: bool,
+             loaded: LoadedConfig | None = None) -> KnowledgeService:
     """The service over the current corpus, once the grant allows the request: a refusal is printed before any
     document is read or the index is touched."""
     from core.knowledge import Miss, check_scope
     from memory.knowledge import KnowledgeIndex, KnowledgeService
 
-    loaded = _loaded(workspace)
+    loaded = loaded or _loaded(workspace)
     grants = loaded.knowledge.grants()
     scope = check_scope(grants, dataset, mode)
     if isinstance(scope, Miss):

@@ -54,15 +54,16 @@ def shown_status(rec: Record, alive: Callable[[Holder], bool]) -> str:
 def session_view(rec: Record, display_status: str, masker: Masker, unknown_receipts: int = 0,
                  counters: Counted | None = None, depth: int = 0) -> dict[str, Any]:
     """`turns`, `tool_calls` and `denials` are None when the counters were not read (or the log does not fold).
-    The title (the first line of the prompt) is masked: a listing of sessions is an observation surface. `depth`:
+    The title (the first line of the prompt), the model spec and the workspace are masked, as every export masks
+    them: a listing of sessions is an observation surface. `depth`:
     delegations deep (0: top level; a delegated child's `parent_id` is its parent, and its `fork_seq` None)."""
     return {
         "id": rec.id,
         "status": display_status,
         "stored_status": rec.status,
         "mode": rec.mode,
-        "model": rec.model,
-        "workspace": rec.workspace,
+        "model": masker.mask(rec.model),
+        "workspace": masker.mask(rec.workspace),
         "title": masker.mask(rec.title),
         "parent_id": rec.parent_id,
         "created_at": iso(rec.created_at),

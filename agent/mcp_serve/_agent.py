@@ -131,7 +131,8 @@ async def _drive(live: LiveSession, prompt: str | None) -> RunOutcome:
 
 async def get_timeline(serving: Serving, session_id: str, *, kind: str | None = None, tool: str | None = None,
                        decision: str | None = None, since: int | None = None) -> list[dict[str, Any]]:
-    """The session's timeline rows (masked when written; call ids masked again on the way out), filtered."""
+    """The session's timeline rows (masked when written; call ids and a row's workspace masked again on the way
+    out), filtered."""
     loaded = await anyio.to_thread.run_sync(lambda: serving.for_workspace(serving.cwd))
     rt = await Runtime.open(loaded, read_only=True)
     try:
@@ -144,6 +145,9 @@ async def get_timeline(serving: Serving, session_id: str, *, kind: str | None = 
             record = timeline_record(row)
             if record.get("call_id"):
                 record["call_id"] = rt.masker.mask(record["call_id"])
+            data = record.get("data")
+            if isinstance(data, dict) and isinstance(data.get("workspace"), str):  # as `timeline --json` masks it
+                record["data"] = {**data, "workspace": rt.masker.mask(data["workspace"])}
             out.append(record)
         return out
     finally:
@@ -152,7 +156,7 @@ async def get_timeline(serving: Serving, session_id: str, *, kind: str | None = 
 
 
 async def list_sessions(serving: Serving) -> list[dict[str, Any]]:
-    """Every session of the home, oldest first: id, status, mode, workspace, model, masked title, times."""
+    """Every session of the home, oldest first: id, status, mode, masked workspace, model and title, times."""
     loaded = await anyio.to_thread.run_sync(lambda: serving.for_workspace(serving.cwd))
     rt = await Runtime.open(loaded, read_only=True)
     try:
@@ -162,7 +166,7 @@ async def list_sessions(serving: Serving) -> list[dict[str, Any]]:
             status: str = rec.status
             if status == "active" and (rec.lease is None or not alive(rec.lease)):
                 status = "interrupted"
-            out.append({"id": rec.id, "status": status, "mode": rec.mode, "workspace": rec.workspace,
+            out.append({"id": rec.id, "status": status, "mode": rec.mode, "workspace": rt.masker.mask(rec.workspace),
                         "model": rt.masker.mask(rec.model), "title": rt.masker.mask(rec.title),
                         "created_at": rec.created_at.isoformat(), "updated_at": rec.updated_at.isoformat()})
         return out

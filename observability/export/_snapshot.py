@@ -49,9 +49,24 @@ MAX_NESTED = 8
 """Delegation levels an export reads below the session (delegate_max_depth is at most 16, 2 by default)."""
 
 
+SNAPSHOT_READS = 5
+"""How often a session written to while it is read is read again before its export is taken as read."""
+
+
 async def load_snapshot(store: EventStore, session_id: str, *, nested: int = MAX_NESTED) -> SessionSnapshot:
     """Read one session whole. SessionNotFound for an unknown id; a log `fold` rejects is a one-line error (an
-    export of a corrupt log would describe a session that never was)."""
+    export of a corrupt log would describe a session that never was). The parts are read in several queries: a
+    session committed to meanwhile (its head moved) is read again, so the state log, the timeline and the receipts
+    describe one moment (a session still written to after `SNAPSHOT_READS` reads is exported as last read)."""
+    for _ in range(SNAPSHOT_READS - 1):
+        before = (await store.chain_record(session_id)).head
+        snapshot = await _read(store, session_id, nested)
+        if (await store.chain_record(session_id)).head == before:
+            return snapshot
+    return await _read(store, session_id, nested)
+
+
+async def _read(store: EventStore, session_id: str, nested: int) -> SessionSnapshot:
     record = await store.get_session(session_id)
     events = await store.read_events(session_id)
     try:

@@ -28,6 +28,7 @@ from core.events import (
 from core.messages import TextBlock, ToolUseBlock
 from core.processes import ProcessGroup
 from core.timeline import TimelineEntry, verify_chain
+from core.timeline_rows import receipt_entry
 from memory import NewReceipt, ReceiptUpdate, SessionRecord, Snapshot, SqliteEventStore, Write
 from memory.copy import copy_sessions, dump_session
 from memory.postgres import PostgresEventStore
@@ -54,7 +55,9 @@ async def _fill(store: EventStore, sid: str, k: int) -> None:
         events=[(BatchProposed(batch_id="b1", calls=(call,), content=(ToolUseBlock(id="c1", name="bash",
                                                                                    input=call.input),)), 1)],
         new_receipts=[NewReceipt(id=f"{sid}-r1", call_id="c1", tool="bash", idempotency_key=f"{sid}:c1",
-                                 args_sha256=f"{k:064x}", resource_keys=("shell:/ws",))]))
+                                 args_sha256=f"{k:064x}", resource_keys=("shell:/ws",))],
+        timeline=[receipt_entry(turn=1, call_id="c1", tool="bash", receipt_id=f"{sid}-r1",
+                                transition="dispatched")]))
     data = f"output {k} ".encode() * 3000
     ref = BlobRef(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
     await store.commit(sid, Write(
@@ -65,7 +68,8 @@ async def _fill(store: EventStore, sid: str, k: int) -> None:
         receipt_updates=[ReceiptUpdate(id=f"{sid}-r1", status="done", outcome_sha256="ab" * 32,
                                        process=ProcessGroup(pid=4242, pgid=4242, start="100", boot_id="boot",
                                                             pid_ns="ns", host="host-a"))],
-        timeline=[TimelineEntry(kind="call", turn=1, call_id="c1", tool="bash", decision="allowed", outcome="ok",
+        timeline=[receipt_entry(turn=1, call_id="c1", tool="bash", receipt_id=f"{sid}-r1", transition="done"),
+                  TimelineEntry(kind="call", turn=1, call_id="c1", tool="bash", decision="allowed", outcome="ok",
                                 summary=f"bash echo {k}", data={"n": k, "tags": ["a", "b"]})],
         snapshot=Snapshot(seq=3, version="v", data=f"state {k}".encode()), status="completed"))
 
@@ -156,7 +160,8 @@ async def test_a_session_that_differs_in_the_target_stops_the_copy_naming_it(sql
     await postgres.create_session(_record("s03"), Write(events=[(UserMessage(text="another history"), 0)]))
     with pytest.raises(PersistError, match=r"session s03 exists in .* and differs"):
         await copy_sessions(sqlite, postgres)
-    assert [r.id for r in await postgres.list_sessions()] == ["s00", "s01", "s02", "s03"]
+    # Every session is checked before any is written: the sessions before s03 were not copied either.
+    assert [r.id for r in await postgres.list_sessions()] == ["s03"]
     assert [e.event for e in await postgres.read_events("s03")] == [UserMessage(text="another history")]
 
 
