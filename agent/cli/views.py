@@ -69,7 +69,7 @@ def show_view(rec: SessionRecord, display_status: str, state: SessionState, mask
         "tool_calls": state.counters.tool_calls,
         "denials": state.counters.denials,
         "unknown_outcomes": state.counters.unknown_outcomes,
-        "rules": [{"action": r.action, "rule": r.text(), "source": r.source} for r in state.rules],
+        "rules": [{"action": r.action, "rule": masker.mask(r.text()), "source": r.source} for r in state.rules],
         "ended": state.ended,
         "last_seq": state.last_seq,
     })

@@ -13,7 +13,7 @@ WS_SECRET = "hunter2sekritvalue"
 RULE_SECRET = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
 
 
-def test_fork_warnings_mask_the_workspace_and_the_inherited_rules(cli: StrataCLI, tmp_path: Path) -> None:
+def _session_with_secret_rule_and_workspace(cli: StrataCLI, tmp_path: Path) -> str:
     ws = tmp_path / f"ws-password={WS_SECRET}"
     ws.mkdir()
     script = write_script(tmp_path / "turns.json", [
@@ -21,7 +21,23 @@ def test_fork_warnings_mask_the_workspace_and_the_inherited_rules(cli: StrataCLI
     run = strata(cli, "run", "--json", "--model", f"script:{script}", "--workspace", str(ws),
                  "--allow", f"bash(echo token={RULE_SECRET} *)", "--allow", "bash", "hi")
     assert run.returncode == 0, run.stderr
-    sid = str((result_line(run.stdout) or {})["session_id"])
+    return str((result_line(run.stdout) or {})["session_id"])
+
+
+def test_show_masks_the_sessions_rules_and_workspace_in_text_and_json(cli: StrataCLI, tmp_path: Path) -> None:
+    sid = _session_with_secret_rule_and_workspace(cli, tmp_path)
+    shown = strata(cli, "show", sid)
+    assert shown.returncode == 0, shown.stderr
+    assert RULE_SECRET not in shown.stdout and WS_SECRET not in shown.stdout
+    as_json = strata(cli, "show", sid, "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    rules = json.loads(as_json.stdout)["session"]["rules"]
+    assert any("token=[MASKED:" in r["rule"] for r in rules), rules
+    assert RULE_SECRET not in as_json.stdout and WS_SECRET not in as_json.stdout
+
+
+def test_fork_warnings_mask_the_workspace_and_the_inherited_rules(cli: StrataCLI, tmp_path: Path) -> None:
+    sid = _session_with_secret_rule_and_workspace(cli, tmp_path)
 
     shown = strata(cli, "fork", sid, "--at-turn", "1")
     assert shown.returncode == 0, shown.stderr
