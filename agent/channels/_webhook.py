@@ -26,6 +26,7 @@ import hmac
 import http.client
 import json
 import re
+import stat
 import time
 import urllib.parse
 from collections.abc import Collection
@@ -97,9 +98,11 @@ class WebhookChannel(SpoolChannel):
             if (self._delivered / p.stem).exists():
                 continue
             try:
-                found.append((p.stat().st_mtime_ns, p))
+                info = p.stat()
             except FileNotFoundError:  # gone since the listing (or a link to nothing): nothing to deliver
                 continue
+            if stat.S_ISREG(info.st_mode):  # a folder (or a FIFO) of that name is no reply: it would hold up the rest
+                found.append((info.st_mtime_ns, p))
         return [p for _, p in sorted(found)]
 
     def _post(self, path: Path) -> None:

@@ -147,3 +147,27 @@ def test_a_removed_delivered_folder_is_made_again_and_a_reply_is_not_posted_agai
     assert daemon.proc.returncode == 0, daemon.stderr
     assert callback.keys == [("ok", key)]
     assert (delivered / key).exists()
+
+
+def test_a_folder_named_like_a_reply_in_the_outbox_does_not_hold_up_delivery(cli: StrataCLI, tmp_path: Path) -> None:
+    """Delivery goes oldest first and stops at a failure; a folder of a reply's name, the oldest in the outbox,
+    used to fail every round (backing off to 30 s), so no reply behind it was ever posted."""
+    callback = _RawCallback(garbage=0)
+    outbox = cli.home / "channels" / "hook" / "out"
+    (outbox / f"reply-{'0' * 32}.json").mkdir(parents=True)
+    try:
+        daemon, port = _daemon(cli, tmp_path, callback.url)
+    except BaseException:
+        callback.close()
+        raise
+    try:
+        posted = _http("POST", f"http://127.0.0.1:{port}/messages", headers={"Authorization": f"Bearer {TOKEN}"},
+                       json_body={"thread": "t1", "id": "w1", "text": "Any news?"})
+        assert posted.status_code == 202
+        key = posted.json()["reply"].removeprefix("/replies/")
+        wait_until(lambda: ("ok", key) in callback.keys, what="the reply behind the folder delivered")
+    finally:
+        daemon.stop()
+        callback.close()
+    assert daemon.proc.returncode == 0, daemon.stderr
+    assert [k for _, k in callback.keys] == [key]
