@@ -10,6 +10,8 @@ import shutil
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -77,73 +79,65 @@ def _daemon(cli: StrataCLI, tmp_path: Path, callback: str) -> tuple[Daemon, int]
     return Daemon(cli, env={"HOOK_TOKEN": TOKEN}), port
 
 
-def test_a_callback_answering_non_http_bytes_is_a_failed_delivery_retried_under_the_same_key(
-        cli: StrataCLI, tmp_path: Path) -> None:
-    callback = _RawCallback(garbage=2)
-    daemon, port = _daemon(cli, tmp_path, callback.url)
+@contextmanager
+def _served(cli: StrataCLI, tmp_path: Path, *, garbage: int = 0) -> Iterator[tuple[Daemon, int, _RawCallback]]:
+    """A daemon with a webhook whose callback is a `_RawCallback`; both stopped whatever fails."""
+    callback = _RawCallback(garbage=garbage)
     try:
-        posted = _http("POST", f"http://127.0.0.1:{port}/messages", headers={"Authorization": f"Bearer {TOKEN}"},
-                       json_body={"thread": "t1", "id": "w1", "text": "Any news?"})
-        assert posted.status_code == 202
-        wait_until(lambda: daemon.proc.poll() is not None or ("ok" in {kind for kind, _ in callback.keys}),
-                   what="the callback answered properly at last")
-        assert daemon.proc.poll() is None, "a callback answering non-HTTP bytes ended the daemon"
+        daemon, port = _daemon(cli, tmp_path, callback.url)
+    except BaseException:
+        callback.close()
+        raise
+    try:
+        yield daemon, port, callback
     finally:
         daemon.stop()
         callback.close()
+
+
+def _post(port: int) -> str:
+    """One message POSTed to the webhook; the key of its reply."""
+    posted = _http("POST", f"http://127.0.0.1:{port}/messages", headers={"Authorization": f"Bearer {TOKEN}"},
+                   json_body={"thread": "t1", "id": "w1", "text": "Any news?"})
+    assert posted.status_code == 202
+    return str(posted.json()["reply"]).removeprefix("/replies/")
+
+
+def test_a_callback_answering_non_http_bytes_is_a_failed_delivery_retried_under_the_same_key(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    with _served(cli, tmp_path, garbage=2) as (daemon, port, callback):
+        key = _post(port)
+        wait_until(lambda: daemon.proc.poll() is not None or ("ok" in {kind for kind, _ in callback.keys}),
+                   what="the callback answered properly at last")
+        assert daemon.proc.poll() is None, "a callback answering non-HTTP bytes ended the daemon"
     assert daemon.proc.returncode == 0, daemon.stderr
-    key = posted.json()["reply"].removeprefix("/replies/")
     assert callback.keys == [("garbage", key), ("garbage", key), ("ok", key)]
     assert (cli.home / "channels" / "hook" / "delivered" / key).exists()
 
 
 def test_a_reply_file_gone_while_the_outbox_is_listed_is_skipped(cli: StrataCLI, tmp_path: Path) -> None:
     """A name the listing finds whose file is gone when it is read (a dangling link is such a name, for good)."""
-    callback = _RawCallback(garbage=0)
     outbox = cli.home / "channels" / "hook" / "out"
     outbox.mkdir(parents=True)
     os.symlink(tmp_path / "gone.json", outbox / f"reply-{'0' * 32}.json")
-    try:
-        daemon, port = _daemon(cli, tmp_path, callback.url)
-    except BaseException:
-        callback.close()
-        raise
-    try:
+    with _served(cli, tmp_path) as (daemon, port, callback):
         time.sleep(0.5)  # a few delivery rounds over the outbox
         assert daemon.proc.poll() is None, "a reply file gone while the outbox was listed ended the daemon"
-        posted = _http("POST", f"http://127.0.0.1:{port}/messages", headers={"Authorization": f"Bearer {TOKEN}"},
-                       json_body={"thread": "t1", "id": "w1", "text": "Any news?"})
-        assert posted.status_code == 202
-        key = posted.json()["reply"].removeprefix("/replies/")
+        key = _post(port)
         wait_until(lambda: ("ok", key) in callback.keys, what="the good reply delivered")
-    finally:
-        daemon.stop()
-        callback.close()
     assert daemon.proc.returncode == 0, daemon.stderr
     assert [k for _, k in callback.keys] == [key]
 
 
 def test_a_removed_delivered_folder_is_made_again_and_a_reply_is_not_posted_again_and_again(
         cli: StrataCLI, tmp_path: Path) -> None:
-    callback = _RawCallback(garbage=0)
-    try:
-        daemon, port = _daemon(cli, tmp_path, callback.url)
-    except BaseException:
-        callback.close()
-        raise
     delivered = cli.home / "channels" / "hook" / "delivered"
-    try:
+    with _served(cli, tmp_path) as (daemon, port, callback):
         shutil.rmtree(delivered)
-        posted = _http("POST", f"http://127.0.0.1:{port}/messages", headers={"Authorization": f"Bearer {TOKEN}"},
-                       json_body={"thread": "t1", "id": "w1", "text": "Any news?"})
-        assert posted.status_code == 202
-        key = posted.json()["reply"].removeprefix("/replies/")
+        key = _post(port)
         wait_until(lambda: (delivered / key).exists() or len(callback.keys) > 3, timeout=10,
                    what="the delivery recorded in a delivered/ made again")
         time.sleep(1.0)  # a few delivery rounds: a delivered reply is not posted again
-    finally:
-        daemon.stop()
-        callback.close()
     assert daemon.proc.returncode == 0, daemon.stderr
     assert callback.keys == [("ok", key)]
     assert (delivered / key).exists()
@@ -152,22 +146,10 @@ def test_a_removed_delivered_folder_is_made_again_and_a_reply_is_not_posted_agai
 def test_a_folder_named_like_a_reply_in_the_outbox_does_not_hold_up_delivery(cli: StrataCLI, tmp_path: Path) -> None:
     """Delivery goes oldest first and stops at a failure; a folder of a reply's name, the oldest in the outbox,
     used to fail every round (backing off to 30 s), so no reply behind it was ever posted."""
-    callback = _RawCallback(garbage=0)
     outbox = cli.home / "channels" / "hook" / "out"
     (outbox / f"reply-{'0' * 32}.json").mkdir(parents=True)
-    try:
-        daemon, port = _daemon(cli, tmp_path, callback.url)
-    except BaseException:
-        callback.close()
-        raise
-    try:
-        posted = _http("POST", f"http://127.0.0.1:{port}/messages", headers={"Authorization": f"Bearer {TOKEN}"},
-                       json_body={"thread": "t1", "id": "w1", "text": "Any news?"})
-        assert posted.status_code == 202
-        key = posted.json()["reply"].removeprefix("/replies/")
+    with _served(cli, tmp_path) as (daemon, port, callback):
+        key = _post(port)
         wait_until(lambda: ("ok", key) in callback.keys, what="the reply behind the folder delivered")
-    finally:
-        daemon.stop()
-        callback.close()
     assert daemon.proc.returncode == 0, daemon.stderr
     assert [k for _, k in callback.keys] == [key]
