@@ -38,6 +38,7 @@ import structlog
 
 from agent.loop import Observer
 from agent.timeline_rows import AttemptTee, attempt_row
+from config.ledger_files import HEADS_SUFFIX
 from config.private_files import open_private, private_dir
 from core.chain import ChainHead
 from core.clock import Clock, iso
@@ -51,8 +52,6 @@ from tool_executor import CallRecord, ReceiptChange, Recorder
 
 log = structlog.get_logger("strata.ledger")
 
-LEDGER_DIR = "ledger"
-HEADS_SUFFIX = ".heads"
 ROW_VERSION = 1
 EXCERPT_CHARS = 1000
 CLOSE_TIMEOUT_S = 10.0
@@ -118,15 +117,8 @@ class EvidenceLedger:
         if not self._pending and head is None:
             return
         batch, self._pending = self._pending, []
-        if self._thread is None:
-            thread = threading.Thread(target=self._write_loop, name=f"strata-ledger-{self.session_id}", daemon=True)
-            try:
-                thread.start()
-            except RuntimeError as exc:  # no thread to be had: these rows are lost, the loop goes on
-                self._failed(len(batch), "cannot start the ledger writer", exc)
-                return
-            self._thread = thread
-        self._queue.put((batch, at, head))
+        if self._writer_started(len(batch)):
+            self._queue.put((batch, at, head))
 
     def note_head(self, head: ChainHead) -> None:
         """A commit made outside the loop (a reconcile, a decision, a fork) left `head`: it goes to the writer,
@@ -134,15 +126,21 @@ class EvidenceLedger:
         if head == self._last_head:
             return
         self._last_head = head
+        if self._writer_started(0):
+            self._queue.put(([], None, head))
+
+    def _writer_started(self, rows: int) -> bool:
+        """The writer thread runs (started now if it was not). False when no thread is to be had: the `rows` about
+        to be queued are lost, counted and logged, and the loop goes on."""
         if self._thread is None:
             thread = threading.Thread(target=self._write_loop, name=f"strata-ledger-{self.session_id}", daemon=True)
             try:
                 thread.start()
             except RuntimeError as exc:
-                self._failed(0, "cannot start the ledger writer", exc)
-                return
+                self._failed(rows, "cannot start the ledger writer", exc)
+                return False
             self._thread = thread
-        self._queue.put(([], None, head))
+        return True
 
     def _new_head(self) -> ChainHead | None:
         """The store's head if it moved since the last one queued (never raises)."""

@@ -48,7 +48,8 @@ class Reader:
     def ledger_head(self, session_id: str) -> ChainHead | None:
         """The newest head the session's evidence ledger recorded (None: none). Imports the ledger only here:
         `strata timeline --verify` needs it, listing rows does not."""
-        from agent.evidence_ledger import LEDGER_DIR, Ledgers
+        from agent.evidence_ledger import Ledgers
+        from config.ledger_files import LEDGER_DIR
 
         return Ledgers(self.home / LEDGER_DIR, self.clock).last_head(session_id)
 

@@ -14,7 +14,7 @@ import anyio
 import structlog
 
 from agent.delegation import Delegator, LiveChild, NewChild, waiting_child
-from agent.evidence_ledger import LEDGER_DIR, Ledgers
+from agent.evidence_ledger import Ledgers
 from agent.knowledge import KnowledgeSource, SessionKnowledge, knowledge_change
 from agent.lineage import ChildLink
 from agent.loop import AgenticLoop, LoopParts, Observer
@@ -25,6 +25,7 @@ from agent.reading import configured_secrets
 from agent.signals import StopSignal, stop_on_signals
 from config import LoadedConfig
 from config.checked import Role, remember_checked
+from config.ledger_files import LEDGER_DIR
 from config.seen_secrets import home_masker
 from core.clock import Clock, SystemClock
 from core.compaction import DEFAULT_CONTEXT_BUDGET

@@ -22,6 +22,7 @@ import aiosqlite
 import anyio
 from pydantic import ValidationError
 
+from config.ledger_files import HEADS_SUFFIX, LEDGER_DIR
 from config.private_files import create_private, private_dir
 from core.chain import GENESIS_HASH, ChainHead, ChainKey, EventChainRow, event_canonical
 from core.clock import Clock, SystemClock, iso
@@ -721,12 +722,6 @@ def _prepare(path: Path) -> None:
     # SQLite creates a new database, and its WAL and SHM, with the main file's mode: create that file 0600 first.
     with contextlib.suppress(OSError):  # cannot (a read-only directory): SQLite reports it in its own words
         create_private(path)
-
-
-LEDGER_DIR = "ledger"
-HEADS_SUFFIX = ".heads"
-"""The evidence ledger's heads files beside a home's database (agent/evidence_ledger.py): one per session that
-committed, so their presence says the database held sessions."""
 
 
 def _held_sessions(home: Path) -> int:

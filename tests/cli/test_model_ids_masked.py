@@ -15,7 +15,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agent.evidence_ledger import LEDGER_DIR, Ledgers
+from agent.evidence_ledger import Ledgers
+from config.ledger_files import LEDGER_DIR
 from core.clock import SystemClock
 from core.events import BatchCompleted, BatchProposed, CallResult, PlannedCall, SessionStarted, UserMessage
 from core.hashing import idempotency_key, sha256_json
