@@ -62,6 +62,12 @@ def configured_secrets(config: LoadedConfig) -> list[str]:
             *config.mcp.secret_values(), *([db_password] if db_password else [])]
 
 
+def reading_masker(config: LoadedConfig) -> Masker:
+    """The home's masker as a reading command uses it: its key, the environment's, configured and remembered
+    secrets; read-only (nothing is created in the home). Raises StrataError or OSError for an unreadable key."""
+    return home_masker(config.settings.home, os.environ, extra_secrets=configured_secrets(config), read_only=True)
+
+
 @asynccontextmanager
 async def reader(config: LoadedConfig, clock: Clock | None = None) -> AsyncIterator[Reader]:
     """The reading parts built once from `config`: the database opened read-only, the home's masker (a one-off
@@ -71,7 +77,7 @@ async def reader(config: LoadedConfig, clock: Clock | None = None) -> AsyncItera
     clock = clock or SystemClock()
     store = await open_store(settings, clock=clock, read_only=True)
     try:
-        masker = home_masker(settings.home, os.environ, extra_secrets=configured_secrets(config), read_only=True)
+        masker = reading_masker(config)
         attach_home(settings.home, masker, quiet=True)  # the log file, masked by this home's key
         async with stop_on_signals() as stop:
             yield Reader(store=store, clock=clock, masker=masker, home=settings.home, stop=stop)

@@ -122,14 +122,10 @@ def _masker(loaded: LoadedConfig) -> Masker:
     """The home's masker, as the reading commands use it (its key, the configured and remembered secrets), so the
     same secret shows the same fingerprint as in every other output. A document is not session text: what it
     holds is not remembered in `masking.seen`."""
-    import os
-
-    from agent.reading import configured_secrets
-    from config.seen_secrets import home_masker
+    from agent.reading import reading_masker
 
     try:
-        masker = home_masker(loaded.settings.home, os.environ, extra_secrets=configured_secrets(loaded),
-                             read_only=True)
+        masker = reading_masker(loaded)
     except (StrataError, OSError):  # an unreadable key: the patterns and known values still mask
         return error_masker(loaded)
     masker.on_known = None
