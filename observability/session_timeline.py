@@ -5,7 +5,7 @@ exports use it)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Callable, Collection
 from datetime import UTC, datetime
 from typing import Any
 
@@ -104,3 +104,16 @@ def timeline_record(row: TimelineRow) -> dict[str, Any]:
         "prev_hash": row.prev_hash,
         "hash": row.hash,
     }
+
+
+def shown_record(row: TimelineRow, mask: Callable[[str], str]) -> dict[str, Any]:
+    """`timeline_record` as an output shows it: the call id (the model chose it) and the workspace a lifecycle
+    row's data names masked with `mask`. Rows are masked when written; these two again on the way out, so a row
+    stored with a secret id never shows it, and the workspace reads as `sessions`, `show` and the exports show it."""
+    record = timeline_record(row)
+    if record.get("call_id"):
+        record["call_id"] = mask(record["call_id"])
+    data = record.get("data")
+    if isinstance(data, dict) and isinstance(data.get("workspace"), str):
+        record["data"] = {**data, "workspace": mask(data["workspace"])}
+    return record

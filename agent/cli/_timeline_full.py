@@ -22,7 +22,7 @@ from core.timeline import TimelineRow
 from memory.leases import make_liveness
 from observability.chain_verify import ChainReport, verify_chains
 from observability.child_sessions import timeline_with_children
-from observability.session_timeline import follow, load_timeline, timeline_record
+from observability.session_timeline import follow, load_timeline, shown_record
 
 
 def run_full(session_ref: str, filters: dict[str, Any], *, as_json: bool, follow_rows: bool, verify: bool,
@@ -123,21 +123,10 @@ def _nested(row: TimelineRow, depth: int) -> TimelineRow:
     return row.model_copy(update={"summary": f"{'  ' * depth}[child {row.session_id[:8]}] {row.summary}"})
 
 
-def _id_masker(masker: Masker) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """Masks a row record's call id (the model chose it) and the workspace a lifecycle row's data names: rows are
-    masked when written, ids again on the way out, so a row stored with a secret id never shows it; the workspace
-    is masked as `sessions`, `show` and the exports mask it. Cached per id, since a call has several rows."""
+def _id_masker(masker: Masker) -> Callable[[TimelineRow], dict[str, Any]]:
+    """A row as `--json` shows it (`shown_record`), the masking cached per value, since a call has several rows."""
     mask = functools.lru_cache(maxsize=4096)(masker.mask)
-
-    def masked(record: dict[str, Any]) -> dict[str, Any]:
-        if record.get("call_id"):
-            record["call_id"] = mask(record["call_id"])
-        data = record.get("data")
-        if isinstance(data, dict) and isinstance(data.get("workspace"), str):
-            record["data"] = {**data, "workspace": mask(data["workspace"])}
-        return record
-
-    return masked
+    return lambda row: shown_record(row, mask)
 
 
 def _print(session_id: str, rows: list[TimelineRow], as_json: bool, filtered: bool, masker: Masker) -> None:
@@ -145,7 +134,7 @@ def _print(session_id: str, rows: list[TimelineRow], as_json: bool, filtered: bo
         print_rows(session_id, rows, filtered)
     elif rows:
         masked = _id_masker(masker)
-        echo_document("".join(json_line(masked(timeline_record(r))) + "\n" for r in rows))
+        echo_document("".join(json_line(masked(r)) + "\n" for r in rows))
 
 
 async def _follow(rt: Reader, session_id: str, filters: dict[str, Any], as_json: bool) -> None:
@@ -154,7 +143,7 @@ async def _follow(rt: Reader, session_id: str, filters: dict[str, Any], as_json:
     first = True
     async for row in follow(rt.store, session_id, alive=make_liveness(rt.clock), **filters):
         if out is None:
-            echo_json(masked(timeline_record(row)))
+            echo_json(masked(row))
         else:
             out.print(table([row], header=first, width=out.width))
         first = False

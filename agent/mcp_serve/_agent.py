@@ -25,7 +25,7 @@ from core.events import AssistantMessage, BatchProposed, StoredEvent
 from core.messages import TextBlock
 from core.record import record
 from memory.leases import make_liveness
-from observability.session_timeline import load_timeline, timeline_record
+from observability.session_timeline import load_timeline, shown_record
 
 Progress = Callable[[float, str], Awaitable[None]]
 DEFAULT_MAX_TURNS = 20
@@ -140,16 +140,7 @@ async def get_timeline(serving: Serving, session_id: str, *, kind: str | None = 
                                    tools=[tool] if tool else None,
                                    decisions=[decision] if decision else None,  # type: ignore[list-item]
                                    since_seq=since)
-        out = []
-        for row in rows:
-            record = timeline_record(row)
-            if record.get("call_id"):
-                record["call_id"] = rt.masker.mask(record["call_id"])
-            data = record.get("data")
-            if isinstance(data, dict) and isinstance(data.get("workspace"), str):  # as `timeline --json` masks it
-                record["data"] = {**data, "workspace": rt.masker.mask(data["workspace"])}
-            out.append(record)
-        return out
+        return [shown_record(row, rt.masker.mask) for row in rows]  # as `timeline --json` shows them
     finally:
         with anyio.CancelScope(shield=True):
             await rt.close()
