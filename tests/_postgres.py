@@ -7,6 +7,7 @@ test behaviour, not the disk); bench/postgres.py starts it with the server's def
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
@@ -46,6 +47,18 @@ class Cluster:
         with psycopg.connect(self.url(), autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
+
+    @contextlib.contextmanager
+    def database(self) -> Iterator[str]:
+        """A fresh, empty database for one test, dropped afterwards (its connections ended). Each database is
+        ~8 MB in ~300 files: the conformance suite's hundred-odd, all kept to the end of the session, made the
+        cluster's removal at the last test of a worker take 3 s on a quiet machine and 30 s under load."""
+        url = self.new_database()
+        try:
+            yield url
+        finally:
+            with psycopg.connect(self.url(), autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
 
 
 def _free_port() -> int:

@@ -4,7 +4,7 @@ one clear error."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import anyio
@@ -34,8 +34,9 @@ def _started(session_id: str) -> SessionStarted:
 
 
 @pytest.fixture
-def database(postgres_cluster: Cluster) -> str:
-    return postgres_cluster.new_database()
+def database(postgres_cluster: Cluster) -> Iterator[str]:
+    with postgres_cluster.database() as url:
+        yield url
 
 
 @pytest.fixture

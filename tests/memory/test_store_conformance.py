@@ -42,9 +42,9 @@ class TestPostgresStore(StoreConformance):
     async def store(self, postgres_cluster: Cluster, tmp_path: Path) -> AsyncIterator[EventStore]:
         from memory.postgres import PostgresEventStore
 
-        s = await PostgresEventStore.open(postgres_cluster.new_database(), home=tmp_path / "home",
-                                          clock=SteppingClock(start=T0))
-        try:
-            yield s
-        finally:
-            await s.close()
+        with postgres_cluster.database() as url:
+            s = await PostgresEventStore.open(url, home=tmp_path / "home", clock=SteppingClock(start=T0))
+            try:
+                yield s
+            finally:
+                await s.close()
