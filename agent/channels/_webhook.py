@@ -13,8 +13,11 @@ a request without it, or with another, gets 401 before its body is read, and not
 `max_body_bytes` (by its Content-Length, which is required: 411 without it) gets 413 unread (a client that sent
 `Expect: 100-continue` gets its 100 Continue only once its request passed these checks); a body that is not
 a JSON message gets 400 with the reason; a thread the channel may not take 403. One request a connection, each
-bounded in time (`REQUEST_TIMEOUT_S`), so a slow or hostile client holds nothing for long; at most
-`MAX_REQUESTS` at once (503 beyond), and running out of file descriptors pauses accepting, never the daemon.
+bounded in time, so a slow or hostile client holds nothing for long: a request's head must arrive within
+`HEAD_TIMEOUT_S`, and of the connections still waiting for theirs at most `MAX_WAITING` are kept (a newer one closes
+the one waiting longest, so silent connections never keep out a client that sends its request); a request then has
+`REQUEST_TIMEOUT_S`; at most `MAX_REQUESTS` are served at once (503 beyond); running out of file descriptors pauses
+accepting, never the daemon.
 An accepted message is written to `<home>/channels/NAME/in/` (write, fsync, rename) before the 202, and from
 there it is a spool message like any other: its reply lands in `<home>/channels/NAME/out/KEY.json`."""
 
@@ -40,6 +43,7 @@ from pydantic import ValidationError
 
 from agent.channels._messages import InboundMessage
 from agent.channels._spool import MAX_DEPTH, SpoolChannel, _one_line, _write_atomically
+from agent.channels._waiting_room import WaitingRoom
 from core import bounded_json
 from core.hashing import sha256_text
 
@@ -47,7 +51,10 @@ log = structlog.get_logger("strata.channels")
 
 REQUEST_TIMEOUT_S = 30.0
 MAX_REQUESTS = 64
-"""Requests served at once; a connection beyond them is answered 503 at once, so a flood holds no more."""
+"""Requests served at once (their heads read); one beyond them is answered 503 at once, so a flood holds no more."""
+HEAD_TIMEOUT_S = 10.0
+MAX_WAITING = 64
+"""Connections whose request head has not arrived yet; a newer one beyond them closes the one waiting longest."""
 ACCEPT_PAUSE_S = 0.1
 BUSY_ANSWER_S = 1.0
 _SHORT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
@@ -147,16 +154,17 @@ class WebhookChannel(SpoolChannel):
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         listener = await anyio.create_tcp_listener(local_host=self.host, local_port=self.port, reuse_port=False)
         requests = anyio.Semaphore(MAX_REQUESTS)
+        room = WaitingRoom(MAX_WAITING)
         async with listener, anyio.create_task_group() as tg:
             for one in listener.listeners:  # one a local address the host names
                 assert isinstance(one, SocketListener)
-                tg.start_soon(self._accept, one, requests, tg)
+                tg.start_soon(self._accept, one, requests, room, tg)
             task_status.started()
 
-    async def _accept(self, listener: SocketListener, requests: anyio.Semaphore, tg: TaskGroup) -> None:
+    async def _accept(self, listener: SocketListener, requests: anyio.Semaphore, room: WaitingRoom,
+                      tg: TaskGroup) -> None:
         """Accept connections for ever. Out of file descriptors (an idle-connection flood, say), the error is
-        logged once and accepting goes on after a pause (waiting connections stay in the kernel's backlog);
-        beyond `MAX_REQUESTS` at once, a connection gets 503 at once, unread."""
+        logged once and accepting goes on after a pause (waiting connections stay in the kernel's backlog)."""
         short = False
         while True:
             try:
@@ -173,26 +181,41 @@ class WebhookChannel(SpoolChannel):
             if short:
                 log.info("webhook accepting connections again", channel=self.name)
                 short = False
-            tg.start_soon(self._connection, stream, requests)
+            tg.start_soon(self._connection, stream, requests, room)
 
-    async def _connection(self, stream: SocketStream, requests: anyio.Semaphore) -> None:
+    async def _connection(self, stream: SocketStream, requests: anyio.Semaphore, room: WaitingRoom) -> None:
+        """A request's head is read in the waiting room (within `HEAD_TIMEOUT_S`, and closed early when newer
+        connections need the place); then the request takes one of the `MAX_REQUESTS` places, or gets 503."""
         async with stream:
+            conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
+            request: object = None
+            with room.place() as waiting, anyio.move_on_after(HEAD_TIMEOUT_S):
+                try:
+                    request = await _next_event(conn, stream)
+                except h11.RemoteProtocolError as exc:
+                    await self._send(conn, stream, 400, {"error": f"bad HTTP request: {exc}"})
+                    return
+                except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionError):
+                    return
+            if request is None:  # no request in time, or its place was given to a newer connection
+                if waiting.cancel_called:
+                    log.debug("webhook connection closed to make room", channel=self.name)
+                return
             try:
                 requests.acquire_nowait()
             except anyio.WouldBlock:
                 with anyio.move_on_after(BUSY_ANSWER_S):
-                    await _busy(stream)
+                    await _busy(conn, stream)
                 return
             try:
-                await self._request(stream)
+                await self._request(conn, stream, request)
             finally:
                 requests.release()
 
-    async def _request(self, stream: SocketStream) -> None:
-        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
+    async def _request(self, conn: h11.Connection, stream: SocketStream, request: object) -> None:
         with anyio.move_on_after(REQUEST_TIMEOUT_S):
             try:
-                status, body = await self._answer(conn, stream)
+                status, body = await self._answer(conn, stream, request)
             except h11.RemoteProtocolError as exc:
                 status, body = 400, {"error": f"bad HTTP request: {exc}"}
             except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionError):
@@ -203,8 +226,8 @@ class WebhookChannel(SpoolChannel):
                 status, body = 500, {"error": "internal error"}
             await self._send(conn, stream, status, body)
 
-    async def _answer(self, conn: h11.Connection, stream: SocketStream) -> tuple[int, dict[str, object]]:
-        request = await _next_event(conn, stream)
+    async def _answer(self, conn: h11.Connection, stream: SocketStream,
+                      request: object) -> tuple[int, dict[str, object]]:
         if not isinstance(request, h11.Request):
             return 400, {"error": "expected an HTTP request"}
         headers = {k.lower(): v for k, v in request.headers}
@@ -254,10 +277,11 @@ class WebhookChannel(SpoolChannel):
         return 202, {"accepted": message.id, "reply": f"/replies/{message.reply_key}"}
 
     @staticmethod
-    async def _send(conn: h11.Connection, stream: SocketStream, status: int, body: dict[str, object]) -> None:
+    async def _send(conn: h11.Connection, stream: SocketStream, status: int, body: dict[str, object],
+                    extra: tuple[tuple[bytes, bytes], ...] = ()) -> None:
         data = json.dumps(body, ensure_ascii=False).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
-                   (b"connection", b"close")]
+                   (b"connection", b"close"), *extra]
         try:
             await stream.send(conn.send(h11.Response(status_code=status, headers=headers)) or b"")
             await stream.send(conn.send(h11.Data(data=data)) or b"")
@@ -266,14 +290,13 @@ class WebhookChannel(SpoolChannel):
             return
 
 
-async def _busy(stream: SocketStream) -> None:
-    """503 to a connection beyond `MAX_REQUESTS`, before its request is read (h11 answers only a request it read);
-    what the client sent meanwhile is read and dropped for a moment, so the close does not reset the answer away."""
-    data = json.dumps({"error": f"busy: {MAX_REQUESTS} requests are being served; retry later"}).encode()
-    head = (f"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {len(data)}\r\n"
-            "retry-after: 1\r\nconnection: close\r\n\r\n").encode()
+async def _busy(conn: h11.Connection, stream: SocketStream) -> None:
+    """503 to a request beyond `MAX_REQUESTS` at once, its body unread; what the client sends meanwhile is read and
+    dropped for a moment, so the close does not reset the answer away."""
+    await WebhookChannel._send(conn, stream, 503,
+                               {"error": f"busy: {MAX_REQUESTS} requests are being served; retry later"},
+                               ((b"retry-after", b"1"),))
     try:
-        await stream.send(head + data)
         await stream.send_eof()
         for _ in range(16):
             await stream.receive(65536)

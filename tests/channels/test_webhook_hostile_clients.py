@@ -1,6 +1,7 @@
 """The webhook channel of a real `strata serve` process against hostile clients on loopback: a flood of idle
 connections (that never send a byte) neither ends the daemon, even past its file-descriptor limit, nor keeps it
-from the next good request once the flood is gone; beyond 64 requests at once, the next gets 503 at once."""
+from the next good request once the flood is gone; silent connections never keep out a client that sends its
+request; beyond 64 requests at once (their heads read), the next gets 503 at once."""
 
 from __future__ import annotations
 
@@ -80,6 +81,15 @@ def test_an_idle_connection_flood_past_the_fd_limit_leaves_the_daemon_serving(cl
     assert daemon.proc.returncode == 0, daemon.stderr
 
 
+def _holding(port: int, count: int) -> list[socket.socket]:
+    """`count` requests in progress: each a whole authorised head, its body (announced) never sent."""
+    out = _idle(port, count)
+    for s in out:
+        s.sendall(f"POST /messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+                  "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n".encode())
+    return out
+
+
 def test_beyond_64_requests_at_once_the_next_gets_503_and_a_good_one_is_served_after(
         cli: StrataCLI, tmp_path: Path) -> None:
     daemon, port = _daemon(cli, tmp_path)
@@ -87,7 +97,7 @@ def test_beyond_64_requests_at_once_the_next_gets_503_and_a_good_one_is_served_a
     flood: list[socket.socket] = []
     try:
         try:
-            flood = _idle(port, 64)
+            flood = _holding(port, 64)
             wait_until(lambda: _status("GET", url) == 503, what="a 503 beyond 64 requests")
             answer = _http("GET", url, headers=AUTH)
             assert answer.status_code == 503 and "busy" in answer.json()["error"]
@@ -95,6 +105,36 @@ def test_beyond_64_requests_at_once_the_next_gets_503_and_a_good_one_is_served_a
             for s in flood:
                 s.close()
         wait_until(lambda: _post(port, "after-busy") == 202, what="a good request served once the flood is gone")
+    finally:
+        daemon.stop()
+    assert daemon.proc.returncode == 0, daemon.stderr
+
+
+def test_silent_connections_never_keep_out_a_client_that_sends_its_request(cli: StrataCLI, tmp_path: Path) -> None:
+    """A slow-headers flood: hundreds of connections that send nothing (or half a request line), kept open. A
+    client with a request is served at once all the same (the connections waiting longest make room for it), and
+    the flood's connections are closed, not kept for the whole request timeout."""
+    daemon, port = _daemon(cli, tmp_path)
+    flood: list[socket.socket] = []
+    try:
+        try:
+            flood = _idle(port, 200)
+            for s in flood[::2]:
+                s.sendall(b"POST /mess")  # half a request line, then nothing
+            assert _post(port, "through-the-flood") == 202
+            assert _status("GET", f"http://127.0.0.1:{port}/replies/reply-{'0' * 32}") == 404  # served, none yet
+            closed = 0
+            for s in flood[:100]:  # the oldest ones made room for the newer: the server closed them
+                s.settimeout(5)
+                try:
+                    closed += s.recv(1) == b""
+                except (TimeoutError, ConnectionError):
+                    pass
+            assert closed >= 90, closed
+        finally:
+            for s in flood:
+                s.close()
+        assert daemon.proc.poll() is None
     finally:
         daemon.stop()
     assert daemon.proc.returncode == 0, daemon.stderr
