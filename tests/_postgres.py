@@ -61,6 +61,12 @@ class Cluster:
                 conn.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
 
 
+def rows(url: str, sql: str, *args: object) -> list[tuple[object, ...]]:
+    """The rows of one query, on a connection of its own."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        return list(conn.execute(sql.encode(), args).fetchall())
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

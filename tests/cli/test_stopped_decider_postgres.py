@@ -16,16 +16,15 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-import psycopg
 import pytest
 
-from tests._postgres import Cluster
+from tests._other_machine import OtherMachine
+from tests._postgres import Cluster, rows
 from tests.channels._support import write_config
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
@@ -57,22 +56,6 @@ main()
 '''
 
 
-class _OtherMachine(StrataCLI):
-    """`strata` as if on the machine `host`, with leases of `ttl_s`, stopping itself before it commits a decision."""
-
-    def __init__(self, home: Path, cwd: Path, *, store_url: str, launcher: Path, host: str, ttl_s: float) -> None:
-        super().__init__(home, cwd, store_url=store_url)
-        self._prefix = [sys.executable, str(launcher), host, str(ttl_s)]
-
-    def argv(self, args: list[str] | tuple[str, ...]) -> list[str]:  # type: ignore[override]
-        return [*self._prefix, *args]
-
-
-def _rows(url: str, sql: str, *args: object) -> list[tuple[object, ...]]:
-    with psycopg.connect(url, autocommit=True) as conn:
-        return list(conn.execute(sql.encode(), args).fetchall())
-
-
 def _stopped(pid: int) -> bool:
     with open(f"/proc/{pid}/stat", encoding="ascii") as f:
         return f.read().rsplit(")", 1)[1].split()[0] == "T"
@@ -87,20 +70,20 @@ def test_a_stopped_approver_whose_lease_was_taken_over_commits_nothing_when_it_c
         model = script(tmp_path / "s.json", [tool_use("c0", "bash", command="echo c0 >> effects.log")])
         parked = b.run("run", "--model", model, "--workspace", str(ws), "--on-ask", "park", "--json", "go")
         assert parked.returncode == 4, parked.stdout + parked.stderr
-        (sid,) = {r[0] for r in _rows(url, "SELECT id FROM sessions")}
-        assert _rows(url, "SELECT status, lease_token FROM sessions") == [("awaiting_approval", None)]
+        (sid,) = {r[0] for r in rows(url, "SELECT id FROM sessions")}
+        assert rows(url, "SELECT status, lease_token FROM sessions") == [("awaiting_approval", None)]
         after_denial: list[object] = []
 
         def denied_here() -> None:
             denied = b.run("deny", str(sid), "--all", "--reason", "not this one")
             assert denied.returncode == 0, denied.stdout + denied.stderr
-            after_denial.append(_rows(url, "SELECT max(seq) FROM events WHERE session_id = %s", sid)[0][0])
+            after_denial.append(rows(url, "SELECT max(seq) FROM events WHERE session_id = %s", sid)[0][0])
 
         out, err = _stopped_then_overtaken(url, a.popen("approve", str(sid), "--all"), denied_here)
         assert a_failed_in_one_line(out, err)
-        kinds = [r[0] for r in _rows(url, "SELECT kind FROM events WHERE session_id = %s ORDER BY seq", sid)]
+        kinds = [r[0] for r in rows(url, "SELECT kind FROM events WHERE session_id = %s ORDER BY seq", sid)]
         assert "approval_rejected" in kinds and "approval_granted" not in kinds, kinds
-        later = _rows(url, "SELECT seq, kind FROM events WHERE session_id = %s AND seq > %s", sid, after_denial[0])
+        later = rows(url, "SELECT seq, kind FROM events WHERE session_id = %s AND seq > %s", sid, after_denial[0])
         assert later == [], f"the stopped approver wrote after the denial: {later}"
         verified = b.run("timeline", str(sid), "--verify")
         assert verified.returncode == 0, verified.stdout + verified.stderr
@@ -112,10 +95,10 @@ def test_a_stopped_approver_whose_lease_was_taken_over_commits_nothing_when_it_c
         assert not (ws / "effects.log").exists()
 
 
-def _setup(postgres_cluster_url: str, tmp_path: Path) -> tuple[_OtherMachine, StrataCLI]:
+def _setup(postgres_cluster_url: str, tmp_path: Path) -> tuple[OtherMachine, StrataCLI]:
     launcher = tmp_path / "launch.py"
     launcher.write_text(_LAUNCH, encoding="utf-8")
-    a = _OtherMachine(tmp_path / "home-a", tmp_path, store_url=postgres_cluster_url, launcher=launcher,
+    a = OtherMachine(tmp_path / "home-a", tmp_path, store_url=postgres_cluster_url, launcher=launcher,
                       host="decider-a", ttl_s=TTL_S)
     b = StrataCLI(tmp_path / "home-b", tmp_path, store_url=postgres_cluster_url)
     for cli in (a, b):
@@ -132,7 +115,7 @@ def _stopped_then_overtaken(url: str, proc: subprocess.Popen[str], overtake: Cal
     its output once it ended."""
     try:
         wait_until(lambda: _stopped(proc.pid), 30, "the decider stopping itself before its commit")
-        ((token, expires),) = _rows(url, "SELECT lease_token, lease_expires FROM sessions")
+        ((token, expires),) = rows(url, "SELECT lease_token, lease_expires FROM sessions")
         assert token is not None, "the decider holds the session's lease while it is stopped"
         left = (datetime.fromisoformat(str(expires)) - datetime.now(UTC)).total_seconds()
         time.sleep(max(0.0, left) + 0.5)  # its lease has expired unrenewed
@@ -157,10 +140,10 @@ def test_a_stopped_reconcile_whose_lease_was_taken_over_commits_nothing_when_it_
         killed = b.run("run", "--model", model, "--workspace", str(ws), "--allow", "bash", "go",
                        env={"STRATA_FAULT": "after_receipt"})
         assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
-        (sid,) = {r[0] for r in _rows(url, "SELECT id FROM sessions")}
+        (sid,) = {r[0] for r in rows(url, "SELECT id FROM sessions")}
         unknown = b.run("resume", str(sid))
         assert unknown.returncode == 5, unknown.stdout + unknown.stderr
-        ((receipt_id, status),) = _rows(url, "SELECT id, status FROM receipts")
+        ((receipt_id, status),) = rows(url, "SELECT id, status FROM receipts")
         assert status == "unknown"
 
         def reconciled_here() -> None:
@@ -169,7 +152,7 @@ def test_a_stopped_reconcile_whose_lease_was_taken_over_commits_nothing_when_it_
 
         out, err = _stopped_then_overtaken(url, a.popen("reconcile", str(receipt_id), "--applied"), reconciled_here)
         assert a_failed_in_one_line(out, err)
-        ((status, note),) = _rows(url, "SELECT status, note FROM receipts")
+        ((status, note),) = rows(url, "SELECT status, note FROM receipts")
         assert (status, note) == ("failed", "checked: nothing was written")  # the decision made here, alone
         verified = b.run("timeline", str(sid), "--verify")
         assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -12,15 +12,14 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-import psycopg
 import pytest
 
-from tests._postgres import Cluster
+from tests._other_machine import OtherMachine
+from tests._postgres import Cluster, rows
 from tests.channels._support import drop, pending, replies, spool_table, write_config
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
@@ -43,22 +42,6 @@ main()
 '''
 
 
-class _OtherMachine(StrataCLI):
-    """`strata` as if on the machine `host`, with leases of `ttl_s`."""
-
-    def __init__(self, home: Path, cwd: Path, *, store_url: str, launcher: Path, host: str, ttl_s: float) -> None:
-        super().__init__(home, cwd, store_url=store_url)
-        self._prefix = [sys.executable, str(launcher), host, str(ttl_s)]
-
-    def argv(self, args: list[str] | tuple[str, ...]) -> list[str]:  # type: ignore[override]
-        return [*self._prefix, *args]
-
-
-def _rows(url: str, sql: str, *args: object) -> list[tuple[object, ...]]:
-    with psycopg.connect(url, autocommit=True) as conn:
-        return list(conn.execute(sql.encode(), args).fetchall())
-
-
 def test_a_stopped_worker_whose_session_was_taken_over_writes_and_runs_nothing_when_it_continues(
         postgres_cluster: Cluster, tmp_path: Path) -> None:
     url = postgres_cluster.new_database()
@@ -69,7 +52,7 @@ def test_a_stopped_worker_whose_session_was_taken_over_writes_and_runs_nothing_w
     hooked = tmp_path / "hooked"
     config = ('[[policy.rules]]\ntool = "bash"\naction = "allow"\n\n[daemon]\nenable = ["bash"]\n\n'
               f'[[hooks.pre_tool_use]]\nmatcher = "bash"\ncommand = "touch {hooked}; sleep 1"\ntimeout_s = 30\n')
-    a = _OtherMachine(tmp_path / "home-a", tmp_path, store_url=url, launcher=launcher, host="worker-a", ttl_s=TTL_S)
+    a = OtherMachine(tmp_path / "home-a", tmp_path, store_url=url, launcher=launcher, host="worker-a", ttl_s=TTL_S)
     b = StrataCLI(tmp_path / "home-b", tmp_path, store_url=url)
     for cli in (a, b):
         cli.home.mkdir()
@@ -88,7 +71,7 @@ def test_a_stopped_worker_whose_session_was_taken_over_writes_and_runs_nothing_w
         wait_until(hooked.exists, 30, "the pre-call hook of c0 running in worker A")
         daemon.signal(signal.SIGSTOP)  # between the model's answer and the commit of its batch
         sid = client.session_id
-        (expires,) = _rows(url, "SELECT lease_expires FROM sessions WHERE id = %s", sid)[0]
+        (expires,) = rows(url, "SELECT lease_expires FROM sessions WHERE id = %s", sid)[0]
         left = (datetime.fromisoformat(str(expires)) - datetime.now(UTC)).total_seconds()
         time.sleep(max(0.0, left) + 0.5)  # worker A's lease has expired unrenewed
 
@@ -96,7 +79,7 @@ def test_a_stopped_worker_whose_session_was_taken_over_writes_and_runs_nothing_w
         script(turns, [tool_use("c0b", "bash", command="echo c0b >> effects.log")], [text("done")])
         resumed = b.run("resume", sid)
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-        ended = _rows(url, "SELECT max(seq) FROM events WHERE session_id = %s", sid)[0][0]
+        ended = rows(url, "SELECT max(seq) FROM events WHERE session_id = %s", sid)[0][0]
 
         daemon.signal(signal.SIGCONT)
         client.wait_for("result", 30)  # worker A's turn ends: it noticed it lost the session
@@ -107,13 +90,13 @@ def test_a_stopped_worker_whose_session_was_taken_over_writes_and_runs_nothing_w
             client.kill()
         daemon.stop()
 
-    later = _rows(url, "SELECT seq, kind FROM events WHERE session_id = %s AND seq > %s ORDER BY seq", sid, ended)
+    later = rows(url, "SELECT seq, kind FROM events WHERE session_id = %s AND seq > %s ORDER BY seq", sid, ended)
     assert later == [], f"worker A wrote to the session after worker B took it over: {later}"
     assert (ws / "effects.log").read_text().split() == ["c0b"]
-    assert _rows(url, "SELECT call_id FROM receipts WHERE session_id = %s", sid) == [("c0b",)]
+    assert rows(url, "SELECT call_id FROM receipts WHERE session_id = %s", sid) == [("c0b",)]
     verified = b.run("timeline", sid, "--verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
-    assert _rows(url, "SELECT status, lease_token FROM sessions WHERE id = %s", sid) == [("completed", None)]
+    assert rows(url, "SELECT status, lease_token FROM sessions WHERE id = %s", sid) == [("completed", None)]
 
 
 def test_a_stopped_worker_whose_thread_was_taken_over_sends_no_reply_for_the_message(
@@ -134,7 +117,7 @@ def test_a_stopped_worker_whose_thread_was_taken_over_sends_no_reply_for_the_mes
     config = ('[[policy.rules]]\ntool = "bash"\naction = "allow"\n\n[daemon]\nenable = ["bash"]\n\n'
               f'[[hooks.pre_tool_use]]\nmatcher = "bash"\ncommand = "touch {marks}/$PPID; sleep 1.5"\n'
               'timeout_s = 30\n\n' + spool_table("team", spool, ws, model))
-    a = _OtherMachine(tmp_path / "home-a", tmp_path, store_url=url, launcher=launcher, host="worker-a", ttl_s=TTL_S)
+    a = OtherMachine(tmp_path / "home-a", tmp_path, store_url=url, launcher=launcher, host="worker-a", ttl_s=TTL_S)
     b = StrataCLI(tmp_path / "home-b", tmp_path, store_url=url)
     for cli in (a, b):
         cli.home.mkdir()
@@ -149,7 +132,7 @@ def test_a_stopped_worker_whose_thread_was_taken_over_sends_no_reply_for_the_mes
         drop(spool / "in", "m1", thread="t1", id="m1", text="Update the report")
         wait_until(lambda: (marks / str(first.pid)).exists(), 30, "worker A's pre-call hook running")
         first.signal(signal.SIGSTOP)
-        expiries = [r[0] for r in _rows(url, "SELECT expires_at FROM channel_claims UNION ALL "
+        expiries = [r[0] for r in rows(url, "SELECT expires_at FROM channel_claims UNION ALL "
                                              "SELECT lease_expires FROM sessions WHERE lease_token IS NOT NULL")]
         left = max((datetime.fromisoformat(str(e)) - datetime.now(UTC)).total_seconds() for e in expiries)
         time.sleep(max(0.0, left) + 0.5)  # worker A's claim and session lease have expired unrenewed
