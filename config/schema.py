@@ -5,9 +5,10 @@ an error naming the key rather than a setting silently ignored. Scalars are opti
 it overrides. Lists of rules and hooks accumulate across files (`config/loader.py`)."""
 
 import re
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, GetCoreSchemaHandler, TypeAdapter, model_validator
+from pydantic_core import CoreSchema, core_schema
 
 from config.channels import ChannelEntry, DaemonSection
 from config.settings import (
@@ -134,6 +135,27 @@ SecretValue = Annotated[str, Field(min_length=4)]
 
 class _Table(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, strict=True)
+
+
+class _OwnValidator:
+    """`Annotated[T, _OwnValidator()]`: a table validated by its own validator (T's, strict), built the first time
+    a file holds that table, not as part of ConfigFile's: most files have no `[mcp]`, `[knowledge]`, `[tools]`,
+    `[[channels]]` or `[daemon]`, and building their validators was a good part of every command's start
+    (bench/cli_startup.py). Validation is the same: the same checks and errors (pydantic puts the field's name
+    in front of the inner errors' locations), an instance of T taken as it is. The field's default must not be
+    validated either: `default_factory=T.model_construct` (what `T()` is for a table whose keys all have
+    defaults)."""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        adapter: list[TypeAdapter[Any]] = []
+
+        def validate(value: Any) -> Any:
+            if not adapter:  # a model brings its own (strict) config; a list or union of models is strict here
+                model = isinstance(source, type) and issubclass(source, BaseModel)
+                adapter.append(TypeAdapter(source) if model else TypeAdapter(source, config=ConfigDict(strict=True)))
+            return adapter[0].validate_python(value)
+
+        return core_schema.no_info_plain_validator_function(validate)
 
 
 class RuleEntry(_Table):
@@ -300,12 +322,12 @@ class ConfigFile(_Table):
     policy: PolicySection = Field(default_factory=PolicySection)
     hooks: HooksSection = Field(default_factory=HooksSection)
     secrets: SecretsSection = Field(default_factory=SecretsSection)
-    tools: dict[ToolName, ToolEntry] = Field(default_factory=dict)
+    tools: Annotated[dict[ToolName, ToolEntry], _OwnValidator()] = Field(default_factory=dict)
     """Per-tool settings; a later file overrides an earlier one tool by tool."""
-    knowledge: KnowledgeSection = Field(default_factory=KnowledgeSection)
+    knowledge: Annotated[KnowledgeSection, _OwnValidator()] = Field(default_factory=KnowledgeSection.model_construct)
     """Knowledge datasets (config/knowledge.py); a later file replaces a dataset's table whole."""
-    mcp: McpSection = Field(default_factory=McpSection)
+    mcp: Annotated[McpSection, _OwnValidator()] = Field(default_factory=McpSection.model_construct)
     """MCP servers and their tools' policies (config/mcp.py); a later file replaces a server's table whole."""
-    channels: list[ChannelEntry] | None = None
+    channels: Annotated[list[ChannelEntry] | None, _OwnValidator()] = None
     """The serve daemon's channels (config/channels.py); the user's file only."""
-    daemon: DaemonSection | None = None
+    daemon: Annotated[DaemonSection | None, _OwnValidator()] = None
