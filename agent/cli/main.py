@@ -103,6 +103,7 @@ def _imported() -> None:
     code compiled for start-up dataclasses is kept for the next start (agent/cli/startup_code.py)."""
     startup_gc.settle()
     startup_code.save()
+    startup_code.imported()
 
 
 # The collector is paused from the start until the command's module is imported (agent/cli/startup_gc.py).
