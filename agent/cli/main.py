@@ -14,6 +14,7 @@ import click  # noqa: E402
 
 from agent.cli import stdout  # noqa: E402
 from agent.cli._lazy import Entry, LazyGroup  # noqa: E402
+from agent.cli.leave import leave  # noqa: E402
 from agent.cli.logging_setup import full_way  # noqa: E402
 from agent.cli.logging_setup import setup as setup_logging  # noqa: E402
 from agent.cli.output import echo  # noqa: E402
@@ -147,4 +148,4 @@ def main() -> None:
     elif not isinstance(code, int):  # sys.exit("message"): Python prints it and exits 1
         echo(code, err=True)
         code = EXIT_ERROR
-    sys.exit(stdout.finish(code, lambda line: echo(line, err=True)))
+    leave(stdout.finish(code, lambda line: echo(line, err=True)))  # as sys.exit, without the teardown (leave.py)
