@@ -122,8 +122,7 @@ async def _decide_once(rt: _Runtime, lease: Lease, receipt_id: str, before: Rece
 
 @record
 class ProbeOutcome:
-    """What a probe made of one receipt. (A docstring of its own: `dataclasses` would otherwise write one from the
-    class's signature, parsing `object`'s with the tokenizer, about 2 ms of every `strata resume`.)"""
+    """What a probe made of one receipt."""
 
     receipt: Receipt
     verdict: str
