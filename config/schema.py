@@ -5,6 +5,7 @@ an error naming the key rather than a setting silently ignored. Scalars are opti
 it overrides. Lists of rules and hooks accumulate across files (`config/loader.py`)."""
 
 import re
+import typing
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, GetCoreSchemaHandler, TypeAdapter, model_validator
@@ -147,7 +148,8 @@ class _Table(BaseModel):
 class _OwnValidator:
     """`Annotated[T, _OwnValidator()]`: a table validated by its own validator (T's, strict), built the first time
     a file holds that table, not as part of ConfigFile's: most files have no `[mcp]`, `[knowledge]`, `[tools]`,
-    `[[channels]]` or `[daemon]`, and building their validators was a good part of every command's start
+    `[[channels]]` or `[daemon]`, the built-in defaults' `[policy]`, `[hooks]` and `[secrets]` hold empty arrays
+    only (`_empty_arrays`), and building their validators was a good part of every command's start
     (bench/cli_startup.py). Validation is the same: the same checks and errors (pydantic puts the field's name
     in front of the inner errors' locations), an instance of T taken as it is. The field's default must not be
     validated either: `default_factory=T.model_construct` (what `T()` is for a table whose keys all have
@@ -156,13 +158,31 @@ class _OwnValidator:
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
         adapter: list[TypeAdapter[Any]] = []
 
+        model = isinstance(source, type) and issubclass(source, BaseModel)
+
         def validate(value: Any) -> Any:
+            if model and _empty_arrays(source, value):
+                return source.model_construct(**{key: [] for key in value})  # what validating it gives
             if not adapter:  # a model brings its own (strict) config; a list or union of models is strict here
-                model = isinstance(source, type) and issubclass(source, BaseModel)
                 adapter.append(TypeAdapter(source) if model else TypeAdapter(source, config=ConfigDict(strict=True)))
             return adapter[0].validate_python(value)
 
         return core_schema.no_info_plain_validator_function(validate)
+
+
+def _empty_arrays(model: type[BaseModel], value: Any) -> bool:
+    """Whether `value` is a table of nothing but `model`'s own array fields, each empty (`[policy] rules = []`, as
+    the built-in defaults have it): validating it checks only that each is an array and gives the model with
+    those fields empty (new lists), which `model_construct` makes without the validator. Not for a model with
+    validators of its own, nor a field with constraints of its own (an empty array could fail those)."""
+    if type(value) is not dict:
+        return False
+    found = model.__pydantic_decorators__
+    if found.validators or found.field_validators or found.root_validators or found.model_validators:
+        return False
+    fields = model.model_fields
+    return all(type(items) is list and not items and key in fields and typing.get_origin(fields[key].annotation)
+               is list and not fields[key].metadata for key, items in value.items())
 
 
 class RuleEntry(_Table):
@@ -326,9 +346,9 @@ class ConfigFile(_Table):
     delegate_in_daemon: bool | None = None
     delegate_grants: bool | None = None
     db: StoreUrl | None = None
-    policy: PolicySection = Field(default_factory=PolicySection)
-    hooks: HooksSection = Field(default_factory=HooksSection)
-    secrets: SecretsSection = Field(default_factory=SecretsSection)
+    policy: Annotated[PolicySection, _OwnValidator()] = Field(default_factory=PolicySection.model_construct)
+    hooks: Annotated[HooksSection, _OwnValidator()] = Field(default_factory=HooksSection.model_construct)
+    secrets: Annotated[SecretsSection, _OwnValidator()] = Field(default_factory=SecretsSection.model_construct)
     tools: Annotated[dict[ToolName, ToolEntry], _OwnValidator()] = Field(default_factory=dict)
     """Per-tool settings; a later file overrides an earlier one tool by tool."""
     knowledge: Annotated[KnowledgeSection, _OwnValidator()] = Field(default_factory=KnowledgeSection.model_construct)

@@ -16,11 +16,14 @@ from tests.conftest import StrataCLI
 
 _NEVER_BUILT = ("config.channels:ChannelEntry", "config.channels:DaemonSection", "config.channels:ChannelsConfig",
                 "config.schema:McpSection", "config.schema:McpServerEntry", "config.schema:KnowledgeSection",
-                "config.schema:ToolEntry", "config.mcp:McpConfig", "config.mcp:McpServerDecl",
+                "config.schema:ToolEntry", "config.schema:PolicySection", "config.schema:RuleEntry",
+                "config.schema:HooksSection", "config.schema:HookEntry", "config.schema:SecretsSection",
+                "config.mcp:McpConfig", "config.mcp:McpServerDecl",
                 "config.mcp:McpServeConfig", "config.knowledge:KnowledgeConfig",
                 "tool_executor.locks:HeldCommand")
-"""Tables no config file of the test's home has, the derived config of what is not declared, a lock file's
-record (no lock file is left): none is built by a resume."""
+"""Tables no config file of the test's home has (the built-in defaults' `[policy]`, `[hooks]` and `[secrets]` hold
+empty arrays only), the derived config of what is not declared, a lock file's record (no lock file is left): none
+is built by a resume."""
 _BUILT = ("config.schema:ConfigFile", "config.settings:Settings", "core.events:SessionStarted",
           "core.events:UserMessage", "core.events:SessionResumed")
 """What a resume does validate: the config files and settings, the events it reads and writes."""
