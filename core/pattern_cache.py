@@ -96,13 +96,25 @@ def _from_saved(pattern: str | bytes, raw: bytes) -> Any:
 
 def install() -> bool:
     """Compile patterns through `compile_pattern` from now on in this process. False (nothing changed) where `re` is not
-    the one this module knows, or something else already stands in for its compiler."""
-    global _original
+    the one this module knows (its compiler's parts missing, or a probe pattern compiled here differs from what `re`
+    makes of it: another Python's engine), or something else already stands in for its compiler."""
+    global _original, _recording, compiles
     if _sre is None or _original is not None or not callable(getattr(_compiler, "_code", None)):
         return False
     if getattr(_compiler.compile, "__module__", None) != _compiler.__name__:
         return False
-    _original = _compiler.compile
+    _original, recording, counted = _compiler.compile, _recording, compiles
+    _recording = False  # the probe is neither kept nor counted
+    try:
+        probe = r"(?P<word>[a-z_]+)\s*(?:=|:)\s*(\d+|\"[^\"]*\")$"
+        same = compile_pattern(probe, re.IGNORECASE) == _original(probe, re.IGNORECASE)
+    except Exception:  # any failure of the probe: leave `re` as it is
+        same = False
+    finally:
+        _recording, compiles = recording, counted
+    if not same:
+        _original = None
+        return False
     _compiler.compile = compile_pattern
     return True
 

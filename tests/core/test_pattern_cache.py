@@ -110,3 +110,25 @@ def test_a_parsed_pattern_and_a_debug_pattern_go_to_re_as_they_are(tmp_path: Pat
         "print(json.dumps({'scanned': scanner.scan('1 22 333')[0], 'compiles': pattern_cache.compiles}))\n"
     )
     assert _child(path, body) == {"scanned": [1, 22, 333], "compiles": 0}
+
+
+def test_an_engine_that_takes_the_opcodes_otherwise_leaves_re_alone() -> None:
+    """Another Python's `_sre.compile` (here one that refuses the call as this module makes it): the probe at
+    install fails, nothing is installed, and `re` compiles as before."""
+    probe = (
+        "import json, re, re._compiler\n"
+        "from core import pattern_cache\n"
+        "engine = pattern_cache._sre\n"
+        "class Other:\n"
+        "    MAGIC = engine.MAGIC\n"
+        "    @staticmethod\n"
+        "    def compile(*args):\n"
+        "        raise TypeError('compile() takes 7 arguments')\n"
+        "pattern_cache._sre = Other\n"
+        "installed = pattern_cache.install()\n"
+        "print(json.dumps({'installed': installed, 'compiler': re._compiler.compile.__module__,\n"
+        "                  'works': re.compile('a(b)c').match('abc').group(1)}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"installed": False, "compiler": "re._compiler", "works": "b"}
