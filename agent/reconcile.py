@@ -122,6 +122,8 @@ async def _decide_once(rt: _Runtime, lease: Lease, receipt_id: str, before: Rece
 
 @record
 class ProbeOutcome:
+    """What a probe made of one receipt."""
+
     receipt: Receipt
     verdict: str
     """applied, not_applied, undecided, or skipped (no probe, running session, arguments not found)."""

@@ -46,7 +46,7 @@ def _path(value: str) -> str:
 
 
 class _Table(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
 class ChannelEntry(_Table):
@@ -85,7 +85,7 @@ class DaemonSection(_Table):
 class ChannelsConfig(BaseModel):
     """The channels and DAEMON-mode settings as they apply (defaults < user file)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     channels: tuple[ChannelEntry, ...] = ()
     enable: tuple[str, ...] = ()

@@ -59,6 +59,14 @@ class Secrets(BaseModel):
     """Names of environment variables whose values are secrets."""
 
 
+# What KnowledgeConfig(), McpConfig() and ChannelsConfig() are (no validators; every field its default), made
+# without building the models' validators: a config that declares no dataset, MCP server or channel (the usual
+# one, and `strata resume`'s start) then never builds them.
+_NO_KNOWLEDGE = KnowledgeConfig.model_construct()
+_NO_MCP = McpConfig.model_construct()
+_NO_CHANNELS = ChannelsConfig.model_construct()
+
+
 class ToolDeadline(BaseModel):
     """A tool's deadline set by a config file (`[tools.NAME] timeout_s`)."""
 
@@ -110,11 +118,11 @@ class LoadedConfig:
     """Digest of the active (trusted) project hooks, recorded by a session that starts with them; None without."""
     project_hooks_problem: FileProblem | None = None
     """Why the trusted project's hooks would refuse to run now (a file they execute changed since the trust)."""
-    knowledge: KnowledgeConfig = KnowledgeConfig()
+    knowledge: KnowledgeConfig = _NO_KNOWLEDGE
     """Declared knowledge datasets (an untrusted project's are ignored) and the common-term share."""
-    mcp: McpConfig = McpConfig()
+    mcp: McpConfig = _NO_MCP
     """Declared MCP servers with their tools' policies (an untrusted project's are never started)."""
-    channels: ChannelsConfig = ChannelsConfig()
+    channels: ChannelsConfig = _NO_CHANNELS
     """The serve daemon's channels and DAEMON-mode settings (config/channels.py)."""
 
     @property
@@ -245,7 +253,7 @@ def _mcp(docs: list[ConfigDoc], *, project: ConfigDoc | None, trusted: bool) -> 
     untrusted project's servers are set aside (declaring one runs its command)."""
     servers: dict[str, McpServerDecl] = {}
     ignored: list[str] = []
-    serve = McpServeConfig()
+    serve = _NO_MCP.serve
     for doc in docs:
         section = doc.data.mcp
         if doc is project and not trusted:
@@ -262,6 +270,8 @@ def _mcp(docs: list[ConfigDoc], *, project: ConfigDoc | None, trusted: bool) -> 
                 name=name, command=entry.command, args=tuple(entry.args), env=tuple(sorted(entry.env.items())),
                 url=entry.url, tools=tools, source=doc.source,
                 startup_timeout_s=entry.startup_timeout_s or DEFAULT_STARTUP_TIMEOUT_S)
+    if not servers and not ignored and serve == _NO_MCP.serve:
+        return _NO_MCP
     return McpConfig(servers=tuple(servers[n] for n in sorted(servers)), ignored=tuple(sorted(set(ignored))),
                      serve=serve)
 
@@ -269,7 +279,7 @@ def _mcp(docs: list[ConfigDoc], *, project: ConfigDoc | None, trusted: bool) -> 
 def _channels(docs: list[ConfigDoc], project: ConfigDoc | None) -> ChannelsConfig:
     """The daemon's channels and DAEMON-mode settings: a later file's `[[channels]]` list replaces an earlier one
     whole, `[daemon]` keys override one by one. A project file may set neither (config/channels.py)."""
-    found = ChannelsConfig()
+    found = _NO_CHANNELS  # model_copy below: the files' tables are validated already
     for doc in docs:
         if doc is project:
             if doc.data.channels is not None or doc.data.daemon is not None:
@@ -336,6 +346,8 @@ def _knowledge(docs: list[ConfigDoc], *, project: ConfigDoc | None, trusted: boo
                 path = _dataset_path(entry.path, doc, name, workspace=root if doc is project else None, env=env)
             datasets[name] = DatasetDecl(name=name, path=path, pii=entry.pii, modes=tuple(entry.modes),
                                          source=doc.source, from_project=doc is project)
+    if not datasets and not ignored and share == _NO_KNOWLEDGE.common_term_share:
+        return _NO_KNOWLEDGE
     return KnowledgeConfig(common_term_share=share, datasets=tuple(datasets[n] for n in sorted(datasets)),
                            ignored=tuple(sorted(set(ignored))))
 

@@ -36,7 +36,7 @@ DEFAULT_MCP_TIMEOUT_S = 30.0
 class McpToolPolicy(BaseModel):
     """The declared resource policy of one tool of one server."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     safety: SafetyLevel
     effect: EffectClass
@@ -52,7 +52,7 @@ class McpToolPolicy(BaseModel):
 class McpServerDecl(BaseModel):
     """One `[mcp.servers.NAME]` table as it applies."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: str
     command: str | None = None
@@ -78,7 +78,7 @@ class McpServerDecl(BaseModel):
 
 
 class McpServeConfig(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     roots: tuple[str, ...] = ()
     """Where `run_agent` may put its workspace (empty: the server's working directory)."""
@@ -86,13 +86,13 @@ class McpServeConfig(BaseModel):
 
 
 class McpConfig(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     servers: tuple[McpServerDecl, ...] = ()
     """Sorted by name."""
     ignored: tuple[str, ...] = ()
     """Servers declared by an untrusted project file (never started)."""
-    serve: McpServeConfig = McpServeConfig()
+    serve: McpServeConfig = McpServeConfig.model_construct()  # what McpServeConfig() is, without building it
 
     def secret_values(self) -> list[str]:
         """Values given to servers' environments: known secrets, masked on every observation surface (not in the

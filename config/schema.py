@@ -5,9 +5,11 @@ an error naming the key rather than a setting silently ignored. Scalars are opti
 it overrides. Lists of rules and hooks accumulate across files (`config/loader.py`)."""
 
 import re
-from typing import Annotated
+import typing
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, GetCoreSchemaHandler, TypeAdapter, model_validator
+from pydantic_core import CoreSchema, core_schema
 
 from config.channels import ChannelEntry, DaemonSection
 from config.settings import (
@@ -132,8 +134,55 @@ SecretValue = Annotated[str, Field(min_length=4)]
 """Shorter values would mask ordinary text wherever it appears."""
 
 
+def _no_entries() -> list[Any]:
+    """What `list` gives, as an array's default: pydantic reads a default factory's signature when it builds a
+    validator, and a builtin's it parses from its text signature with the tokenizer (compiling the tokenizer's
+    patterns first), about 3 ms of every start (bench/cli_startup.py); a function's it reads as it is."""
+    return []
+
+
 class _Table(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, strict=True)
+
+
+class _OwnValidator:
+    """`Annotated[T, _OwnValidator()]`: a table validated by its own validator (T's, strict), built the first time
+    a file holds that table, not as part of ConfigFile's: most files have no `[mcp]`, `[knowledge]`, `[tools]`,
+    `[[channels]]` or `[daemon]`, the built-in defaults' `[policy]`, `[hooks]` and `[secrets]` hold empty arrays
+    only (`_empty_arrays`), and building their validators was a good part of every command's start
+    (bench/cli_startup.py). Validation is the same: the same checks and errors (pydantic puts the field's name
+    in front of the inner errors' locations), an instance of T taken as it is. The field's default must not be
+    validated either: `default_factory=T.model_construct` (what `T()` is for a table whose keys all have
+    defaults)."""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        adapter: list[TypeAdapter[Any]] = []
+
+        model = isinstance(source, type) and issubclass(source, BaseModel)
+
+        def validate(value: Any) -> Any:
+            if model and _empty_arrays(source, value):
+                return source.model_construct(**{key: [] for key in value})  # what validating it gives
+            if not adapter:  # a model brings its own (strict) config; a list or union of models is strict here
+                adapter.append(TypeAdapter(source) if model else TypeAdapter(source, config=ConfigDict(strict=True)))
+            return adapter[0].validate_python(value)
+
+        return core_schema.no_info_plain_validator_function(validate)
+
+
+def _empty_arrays(model: type[BaseModel], value: Any) -> bool:
+    """Whether `value` is a table of nothing but `model`'s own array fields, each empty (`[policy] rules = []`, as
+    the built-in defaults have it): validating it checks only that each is an array and gives the model with
+    those fields empty (new lists), which `model_construct` makes without the validator. Not for a model with
+    validators of its own, nor a field with constraints of its own (an empty array could fail those)."""
+    if type(value) is not dict:
+        return False
+    found = model.__pydantic_decorators__
+    if found.validators or found.field_validators or found.root_validators or found.model_validators:
+        return False
+    fields = model.model_fields
+    return all(type(items) is list and not items and key in fields and typing.get_origin(fields[key].annotation)
+               is list and not fields[key].metadata for key, items in value.items())
 
 
 class RuleEntry(_Table):
@@ -148,7 +197,7 @@ class RuleEntry(_Table):
 
 
 class PolicySection(_Table):
-    rules: list[RuleEntry] = Field(default_factory=list)
+    rules: list[RuleEntry] = Field(default_factory=_no_entries)
 
 
 class HookEntry(_Table):
@@ -159,24 +208,24 @@ class HookEntry(_Table):
     """Run by the shell."""
     timeout_s: HookSeconds | None = None
     """None: the top-level `hook_timeout_s`."""
-    env: list[HookEnvName] = Field(default_factory=list)
+    env: list[HookEnvName] = Field(default_factory=_no_entries)
     """Environment variables passed to the command although `bash` does not get them (by default a hook gets
     exactly what `bash` gets: no Strata credentials, no `STRATA_*`)."""
 
 
 class HooksSection(_Table):
-    pre_tool_use: list[HookEntry] = Field(default_factory=list)
-    post_tool_use: list[HookEntry] = Field(default_factory=list)
-    stop: list[HookEntry] = Field(default_factory=list)
-    observe: list[HookEntry] = Field(default_factory=list)
+    pre_tool_use: list[HookEntry] = Field(default_factory=_no_entries)
+    post_tool_use: list[HookEntry] = Field(default_factory=_no_entries)
+    stop: list[HookEntry] = Field(default_factory=_no_entries)
+    observe: list[HookEntry] = Field(default_factory=_no_entries)
     """Observation hooks: get lifecycle events (started, resumed, parked, interrupted, ended) and cannot change
     the run."""
 
 
 class SecretsSection(_Table):
-    values: list[SecretValue] = Field(default_factory=list)
+    values: list[SecretValue] = Field(default_factory=_no_entries)
     """Extra secret values to mask wherever they appear."""
-    env: list[EnvName] = Field(default_factory=list)
+    env: list[EnvName] = Field(default_factory=_no_entries)
     """Names of environment variables whose values are secrets to mask."""
 
 
@@ -195,7 +244,7 @@ class DatasetEntry(_Table):
     None: `$XDG_DATA_HOME/strata/knowledge/NAME` and, in a trusted project, `.strata/knowledge/NAME`."""
     pii: PiiClass = "internal"
     """The PII class of what it holds; the knowledge tools carry the highest of the datasets a mode may read."""
-    modes: Annotated[list[Mode], AfterValidator(_distinct_modes)] = Field(default_factory=list)
+    modes: Annotated[list[Mode], AfterValidator(_distinct_modes)] = Field(default_factory=_no_entries)
     """The session modes granted to read it (none by default: a grant is always written down)."""
 
 
@@ -247,17 +296,17 @@ class McpToolEntry(_Table):
     safety: SafetyLevel
     effect: EffectClass
     pii: PiiClass = "none"
-    resource_keys: list[ResourceKeyTemplate] = Field(default_factory=list)
+    resource_keys: list[ResourceKeyTemplate] = Field(default_factory=_no_entries)
     """Templates over the call's arguments: `"issue:{repo}/{number}"`."""
     timeout_s: ToolSeconds | None = None
-    path_args: list[ArgName] = Field(default_factory=list)
+    path_args: list[ArgName] = Field(default_factory=_no_entries)
 
 
 class McpServerEntry(_Table):
     """`[mcp.servers.NAME]`: a server started over stdio (`command`, `args`, `env`) or reached at `url`."""
 
     command: Command | None = None
-    args: list[str] = Field(default_factory=list)
+    args: list[str] = Field(default_factory=_no_entries)
     env: dict[EnvName, str] = Field(default_factory=dict)
     url: McpUrl | None = None
     startup_timeout_s: ToolSeconds | None = None
@@ -273,8 +322,8 @@ class McpServerEntry(_Table):
 
 
 class McpServeEntry(_Table):
-    roots: list[DatasetPath] = Field(default_factory=list)
-    allow_tools: list[ToolName] = Field(default_factory=list)
+    roots: list[DatasetPath] = Field(default_factory=_no_entries)
+    allow_tools: list[ToolName] = Field(default_factory=_no_entries)
 
 
 class McpSection(_Table):
@@ -297,15 +346,15 @@ class ConfigFile(_Table):
     delegate_in_daemon: bool | None = None
     delegate_grants: bool | None = None
     db: StoreUrl | None = None
-    policy: PolicySection = Field(default_factory=PolicySection)
-    hooks: HooksSection = Field(default_factory=HooksSection)
-    secrets: SecretsSection = Field(default_factory=SecretsSection)
-    tools: dict[ToolName, ToolEntry] = Field(default_factory=dict)
+    policy: Annotated[PolicySection, _OwnValidator()] = Field(default_factory=PolicySection.model_construct)
+    hooks: Annotated[HooksSection, _OwnValidator()] = Field(default_factory=HooksSection.model_construct)
+    secrets: Annotated[SecretsSection, _OwnValidator()] = Field(default_factory=SecretsSection.model_construct)
+    tools: Annotated[dict[ToolName, ToolEntry], _OwnValidator()] = Field(default_factory=dict)
     """Per-tool settings; a later file overrides an earlier one tool by tool."""
-    knowledge: KnowledgeSection = Field(default_factory=KnowledgeSection)
+    knowledge: Annotated[KnowledgeSection, _OwnValidator()] = Field(default_factory=KnowledgeSection.model_construct)
     """Knowledge datasets (config/knowledge.py); a later file replaces a dataset's table whole."""
-    mcp: McpSection = Field(default_factory=McpSection)
+    mcp: Annotated[McpSection, _OwnValidator()] = Field(default_factory=McpSection.model_construct)
     """MCP servers and their tools' policies (config/mcp.py); a later file replaces a server's table whole."""
-    channels: list[ChannelEntry] | None = None
+    channels: Annotated[list[ChannelEntry] | None, _OwnValidator()] = None
     """The serve daemon's channels (config/channels.py); the user's file only."""
-    daemon: DaemonSection | None = None
+    daemon: Annotated[DaemonSection | None, _OwnValidator()] = None

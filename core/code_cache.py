@@ -86,7 +86,7 @@ def default_path() -> Path | None:
 
 def _read_raw(path: Path) -> dict[str, bytes]:
     try:
-        raw = _regular_file_bytes(path)
+        raw = regular_file_bytes(path)
         if not raw.startswith(_MAGIC):
             return {}  # another Python's code (or no code at all)
         data = marshal.loads(raw[len(_MAGIC):])
@@ -97,7 +97,7 @@ def _read_raw(path: Path) -> dict[str, bytes]:
     return {source: code for source, code in data.items() if isinstance(source, str) and isinstance(code, bytes)}
 
 
-def _regular_file_bytes(path: Path) -> bytes:
+def regular_file_bytes(path: Path) -> bytes:
     """The file's bytes; nothing for what is not a regular file (a FIFO there would block the start forever, a
     device would be read without end), opened without blocking and checked before it is read."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -136,19 +136,22 @@ def save(path: Path) -> None:
         keep = {s: raw for s, raw in keep.items() if s in _used}
     try:
         keep.update((s, marshal.dumps(codes[s])) for s in new)
-        data = _MAGIC + marshal.dumps(keep)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # A new file of a name no other writer uses (two processes of one pid, in two containers sharing the
-        # directory, say), created exclusively as Python creates its bytecode files: never written through a file
-        # or a link already there.
-        partial = path.with_name(f"{path.name}.{os.getpid()}.{os.urandom(6).hex()}.partial")
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        try:
-            with open(fd, "wb") as file:
-                file.write(data)
-            os.replace(partial, path)
-        finally:
-            partial.unlink(missing_ok=True)
+        write_file(path, _MAGIC + marshal.dumps(keep))
     except (OSError, ValueError):
         return
     _saved.update(keep)
+
+
+def write_file(path: Path, data: bytes) -> None:
+    """Write `data` to `path` atomically (a reader sees the old file or the new one). A new file of a name no other
+    writer uses (two processes of one pid, in two containers sharing the directory, say), created exclusively as
+    Python creates its bytecode files: never written through a file or a link already there."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.{os.getpid()}.{os.urandom(6).hex()}.partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with open(fd, "wb") as file:
+            file.write(data)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)

@@ -6,7 +6,7 @@ teach `fold` to read the old shape."""
 
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
@@ -321,6 +321,26 @@ Event = Annotated[
 
 EventAdapter: TypeAdapter[Event] = TypeAdapter(Event, config=ConfigDict(defer_build=True))  # built at first use
 
+_BY_KIND: dict[str, type[BaseModel]] = {
+    cls.model_fields["kind"].default: cls for cls in get_args(get_args(Event)[0])}
+_KIND_HEAD = '{"kind":"'
+
+
+def parse_event_json(data: str | bytes) -> Event:
+    """`EventAdapter.validate_json(data)`, building only the validators of the kinds a process meets: the union's
+    validator holds every kind's, and building it was a good part of `strata resume`'s start (a resume reads a few
+    kinds; bench/cli_startup.py). JSON that begins with its kind, as the stores write and give it back, is
+    validated by that kind's class, which is what the union does with it (its `kind` tag picks the class); anything
+    else, and anything that class refuses, goes to the union, so an error is the union's, word for word."""
+    head = data[:40]
+    kind = head.decode("latin-1") if isinstance(head, bytes) else head
+    if kind.startswith(_KIND_HEAD) and (cls := _BY_KIND.get(kind[len(_KIND_HEAD):].partition('"')[0])) is not None:
+        try:
+            return cls.model_validate_json(data)  # type: ignore[return-value]  # one of Event's classes
+        except ValueError:
+            pass  # the union's own words below
+    return EventAdapter.validate_json(data)
+
 
 def storable_json(event: Event, *, session_id: str | None = None, path: str | None = None) -> str:
     """The event's JSON as the stores keep it, checked to read back as an event: the store never commits what
@@ -331,12 +351,12 @@ def storable_json(event: Event, *, session_id: str | None = None, path: str | No
     try:
         data = event.model_dump_json(exclude_none=True, exclude=_stored_exclude(event))
         try:  # compact when that reads back as this very event, else every field
-            same = EventAdapter.validate_json(data) == event
+            same = parse_event_json(data) == event
         except ValueError:  # a field that must be given even when None
             same = False
         if not same:
             data = event.model_dump_json()
-            EventAdapter.validate_json(data)
+            parse_event_json(data)
     except (ValueError, RecursionError) as exc:  # pydantic's serialisation and validation errors are ValueErrors
         raise UnstorableEvent(event.kind, _first_line(exc), session_id=session_id, path=path) from None
     return data

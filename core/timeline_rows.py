@@ -234,7 +234,7 @@ class ApprovalRow(_Row):
 
 
 ReceiptTransition = Literal["dispatched", "done", "failed", "unknown", "reconciled"]
-_TRANSITION: TypeAdapter[ReceiptTransition] = TypeAdapter(ReceiptTransition)
+_TRANSITION: TypeAdapter[ReceiptTransition] = TypeAdapter(ReceiptTransition, config=ConfigDict(defer_build=True))
 
 
 class ReceiptRow(_Row):

@@ -249,7 +249,8 @@ def _as_written(row: ShownRow, call_id: object) -> bool:
     duration = row.duration_ms
     return (type(row.turn) is int and type(row.kind) is str and type(row.summary) is str
             and type(row.data) is dict and (row.decision is None or row.decision in TIMELINE_DECISIONS)
-            and all(v is None or type(v) is str for v in (row.tool, row.check, row.outcome, call_id))
+            and (row.tool is None or type(row.tool) is str) and (row.check is None or type(row.check) is str)
+            and (row.outcome is None or type(row.outcome) is str) and (call_id is None or type(call_id) is str)
             and (duration is None or (type(duration) in (int, float) and math.isfinite(duration))))
 
 

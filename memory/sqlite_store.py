@@ -36,7 +36,7 @@ from core.errors import (
     SessionNotFound,
     StoreError,
 )
-from core.events import SCHEMA_VERSION, EventAdapter, StoredEvent, storable_json
+from core.events import SCHEMA_VERSION, StoredEvent, parse_event_json, storable_json
 from core.hashing import canonical_json as _canonical_json
 from core.timeline import TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
 from core.vocabulary import Durability, SessionStatus
@@ -558,7 +558,7 @@ class SqliteEventStore:
         for seq, at, turn, kind, payload in rows:
             try:
                 # The time first, then the event: a row damaged in both is named by its time, as before.
-                when, event = stored_datetime(at), EventAdapter.validate_json(unpack_payload(kind, payload))
+                when, event = stored_datetime(at), parse_event_json(unpack_payload(kind, payload))
                 if type(seq) is int and type(turn) is int:  # the envelope is what it must be: nothing to validate
                     events.append(StoredEvent.model_construct(session_id=session_id, seq=seq, at=when, turn=turn,
                                                               event=event))

@@ -45,7 +45,7 @@ RECORD_MAX = 64 * 1024
 class HeldCommand(BaseModel):
     """A command started under a lock: its process group and the call that started it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built when a lock file is read
 
     group: ProcessGroup
     session_id: str
@@ -59,7 +59,7 @@ class HeldCommand(BaseModel):
 class _Record(BaseModel):
     """What a lock file holds: the key, the Strata process that holds the lock, and the command it started."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built when a lock file is read
 
     key: str
     holder: int

@@ -57,8 +57,10 @@ def plain_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, hea
                 page_width: int) -> list[str] | None:
     """The table's lines, or None when rich would draw it otherwise than this function does."""
     shown = [[c.header for c in columns], *rows] if header else list(rows)
-    if any("\n" in cell or "\t" in cell or "\r" in cell for row in shown for cell in row):
-        return None
+    for row in shown:  # a row's cells as one text: a check per row, not per cell
+        text = "".join(row)
+        if "\n" in text or "\t" in text or "\r" in text:
+            return None
     widths = []
     for index, column in enumerate(columns):
         if column.width is not None:
@@ -71,8 +73,21 @@ def plain_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, hea
     if sum(widths) + 2 * last > page_width:
         return None
     plan = [(width, column.justify) for width, column in zip(widths, columns, strict=True)]
+    # Almost every row is printable ASCII whose cells fit their columns: one format pads them all (a right-justified
+    # cell without its trailing spaces, as below), and the line is that row's exactly when it is as long as the
+    # table is wide (a longer cell would make it longer) and printable ASCII (so then is every cell).
+    layout = "  ".join(f"%{width}s" if justify == "right" else f"%-{width}s" for width, justify in plan)
+    wide = sum(widths) + 2 * last
+    right = [index for index, (_, justify) in enumerate(plan) if justify == "right"]
     lines = []
     for row in shown:
+        values = list(row)
+        for index in right:
+            values[index] = values[index].rstrip()
+        line = layout % tuple(values)
+        if len(line) == wide and line.isascii() and line.isprintable():
+            lines.append(line)
+            continue
         cells = []
         for cell, (width, justify) in zip(row, plan, strict=True):
             if cell.isascii() and cell.isprintable():  # almost every cell: `_fit` without its calls

@@ -14,6 +14,7 @@ import click  # noqa: E402
 
 from agent.cli import stdout  # noqa: E402
 from agent.cli._lazy import Entry, LazyGroup  # noqa: E402
+from agent.cli.leave import leave  # noqa: E402
 from agent.cli.logging_setup import full_way  # noqa: E402
 from agent.cli.logging_setup import setup as setup_logging  # noqa: E402
 from agent.cli.output import echo  # noqa: E402
@@ -103,6 +104,7 @@ def _imported() -> None:
     code compiled for start-up dataclasses is kept for the next start (agent/cli/startup_code.py)."""
     startup_gc.settle()
     startup_code.save()
+    startup_code.imported()
 
 
 # The collector is paused from the start until the command's module is imported (agent/cli/startup_gc.py).
@@ -146,4 +148,4 @@ def main() -> None:
     elif not isinstance(code, int):  # sys.exit("message"): Python prints it and exits 1
         echo(code, err=True)
         code = EXIT_ERROR
-    sys.exit(stdout.finish(code, lambda line: echo(line, err=True)))
+    leave(stdout.finish(code, lambda line: echo(line, err=True)))  # as sys.exit, without the teardown (leave.py)

@@ -5,8 +5,9 @@ defines some 180 dataclasses on its way in (most of them pydantic's, annotated_t
 and compiling their ~250 methods was about 16 ms of each start. The CLI points the `exec` that `dataclasses` calls
 at core/code_cache.py's `run` (the same call, compiling each distinct source once), loads the code an earlier start
 saved beside core's bytecode, and saves what it compiled anew once the command's module is imported (with
-`startup_gc.settle`, by then every start-up class exists). Only the CLI process does this: Strata used as a
-library leaves `dataclasses` as it is."""
+`startup_gc.settle`, by then every start-up class exists). The regular expressions compiled on the way in are kept
+the same way (core/pattern_cache.py). Only the CLI process does this: Strata used as a library leaves `dataclasses`
+and `re` as they are."""
 
 from __future__ import annotations
 
@@ -14,16 +15,22 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from core import code_cache
+from core import code_cache, pattern_cache
 
 
 class StartupCode:
     def __init__(self) -> None:
         self._path: Path | None = None
+        self._patterns: Path | None = None
 
     def install(self) -> None:
         """Before the command's modules are imported. Does nothing if `dataclasses` already has an `exec` of its
-        own (a second install, or another tool's)."""
+        own (a second install, or another tool's); the compiled regular expressions likewise
+        (core/pattern_cache.py)."""
+        if pattern_cache.install():
+            self._patterns = pattern_cache.default_path()
+            if self._patterns is not None:
+                pattern_cache.load(self._patterns)
         if "exec" in vars(dataclasses):
             return
         self._path = code_cache.default_path()
@@ -31,10 +38,19 @@ class StartupCode:
             code_cache.load(self._path)
         dataclasses.exec = code_cache.run  # type: ignore[attr-defined]  # found before the builtin
 
+    def imported(self) -> None:
+        """The command's modules are imported: the patterns compiled from here on are the command's own work (made
+        of what it read, a secret to mask, say) and are not kept (core/pattern_cache.py)."""
+        pattern_cache.stop_recording()
+
     def save(self) -> None:
         """Keep what this start compiled anew, unless Python writes no bytecode here (`PYTHONDONTWRITEBYTECODE`)."""
-        if self._path is not None and not sys.dont_write_bytecode:
+        if sys.dont_write_bytecode:
+            return
+        if self._path is not None:
             code_cache.save(self._path)
+        if self._patterns is not None:
+            pattern_cache.save(self._patterns)
 
 
 startup_code = StartupCode()

@@ -39,7 +39,7 @@ from core.errors import (
     SessionNotFound,
     StoreError,
 )
-from core.events import SCHEMA_VERSION, EventAdapter, StoredEvent, storable_json
+from core.events import SCHEMA_VERSION, StoredEvent, parse_event_json, storable_json
 from core.timeline import TimelineDecision, TimelineRow, canonical_time, seal
 from core.vocabulary import SessionStatus
 from memory.chain_binding import ChainBinding, home_key, matching
@@ -425,7 +425,7 @@ class PostgresEventStore:
         for seq, at, turn, payload in await self._fetch(sql + " ORDER BY seq", params):
             try:
                 events.append(StoredEvent(session_id=session_id, seq=seq, at=datetime.fromisoformat(at), turn=turn,
-                                          event=EventAdapter.validate_json(payload)))
+                                          event=parse_event_json(payload)))
             except (ValueError, TypeError) as exc:
                 raise DamagedEvent(session_id, seq, f"{type(exc).__name__}", path=self.path) from None
         return events

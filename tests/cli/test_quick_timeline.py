@@ -127,6 +127,20 @@ def test_lines_that_fit_are_what_textwrap_gives_them() -> None:
         assert fitted_lines(text_, width) == (textwrap.wrap(text_, width, break_on_hyphens=False) or [""]), text_
 
 
+def test_wrapped_lines_of_words_and_spaces_are_what_textwrap_gives_them() -> None:
+    """The table's own wrapping of printable ASCII (agent/cli/timeline_table.py `_greedy`) against textwrap: words
+    and runs of spaces of every length around the width (runs ending a line, beginning one, ending the text; words
+    and runs wider than a line), and text it leaves to textwrap (a leading space, tabs, other characters)."""
+    rng = random.Random(7)
+    alphabets = ["ab ", "a b", "abc  -", "xy    ", "a\tb c", "ab\u00e9 ", "a-b c_d", "ab \n", "aaaaa ", "x  y "]
+    for _ in range(12_000):
+        alphabet = rng.choice(alphabets)
+        text_ = "".join(rng.choice(alphabet) for _ in range(rng.choice([0, 1, 2, 3, 5, 10, 30, 100, 300])))
+        width = rng.choice([1, 2, 3, 4, 5, 8, 20, 93])
+        assert fitted_lines(text_, width) == (textwrap.wrap(text_, width, break_on_hyphens=False) or [""]), \
+            (text_, width)
+
+
 def test_a_workspace_that_cannot_be_looked_at_goes_the_full_way_and_is_one_error_line(
         cli: StrataCLI, session: str, tmp_path: Path) -> None:
     """A recorded workspace whose stat fails with other than "no such file" (here ENAMETOOLONG; EACCES for another

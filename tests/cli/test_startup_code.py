@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from core import code_cache
+from core import code_cache, pattern_cache
 from tests.conftest import REPO, StrataCLI, write_script
 
 
@@ -76,3 +76,56 @@ def test_strata_used_as_a_library_leaves_dataclasses_alone() -> None:
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def _pattern_file(prefix: Path) -> Path:
+    found = sorted(prefix.rglob("compiled_patterns.*.marshal"))
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_a_command_saves_the_patterns_its_modules_compiled_and_the_next_start_takes_them(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """core/pattern_cache.py: the regular expressions compiled on the way in (the masking detectors' among them)
+    are kept beside the bytecode; the next start finds every one and writes nothing."""
+    from core.masking._detectors import MASK_TOKEN
+
+    prefix = tmp_path / "pycache"
+    _run(cli, tmp_path, prefix, PYTHONDONTWRITEBYTECODE="")
+    path = _pattern_file(prefix)
+    saved = pattern_cache.read(path)
+    assert len(saved) > 50
+    assert (MASK_TOKEN.pattern, 0) in saved  # as `re.compile(text)` asked for it: no flags
+    stamp = path.stat().st_mtime_ns, path.read_bytes()
+    _run(cli, tmp_path, prefix, PYTHONDONTWRITEBYTECODE="")
+    assert (path.stat().st_mtime_ns, path.read_bytes()) == stamp
+
+
+def test_what_a_command_reads_never_reaches_the_pattern_file(cli: StrataCLI, tmp_path: Path) -> None:
+    """Only the patterns compiled before the command's work starts are kept: a configured secret, the prompt and the
+    model's answer are not in the file, whatever the masker or the tools compile from them."""
+    secret = "tok-PATTERN-FILE-never-9f8e7d"
+    user = cli.home / "xdg-config" / "strata" / "config.toml"
+    user.parent.mkdir(parents=True, exist_ok=True)
+    user.write_text(f'[secrets]\nvalues = ["{secret}"]\n', encoding="utf-8")
+    script = write_script(tmp_path / "turns.json", [[{"type": "tool_use", "name": "grep",
+                                                      "input": {"pattern": f"{secret}|x+", "path": "."}}]])
+    prefix = tmp_path / "pycache"
+    env = {"PYTHONPYCACHEPREFIX": str(prefix), "PYTHONDONTWRITEBYTECODE": ""}
+    done = cli.run("run", "--json", "--allow", "grep", "--model", f"script:{script}", f"find {secret}", env=env)
+    assert done.returncode == 0, done.stderr
+    assert secret.encode() not in _pattern_file(prefix).read_bytes()
+    assert not [key for key in pattern_cache.read(_pattern_file(prefix)) if "PATTERN-FILE" in str(key[0])]
+
+
+def test_no_pattern_file_is_written_where_python_writes_no_bytecode(cli: StrataCLI, tmp_path: Path) -> None:
+    prefix = tmp_path / "pycache"
+    _run(cli, tmp_path, prefix, PYTHONDONTWRITEBYTECODE="1")
+    assert not list(prefix.rglob("compiled_patterns.*"))
+
+
+def test_strata_used_as_a_library_leaves_re_alone() -> None:
+    probe = "import re._compiler, agent.session, agent.loop\nprint(re._compiler.compile.__module__)\n"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "re._compiler"

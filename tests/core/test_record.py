@@ -186,3 +186,29 @@ def test_a_slotted_record_round_trips_through_pickle_and_copy() -> None:
     assert pickle.loads(pickle.dumps(s)) == s and copy.deepcopy(s) == s and copy.copy(s) == s
     m = Made("m", ["x"])
     assert pickle.loads(pickle.dumps(m)) == m and copy.deepcopy(m) == m
+
+
+def test_a_record_without_a_docstring_gets_the_one_dataclass_writes() -> None:
+    """`dataclass` writes a missing docstring from the class's signature; a record, whose `__init__` is set after,
+    gets what it wrote before (`Name()`, or the signature of a base's `__init__`), without `dataclass` reading
+    `object`'s text signature (core/record.py)."""
+
+    class Base:
+        def __init__(self, q: int) -> None:
+            self.q = q
+
+    def plain() -> type:
+        class NoDoc:
+            x: int
+        return NoDoc
+
+    def based() -> type:
+        class Derived(Base):
+            x: int
+        return Derived
+
+    for make, slots in ((plain, False), (plain, True), (based, False)):
+        ours = record(make()) if not slots else record(slots=True)(make())
+        theirs = dataclasses.dataclass(make(), init=False, eq=False, repr=False, slots=slots)
+        assert ours.__doc__ == theirs.__doc__, (ours.__doc__, theirs.__doc__)
+    assert record(plain()).__doc__ == "NoDoc()"
