@@ -7,13 +7,20 @@ environment mapping); nothing here reads `os.environ`."""
 
 from __future__ import annotations
 
+import json
 from types import TracebackType
 from typing import Any, Self
 
 import anthropic
 import anyio
 
-from core.model._anthropic_wire import BadToolInput, StreamAccumulator, StreamIncomplete, request_params
+from core.model._anthropic_wire import (
+    BadToolInput,
+    StreamAccumulator,
+    StreamIncomplete,
+    StreamMalformed,
+    request_params,
+)
 from core.model.base import ModelErrorKind, ModelListener, ModelRequest, ModelResponse, NullListener
 from core.model.retry import AttemptFailure, RetryPolicy, kind_for_error_type, kind_for_status, parse_retry_after
 
@@ -111,8 +118,11 @@ class AnthropicModel:
                     async for event in stream:
                         accumulator.feed(event)
                 return accumulator.finish(request_id)
-            except (_http.TransportError, StreamIncomplete, BadToolInput) as exc:
+            except (_http.TransportError, StreamIncomplete, StreamMalformed, BadToolInput) as exc:
                 raise _StreamBroken(exc, request_id) from exc
+            except json.JSONDecodeError as exc:  # the SDK reads each event's data as JSON
+                raise _StreamBroken(StreamMalformed(f"an event whose data is not JSON ({exc.msg})"),
+                                    request_id) from exc
             except anthropic.APIConnectionError as exc:
                 # Current SDKs wrap a failed read of the body (a reset, a cut chunked stream) as a connection
                 # error; once the stream began it is a stream that broke off, with the request's id.
@@ -165,6 +175,11 @@ class AnthropicModel:
             what = f"Anthropic API returned tool call {cause.call_id} ({cause.tool}) with input that {cause.problem}"
             return AttemptFailure("bad_response", what + (f" ({ref})" if ref else ""),
                                   "raise max_tokens" if cut else "try again", request_id=exc.request_id)
+        if isinstance(cause, StreamMalformed):
+            ref = ", ".join(p for p in (str(cause), request) if p)
+            return AttemptFailure("bad_response", f"the Anthropic API sent a malformed stream ({ref})",
+                                  "try again; if it persists, report it with the request id",
+                                  request_id=exc.request_id)
         if isinstance(cause, _http.TimeoutException):
             kind: ModelErrorKind = "timeout"
             detail = "no data in time"
