@@ -15,6 +15,9 @@ from core.messages import ContentBlock, Message, TextBlock, ToolResultBlock, Too
 from core.model.base import ModelListener, ModelRequest, ModelResponse, StopReason, Usage
 
 _STOP_REASONS: frozenset[str] = frozenset(get_args(StopReason))
+# the events of one message, which all come after its message_start
+_MESSAGE_EVENTS = frozenset({"content_block_start", "content_block_delta", "content_block_stop", "message_delta",
+                             "message_stop"})
 
 
 def _ephemeral() -> dict[str, str]:
@@ -132,6 +135,7 @@ class StreamAccumulator:
         self._blocks: dict[int, _Text | _Tool] = {}
         self._open: set[int] = set()  # every started block not yet stopped, of any type
         self._started: set[int] = set()
+        self._started_message = False
         self._usage: dict[str, int] = {}
         self.stop_reason: str | None = None
         self.stopped = False
@@ -139,7 +143,10 @@ class StreamAccumulator:
     def feed(self, event: Any) -> None:
         kind = getattr(event, "type", None)
         if kind == "message_start":
+            self._started_message = True
             self._take_usage(getattr(getattr(event, "message", None), "usage", None))
+        elif kind in _MESSAGE_EVENTS and not self._started_message:
+            raise StreamMalformed(f"a {kind} event before message_start")
         elif kind == "content_block_start":
             self._start(_index(event), getattr(event, "content_block", None))
         elif kind == "content_block_delta":

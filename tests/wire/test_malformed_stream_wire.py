@@ -158,3 +158,11 @@ def test_events_split_inside_utf8_and_inside_data_and_unknown_events_are_read(cl
     (view,) = cli.json_lines("show", result_of(proc)["session_id"], "--json")
     texts = [b["text"] for m in view["messages"] if m["role"] == "assistant" for b in m["content"]]
     assert texts == ["h\u00e9llo \u20ac\U0001f600"], json.dumps(view["messages"])
+
+
+def test_a_stream_without_message_start_is_not_an_empty_answer(cli: StrataCLI, raw_server: RawSSEServer,
+                                                               ws: Path) -> None:
+    """`message_stop` alone (a proxy's empty stream, say) used to be read as an empty answer and the session
+    completed; it is a stream Strata cannot read."""
+    fails_and_resumes(cli, raw_server, ws, [SSE_HEAD, *message_end("end_turn")], "malformed stream",
+                      "before message_start")
