@@ -370,6 +370,7 @@ class HostedSession:
         """Cancel the running turn, as Ctrl-C does (the loop closes its batch). Whether a turn was running."""
         if self._turn_scope is None:
             return False
+        self.approver.withdraw()  # before the cancellation reaches the ask: an approval after this is refused
         self._turn_scope.cancel()
         return True
 
