@@ -62,6 +62,14 @@ class _StreamBroken(Exception):
         self.request_id = request_id
 
 
+class _NotAStream(Exception):
+    """A 200 whose body is not an event stream: what answered is not the Messages API."""
+
+    def __init__(self, content_type: str) -> None:
+        super().__init__(content_type)
+        self.content_type = content_type
+
+
 class AnthropicModel:
     """`anthropic:<model>` through `anthropic.AsyncAnthropic`. `timeout_s` bounds each network wait (connect,
     write, the gap between streamed chunks); `attempt_timeout_s` bounds one whole attempt. Close it with `aclose()`
@@ -112,6 +120,10 @@ class AnthropicModel:
         with anyio.fail_after(self._attempt_timeout_s):
             stream = await self._client.messages.create(**params, stream=True)
             request_id: str | None = stream.response.headers.get("request-id")
+            content_type = stream.response.headers.get("content-type", "")
+            if content_type.split(";")[0].strip().lower() != "text/event-stream":
+                await stream.close()  # some other service answered 200 (a wrong base URL): nothing to read
+                raise _StreamBroken(_NotAStream(content_type.split(";")[0].strip()), request_id)
             accumulator = StreamAccumulator(listener)
             try:
                 async with stream:
@@ -175,6 +187,11 @@ class AnthropicModel:
             what = f"Anthropic API returned tool call {cause.call_id} ({cause.tool}) with input that {cause.problem}"
             return AttemptFailure("bad_response", what + (f" ({ref})" if ref else ""),
                                   "raise max_tokens" if cut else "try again", request_id=exc.request_id)
+        if isinstance(cause, _NotAStream):
+            what = (f"the Anthropic API at {self._base_url} answered with {cause.content_type or 'no content type'}, "
+                    "not an event stream")
+            return AttemptFailure("bad_response", what + (f" ({request})" if request else ""),
+                                  "check ANTHROPIC_BASE_URL", request_id=exc.request_id)
         if isinstance(cause, StreamMalformed):
             ref = ", ".join(p for p in (str(cause), request) if p)
             return AttemptFailure("bad_response", f"the Anthropic API sent a malformed stream ({ref})",

@@ -166,3 +166,16 @@ def test_a_stream_without_message_start_is_not_an_empty_answer(cli: StrataCLI, r
     completed; it is a stream Strata cannot read."""
     fails_and_resumes(cli, raw_server, ws, [SSE_HEAD, *message_end("end_turn")], "malformed stream",
                       "before message_start")
+
+
+@pytest.mark.parametrize("content_type", ["text/html; charset=utf-8", "application/json"])
+def test_a_200_that_is_not_an_event_stream_names_the_base_url_and_is_not_retried(cli: StrataCLI,
+                                                                                 raw_server: RawSSEServer, ws: Path,
+                                                                                 content_type: str) -> None:
+    """ANTHROPIC_BASE_URL pointing at some other web service that answers 200: it used to read as a stream that
+    "broke off" ("check the network"), retried as a network fault; it is one clear line naming what answered."""
+    body = b"<html>welcome</html>" if content_type.startswith("text/html") else b"not json!"
+    answer = (f"HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {len(body)}\r\n"
+              "connection: close\r\n\r\n").encode() + body
+    fails_and_resumes(cli, raw_server, ws, [answer], "not an event stream", content_type.split(";")[0],
+                      "ANTHROPIC_BASE_URL")
