@@ -147,6 +147,8 @@ class StreamAccumulator:
             self._take_usage(getattr(getattr(event, "message", None), "usage", None))
         elif kind in _MESSAGE_EVENTS and not self._started_message:
             raise StreamMalformed(f"a {kind} event before message_start")
+        elif kind in _MESSAGE_EVENTS and self.stopped:  # nothing after message_stop is part of the message
+            raise StreamMalformed(f"a {kind} event after message_stop")
         elif kind == "content_block_start":
             self._start(_index(event), getattr(event, "content_block", None))
         elif kind == "content_block_delta":

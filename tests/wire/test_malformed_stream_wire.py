@@ -111,6 +111,15 @@ def test_two_blocks_on_one_index_are_refused_not_merged(cli: StrataCLI, raw_serv
     fails_and_resumes(cli, raw_server, ws, stream, "malformed stream", "block 0 started twice")
 
 
+def test_a_tool_call_streamed_after_message_stop_never_runs(cli: StrataCLI, raw_server: RawSSEServer,
+                                                            ws: Path) -> None:
+    """The message ended; a whole tool_use block after its `message_stop` is not part of it."""
+    stream = [SSE_HEAD, message_start(), text_start(0), text_delta(0, "Done."), block_stop(0),
+              *message_end("end_turn"), tool_start(1, "toolu_after", "read_file"), json_delta(1, '{"path": "a.txt"}'),
+              block_stop(1)]
+    fails_and_resumes(cli, raw_server, ws, stream, "malformed stream", "after message_stop")
+
+
 # -- events Strata cannot read: one line, recorded, resumable (they used to end in "internal error") -----------
 
 _DELTA = "content_block_delta"
