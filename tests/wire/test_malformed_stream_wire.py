@@ -35,6 +35,8 @@ from tests.wire.raw_sse_server import (
 
 MODEL = "anthropic:claude-test"
 
+pytestmark = pytest.mark.slow  # each test runs three or four `strata` processes
+
 
 @pytest.fixture
 def raw_server() -> Iterator[RawSSEServer]:
