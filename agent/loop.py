@@ -310,8 +310,8 @@ class AgenticLoop:
             self.rec.phase("perceive", turn, f"perceive: {len(request.messages)} messages, {len(request.tools)} tools")
             try:
                 response = await self.model.complete(request, self._listener)
-            except ModelError as exc:
-                return await self._end("failed", f"model error: {exc}")
+            except ModelError as exc:  # its message may quote the API's, which may quote a secret
+                return await self._end("failed", f"model error: {self.rec.masker.mask(str(exc))}")
             planned = propose(response, batch_id=self._ids.uuid7(), used_ids=state.call_ids,
                               looks_secret=self._looks_secret)
             if planned.notes:

@@ -453,11 +453,12 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
         asking = asking or Asking()
         knowledge = await rt.session_knowledge(Path(state.workspace), state.mode)
         told = knowledge_change(rt.knowledge.home if rt.knowledge else None, state.knowledge_told, knowledge)
-        delegator = _delegator(rt, asking.approver, asking.on_ask or state.on_ask)
+        on_ask = _resumed_on_ask(asking, state)
+        delegator = _delegator(rt, asking.approver, on_ask)
         delegator.state = state
         plan = rt.plan(state.mode, knowledge, depth=state.depth, tools_allowed=state.tools_allowed,
                        delegator=delegator)
-        parts = _parts(rt, session_id, workspace=state.workspace, on_ask=asking.on_ask or state.on_ask, model=model,
+        parts = _parts(rt, session_id, workspace=state.workspace, on_ask=on_ask, model=model,
                        plan=plan, hooks=hooks, observer=observer, asking=asking,
                        listener=listener, next_turn=_NextTurn(state), kill_orphans=kill_orphans)
         loop = await AgenticLoop.resume(parts, restored, rules=rules, max_turns=max_turns, on_ask=asking.on_ask,
@@ -468,6 +469,18 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
         with anyio.CancelScope(shield=True):
             await rt.store.release_lease(session_id, holder.token, resting_status(state, before))
         raise
+
+
+def _resumed_on_ask(asking: Asking, state: SessionState) -> OnAsk:
+    """What a resumed session does with an ask nobody can answer: what the resume says, else the session's setting;
+    but a session the daemon hosted (mode `ipc`) resumed with nobody to ask parks it, as the daemon parks a call no
+    client is there to decide (README: "the call parks exactly as with --on-ask park"). Its recorded setting is
+    "deny" and never applied in the daemon, where a client's approver always answers or parks."""
+    if asking.on_ask is not None:
+        return asking.on_ask
+    if state.mode == "ipc" and asking.approver is None:
+        return "park"
+    return state.on_ask
 
 
 def _delegator(rt: Runtime, approver: Approver | None, on_ask: OnAsk) -> Delegator:

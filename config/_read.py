@@ -17,11 +17,13 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from config._regular_file import read_regular
 from config.schema import ConfigFile
 from core.errors import ConfigError
 from core.record import record
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
 
 
 @record
@@ -38,7 +40,7 @@ def read_config_file(path: Path, *, source: str | None = None) -> ConfigDoc:
     """Read and validate `path`. `source` is how errors and `sources` name it (default: the path)."""
     label = source or str(path)
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)
     except OSError as exc:
         raise ConfigError(f"cannot read the file: {exc.strerror or exc}", file=label) from None
     return parse_config(raw, path=path, source=label)

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from config._regular_file import read_regular
 from config.checked import Role, was_checked
 from config.locations import SETTING_KEYS, default_home, env_var, project_config_path, user_config_path
 from core.record import record
@@ -36,7 +37,7 @@ def known_valid(home: Path, role: Role, path: Path) -> dict[str, Any] | None:
     """The file's table when a full load validated exactly its bytes; {} when there is no such file; None when it
     is not known valid (or cannot be read)."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path)  # never a FIFO or a device (config/_read.py)
     except FileNotFoundError:
         return {}
     except OSError:

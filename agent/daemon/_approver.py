@@ -29,6 +29,11 @@ class _Waiting:
     driver: Attachment
     done: anyio.Event = field(default_factory=anyio.Event)
     answer: ApprovalAnswer | Parked | None = None
+    withdrawn: bool = False  # its turn was interrupted: no answer is taken any more
+
+    @property
+    def open(self) -> bool:
+        return self.answer is None and not self.withdrawn
 
     def settle(self, answer: ApprovalAnswer | Parked) -> None:
         if self.answer is None:
@@ -72,8 +77,8 @@ class DriverApprover:
         plan digest it was given for; a call that waits with others is refused (stale_approval), never
         approved."""
         waiting = self._waiting.get(call_id)
-        if waiting is None or waiting.driver is not by or waiting.answer is not None:
-            asked = ", ".join(c for c, w in self._waiting.items() if w.driver is by and w.answer is None) or "none"
+        if waiting is None or waiting.driver is not by or not waiting.open:
+            asked = ", ".join(c for c, w in self._waiting.items() if w.driver is by and w.open) or "none"
             raise HostRefused("no_such_call", f"call {call_id} of session {by.session_id} is not waiting for this "
                               f"client's decision (waiting: {asked})", session_id=by.session_id)
         request = waiting.request
@@ -83,9 +88,15 @@ class DriverApprover:
                               hint="approve with the args_sha256 and plan_digest of its approval request")
         waiting.settle(answer)
 
+    def withdraw(self) -> None:
+        """The turn was interrupted: what it asked waits for no decision any more (the loop gives each such call
+        its result as it closes the batch). An answer arriving now is refused, never acknowledged and dropped."""
+        for waiting in self._waiting.values():
+            waiting.withdrawn = True
+
     def driver_left(self, driver: Attachment) -> bool:
         """Park what `driver` was asked. Whether anything was waiting for it."""
-        left = [w for w in self._waiting.values() if w.driver is driver and w.answer is None]
+        left = [w for w in self._waiting.values() if w.driver is driver and w.open]
         for waiting in left:
             waiting.settle(Parked(self._mark(DRIVER_LEFT)))
         return bool(left)
@@ -98,7 +109,7 @@ class DriverApprover:
 
     def waiting(self) -> tuple[WaitingCall, ...]:
         return tuple(WaitingCall(call_id=w.request.call_id, tool=w.request.tool, how="asking")
-                     for w in self._waiting.values() if w.answer is None)
+                     for w in self._waiting.values() if w.open)
 
     def _park(self, why: str) -> Parked:
         return Parked(self._mark(why))

@@ -42,7 +42,7 @@ from agent.daemon._messages import (
 from agent.outcome import RunOutcome
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
 from config import LoadedConfig
-from core.errors import StoreError, StrataError
+from core.errors import SessionActive, StoreError, StrataError
 from core.events import ParkedCall, StoredEvent
 from core.model import ModelAdapter, ModelAttempt, ModelListener, ModelRequest, ModelResponse
 from core.policy import PermissionRule
@@ -52,6 +52,12 @@ from memory.leases import LEASE_TTL
 from memory.restore import restore_or_report
 
 log = structlog.get_logger("strata.daemon")
+
+DECISION_LEASE_S = 3.0
+"""How long a turn waits for the lease of its session when another live process holds it: `strata approve|deny`
+and `strata reconcile` hold it for milliseconds while they record a decision (a driver attaching to a parked
+session meets them when two people decide at once); a running session holds it for as long as it runs."""
+WAITING_FOR_LEASE = "another process holds the session's lease; the turn waits for it"
 
 
 @record
@@ -201,6 +207,22 @@ class HostedSession:
     def _opened(self, state: SessionState) -> None:
         self.workspace, self.model, self.phase = state.workspace, state.model, "idle"
 
+    async def _resume_when_free(self, prompt: str | None) -> LiveSession:
+        """`_resume` for a turn, waiting up to DECISION_LEASE_S for a lease another process holds; SessionActive
+        once that is over (the other process is not deciding a call: it drives the session)."""
+        deadline = anyio.current_time() + DECISION_LEASE_S
+        said = False
+        while True:
+            try:
+                return await self._resume(prompt)
+            except SessionActive as exc:
+                if anyio.current_time() >= deadline:
+                    raise
+                if not said:
+                    log.info(WAITING_FOR_LEASE, session_id=self.id, owner=exc.owner)
+                    said = True
+                await anyio.sleep(0.1)
+
     async def _resume(self, prompt: str | None) -> LiveSession:
         factory = self._parts.model_factory
         self._rt = await self._runtime_for(Path(self.workspace))
@@ -297,7 +319,7 @@ class HostedSession:
                 self._turn_scope = scope
                 try:
                     if self.live is None:
-                        self.live = await self._resume(prompt)
+                        self.live = await self._resume_when_free(prompt)
                         self.parked = ()
                     self.phase = "act" if self.live.loop.state.open_batch is not None else "plan"
                     outcome = await self.live.run(prompt)
@@ -348,6 +370,7 @@ class HostedSession:
         """Cancel the running turn, as Ctrl-C does (the loop closes its batch). Whether a turn was running."""
         if self._turn_scope is None:
             return False
+        self.approver.withdraw()  # before the cancellation reaches the ask: an approval after this is refused
         self._turn_scope.cancel()
         return True
 

@@ -15,6 +15,9 @@ from core.messages import ContentBlock, Message, TextBlock, ToolResultBlock, Too
 from core.model.base import ModelListener, ModelRequest, ModelResponse, StopReason, Usage
 
 _STOP_REASONS: frozenset[str] = frozenset(get_args(StopReason))
+# the events of one message, which all come after its message_start
+_MESSAGE_EVENTS = frozenset({"content_block_start", "content_block_delta", "content_block_stop", "message_delta",
+                             "message_stop"})
 
 
 def _ephemeral() -> dict[str, str]:
@@ -88,6 +91,12 @@ class StreamIncomplete(Exception):
     """The event stream ended without `message_stop`: the connection was cut, so the answer is unusable."""
 
 
+class StreamMalformed(Exception):
+    """An event the Messages API's stream grammar does not allow (a field missing or of the wrong type, a block
+    started twice, a delta for a block that never started or already stopped, data that is not JSON): the answer
+    cannot be read with confidence, so none of it is used."""
+
+
 class BadToolInput(Exception):
     """A tool_use block's streamed input is not a JSON object (typically cut off by max_tokens), or is nested too
     deep to be read at all (core/bounded_json.py)."""
@@ -111,16 +120,22 @@ class _Tool:
     name: str
     initial: dict[str, Any]
     parts: list[str] = field(default_factory=list)
+    stopped: bool = False
 
 
 class StreamAccumulator:
     """Folds one attempt's stream events into a response, passing text deltas to the listener as they arrive and
-    assembling each tool_use input from its `input_json_delta` pieces. Unknown event and block types are ignored,
-    as the API's versioning policy asks."""
+    assembling each tool_use input from its `input_json_delta` pieces. Unknown event, block and delta types are
+    ignored, as the API's versioning policy asks; a known event that breaks the grammar is `StreamMalformed`, and
+    a tool_use block is only a proposal once its `content_block_stop` arrived (anything after that is refused, so
+    a cut input is never completed by a stray delta)."""
 
     def __init__(self, listener: ModelListener) -> None:
         self._listener = listener
         self._blocks: dict[int, _Text | _Tool] = {}
+        self._open: set[int] = set()  # every started block not yet stopped, of any type
+        self._started: set[int] = set()
+        self._started_message = False
         self._usage: dict[str, int] = {}
         self.stop_reason: str | None = None
         self.stopped = False
@@ -128,29 +143,78 @@ class StreamAccumulator:
     def feed(self, event: Any) -> None:
         kind = getattr(event, "type", None)
         if kind == "message_start":
-            self._take_usage(event.message.usage)
+            self._started_message = True
+            self._take_usage(getattr(getattr(event, "message", None), "usage", None))
+        elif kind in _MESSAGE_EVENTS and not self._started_message:
+            raise StreamMalformed(f"a {kind} event before message_start")
+        elif kind in _MESSAGE_EVENTS and self.stopped:  # nothing after message_stop is part of the message
+            raise StreamMalformed(f"a {kind} event after message_stop")
         elif kind == "content_block_start":
-            block = event.content_block
-            if block.type == "text":
-                self._blocks[event.index] = _Text([block.text] if block.text else [])
-                if block.text:
-                    self._listener.on_text(block.text)
-            elif block.type == "tool_use":
-                self._blocks[event.index] = _Tool(block.id, block.name, dict(block.input or {}))
+            self._start(_index(event), getattr(event, "content_block", None))
         elif kind == "content_block_delta":
-            self._delta(self._blocks.get(event.index), event.delta)
+            index = _index(event)
+            if index not in self._open:
+                state = "after its content_block_stop" if index in self._started else "before its content_block_start"
+                tool = self._blocks.get(index)
+                if isinstance(tool, _Tool) and index in self._started:
+                    raise BadToolInput(tool.name, tool.id, self.stop_reason, f"had a delta {state}")
+                raise StreamMalformed(f"a delta for block {index} {state}")
+            self._delta(index, getattr(event, "delta", None))
+        elif kind == "content_block_stop":
+            index = _index(event)
+            if index not in self._open:
+                raise StreamMalformed(f"content_block_stop for block {index}, which is not open")
+            self._open.discard(index)
+            block = self._blocks.get(index)
+            if isinstance(block, _Tool):
+                block.stopped = True
         elif kind == "message_delta":
-            self.stop_reason = event.delta.stop_reason
-            self._take_usage(event.usage)
+            delta = getattr(event, "delta", None)
+            reason = getattr(delta, "stop_reason", None)
+            if delta is None or not (reason is None or isinstance(reason, str)):
+                raise StreamMalformed("a message_delta without a readable delta")
+            self.stop_reason = reason
+            self._take_usage(getattr(event, "usage", None))
         elif kind == "message_stop":
             self.stopped = True
 
-    def _delta(self, block: _Text | _Tool | None, delta: Any) -> None:
-        if delta.type == "text_delta" and isinstance(block, _Text) and delta.text:
-            block.parts.append(delta.text)
-            self._listener.on_text(delta.text)
-        elif delta.type == "input_json_delta" and isinstance(block, _Tool):
-            block.parts.append(delta.partial_json)
+    def _start(self, index: int, block: Any) -> None:
+        if index in self._started:
+            raise StreamMalformed(f"block {index} started twice")
+        block_type = getattr(block, "type", None)
+        if not isinstance(block_type, str):
+            raise StreamMalformed(f"a content_block_start for block {index} without its block")
+        self._started.add(index)
+        self._open.add(index)
+        if block_type == "text":
+            text = _text(getattr(block, "text", None), f"the text of block {index}")
+            self._blocks[index] = _Text([text] if text else [])
+            if text:
+                self._listener.on_text(text)
+        elif block_type == "tool_use":
+            call_id, name = getattr(block, "id", None), getattr(block, "name", None)
+            initial = getattr(block, "input", None)
+            if not (isinstance(call_id, str) and call_id and isinstance(name, str) and name):
+                raise StreamMalformed(f"tool_use block {index} without an id or a name")
+            if not (initial is None or isinstance(initial, dict)):
+                raise StreamMalformed(f"tool_use block {index} ({name}) with an input that is not an object")
+            self._blocks[index] = _Tool(call_id, name, dict(initial or {}))
+
+    def _delta(self, index: int, delta: Any) -> None:
+        delta_type = getattr(delta, "type", None)
+        if not isinstance(delta_type, str):
+            raise StreamMalformed(f"a content_block_delta for block {index} without its delta")
+        block = self._blocks.get(index)
+        if delta_type == "text_delta" and isinstance(block, _Text):
+            text = _text(getattr(delta, "text", None), f"a text delta of block {index}")
+            if text:
+                block.parts.append(text)
+                self._listener.on_text(text)
+        elif delta_type == "input_json_delta" and isinstance(block, _Tool):
+            partial = getattr(delta, "partial_json", None)
+            if not isinstance(partial, str):
+                raise StreamMalformed(f"an input delta of tool_use block {index} ({block.name}) that is not text")
+            block.parts.append(partial)
 
     def _take_usage(self, usage: Any) -> None:
         # message_delta counts are cumulative totals; a field it leaves out keeps its message_start value
@@ -169,6 +233,8 @@ class StreamAccumulator:
                 text = "".join(block.parts)
                 if text.strip():  # a blank text block would be refused when sent back next turn
                     content.append(TextBlock(text=text))
+            elif not block.stopped:  # the message ended (max_tokens, a cut) while the call was being proposed
+                raise BadToolInput(block.name, block.id, self.stop_reason, "never ended: no content_block_stop")
             else:
                 content.append(ToolUseBlock(id=block.id, name=block.name, input=self._tool_input(block)))
         has_tools = any(isinstance(b, ToolUseBlock) for b in content)
@@ -192,6 +258,21 @@ class StreamAccumulator:
         if not isinstance(value, dict):
             raise BadToolInput(block.name, block.id, self.stop_reason)
         return value
+
+
+def _index(event: Any) -> int:
+    index = getattr(event, "index", None)
+    if type(index) is not int or index < 0:
+        raise StreamMalformed(f"a {getattr(event, 'type', 'stream')} event with index {index!r}")
+    return index
+
+
+def _text(value: Any, what: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise StreamMalformed(f"{what} is not text")
+    return value
 
 
 def stop_reason(raw: str | None, has_tools: bool) -> StopReason:

@@ -7,13 +7,20 @@ environment mapping); nothing here reads `os.environ`."""
 
 from __future__ import annotations
 
+import json
 from types import TracebackType
 from typing import Any, Self
 
 import anthropic
 import anyio
 
-from core.model._anthropic_wire import BadToolInput, StreamAccumulator, StreamIncomplete, request_params
+from core.model._anthropic_wire import (
+    BadToolInput,
+    StreamAccumulator,
+    StreamIncomplete,
+    StreamMalformed,
+    request_params,
+)
 from core.model.base import ModelErrorKind, ModelListener, ModelRequest, ModelResponse, NullListener
 from core.model.retry import AttemptFailure, RetryPolicy, kind_for_error_type, kind_for_status, parse_retry_after
 
@@ -53,6 +60,14 @@ class _StreamBroken(Exception):
         super().__init__(str(cause))
         self.cause = cause
         self.request_id = request_id
+
+
+class _NotAStream(Exception):
+    """A 200 whose body is not an event stream: what answered is not the Messages API."""
+
+    def __init__(self, content_type: str) -> None:
+        super().__init__(content_type)
+        self.content_type = content_type
 
 
 class AnthropicModel:
@@ -105,14 +120,21 @@ class AnthropicModel:
         with anyio.fail_after(self._attempt_timeout_s):
             stream = await self._client.messages.create(**params, stream=True)
             request_id: str | None = stream.response.headers.get("request-id")
+            content_type = stream.response.headers.get("content-type", "")
+            if content_type.split(";")[0].strip().lower() != "text/event-stream":
+                await stream.close()  # some other service answered 200 (a wrong base URL): nothing to read
+                raise _StreamBroken(_NotAStream(content_type.split(";")[0].strip()), request_id)
             accumulator = StreamAccumulator(listener)
             try:
                 async with stream:
                     async for event in stream:
                         accumulator.feed(event)
                 return accumulator.finish(request_id)
-            except (_http.TransportError, StreamIncomplete, BadToolInput) as exc:
+            except (_http.TransportError, StreamIncomplete, StreamMalformed, BadToolInput) as exc:
                 raise _StreamBroken(exc, request_id) from exc
+            except json.JSONDecodeError as exc:  # the SDK reads each event's data as JSON
+                raise _StreamBroken(StreamMalformed(f"an event whose data is not JSON ({exc.msg})"),
+                                    request_id) from exc
             except anthropic.APIConnectionError as exc:
                 # Current SDKs wrap a failed read of the body (a reset, a cut chunked stream) as a connection
                 # error; once the stream began it is a stream that broke off, with the request's id.
@@ -165,6 +187,16 @@ class AnthropicModel:
             what = f"Anthropic API returned tool call {cause.call_id} ({cause.tool}) with input that {cause.problem}"
             return AttemptFailure("bad_response", what + (f" ({ref})" if ref else ""),
                                   "raise max_tokens" if cut else "try again", request_id=exc.request_id)
+        if isinstance(cause, _NotAStream):
+            what = (f"the Anthropic API at {self._base_url} answered with {cause.content_type or 'no content type'}, "
+                    "not an event stream")
+            return AttemptFailure("bad_response", what + (f" ({request})" if request else ""),
+                                  "check ANTHROPIC_BASE_URL", request_id=exc.request_id)
+        if isinstance(cause, StreamMalformed):
+            ref = ", ".join(p for p in (str(cause), request) if p)
+            return AttemptFailure("bad_response", f"the Anthropic API sent a malformed stream ({ref})",
+                                  "try again; if it persists, report it with the request id",
+                                  request_id=exc.request_id)
         if isinstance(cause, _http.TimeoutException):
             kind: ModelErrorKind = "timeout"
             detail = "no data in time"
