@@ -25,6 +25,7 @@ def daemon_socket(home: Path, socket_path: Path | None) -> Path:
 @asynccontextmanager
 async def connect(home: Path, socket_path: Path | None, client_name: str) -> AsyncIterator[ipc.IpcClient]:
     """Connected and greeted; NoDaemon, PeerRefused or VersionRefused (one line each) otherwise."""
+    ipc.log_loop_errors()  # a connection ending while a read waits is no traceback on the user's terminal
     path = await anyio.to_thread.run_sync(daemon_socket, home, socket_path)
     async with ipc.IpcClient.connect(path, client_name=client_name) as client:
         yield client

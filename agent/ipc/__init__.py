@@ -20,6 +20,7 @@ from agent.ipc._errors import (
     VersionRefused,
 )
 from agent.ipc._limits import Limits
+from agent.ipc._loop_errors import log_loop_errors
 from agent.ipc._messages import (
     PROTOCOL_VERSION,
     SUPPORTED_VERSIONS,
@@ -113,5 +114,6 @@ __all__ = [
     "WaitingCall",
     "claim_home",
     "daemon_paths",
+    "log_loop_errors",
     "running_daemon",
 ]

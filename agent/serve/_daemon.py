@@ -12,7 +12,6 @@ session is left resumable. A second signal during the drain changes nothing: the
 
 from __future__ import annotations
 
-import asyncio
 import importlib.metadata
 import os
 import signal
@@ -63,7 +62,7 @@ async def serve(loaded: LoadedConfig, *, socket_path: Path | None = None, grace_
     home = settings.home
     paths = ipc.daemon_paths(home, socket_path)
     lock = await anyio.to_thread.run_sync(ipc.claim_home, paths)  # before the store is opened: one daemon a home
-    asyncio.get_running_loop().set_exception_handler(_loop_error)
+    ipc.log_loop_errors()
     try:
         rt = await Runtime.open(loaded)
         attach_home(home, rt.masker)  # the daemon's log: <home>/logs/strata.log, masked by the home's key
@@ -78,15 +77,6 @@ async def serve(loaded: LoadedConfig, *, socket_path: Path | None = None, grace_
             log.info("runtime closed")
     finally:
         lock.release()
-
-
-def _loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
-    """An exception in an event-loop callback that no task owns goes to the daemon's (masked) log as one record,
-    not as a traceback on stderr. Seen: anyio's Unix socket stream sets a reader's future that a cancelled read
-    already finished (`InvalidStateError` in `Future.set_result`), harmless to the connection and the daemon."""
-    error = context.get("exception")
-    log.warning("event loop callback failed", message=str(context.get("message", "")),
-                error=f"{type(error).__name__}: {error}" if error is not None else None)
 
 
 def _lone_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
