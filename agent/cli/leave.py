@@ -6,8 +6,8 @@ interpreter apart, freeing every object and module one by one. A command's modul
 thousands of objects (its models and their validators), and that last step alone was about 9 ms of CPU of every
 `strata resume` (bench/cli_startup.py) and frees nothing the system would not take back anyway. Everything a
 command writes it closes itself before its body returns (the store, the ledger files, the MCP servers, the
-processes it started); `leave` does the first three steps as Python does, then ends the process. With a thread
-still running that Python would wait for, it exits the usual way instead."""
+processes it started); `leave` does the first three steps as Python does (a thread that is not a daemon is waited
+for, as Python waits), then ends the process."""
 
 from __future__ import annotations
 
@@ -23,9 +23,13 @@ FLUSH_FAILED = 120
 
 def leave(code: int) -> NoReturn:
     """Exit with status `code`, as `sys.exit(code)` would, without the interpreter's teardown."""
-    main = threading.main_thread()
-    if any(t is not main and not t.daemon and t.is_alive() for t in threading.enumerate()):
-        sys.exit(code)  # Python waits for it: so does this command
+    shutdown = getattr(threading, "_shutdown", None)  # what Python's exit calls first (3.11 to 3.13)
+    if not callable(shutdown):
+        sys.exit(code)
+    # Wait for the threads that are not daemons, after the hooks that tell them to stop (an executor's workers), as
+    # Python's exit does: a worker thread the event loop told to stop may still be on its way out (anyio's idle
+    # workers are not daemons), and was the case where this used to fall back to the whole teardown.
+    shutdown()
     atexit._run_exitfuncs()
     status = code
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):

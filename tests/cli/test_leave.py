@@ -52,8 +52,8 @@ def test_a_command_exits_with_its_status_and_output_after_the_atexit_functions_w
 
 
 def test_a_thread_python_would_wait_for_is_waited_for(cli: StrataCLI, tmp_path: Path) -> None:
-    """A thread that is not a daemon and still runs when the command ends: the command exits the usual way, which
-    waits for it (and tears down)."""
+    """A thread that is not a daemon and still runs when the command ends is waited for, as Python's exit waits
+    for it; then the command ends without the teardown all the same."""
     before = (
         "import threading, time\n"
         "def late():\n"
@@ -65,4 +65,4 @@ def test_a_thread_python_would_wait_for_is_waited_for(cli: StrataCLI, tmp_path: 
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("strata ")
     assert (tmp_path / "thread-done").exists()
-    assert (tmp_path / "atexit-ran").exists() and (tmp_path / "teardown-ran").exists()
+    assert (tmp_path / "atexit-ran").exists() and not (tmp_path / "teardown-ran").exists()
