@@ -10,7 +10,10 @@ the canonical ISO text (`2026-01-01T00:00:00.000000+00:00`). In the table they a
     `check` holds is stored as the number 0 (`["policy","allow",0]`): the detail is 50 characters or so, and no
     step has a number for a detail;
   - a timeline row's `prev_hash` is NULL when it is the hash of the row before it (row seq - 1; the genesis hash
-    for row 1), which is what the store always writes: the reader puts it back.
+    for row 1), which is what the store always writes: the reader puts it back;
+  - a timeline row's `summary` that repeats other values of its row (schema 9) is a BLOB (`pack_summary`): its
+    leading `<outcome>: ` (a phase row's `commit: ...`) or `<tool> ` (a call row's `noop_read {...} -> ok`) as one
+    byte, and the batch id its `data` holds (`commit: batch <id> with 1 call(s)`) as one byte wherever it appears.
 
 Only values that come back exactly are packed: a hash that is not 64 lowercase hex characters, or a time whose
 text is not the canonical form of its instant (an older database's, or one edited behind the store's back), is
@@ -133,6 +136,65 @@ _PACKED_STEP = '"allow",0]'
 _json_text = json.encoder.encode_basestring  # a str as JSON text (any valid escaping will do: it is parsed next)
 
 
+_OUTCOME, _TOOL, _BATCH = "\x01", "\x02", "\x03"
+"""What a packed summary holds in place of `<outcome>: ` (first byte only), `<tool> ` (first byte only) and the batch
+id of the row's `data` (anywhere). Control characters no summary the loop writes holds; a summary that holds one
+is kept as text."""
+_MARKS = frozenset(_OUTCOME + _TOOL + _BATCH)
+
+
+def pack_summary(summary: str, outcome: str | None, tool: str | None, data: dict[str, Any]) -> str | bytes:
+    """A timeline row's summary as the table keeps it: a BLOB (UTF-8) with what the row's other columns repeat
+    replaced by a mark (`_OUTCOME`, `_TOOL`, `_BATCH`), when that is shorter and `unpack_summary` gives the very
+    text back; else the text as it is (a TEXT value, as every summary before schema 9)."""
+    head, rest = "", summary
+    if outcome and summary.startswith(outcome + ": "):
+        head, rest = _OUTCOME, summary[len(outcome) + 2:]
+    elif tool and summary.startswith(tool + " "):
+        head, rest = _TOOL, summary[len(tool) + 1:]
+    batch = data.get("batch_id")
+    if type(batch) is str and len(batch) > 1 and batch in rest:
+        rest = rest.replace(batch, _BATCH)
+    elif not head:
+        return summary
+    if not _MARKS.isdisjoint(summary):
+        return summary
+    try:
+        blob = (head + rest).encode("utf-8")
+    except UnicodeEncodeError:
+        return summary
+    if len(blob) >= len(summary.encode("utf-8")):
+        return summary
+    return blob if unpack_summary(blob, outcome, tool, data) == summary else summary
+
+
+def unpack_summary(stored: object, outcome: object, tool: object, data: object) -> Any:
+    """A stored summary as the text it stands for: text as it is; a packed one (a BLOB) with its marks written
+    out from the row's `outcome`, `tool` and `data` (parsed). A BLOB that is no packed summary (not UTF-8, or a
+    mark the row has no value for) comes back as it is: it was edited behind the store's back, and the row reads
+    as damaged, as a BLOB summary did before schema 9."""
+    if type(stored) is not bytes:
+        return stored
+    try:
+        text = stored.decode("utf-8")
+    except UnicodeDecodeError:
+        return stored
+    if text[:1] == _OUTCOME:
+        if type(outcome) is not str:
+            return stored
+        text = f"{outcome}: {text[1:]}"
+    elif text[:1] == _TOOL:
+        if type(tool) is not str:
+            return stored
+        text = f"{tool} {text[1:]}"
+    if _BATCH in text:
+        batch = data.get("batch_id") if type(data) is dict else None
+        if type(batch) is not str:
+            return stored
+        text = text.replace(_BATCH, batch)
+    return text
+
+
 _SNAPSHOT_PREFIX = b"strata-zlib:"
 
 
@@ -174,6 +236,16 @@ def time_sql(column: str) -> str:
 def payload_sql(kind: str, payload: str) -> str:
     return (f"(CASE WHEN substr({payload}, 1, 8) = '{{\"kind\":' OR substr({payload}, 1, 1) <> '{{' THEN {payload} "
             f"ELSE '{{\"kind\":\"' || {kind} || '\",' || substr({payload}, 2) END)")
+
+
+def summary_sql(summary: str, outcome: str, tool: str, data: str) -> str:
+    """`unpack_summary` in SQL (a packed summary written out; a BLOB that is none shown as it is)."""
+    text = f"CAST({summary} AS TEXT)"
+    head = (f"(CASE substr({text}, 1, 1) WHEN char(1) THEN {outcome} || ': ' || substr({text}, 2) "
+            f"WHEN char(2) THEN {tool} || ' ' || substr({text}, 2) ELSE {text} END)")
+    batch = f"(CASE WHEN json_valid({data}) THEN json_extract({data}, '$.batch_id') END)"
+    return (f"(CASE WHEN typeof({summary}) <> 'blob' THEN {summary} "
+            f"WHEN instr({text}, char(3)) = 0 THEN {head} ELSE replace({head}, char(3), {batch}) END)")
 
 
 def hash_sql(column: str) -> str:

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from core.chain import GENESIS_HASH
 from core.timeline import TimelineRow, marked_damaged
-from memory._encoding import stored_data, stored_datetime, unpack_data, unpack_hash
+from memory._encoding import stored_data, stored_datetime, unpack_data, unpack_hash, unpack_summary
 from memory.rows import shown_value, validation_problem
 
 SEQ_MASK = (1 << 40) - 1
@@ -82,6 +82,7 @@ def timeline_row(session_id: str, row: Any) -> TimelineRow:
             values = json.loads(unpack_data(kind, check, data))
         except (TypeError, ValueError):
             values = {"unreadable": data}
+    summary = unpack_summary(summary, outcome, tool, values)
     if isinstance(duration, float) and not math.isfinite(duration):
         problem = problem or f"duration_ms: not a finite number, it holds {shown_value(duration)}"
     fields = {"session_id": session_id, "seq": key & SEQ_MASK, "at": stamp, "kind": kind, "turn": turn,
