@@ -112,7 +112,31 @@ class BatchProposed(_Event):
     batch_id: str
     content: tuple[ContentBlock, ...]
     calls: tuple[PlannedCall, ...]
+    """The calls to run. The stores leave them out of the stored JSON when they are exactly the content's
+    `tool_use` blocks in order (id, name and input, none refused: the usual batch), and reading gives them back
+    from the content (`_calls_of_the_content`)."""
     usage: TokenUsage | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _calls_of_the_content(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "calls" not in data and isinstance(data.get("content"), list):
+            calls = []
+            for block in data["content"]:
+                if not isinstance(block, dict) or block.get("type") != "tool_use":
+                    continue
+                if "id" not in block or "name" not in block or "input" not in block:
+                    return data  # not a tool_use block: validating the content says so
+                calls.append({"call_id": block["id"], "tool": block["name"], "input": block["input"]})
+            return {**data, "calls": calls}
+        return data
+
+    def calls_of_the_content(self) -> bool:
+        """Whether `calls` are what reading the stored JSON without them gives back (see `calls`)."""
+        uses = [b for b in self.content if isinstance(b, ToolUseBlock)]
+        return len(uses) == len(self.calls) and all(
+            c.call_id == b.id and c.tool == b.name and c.input == b.input and not c.refused
+            for c, b in zip(self.calls, uses, strict=True))
 
 
 class BlobRef(_Event):
@@ -343,10 +367,11 @@ def storable_json(event: Event, *, session_id: str | None = None, path: str | No
 
 
 def _stored_exclude(event: Event) -> Any:
-    """What else the stored JSON leaves out, because reading gives it back: a planned call's input hash (computed
-    from its input again) and a result's empty reasons and false is_error (the defaults)."""
+    """What else the stored JSON leaves out, because reading gives it back: a proposal's calls when they are its
+    content's tool_use blocks, else each planned call's input hash (computed from its input again), and a
+    result's empty reasons and false is_error (the defaults)."""
     if isinstance(event, BatchProposed):
-        return {"calls": {"__all__": {"input_sha256"}}}
+        return {"calls"} if event.calls_of_the_content() else {"calls": {"__all__": {"input_sha256"}}}
     if isinstance(event, CallResult):
         return {name for name, empty in (("reasons", not event.reasons), ("is_error", not event.is_error)) if empty}
     return None
