@@ -12,7 +12,7 @@ from pathlib import Path
 
 from core.clock import SteppingClock
 from core.events import SessionStarted, UserMessage
-from core.timeline import TimelineEntry, canonical_time
+from core.timeline import TimelineEntry, TimelineRow, canonical_time
 from memory import SqliteEventStore, Write, migrations
 from memory._encoding import pack_summary, unpack_summary
 from memory.quick_read import QuickRead
@@ -43,7 +43,7 @@ def _writes(session_id: str) -> list[Write]:
             Write(events=[(UserMessage(text="more"), 1)], timeline=turn[3:])]
 
 
-async def _made(db_path: Path) -> list[object]:
+async def _made(db_path: Path) -> list[TimelineRow]:
     store = await SqliteEventStore.open(db_path, clock=SteppingClock(start=T0))
     try:
         first, rest = _writes("s1")
@@ -57,7 +57,8 @@ async def _made(db_path: Path) -> list[object]:
 
 
 def test_a_summary_packs_only_what_comes_back_exactly() -> None:
-    cases = [("commit: batch b-1 with 1 call(s)", "commit", None, {"batch_id": "b-1"}, b"\x01batch \x03 with 1 call(s)"),
+    cases = [("commit: batch b-1 with 1 call(s)", "commit", None, {"batch_id": "b-1"},
+              b"\x01batch \x03 with 1 call(s)"),
              ('read {"n": 1} -> ok: ok', "ok", "read", {}, b'\x02{"n": 1} -> ok: ok'),
              ("b-1 and b-1 again", None, None, {"batch_id": "b-1"}, b"\x03 and \x03 again"),
              ("ok", "ok", None, {}, "ok"),  # no room to save: kept as text
@@ -76,20 +77,20 @@ async def test_new_rows_store_packed_summaries_and_read_and_verify_as_written(tm
     db = tmp_path / "strata.db"
     rows = await _made(db)
     first, rest = _writes("s1")
-    assert [r.summary for r in rows] == [e.summary for e in [*first.timeline, *rest.timeline]]  # type: ignore[attr-defined]
+    assert [r.summary for r in rows] == [e.summary for e in [*first.timeline, *rest.timeline]]
     with raw(db) as conn:
         stored = conn.execute(f"SELECT typeof(summary), length(summary) FROM timeline ORDER BY {SEQ}").fetchall()
         assert [kind for kind, _ in stored] == ["blob"] * 5 + ["text"] * 3
         assert stored[1] == ("blob", len("\x01batch \x03 with 1 call(s)"))
         shown = [s for (s,) in conn.execute("SELECT summary FROM session_timeline ORDER BY seq")]
-        assert shown == [r.summary for r in rows]  # type: ignore[attr-defined]
+        assert shown == [r.summary for r in rows]
     quick = QuickRead.open(db)
     assert quick is not None
     try:
         ((_, num),) = quick.session_rows(exact="s1")
         shown_rows = quick.timeline(num)
         assert shown_rows is not None
-        assert [r.summary for r in shown_rows] == [r.summary for r in rows]  # type: ignore[attr-defined]
+        assert [r.summary for r in shown_rows] == [r.summary for r in rows]
     finally:
         quick.close()
 
