@@ -11,6 +11,7 @@ the canonical ISO text (`2026-01-01T00:00:00.000000+00:00`). In the table they a
     step has a number for a detail;
   - a timeline row's `prev_hash` is NULL when it is the hash of the row before it (row seq - 1; the genesis hash
     for row 1), which is what the store always writes: the reader puts it back;
+  - a model attempt row's token usage as the list of its four counts (schema 9, `pack_data`);
   - a timeline row's `summary` that repeats other values of its row (schema 9) is a BLOB (`pack_summary`): its
     leading `<outcome>: ` (a phase row's `commit: ...`) or `<tool> ` (a call row's `noop_read {...} -> ok`) as one
     byte, and the batch id its `data` holds (`commit: batch <id> with 1 call(s)`) as one byte wherever it appears.
@@ -89,9 +90,21 @@ def unpack_payload(kind: object, stored: object) -> str:
     return f'{{"kind":"{kind}",{stored[1:]}'
 
 
+_USAGE_KEYS = ("cache_read_tokens", "cache_write_tokens", "input_tokens", "output_tokens")
+"""A model attempt's token usage (core/timeline_rows.py `Usage`), in the order canonical JSON writes them."""
+_USAGE_KEY_SET = frozenset(_USAGE_KEYS)
+
+
 def pack_data(kind: str, check: str | None, data: dict[str, Any]) -> dict[str, Any] | None:
-    """A call row's `data` with the allowing steps' detail that repeats `check` replaced by 0; None when there is
-    none to replace (store `data` as it is)."""
+    """A call row's `data` with the allowing steps' detail that repeats `check` replaced by 0; a model attempt's
+    with its `usage` (the four token counts, integers) as the list of the counts in `_USAGE_KEYS` order (schema 9:
+    `"usage":[0,0,1200,85]` for 83 characters of keys); None when there is nothing to pack (store `data` as it is).
+    """
+    if kind == "model_attempt":
+        usage = data.get("usage")
+        if type(usage) is dict and usage.keys() == _USAGE_KEY_SET and all(type(n) is int for n in usage.values()):
+            return {**data, "usage": [usage[name] for name in _USAGE_KEYS]}
+        return None
     steps = data.get("steps") if kind == "call" and check else None
     if type(steps) is not list:
         return None
@@ -117,10 +130,22 @@ def stored_data(kind: object, check: object, text: str) -> Any:
     no reader takes, or end the command mid-output."""
     text = unpack_data(kind, check, text)
     if type(text) is not str:  # a BLOB edited in: JSON only if its bytes are UTF-8 JSON
-        return json.loads(text, parse_constant=_refuse_constant)
+        return unpack_values(kind, json.loads(text, parse_constant=_refuse_constant))
     values = _decode(text)
     if "\\ud" in text or "\\uD" in text:  # only then may an escape spell a lone surrogate
         json.dumps(values, ensure_ascii=False).encode("utf-8")  # UnicodeEncodeError is a ValueError
+    return unpack_values(kind, values)
+
+
+def unpack_values(kind: object, values: Any) -> Any:
+    """Parsed `data` with a model attempt's packed `usage` (a list of four integers, `pack_data`) written out as the
+    counts by name again. No model attempt the loop writes has a list for its usage (core/timeline_rows.py
+    `attempt_entry` takes `Usage.model_dump()`), so a list of four integers there is a packed one."""
+    if kind != "model_attempt" or type(values) is not dict:
+        return values
+    usage = values.get("usage")
+    if type(usage) is list and len(usage) == 4 and all(type(n) is int for n in usage):
+        return {**values, "usage": dict(zip(_USAGE_KEYS, usage, strict=True))}
     return values
 
 
@@ -246,6 +271,14 @@ def summary_sql(summary: str, outcome: str, tool: str, data: str) -> str:
     batch = f"(CASE WHEN json_valid({data}) THEN json_extract({data}, '$.batch_id') END)"
     return (f"(CASE WHEN typeof({summary}) <> 'blob' THEN {summary} "
             f"WHEN instr({text}, char(3)) = 0 THEN {head} ELSE replace({head}, char(3), {batch}) END)")
+
+
+def data_sql(kind: str, data: str) -> str:
+    """`unpack_values` in SQL: a model attempt's packed usage written out (any other `data` shown as stored)."""
+    usage = ", ".join(f"'{name}', json_extract({data}, '$.usage[{i}]')" for i, name in enumerate(_USAGE_KEYS))
+    return (f"(CASE WHEN {kind} = 'model_attempt' AND typeof({data}) = 'text' AND json_valid({data}) "
+            f"AND json_type({data}, '$.usage') = 'array' AND json_array_length({data}, '$.usage') = 4 "
+            f"THEN json_set({data}, '$.usage', json_object({usage})) ELSE {data} END)")
 
 
 def hash_sql(column: str) -> str:

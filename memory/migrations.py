@@ -6,7 +6,16 @@ import sqlite3
 from collections.abc import Callable
 
 from core.errors import StoreError
-from memory._encoding import GENESIS_HASH, hash_sql, pack_hash, pack_time, payload_sql, summary_sql, time_sql
+from memory._encoding import (
+    GENESIS_HASH,
+    data_sql,
+    hash_sql,
+    pack_hash,
+    pack_time,
+    payload_sql,
+    summary_sql,
+    time_sql,
+)
 
 
 def _statements(script: str) -> list[str]:
@@ -330,8 +339,9 @@ def _m008_packed_rows(conn: sqlite3.Connection) -> None:
 def _m009_packed_summaries(conn: sqlite3.Connection) -> None:
     """A timeline row's `summary` may be packed: a BLOB in which one byte stands for what the row's other values
     repeat (memory/_encoding.py `pack_summary`: a phase row's leading `<outcome>: `, a call row's leading `<tool> `,
-    the batch id its `data` holds), about 100 bytes less per read-only call. Rows already stored stay as they are
-    (text is read as it always was). Only the view changes: `session_timeline` shows a packed summary written out.
+    the batch id its `data` holds), about 100 bytes less per read-only call; and a model attempt's token usage is
+    stored as the list of its four counts (`pack_data`). Rows already stored stay as they are (read as they always
+    were). Only the view changes: `session_timeline` shows a packed summary and a packed usage written out.
     The version step also keeps an older Strata, which would read a packed summary as a damaged row, out of a
     database that holds them ("newer than this Strata knows")."""
     conn.execute("DROP VIEW IF EXISTS session_timeline")
@@ -339,7 +349,8 @@ def _m009_packed_summaries(conn: sqlite3.Connection) -> None:
         CREATE VIEW session_timeline AS
             SELECT s.id AS session_id, t.key & 1099511627775 AS seq, {time_sql("t.at")} AS at, t.turn, t.kind,
                    t.call_id, t.tool, t.decision, t.check_name, t.outcome, t.duration_ms,
-                   {summary_sql("t.summary", "t.outcome", "t.tool", "t.data")} AS summary, t.data,
+                   {summary_sql("t.summary", "t.outcome", "t.tool", "t.data")} AS summary,
+                   {data_sql("t.kind", "t.data")} AS data,
                    COALESCE({hash_sql("t.prev_hash")}, CASE WHEN t.key & 1099511627775 = 1 THEN '{GENESIS_HASH}'
                             ELSE (SELECT {hash_sql("p.hash")} FROM timeline p WHERE p.key = t.key - 1) END)
                        AS prev_hash,

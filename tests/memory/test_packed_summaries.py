@@ -1,11 +1,12 @@
-"""Schema 9 (memory/migrations.py `_m009_packed_summaries`, memory/_encoding.py `pack_summary`) with real files: a
-timeline row's summary that repeats its outcome, its tool or its data's batch id is stored as a shorter BLOB and
-read back as the very text it was; a schema-8 database (every summary text) opens, upgrades and reads and verifies
-the same; the view shows every summary written out; and an edit to a packed summary, or to a value it is written
-out from, is still named by verify."""
+"""Schema 9 (memory/migrations.py `_m009_packed_summaries`, memory/_encoding.py `pack_summary`, `pack_data`) with
+real files: a timeline row's summary that repeats its outcome, its tool or its data's batch id is stored as a
+shorter BLOB, and a model attempt's token usage as the list of its counts, each read back as exactly what it was; a
+schema-8 database (every summary text, every usage by name) opens, upgrades and reads and verifies the same; the
+view shows them written out; and an edit to a packed value, or to one it is written out from, is named by verify."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -21,6 +22,9 @@ from tests.memory._sqlite import T0, raw, record
 
 SEQ = "key & 1099511627775"
 BATCH = "01a24974-5574-7000-bd84-4444fbcf42b1"
+USAGE = {"number": 1, "usage": {"input_tokens": 1200, "output_tokens": 85, "cache_read_tokens": 0,
+                                "cache_write_tokens": 7}}
+ODD_USAGE = {"number": 2, "usage": {"input_tokens": 1, "output_tokens": True}}  # not packed: kept as it is
 
 
 def _writes(session_id: str) -> list[Write]:
@@ -36,7 +40,8 @@ def _writes(session_id: str) -> list[Write]:
             TimelineEntry(kind="phase", turn=1, outcome="observe", summary=f"observe: batch {BATCH} closed",
                           data={"batch_id": BATCH}),
             # Not packed: nothing repeated, a mark character of its own, an outcome that is only a word in it.
-            TimelineEntry(kind="model_attempt", turn=1, outcome="ok", summary="scripted turn 1"),
+            TimelineEntry(kind="model_attempt", turn=1, outcome="ok", summary="scripted turn 1", data=USAGE),
+            TimelineEntry(kind="model_attempt", turn=1, outcome="ok", summary="x", data=ODD_USAGE),
             TimelineEntry(kind="phase", turn=1, outcome="reflect", summary="reflect:\x01complete"),
             TimelineEntry(kind="lifecycle", turn=1, outcome="ended", summary="session ended")]
     return [Write(events=[(started, 0), (UserMessage(text="hello"), 0)], timeline=turn[:3]),
@@ -80,10 +85,17 @@ async def test_new_rows_store_packed_summaries_and_read_and_verify_as_written(tm
     assert [r.summary for r in rows] == [e.summary for e in [*first.timeline, *rest.timeline]]
     with raw(db) as conn:
         stored = conn.execute(f"SELECT typeof(summary), length(summary) FROM timeline ORDER BY {SEQ}").fetchall()
-        assert [kind for kind, _ in stored] == ["blob"] * 5 + ["text"] * 3
+        assert [kind for kind, _ in stored] == ["blob"] * 5 + ["text"] * 4
         assert stored[1] == ("blob", len("\x01batch \x03 with 1 call(s)"))
         shown = [s for (s,) in conn.execute("SELECT summary FROM session_timeline ORDER BY seq")]
         assert shown == [r.summary for r in rows]
+        data = [d for (d,) in conn.execute(f"SELECT data FROM timeline WHERE kind = 'model_attempt' ORDER BY {SEQ}")]
+        assert data == ['{"number":1,"usage":[0,7,1200,85]}',
+                        '{"number":2,"usage":{"input_tokens":1,"output_tokens":true}}']
+        shown = [json.loads(d) for (d,) in conn.execute(
+            "SELECT data FROM session_timeline WHERE kind = 'model_attempt' ORDER BY seq")]
+        assert shown == [USAGE, ODD_USAGE]
+    assert [r.data for r in rows if r.kind == "model_attempt"] == [USAGE, ODD_USAGE]
     quick = QuickRead.open(db)
     assert quick is not None
     try:
@@ -97,7 +109,7 @@ async def test_new_rows_store_packed_summaries_and_read_and_verify_as_written(tm
 
 def _as_schema_8(new: Path, old: Path) -> None:
     """The same database as schema 8 wrote it: the first eight migrations, then every row as it is, its summary
-    as text (taken from the view, which writes packed ones out)."""
+    as text and its data with any usage by name (taken from the view, which writes packed ones out)."""
     with closing(sqlite3.connect(old, isolation_level=None)) as conn, closing(sqlite3.connect(new)) as src:
         conn.execute("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
         for name, migration in migrations.MIGRATIONS[:8]:
@@ -109,7 +121,7 @@ def _as_schema_8(new: Path, old: Path) -> None:
             for row in src.execute(f"SELECT {', '.join(names)} FROM {table}"):
                 conn.execute(f"INSERT INTO {table}({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", row)
         names = [r[1] for r in src.execute("PRAGMA table_info(timeline)")]
-        picked = ", ".join("v.summary" if n == "summary" else f"t.{n}" for n in names)
+        picked = ", ".join(f"v.{n}" if n in ("summary", "data") else f"t.{n}" for n in names)
         for row in src.execute(f"SELECT {picked} FROM timeline t JOIN session_timeline v "
                                f"ON v.seq = t.{SEQ} ORDER BY t.pos"):
             conn.execute(f"INSERT INTO timeline({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", row)
@@ -124,6 +136,8 @@ async def test_a_schema_8_database_reads_and_verifies_the_same_after_the_upgrade
     _as_schema_8(tmp_path / "new" / "strata.db", old)
     with raw(old) as conn:
         assert conn.execute("SELECT DISTINCT typeof(summary) FROM timeline").fetchall() == [("text",)]
+        assert conn.execute("SELECT data FROM timeline WHERE kind = 'model_attempt' LIMIT 1").fetchone() == (
+            json.dumps(USAGE, sort_keys=True, separators=(",", ":")),)
     store = await SqliteEventStore.open(old, clock=SteppingClock(start=T0))
     try:
         report = await verify_chains(store, "s1", None)
@@ -139,8 +153,8 @@ async def test_a_schema_8_database_reads_and_verifies_the_same_after_the_upgrade
     with raw(old) as conn:
         assert conn.execute("PRAGMA user_version").fetchone() == (len(migrations.MIGRATIONS),)
         assert conn.execute(f"SELECT typeof(summary) FROM timeline ORDER BY {SEQ}").fetchall() == \
-            [("text",)] * 8 + [("blob",)]
-        assert conn.execute("SELECT summary FROM session_timeline WHERE seq = 9").fetchone() == ("act: read, write",)
+            [("text",)] * 9 + [("blob",)]
+        assert conn.execute("SELECT summary FROM session_timeline WHERE seq = 10").fetchone() == ("act: read, write",)
 
 
 async def _problems(db: Path) -> list[str]:
@@ -157,6 +171,7 @@ async def test_an_edit_to_a_packed_summary_or_what_it_is_written_out_from_is_nam
         5: "UPDATE timeline SET data = '{\"batch_id\":\"01a24974-0000-0000-0000-000000000000\"}'",
         3: "UPDATE timeline SET outcome = 'acted'",
         4: "UPDATE timeline SET summary = X'FF02'",
+        6: "UPDATE timeline SET data = replace(data, '1200', '1201')",
     }
     for seq, edit in edits.items():
         db = tmp_path / f"edit{seq}" / "strata.db"
