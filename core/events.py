@@ -6,7 +6,7 @@ teach `fold` to read the old shape."""
 
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
@@ -111,25 +111,20 @@ class BatchProposed(_Event):
     kind: Literal["batch_proposed"] = "batch_proposed"
     batch_id: str
     content: tuple[ContentBlock, ...]
-    calls: tuple[PlannedCall, ...]
+    calls: tuple[PlannedCall, ...] = ()
     """The calls to run. The stores leave them out of the stored JSON when they are exactly the content's
-    `tool_use` blocks in order (id, name and input, none refused: the usual batch), and reading gives them back
-    from the content (`_calls_of_the_content`)."""
+    `tool_use` blocks in order (id, name and input, none refused: the usual batch), and an event read without them
+    has those (`_calls_of_the_content`; calls given, even none, are kept as given)."""
     usage: TokenUsage | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _calls_of_the_content(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "calls" not in data and isinstance(data.get("content"), list):
-            calls = []
-            for block in data["content"]:
-                if not isinstance(block, dict) or block.get("type") != "tool_use":
-                    continue
-                if "id" not in block or "name" not in block or "input" not in block:
-                    return data  # not a tool_use block: validating the content says so
-                calls.append({"call_id": block["id"], "tool": block["name"], "input": block["input"]})
-            return {**data, "calls": calls}
-        return data
+    @model_validator(mode="after")
+    def _calls_of_the_content(self) -> Self:
+        # After, not before: a before validator of the event would make every read of one go through a dict.
+        if "calls" not in self.model_fields_set:
+            object.__setattr__(self, "calls", tuple(
+                PlannedCall.model_construct(call_id=b.id, tool=b.name, input=b.input, input_sha256=sha256_json(b.input))
+                for b in self.content if isinstance(b, ToolUseBlock)))
+        return self
 
     def calls_of_the_content(self) -> bool:
         """Whether `calls` are what reading the stored JSON without them gives back (see `calls`)."""

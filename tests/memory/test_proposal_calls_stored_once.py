@@ -102,3 +102,12 @@ async def test_an_edit_of_the_content_the_calls_are_read_from_is_named_by_verify
         assert any("event 2 was changed" in p for p in report.problems), report.problems
     finally:
         await store.close()
+
+
+def test_calls_given_are_kept_as_given_even_none() -> None:
+    """An event that says it has no calls, although its content has tool_use blocks, reads back with none."""
+    none = _proposal().model_copy(update={"calls": ()})
+    stored = storable_json(none)
+    assert json.loads(stored)["calls"] == []
+    back = EventAdapter.validate_json(stored)
+    assert back == none and isinstance(back, BatchProposed) and back.calls == ()
