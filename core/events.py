@@ -5,6 +5,7 @@ Sequence numbers, times and turns are assigned by the store inside the append tr
 teach `fold` to read the old shape."""
 
 
+import json
 from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
@@ -130,8 +131,21 @@ class BatchProposed(_Event):
         """Whether `calls` are what reading the stored JSON without them gives back (see `calls`)."""
         uses = [b for b in self.content if isinstance(b, ToolUseBlock)]
         return len(uses) == len(self.calls) and all(
-            c.call_id == b.id and c.tool == b.name and c.input == b.input and not c.refused
+            c.call_id == b.id and c.tool == b.name and not c.refused and _same_input(c, b.input)
             for c, b in zip(self.calls, uses, strict=True))
+
+
+def _same_input(call: PlannedCall, given: dict[str, Any]) -> bool:
+    """Whether reading `given` back as the call's input gives exactly the call's input and digest. Not `==`:
+    Python takes True and 1.0 for 1 and ignores key order, so a call's own values could be read back as the
+    content's (compared as JSON text in their own key order, and the digest reading would compute)."""
+    if call.input is not given:
+        try:
+            if json.dumps(call.input, ensure_ascii=False) != json.dumps(given, ensure_ascii=False):
+                return False
+        except (TypeError, ValueError):  # not JSON: serialising the event fails and says so
+            return False
+    return call.input_sha256 == sha256_json(given)
 
 
 class BlobRef(_Event):

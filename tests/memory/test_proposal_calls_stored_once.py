@@ -111,3 +111,31 @@ def test_calls_given_are_kept_as_given_even_none() -> None:
     assert json.loads(stored)["calls"] == []
     back = EventAdapter.validate_json(stored)
     assert back == none and isinstance(back, BatchProposed) and back.calls == ()
+
+
+@pytest.mark.parametrize(("content_input", "call_input"), [
+    ({"b": 1, "a": 2}, {"a": 2, "b": 1}),  # the same keys in another order: equal dicts, other JSON
+    ({"n": {"b": [1, {"y": 0, "x": 1}]}, "m": None}, {"m": None, "n": {"b": [1, {"x": 1, "y": 0}]}}),
+])
+def test_a_call_whose_input_is_its_content_input_in_another_key_order_reads_back_in_its_own_order(
+        content_input: dict[str, object], call_input: dict[str, object]) -> None:
+    proposal = BatchProposed(batch_id="b1", content=(ToolUseBlock(id="t1", name="read", input=content_input),),
+                             calls=(_call("t1", "read", call_input),))
+    back = EventAdapter.validate_json(storable_json(proposal))
+    assert isinstance(back, BatchProposed)
+    assert json.dumps(back.calls[0].input) == json.dumps(call_input)  # the call as decided, not the content's
+
+
+@pytest.mark.parametrize(("content_input", "call_input"), [
+    ({"n": 1}, {"n": True}), ({"n": 1}, {"n": 1.0}), ({"n": 0.0}, {"n": -0.0}), ({"n": [0]}, {"n": [False]})])
+def test_a_call_whose_input_only_compares_equal_to_its_content_input_keeps_its_own_values(
+        content_input: dict[str, object], call_input: dict[str, object]) -> None:
+    # Python's == takes True for 1 and 1.0 for 1: a call given with a digest of the content's input (as a caller
+    # building the event by hand may) must still read back with the values that were decided, not the content's.
+    call = PlannedCall(call_id="t1", tool="read", input=call_input, input_sha256=sha256_json(content_input))
+    proposal = BatchProposed(batch_id="b1", content=(ToolUseBlock(id="t1", name="read", input=content_input),),
+                             calls=(call,))
+    back = EventAdapter.validate_json(storable_json(proposal))
+    assert isinstance(back, BatchProposed)
+    assert json.dumps(back.calls[0].input) == json.dumps(call_input)
+    assert back.calls[0].input_sha256 == call.input_sha256
