@@ -166,6 +166,9 @@ _OUTCOME, _TOOL, _BATCH = "\x01", "\x02", "\x03"
 id of the row's `data` (anywhere). Control characters no summary the loop writes holds; a summary that holds one
 is kept as text."""
 _MARKS = frozenset(_OUTCOME + _TOOL + _BATCH)
+_KEPT_AS_TEXT = _MARKS | {"\x00"}
+"""A summary holding one of these is kept as text: a mark, or a NUL (a call's output may hold one), at which
+SQLite's text functions stop, so the view (`summary_sql`) would cut a packed one there."""
 
 
 def pack_summary(summary: str, outcome: str | None, tool: str | None, data: dict[str, Any]) -> str | bytes:
@@ -182,7 +185,7 @@ def pack_summary(summary: str, outcome: str | None, tool: str | None, data: dict
         rest = rest.replace(batch, _BATCH)
     elif not head:
         return summary
-    if not _MARKS.isdisjoint(summary):
+    if not _KEPT_AS_TEXT.isdisjoint(summary):
         return summary
     try:
         blob = (head + rest).encode("utf-8")

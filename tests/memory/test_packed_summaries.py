@@ -182,3 +182,25 @@ async def test_an_edit_to_a_packed_summary_or_what_it_is_written_out_from_is_nam
             conn.execute(f"{edit} WHERE {SEQ} = ?", (seq,))
         problems = await _problems(db)
         assert problems and f"row {seq} was changed (hash mismatch)" in problems[0], (seq, problems)
+
+
+async def test_a_summary_holding_a_nul_reads_the_same_through_the_view_as_through_the_store(tmp_path: Path) -> None:
+    # A call's summary carries the first characters of its output, which may hold a NUL (a binary file read);
+    # SQLite's text functions stop at a NUL, so the view would cut such a summary if it were packed.
+    db_path = tmp_path / "nul.db"
+    store = await SqliteEventStore.open(db_path, clock=SteppingClock(start=T0))
+    started = SessionStarted(session_id="s1", mode="headless", workspace="/ws", model="script:test",
+                             max_turns=5, plan_digest="p")
+    rows = [TimelineEntry(kind="call", turn=1, tool="read", call_id="toolu_1", outcome="ok", decision="allowed",
+                          summary='read {"path": "a.bin"} -> ok: PK\x00\x05\x06 after the nul'),
+            TimelineEntry(kind="phase", turn=1, outcome="observe", summary=f"observe: batch {BATCH} \x00 closed",
+                          data={"batch_id": BATCH})]
+    try:
+        await store.create_session(record("s1"), Write(events=[(started, 0)], timeline=rows))
+        read = [r.summary for r in await store.read_timeline("s1")]
+    finally:
+        await store.close()
+    assert read == [r.summary for r in rows]
+    with closing(sqlite3.connect(db_path)) as conn:
+        shown = [s for (s,) in conn.execute("SELECT summary FROM session_timeline ORDER BY seq")]
+    assert shown == [r.summary for r in rows]
