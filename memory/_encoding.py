@@ -11,7 +11,8 @@ the canonical ISO text (`2026-01-01T00:00:00.000000+00:00`). In the table they a
     step has a number for a detail;
   - a timeline row's `prev_hash` is NULL when it is the hash of the row before it (row seq - 1; the genesis hash
     for row 1), which is what the store always writes: the reader puts it back;
-  - a model attempt row's token usage as the list of its four counts (schema 9, `pack_data`);
+  - a model attempt row's token usage as the list of its four counts (schema 9, `pack_data`; a usage given as a
+    list that would read as packed is stored inside a list, and unwrapped on read);
   - a timeline row's `summary` that repeats other values of its row (schema 9) is a BLOB (`pack_summary`): its
     leading `<outcome>: ` (a phase row's `commit: ...`) or `<tool> ` (a call row's `noop_read {...} -> ok`) as one
     byte, and the batch id its `data` holds (`commit: batch <id> with 1 call(s)`) as one byte wherever it appears.
@@ -104,6 +105,8 @@ def pack_data(kind: str, check: str | None, data: dict[str, Any]) -> dict[str, A
         usage = data.get("usage")
         if type(usage) is dict and usage.keys() == _USAGE_KEY_SET and all(type(n) is int for n in usage.values()):
             return {**data, "usage": [usage[name] for name in _USAGE_KEYS]}
+        if _packed_usage(usage) or _wrapped_usage(usage):  # a list given as it is that reading would take for
+            return {**data, "usage": [usage]}              # a packed one: stored inside a list, unwrapped on read
         return None
     steps = data.get("steps") if kind == "call" and check else None
     if type(steps) is not list:
@@ -144,9 +147,22 @@ def unpack_values(kind: object, values: Any) -> Any:
     if kind != "model_attempt" or type(values) is not dict:
         return values
     usage = values.get("usage")
-    if type(usage) is list and len(usage) == 4 and all(type(n) is int for n in usage):
+    if _packed_usage(usage):
         return {**values, "usage": dict(zip(_USAGE_KEYS, usage, strict=True))}
+    if _wrapped_usage(usage):
+        return {**values, "usage": usage[0]}
     return values
+
+
+def _packed_usage(usage: Any) -> bool:
+    """A list of four integers: a packed usage (`pack_data`)."""
+    return type(usage) is list and len(usage) == 4 and all(type(n) is int for n in usage)
+
+
+def _wrapped_usage(usage: Any) -> bool:
+    """A list holding one list: a usage given as a list that would read as packed (or as wrapped), stored inside
+    a list so that it reads back as given (`pack_data`)."""
+    return type(usage) is list and len(usage) == 1 and type(usage[0]) is list
 
 
 def _refuse_constant(name: str) -> Any:
@@ -279,9 +295,14 @@ def summary_sql(summary: str, outcome: str, tool: str, data: str) -> str:
 def data_sql(kind: str, data: str) -> str:
     """`unpack_values` in SQL: a model attempt's packed usage written out (any other `data` shown as stored)."""
     usage = ", ".join(f"'{name}', json_extract({data}, '$.usage[{i}]')" for i, name in enumerate(_USAGE_KEYS))
+    counts = " AND ".join(f"json_type({data}, '$.usage[{i}]') = 'integer'" for i in range(len(_USAGE_KEYS)))
     return (f"(CASE WHEN {kind} = 'model_attempt' AND typeof({data}) = 'text' AND json_valid({data}) "
-            f"AND json_type({data}, '$.usage') = 'array' AND json_array_length({data}, '$.usage') = 4 "
-            f"THEN json_set({data}, '$.usage', json_object({usage})) ELSE {data} END)")
+            f"AND json_type({data}, '$.usage') = 'array' THEN (CASE "
+            f"WHEN json_array_length({data}, '$.usage') = 4 AND {counts} "
+            f"THEN json_set({data}, '$.usage', json_object({usage})) "
+            f"WHEN json_array_length({data}, '$.usage') = 1 AND json_type({data}, '$.usage[0]') = 'array' "
+            f"THEN json_set({data}, '$.usage', json(json_extract({data}, '$.usage[0]'))) "
+            f"ELSE {data} END) ELSE {data} END)")
 
 
 def hash_sql(column: str) -> str:

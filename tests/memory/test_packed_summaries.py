@@ -204,3 +204,27 @@ async def test_a_summary_holding_a_nul_reads_the_same_through_the_view_as_throug
     with closing(sqlite3.connect(db_path)) as conn:
         shown = [s for (s,) in conn.execute("SELECT summary FROM session_timeline ORDER BY seq")]
     assert shown == [r.summary for r in rows]
+
+
+async def test_a_usage_that_only_looks_packed_reads_back_as_written_and_verifies(tmp_path: Path) -> None:
+    # The loop writes usage as the counts by name; any other caller of the store (a copy from PostgreSQL, another
+    # writer) may have a list there. Four integers, or a list holding a list, must not be read as a packed usage.
+    db_path = tmp_path / "usage.db"
+    store = await SqliteEventStore.open(db_path, clock=SteppingClock(start=T0))
+    started = SessionStarted(session_id="s1", mode="headless", workspace="/ws", model="script:test",
+                             max_turns=5, plan_digest="p")
+    usages: list[object] = [[1, 2, 3, 4], [[1, 2, 3, 4]], [[[1, 2, 3, 4]]], ["a", "b", "c", "d"], [1.5, 2, 3, 4],
+                            USAGE["usage"]]
+    rows = [TimelineEntry(kind="model_attempt", turn=1, outcome="ok", summary=f"attempt {n}",
+                          data={"number": n, "usage": usage}) for n, usage in enumerate(usages, 1)]
+    try:
+        await store.create_session(record("s1"), Write(events=[(started, 0)], timeline=rows))
+        read = [r.data for r in await store.read_timeline("s1")]
+        report = await verify_chains(store, "s1", None)
+    finally:
+        await store.close()
+    assert read == [r.data for r in rows]
+    assert report.ok, report.problems
+    with closing(sqlite3.connect(db_path)) as conn:
+        shown = [json.loads(d) for (d,) in conn.execute("SELECT data FROM session_timeline ORDER BY seq")]
+    assert shown == [r.data for r in rows]
