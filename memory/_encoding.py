@@ -146,7 +146,7 @@ def unpack_values(kind: object, values: Any) -> Any:
     `attempt_entry` takes `Usage.model_dump()`), so a list of four integers there is a packed one."""
     if kind != "model_attempt" or type(values) is not dict:
         return values
-    usage = values.get("usage")
+    usage: Any = values.get("usage")
     if _packed_usage(usage):
         return {**values, "usage": dict(zip(_USAGE_KEYS, usage, strict=True))}
     if _wrapped_usage(usage):
