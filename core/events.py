@@ -5,8 +5,9 @@ Sequence numbers, times and turns are assigned by the store inside the append tr
 teach `fold` to read the old shape."""
 
 
+import json
 from datetime import datetime
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
@@ -111,8 +112,40 @@ class BatchProposed(_Event):
     kind: Literal["batch_proposed"] = "batch_proposed"
     batch_id: str
     content: tuple[ContentBlock, ...]
-    calls: tuple[PlannedCall, ...]
+    calls: tuple[PlannedCall, ...] = ()
+    """The calls to run. The stores leave them out of the stored JSON when they are exactly the content's
+    `tool_use` blocks in order (id, name and input, none refused: the usual batch), and an event read without them
+    has those (`_calls_of_the_content`; calls given, even none, are kept as given)."""
     usage: TokenUsage | None = None
+
+    @model_validator(mode="after")
+    def _calls_of_the_content(self) -> Self:
+        # After, not before: a before validator of the event would make every read of one go through a dict.
+        if "calls" not in self.model_fields_set:
+            object.__setattr__(self, "calls", tuple(
+                PlannedCall.model_construct(call_id=b.id, tool=b.name, input=b.input, input_sha256=sha256_json(b.input))
+                for b in self.content if isinstance(b, ToolUseBlock)))
+        return self
+
+    def calls_of_the_content(self) -> bool:
+        """Whether `calls` are what reading the stored JSON without them gives back (see `calls`)."""
+        uses = [b for b in self.content if isinstance(b, ToolUseBlock)]
+        return len(uses) == len(self.calls) and all(
+            c.call_id == b.id and c.tool == b.name and not c.refused and _same_input(c, b.input)
+            for c, b in zip(self.calls, uses, strict=True))
+
+
+def _same_input(call: PlannedCall, given: dict[str, Any]) -> bool:
+    """Whether reading `given` back as the call's input gives exactly the call's input and digest. Not `==`:
+    Python takes True and 1.0 for 1 and ignores key order, so a call's own values could be read back as the
+    content's (compared as JSON text in their own key order, and the digest reading would compute)."""
+    if call.input is not given:
+        try:
+            if json.dumps(call.input, ensure_ascii=False) != json.dumps(given, ensure_ascii=False):
+                return False
+        except (TypeError, ValueError):  # not JSON: serialising the event fails and says so
+            return False
+    return call.input_sha256 == sha256_json(given)
 
 
 class BlobRef(_Event):
@@ -363,10 +396,11 @@ def storable_json(event: Event, *, session_id: str | None = None, path: str | No
 
 
 def _stored_exclude(event: Event) -> Any:
-    """What else the stored JSON leaves out, because reading gives it back: a planned call's input hash (computed
-    from its input again) and a result's empty reasons and false is_error (the defaults)."""
+    """What else the stored JSON leaves out, because reading gives it back: a proposal's calls when they are its
+    content's tool_use blocks, else each planned call's input hash (computed from its input again), and a
+    result's empty reasons and false is_error (the defaults)."""
     if isinstance(event, BatchProposed):
-        return {"calls": {"__all__": {"input_sha256"}}}
+        return {"calls"} if event.calls_of_the_content() else {"calls": {"__all__": {"input_sha256"}}}
     if isinstance(event, CallResult):
         return {name for name, empty in (("reasons", not event.reasons), ("is_error", not event.is_error)) if empty}
     return None

@@ -10,7 +10,12 @@ the canonical ISO text (`2026-01-01T00:00:00.000000+00:00`). In the table they a
     `check` holds is stored as the number 0 (`["policy","allow",0]`): the detail is 50 characters or so, and no
     step has a number for a detail;
   - a timeline row's `prev_hash` is NULL when it is the hash of the row before it (row seq - 1; the genesis hash
-    for row 1), which is what the store always writes: the reader puts it back.
+    for row 1), which is what the store always writes: the reader puts it back;
+  - a model attempt row's token usage as the list of its four counts (schema 9, `pack_data`; a usage given as a
+    list that would read as packed is stored inside a list, and unwrapped on read);
+  - a timeline row's `summary` that repeats other values of its row (schema 9) is a BLOB (`pack_summary`): its
+    leading `<outcome>: ` (a phase row's `commit: ...`) or `<tool> ` (a call row's `noop_read {...} -> ok`) as one
+    byte, and the batch id its `data` holds (`commit: batch <id> with 1 call(s)`) as one byte wherever it appears.
 
 Only values that come back exactly are packed: a hash that is not 64 lowercase hex characters, or a time whose
 text is not the canonical form of its instant (an older database's, or one edited behind the store's back), is
@@ -86,9 +91,23 @@ def unpack_payload(kind: object, stored: object) -> str:
     return f'{{"kind":"{kind}",{stored[1:]}'
 
 
+_USAGE_KEYS = ("cache_read_tokens", "cache_write_tokens", "input_tokens", "output_tokens")
+"""A model attempt's token usage (core/timeline_rows.py `Usage`), in the order canonical JSON writes them."""
+_USAGE_KEY_SET = frozenset(_USAGE_KEYS)
+
+
 def pack_data(kind: str, check: str | None, data: dict[str, Any]) -> dict[str, Any] | None:
-    """A call row's `data` with the allowing steps' detail that repeats `check` replaced by 0; None when there is
-    none to replace (store `data` as it is)."""
+    """A call row's `data` with the allowing steps' detail that repeats `check` replaced by 0; a model attempt's
+    with its `usage` (the four token counts, integers) as the list of the counts in `_USAGE_KEYS` order (schema 9:
+    `"usage":[0,0,1200,85]` for 83 characters of keys); None when there is nothing to pack (store `data` as it is).
+    """
+    if kind == "model_attempt":
+        usage = data.get("usage")
+        if type(usage) is dict and usage.keys() == _USAGE_KEY_SET and all(type(n) is int for n in usage.values()):
+            return {**data, "usage": [usage[name] for name in _USAGE_KEYS]}
+        if _packed_usage(usage) or _wrapped_usage(usage):  # a list given as it is that reading would take for
+            return {**data, "usage": [usage]}              # a packed one: stored inside a list, unwrapped on read
+        return None
     steps = data.get("steps") if kind == "call" and check else None
     if type(steps) is not list:
         return None
@@ -114,11 +133,36 @@ def stored_data(kind: object, check: object, text: str) -> Any:
     no reader takes, or end the command mid-output."""
     text = unpack_data(kind, check, text)
     if type(text) is not str:  # a BLOB edited in: JSON only if its bytes are UTF-8 JSON
-        return json.loads(text, parse_constant=_refuse_constant)
+        return unpack_values(kind, json.loads(text, parse_constant=_refuse_constant))
     values = _decode(text)
     if "\\ud" in text or "\\uD" in text:  # only then may an escape spell a lone surrogate
         json.dumps(values, ensure_ascii=False).encode("utf-8")  # UnicodeEncodeError is a ValueError
+    return unpack_values(kind, values)
+
+
+def unpack_values(kind: object, values: Any) -> Any:
+    """Parsed `data` with a model attempt's packed `usage` (a list of four integers, `pack_data`) written out as the
+    counts by name again. No model attempt the loop writes has a list for its usage (core/timeline_rows.py
+    `attempt_entry` takes `Usage.model_dump()`), so a list of four integers there is a packed one."""
+    if kind != "model_attempt" or type(values) is not dict:
+        return values
+    usage: Any = values.get("usage")
+    if _packed_usage(usage):
+        return {**values, "usage": dict(zip(_USAGE_KEYS, usage, strict=True))}
+    if _wrapped_usage(usage):
+        return {**values, "usage": usage[0]}
     return values
+
+
+def _packed_usage(usage: Any) -> bool:
+    """A list of four integers: a packed usage (`pack_data`)."""
+    return type(usage) is list and len(usage) == 4 and all(type(n) is int for n in usage)
+
+
+def _wrapped_usage(usage: Any) -> bool:
+    """A list holding one list: a usage given as a list that would read as packed (or as wrapped), stored inside
+    a list so that it reads back as given (`pack_data`)."""
+    return type(usage) is list and len(usage) == 1 and type(usage[0]) is list
 
 
 def _refuse_constant(name: str) -> Any:
@@ -131,6 +175,68 @@ _decode = json.JSONDecoder(parse_constant=_refuse_constant).decode
 
 _PACKED_STEP = '"allow",0]'
 _json_text = json.encoder.encode_basestring  # a str as JSON text (any valid escaping will do: it is parsed next)
+
+
+_OUTCOME, _TOOL, _BATCH = "\x01", "\x02", "\x03"
+"""What a packed summary holds in place of `<outcome>: ` (first byte only), `<tool> ` (first byte only) and the batch
+id of the row's `data` (anywhere). Control characters no summary the loop writes holds; a summary that holds one
+is kept as text."""
+_MARKS = frozenset(_OUTCOME + _TOOL + _BATCH)
+_KEPT_AS_TEXT = _MARKS | {"\x00"}
+"""A summary holding one of these is kept as text: a mark, or a NUL (a call's output may hold one), at which
+SQLite's text functions stop, so the view (`summary_sql`) would cut a packed one there."""
+
+
+def pack_summary(summary: str, outcome: str | None, tool: str | None, data: dict[str, Any]) -> str | bytes:
+    """A timeline row's summary as the table keeps it: a BLOB (UTF-8) with what the row's other columns repeat
+    replaced by a mark (`_OUTCOME`, `_TOOL`, `_BATCH`), when that is shorter and `unpack_summary` gives the very
+    text back; else the text as it is (a TEXT value, as every summary before schema 9)."""
+    head, rest = "", summary
+    if outcome and summary.startswith(outcome + ": "):
+        head, rest = _OUTCOME, summary[len(outcome) + 2:]
+    elif tool and summary.startswith(tool + " "):
+        head, rest = _TOOL, summary[len(tool) + 1:]
+    batch = data.get("batch_id")
+    if type(batch) is str and len(batch) > 1 and batch in rest:
+        rest = rest.replace(batch, _BATCH)
+    elif not head:
+        return summary
+    if not _KEPT_AS_TEXT.isdisjoint(summary):
+        return summary
+    try:
+        blob = (head + rest).encode("utf-8")
+    except UnicodeEncodeError:
+        return summary
+    if len(blob) >= len(summary.encode("utf-8")):
+        return summary
+    return blob if unpack_summary(blob, outcome, tool, data) == summary else summary
+
+
+def unpack_summary(stored: object, outcome: object, tool: object, data: object) -> Any:
+    """A stored summary as the text it stands for: text as it is; a packed one (a BLOB) with its marks written
+    out from the row's `outcome`, `tool` and `data` (parsed). A BLOB that is no packed summary (not UTF-8, or a
+    mark the row has no value for) comes back as it is: it was edited behind the store's back, and the row reads
+    as damaged, as a BLOB summary did before schema 9."""
+    if type(stored) is not bytes:
+        return stored
+    try:
+        text = stored.decode("utf-8")
+    except UnicodeDecodeError:
+        return stored
+    if text[:1] == _OUTCOME:
+        if type(outcome) is not str:
+            return stored
+        text = f"{outcome}: {text[1:]}"
+    elif text[:1] == _TOOL:
+        if type(tool) is not str:
+            return stored
+        text = f"{tool} {text[1:]}"
+    if _BATCH in text:
+        batch = data.get("batch_id") if type(data) is dict else None
+        if type(batch) is not str:
+            return stored
+        text = text.replace(_BATCH, batch)
+    return text
 
 
 _SNAPSHOT_PREFIX = b"strata-zlib:"
@@ -174,6 +280,29 @@ def time_sql(column: str) -> str:
 def payload_sql(kind: str, payload: str) -> str:
     return (f"(CASE WHEN substr({payload}, 1, 8) = '{{\"kind\":' OR substr({payload}, 1, 1) <> '{{' THEN {payload} "
             f"ELSE '{{\"kind\":\"' || {kind} || '\",' || substr({payload}, 2) END)")
+
+
+def summary_sql(summary: str, outcome: str, tool: str, data: str) -> str:
+    """`unpack_summary` in SQL (a packed summary written out; a BLOB that is none shown as it is)."""
+    text = f"CAST({summary} AS TEXT)"
+    head = (f"(CASE substr({text}, 1, 1) WHEN char(1) THEN {outcome} || ': ' || substr({text}, 2) "
+            f"WHEN char(2) THEN {tool} || ' ' || substr({text}, 2) ELSE {text} END)")
+    batch = f"(CASE WHEN json_valid({data}) THEN json_extract({data}, '$.batch_id') END)"
+    return (f"(CASE WHEN typeof({summary}) <> 'blob' THEN {summary} "
+            f"WHEN instr({text}, char(3)) = 0 THEN {head} ELSE replace({head}, char(3), {batch}) END)")
+
+
+def data_sql(kind: str, data: str) -> str:
+    """`unpack_values` in SQL: a model attempt's packed usage written out (any other `data` shown as stored)."""
+    usage = ", ".join(f"'{name}', json_extract({data}, '$.usage[{i}]')" for i, name in enumerate(_USAGE_KEYS))
+    counts = " AND ".join(f"json_type({data}, '$.usage[{i}]') = 'integer'" for i in range(len(_USAGE_KEYS)))
+    return (f"(CASE WHEN {kind} = 'model_attempt' AND typeof({data}) = 'text' AND json_valid({data}) "
+            f"AND json_type({data}, '$.usage') = 'array' THEN (CASE "
+            f"WHEN json_array_length({data}, '$.usage') = 4 AND {counts} "
+            f"THEN json_set({data}, '$.usage', json_object({usage})) "
+            f"WHEN json_array_length({data}, '$.usage') = 1 AND json_type({data}, '$.usage[0]') = 'array' "
+            f"THEN json_set({data}, '$.usage', json(json_extract({data}, '$.usage[0]'))) "
+            f"ELSE {data} END) ELSE {data} END)")
 
 
 def hash_sql(column: str) -> str:

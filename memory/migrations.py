@@ -6,7 +6,16 @@ import sqlite3
 from collections.abc import Callable
 
 from core.errors import StoreError
-from memory._encoding import GENESIS_HASH, hash_sql, pack_hash, pack_time, payload_sql, time_sql
+from memory._encoding import (
+    GENESIS_HASH,
+    data_sql,
+    hash_sql,
+    pack_hash,
+    pack_time,
+    payload_sql,
+    summary_sql,
+    time_sql,
+)
 
 
 def _statements(script: str) -> list[str]:
@@ -327,6 +336,28 @@ def _m008_packed_rows(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _m009_packed_summaries(conn: sqlite3.Connection) -> None:
+    """A timeline row's `summary` may be packed: a BLOB in which one byte stands for what the row's other values
+    repeat (memory/_encoding.py `pack_summary`: a phase row's leading `<outcome>: `, a call row's leading `<tool> `,
+    the batch id its `data` holds), about 100 bytes less per read-only call; and a model attempt's token usage is
+    stored as the list of its four counts (`pack_data`). Rows already stored stay as they are (read as they always
+    were). Only the view changes: `session_timeline` shows a packed summary and a packed usage written out.
+    The version step also keeps an older Strata, which would read a packed summary as a damaged row, out of a
+    database that holds them ("newer than this Strata knows")."""
+    conn.execute("DROP VIEW IF EXISTS session_timeline")
+    conn.execute(f"""
+        CREATE VIEW session_timeline AS
+            SELECT s.id AS session_id, t.key & 1099511627775 AS seq, {time_sql("t.at")} AS at, t.turn, t.kind,
+                   t.call_id, t.tool, t.decision, t.check_name, t.outcome, t.duration_ms,
+                   {summary_sql("t.summary", "t.outcome", "t.tool", "t.data")} AS summary,
+                   {data_sql("t.kind", "t.data")} AS data,
+                   COALESCE({hash_sql("t.prev_hash")}, CASE WHEN t.key & 1099511627775 = 1 THEN '{GENESIS_HASH}'
+                            ELSE (SELECT {hash_sql("p.hash")} FROM timeline p WHERE p.key = t.key - 1) END)
+                       AS prev_hash,
+                   {hash_sql("t.hash")} AS hash
+            FROM timeline t JOIN sessions s ON t.key BETWEEN s.num << 40 AND (s.num << 40) | 1099511627775""")
+
+
 Migration = tuple[str, Callable[[sqlite3.Connection], None]]
 
 MIGRATIONS: tuple[Migration, ...] = (("001_initial", _m001_initial), ("002_timeline", _m002_timeline),
@@ -335,7 +366,8 @@ MIGRATIONS: tuple[Migration, ...] = (("001_initial", _m001_initial), ("002_timel
                                      ("005_keyed_chains", _m005_keyed_chains),
                                      ("006_process_identity", _m006_process_identity),
                                      ("007_rare_decisions", _m007_rare_decisions),
-                                     ("008_packed_rows", _m008_packed_rows))
+                                     ("008_packed_rows", _m008_packed_rows),
+                                     ("009_packed_summaries", _m009_packed_summaries))
 
 
 def migrate(conn: sqlite3.Connection, path: str, now: str) -> int:

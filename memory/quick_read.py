@@ -19,7 +19,7 @@ from core.record import record
 from core.snapshot_version import SNAPSHOT_VERSION
 from core.vocabulary import EVENT_SCHEMA_VERSION, TIMELINE_DECISIONS, Mode, SessionStatus
 from memory import _read_only
-from memory._encoding import stored_data, stored_datetime, unpack_snapshot
+from memory._encoding import stored_data, stored_datetime, unpack_snapshot, unpack_summary
 from memory.migrations import MIGRATIONS
 from memory.read_sql import SEQ_BITS, SEQ_MASK, SESSION_SELECT, timeline_filter
 
@@ -159,8 +159,9 @@ class QuickRead:
         rows = []
         try:
             for key, at, turn_, kind, tool, decision, check, outcome, duration, summary, data, call_id in cursor:
+                values = stored_data(kind, check, data)
                 row = ShownRow(key & SEQ_MASK, stored_datetime(at), turn_, kind, tool, decision, check, outcome,
-                               duration, summary, stored_data(kind, check, data))
+                               duration, unpack_summary(summary, outcome, tool, values), values)
                 if not _as_written(row, call_id):
                     return None
                 rows.append(row)

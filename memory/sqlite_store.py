@@ -47,6 +47,7 @@ from memory._encoding import (
     pack_hash,
     pack_payload,
     pack_snapshot,
+    pack_summary,
     pack_time,
     stored_datetime,
     unpack_hash,
@@ -360,7 +361,8 @@ class SqliteEventStore:
                 data = _canonical_json(packed)
             # prev_hash is left NULL: it is the hash of the row before (memory/_encoding.py).
             rows.append((base | seq, e.kind, e.turn, e.tool, e.decision, stamp_packed, e.call_id, e.check, e.outcome,
-                         e.duration_ms, None, bytes.fromhex(digest), e.summary, data))
+                         e.duration_ms, None, bytes.fromhex(digest), pack_summary(e.summary, e.outcome, e.tool, e.data),
+                         data))
             prev = digest
         conn.executemany(_TIMELINE_INSERT, rows)
         return seq, prev
@@ -836,7 +838,8 @@ def _copied_timeline(base: int, dump: SessionDump) -> list[tuple[Any, ...]]:
         prev = None if r.prev_hash == derived else pack_hash(r.prev_hash)
         packed = pack_data(r.kind, r.check, r.data)
         rows.append((base | r.seq, r.kind, r.turn, r.tool, r.decision, pack_time(canonical_time(r.at)), r.call_id,
-                     r.check, r.outcome, r.duration_ms, prev, pack_hash(r.hash), r.summary,
+                     r.check, r.outcome, r.duration_ms, prev, pack_hash(r.hash),
+                     pack_summary(r.summary, r.outcome, r.tool, r.data),
                      json.dumps(r.data if packed is None else packed, separators=(",", ":"))))
         before = r
     return rows

@@ -13,7 +13,14 @@ from pydantic import ValidationError
 
 from core.chain import GENESIS_HASH
 from core.timeline import TimelineRow, marked_damaged
-from memory._encoding import stored_data, stored_datetime, unpack_data, unpack_hash
+from memory._encoding import (
+    stored_data,
+    stored_datetime,
+    unpack_data,
+    unpack_hash,
+    unpack_summary,
+    unpack_values,
+)
 from memory.rows import shown_value, validation_problem
 
 SEQ_MASK = (1 << 40) - 1
@@ -79,9 +86,10 @@ def timeline_row(session_id: str, row: Any) -> TimelineRow:
     except (TypeError, ValueError):
         problem = problem or f"data: not JSON, it holds {shown_value(data)}"
         try:  # NaN, an infinity, a lone surrogate (an older Strata stored `Retry-After: inf`): verify hashes it as is
-            values = json.loads(unpack_data(kind, check, data))
+            values = unpack_values(kind, json.loads(unpack_data(kind, check, data)))
         except (TypeError, ValueError):
             values = {"unreadable": data}
+    summary = unpack_summary(summary, outcome, tool, values)
     if isinstance(duration, float) and not math.isfinite(duration):
         problem = problem or f"duration_ms: not a finite number, it holds {shown_value(duration)}"
     fields = {"session_id": session_id, "seq": key & SEQ_MASK, "at": stamp, "kind": kind, "turn": turn,

@@ -126,4 +126,11 @@ CREATE TABLE channel_claims (channel text NOT NULL, thread_id text NOT NULL, tok
     pid bigint NOT NULL, host text NOT NULL, proc_start text NOT NULL, boot_id text NOT NULL, pid_ns text NOT NULL,
     expires_at text NOT NULL, PRIMARY KEY (channel, thread_id));
 """),
+    # Schema only in name: a proposal's payload may leave its calls out (core/events.py `BatchProposed`), which a
+    # Strata before this one cannot read. The step keeps such a Strata out of the database ("schema migrations this
+    # Strata does not know") rather than letting it report every new proposal as a damaged event.
+    ("003_proposals_without_calls", """
+COMMENT ON COLUMN events.payload IS 'The event''s JSON as core/events.py storable_json writes it: since 003 a '
+    'proposal''s calls may be left out, when they are its content''s tool_use blocks (read back from them).';
+"""),
 )

@@ -30,7 +30,7 @@ def _bytes_per_call(k: int, tmp: Path) -> float:
     return per_call
 
 
-@pytest.mark.parametrize(("k", "bound"), [(8, 1024), (1, 2100)])
+@pytest.mark.parametrize(("k", "bound"), [(8, 1024), (1, 1750)])
 def test_a_read_only_call_stays_within_its_storage_bound(k: int, bound: int, tmp_path: Path) -> None:
     per_call = _bytes_per_call(k, tmp_path)
     assert per_call <= bound, f"{per_call:.0f} bytes per read-only call in batches of {k} (bound {bound})"

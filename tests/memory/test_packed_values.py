@@ -48,8 +48,12 @@ def test_the_stored_json_leaves_out_what_reading_gives_back() -> None:
         assert EventAdapter.validate_json(storable_json(event)) == event
     assert json.loads(storable_json(result)) == {"kind": "call_result", "batch_id": "b1", "call_id": "c1",
                                                  "tool": "read", "status": "ok", "content": "ok"}
+    assert "calls" not in json.loads(storable_json(proposal))  # they are its content's tool_use blocks
+    refused = proposal.model_copy(update={"calls": (proposal.calls[0].model_copy(update={"refused": ("limit",)}),
+                                                    proposal.calls[1])})
+    assert EventAdapter.validate_json(storable_json(refused)) == refused
     assert all("input_sha256" not in c and c["input"]["none"] is None
-               for c in json.loads(storable_json(proposal))["calls"])
+               for c in json.loads(storable_json(refused))["calls"])
     assert json.loads(storable_json(changed))["previous_digest"] is None
     # A planned call whose hash is not its input's keeps it (it reads back the same only so).
     odd = BatchProposed(batch_id="b2", content=(), calls=(PlannedCall(call_id="c", tool="t", input={},

@@ -132,7 +132,7 @@ async def test_a_second_open_finds_the_schema_in_place(store: PostgresEventStore
     await again.close()
     with psycopg.connect(database, autocommit=True) as conn:
         names = [r[0] for r in conn.execute("SELECT name FROM strata_schema ORDER BY name").fetchall()]
-    assert names == ["001_initial", "002_channel_book"]
+    assert names == ["001_initial", "002_channel_book", "003_proposals_without_calls"]
 
 
 class socket_closed_port:
