@@ -94,10 +94,16 @@ class Daemon:
         self.proc = subprocess.Popen(cli.argv(["serve", "--foreground", *args]), cwd=cli.cwd, env=cli.env(env),
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.out = _Lines(self.proc, str)
-        self.out.wait_for(lambda line: "listening on" in line, 60, "listening line")
         self.pid = self.proc.pid
         self.stderr = ""
         self.exited_at: float | None = None
+        try:
+            self.out.wait_for(lambda line: "listening on" in line, 60, "listening line")
+        except AssertionError:  # it never listened: ended (or killed after the wait), its pipes closed
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.wait(5)
+            raise
 
     def signal(self, signum: signal.Signals) -> None:
         self.proc.send_signal(signum)
@@ -107,8 +113,13 @@ class Daemon:
         return self.proc.returncode
 
     def stop(self) -> None:
+        """SIGTERM if it still runs; and, whether it did or had already ended (killed by the test, say), its pipes
+        are closed: a daemon killed and then only `stop`ped left two open pipes, which the garbage collector closed
+        later with a ResourceWarning in whatever test was running then (filterwarnings=error: its failure)."""
         if self.proc.poll() is None:
             self.signal(signal.SIGTERM)
+        assert self.proc.stdout is not None
+        if not self.proc.stdout.closed:
             self.wait()
 
 
@@ -120,7 +131,13 @@ class Client:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True)
         self.out = _Lines(self.proc, json.loads)
-        attached = self.out.wait_for(lambda o: o["type"] == "attached", 60, "attached line")
+        try:
+            attached = self.out.wait_for(lambda o: o["type"] == "attached", 60, "attached line")
+        except AssertionError:  # refused (or killed after the wait): its pipes closed, not left to the collector
+            if self.proc.poll() is None:
+                self.proc.kill()
+            _end(self.proc, self.out, 5)
+            raise
         self.session_id: str = attached["session_id"]
 
     def send(self, **obj: Any) -> None:
