@@ -24,8 +24,8 @@ FLUSH_FAILED = 120
 def leave(code: int) -> NoReturn:
     """Exit with status `code`, as `sys.exit(code)` would, without the interpreter's teardown."""
     shutdown = getattr(threading, "_shutdown", None)  # what Python's exit calls first (3.11 to 3.13)
-    if not callable(shutdown):
-        sys.exit(code)
+    if not callable(shutdown) or sys.getprofile() is not None or sys.gettrace() is not None:
+        sys.exit(code)  # a profiler or tracer (`python -m cProfile -m agent ...`) writes its report after this
     # Wait for the threads that are not daemons, after the hooks that tell them to stop (an executor's workers), as
     # Python's exit does: a worker thread the event loop told to stop may still be on its way out (anyio's idle
     # workers are not daemons), and was the case where this used to fall back to the whole teardown.

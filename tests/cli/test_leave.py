@@ -66,3 +66,15 @@ def test_a_thread_python_would_wait_for_is_waited_for(cli: StrataCLI, tmp_path: 
     assert done.stdout.startswith("strata ")
     assert (tmp_path / "thread-done").exists()
     assert (tmp_path / "atexit-ran").exists() and not (tmp_path / "teardown-ran").exists()
+
+
+def test_a_command_run_under_a_profiler_exits_the_usual_way_so_the_profile_is_written(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """`python -m cProfile -o FILE -m agent ...` writes its report after the command returns: a command that ended the
+    process itself would leave no report (nor would a tracer, a debugger or a coverage run get to finish)."""
+    report = tmp_path / "strata.prof"
+    done = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(report), "-m", "agent", "--version"],
+                          cwd=cli.cwd, env=cli.env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("strata ")
+    assert report.stat().st_size > 0
