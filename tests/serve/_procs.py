@@ -219,3 +219,19 @@ def parked_session(cli: StrataCLI, ws: Path, model: str, *, asked: str, parks: t
 
     wait_until(lambda: waiting() == expected, what=f"the session's waiting calls to be {expected}")
     return driver.session_id
+
+
+def killed_while_asking(cli: StrataCLI, ws: Path, model: str, *, asked: str, prompt: str) -> str:
+    """A daemon serving a new session in `ws` on `model` is SIGKILLed while its driver is asked about the call
+    `asked` (the driver then ends, exit 1). Returns the session's id."""
+    daemon = Daemon(cli)
+    try:
+        driver = Client(cli, "--new", "--workspace", str(ws), "--model", model)
+        driver.send(type="prompt", text=prompt)
+        driver.wait_for("approval_request", call_id=asked)
+        daemon.signal(signal.SIGKILL)
+        assert daemon.wait() == -signal.SIGKILL
+        assert driver.collect().returncode == 1
+    finally:
+        daemon.stop()
+    return driver.session_id

@@ -6,14 +6,13 @@ processes, a real socket."""
 from __future__ import annotations
 
 import json
-import signal
 from pathlib import Path
 
 import pytest
 
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
-from tests.serve._procs import Client, Daemon, allow_in_user_config, script, status, wait_until
+from tests.serve._procs import Client, Daemon, allow_in_user_config, killed_while_asking, script, status, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -24,17 +23,7 @@ def test_after_sigkill_during_an_ask_the_next_driver_is_asked_again_and_the_call
     ws.mkdir()
     model = script(tmp_path / "s.json", [tool_use("w1", "write_file", path="a.txt", content="A\n")],
                    [text("written")])
-    daemon = Daemon(cli)
-    try:
-        driver = Client(cli, "--new", "--workspace", str(ws), "--model", model)
-        sid = driver.session_id
-        driver.send(type="prompt", text="write a")
-        driver.wait_for("approval_request", call_id="w1")
-        daemon.signal(signal.SIGKILL)
-        assert daemon.wait() == -signal.SIGKILL
-        assert driver.collect().returncode == 1
-    finally:
-        daemon.stop()
+    sid = killed_while_asking(cli, ws, model, asked="w1", prompt="write a")
     assert not (ws / "a.txt").exists()
 
     restarted = Daemon(cli)

@@ -7,7 +7,6 @@ as with --on-ask park; nothing is approved by default"), then run once. A plain 
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 
 from tests.cli._helpers import assert_clean_stderr, text, tool_use
 from tests.conftest import StrataCLI
-from tests.serve._procs import Client, Daemon, parked_session, script
+from tests.serve._procs import Daemon, killed_while_asking, parked_session, script
 
 pytestmark = pytest.mark.slow
 
@@ -62,15 +61,5 @@ def test_a_call_asked_when_the_daemon_was_killed_parks_on_a_plain_resume(cli: St
     ws.mkdir()
     model = script(tmp_path / "s.json", [tool_use("w1", "write_file", path="a.txt", content="A\n")],
                    [text("written")])
-    daemon = Daemon(cli)
-    try:
-        driver = Client(cli, "--new", "--workspace", str(ws), "--model", model)
-        sid = driver.session_id
-        driver.send(type="prompt", text="write a")
-        driver.wait_for("approval_request", call_id="w1")
-        daemon.signal(signal.SIGKILL)
-        assert daemon.wait() == -signal.SIGKILL
-        assert driver.collect().returncode == 1
-    finally:
-        daemon.stop()
+    sid = killed_while_asking(cli, ws, model, asked="w1", prompt="write a")
     _parks_then_runs_once(cli, sid, ws)
