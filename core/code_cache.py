@@ -20,11 +20,12 @@ import builtins
 import importlib.util
 import marshal
 import os
-import stat
 import sys
 from pathlib import Path
 from types import CodeType
 from typing import Any
+
+from core.regular_file import NotRegular, read_regular
 
 MAX_ENTRIES = 4096
 """A saved file keeps at most this many sources (past it, only the ones this process used)."""
@@ -99,15 +100,11 @@ def _read_raw(path: Path) -> dict[str, bytes]:
 
 def regular_file_bytes(path: Path) -> bytes:
     """The file's bytes; nothing for what is not a regular file (a FIFO there would block the start forever, a
-    device would be read without end), opened without blocking and checked before it is read."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    device would be read without end: core/regular_file.py)."""
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return b""
-        with open(fd, "rb", closefd=False) as file:
-            return file.read()
-    finally:
-        os.close(fd)
+        return read_regular(path)
+    except NotRegular:
+        return b""
 
 
 def read(path: Path) -> dict[str, CodeType]:

@@ -10,8 +10,6 @@ alphabet, inputs of any depth or size, and text with unpaired surrogates reach t
 from __future__ import annotations
 
 import json
-import os
-import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ from core import bounded_json
 from core.errors import ScriptError
 from core.messages import ContentBlock, TextBlock, ToolUseBlock
 from core.model.base import ModelAttempt, ModelListener, ModelRequest, ModelResponse
+from core.regular_file import NotRegular, TooLarge, read_regular
 
 FINAL_TEXT = "Done: the script has no more turns."
 MAX_SCRIPT_BYTES = 64 * 1024 * 1024
@@ -101,19 +100,14 @@ def parse_script(raw: Any, source: str, child: tuple[int, ...] = ()) -> list[tup
 
 
 def _read_bounded(path: Path) -> bytes:
-    """The bytes of a regular file of at most MAX_SCRIPT_BYTES. Opened without blocking (a FIFO nobody writes
-    would hold the open) and checked before a byte is read (a device may never end)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    """The bytes of a regular file of at most MAX_SCRIPT_BYTES (core/regular_file.py: a FIFO nobody writes would
+    hold the open, a device may never end)."""
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ScriptError(str(path), "not a regular file")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(MAX_SCRIPT_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_SCRIPT_BYTES:
-        raise ScriptError(str(path), f"larger than {MAX_SCRIPT_BYTES // (1024 * 1024)} MiB")
-    return data
+        return read_regular(path, MAX_SCRIPT_BYTES)
+    except NotRegular:
+        raise ScriptError(str(path), "not a regular file") from None
+    except TooLarge:
+        raise ScriptError(str(path), f"larger than {MAX_SCRIPT_BYTES // (1024 * 1024)} MiB") from None
 
 
 def load_script(path: Path, child: tuple[int, ...] = ()) -> list[tuple[ContentBlock, ...]]:
