@@ -6,13 +6,16 @@ directly (one small insert and a commit each: the floor any durable runtime pays
 times and their ratio, and flatness with session length, ending with one line:
 
     overhead_ratio=<float> commits_per_effectful_call=<float> same_rows_ratio=<float> loop_cpu_us=<float>
+    floor_loop_cpu_us=<float>
 
 `same_rows_ratio` compares with a second floor, the raw commit of the same rows: every write transaction the
 store made for a session (its events, receipts and timeline rows with their indexes, as the SQL statements the
 store ran, captured by sqlite3's trace callback in an untimed copy of the session) is replayed with plain `sqlite3`
 (WAL, synchronous=FULL, same schema) into a database of its own, one COMMIT per transaction. `loop_cpu_us` is the
 CPU time of the event loop's thread per call (`time.thread_time` around the session): the Python the runtime adds
-on the loop, apart from the store's thread.
+on the loop, apart from the store's thread. `floor_loop_cpu_us` is the same measure for the raw aiosqlite floor's
+commits, times the runtime's commits per call: what the loop's thread spends on durable commits alone (two hops to
+aiosqlite's thread and the wake-ups after waiting on fsync), with no Python of the runtime.
 
 Both databases are kept across rounds and warmed up first, so both are measured in the same steady state.
 Flatness compares, in the same database and alternating, calls in a session ~200 events long with calls in one
@@ -212,6 +215,21 @@ class Bench:
             await self.raw.commit()
         return time.perf_counter() - t0
 
+    async def one_hop_commits(self, n: int) -> float:
+        """The floor's insert and commit done in one hop to aiosqlite's thread (as the store does a commit): the
+        least a thread-offloaded durable commit costs the loop's thread. Returns the loop thread's CPU seconds."""
+        payload = "x" * 300
+
+        def commit() -> None:
+            conn = self.raw._conn
+            conn.execute("INSERT INTO t(payload) VALUES (?)", (payload,))
+            conn.commit()
+
+        c0 = time.thread_time()
+        for _ in range(n):
+            await self.raw._execute(commit)
+        return time.thread_time() - c0
+
     async def play(self, session_id: str | None, model: _TimedModel, first: bool) -> tuple[str, list[float]]:
         """Run the next segment of a segmented script (a new session, or a resume). Returns per-batch times."""
         start = len(model.stamps)
@@ -246,11 +264,14 @@ async def main(args: argparse.Namespace) -> None:
         await bench.raw_commits(commits)
         bench.same_rows(await bench.traced_writes(args.batches, k, "noop_write"))
         ratios, per_call, floor_per_commit, cpc = [], [], [], []
-        same_ratios, loop_cpu, same_per_call = [], [], []
+        same_ratios, loop_cpu, same_per_call, floor_cpu, hop_cpu = [], [], [], [], []
         for _ in range(args.rounds):
             writes = await bench.traced_writes(args.batches, k, "noop_write")
             secs, cpu, commits = await bench.timed_session(args.batches, k, "noop_write")
+            c0 = time.thread_time()
             raw = await bench.raw_commits(commits)
+            floor_cpu.append((time.thread_time() - c0) / commits)
+            hop_cpu.append(await bench.one_hop_commits(commits) / commits)
             same = await anyio.to_thread.run_sync(bench.same_rows, writes)
             calls = args.batches * k
             assert len(writes) == commits, (len(writes), commits)
@@ -275,6 +296,14 @@ async def main(args: argparse.Namespace) -> None:
         print(f"raw sqlite3 commit of the same rows: {statistics.median(same_per_call) * 1e3:.3f} ms per call; "
               f"runtime / same rows per round: {', '.join(f'{x:.2f}' for x in same_ratios)}")
         print(f"loop-thread CPU per effectful call: {cpu_us:.0f} us (median of {args.rounds} rounds)")
+        floor_cpu_us = statistics.median(floor_cpu) * commits_per_call * 1e6
+        print(f"loop-thread CPU of the raw aiosqlite floor: {statistics.median(floor_cpu) * 1e6:.0f} us per commit, "
+              f"{floor_cpu_us:.0f} us per call at {commits_per_call:.3f} commits per call (waking from each commit's "
+              f"wait costs the loop's thread this much with no Python of ours); above it: "
+              f"{cpu_us - floor_cpu_us:.0f} us")
+        hop_us = statistics.median(hop_cpu) * 1e6
+        print(f"the same insert and commit in one hop (as the store commits): {hop_us:.0f} us of loop-thread CPU per "
+              f"commit, {hop_us * commits_per_call:.0f} us per call")
 
         # Flatness: per-call cost in a session ~10,000 events long vs one ~200 events long, same database,
         # alternating so that both meet the same database state.
@@ -297,7 +326,7 @@ async def main(args: argparse.Namespace) -> None:
         print(f"per call in a session at ~200 events: {e * 1e3:.3f} ms; at ~{long_events} events: {lt * 1e3:.3f} ms;"
               f" ratio {lt / e:.3f}")
     print(f"overhead_ratio={ratio:.3f} commits_per_effectful_call={commits_per_call:.3f} "
-          f"same_rows_ratio={same_ratio:.3f} loop_cpu_us={cpu_us:.1f}")
+          f"same_rows_ratio={same_ratio:.3f} loop_cpu_us={cpu_us:.1f} floor_loop_cpu_us={floor_cpu_us:.1f}")
 
 
 if __name__ == "__main__":
