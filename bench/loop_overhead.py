@@ -227,7 +227,7 @@ class Bench:
 
         c0 = time.thread_time()
         for _ in range(n):
-            await self.raw._execute(commit)
+            await self.raw._execute(commit)  # type: ignore[no-untyped-call]
         return time.thread_time() - c0
 
     async def play(self, session_id: str | None, model: _TimedModel, first: bool) -> tuple[str, list[float]]:
