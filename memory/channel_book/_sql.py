@@ -189,11 +189,12 @@ class PostgresBookDb:
         002_channel_book not applied yet: a reading command then shows no book, a daemon opens the store first)."""
         import psycopg
 
-        from memory.postgres import redact
+        from memory.postgres import redact, use_nul_safe_text
 
         where = redact(url)
         try:
             conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
+            use_nul_safe_text(conn)  # a channel's ids and senders are a remote service's text
         except psycopg.Error as exc:
             raise StoreError(f"cannot connect to {where}: {_one_line(exc)}", path=where,
                              hint="check the URL, that the server runs, and the credentials") from None

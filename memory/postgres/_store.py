@@ -46,6 +46,7 @@ from memory.chain_binding import ChainBinding, home_key, matching
 from memory.copy import SessionDump
 from memory.leases import describe
 from memory.postgres._advisory import AdvisoryLocks
+from memory.postgres._nul_text import configure as nul_safe_text
 from memory.postgres._schema import MIGRATION_LOCK, MIGRATIONS
 from memory.rows import (
     ChainRecord,
@@ -112,7 +113,8 @@ class PostgresEventStore:
         refused login or a database of a newer schema is a StoreError naming the database, never a traceback."""
         where = redact(url)
         pool = AsyncConnectionPool(url, min_size=1, max_size=max(1, max_connections), open=False,
-                                   kwargs={"autocommit": True, "connect_timeout": max(1, int(connect_timeout_s))})
+                                   kwargs={"autocommit": True, "connect_timeout": max(1, int(connect_timeout_s))},
+                                   configure=nul_safe_text)
         hint = "check the URL, that the server runs, and the credentials"
         try:  # one plain connection first: a refusal is then the server's own reason, at once, not a pool timeout
             probe = await psycopg.AsyncConnection.connect(url, connect_timeout=max(1, int(connect_timeout_s)))
