@@ -717,6 +717,32 @@ class StoreConformance:
         assert type(row) is TimelineRow and row.data == {"wait": "inf", "ratio": "nan", "n": 1.5}
         assert verify_chain([row], _key(store)).ok
 
+    async def test_text_holding_nul_or_starting_with_u_ffff_reads_back_exactly(self, store: EventStore) -> None:
+        """A NUL (a call's output may hold one) and U+FFFF are text like any other, in every free-text field: the
+        session's title, events, timeline rows and receipts read back as written, a filter on such a tool name
+        finds its row, and both chains verify. (PostgreSQL's text cannot hold a NUL: its store encodes it.)"""
+        odd = ["a\x00b", "\uffff0 starts with U+FFFF", "\x00", "\uffff1\x00\uffff"]
+        await store.create_session(record("s1", title=odd[1]), events(started("s1"), user(odd[0])))
+        await store.commit("s1", Write(
+            events=[(CallResult(batch_id="b1", call_id=odd[2], tool="bash", status="ok", content=odd[3],
+                                is_error=False), 1)],
+            new_receipts=[NewReceipt(id="r1", call_id=odd[2], tool="bash", idempotency_key=f"s1:{odd[0]}",
+                                     args_sha256="sha", resource_keys=(odd[1],))],
+            timeline=[TimelineEntry(kind="call", turn=1, call_id=odd[2], tool=odd[0], decision="denied",
+                                    check=odd[3], outcome="ok", summary=odd[1], data={"o": odd[3]})]))
+        assert (await store.get_session("s1")).title == odd[1]
+        read = await store.read_events("s1")
+        assert isinstance(read[1].event, UserMessage) and read[1].event.text == odd[0]
+        assert isinstance(read[2].event, CallResult) and (read[2].event.call_id, read[2].event.content) == (
+            odd[2], odd[3])
+        (row,) = await store.read_timeline("s1", tools=[odd[0]])
+        assert (row.call_id, row.tool, row.check, row.summary, row.data) == (odd[2], odd[0], odd[3], odd[1],
+                                                                            {"o": odd[3]})
+        assert verify_chain(await store.read_timeline("s1"), _key(store)).ok
+        assert event_chain_ok(store, await store.read_event_chain("s1")).ok
+        (kept,) = await store.list_receipts("s1")
+        assert (kept.call_id, kept.idempotency_key, kept.resource_keys) == (odd[2], f"s1:{odd[0]}", (odd[1],))
+
     async def test_read_timeline_filters_combine_with_and(self, store: EventStore) -> None:
         """kinds, tools, decisions, turn, since_seq and since_at filter (together: AND); limit cuts; order is seq."""
         await seeded_timeline(store)
