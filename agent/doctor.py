@@ -87,9 +87,10 @@ def _write_lock(path: Path) -> str | None:
 
 
 async def _postgres(settings: Settings) -> list[Check]:
-    """The PostgreSQL store's checks: it connects and migrates, its sessions read, and the home holds its key."""
+    """The PostgreSQL store's checks: it connects, its sessions read, and the home holds its key. Opened as the
+    reading commands open it: a database of an older schema is not migrated (other, older Strata may work on it)."""
     try:
-        store = await open_store(settings)
+        store = await open_store(settings, read_only=True)
     except StrataError as exc:
         return [Check("FAIL", "database", exc.message)]
     try:

@@ -87,8 +87,10 @@ class _Refused(Exception):
 
 
 class PostgresEventStore:
-    def __init__(self, pool: AsyncConnectionPool, where: str, clock: Clock, *, url: str) -> None:
+    def __init__(self, pool: AsyncConnectionPool, where: str, clock: Clock, *, url: str,
+                 read_only: bool = False) -> None:
         self._pool = pool
+        self._read_only = read_only
         self.path = where
         """The database as people name it, without a password (in messages and `strata doctor`)."""
         self._clock = clock
@@ -108,9 +110,12 @@ class PostgresEventStore:
 
     @classmethod
     async def open(cls, url: str, *, home: Path, clock: Clock | None = None, max_connections: int = 4,
-                   connect_timeout_s: float = 10.0) -> PostgresEventStore:
+                   connect_timeout_s: float = 10.0, read_only: bool = False) -> PostgresEventStore:
         """Connect, migrate (under an advisory lock) and bind the chain key of `home`. An unreachable server, a
-        refused login or a database of a newer schema is a StoreError naming the database, never a traceback."""
+        refused login or a database of a newer schema is a StoreError naming the database, never a traceback.
+        `read_only` (the reading commands): a database of an older schema is read as it is, not migrated (a
+        migration would shut out every older Strata still working on it, see `_schema`; a read changes nothing),
+        and the store refuses to write; an empty database still gets the schema."""
         where = redact(url)
         pool = AsyncConnectionPool(url, min_size=1, max_size=max(1, max_connections), open=False,
                                    kwargs={"autocommit": True, "connect_timeout": max(1, int(connect_timeout_s))},
@@ -126,10 +131,10 @@ class PostgresEventStore:
         except Exception as exc:  # psycopg_pool's PoolTimeout carries the reason in its message
             await pool.close()
             raise StoreError(f"cannot connect to {where}: {_reason(exc)}", path=where, hint=hint) from None
-        store = cls(pool, where, clock or SystemClock(), url=url)
+        store = cls(pool, where, clock or SystemClock(), url=url, read_only=read_only)
         try:
             async with pool.connection() as conn:
-                await _migrate(conn, where)
+                await _migrate(conn, where, reading=read_only)
                 store._binding = await _bind(conn, home, iso(store._clock.now()))
         except psycopg.Error as exc:
             await pool.close()
@@ -156,6 +161,9 @@ class PostgresEventStore:
 
     async def _transaction(self, session_id: str | None, body: Callable[[Cursor, str], Awaitable[T]], *,
                            creates: bool = False) -> T:
+        if self._read_only:
+            raise PersistError(f"{self.path} was opened for reading: nothing was written", session_id=session_id,
+                               path=self.path)
         at = iso(self._clock.now())
         try:
             result = await self._begun(lambda cur: body(cur, at))
@@ -543,8 +551,9 @@ async def _update_receipt(cur: Cursor, u: ReceiptUpdate, at: str) -> None:
         raise _RaceLost(u.id)
 
 
-async def _migrate(conn: psycopg.AsyncConnection[Any], where: str) -> None:
-    """Apply the migrations this database lacks, one transaction each, under an advisory lock."""
+async def _migrate(conn: psycopg.AsyncConnection[Any], where: str, *, reading: bool = False) -> None:
+    """Apply the migrations this database lacks, one transaction each, under an advisory lock. `reading`: only
+    into an empty database; one of an older schema is left as it is (its rows read as they are)."""
     await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
     try:
         cur = await conn.execute("SELECT to_regclass('strata_schema') IS NOT NULL")
@@ -558,6 +567,8 @@ async def _migrate(conn: psycopg.AsyncConnection[Any], where: str) -> None:
             unknown = ", ".join(sorted(applied - known))
             raise StoreError(f"{where} has schema migrations this Strata does not know ({unknown})",
                              path=where, hint="upgrade Strata to open this database")
+        if reading and applied:
+            return
         for name, sql in MIGRATIONS:
             if name in applied:
                 continue

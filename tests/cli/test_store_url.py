@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import psycopg
 import pytest
 
-from tests._postgres import Cluster
+from memory.postgres._schema import MIGRATIONS
+from tests._postgres import Cluster, rows
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -65,3 +67,25 @@ def test_the_store_password_is_never_printed(cli: StrataCLI, workspace: Path) ->
     line, *hint = failed.stderr.strip().splitlines()
     assert line.startswith("strata: error: cannot connect to postgresql://strata@127.0.0.1:1/x: "), failed.stderr
     assert hint == ["hint: check the URL, that the server runs, and the credentials"], failed.stderr
+
+
+def test_reading_commands_leave_an_older_postgresql_schema_as_it_is(postgres_cluster: Cluster, tmp_path: Path) -> None:
+    """A reading command does not migrate the database: a migration shuts every older Strata still working on it
+    out ("schema migrations this Strata does not know"), which a read must never do. A writing command does."""
+    url = postgres_cluster.new_database()
+    cli = StrataCLI(tmp_path / "home", tmp_path, store_url=url)
+    script = write_script(tmp_path / "s.json", [[text("hello")]])
+    assert cli.run("run", "--model", f"script:{script}", "hi").returncode == 0
+    latest = MIGRATIONS[-1][0]
+    with psycopg.connect(url, autocommit=True) as conn:  # as an older Strata left it
+        conn.execute("DELETE FROM strata_schema WHERE name = %s", (latest,))
+
+    (session,) = cli.json_lines("sessions", "--json")
+    for args in (("sessions",), ("show", session["id"]), ("timeline", session["id"], "--verify"),
+                 ("receipts", session["id"]), ("doctor",)):
+        done = cli.run(*args)
+        assert done.returncode == 0, (args, done.stdout + done.stderr)
+        assert latest not in {name for (name,) in rows(url, "SELECT name FROM strata_schema")}, args
+    resumed = cli.run("resume", session["id"], "--model", f"script:{script}", "again")
+    assert resumed.returncode == 0, resumed.stderr
+    assert latest in {name for (name,) in rows(url, "SELECT name FROM strata_schema")}
