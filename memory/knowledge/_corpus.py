@@ -2,9 +2,11 @@
 
 Walks each root in sorted order without following symlinks (a symlink is reported `not_followed`, so a dataset
 never reaches outside its root in silence) and skips hidden entries (`.git/`, `.DS_Store`). Only files with a
-document suffix (core/knowledge DOCUMENT_SUFFIXES) are read; each is opened without following a symlink and
-without blocking (a FIFO is reported, never waited on). A file that cannot be indexed is reported, never dropped
-in silence (core/knowledge/_document.py). Blocking: call it from a worker thread in async code.
+document suffix (core/knowledge DOCUMENT_SUFFIXES) are read; each is opened only when it is a regular file (a FIFO
+or a device is reported, never opened: opening a FIFO would release a process waiting to write to it), without
+following a symlink and without blocking (what was swapped in after that check is reported too, never waited on).
+A file that cannot be indexed is reported, never dropped in silence (core/knowledge/_document.py). Blocking: call
+it from a worker thread in async code.
 
 A root given as a symlink is followed (a person's `path = "~/sops"` may lead anywhere they chose, even when it lies
 inside the workspace, as `~/.local/share/strata/knowledge` does in a workspace of $HOME), except a root the project
@@ -115,6 +117,14 @@ def _read(dataset: str, filename: str, path: Path) -> LoadedDocument | CorpusPro
 
     if shown != str(path):
         return problem("bad_name", "the path is not valid UTF-8")
+    try:  # never open what is not a regular file: opening a FIFO releases a writer, a device may act on it
+        seen = os.lstat(path)
+    except OSError as exc:
+        return problem("unreadable", f"cannot open: {exc.strerror or exc}")
+    if stat.S_ISLNK(seen.st_mode):
+        return problem("not_followed", "a symlinked file is not followed")
+    if not stat.S_ISREG(seen.st_mode):
+        return problem("unreadable", "not a regular file")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:

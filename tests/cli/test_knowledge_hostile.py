@@ -6,7 +6,10 @@ never a document read from outside the workspace."""
 from __future__ import annotations
 
 import json
+import os
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -43,6 +46,38 @@ def test_get_of_an_id_that_is_not_utf8_is_a_not_found_miss_not_an_internal_error
     plain = cli.run("knowledge", "get", not_utf8)
     assert_clean_stderr(plain)
     assert plain.returncode == 1 and plain.stderr.startswith("strata: miss: not_found"), plain.stderr
+
+
+def test_a_fifo_in_a_dataset_is_reported_without_being_opened(cli: StrataCLI, tmp_path: Path) -> None:
+    """A FIFO named like a document is left out as not a regular file, and never opened: a process waiting to
+    write to it stays waiting (opening its read end, even without blocking, would have let that writer go on)."""
+    root = tmp_path / "ops"
+    root.mkdir()
+    (root / "restart.md").write_text("# Restart\nrestart the frobnicator\n", encoding="utf-8")
+    os.mkfifo(root / "pipe.md")
+    opened_at: list[float] = []
+
+    def writer() -> None:  # blocks in open() until some process opens the read end
+        fd = os.open(root / "pipe.md", os.O_WRONLY)
+        opened_at.append(time.monotonic())
+        os.close(fd)
+
+    waiting = threading.Thread(target=writer, daemon=True)
+    waiting.start()
+    config = cli.home / "xdg-config" / "strata" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f'[knowledge.datasets.ops]\npath = "{root}"\nmodes = ["interactive"]\n', encoding="utf-8")
+    proc = cli.run("knowledge", "list")
+    assert_clean_stderr(proc)
+    assert proc.returncode == 0, proc.stderr
+    assert "pipe.md: unreadable: not a regular file" in proc.stdout, proc.stdout
+    released = time.monotonic()
+    reader = os.open(root / "pipe.md", os.O_RDONLY | os.O_NONBLOCK)  # now let the writer go
+    try:
+        waiting.join(timeout=10)
+    finally:
+        os.close(reader)
+    assert opened_at and opened_at[0] >= released, "strata opened the FIFO"
 
 
 def test_an_index_damaged_during_a_session_is_a_clean_tool_error_and_the_next_search_rebuilds_it(
