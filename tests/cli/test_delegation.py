@@ -357,3 +357,23 @@ def test_an_unknown_effect_of_a_grandchild_is_counted_in_the_parents_delegate_re
     assert result["status"] == "ok" and "child done" in result["content"], result
     assert ("1 effect(s) with unknown outcome in the sessions it delegated to await reconciliation: "
             f"strata receipts {grandchild['id']}") in result["content"], result
+
+
+def test_every_export_of_a_child_masks_the_call_id_that_started_it(cli: StrataCLI, tmp_path: Path,
+                                                                   workspace: Path) -> None:
+    """A call id that is a configured secret (configured after the run, so the plan phase did not rename it) is
+    masked wherever a child's export names the parent's delegate call: the OTLP link's attribute too."""
+    call_id = "zkq7Vw3mPq9xT2"
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"turns": [[tool_use(call_id, "delegate", task="t")], [text("parent done")]],
+                                  "children": [[[text("child done")]]]}), encoding="utf-8")
+    assert cli.run(*_run_args(script, workspace)).returncode == 0
+    config = cli.home / "xdg-config" / "strata" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f'[secrets]\nvalues = ["{call_id}"]\n', encoding="utf-8")
+    (_, child) = _one_parent_one_child(cli)
+    for fmt in ("jsonl", "html", "otlp"):
+        exported = cli.run("export", child["id"], "--format", fmt, "--output", "-")
+        assert exported.returncode == 0, exported.stderr
+        assert call_id not in exported.stdout, fmt
+        assert "[MASKED:" in exported.stdout, fmt
