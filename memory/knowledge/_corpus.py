@@ -88,24 +88,41 @@ def _walk(dataset: str, root: Path, loaded: list[LoadedDocument], problems: list
         report("missing_root", str(root), "the dataset's path is not a directory")
         return
 
-    errors: list[OSError] = []
-    for current, dirs, files in os.walk(root, onerror=errors.append):
-        here = Path(current)
-        for name in sorted(dirs):
-            if name.startswith(".") or (here / name).is_symlink():
-                if not name.startswith("."):
-                    report("not_followed", str(here / name), "a symlinked directory is not followed")
-                dirs.remove(name)
-        dirs.sort()
-        for name in sorted(files):
-            if name.startswith(".") or not name.lower().endswith(DOCUMENT_SUFFIXES):
+    # Depth first in sorted order, with a stack of its own: however deep the tree, no recursion (os.walk's
+    # recursion ends in a RecursionError about a thousand directories down).
+    stack = [root]
+    while stack:
+        here = stack.pop()
+        try:
+            with os.scandir(here) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError as err:
+            report("unreadable", str(here), f"cannot list the directory: {err.strerror or err}")
+            continue
+        subdirs: list[Path] = []
+        for entry in entries:
+            if entry.name.startswith("."):
                 continue
-            path = here / name
-            filename = path.relative_to(root).as_posix()
-            item = _read(dataset, filename, path)
+            path = here / entry.name
+            if _is_dir(entry):
+                if entry.is_symlink():
+                    report("not_followed", str(path), "a symlinked directory is not followed")
+                else:
+                    subdirs.append(path)
+                continue
+            if not entry.name.lower().endswith(DOCUMENT_SUFFIXES):
+                continue
+            item = _read(dataset, path.relative_to(root).as_posix(), path)
             (loaded if isinstance(item, LoadedDocument) else problems).append(item)  # type: ignore[arg-type]
-    for err in errors:
-        report("unreadable", str(err.filename or root), f"cannot list the directory: {err.strerror or err}")
+        stack.extend(reversed(subdirs))
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    """A directory, or a symlink to one (reported, not followed); one that cannot be told is taken as a file."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def _read(dataset: str, filename: str, path: Path) -> LoadedDocument | CorpusProblem:
