@@ -80,6 +80,25 @@ def test_a_fifo_in_a_dataset_is_reported_without_being_opened(cli: StrataCLI, tm
     assert opened_at and opened_at[0] >= released, "strata opened the FIFO"
 
 
+def test_a_document_whose_path_is_too_long_for_an_id_is_reported_not_a_crash(cli: StrataCLI,
+                                                                            tmp_path: Path) -> None:
+    """A path in the dataset longer than an id may be (512 characters), without a front-matter id, is left out
+    and reported (it was an internal error of every command reading the dataset); the others are indexed."""
+    root = tmp_path / "ops"
+    long_dir = root / ("a" * 200) / ("b" * 200) / ("c" * 200)
+    long_dir.mkdir(parents=True)
+    (long_dir / "far.md").write_text("# Far\nthe distant procedure\n", encoding="utf-8")
+    (root / "near.md").write_text("# Near\nthe nearby procedure\n", encoding="utf-8")
+    config = cli.home / "xdg-config" / "strata" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f'[knowledge.datasets.ops]\npath = "{root}"\nmodes = ["interactive"]\n', encoding="utf-8")
+    listed = cli.run("knowledge", "list")
+    assert_clean_stderr(listed)
+    assert listed.returncode == 0, listed.stderr
+    assert "ops: 1 document(s)" in listed.stdout, listed.stdout
+    assert "far.md: bad name: the path in the dataset is 609 characters" in listed.stdout, listed.stdout
+
+
 def test_an_index_damaged_during_a_session_is_a_clean_tool_error_and_the_next_search_rebuilds_it(
         cli: StrataCLI, corpus: Path, tmp_path: Path, workspace: Path) -> None:
     declare(cli, corpus)
