@@ -11,7 +11,8 @@ parent's turn limit or a lower one (a `max_turns` above it is refused), no `dele
 `delegate_max_depth` deep, the parent's session rules (config rules apply to every session) but not its "always"
 grants unless the setting `delegate_grants` passes them down, the parent's mode and its `on_ask`, and the parent's
 approver, whose requests name the child.
-Its final text, status and unknown-effect count are the tool's result."""
+Its final text, status and unknown-effect count (its own, and those of the sessions it delegated to in turn) are
+the tool's result."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ from core.tools.delegate import DELEGATE, child_of, child_session_id
 from core.vocabulary import OnAsk, SessionStatus
 from memory.restore import restore
 from memory.store import EventStore
+from observability.child_sessions import child_calls
 from tool_executor import Approver
 from tool_executor.approval import ApprovalAnswer, ApprovalRequest
 from tool_executor.verdicts import Parked
@@ -142,7 +144,8 @@ class Delegator:
                             f"strata approve {decide} --all (or name the call, or strata deny), then "
                             f"strata resume {self.state.session_id}")
         fault_point("after_child")
-        return _output(outcome.status, outcome.reason, outcome.unknown_receipts, _final_text(live.state), child_id)
+        return _output(outcome.status, outcome.reason, outcome.unknown_receipts, _final_text(live.state), child_id,
+                       await unknown_below(self.store, child_id))
 
     def _allowed(self, args: Mapping[str, Any]) -> tuple[str, ...]:
         assert self.plan is not None
@@ -202,7 +205,7 @@ class Delegator:
         state = restored.state
         unknown = len(await self.store.list_receipts(child_id, status="unknown"))
         status = state.ended or (await self.store.get_session(child_id)).status
-        return _output(status, "", unknown, _final_text(state), child_id)
+        return _output(status, "", unknown, _final_text(state), child_id, await unknown_below(self.store, child_id))
 
 
 async def waiting_child(store: EventStore, session_id: str) -> str | None:
@@ -226,6 +229,23 @@ async def waiting_child(store: EventStore, session_id: str) -> str | None:
     return found
 
 
+async def unknown_below(store: EventStore, session_id: str) -> dict[str, int]:
+    """The sessions `session_id` delegated to, and theirs in turn, that hold receipts still `unknown`, with how
+    many: effects of the child's own children, which count as the child's (and so as its parent's) too."""
+    found: dict[str, int] = {}
+    seen = {session_id}
+    below = list(await child_calls(store, session_id))
+    while below:
+        child = below.pop(0)
+        if child in seen or len(seen) > 1024:  # a bound, not a limit anyone meets
+            continue
+        seen.add(child)
+        if unknown := len(await store.list_receipts(child, status="unknown")):
+            found[child] = unknown
+        below += await child_calls(store, child)
+    return found
+
+
 async def _drive(live: LiveChild) -> RunOutcome:
     try:
         outcome = await live.run(None)
@@ -243,13 +263,18 @@ def _final_text(state: SessionState) -> str:
     return ""
 
 
-def _output(status: str, reason: str, unknown: int, text: str, child_id: str) -> ToolOutput:
+def _output(status: str, reason: str, unknown: int, text: str, child_id: str,
+            below: Mapping[str, int]) -> ToolOutput:
     head = f"child session {child_id} {status}"
     if reason:
         head += f" ({reason})"
     if unknown:
         head += f"; {unknown} effect(s) with unknown outcome await reconciliation: strata receipts {child_id}"
+    if below:
+        head += (f"; {sum(below.values())} effect(s) with unknown outcome in the sessions it delegated to await "
+                 f"reconciliation: {', '.join(f'strata receipts {s}' for s in below)}")
     return ToolOutput(text=f"{head}\n{text}" if text else head, is_error=status == "failed")
 
 
-__all__ = ["DELEGATE", "ChildApprover", "ChildSessions", "Delegator", "LiveChild", "NewChild", "waiting_child"]
+__all__ = ["DELEGATE", "ChildApprover", "ChildSessions", "Delegator", "LiveChild", "NewChild", "unknown_below",
+           "waiting_child"]

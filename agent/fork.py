@@ -8,7 +8,9 @@ idempotency keys from. Event times are those of the fork's commit.
 
 Effects before the fork point are never re-armed: SEQ must be a point where no batch is open, so every call in
 the copy has its result and nothing is pending; the copied results stay as they were; receipts stay with the
-parent (the fork has none until it runs something new). Resuming the fork continues from SEQ."""
+parent (the fork has none until it runs something new). Resuming the fork continues from SEQ. The fork holds what
+the copied log holds, its session rules and the "always" approvals a person gave (each named when it is made: a
+call they cover runs in the fork without asking)."""
 
 from __future__ import annotations
 
@@ -35,6 +37,9 @@ class ForkResult:
     workspace: str = ""
     rules: tuple[str, ...] = ()
     """The session rules the fork inherits, as `allow bash (flag)`."""
+    grants: tuple[str, ...] = ()
+    """The "always" approvals of the copied log, as `bash(git *) by APPROVER`: they hold in the fork too, so its
+    calls they cover run without asking."""
     later_calls: tuple[str, ...] = ()
     """The parent's calls after the fork point, as `CALL_ID (TOOL)` (`, no result yet` when running or parked):
     resuming the fork may propose them again."""
@@ -102,5 +107,8 @@ async def fork_session(rt: Runtime, source_id: str, at_seq: int) -> ForkResult:
         await rt.ledgers.note_commit(new_id, rt.store.chain_head(new_id))
     later = _later_calls(events, at_seq)
     rules = tuple(f"{r.action} {r.text()} ({r.source})" for r in state.rules)
+    grants = tuple(f"{g.tool}{f'({g.pattern})' if g.pattern is not None else ''} by {g.approver}"
+                   for g in state.grants)
     return ForkResult(session_id=new_id, parent_id=source_id, fork_seq=at_seq, events=len(prefix),
-                      turns=state.turn, status=status, workspace=state.workspace, rules=rules, later_calls=later)
+                      turns=state.turn, status=status, workspace=state.workspace, rules=rules, grants=grants,
+                      later_calls=later)

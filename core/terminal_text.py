@@ -47,6 +47,16 @@ def safe_text(text: str) -> str:
     return _ANY.sub(_visible, text)
 
 
+def visible_controls(text: str) -> str:
+    """`text` with every control but newline and tab, and every bidirectional formatting character, shown as its
+    visible escape (`\\x1b`, `\\u202e`), nothing dropped (a carriage return before a newline aside): for a document
+    a person reads somewhere other than a terminal (the HTML export), where an override would reorder what is shown
+    just as it does on a terminal."""
+    if (text.isascii() and text.isprintable()) or _ANY.search(text) is None:
+        return text
+    return _ANY.sub(_visible, _CRLF.sub("\n", text))
+
+
 def json_text(text: str) -> str:
     """JSON text with every control but newline and tab (C0, DEL, C1) escaped as `\\u00XX`: inert on a terminal,
     the same values to a JSON reader (`json.dumps` escapes C0 itself, and outside strings JSON has no controls)."""

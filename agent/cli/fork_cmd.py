@@ -86,7 +86,8 @@ def fork(session_id: str, at: int | None, at_turn: int | None, at_event: int | N
         echo_json({"type": "fork", "session_id": result.session_id, "parent_id": result.parent_id,
                    "fork_seq": result.fork_seq, "position": position, "events": result.events,
                    "turns": result.turns, "status": result.status, "resume": resume,
-                   "inherited_rules": list(result.rules), "later_calls": list(result.later_calls)})
+                   "inherited_rules": list(result.rules), "inherited_grants": list(result.grants),
+                   "later_calls": list(result.later_calls)})
         return
     where = f"timeline position {position} (event {result.fork_seq})" if position is not None \
         else f"event {result.fork_seq}"
@@ -103,11 +104,12 @@ def masked(result: ForkResult, masker: Masker) -> ForkResult:
     calls (their ids and tools were the model's) masked, as every other output masks them."""
     return dataclasses.replace(result, workspace=masker.mask(result.workspace),
                                rules=tuple(masker.mask(r) for r in result.rules),
+                               grants=tuple(masker.mask(g) for g in result.grants),
                                later_calls=tuple(masker.mask(c) for c in result.later_calls))
 
 
 def fork_warnings(result: ForkResult) -> list[str]:
-    """What resuming the fork can do again, and the session rules it carries over."""
+    """What resuming the fork can do again, and the session rules and "always" approvals it carries over."""
     lines = []
     if result.later_calls:
         shown = ", ".join(result.later_calls[:8]) + (" ..." if len(result.later_calls) > 8 else "")
@@ -118,4 +120,8 @@ def fork_warnings(result: ForkResult) -> list[str]:
         lines.append(f"the fork inherits the session rules: {'; '.join(result.rules)}")
     else:
         lines.append("the fork inherits no session rules (pass --allow/--deny to `strata resume` as needed)")
+    if result.grants:
+        lines.append(f"the fork inherits the \"always\" approvals of the log it copied: "
+                     f"{'; '.join(result.grants)}; calls they cover run without asking (a --deny rule on "
+                     "`strata resume` still refuses them)")
     return lines

@@ -20,6 +20,8 @@ DatasetName = Annotated[str, Field(pattern=DATASET_PATTERN)]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+MAX_ID_CHARS = 512
+"""The longest id: a document without a front-matter `id:` whose path is longer is reported, not indexed."""
 
 
 class Document(BaseModel):
@@ -28,7 +30,7 @@ class Document(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     dataset: DatasetName
-    id: Annotated[str, Field(min_length=1, max_length=512)]
+    id: Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
     """The front-matter `id:`, or else the path relative to the dataset root (`/`-separated)."""
     filename: str
     """The path relative to the dataset root (`/`-separated)."""
@@ -97,6 +99,9 @@ def read_document(dataset: str, filename: str, source_path: str, raw: bytes) -> 
         front = parse_front_matter(text)
     except FrontMatterError as exc:
         return problem("bad_front_matter", str(exc), filename)
+    if front.id is None and len(filename) > MAX_ID_CHARS:
+        return problem("bad_name", f"the path in the dataset is {len(filename)} characters, and a document's id "
+                                   f"(its path, unless its front-matter gives an id:) is at most {MAX_ID_CHARS}")
     offset = front.content_offset
     content = raw[offset:]
     content_sha = source_sha if offset == 0 else hashlib.sha256(content).hexdigest()

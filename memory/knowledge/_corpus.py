@@ -2,9 +2,11 @@
 
 Walks each root in sorted order without following symlinks (a symlink is reported `not_followed`, so a dataset
 never reaches outside its root in silence) and skips hidden entries (`.git/`, `.DS_Store`). Only files with a
-document suffix (core/knowledge DOCUMENT_SUFFIXES) are read; each is opened without following a symlink and
-without blocking (a FIFO is reported, never waited on). A file that cannot be indexed is reported, never dropped
-in silence (core/knowledge/_document.py). Blocking: call it from a worker thread in async code.
+document suffix (core/knowledge DOCUMENT_SUFFIXES) are read; each is opened only when it is a regular file (a FIFO
+or a device is reported, never opened: opening a FIFO would release a process waiting to write to it), without
+following a symlink and without blocking (what was swapped in after that check is reported too, never waited on).
+A file that cannot be indexed is reported, never dropped in silence (core/knowledge/_document.py). Blocking: call
+it from a worker thread in async code.
 
 A root given as a symlink is followed (a person's `path = "~/sops"` may lead anywhere they chose, even when it lies
 inside the workspace, as `~/.local/share/strata/knowledge` does in a workspace of $HOME), except a root the project
@@ -86,24 +88,41 @@ def _walk(dataset: str, root: Path, loaded: list[LoadedDocument], problems: list
         report("missing_root", str(root), "the dataset's path is not a directory")
         return
 
-    errors: list[OSError] = []
-    for current, dirs, files in os.walk(root, onerror=errors.append):
-        here = Path(current)
-        for name in sorted(dirs):
-            if name.startswith(".") or (here / name).is_symlink():
-                if not name.startswith("."):
-                    report("not_followed", str(here / name), "a symlinked directory is not followed")
-                dirs.remove(name)
-        dirs.sort()
-        for name in sorted(files):
-            if name.startswith(".") or not name.lower().endswith(DOCUMENT_SUFFIXES):
+    # Depth first in sorted order, with a stack of its own: however deep the tree, no recursion (os.walk's
+    # recursion ends in a RecursionError about a thousand directories down).
+    stack = [root]
+    while stack:
+        here = stack.pop()
+        try:
+            with os.scandir(here) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError as err:
+            report("unreadable", str(here), f"cannot list the directory: {err.strerror or err}")
+            continue
+        subdirs: list[Path] = []
+        for entry in entries:
+            if entry.name.startswith("."):
                 continue
-            path = here / name
-            filename = path.relative_to(root).as_posix()
-            item = _read(dataset, filename, path)
+            path = here / entry.name
+            if _is_dir(entry):
+                if entry.is_symlink():
+                    report("not_followed", str(path), "a symlinked directory is not followed")
+                else:
+                    subdirs.append(path)
+                continue
+            if not entry.name.lower().endswith(DOCUMENT_SUFFIXES):
+                continue
+            item = _read(dataset, path.relative_to(root).as_posix(), path)
             (loaded if isinstance(item, LoadedDocument) else problems).append(item)  # type: ignore[arg-type]
-    for err in errors:
-        report("unreadable", str(err.filename or root), f"cannot list the directory: {err.strerror or err}")
+        stack.extend(reversed(subdirs))
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    """A directory, or a symlink to one (reported, not followed); one that cannot be told is taken as a file."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def _read(dataset: str, filename: str, path: Path) -> LoadedDocument | CorpusProblem:
@@ -115,6 +134,14 @@ def _read(dataset: str, filename: str, path: Path) -> LoadedDocument | CorpusPro
 
     if shown != str(path):
         return problem("bad_name", "the path is not valid UTF-8")
+    try:  # never open what is not a regular file: opening a FIFO releases a writer, a device may act on it
+        seen = os.lstat(path)
+    except OSError as exc:
+        return problem("unreadable", f"cannot open: {exc.strerror or exc}")
+    if stat.S_ISLNK(seen.st_mode):
+        return problem("not_followed", "a symlinked file is not followed")
+    if not stat.S_ISREG(seen.st_mode):
+        return problem("unreadable", "not a regular file")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:

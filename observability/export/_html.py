@@ -4,7 +4,9 @@ arguments, result) in an expandable block.
 
 The summary and the details are plain HTML, readable with scripts off. The waterfall is drawn by the inline
 script from a JSON island, so that a test in a real browser proves the script ran. All text is masked first and
-then escaped (`html.escape` for markup; `<`, `>` and `&` escaped inside the JSON island)."""
+then escaped (`html.escape` for markup; `<`, `>` and `&` escaped inside the JSON island), its controls and
+bidirectional formatting characters shown as escapes such as `\\u202e` (core/terminal_text.py), as every terminal
+surface shows them: the page reads as the session stored it."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Any
 from core.events import UserMessage
 from core.masking import Masker
 from core.record import record
+from core.terminal_text import visible_controls
 from core.timeline import verify_chain
 from observability.export._html_assets import CSS, JS
 from observability.export._markdown import render_markdown
@@ -39,7 +42,7 @@ _STEP_CLASS = {"allow": "pass", "approved": "pass", "add_context": "pass", "rewr
 
 
 def _e(value: object) -> str:
-    return escape("" if value is None else str(value), quote=True)
+    return escape(visible_controls("" if value is None else str(value)), quote=True)
 
 
 def _clip(text: str, limit: int) -> tuple[str, int]:
@@ -62,9 +65,20 @@ def _ms(ms: float | None) -> str:
 
 
 def _island(obj: Any) -> str:
-    """JSON that cannot end its <script> element early."""
-    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    """JSON that cannot end its <script> element early, its strings with controls and bidirectional formatting
+    characters shown as their escapes (the script sets them as text, where an override would apply)."""
+    text = json.dumps(_visible(obj), ensure_ascii=False, separators=(",", ":"))
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def _visible(obj: Any) -> Any:
+    if isinstance(obj, str):
+        return visible_controls(obj)
+    if isinstance(obj, dict):
+        return {k: _visible(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_visible(v) for v in obj]
+    return obj
 
 
 # -- waterfall data -----------------------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from html import escape
 
+from core.terminal_text import visible_controls
+
 __all__ = ["render_markdown"]
 
 _FENCE = re.compile(r"^(\s{0,3})(`{3,}|~{3,})\s*([\w+#.-]*)\s*$")
@@ -28,7 +30,7 @@ _INLINE = re.compile(
 
 
 def _e(text: str) -> str:
-    return escape(text, quote=True)
+    return escape(visible_controls(text), quote=True)
 
 
 def _inline(text: str) -> str:

@@ -177,7 +177,7 @@ def otlp_document(snapshot: SessionSnapshot, masker: Masker) -> dict[str, Any]:
     elif rec.parent_id:  # a delegated child: its parent's delegate call started it
         links.append({"traceId": trace_id(rec.parent_id), "spanId": span_id(rec.parent_id, "session"),
                       "attributes": _attributes({"strata.link": "delegated_by",
-                                                 "strata.parent_call_id": state.parent_call_id})})
+                                                 "strata.parent_call_id": masker.mask(state.parent_call_id or "")})})
     events = [{"timeUnixNano": _nanos(m.at), "name": f"strata.{m.what}",
                "attributes": _attributes({"strata.summary": m.summary, "strata.timeline_seq": m.seq})}
               for m in trace.markers]

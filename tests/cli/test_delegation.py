@@ -333,3 +333,47 @@ def test_a_grandchild_that_parks_is_the_session_the_parent_says_to_decide(cli: S
     assert resumed.returncode == 0, resumed.stderr
     assert {r["status"] for r in _sessions(cli)} == {"completed"}
     assert (workspace / "g.txt").read_text() == "g"
+
+
+def test_an_unknown_effect_of_a_grandchild_is_counted_in_the_parents_delegate_result(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """The grandchild's command times out (its outcome unknown); the child answers as if all went well. The
+    parent's delegate result still says an effect below it awaits reconciliation, naming the session that holds
+    it, as it does for the child's own unknown effects."""
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({
+        "turns": [[tool_use("p1", "delegate", task="child task")], [text("parent done")]],
+        "children": [{
+            "turns": [[tool_use("c1", "delegate", task="grandchild task")], [text("child done")]],
+            "children": [[[tool_use("g1", "bash", command="sleep 5", timeout_s=0.3)], [text("grandchild done")]]],
+        }],
+    }), encoding="utf-8")
+    proc = cli.run(*_run_args(script, workspace))
+    assert proc.returncode == 0, proc.stderr
+    rows = _sessions(cli)
+    (grandchild,) = [r for r in rows if r["depth"] == 2]
+    assert grandchild["unknown_receipts"] == 1, rows
+    result = _delegate_result(proc.stdout)
+    assert result["status"] == "ok" and "child done" in result["content"], result
+    assert ("1 effect(s) with unknown outcome in the sessions it delegated to await reconciliation: "
+            f"strata receipts {grandchild['id']}") in result["content"], result
+
+
+def test_every_export_of_a_child_masks_the_call_id_that_started_it(cli: StrataCLI, tmp_path: Path,
+                                                                   workspace: Path) -> None:
+    """A call id that is a configured secret (configured after the run, so the plan phase did not rename it) is
+    masked wherever a child's export names the parent's delegate call: the OTLP link's attribute too."""
+    call_id = "zkq7Vw3mPq9xT2"
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"turns": [[tool_use(call_id, "delegate", task="t")], [text("parent done")]],
+                                  "children": [[[text("child done")]]]}), encoding="utf-8")
+    assert cli.run(*_run_args(script, workspace)).returncode == 0
+    config = cli.home / "xdg-config" / "strata" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f'[secrets]\nvalues = ["{call_id}"]\n', encoding="utf-8")
+    (_, child) = _one_parent_one_child(cli)
+    for fmt in ("jsonl", "html", "otlp"):
+        exported = cli.run("export", child["id"], "--format", fmt, "--output", "-")
+        assert exported.returncode == 0, exported.stderr
+        assert call_id not in exported.stdout, fmt
+        assert "[MASKED:" in exported.stdout, fmt

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests._terminal import CHAT_SESSION, answer, leave_chat
 from tests.cli._helpers import (
     ALLOW_EFFECTS,
     bash_mark,
@@ -25,6 +26,7 @@ from tests.cli._helpers import (
     strata,
     strata_json,
     text,
+    tool_use,
 )
 from tests.conftest import StrataCLI, write_script
 
@@ -164,3 +166,33 @@ def test_fork_prints_how_to_resume(parent: Parent) -> None:
     assert lines[0].startswith(f"forked session {parent.session_id} at event {last} into {new}")
     assert lines[1] == f"resume it: strata resume {new} PROMPT"
     assert parent.cli.show(new)["session"]["ended"] == "completed"
+
+
+def test_fork_names_the_always_approvals_it_inherits(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    """A person's "always" for write_file in the parent holds in a fork too: the fork says so (text and --json)
+    instead of only "inherits no session rules", and a headless resume of the fork writes without asking."""
+    script = write_script(tmp_path / "turns.json", [
+        [tool_use("toolu_a", "write_file", path="a.txt", content="A\n")],
+        [text("wrote a")],
+        [tool_use("toolu_b", "write_file", path="b.txt", content="B\n")],
+        [text("wrote b")],
+    ])
+    child = cli.spawn_pty("chat", "--model", f"script:{script}", "--workspace", str(workspace))
+    child.expect(CHAT_SESSION)
+    session_id = child.match.group(1)
+    child.expect("strata>")
+    child.sendline("write a")
+    answer(child, "write_file", "a")
+    child.expect("assistant: wrote a")
+    leave_chat(child, session_id)
+
+    fork = strata(cli, "fork", session_id, "--at-turn", "2")
+    assert fork.returncode == 0, fork.stderr
+    assert "the fork inherits no session rules" in fork.stdout
+    assert 'the fork inherits the "always" approvals of the log it copied: write_file by person:' in fork.stdout
+    (as_json,) = strata_json(cli, "fork", session_id, "--at-turn", "2", "--json")
+    assert [g.split(" by ")[0] for g in as_json["inherited_grants"]] == ["write_file"], as_json
+    (fork_id,) = [line.split(" into ")[1].split()[0] for line in fork.stdout.splitlines() if " into " in line]
+    resumed = strata(cli, "resume", fork_id, "write b")  # headless, no --allow: the inherited grant approves it
+    assert resumed.returncode == 0, resumed.stderr
+    assert (workspace / "b.txt").read_text() == "B\n"

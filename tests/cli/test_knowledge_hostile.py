@@ -6,7 +6,10 @@ never a document read from outside the workspace."""
 from __future__ import annotations
 
 import json
+import os
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -43,6 +46,57 @@ def test_get_of_an_id_that_is_not_utf8_is_a_not_found_miss_not_an_internal_error
     plain = cli.run("knowledge", "get", not_utf8)
     assert_clean_stderr(plain)
     assert plain.returncode == 1 and plain.stderr.startswith("strata: miss: not_found"), plain.stderr
+
+
+def test_a_fifo_in_a_dataset_is_reported_without_being_opened(cli: StrataCLI, tmp_path: Path) -> None:
+    """A FIFO named like a document is left out as not a regular file, and never opened: a process waiting to
+    write to it stays waiting (opening its read end, even without blocking, would have let that writer go on)."""
+    root = tmp_path / "ops"
+    root.mkdir()
+    (root / "restart.md").write_text("# Restart\nrestart the frobnicator\n", encoding="utf-8")
+    os.mkfifo(root / "pipe.md")
+    opened_at: list[float] = []
+
+    def writer() -> None:  # blocks in open() until some process opens the read end
+        fd = os.open(root / "pipe.md", os.O_WRONLY)
+        opened_at.append(time.monotonic())
+        os.close(fd)
+
+    waiting = threading.Thread(target=writer, daemon=True)
+    waiting.start()
+    config = cli.home / "xdg-config" / "strata" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f'[knowledge.datasets.ops]\npath = "{root}"\nmodes = ["interactive"]\n', encoding="utf-8")
+    proc = cli.run("knowledge", "list")
+    assert_clean_stderr(proc)
+    assert proc.returncode == 0, proc.stderr
+    assert "pipe.md: unreadable: not a regular file" in proc.stdout, proc.stdout
+    released = time.monotonic()
+    reader = os.open(root / "pipe.md", os.O_RDONLY | os.O_NONBLOCK)  # now let the writer go
+    try:
+        waiting.join(timeout=10)
+    finally:
+        os.close(reader)
+    assert opened_at and opened_at[0] >= released, "strata opened the FIFO"
+
+
+def test_a_document_whose_path_is_too_long_for_an_id_is_reported_not_a_crash(cli: StrataCLI,
+                                                                            tmp_path: Path) -> None:
+    """A path in the dataset longer than an id may be (512 characters), without a front-matter id, is left out
+    and reported (it was an internal error of every command reading the dataset); the others are indexed."""
+    root = tmp_path / "ops"
+    long_dir = root / ("a" * 200) / ("b" * 200) / ("c" * 200)
+    long_dir.mkdir(parents=True)
+    (long_dir / "far.md").write_text("# Far\nthe distant procedure\n", encoding="utf-8")
+    (root / "near.md").write_text("# Near\nthe nearby procedure\n", encoding="utf-8")
+    config = cli.home / "xdg-config" / "strata" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f'[knowledge.datasets.ops]\npath = "{root}"\nmodes = ["interactive"]\n', encoding="utf-8")
+    listed = cli.run("knowledge", "list")
+    assert_clean_stderr(listed)
+    assert listed.returncode == 0, listed.stderr
+    assert "ops: 1 document(s)" in listed.stdout, listed.stdout
+    assert "far.md: bad name: the path in the dataset is 609 characters" in listed.stdout, listed.stdout
 
 
 def test_an_index_damaged_during_a_session_is_a_clean_tool_error_and_the_next_search_rebuilds_it(

@@ -95,6 +95,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Hostile:
         "sessions": ("sessions",), "sessions --json": ("sessions", "--json"),
         "receipts": ("receipts", sid), "receipts --json": ("receipts", sid, "--json"),
         "bidi timeline": ("timeline", bidi_sid), "bidi show": ("show", bidi_sid),
+        "bidi export html": ("export", bidi_sid, "--format", "html", "--output", str(base / "bidi.html")),
     }
     with ThreadPoolExecutor(max_workers=2) as pool:
         runs.update(zip(commands, pool.map(lambda args: cli.run(*args), commands.values()), strict=True))
@@ -150,6 +151,19 @@ def test_a_bidi_override_in_a_title_or_a_tool_argument_is_shown_as_its_escape(
     assert proc.returncode == 0, proc.stderr
     assert "\u202e" not in proc.stdout
     assert "\\u202eexe.txt\\u202c" in proc.stdout, proc.stdout
+
+
+def test_a_bidi_override_in_the_html_export_is_shown_as_its_escape_not_applied(
+        hostile: tuple[StrataCLI, str, dict[str, Any]]) -> None:
+    """The HTML export (a file a person opens in a browser, where an override reorders text as a terminal does)
+    shows the prompt, the call's arguments and its waterfall tip with the override as the text `\\u202e`."""
+    cli, _, runs = hostile
+    assert runs["bidi export html"].returncode == 0, runs["bidi export html"].stderr
+    page = (cli.cwd / "bidi.html").read_text(encoding="utf-8")
+    assert "\u202e" not in page and "\u2066" not in page
+    assert page.count("\\u202eexe.txt\\u202c") >= 3, page  # the prompt, the call's arguments and its summary
+    island = page[page.index('id="strata-data"'):]
+    assert "\\\\u202eexe.txt" in island  # the waterfall's tips: the escape as text, not the character
 
 
 @pytest.mark.parametrize("surface", ["run --json", "show --json", "timeline --json", "timeline --follow --json",

@@ -6,6 +6,7 @@ denied or undeclared dataset is refused before the index is touched; broken file
 from __future__ import annotations
 
 import hashlib
+import inspect
 import os
 import signal
 import stat
@@ -418,3 +419,25 @@ def test_ranking_is_deterministic_ordered_and_only_by_discriminating_terms(docs:
                 frequency = sum(term in t.split() for t in texts)
                 assert 0 < frequency <= max(share * len(texts), 1)
                 assert term in hit.text.split()
+
+
+def test_a_tree_deeper_than_the_recursion_limit_is_read_whole(tmp_path: Path) -> None:
+    """The walk keeps its own stack: a document further down than the interpreter's recursion limit allows frames
+    is read (os.walk recursed once per level: a tree about 1,000 deep was an internal error of every command and
+    session reading the dataset). The limit is lowered here so that the tree, and its cleanup, stay small."""
+    root = tmp_path / "ops"
+    deep = root
+    for _ in range(400):
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    (deep / "bottom.md").write_text("---\nid: bottom\n---\nthe abyssal procedure\n", encoding="utf-8")
+    (root / "top.md").write_text("the surface procedure\n", encoding="utf-8")
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack()) + 250)  # room for reading a document, not for 400 nested levels
+    try:
+        corpus = load_corpus({"ops": (root,)})
+    finally:
+        sys.setrecursionlimit(limit)
+    assert corpus.manifest.problems == ()
+    assert sorted((d.id, d.filename) for d in corpus.manifest.documents) == [
+        ("bottom", "d/" * 400 + "bottom.md"), ("top.md", "top.md")]
