@@ -356,7 +356,15 @@ class HostedSession:
         reason = (f"{cause}: running calls were stopped; started effects are recorded as unknown, and every call "
                   "has its result" if interrupted else cause)
         self._broadcast(TurnResult(session_id=self.id, status="interrupted", exit_code=EXIT_INTERRUPTED,
-                                   reason=reason))
+                                   reason=reason, unknown_receipts=await self._unknown_receipts()))
+
+    async def _unknown_receipts(self) -> int:
+        """The session's receipts left unknown (an interrupted turn has no outcome of the loop's to say so)."""
+        try:
+            return len(await self._parts.rt.store.list_receipts(self.id, status="unknown"))
+        except StrataError as exc:
+            log.warning("unknown receipts not counted", error=str(exc))
+            return 0
 
     async def _release(self) -> None:
         live, self.live = self.live, None

@@ -108,6 +108,7 @@ def test_sigterm_drains_three_hosted_sessions_within_the_grace_period_and_leaves
     for session, ws in zip(stopped, workspaces[1:], strict=True):
         sid = session["id"]
         assert (results[sid]["status"], results[sid]["exit_code"]) == ("interrupted", 130)
+        assert results[sid]["unknown_receipts"] == 1  # its started bash, now unknown, is counted in the result
         assert session["status"] == "idle" and session["lease_owner"] is None
         receipt = _receipt(cli, sid)
         assert receipt["status"] == "unknown" and "SIGTERM stopped the run" in receipt["note"]
