@@ -84,12 +84,19 @@ def loose_paths(home: Path, limit: int = 10_000) -> list[tuple[Path, int]]:
     if stat.S_IMODE(top.st_mode) & 0o077:
         found.append((home, stat.S_IMODE(top.st_mode)))
     seen = 0
-    for root, dirs, files in os.walk(home):
-        for name in (*dirs, *files):
+    stack = [home]  # a stack of its own, not os.walk: Python 3.11's recurses once per level, and a deep tree in the
+    while stack:    # home would end `strata doctor` in a RecursionError
+        directory = stack.pop()
+        try:
+            with os.scandir(directory) as entries:
+                names = sorted(e.name for e in entries)
+        except OSError:
+            continue
+        for name in names:
             seen += 1
             if seen > limit:
                 return found
-            path = Path(root) / name
+            path = directory / name
             try:
                 st = os.lstat(path)
             except OSError:
@@ -98,4 +105,6 @@ def loose_paths(home: Path, limit: int = 10_000) -> list[tuple[Path, int]]:
                 continue
             if stat.S_IMODE(st.st_mode) & 0o077:
                 found.append((path, stat.S_IMODE(st.st_mode)))
+            if stat.S_ISDIR(st.st_mode):
+                stack.append(path)
     return found

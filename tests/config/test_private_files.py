@@ -3,8 +3,10 @@ as it is; `loose_paths` finds what others could read."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import stat
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,3 +63,22 @@ def test_loose_paths_names_what_others_can_read(tmp_path: Path) -> None:
     os.chmod(home, 0o755)
     os.chmod(home / "ledger" / "s.jsonl", 0o640)
     assert loose_paths(home) == [(home, 0o755), (home / "ledger" / "s.jsonl", 0o640)]
+
+
+def test_loose_paths_reads_a_tree_deeper_than_the_recursion_limit(tmp_path: Path) -> None:
+    """A tree nested deeper than Python's recursion allows (os.walk of 3.11 recurses once per level, and ended
+    `strata doctor` in a RecursionError) is looked at whole: a loose file at its bottom is found."""
+    home = private_dir(tmp_path / "home")
+    deep = home
+    for _ in range(400):
+        deep = deep / "d"
+        deep.mkdir(mode=0o700)
+    (deep / "loose").write_text("x")
+    os.chmod(deep / "loose", 0o644)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack()) + 250)  # room for the walk's own calls, not for 400 nested levels
+    try:
+        found = loose_paths(home)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert found == [(deep / "loose", 0o644)]
