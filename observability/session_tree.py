@@ -53,17 +53,19 @@ def depths(records: Sequence[Linked]) -> dict[str, int]:
 
 
 def tree_order(records: Sequence[L]) -> list[tuple[L, int]]:
-    """The sessions (oldest first) with each delegated child right after its parent, and each one's depth."""
+    """The sessions (oldest first) with each delegated child right after its parent, and each one's depth. A fork
+    of a delegated child (its depth is its source's) follows its source, at that depth: listed among the top-level
+    sessions it would sit indented under whichever session came before it."""
     ids = {r.id for r in records}
+    level = depths(records)
     kids: dict[str, list[L]] = {}
     roots: list[L] = []
     for r in records:
-        if is_child(r) and r.parent_id in ids:
+        if r.parent_id in ids and (is_child(r) or level[r.id] > 0):
             kids.setdefault(r.parent_id or "", []).append(r)
         else:
             roots.append(r)
     out: list[tuple[L, int]] = []
-    level = depths(records)
 
     def visit(record: L) -> None:
         out.append((record, level[record.id]))

@@ -220,6 +220,24 @@ def test_sessions_and_timeline_show_the_child_under_its_parent(cli: StrataCLI, t
     assert f"[child {child['id'][:8]}]" in table
 
 
+def test_a_fork_of_a_child_is_listed_right_after_it_at_its_depth(cli: StrataCLI, tmp_path: Path,
+                                                                  workspace: Path) -> None:
+    """Before, a fork of a child was listed among the top-level sessions, at the end, indented under whichever
+    session came before it."""
+    script = _script(tmp_path / "s.json", f"echo once >> {EFFECTS_LOG}")
+    assert cli.run(*_run_args(script, workspace)).returncode == 0
+    parent, child = _one_parent_one_child(cli)
+    later = _script(tmp_path / "later.json", "true")  # another session, older than the fork
+    assert cli.run("run", "--model", f"script:{later}", "--workspace", str(workspace), "later").returncode == 0
+    (forked,) = cli.json_lines("fork", child["id"], "--at-event", "2", "--json")
+    listing = [line for line in cli.run("sessions").stdout.splitlines()[1:] if line.strip()]
+    ids = [line.split()[0] for line in listing]
+    at = ids.index(child["id"])
+    assert ids[at - 1:at + 2] == [parent["id"], child["id"], forked["session_id"]]
+    assert listing[at + 1].startswith(f"  {forked['session_id']}")
+    assert {r["id"]: r["depth"] for r in _sessions(cli)}[forked["session_id"]] == 1
+
+
 def test_forking_a_parent_before_its_delegate_call_does_not_fork_the_child(cli: StrataCLI, tmp_path: Path,
                                                                            workspace: Path) -> None:
     script = _script(tmp_path / "s.json", f"echo once >> {EFFECTS_LOG}")
