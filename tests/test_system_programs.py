@@ -18,8 +18,13 @@ REPO = Path(__file__).resolve().parent.parent
 BROWSER_TEST = "tests/cli/test_export.py::test_html_opens_in_headless_chromium"
 
 
-def _pytest(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest", "-n", "0", "-p", "no:cacheprovider", *args], cwd=cwd,
+def _pytest(*args: str, cwd: Path, env: dict[str, str], basetemp: Path) -> subprocess.CompletedProcess[str]:
+    """A real pytest process. Its temporary directories go under `basetemp` (a directory of this test's), never
+    the shared /tmp/pytest-of-USER: the inner run's clean-up of old numbered directories there raced the outer
+    run's workers (a directory listed, then removed under it), and the generator it left open was reported at
+    exit as an unraisable ResourceWarning, which the suite's filterwarnings=error turns into a failed run."""
+    return subprocess.run([sys.executable, "-m", "pytest", "-n", "0", "-p", "no:cacheprovider",
+                           f"--basetemp={basetemp}", *args], cwd=cwd,
                           env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -31,20 +36,20 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def test_the_browser_test_skips_with_its_reason_where_chromium_is_missing() -> None:
+def test_the_browser_test_skips_with_its_reason_where_chromium_is_missing(tmp_path: Path) -> None:
     """Without Chromium the README's test command reports the browser test as one skip whose reason names
     Chromium and how to install it, and passes."""
-    proc = _pytest(BROWSER_TEST, cwd=REPO, env=_env())
+    proc = _pytest(BROWSER_TEST, cwd=REPO, env=_env(), basetemp=tmp_path / "inner")
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "1 skipped" in proc.stdout, proc.stdout[-3000:]
     (reason,) = [line for line in proc.stdout.splitlines() if line.startswith("SKIPPED")]
     assert "Chromium is not installed" in reason and "apt-get install -y chromium" in reason, reason
 
 
-def test_the_browser_test_fails_where_chromium_is_required_but_missing() -> None:
+def test_the_browser_test_fails_where_chromium_is_required_but_missing(tmp_path: Path) -> None:
     """With STRATA_REQUIRE_BROWSER=1 (as CI sets it) a missing Chromium is a failure that says so, never a
     skip."""
-    proc = _pytest(BROWSER_TEST, cwd=REPO, env=_env(STRATA_REQUIRE_BROWSER="1"))
+    proc = _pytest(BROWSER_TEST, cwd=REPO, env=_env(STRATA_REQUIRE_BROWSER="1"), basetemp=tmp_path / "inner")
     assert proc.returncode == 1, proc.stdout[-3000:]
     assert ("1 error" in proc.stdout or "1 failed" in proc.stdout) and "skipped" not in proc.stdout, proc.stdout[-3000:]
     assert "STRATA_REQUIRE_BROWSER=1 requires it" in proc.stdout, proc.stdout[-3000:]
@@ -63,11 +68,12 @@ def test_any_system_program_follows_the_same_pattern(tmp_path: Path) -> None:
         "    assert SH.require().endswith('/sh')\n")
     env = _env()
     env["PATH"] = "/usr/bin:/bin"
-    skipped = _pytest("-rs", "test_needs_it.py", cwd=tmp_path, env=env)
+    skipped = _pytest("-rs", "test_needs_it.py", cwd=tmp_path, env=env, basetemp=tmp_path / "inner1")
     assert skipped.returncode == 0, skipped.stdout[-3000:]
     assert "1 passed, 1 skipped" in skipped.stdout, skipped.stdout[-3000:]
     assert "Frobnicator is not installed" in skipped.stdout and "apt install frob" in skipped.stdout
-    failed = _pytest("-rs", "test_needs_it.py", cwd=tmp_path, env={**env, "STRATA_REQUIRE_FROB": "1"})
+    failed = _pytest("-rs", "test_needs_it.py", cwd=tmp_path, env={**env, "STRATA_REQUIRE_FROB": "1"},
+                     basetemp=tmp_path / "inner2")
     assert failed.returncode == 1 and "1 failed, 1 passed" in failed.stdout, failed.stdout[-3000:]
 
 
