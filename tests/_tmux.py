@@ -49,6 +49,18 @@ class Pane:
     def alive(self) -> bool:
         return "0" in self._run("display-message", "-p", "-t", "main", "#{pane_dead}")
 
+    def final_screen(self, timeout: float = 30) -> str:
+        """Everything the program left in the pane once it has ended, lines scrolled off the top included, without
+        tmux's own "Pane is dead" line. Read while the program may still run, the screen could lose its top row
+        between one read and the next: tmux writes that line on a fresh row at the bottom, scrolling the rest up."""
+        deadline = time.monotonic() + timeout
+        while self.alive():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the program still runs after {timeout} s\n--- screen ---\n{self.screen()}")
+            time.sleep(0.05)
+        lines = self._run("capture-pane", "-p", "-t", "main", "-S", "-").splitlines()
+        return "\n".join(line for line in lines if not line.startswith("Pane is dead"))
+
     def wait_for(self, pattern: str, timeout: float = 30, colours: bool = False) -> re.Match[str]:
         """Wait until the screen matches `pattern` (a regex); the match."""
         deadline = time.monotonic() + timeout

@@ -23,7 +23,7 @@ def test_a_print_and_a_status_change_leave_no_status_line_behind(tmp_path: Path)
     # 60 columns: two status lines on one row are wider than that, so one drawn after another wraps and stays
     with tmux_pane(tmux, [sys.executable, str(SCRIPT)], cwd=tmp_path, env=env, width=60, height=20) as pane:
         pane.wait_for(r"^DONE", timeout=10)
-        screen = pane.screen()
+        screen = pane.final_screen(timeout=10)
     assert "thinking" not in screen, screen
     assert "retrying in" not in screen, screen
     said = " ".join(line.strip() for line in screen.splitlines() if line.strip())
