@@ -27,7 +27,7 @@ import structlog
 from agent.lineage import ChildLink, children_of
 from agent.models import child_model_name, model_from_spec
 from agent.outcome import RunOutcome
-from core.errors import SessionNotFound, StrataError
+from core.errors import SessionActive, SessionNotFound, StrataError
 from core.events import Mode
 from core.faults import fault_point
 from core.messages import TextBlock
@@ -192,8 +192,17 @@ class Delegator:
             approver=self._approver(child_id), on_ask=self.on_ask))
 
     async def _resume(self, child_id: str) -> LiveChild:
+        """The child this call started, resumed; one another process drives now (`strata resume CHILD`, holding
+        its lease) is neither failed nor run beside it: this session parks, the call's receipt stays `dispatched`,
+        and a resume once that process is done takes the child's result."""
         log.info("delegate: resuming the child this call started", child=child_id)
-        return await self.sessions.resume(child_id, self._approver(child_id), self.on_ask)
+        try:
+            return await self.sessions.resume(child_id, self._approver(child_id), self.on_ask)
+        except SessionActive as exc:
+            assert self.state is not None
+            log.info("delegate: the child is driven by another process; this session parks", child=child_id,
+                     owner=exc.owner)
+            raise ToolWaits(busy_reason(child_id, exc.owner, self.state.session_id)) from None
 
     def _approver(self, child_id: str) -> Approver | None:
         assert self.state is not None
@@ -227,6 +236,12 @@ async def waiting_child(store: EventStore, session_id: str) -> str | None:
             break
         found = current = child
     return found
+
+
+def busy_reason(child_id: str, owner: str, parent_id: str) -> str:
+    """What a session whose child another process drives says: who drives it, and what to do."""
+    return (f"child session {child_id} is being run by another process ({owner}); once it is done, "
+            f"strata resume {parent_id}")
 
 
 async def unknown_below(store: EventStore, session_id: str) -> dict[str, int]:
@@ -276,5 +291,5 @@ def _output(status: str, reason: str, unknown: int, text: str, child_id: str,
     return ToolOutput(text=f"{head}\n{text}" if text else head, is_error=status == "failed")
 
 
-__all__ = ["DELEGATE", "ChildApprover", "ChildSessions", "Delegator", "LiveChild", "NewChild", "unknown_below",
-           "waiting_child"]
+__all__ = ["DELEGATE", "ChildApprover", "ChildSessions", "Delegator", "LiveChild", "NewChild", "busy_reason",
+           "unknown_below", "waiting_child"]

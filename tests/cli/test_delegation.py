@@ -395,3 +395,54 @@ def test_every_export_of_a_child_masks_the_call_id_that_started_it(cli: StrataCL
         assert exported.returncode == 0, exported.stderr
         assert call_id not in exported.stdout, fmt
         assert "[MASKED:" in exported.stdout, fmt
+
+
+def _busy_child(cli: StrataCLI, tmp_path: Path, workspace: Path) -> tuple[dict[str, Any], dict[str, Any],
+                                                                          subprocess.Popen[str]]:
+    """A parent parked on its child's approval; the child approved and driven by another `strata resume CHILD`,
+    whose bash runs (it holds the child's lease) until `release` appears in the workspace."""
+    script = _script(tmp_path / "s.json", f"touch started; while [ ! -e release ]; do sleep 0.05; done; "
+                                          f"echo hi > hello.txt; echo once >> {EFFECTS_LOG}")
+    parked = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "delegate",
+                     "--on-ask", "park", "go")
+    assert parked.returncode == 4, parked.stderr
+    parent, child = _one_parent_one_child(cli)
+    assert cli.run("approve", child["id"], "--all").returncode == 0
+    driver = cli.popen("resume", child["id"], "--json")
+    _until_started(driver, workspace / "started")
+    return parent, child, driver
+
+
+def _finish(driver: subprocess.Popen[str], workspace: Path) -> None:
+    (workspace / "release").touch()
+    _, err = driver.communicate(timeout=60)
+    assert driver.returncode == 0, err
+
+
+def test_a_delegate_call_whose_child_another_process_drives_parks_and_a_later_resume_finishes_it_once(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """Before, re-entering the delegate call while another process held the child's lease failed the call (the
+    parent's model was told the child errored, though it went on running elsewhere). Now the parent parks (exit 4)
+    saying which process drives the child, its delegate receipt stays `dispatched`, and a resume after the child
+    finished takes the child's recorded result: the child's effect ran once."""
+    parent, child, driver = _busy_child(cli, tmp_path, workspace)
+    try:
+        waits = cli.run("resume", parent["id"], "--json")
+        assert waits.returncode == 4, (waits.stdout, waits.stderr)
+        assert "Traceback" not in waits.stderr
+        assert f"child session {child['id']} is being run by another process" in waits.stdout, waits.stdout
+        (receipt,) = cli.json_lines("receipts", parent["id"], "--json")
+        assert receipt["status"] == "dispatched"
+        assert driver.poll() is None  # the other process still drives the child, untouched
+    finally:
+        _finish(driver, workspace)
+    resumed = cli.run("resume", parent["id"], "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    result = _delegate_result(resumed.stdout)
+    assert result["status"] == "ok" and CHILD_ANSWER in result["content"], result
+    parent2, child2 = _one_parent_one_child(cli)
+    assert (parent2["status"], child2["status"]) == ("completed", "completed")
+    assert (workspace / EFFECTS_LOG).read_text() == "once\n"
+    (receipt,) = cli.json_lines("receipts", parent["id"], "--json")
+    assert receipt["status"] == "done"
+
