@@ -16,7 +16,7 @@ the tool's result."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -38,7 +38,9 @@ from core.state import SessionState
 from core.tools import BoundToolPlan, ToolContext, ToolError, ToolOutput, ToolWaits
 from core.tools.delegate import DELEGATE, child_of, child_session_id
 from core.vocabulary import OnAsk, SessionStatus
+from memory.leases import describe
 from memory.restore import restore
+from memory.rows import LeaseHolder
 from memory.store import EventStore
 from observability.child_sessions import child_calls
 from tool_executor import Approver
@@ -238,6 +240,34 @@ async def waiting_child(store: EventStore, session_id: str) -> str | None:
     return found
 
 
+async def busy_child(store: EventStore, session_id: str, alive: Callable[[LeaseHolder], bool]) -> Busy | None:
+    """The session another process drives (its lease held by a live holder) that a delegate call of
+    `session_id`'s open batch waits on: its child, or a descendant it waits on in turn (followed down as
+    `waiting_child` does); None when no delegate call waits on a busy session."""
+    current = session_id
+    for _ in range(64):  # deeper than any delegate_max_depth; a bound, not a limit anyone meets
+        receipts = await store.list_receipts(current, status="dispatched")
+        child = next((c for r in receipts if r.tool == DELEGATE and (c := child_of(r.resource_keys)) is not None), None)
+        if child is None:
+            return None
+        try:
+            record = await store.get_session(child)
+        except SessionNotFound:
+            return None
+        if record.lease is not None and alive(record.lease):
+            return Busy(child, describe(record.lease))
+        current = child
+    return None
+
+
+@record
+class Busy:
+    """A session another process drives, and who (memory/leases.py `describe`)."""
+
+    session_id: str
+    owner: str
+
+
 def busy_reason(child_id: str, owner: str, parent_id: str) -> str:
     """What a session whose child another process drives says: who drives it, and what to do."""
     return (f"child session {child_id} is being run by another process ({owner}); once it is done, "
@@ -291,5 +321,5 @@ def _output(status: str, reason: str, unknown: int, text: str, child_id: str,
     return ToolOutput(text=f"{head}\n{text}" if text else head, is_error=status == "failed")
 
 
-__all__ = ["DELEGATE", "ChildApprover", "ChildSessions", "Delegator", "LiveChild", "NewChild", "busy_reason",
-           "unknown_below", "waiting_child"]
+__all__ = ["DELEGATE", "Busy", "ChildApprover", "ChildSessions", "Delegator", "LiveChild", "NewChild", "busy_child",
+           "busy_reason", "unknown_below", "waiting_child"]

@@ -446,3 +446,26 @@ def test_a_delegate_call_whose_child_another_process_drives_parks_and_a_later_re
     (receipt,) = cli.json_lines("receipts", parent["id"], "--json")
     assert receipt["status"] == "done"
 
+
+def test_a_new_prompt_for_a_parent_whose_child_another_process_drives_is_refused_naming_the_child(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """`strata resume PARENT PROMPT` while the child its delegate call waits on is driven elsewhere would park
+    again and lose the prompt: refused (exit 2) in one line naming the child and its process, nothing recorded;
+    once the child is done, the same command runs with the prompt."""
+    parent, child, driver = _busy_child(cli, tmp_path, workspace)
+    try:
+        events = len(cli.json_lines("timeline", parent["id"], "--json"))
+        refused = cli.run("resume", parent["id"], "and then say hi")
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+        (line,) = [line for line in refused.stderr.splitlines() if line.startswith("strata: error:")]
+        assert f"waiting for child session {child['id']}, which another process runs (pid {driver.pid}" in line
+        assert len(cli.json_lines("timeline", parent["id"], "--json")) == events  # nothing recorded
+        assert _status(cli, parent["id"]) == "awaiting_approval" and driver.poll() is None
+    finally:
+        _finish(driver, workspace)
+    resumed = cli.run("resume", parent["id"], "and then say hi", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert CHILD_ANSWER in _delegate_result(resumed.stdout)["content"]
+    user_texts = [e.get("text") for e in events_of(resumed.stdout) if e["kind"] == "user_message"]
+    assert "and then say hi" in user_texts, user_texts
+    assert (workspace / EFFECTS_LOG).read_text() == "once\n"
