@@ -27,6 +27,7 @@ import structlog
 from agent.lineage import ChildLink, children_of
 from agent.models import child_model_name, model_from_spec
 from agent.outcome import RunOutcome
+from core.delegate_keys import DELEGATE, child_of
 from core.errors import SessionActive, SessionNotFound, StrataError
 from core.events import Mode
 from core.faults import fault_point
@@ -36,7 +37,7 @@ from core.policy import PermissionRule
 from core.record import record
 from core.state import SessionState
 from core.tools import BoundToolPlan, ToolContext, ToolError, ToolOutput, ToolWaits
-from core.tools.delegate import DELEGATE, child_of, child_session_id
+from core.tools.delegate import child_session_id
 from core.vocabulary import OnAsk, SessionStatus
 from memory.leases import describe
 from memory.restore import restore

@@ -419,6 +419,15 @@ def _finish(driver: subprocess.Popen[str], workspace: Path) -> None:
     assert driver.returncode == 0, err
 
 
+def _waits_for_its_child(cli: StrataCLI, parent_id: str) -> None:
+    """The parent is listed (the quick way and the full way) and shown as waiting for its child, not for a
+    decision; its row's status stays `awaiting_approval`."""
+    for args in (("sessions", "--json"), ("--verbose", "sessions", "--json")):
+        row = next(r for r in cli.json_lines(*args) if r["id"] == parent_id)
+        assert (row["status"], row["stored_status"]) == ("waiting_for_child", "awaiting_approval"), args
+    assert cli.show(parent_id)["session"]["status"] == "waiting_for_child"
+
+
 def test_a_delegate_call_whose_child_another_process_drives_parks_and_a_later_resume_finishes_it_once(
         cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
     """Before, re-entering the delegate call while another process held the child's lease failed the call (the
@@ -434,6 +443,7 @@ def test_a_delegate_call_whose_child_another_process_drives_parks_and_a_later_re
         (receipt,) = cli.json_lines("receipts", parent["id"], "--json")
         assert receipt["status"] == "dispatched"
         assert driver.poll() is None  # the other process still drives the child, untouched
+        _waits_for_its_child(cli, parent["id"])
     finally:
         _finish(driver, workspace)
     resumed = cli.run("resume", parent["id"], "--json")
@@ -460,7 +470,8 @@ def test_a_new_prompt_for_a_parent_whose_child_another_process_drives_is_refused
         (line,) = [line for line in refused.stderr.splitlines() if line.startswith("strata: error:")]
         assert f"waiting for child session {child['id']}, which another process runs (pid {driver.pid}" in line
         assert len(cli.json_lines("timeline", parent["id"], "--json")) == events  # nothing recorded
-        assert _status(cli, parent["id"]) == "awaiting_approval" and driver.poll() is None
+        assert driver.poll() is None
+        _waits_for_its_child(cli, parent["id"])
     finally:
         _finish(driver, workspace)
     resumed = cli.run("resume", parent["id"], "and then say hi", "--json")
