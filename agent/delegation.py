@@ -39,6 +39,7 @@ from core.state import SessionState
 from core.tools import BoundToolPlan, ToolContext, ToolError, ToolOutput, ToolWaits
 from core.tools.delegate import child_session_id
 from core.vocabulary import OnAsk, SessionStatus
+from memory import SessionRecord
 from memory.leases import describe
 from memory.restore import restore
 from memory.rows import LeaseHolder
@@ -51,6 +52,10 @@ from tool_executor.verdicts import Parked
 log = structlog.get_logger("strata.delegation")
 
 FINISHED = frozenset({"completed", "incomplete", "failed"})
+CHILD_LEASE_WAIT_S = 3.0
+"""How long a delegate call waits for its child's lease while another live process holds it, before its session
+parks: a decision (`strata approve|deny CHILD`) holds it for milliseconds, a process that drives the child for as
+long as it runs (as the daemon's turns wait, agent/daemon/_hosted.py DECISION_LEASE_S)."""
 
 
 @record
@@ -105,8 +110,10 @@ class Delegator:
     """The delegate handler of one parent session."""
 
     def __init__(self, store: EventStore, sessions: ChildSessions, *, max_depth: int, approver: Approver | None,
-                 on_ask: OnAsk, pass_grants: bool = False) -> None:
+                 on_ask: OnAsk, alive: Callable[[LeaseHolder], bool], pass_grants: bool = False) -> None:
         self.store = store
+        self.alive = alive
+        """Whether a lease's holder still runs (memory/leases.py `make_liveness`)."""
         self.sessions = sessions
         self.max_depth = max_depth
         self.approver = approver
@@ -126,6 +133,8 @@ class Delegator:
         except SessionNotFound:
             record = None
         try:
+            if record is not None:
+                record = await self._free(child_id, record)
             if record is not None and record.status in FINISHED:
                 log.info("delegate: child finished before; its recorded result is used", child=child_id)
                 return await self._recorded(child_id)
@@ -193,6 +202,22 @@ class Delegator:
             link=link, model=model, workspace=Path(parent.workspace), mode=parent.mode, rules=tuple(parent.rules),
             prompt=str(args["task"]), max_turns=max_turns,
             approver=self._approver(child_id), on_ask=self.on_ask))
+
+    async def _free(self, child_id: str, record: SessionRecord) -> SessionRecord:
+        """The child's record once no other live process holds its lease, waiting up to CHILD_LEASE_WAIT_S for
+        it (`strata approve CHILD` holds it for milliseconds; a process that drives the child, for as long as it
+        runs); past that, this session parks (ToolWaits, as `_resume`)."""
+        deadline = anyio.current_time() + CHILD_LEASE_WAIT_S
+        while record.lease is not None and self.alive(record.lease):
+            if anyio.current_time() >= deadline:
+                assert self.state is not None
+                owner = describe(record.lease)
+                log.info("delegate: the child is driven by another process; this session parks", child=child_id,
+                         owner=owner)
+                raise ToolWaits(busy_reason(child_id, owner, self.state.session_id))
+            await anyio.sleep(0.1)
+            record = await self.store.get_session(child_id)
+        return record
 
     async def _resume(self, child_id: str) -> LiveChild:
         """The child this call started, resumed; one another process drives now (`strata resume CHILD`, holding

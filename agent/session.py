@@ -493,7 +493,7 @@ def _resumed_on_ask(asking: Asking, state: SessionState) -> OnAsk:
 def _delegator(rt: Runtime, approver: Approver | None, on_ask: OnAsk) -> Delegator:
     """The delegate handler of a session started or resumed over `rt`: one builder, so both get every setting."""
     return Delegator(rt.store, _ChildSessions(rt), max_depth=rt.delegate_max_depth, approver=approver,
-                     on_ask=on_ask, pass_grants=rt.delegate_grants)
+                     on_ask=on_ask, alive=make_liveness(rt.clock), pass_grants=rt.delegate_grants)
 
 
 @record

@@ -480,3 +480,27 @@ def test_a_new_prompt_for_a_parent_whose_child_another_process_drives_is_refused
     user_texts = [e.get("text") for e in events_of(resumed.stdout) if e["kind"] == "user_message"]
     assert "and then say hi" in user_texts, user_texts
     assert (workspace / EFFECTS_LOG).read_text() == "once\n"
+
+
+def test_a_delegate_call_waits_a_moment_for_its_childs_lease_and_takes_the_result_once_it_is_free(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """A child's lease held only briefly (a decision being recorded, a run about to end) does not park the parent:
+    the delegate call waits for it a few seconds (agent/delegation.py CHILD_LEASE_WAIT_S), then takes the finished
+    child's recorded result, without resuming the child again. Before, the parent parked at once."""
+    parent, child, driver = _busy_child(cli, tmp_path, workspace)
+    try:
+        resume = cli.popen("resume", parent["id"], "--json")
+        deadline = time.monotonic() + 30
+        while _status(cli, parent["id"]) != "active":  # the parent holds its lease: its delegate call is next
+            assert resume.poll() is None and time.monotonic() < deadline, resume.communicate()
+            time.sleep(0.05)
+    finally:
+        _finish(driver, workspace)
+    out, err = resume.communicate(timeout=60)
+    assert resume.returncode == 0, (out, err)
+    result = _delegate_result(out)
+    assert result["status"] == "ok" and CHILD_ANSWER in result["content"], result
+    rows = cli.json_lines("timeline", child["id"], "--json")
+    resumed = [r for r in rows if r["kind"] == "lifecycle" and r["outcome"] == "resumed"]
+    assert len(resumed) == 1, resumed  # by the other process only: the parent did not resume the child again
+    assert _status(cli, child["id"]) == "completed" and (workspace / EFFECTS_LOG).read_text() == "once\n"
