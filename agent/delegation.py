@@ -4,7 +4,9 @@
 Exactly once: the child's id comes from the call's idempotency key and is on the call's receipt before the child
 starts. Entering the handler again for the same call (a resume after a crash re-enters it, tool_executor) finds
 that child: one that finished gives its recorded result and is not run again; one that did not is resumed; only
-when none exists is it started.
+when none exists is it started. One that another process drives at that moment (`strata resume CHILD`, holding its
+lease) is waited for a moment (CHILD_LEASE_WAIT_S), then this session parks (ToolWaits: the call stays
+`dispatched`) until it is resumed once that process is done; the call neither fails nor runs the child beside it.
 
 The child gets the parent's tools or fewer (`tools` may only remove; names the parent lacks are refused), the
 parent's turn limit or a lower one (a `max_turns` above it is refused), no `delegate` once it is
