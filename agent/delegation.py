@@ -4,7 +4,9 @@
 Exactly once: the child's id comes from the call's idempotency key and is on the call's receipt before the child
 starts. Entering the handler again for the same call (a resume after a crash re-enters it, tool_executor) finds
 that child: one that finished gives its recorded result and is not run again; one that did not is resumed; only
-when none exists is it started.
+when none exists is it started. One that another process drives at that moment (`strata resume CHILD`, holding its
+lease) is waited for a moment (CHILD_LEASE_WAIT_S), then this session parks (ToolWaits: the call stays
+`dispatched`) until it is resumed once that process is done; the call neither fails nor runs the child beside it.
 
 The child gets the parent's tools or fewer (`tools` may only remove; names the parent lacks are refused), the
 parent's turn limit or a lower one (a `max_turns` above it is refused), no `delegate` once it is
@@ -16,7 +18,7 @@ the tool's result."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,7 +29,8 @@ import structlog
 from agent.lineage import ChildLink, children_of
 from agent.models import child_model_name, model_from_spec
 from agent.outcome import RunOutcome
-from core.errors import SessionNotFound, StrataError
+from core.delegate_keys import DELEGATE, child_of
+from core.errors import SessionActive, SessionNotFound, StrataError
 from core.events import Mode
 from core.faults import fault_point
 from core.messages import TextBlock
@@ -36,9 +39,12 @@ from core.policy import PermissionRule
 from core.record import record
 from core.state import SessionState
 from core.tools import BoundToolPlan, ToolContext, ToolError, ToolOutput, ToolWaits
-from core.tools.delegate import DELEGATE, child_of, child_session_id
+from core.tools.delegate import child_session_id
 from core.vocabulary import OnAsk, SessionStatus
+from memory import SessionRecord
+from memory.leases import describe
 from memory.restore import restore
+from memory.rows import LeaseHolder
 from memory.store import EventStore
 from observability.child_sessions import child_calls
 from tool_executor import Approver
@@ -48,6 +54,10 @@ from tool_executor.verdicts import Parked
 log = structlog.get_logger("strata.delegation")
 
 FINISHED = frozenset({"completed", "incomplete", "failed"})
+CHILD_LEASE_WAIT_S = 3.0
+"""How long a delegate call waits for its child's lease while another live process holds it, before its session
+parks: a decision (`strata approve|deny CHILD`) holds it for milliseconds, a process that drives the child for as
+long as it runs (as the daemon's turns wait, agent/daemon/_hosted.py DECISION_LEASE_S)."""
 
 
 @record
@@ -102,8 +112,10 @@ class Delegator:
     """The delegate handler of one parent session."""
 
     def __init__(self, store: EventStore, sessions: ChildSessions, *, max_depth: int, approver: Approver | None,
-                 on_ask: OnAsk, pass_grants: bool = False) -> None:
+                 on_ask: OnAsk, alive: Callable[[LeaseHolder], bool], pass_grants: bool = False) -> None:
         self.store = store
+        self.alive = alive
+        """Whether a lease's holder still runs (memory/leases.py `make_liveness`)."""
         self.sessions = sessions
         self.max_depth = max_depth
         self.approver = approver
@@ -123,6 +135,8 @@ class Delegator:
         except SessionNotFound:
             record = None
         try:
+            if record is not None:
+                record = await self._free(child_id, record)
             if record is not None and record.status in FINISHED:
                 log.info("delegate: child finished before; its recorded result is used", child=child_id)
                 return await self._recorded(child_id)
@@ -191,9 +205,34 @@ class Delegator:
             prompt=str(args["task"]), max_turns=max_turns,
             approver=self._approver(child_id), on_ask=self.on_ask))
 
+    async def _free(self, child_id: str, record: SessionRecord) -> SessionRecord:
+        """The child's record once no other live process holds its lease, waiting up to CHILD_LEASE_WAIT_S for
+        it (`strata approve CHILD` holds it for milliseconds; a process that drives the child, for as long as it
+        runs); past that, this session parks (ToolWaits, as `_resume`)."""
+        deadline = anyio.current_time() + CHILD_LEASE_WAIT_S
+        while record.lease is not None and self.alive(record.lease):
+            if anyio.current_time() >= deadline:
+                assert self.state is not None
+                owner = describe(record.lease)
+                log.info("delegate: the child is driven by another process; this session parks", child=child_id,
+                         owner=owner)
+                raise ToolWaits(busy_reason(child_id, owner, self.state.session_id))
+            await anyio.sleep(0.1)
+            record = await self.store.get_session(child_id)
+        return record
+
     async def _resume(self, child_id: str) -> LiveChild:
+        """The child this call started, resumed; one another process drives now (`strata resume CHILD`, holding
+        its lease) is neither failed nor run beside it: this session parks, the call's receipt stays `dispatched`,
+        and a resume once that process is done takes the child's result."""
         log.info("delegate: resuming the child this call started", child=child_id)
-        return await self.sessions.resume(child_id, self._approver(child_id), self.on_ask)
+        try:
+            return await self.sessions.resume(child_id, self._approver(child_id), self.on_ask)
+        except SessionActive as exc:
+            assert self.state is not None
+            log.info("delegate: the child is driven by another process; this session parks", child=child_id,
+                     owner=exc.owner)
+            raise ToolWaits(busy_reason(child_id, exc.owner, self.state.session_id)) from None
 
     def _approver(self, child_id: str) -> Approver | None:
         assert self.state is not None
@@ -227,6 +266,40 @@ async def waiting_child(store: EventStore, session_id: str) -> str | None:
             break
         found = current = child
     return found
+
+
+async def busy_child(store: EventStore, session_id: str, alive: Callable[[LeaseHolder], bool]) -> Busy | None:
+    """The session another process drives (its lease held by a live holder) that a delegate call of
+    `session_id`'s open batch waits on: its child, or a descendant it waits on in turn (followed down as
+    `waiting_child` does); None when no delegate call waits on a busy session."""
+    current = session_id
+    for _ in range(64):  # deeper than any delegate_max_depth; a bound, not a limit anyone meets
+        receipts = await store.list_receipts(current, status="dispatched")
+        child = next((c for r in receipts if r.tool == DELEGATE and (c := child_of(r.resource_keys)) is not None), None)
+        if child is None:
+            return None
+        try:
+            record = await store.get_session(child)
+        except SessionNotFound:
+            return None
+        if record.lease is not None and alive(record.lease):
+            return Busy(child, describe(record.lease))
+        current = child
+    return None
+
+
+@record
+class Busy:
+    """A session another process drives, and who (memory/leases.py `describe`)."""
+
+    session_id: str
+    owner: str
+
+
+def busy_reason(child_id: str, owner: str, parent_id: str) -> str:
+    """What a session whose child another process drives says: who drives it, and what to do."""
+    return (f"child session {child_id} is being run by another process ({owner}); once it is done, "
+            f"strata resume {parent_id}")
 
 
 async def unknown_below(store: EventStore, session_id: str) -> dict[str, int]:
@@ -276,5 +349,5 @@ def _output(status: str, reason: str, unknown: int, text: str, child_id: str,
     return ToolOutput(text=f"{head}\n{text}" if text else head, is_error=status == "failed")
 
 
-__all__ = ["DELEGATE", "ChildApprover", "ChildSessions", "Delegator", "LiveChild", "NewChild", "unknown_below",
-           "waiting_child"]
+__all__ = ["DELEGATE", "Busy", "ChildApprover", "ChildSessions", "Delegator", "LiveChild", "NewChild", "busy_child",
+           "busy_reason", "unknown_below", "waiting_child"]

@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 import structlog
 
-from agent.delegation import Delegator, LiveChild, NewChild, waiting_child
+from agent.delegation import Delegator, LiveChild, NewChild, busy_child, waiting_child
 from agent.evidence_ledger import Ledgers
 from agent.knowledge import KnowledgeSource, SessionKnowledge, knowledge_change
 from agent.lineage import ChildLink
@@ -435,6 +435,13 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
                              "prompt cannot be given until the open batch is finished",
                              hint=f"decide with `strata approve|deny {session_id} CALL`, then resume (with the "
                                   "prompt, if you still want it)")
+        if prompt is not None and state.open_batch is not None and \
+                (busy := await busy_child(rt.store, session_id, make_liveness(rt.clock))) is not None:
+            # its delegate call would park again, and the prompt go unheard
+            raise UsageError(f"session {session_id} is waiting for child session {busy.session_id}, which another "
+                             f"process runs ({busy.owner}); a new prompt cannot be given until it is done",
+                             hint=f"once that process is done, strata resume {session_id} (with the prompt, if you "
+                                  "still want it)")
         if prompt is not None and before == "awaiting_approval" and state.open_batch is not None and \
                 (child := await waiting_child(rt.store, session_id)) is not None:  # it would park again, unheard
             raise UsageError(f"session {session_id} is waiting for child session {child}'s approval; a new prompt "
@@ -486,7 +493,7 @@ def _resumed_on_ask(asking: Asking, state: SessionState) -> OnAsk:
 def _delegator(rt: Runtime, approver: Approver | None, on_ask: OnAsk) -> Delegator:
     """The delegate handler of a session started or resumed over `rt`: one builder, so both get every setting."""
     return Delegator(rt.store, _ChildSessions(rt), max_depth=rt.delegate_max_depth, approver=approver,
-                     on_ask=on_ask, pass_grants=rt.delegate_grants)
+                     on_ask=on_ask, alive=make_liveness(rt.clock), pass_grants=rt.delegate_grants)
 
 
 @record

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from config.quick import QuickConfig, quick_config
+from core.delegate_keys import DELEGATE, child_of
 from core.record import record
 from core.snapshot_version import SNAPSHOT_VERSION
 from core.vocabulary import EVENT_SCHEMA_VERSION, TIMELINE_DECISIONS, Mode, SessionStatus
@@ -210,6 +211,23 @@ class QuickRead:
                 "resource_keys, outcome_sha256, note, reconciled_by, process FROM receipts WHERE status = 'unknown'"):
             _receipt_as_stored(row)
             found[row[0]] = found.get(row[0], 0) + 1
+        return found
+
+    def awaited_children(self) -> dict[str, str]:
+        """The child each session's `dispatched` delegate receipt names (the child its open batch waits on), as the
+        full way finds it (agent/cli/inspect_cmds.py). Raises ValueError when a receipt is not as the store writes
+        it."""
+        found: dict[str, str] = {}
+        for row in self._conn.execute(
+                "SELECT session_id, id, call_id, tool, idempotency_key, args_sha256, created_at, updated_at, "
+                "resource_keys, outcome_sha256, note, reconciled_by, process FROM receipts WHERE status = 'dispatched' "
+                "AND tool = ? ORDER BY created_at, id", (DELEGATE,)):
+            _receipt_as_stored(row)
+            keys = json.loads(row[8])
+            if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+                raise ValueError("a receipt's resource keys are not as the store writes them")
+            if (child := child_of(keys)) is not None:
+                found.setdefault(row[0], child)
         return found
 
     def counts(self, num: int) -> Counts | None:

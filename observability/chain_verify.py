@@ -113,6 +113,10 @@ async def verify_chains(store: EventStore, session_id: str, ledger_head: ChainHe
     timeline = _Log("timeline", "row", rows_verifier)
     events = _Log("state log", "event", events_verifier)
 
+    # The receipts table, read before the head is read again: a head that has not moved by then means nothing was
+    # committed since the first read, so these receipts are the ones the rows read account for. (Read after it, a
+    # receipt committed meanwhile, its row unread, was reported as changed or added outside Strata.)
+    receipts = await store.list_receipts(session_id)
     # A session being written while it is checked: its head moves on between the two reads (each read is its own
     # snapshot). The chain may then end anywhere between the two heads.
     later = (await store.chain_record(session_id)).head
@@ -145,7 +149,7 @@ async def verify_chains(store: EventStore, session_id: str, ledger_head: ChainHe
         if (wrong := blob_problem(ref, await store.get_blob(ref.sha256))) is not None:
             problems.append(f"state log of session {session_id}: event {seq}'s {wrong}")
     if moved is None and timeline.verifier.result().ok:  # else the timeline's own finding comes first
-        found_receipts = _receipts(session_id, await store.list_receipts(session_id), transitions)
+        found_receipts = _receipts(session_id, receipts, transitions)
         (notes if record.rechained is not None else problems).extend(found_receipts)
     return ChainReport(session_id, "broken" if problems else "verified", tuple(problems), tuple(notes),
                        timeline.verifier.result(), events.verifier.result(), record.head, ledger_head, key.id)

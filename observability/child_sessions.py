@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from core.delegate_keys import DELEGATE, child_of
 from core.errors import SessionNotFound
 from core.timeline import TimelineRow
-from core.tools.delegate import DELEGATE, child_of
 from memory.store import EventStore
 from observability.session_timeline import load_timeline
 

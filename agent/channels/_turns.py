@@ -26,6 +26,7 @@ import structlog
 
 from agent.channels._messages import Channel, InboundMessage, Reply
 from agent.channels._reply_tool import Current, reply_rule
+from agent.delegation import busy_child, waiting_child
 from agent.outcome import RunOutcome
 from agent.reconcile import probe_receipts
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
@@ -39,6 +40,7 @@ from core.record import record
 from core.state import SessionState
 from core.tools import ToolSpec
 from memory.channel_book import ChannelBook, IntakeRow, TaskRow
+from memory.leases import make_liveness
 from memory.restore import restore_or_report
 from memory.store import EventStore
 
@@ -116,6 +118,11 @@ async def handle(parts: ChannelParts, message: InboundMessage, handle: str) -> O
                 log.info("thread's session waits for approval; the message stays queued", channel=message.channel,
                          thread=message.thread, message_id=message.id, calls=list(waiting))
                 return "deferred"
+            if (child := await _child_in_the_way(parts.rt, session_id)) is not None:
+                # its open batch would park again before the message's prompt is heard: the message waits too
+                log.info("thread's session waits for its child; the message stays queued", channel=message.channel,
+                         thread=message.thread, message_id=message.id, reason=child)
+                return "deferred"
             await _probe_uncertain(parts.rt, session_id)
             live = await resume_session(parts.rt, session_id, rules=[], model=parts.model(),
                                         max_turns=parts.max_turns, asking=asking)
@@ -136,6 +143,10 @@ async def handle(parts: ChannelParts, message: InboundMessage, handle: str) -> O
                                                   session_id, verdict.rule)
         try:
             reply = await _turn(parts, live, message, verdict, task, row.after_seq)
+            if reply is None:  # its child became busy, or parked, since it was checked: the same as above
+                log.info("thread's session still waits for an earlier call; the message stays queued",
+                         channel=message.channel, thread=message.thread, message_id=message.id)
+                return "deferred"
         except LeaseLost as exc:  # another worker took the session over (this one was stopped past its lease):
             # the message is that worker's now; a reply from here ("the turn failed") would be the one kept
             log.warning("thread's session was taken over by another worker; the message is left to it",
@@ -151,6 +162,16 @@ async def handle(parts: ChannelParts, message: InboundMessage, handle: str) -> O
     log.info("message processed", channel=message.channel, thread=message.thread, message_id=message.id,
              session_id=session_id, status=reply.status, task=task.id if task else None)
     return "processed"
+
+
+async def _child_in_the_way(rt: Runtime, session_id: str) -> str | None:
+    """Why the session's open batch cannot finish now, if a delegate call of it waits on a child (or a session
+    below it) that another process drives or that waits for a decision; None when none does."""
+    if (busy := await busy_child(rt.store, session_id, make_liveness(rt.clock))) is not None:
+        return f"child session {busy.session_id} is being run by another process ({busy.owner})"
+    if (child := await waiting_child(rt.store, session_id)) is not None:
+        return f"child session {child} waits for approval"
+    return None
 
 
 async def _probe_uncertain(rt: Runtime, session_id: str) -> None:
@@ -205,7 +226,9 @@ def _unfinished(state: SessionState) -> bool:
 
 
 async def _turn(parts: ChannelParts, live: LiveSession, message: InboundMessage, verdict: GateVerdict,
-                task: TaskRow | None, after_seq: int) -> Reply:
+                task: TaskRow | None, after_seq: int) -> Reply | None:
+    """The message's turn, and its reply; None when an earlier turn's open batch still waits (it parked again
+    before the message's prompt could be given): nothing of the message is recorded, it stays queued."""
     state = live.loop.state
     outcome: RunOutcome | None = None
     failed: str | None = None
@@ -215,8 +238,10 @@ async def _turn(parts: ChannelParts, live: LiveSession, message: InboundMessage,
     with anyio.move_on_after(parts.turn_budget_s) as budget:
         try:
             if not await _started(parts.rt.store, live.id, message, after_seq):
-                if state.open_batch is not None:  # an earlier turn's batch is open (parked, then decided): finish it
-                    await live.run(None)
+                # An earlier turn's batch is open (parked, then decided): finished first; parked again, the prompt
+                # would not be heard: the message waits.
+                if state.open_batch is not None and (await live.run(None)).status == "awaiting_approval":
+                    return None
                 outcome = await live.run(prompt_of(message, verdict, task))
             elif _unfinished(state):
                 outcome = await live.run(None)
@@ -237,8 +262,13 @@ async def _turn(parts: ChannelParts, live: LiveSession, message: InboundMessage,
         return _reply(message, live.id, "failed", f"The turn failed: {failed}", task)
     if outcome is not None and outcome.status == "awaiting_approval":
         waiting = ", ".join(_undecided(state))
-        text = (f"A call waits for approval ({waiting}): decide with `strata approve|deny {live.id} CALL`; the thread "
-                "goes on after that.")
+        child = None if waiting else await waiting_child(parts.rt.store, live.id)
+        if child is not None:  # the parked call is its child's (or a session below): that one is decided
+            text = (f"A call of child session {child} waits for approval: decide with `strata approve|deny {child} "
+                    "CALL` (or --all); the thread goes on after that.")
+        else:
+            text = (f"A call waits for approval ({waiting}): decide with `strata approve|deny {live.id} CALL`; the "
+                    "thread goes on after that.")
         return _reply(message, live.id, "parked", text, task)
     status = outcome.status if outcome is not None else "completed"
     return _reply(message, live.id, status, _answer(state.messages, _started_at(state, message)), task)

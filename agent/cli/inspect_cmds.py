@@ -3,6 +3,7 @@ database read-only (a home that cannot be written still serves) and mask what th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from typing import Any
@@ -14,17 +15,29 @@ from agent.cli.output import echo, echo_json
 from agent.cli.session_list import print_sessions, session_view, shown_status
 from agent.cli.views import receipt_view, show_view
 from agent.reading import Reader
-from core.errors import DamagedEvent, DamagedSession
+from core.delegate_keys import DELEGATE, child_of
+from core.errors import DamagedEvent, DamagedSession, SessionNotFound
 from core.state import Counters, FoldError
 from memory.leases import make_liveness
 from memory.restore import restore, restore_or_report
 from memory.rows import RECEIPT_STATUSES, SessionRecord
+from memory.store import EventStore
 from observability.session_tree import tree_order
 
 
-def display_status(rt: Reader, rec: SessionRecord) -> str:
-    """A session whose row says `active` but whose driver is gone shows as `interrupted`."""
-    return shown_status(rec, make_liveness(rt.clock))
+def display_status(rt: Reader, rec: SessionRecord, awaited: SessionRecord | None = None) -> str:
+    """A session whose row says `active` but whose driver is gone shows as `interrupted`; one parked on a child
+    (`awaited`) another process drives, as `waiting_for_child` (agent/cli/session_list.py `shown_status`)."""
+    return shown_status(rec, make_liveness(rt.clock), awaited)
+
+
+async def awaited_children(store: EventStore, session_id: str | None = None) -> dict[str, str]:
+    """The child each session's `dispatched` delegate receipt names (the one its open batch waits on)."""
+    found: dict[str, str] = {}
+    for receipt in await store.list_receipts(session_id, status="dispatched"):
+        if receipt.tool == DELEGATE and (child := child_of(receipt.resource_keys)) is not None:
+            found.setdefault(receipt.session_id, child)
+    return found
 
 
 def list_sessions(as_json: bool) -> None:
@@ -41,14 +54,16 @@ def list_sessions(as_json: bool) -> None:
             unknown: dict[str, int] = {}
             for receipt in await rt.store.list_receipts(status="unknown"):
                 unknown[receipt.session_id] = unknown.get(receipt.session_id, 0) + 1
+            by_id = {r.id: r for r in records}
+            awaited = await awaited_children(rt.store)
             views = []
             for r, depth in tree_order(records):
                 try:  # the counters come from the folded state: one snapshot plus a short tail per session
                     counters: Counters | None = (await restore(rt.store, r.id)).state.counters
                 except (FoldError, DamagedEvent):  # a broken log is listed with unknown counters ('?')
                     counters = None
-                views.append(session_view(r, display_status(rt, r), rt.masker, unknown.get(r.id, 0), counters,
-                                          depth=depth))
+                views.append(session_view(r, display_status(rt, r, by_id.get(awaited.get(r.id, ""))), rt.masker,
+                                          unknown.get(r.id, 0), counters, depth=depth))
             return views
 
     print_sessions(cmd.run(main), as_json)
@@ -72,7 +87,12 @@ def show(session_id: str, as_json: bool) -> None:
             rec = await rt.store.get_session(cmd.session_id)
             state = (await restore_or_report(rt.store, cmd.session_id)).state
             unknown = await rt.store.list_receipts(cmd.session_id, "unknown")
-            return show_view(rec, display_status(rt, rec), state, rt.masker, len(unknown))
+            child = (await awaited_children(rt.store, cmd.session_id)).get(cmd.session_id)
+            awaited = None
+            if child is not None:
+                with contextlib.suppress(SessionNotFound):
+                    awaited = await rt.store.get_session(child)
+            return show_view(rec, display_status(rt, rec, awaited), state, rt.masker, len(unknown))
 
     view = cmd.run(main)
     if as_json:

@@ -44,9 +44,12 @@ def quick_sessions(as_json: bool) -> bool:
         remembered, to_remember = set(SeenSecrets(config.home).values), []
         masker.on_known = lambda value: None if value in remembered else to_remember.append(value)
         alive = make_liveness(SystemClock())
+        by_id = {rec.id: rec for rec, _ in rows}
+        awaited = db.awaited_children()
         views: list[dict[str, Any]] = []
         for rec, depth in tree_order([rec for rec, _ in rows]):
-            views.append(session_view(rec, shown_status(rec, alive), masker, unknown.get(rec.id, 0),
+            child = by_id.get(awaited.get(rec.id, ""))
+            views.append(session_view(rec, shown_status(rec, alive, child), masker, unknown.get(rec.id, 0),
                                       db.counts(numbers[rec.id]), depth=depth))
     except (sqlite3.Error, ValueError, OSError):  # the full way reports what is wrong
         return False

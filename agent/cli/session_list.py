@@ -44,10 +44,18 @@ class Counted(Protocol):
     def denials(self) -> int: ...
 
 
-def shown_status(rec: Record, alive: Callable[[Holder], bool]) -> str:
-    """A session whose row says `active` but whose driver is gone shows as `interrupted`."""
+WAITING_FOR_CHILD = "waiting_for_child"
+
+
+def shown_status(rec: Record, alive: Callable[[Holder], bool], awaited: Record | None = None) -> str:
+    """A session whose row says `active` but whose driver is gone shows as `interrupted`. One parked
+    (`awaiting_approval`) on a delegate call whose child (`awaited`, the child its `dispatched` delegate receipt
+    names) another process drives now shows as `waiting_for_child`: it waits for that process, not for a decision."""
     if rec.status == "active" and (rec.lease is None or not alive(rec.lease)):
         return "interrupted"
+    if rec.status == "awaiting_approval" and awaited is not None and awaited.lease is not None \
+            and alive(awaited.lease):
+        return WAITING_FOR_CHILD
     return rec.status
 
 

@@ -9,13 +9,12 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
+from core.delegate_keys import CHILD_KEY_PREFIX, DELEGATE
 from core.tools.context import ToolContext
 from core.tools.spec import Handler, ToolSpec
 
-DELEGATE = "delegate"
 DEFAULT_MAX_DEPTH = 2
 """A session this many delegations deep has no `delegate` (top level: 0)."""
-CHILD_KEY_PREFIX = "session:"
 
 SCHEMA: Mapping[str, Any] = {
     "type": "object",
@@ -41,14 +40,6 @@ def child_session_id(idempotency_key: str) -> str:
 
 def _keys(args: Mapping[str, Any], ctx: ToolContext) -> list[str]:
     return [CHILD_KEY_PREFIX + child_session_id(ctx.idempotency_key)]
-
-
-def child_of(resource_keys: tuple[str, ...] | list[str]) -> str | None:
-    """The child session id a delegate receipt records, if it does."""
-    for key in resource_keys:
-        if key.startswith(CHILD_KEY_PREFIX):
-            return key[len(CHILD_KEY_PREFIX):]
-    return None
 
 
 def delegate_spec(handler: Handler) -> ToolSpec:

@@ -395,3 +395,112 @@ def test_every_export_of_a_child_masks_the_call_id_that_started_it(cli: StrataCL
         assert exported.returncode == 0, exported.stderr
         assert call_id not in exported.stdout, fmt
         assert "[MASKED:" in exported.stdout, fmt
+
+
+def _busy_child(cli: StrataCLI, tmp_path: Path, workspace: Path) -> tuple[dict[str, Any], dict[str, Any],
+                                                                          subprocess.Popen[str]]:
+    """A parent parked on its child's approval; the child approved and driven by another `strata resume CHILD`,
+    whose bash runs (it holds the child's lease) until `release` appears in the workspace."""
+    script = _script(tmp_path / "s.json", f"touch started; while [ ! -e release ]; do sleep 0.05; done; "
+                                          f"echo hi > hello.txt; echo once >> {EFFECTS_LOG}")
+    parked = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "delegate",
+                     "--on-ask", "park", "go")
+    assert parked.returncode == 4, parked.stderr
+    parent, child = _one_parent_one_child(cli)
+    assert cli.run("approve", child["id"], "--all").returncode == 0
+    driver = cli.popen("resume", child["id"], "--json")
+    _until_started(driver, workspace / "started")
+    return parent, child, driver
+
+
+def _finish(driver: subprocess.Popen[str], workspace: Path) -> None:
+    (workspace / "release").touch()
+    _, err = driver.communicate(timeout=60)
+    assert driver.returncode == 0, err
+
+
+def _waits_for_its_child(cli: StrataCLI, parent_id: str) -> None:
+    """The parent is listed (the quick way and the full way) and shown as waiting for its child, not for a
+    decision; its row's status stays `awaiting_approval`."""
+    for args in (("sessions", "--json"), ("--verbose", "sessions", "--json")):
+        row = next(r for r in cli.json_lines(*args) if r["id"] == parent_id)
+        assert (row["status"], row["stored_status"]) == ("waiting_for_child", "awaiting_approval"), args
+    assert cli.show(parent_id)["session"]["status"] == "waiting_for_child"
+
+
+def test_a_delegate_call_whose_child_another_process_drives_parks_and_a_later_resume_finishes_it_once(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """Before, re-entering the delegate call while another process held the child's lease failed the call (the
+    parent's model was told the child errored, though it went on running elsewhere). Now the parent parks (exit 4)
+    saying which process drives the child, its delegate receipt stays `dispatched`, and a resume after the child
+    finished takes the child's recorded result: the child's effect ran once."""
+    parent, child, driver = _busy_child(cli, tmp_path, workspace)
+    try:
+        waits = cli.run("resume", parent["id"], "--json")
+        assert waits.returncode == 4, (waits.stdout, waits.stderr)
+        assert "Traceback" not in waits.stderr
+        assert f"child session {child['id']} is being run by another process" in waits.stdout, waits.stdout
+        (receipt,) = cli.json_lines("receipts", parent["id"], "--json")
+        assert receipt["status"] == "dispatched"
+        assert driver.poll() is None  # the other process still drives the child, untouched
+        _waits_for_its_child(cli, parent["id"])
+    finally:
+        _finish(driver, workspace)
+    resumed = cli.run("resume", parent["id"], "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    result = _delegate_result(resumed.stdout)
+    assert result["status"] == "ok" and CHILD_ANSWER in result["content"], result
+    parent2, child2 = _one_parent_one_child(cli)
+    assert (parent2["status"], child2["status"]) == ("completed", "completed")
+    assert (workspace / EFFECTS_LOG).read_text() == "once\n"
+    (receipt,) = cli.json_lines("receipts", parent["id"], "--json")
+    assert receipt["status"] == "done"
+
+
+def test_a_new_prompt_for_a_parent_whose_child_another_process_drives_is_refused_naming_the_child(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """`strata resume PARENT PROMPT` while the child its delegate call waits on is driven elsewhere would park
+    again and lose the prompt: refused (exit 2) in one line naming the child and its process, nothing recorded;
+    once the child is done, the same command runs with the prompt."""
+    parent, child, driver = _busy_child(cli, tmp_path, workspace)
+    try:
+        events = len(cli.json_lines("timeline", parent["id"], "--json"))
+        refused = cli.run("resume", parent["id"], "and then say hi")
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+        (line,) = [line for line in refused.stderr.splitlines() if line.startswith("strata: error:")]
+        assert f"waiting for child session {child['id']}, which another process runs (pid {driver.pid}" in line
+        assert len(cli.json_lines("timeline", parent["id"], "--json")) == events  # nothing recorded
+        assert driver.poll() is None
+        _waits_for_its_child(cli, parent["id"])
+    finally:
+        _finish(driver, workspace)
+    resumed = cli.run("resume", parent["id"], "and then say hi", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert CHILD_ANSWER in _delegate_result(resumed.stdout)["content"]
+    user_texts = [e.get("text") for e in events_of(resumed.stdout) if e["kind"] == "user_message"]
+    assert "and then say hi" in user_texts, user_texts
+    assert (workspace / EFFECTS_LOG).read_text() == "once\n"
+
+
+def test_a_delegate_call_waits_a_moment_for_its_childs_lease_and_takes_the_result_once_it_is_free(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """A child's lease held only briefly (a decision being recorded, a run about to end) does not park the parent:
+    the delegate call waits for it a few seconds (agent/delegation.py CHILD_LEASE_WAIT_S), then takes the finished
+    child's recorded result, without resuming the child again. Before, the parent parked at once."""
+    parent, child, driver = _busy_child(cli, tmp_path, workspace)
+    try:
+        resume = cli.popen("resume", parent["id"], "--json")
+        deadline = time.monotonic() + 30
+        while _status(cli, parent["id"]) != "active":  # the parent holds its lease: its delegate call is next
+            assert resume.poll() is None and time.monotonic() < deadline, resume.communicate()
+            time.sleep(0.05)
+    finally:
+        _finish(driver, workspace)
+    out, err = resume.communicate(timeout=60)
+    assert resume.returncode == 0, (out, err)
+    result = _delegate_result(out)
+    assert result["status"] == "ok" and CHILD_ANSWER in result["content"], result
+    rows = cli.json_lines("timeline", child["id"], "--json")
+    resumed = [r for r in rows if r["kind"] == "lifecycle" and r["outcome"] == "resumed"]
+    assert len(resumed) == 1, resumed  # by the other process only: the parent did not resume the child again
+    assert _status(cli, child["id"]) == "completed" and (workspace / EFFECTS_LOG).read_text() == "once\n"
