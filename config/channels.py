@@ -18,6 +18,7 @@ Channels are read from the built-in defaults and the user's file only: a project
 a door into the daemon, and its `[[channels]]` or `[daemon]` tables are a ConfigError."""
 
 import re
+import urllib.parse
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
@@ -36,6 +37,29 @@ def _name(value: str) -> str:
     if not _NAME.match(value):
         raise ValueError("a channel name is 1 to 64 lower-case letters, digits, '_' or '-', starting with a letter "
                          "or digit")
+    return value
+
+
+def _callback_url(value: str) -> str:
+    """http or https, a host, a port in range when given, nothing blank or unprintable. The reasons never quote the
+    URL (its query or user part may carry a token; config/_read.py does not show this key's value either)."""
+    if any(c.isspace() or not c.isprintable() for c in value):
+        raise ValueError("must be a URL without blanks or control characters")
+    try:
+        url = urllib.parse.urlsplit(value)
+        host = url.hostname
+    except ValueError:  # an unclosed [ of an IPv6 host
+        raise ValueError("must name a host (an IPv6 host in brackets)") from None
+    if url.scheme not in ("http", "https"):
+        raise ValueError("must be an http or https URL")
+    if not host:
+        raise ValueError("must name a host")
+    try:
+        url.port  # noqa: B018 - parsed for its check: a port that is not a number, or out of range, raises
+    except ValueError:
+        raise ValueError("must have a port that is a number from 1 to 65535") from None
+    if url.port == 0:
+        raise ValueError("must have a port that is a number from 1 to 65535")
     return value
 
 
@@ -61,7 +85,7 @@ class ChannelEntry(_Table):
     token_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
     """webhook: the environment variable holding the bearer token (a token never sits in a config file)."""
     max_body_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = DEFAULT_BODY_CAP
-    callback_url: Annotated[str, Field(pattern=r"^https?://[^\s]+$", max_length=2000)] | None = None
+    callback_url: Annotated[str, Field(max_length=2000), AfterValidator(_callback_url)] | None = None
     """webhook: where each reply is also POSTed (header `Idempotency-Key`), until the callback answers 2xx."""
     threads: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=lambda: ["*"])
     on_ask: OnAsk = "deny"

@@ -118,7 +118,8 @@ class WebhookChannel(SpoolChannel):
         conn_type = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
         conn = conn_type(url.hostname or "", url.port, timeout=CALLBACK_TIMEOUT_S)
         try:
-            conn.request("POST", url.path or "/", body=path.read_bytes(),
+            target = (url.path or "/") + (f"?{url.query}" if url.query else "")  # a token in the query goes too
+            conn.request("POST", target, body=path.read_bytes(),
                          headers={"Content-Type": "application/json", "Idempotency-Key": path.stem})
             status = conn.getresponse().status
         finally:
