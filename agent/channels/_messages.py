@@ -63,7 +63,8 @@ def reply_key(channel: str, message_id: str) -> str:
 
 class Channel(Protocol):
     """A source of messages and a sink of replies. `poll` lists what waits (oldest first) with a handle to
-    acknowledge it by (the handles in `skip`, queued already, left out unread); `send` is idempotent on the
+    acknowledge it by (the handles in `skip`, queued already, left out unread); `reject` sets a message aside
+    unhandled, with the reason (a spool moves it to `rejected/` beside a `.error`); `send` is idempotent on the
     reply's key; `sent` probes whether a reply with that key was delivered (an unknown outcome is reconciled by
     it)."""
 
@@ -72,6 +73,8 @@ class Channel(Protocol):
     def poll(self, skip: Collection[str] = ()) -> list[tuple[InboundMessage, str]]: ...
 
     def ack(self, handle: str) -> None: ...
+
+    def reject(self, handle: str, why: str) -> None: ...
 
     def send(self, reply: Reply) -> None: ...
 

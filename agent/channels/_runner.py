@@ -72,6 +72,9 @@ class _Poller:
         self._finished: set[str] = set()
         """Handles whose message was handled (and acknowledged) since the current poll began: a poll that read
         one before it was acknowledged does not queue it again."""
+        self._ids: dict[str, tuple[str, int]] = {}
+        """Message ids queued, with their thread and how many of its handles: a message reusing an id another
+        thread's queued message has waits until that one is handled."""
         self.stopping = False
 
     @property
@@ -101,6 +104,10 @@ class _Poller:
                 if (handle_ in self._queued or handle_ in self._finished or self.stopping
                         or thread.not_before > anyio.current_time()):
                     continue
+                owner = self._ids.get(message.id)
+                if owner is not None and owner[0] != message.thread:  # the id's first message is handled first;
+                    continue  # then this one is offered again, and the book rejects it (agent/channels/_turns.py)
+                self._ids[message.id] = (message.thread, owner[1] + 1 if owner else 1)
                 self._queued.add(handle_)
                 thread.queue.append((message, handle_))
                 if not thread.running:
@@ -144,7 +151,7 @@ class _Poller:
                 self._defer(thread)
                 return
             thread.queue.popleft()
-            self._queued.discard(handle_)
+            self._unqueue(message, handle_)
             self._finished.add(handle_)
 
     async def _renew(self, name: str) -> None:
@@ -166,9 +173,15 @@ class _Poller:
         self._forget(thread)
 
     def _forget(self, thread: _Thread) -> None:
-        for _, handle_ in thread.queue:
-            self._queued.discard(handle_)
+        for message, handle_ in thread.queue:
+            self._unqueue(message, handle_)
         thread.queue.clear()
+
+    def _unqueue(self, message: InboundMessage, handle_: str) -> None:
+        self._queued.discard(handle_)
+        owner = self._ids.pop(message.id, None)
+        if owner is not None and owner[1] > 1:
+            self._ids[message.id] = (owner[0], owner[1] - 1)
 
 
 def open_channel(entry: ChannelEntry, home: Path, env: Mapping[str, str]) -> Channel:
