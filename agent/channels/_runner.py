@@ -3,7 +3,8 @@
 A poller takes messages only from its own channel (its `threads` globs filter what it may take), oldest first,
 and hands each to its thread's worker; a thread's messages are handled in arrival order, one at a time, while
 different threads run side by side. A message a worker could not handle yet (its session is driven elsewhere, or
-waits for approval) stays in the channel and is offered again at the next poll, ahead of the thread's later ones.
+waits for approval) stays in the channel and is offered again after `DEFERRED_RETRY_S`, ahead of the thread's later
+ones; meanwhile the thread's files are left out of the polls unread (read once a retry, not five times a second).
 
 A thread's worker first claims the thread in the book (memory/channel_book/): of several daemons working on one
 PostgreSQL database, one at a time drives a thread; the others leave its messages where they are. The claim is a
@@ -57,6 +58,9 @@ class _Thread:
     queue: deque[tuple[InboundMessage, str]] = field(default_factory=deque)
     running: bool = False
     not_before: float = 0.0
+    held: set[str] = field(default_factory=set)
+    """Handles of this thread's messages read while it waits for `not_before`: left out of the polls (unread) until
+    then, so a waiting thread's files are read once a retry, not on every poll."""
 
 
 class _Poller:
@@ -75,6 +79,8 @@ class _Poller:
         self._ids: dict[str, tuple[str, int]] = {}
         """Message ids queued, with their thread and how many of its handles: a message reusing an id another
         thread's queued message has waits until that one is handled."""
+        self._holding: set[str] = set()
+        """Threads with held handles."""
         self.stopping = False
 
     @property
@@ -87,7 +93,7 @@ class _Poller:
         while not self.stopping:
             self._finished.clear()
             try:
-                found = await anyio.to_thread.run_sync(channel.poll, frozenset(self._queued))
+                found = await anyio.to_thread.run_sync(channel.poll, self._skip())
             except Exception as exc:  # a folder gone or unreadable, or a bug: logged, polled again, never fatal
                 failure = f"{type(exc).__name__}: {exc}"
                 if failure != failing:  # once, not every poll (5 a second) while it lasts
@@ -101,8 +107,11 @@ class _Poller:
                     failing = None
             for message, handle_ in found:
                 thread = self._threads.setdefault(message.thread, _Thread())
-                if (handle_ in self._queued or handle_ in self._finished or self.stopping
-                        or thread.not_before > anyio.current_time()):
+                if handle_ in self._queued or handle_ in self._finished or self.stopping:
+                    continue
+                if thread.not_before > anyio.current_time():  # waits: not read again before its retry
+                    thread.held.add(handle_)
+                    self._holding.add(message.thread)
                     continue
                 owner = self._ids.get(message.id)
                 if owner is not None and owner[0] != message.thread:  # the id's first message is handled first;
@@ -168,8 +177,25 @@ class _Poller:
                 log.warning("thread's claim was taken over by another daemon", channel=channel, thread=name)
                 return
 
+    def _skip(self) -> frozenset[str]:
+        """The handles a poll leaves unread: those queued, and those of threads waiting for their retry (a thread
+        whose retry is due has its handles let go, read at this poll)."""
+        now = anyio.current_time()
+        skip = set(self._queued)
+        for name in list(self._holding):
+            thread = self._threads[name]
+            if thread.not_before <= now:
+                thread.held.clear()
+                self._holding.discard(name)
+            else:
+                skip |= thread.held
+        return frozenset(skip)
+
     def _defer(self, thread: _Thread) -> None:
         thread.not_before = anyio.current_time() + DEFERRED_RETRY_S
+        if thread.queue:
+            thread.held.update(handle_ for _, handle_ in thread.queue)
+            self._holding.add(thread.queue[0][0].thread)
         self._forget(thread)
 
     def _forget(self, thread: _Thread) -> None:
