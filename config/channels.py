@@ -3,6 +3,7 @@
     [daemon]
     enable = ["bash"]          # execute/admin tools kept in channel sessions' plans (removed otherwise)
     turn_budget_s = 300        # wall-clock budget of one message's turn
+    max_workers = 32           # threads handled at once (1 to 1024); the others wait their turn, in order
 
     [[channels]]
     name = "inbox"             # unique; the key of its threads
@@ -31,6 +32,8 @@ ChannelKind = Literal["spool", "webhook"]
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 DEFAULT_TURN_BUDGET_S = 300.0
 DEFAULT_BODY_CAP = 1024 * 1024
+DEFAULT_MAX_WORKERS = 32
+MAX_WORKERS_CAP = 1024
 
 
 def _name(value: str) -> str:
@@ -104,6 +107,7 @@ class ChannelEntry(_Table):
 class DaemonSection(_Table):
     enable: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]+$")]] | None = None
     turn_budget_s: Annotated[float, Field(gt=0, le=86400, allow_inf_nan=False)] | None = None
+    max_workers: Annotated[int, Field(ge=1, le=MAX_WORKERS_CAP)] | None = None
 
 
 class ChannelsConfig(BaseModel):
@@ -114,3 +118,5 @@ class ChannelsConfig(BaseModel):
     channels: tuple[ChannelEntry, ...] = ()
     enable: tuple[str, ...] = ()
     turn_budget_s: float = DEFAULT_TURN_BUDGET_S
+    max_workers: int = DEFAULT_MAX_WORKERS
+    """Threads whose messages are handled at once, across the daemon's channels; the others wait their turn."""

@@ -299,6 +299,8 @@ def _channels(docs: list[ConfigDoc], project: ConfigDoc | None) -> ChannelsConfi
                 update["enable"] = tuple(doc.data.daemon.enable)
             if doc.data.daemon.turn_budget_s is not None:
                 update["turn_budget_s"] = doc.data.daemon.turn_budget_s
+            if doc.data.daemon.max_workers is not None:
+                update["max_workers"] = doc.data.daemon.max_workers
         found = found.model_copy(update=update)
     return found
 

@@ -2,9 +2,11 @@
 
 A poller takes messages only from its own channel (its `threads` globs filter what it may take), oldest first,
 and hands each to its thread's worker; a thread's messages are handled in arrival order, one at a time, while
-different threads run side by side. A message a worker could not handle yet (its session is driven elsewhere, or
-waits for approval) stays in the channel and is offered again after `DEFERRED_RETRY_S`, ahead of the thread's later
-ones; meanwhile the thread's files are left out of the polls unread (read once a retry, not five times a second).
+different threads run side by side, at most `daemon.max_workers` at once across the daemon's channels (the others
+wait for a place in arrival order; a thread with more messages gives its place up after each while others wait).
+A message a worker could not handle yet (its session is driven elsewhere, or waits for approval) stays in the
+channel and is offered again after `DEFERRED_RETRY_S`, ahead of the thread's later ones; meanwhile the thread's
+files are left out of the polls unread (read once a retry, not five times a second).
 
 A thread's worker first claims the thread in the book (memory/channel_book/): of several daemons working on one
 PostgreSQL database, one at a time drives a thread; the others leave its messages where they are. The claim is a
@@ -64,8 +66,13 @@ class _Thread:
 
 
 class _Poller:
-    def __init__(self, parts: ChannelParts, tg: TaskGroup, interval: float, token: str) -> None:
+    def __init__(self, parts: ChannelParts, tg: TaskGroup, interval: float, token: str,
+                 places: anyio.Semaphore) -> None:
         self.parts = parts
+        self._places = places
+        """The daemon's worker places (`daemon.max_workers`, shared by its channels): taken first come, first
+        served, so however many threads have messages, only so many run (each a session, its connections and
+        worker threads) and the rest wait as plain queued tasks."""
         self._token = token
         self._clock = SystemClock()
         self._alive = make_liveness(self._clock)
@@ -125,29 +132,39 @@ class _Poller:
             await anyio.sleep(self._interval)
 
     async def _work(self, name: str, thread: _Thread) -> None:
+        """Drive one thread: wait for a worker's place (in arrival order), claim the thread, handle its queue. A
+        thread with more messages gives its place up after each one while other threads wait, and queues again."""
         book, channel = self.parts.book, self.parts.channel.name
+        again = False
         try:
-            holder = new_holder(self._token, self._clock)
-            try:
-                claimed = await anyio.to_thread.run_sync(book.claim, channel, name, holder, self._alive)
-            except StoreError as exc:
-                log.error("thread cannot be claimed", channel=channel, thread=name, reason=exc.message)
-                claimed = False
-            if not claimed:  # another daemon drives this thread now: its messages are left to it
-                self._defer(thread)
-                return
-            try:
-                async with anyio.create_task_group() as renewing:
-                    renewing.start_soon(self._renew, name)
-                    await self._drain(thread)
-                    renewing.cancel_scope.cancel()
-            finally:
-                with anyio.CancelScope(shield=True), contextlib.suppress(StoreError):
-                    await anyio.to_thread.run_sync(book.release_claim, channel, name, self._token)
+            async with self._places:
+                if self.stopping:
+                    return
+                holder = new_holder(self._token, self._clock)
+                try:
+                    claimed = await anyio.to_thread.run_sync(book.claim, channel, name, holder, self._alive)
+                except StoreError as exc:
+                    log.error("thread cannot be claimed", channel=channel, thread=name, reason=exc.message)
+                    claimed = False
+                if not claimed:  # another daemon drives this thread now: its messages are left to it
+                    self._defer(thread)
+                    return
+                try:
+                    async with anyio.create_task_group() as renewing:
+                        renewing.start_soon(self._renew, name)
+                        again = await self._drain(thread)
+                        renewing.cancel_scope.cancel()
+                finally:
+                    with anyio.CancelScope(shield=True), contextlib.suppress(StoreError):
+                        await anyio.to_thread.run_sync(book.release_claim, channel, name, self._token)
         finally:
-            thread.running = False
+            if again and thread.queue and not self.stopping:  # to the back of the line, still `running`
+                self._tg.start_soon(self._work, name, thread)
+            else:
+                thread.running = False
 
-    async def _drain(self, thread: _Thread) -> None:
+    async def _drain(self, thread: _Thread) -> bool:
+        """Handle the thread's queue in order; True when it stopped early to let waiting threads go first."""
         while thread.queue and not self.stopping:
             message, handle_ = thread.queue[0]
             try:
@@ -158,10 +175,13 @@ class _Poller:
                 outcome = "deferred"
             if outcome == "deferred":  # offered again at a later poll, still first of its thread
                 self._defer(thread)
-                return
+                return False
             thread.queue.popleft()
             self._unqueue(message, handle_)
             self._finished.add(handle_)
+            if thread.queue and self._places.statistics().tasks_waiting:
+                return True
+        return False
 
     async def _renew(self, name: str) -> None:
         book, channel = self.parts.book, self.parts.channel.name
@@ -245,6 +265,7 @@ class ChannelRunner:
         try:
             async with anyio.create_task_group() as tg:
                 pollers: list[_Poller] = []
+                places = anyio.Semaphore(config.max_workers)
                 for entry in config.channels:
                     workspace = await anyio.Path(entry.workspace).expanduser()
                     if not await workspace.is_dir():
@@ -272,7 +293,7 @@ class ChannelRunner:
                     parts = ChannelParts(rt=drt, book=book, channel=channel, entry=entry,
                                          model=partial(model_factory, spec), max_turns=settings.max_turns,
                                          turn_budget_s=config.turn_budget_s, current=current)
-                    pollers.append(_Poller(parts, tg, interval, token))
+                    pollers.append(_Poller(parts, tg, interval, token, places))
                 for poller in pollers:
                     tg.start_soon(poller.run)
                     log.info("channel polling", channel=poller.parts.channel.name, kind=poller.parts.entry.kind)
