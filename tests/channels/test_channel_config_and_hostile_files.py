@@ -135,3 +135,19 @@ def test_daemon_max_workers_defaults_to_32_and_is_read_from_the_user_file(cli: S
     assert load_config(workspace=None, env=_env(cli)).channels.max_workers == 32
     write_config(cli, "[daemon]\nmax_workers = 4\n")
     assert load_config(workspace=None, env=_env(cli)).channels.max_workers == 4
+
+
+@pytest.mark.parametrize(("folder", "says"), [("in", "is also the queue of the webhook channels.hook"),
+                                              ("out", "is the reply folder of the webhook channels.hook")])
+def test_a_spool_inbox_that_is_a_webhooks_folder_in_the_home_is_a_config_error_naming_the_spools_key(
+        cli: StrataCLI, tmp_path: Path, folder: str, says: str) -> None:
+    """Two pollers would take the webhook's queued messages (or the spool would read its replies as messages)."""
+    webhook = (f'[[channels]]\nname = "hook"\nkind = "webhook"\nport = 8080\ntoken_env = "HOOK_TOKEN"\n'
+               f'workspace = "{tmp_path}"\nmodel = "script:/x.json"\n\n')
+    spool = (f'[[channels]]\nname = "ops"\nkind = "spool"\ninbox = "{cli.home / "channels" / "hook" / folder}"\n'
+             f'outbox = "{tmp_path / "out"}"\nworkspace = "{tmp_path}"\nmodel = "script:/x.json"\n\n')
+    for body in (spool + webhook, webhook + spool):
+        write_config(cli, body)
+        with pytest.raises(ConfigError, match=says) as raised:
+            load_config(workspace=None, env=_env(cli))
+        assert raised.value.key == "channels.ops.inbox"
