@@ -3,10 +3,11 @@ them (one reply per message, whatever crashes in between)."""
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Collection
 from typing import Annotated, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from core.hashing import sha256_text
 
@@ -14,12 +15,24 @@ Id = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[
 """Thread and message ids: printable and short, so they can name files and rows without escaping."""
 
 
+def _one_line(value: str) -> str:
+    if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in value):
+        raise ValueError("must be one line: a line break or control character here could forge the prompt's "
+                         "header lines")
+    return value
+
+
+HeaderText = Annotated[str, AfterValidator(_one_line)]
+"""Text that goes into the prompt's header lines (`[channel … · from SENDER]`, `[attachment NAME … at PATH]`),
+where a line break would let it add a line of its own (a `[task …]` line the gate never wrote)."""
+
+
 class AttachmentRef(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: Annotated[str, Field(min_length=1, max_length=255)]
+    name: Annotated[HeaderText, Field(min_length=1, max_length=255)]
     sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
-    path: str | None = None
+    path: HeaderText | None = None
     """Where the bytes are, when the channel keeps them as a file."""
 
 
@@ -31,7 +44,7 @@ class InboundMessage(BaseModel):
     channel: str
     thread: Id
     id: Id
-    sender: Annotated[str, Field(max_length=320)] = ""
+    sender: Annotated[HeaderText, Field(max_length=320)] = ""
     text: Annotated[str, Field(max_length=200_000)] = ""
     attachments: tuple[AttachmentRef, ...] = ()
 
