@@ -159,10 +159,13 @@ def test_a_folder_named_like_a_reply_in_the_outbox_does_not_hold_up_delivery(cli
 
 
 def test_the_callback_urls_query_is_sent_with_each_delivery(cli: StrataCLI, tmp_path: Path) -> None:
-    """A callback that takes its token in the query gets it (the query used to be dropped: only the path went)."""
-    with _served(cli, tmp_path, query="?token=fake-callback-token&v=1") as (daemon, port, callback):
+    """A callback that takes its token in the query gets it (the query used to be dropped: only the path went); a
+    failed delivery's log line does not carry the URL."""
+    with _served(cli, tmp_path, garbage=1, query="?token=fake-callback-token&v=1") as (daemon, port, callback):
         key = _post(port)
         wait_until(lambda: ("ok", key) in callback.keys, what="the reply delivered")
     assert daemon.proc.returncode == 0, daemon.stderr
-    assert callback.targets == ["/hook?token=fake-callback-token&v=1"]
-    assert "fake-callback-token" not in daemon.stderr
+    assert callback.targets == ["/hook?token=fake-callback-token&v=1"] * 2
+    logged = (cli.home / "logs" / "strata.log").read_text()
+    assert "reply not delivered to the callback" in logged
+    assert "fake-callback-token" not in logged and "fake-callback-token" not in daemon.stderr
