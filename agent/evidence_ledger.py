@@ -386,8 +386,8 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 class Ledgers:
-    """The evidence ledgers of one runtime, under `directory`: one per session, kept while the runtime is open
-    (a session resumed in the same process goes on with the same writer)."""
+    """The evidence ledgers of one runtime, under `directory`: one per session, kept while the session runs in this
+    process (closed when its live session is released, or with the runtime)."""
 
     def __init__(self, directory: Path, clock: Clock) -> None:
         self.directory = directory
@@ -441,6 +441,14 @@ class Ledgers:
 
     def get(self, session_id: str) -> EvidenceLedger | None:
         return self._open.get(session_id)
+
+    async def close(self, session_id: str) -> None:
+        """Close the session's ledger (its writer thread and files), when this process stops driving the session:
+        a long-lived runtime (the serve daemon) would otherwise keep a thread and two open files for every session
+        it ever ran. A later run of the session opens it again, appending."""
+        ledger = self._open.pop(session_id, None)
+        if ledger is not None:
+            await ledger.aclose()
 
     async def aclose(self) -> None:
         ledgers, self._open = list(self._open.values()), {}

@@ -285,6 +285,8 @@ class LiveSession:
 
     async def release(self, status: SessionStatus | None) -> None:
         with anyio.CancelScope(shield=True):
+            if self.runtime.ledgers is not None:  # its writer ends with the run (before the lease: none drives it)
+                await self.runtime.ledgers.close(self.id)
             await self.runtime.store.release_lease(self.id, self.holder.token, status)
 
 

@@ -124,9 +124,13 @@ def describe(err: Any, root: type[BaseModel] | None = None, *, origin: str | Non
     else:
         msg = str(err["msg"]).removeprefix("Value error, ")
         reason = msg[:1].lower() + msg[1:]
-    if kind == "missing" or loc[:2] == ("secrets", "values"):
+    if kind == "missing" or loc[:2] == ("secrets", "values") or loc[-1:] in _UNSHOWN:
         return reason
     return f"{reason} (got {_shown(err['input'])}{f' from {origin}' if origin else ''})"
+
+
+_UNSHOWN = {("callback_url",)}
+"""Keys whose values an error never shows: a URL's query or user part may carry a token."""
 
 
 def _shown(value: object) -> str:

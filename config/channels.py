@@ -3,6 +3,7 @@
     [daemon]
     enable = ["bash"]          # execute/admin tools kept in channel sessions' plans (removed otherwise)
     turn_budget_s = 300        # wall-clock budget of one message's turn
+    max_workers = 32           # threads handled at once (1 to 1024); the others wait their turn, in order
 
     [[channels]]
     name = "inbox"             # unique; the key of its threads
@@ -18,6 +19,7 @@ Channels are read from the built-in defaults and the user's file only: a project
 a door into the daemon, and its `[[channels]]` or `[daemon]` tables are a ConfigError."""
 
 import re
+import urllib.parse
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
@@ -30,12 +32,37 @@ ChannelKind = Literal["spool", "webhook"]
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 DEFAULT_TURN_BUDGET_S = 300.0
 DEFAULT_BODY_CAP = 1024 * 1024
+DEFAULT_MAX_WORKERS = 32
+MAX_WORKERS_CAP = 1024
 
 
 def _name(value: str) -> str:
     if not _NAME.match(value):
         raise ValueError("a channel name is 1 to 64 lower-case letters, digits, '_' or '-', starting with a letter "
                          "or digit")
+    return value
+
+
+def _callback_url(value: str) -> str:
+    """http or https, a host, a port in range when given, nothing blank or unprintable. The reasons never quote the
+    URL (its query or user part may carry a token; config/_read.py does not show this key's value either)."""
+    if any(c.isspace() or not c.isprintable() for c in value):
+        raise ValueError("must be a URL without blanks or control characters")
+    try:
+        url = urllib.parse.urlsplit(value)
+        host = url.hostname
+    except ValueError:  # an unclosed [ of an IPv6 host
+        raise ValueError("must name a host (an IPv6 host in brackets)") from None
+    if url.scheme not in ("http", "https"):
+        raise ValueError("must be an http or https URL")
+    if not host:
+        raise ValueError("must name a host")
+    try:
+        url.port  # noqa: B018 - parsed for its check: a port that is not a number, or out of range, raises
+    except ValueError:
+        raise ValueError("must have a port that is a number from 1 to 65535") from None
+    if url.port == 0:
+        raise ValueError("must have a port that is a number from 1 to 65535")
     return value
 
 
@@ -61,7 +88,7 @@ class ChannelEntry(_Table):
     token_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
     """webhook: the environment variable holding the bearer token (a token never sits in a config file)."""
     max_body_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = DEFAULT_BODY_CAP
-    callback_url: Annotated[str, Field(pattern=r"^https?://[^\s]+$", max_length=2000)] | None = None
+    callback_url: Annotated[str, Field(max_length=2000), AfterValidator(_callback_url)] | None = None
     """webhook: where each reply is also POSTed (header `Idempotency-Key`), until the callback answers 2xx."""
     threads: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=lambda: ["*"])
     on_ask: OnAsk = "deny"
@@ -80,6 +107,7 @@ class ChannelEntry(_Table):
 class DaemonSection(_Table):
     enable: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]+$")]] | None = None
     turn_budget_s: Annotated[float, Field(gt=0, le=86400, allow_inf_nan=False)] | None = None
+    max_workers: Annotated[int, Field(ge=1, le=MAX_WORKERS_CAP)] | None = None
 
 
 class ChannelsConfig(BaseModel):
@@ -90,3 +118,5 @@ class ChannelsConfig(BaseModel):
     channels: tuple[ChannelEntry, ...] = ()
     enable: tuple[str, ...] = ()
     turn_budget_s: float = DEFAULT_TURN_BUDGET_S
+    max_workers: int = DEFAULT_MAX_WORKERS
+    """Threads whose messages are handled at once, across the daemon's channels; the others wait their turn."""

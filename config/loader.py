@@ -206,7 +206,7 @@ def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
                 deadlines[tool] = ToolDeadline(tool=tool, timeout_s=entry.timeout_s, source=doc.source)
 
     knowledge = _knowledge(docs, project=project, trusted=state == "trusted", root=workspace, env=env)
-    channels = _channels(docs, project)
+    channels = _channels(docs, project, settings.home)
 
     mcp = _mcp(docs, project=project, trusted=state == "trusted")
 
@@ -276,7 +276,7 @@ def _mcp(docs: list[ConfigDoc], *, project: ConfigDoc | None, trusted: bool) -> 
                      serve=serve)
 
 
-def _channels(docs: list[ConfigDoc], project: ConfigDoc | None) -> ChannelsConfig:
+def _channels(docs: list[ConfigDoc], project: ConfigDoc | None, home: Path) -> ChannelsConfig:
     """The daemon's channels and DAEMON-mode settings: a later file's `[[channels]]` list replaces an earlier one
     whole, `[daemon]` keys override one by one. A project file may set neither (config/channels.py)."""
     found = _NO_CHANNELS  # model_copy below: the files' tables are validated already
@@ -292,25 +292,41 @@ def _channels(docs: list[ConfigDoc], project: ConfigDoc | None) -> ChannelsConfi
             names = [c.name for c in doc.data.channels]
             if len(set(names)) != len(names):
                 raise ConfigError("two channels have the same name", file=doc.source, key="channels")
-            _distinct_folders(doc.data.channels, doc.source)
+            _distinct_folders(doc.data.channels, doc.source, home)
             update["channels"] = tuple(doc.data.channels)
         if doc.data.daemon is not None:
             if doc.data.daemon.enable is not None:
                 update["enable"] = tuple(doc.data.daemon.enable)
             if doc.data.daemon.turn_budget_s is not None:
                 update["turn_budget_s"] = doc.data.daemon.turn_budget_s
+            if doc.data.daemon.max_workers is not None:
+                update["max_workers"] = doc.data.daemon.max_workers
         found = found.model_copy(update=update)
     return found
 
 
-def _distinct_folders(channels: list[ChannelEntry], source: str) -> None:
+def _folders(entry: ChannelEntry, home: Path) -> tuple[Path, Path] | None:
+    """A channel's inbox and outbox: a spool's as configured, a webhook's in the home (agent/channels/_webhook.py)."""
+    if entry.kind == "webhook":
+        folder = home.expanduser().resolve() / "channels" / entry.name
+        return folder / "in", folder / "out"
+    if entry.inbox is None or entry.outbox is None:
+        return None
+    inbox, outbox = (Path(p).expanduser().resolve() for p in (entry.inbox, entry.outbox))
+    return inbox, outbox
+
+
+def _distinct_folders(channels: list[ChannelEntry], source: str, home: Path) -> None:
     """A spool channel's inbox is neither its own outbox (its replies would be read as messages) nor any other
-    channel's inbox or outbox (two pollers would take the same files, or one the other's replies)."""
-    owner: dict[Path, str] = {}  # folder -> the key that names it
-    for entry in channels:
-        if entry.inbox is None or entry.outbox is None:
+    channel's inbox or outbox, a webhook's folders in the home included (two pollers would take the same files, or
+    one the other's replies). The error names the spool's key (a webhook's folders are not configured)."""
+    owner: dict[Path, str] = {}  # inbox -> what it is
+    webhooks_first = sorted(channels, key=lambda e: e.kind != "webhook")
+    for entry in webhooks_first:
+        folders = _folders(entry, home)
+        if folders is None:
             continue
-        inbox, outbox = (Path(p).expanduser().resolve() for p in (entry.inbox, entry.outbox))
+        inbox, outbox = folders
         key = f"channels.{entry.name}"
         if inbox == outbox:
             raise ConfigError(f"the outbox is the channel's inbox ({inbox}); they must be two folders",
@@ -318,12 +334,17 @@ def _distinct_folders(channels: list[ChannelEntry], source: str) -> None:
         if inbox in owner:
             raise ConfigError(f"the inbox {inbox} is also {owner[inbox]}; each channel needs its own",
                               file=source, key=f"{key}.inbox")
-        owner[inbox] = f"{key}.inbox"
-    for entry in channels:
-        replies = Path(entry.outbox).expanduser().resolve() if entry.outbox is not None else None
-        if replies is not None and replies in owner:  # another channel's inbox (its own was refused above)
-            raise ConfigError(f"the outbox {replies} is {owner[replies]}; its replies would be read as messages",
-                              file=source, key=f"channels.{entry.name}.outbox")
+        owner[inbox] = f"{key}.inbox" if entry.kind == "spool" else f"the queue of the webhook {key}"
+    for entry in webhooks_first:
+        folders = _folders(entry, home)
+        if folders is None or folders[1] not in owner:
+            continue
+        replies = folders[1]
+        if entry.kind == "webhook":  # a spool's inbox is the webhook's reply folder
+            raise ConfigError(f"the inbox {replies} is the reply folder of the webhook channels.{entry.name}; its "
+                              "replies would be read as messages", file=source, key=owner[replies])
+        raise ConfigError(f"the outbox {replies} is {owner[replies]}; its replies would be read as messages",
+                          file=source, key=f"channels.{entry.name}.outbox")
 
 
 def _knowledge(docs: list[ConfigDoc], *, project: ConfigDoc | None, trusted: bool, root: Path | None,

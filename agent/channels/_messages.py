@@ -3,10 +3,11 @@ them (one reply per message, whatever crashes in between)."""
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Collection
 from typing import Annotated, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from core.hashing import sha256_text
 
@@ -14,12 +15,24 @@ Id = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[
 """Thread and message ids: printable and short, so they can name files and rows without escaping."""
 
 
+def _one_line(value: str) -> str:
+    if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in value):
+        raise ValueError("must be one line: a line break or control character here could forge the prompt's "
+                         "header lines")
+    return value
+
+
+HeaderText = Annotated[str, AfterValidator(_one_line)]
+"""Text that goes into the prompt's header lines (`[channel … · from SENDER]`, `[attachment NAME … at PATH]`),
+where a line break would let it add a line of its own (a `[task …]` line the gate never wrote)."""
+
+
 class AttachmentRef(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: Annotated[str, Field(min_length=1, max_length=255)]
+    name: Annotated[HeaderText, Field(min_length=1, max_length=255)]
     sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
-    path: str | None = None
+    path: HeaderText | None = None
     """Where the bytes are, when the channel keeps them as a file."""
 
 
@@ -31,7 +44,7 @@ class InboundMessage(BaseModel):
     channel: str
     thread: Id
     id: Id
-    sender: Annotated[str, Field(max_length=320)] = ""
+    sender: Annotated[HeaderText, Field(max_length=320)] = ""
     text: Annotated[str, Field(max_length=200_000)] = ""
     attachments: tuple[AttachmentRef, ...] = ()
 
@@ -63,7 +76,8 @@ def reply_key(channel: str, message_id: str) -> str:
 
 class Channel(Protocol):
     """A source of messages and a sink of replies. `poll` lists what waits (oldest first) with a handle to
-    acknowledge it by (the handles in `skip`, queued already, left out unread); `send` is idempotent on the
+    acknowledge it by (the handles in `skip`, queued already, left out unread); `reject` sets a message aside
+    unhandled, with the reason (a spool moves it to `rejected/` beside a `.error`); `send` is idempotent on the
     reply's key; `sent` probes whether a reply with that key was delivered (an unknown outcome is reconciled by
     it)."""
 
@@ -72,6 +86,8 @@ class Channel(Protocol):
     def poll(self, skip: Collection[str] = ()) -> list[tuple[InboundMessage, str]]: ...
 
     def ack(self, handle: str) -> None: ...
+
+    def reject(self, handle: str, why: str) -> None: ...
 
     def send(self, reply: Reply) -> None: ...
 

@@ -2,8 +2,11 @@
 
 A poller takes messages only from its own channel (its `threads` globs filter what it may take), oldest first,
 and hands each to its thread's worker; a thread's messages are handled in arrival order, one at a time, while
-different threads run side by side. A message a worker could not handle yet (its session is driven elsewhere, or
-waits for approval) stays in the channel and is offered again at the next poll, ahead of the thread's later ones.
+different threads run side by side, at most `daemon.max_workers` at once across the daemon's channels (the others
+wait for a place in arrival order; a thread with more messages gives its place up after each while others wait).
+A message a worker could not handle yet (its session is driven elsewhere, or waits for approval) stays in the
+channel and is offered again after `DEFERRED_RETRY_S`, ahead of the thread's later ones; meanwhile the thread's
+files are left out of the polls unread (read once a retry, not five times a second).
 
 A thread's worker first claims the thread in the book (memory/channel_book/): of several daemons working on one
 PostgreSQL database, one at a time drives a thread; the others leave its messages where they are. The claim is a
@@ -57,11 +60,19 @@ class _Thread:
     queue: deque[tuple[InboundMessage, str]] = field(default_factory=deque)
     running: bool = False
     not_before: float = 0.0
+    held: set[str] = field(default_factory=set)
+    """Handles of this thread's messages read while it waits for `not_before`: left out of the polls (unread) until
+    then, so a waiting thread's files are read once a retry, not on every poll."""
 
 
 class _Poller:
-    def __init__(self, parts: ChannelParts, tg: TaskGroup, interval: float, token: str) -> None:
+    def __init__(self, parts: ChannelParts, tg: TaskGroup, interval: float, token: str,
+                 places: anyio.Semaphore) -> None:
         self.parts = parts
+        self._places = places
+        """The daemon's worker places (`daemon.max_workers`, shared by its channels): taken first come, first
+        served, so however many threads have messages, only so many run (each a session, its connections and
+        worker threads) and the rest wait as plain queued tasks."""
         self._token = token
         self._clock = SystemClock()
         self._alive = make_liveness(self._clock)
@@ -72,6 +83,11 @@ class _Poller:
         self._finished: set[str] = set()
         """Handles whose message was handled (and acknowledged) since the current poll began: a poll that read
         one before it was acknowledged does not queue it again."""
+        self._ids: dict[str, tuple[str, int]] = {}
+        """Message ids queued, with their thread and how many of its handles: a message reusing an id another
+        thread's queued message has waits until that one is handled."""
+        self._holding: set[str] = set()
+        """Threads with held handles."""
         self.stopping = False
 
     @property
@@ -84,7 +100,7 @@ class _Poller:
         while not self.stopping:
             self._finished.clear()
             try:
-                found = await anyio.to_thread.run_sync(channel.poll, frozenset(self._queued))
+                found = await anyio.to_thread.run_sync(channel.poll, self._skip())
             except Exception as exc:  # a folder gone or unreadable, or a bug: logged, polled again, never fatal
                 failure = f"{type(exc).__name__}: {exc}"
                 if failure != failing:  # once, not every poll (5 a second) while it lasts
@@ -98,9 +114,16 @@ class _Poller:
                     failing = None
             for message, handle_ in found:
                 thread = self._threads.setdefault(message.thread, _Thread())
-                if (handle_ in self._queued or handle_ in self._finished or self.stopping
-                        or thread.not_before > anyio.current_time()):
+                if handle_ in self._queued or handle_ in self._finished or self.stopping:
                     continue
+                if thread.not_before > anyio.current_time():  # waits: not read again before its retry
+                    thread.held.add(handle_)
+                    self._holding.add(message.thread)
+                    continue
+                owner = self._ids.get(message.id)
+                if owner is not None and owner[0] != message.thread:  # the id's first message is handled first;
+                    continue  # then this one is offered again, and the book rejects it (agent/channels/_turns.py)
+                self._ids[message.id] = (message.thread, owner[1] + 1 if owner else 1)
                 self._queued.add(handle_)
                 thread.queue.append((message, handle_))
                 if not thread.running:
@@ -109,29 +132,39 @@ class _Poller:
             await anyio.sleep(self._interval)
 
     async def _work(self, name: str, thread: _Thread) -> None:
+        """Drive one thread: wait for a worker's place (in arrival order), claim the thread, handle its queue. A
+        thread with more messages gives its place up after each one while other threads wait, and queues again."""
         book, channel = self.parts.book, self.parts.channel.name
+        again = False
         try:
-            holder = new_holder(self._token, self._clock)
-            try:
-                claimed = await anyio.to_thread.run_sync(book.claim, channel, name, holder, self._alive)
-            except StoreError as exc:
-                log.error("thread cannot be claimed", channel=channel, thread=name, reason=exc.message)
-                claimed = False
-            if not claimed:  # another daemon drives this thread now: its messages are left to it
-                self._defer(thread)
-                return
-            try:
-                async with anyio.create_task_group() as renewing:
-                    renewing.start_soon(self._renew, name)
-                    await self._drain(thread)
-                    renewing.cancel_scope.cancel()
-            finally:
-                with anyio.CancelScope(shield=True), contextlib.suppress(StoreError):
-                    await anyio.to_thread.run_sync(book.release_claim, channel, name, self._token)
+            async with self._places:
+                if self.stopping:
+                    return
+                holder = new_holder(self._token, self._clock)
+                try:
+                    claimed = await anyio.to_thread.run_sync(book.claim, channel, name, holder, self._alive)
+                except StoreError as exc:
+                    log.error("thread cannot be claimed", channel=channel, thread=name, reason=exc.message)
+                    claimed = False
+                if not claimed:  # another daemon drives this thread now: its messages are left to it
+                    self._defer(thread)
+                    return
+                try:
+                    async with anyio.create_task_group() as renewing:
+                        renewing.start_soon(self._renew, name)
+                        again = await self._drain(thread)
+                        renewing.cancel_scope.cancel()
+                finally:
+                    with anyio.CancelScope(shield=True), contextlib.suppress(StoreError):
+                        await anyio.to_thread.run_sync(book.release_claim, channel, name, self._token)
         finally:
-            thread.running = False
+            if again and thread.queue and not self.stopping:  # to the back of the line, still `running`
+                self._tg.start_soon(self._work, name, thread)
+            else:
+                thread.running = False
 
-    async def _drain(self, thread: _Thread) -> None:
+    async def _drain(self, thread: _Thread) -> bool:
+        """Handle the thread's queue in order; True when it stopped early to let waiting threads go first."""
         while thread.queue and not self.stopping:
             message, handle_ = thread.queue[0]
             try:
@@ -142,10 +175,13 @@ class _Poller:
                 outcome = "deferred"
             if outcome == "deferred":  # offered again at a later poll, still first of its thread
                 self._defer(thread)
-                return
+                return False
             thread.queue.popleft()
-            self._queued.discard(handle_)
+            self._unqueue(message, handle_)
             self._finished.add(handle_)
+            if thread.queue and self._places.statistics().tasks_waiting:
+                return True
+        return False
 
     async def _renew(self, name: str) -> None:
         book, channel = self.parts.book, self.parts.channel.name
@@ -161,14 +197,37 @@ class _Poller:
                 log.warning("thread's claim was taken over by another daemon", channel=channel, thread=name)
                 return
 
+    def _skip(self) -> frozenset[str]:
+        """The handles a poll leaves unread: those queued, and those of threads waiting for their retry (a thread
+        whose retry is due has its handles let go, read at this poll)."""
+        now = anyio.current_time()
+        skip = set(self._queued)
+        for name in list(self._holding):
+            thread = self._threads[name]
+            if thread.not_before <= now:
+                thread.held.clear()
+                self._holding.discard(name)
+            else:
+                skip |= thread.held
+        return frozenset(skip)
+
     def _defer(self, thread: _Thread) -> None:
         thread.not_before = anyio.current_time() + DEFERRED_RETRY_S
+        if thread.queue:
+            thread.held.update(handle_ for _, handle_ in thread.queue)
+            self._holding.add(thread.queue[0][0].thread)
         self._forget(thread)
 
     def _forget(self, thread: _Thread) -> None:
-        for _, handle_ in thread.queue:
-            self._queued.discard(handle_)
+        for message, handle_ in thread.queue:
+            self._unqueue(message, handle_)
         thread.queue.clear()
+
+    def _unqueue(self, message: InboundMessage, handle_: str) -> None:
+        self._queued.discard(handle_)
+        owner = self._ids.pop(message.id, None)
+        if owner is not None and owner[1] > 1:
+            self._ids[message.id] = (owner[0], owner[1] - 1)
 
 
 def open_channel(entry: ChannelEntry, home: Path, env: Mapping[str, str]) -> Channel:
@@ -206,6 +265,7 @@ class ChannelRunner:
         try:
             async with anyio.create_task_group() as tg:
                 pollers: list[_Poller] = []
+                places = anyio.Semaphore(config.max_workers)
                 for entry in config.channels:
                     workspace = await anyio.Path(entry.workspace).expanduser()
                     if not await workspace.is_dir():
@@ -233,7 +293,7 @@ class ChannelRunner:
                     parts = ChannelParts(rt=drt, book=book, channel=channel, entry=entry,
                                          model=partial(model_factory, spec), max_turns=settings.max_turns,
                                          turn_budget_s=config.turn_budget_s, current=current)
-                    pollers.append(_Poller(parts, tg, interval, token))
+                    pollers.append(_Poller(parts, tg, interval, token, places))
                 for poller in pollers:
                     tg.start_soon(poller.run)
                     log.info("channel polling", channel=poller.parts.channel.name, kind=poller.parts.entry.kind)

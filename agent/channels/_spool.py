@@ -3,7 +3,8 @@
 Inbox: a writer puts `NAME.json` there atomically (write `.NAME.tmp`, then rename; names starting with `.` are
 never read). Oldest first (modification time, then name). A file is acknowledged by removing it, after the daemon
 recorded it. A file that is not a valid message (bad JSON, missing fields, over `MAX_FILE_BYTES`) or names a
-thread the channel may not take is moved to `inbox/rejected/` with a `NAME.error` line saying why (as `NAME.1`,
+thread the channel may not take, or reuses a message id another thread took (the id names the message and its reply),
+is moved to `inbox/rejected/` with a `NAME.error` line saying why (as `NAME.1`,
 `NAME.2`, ... when an earlier rejected file has the name: none is replaced); nothing else happens to it.
 
     {"thread": "t-42", "id": "m-1001", "sender": "anna@example.com", "text": "Please review the Q3 report",
@@ -111,6 +112,11 @@ class SpoolChannel:
                 self._remake(folder)  # removed while the daemon runs
                 return self._reject(path, why)
         _write_atomically(target.with_name(target.name + ".error"), (why + "\n").encode())
+
+    def reject(self, handle: str, why: str) -> None:
+        """Set a message the daemon will not handle aside: to rejected/ with its reason (as a bad file is)."""
+        log.warning("message rejected", channel=self.name, file=os.path.basename(handle), reason=why)
+        self._reject(Path(handle), why)
 
     def ack(self, handle: str) -> None:
         with contextlib.suppress(FileNotFoundError):

@@ -4,7 +4,8 @@ The steps, each durable before the next, so a crash anywhere is recovered by doi
 
 1. the book says whether the message was taken in already: replied or acknowledged means only the
    acknowledgement may be missing (it is given again), and a reply found in the outbox (the probe) means only
-   the book's note of it is;
+   the book's note of it is; taken in by another thread, the id is that thread's message's, and this one is
+   rejected with the reason (never acknowledged as a redelivery, nor run on the other message's record);
 2. the thread's session: the one the book binds the thread to, or a new one in DAEMON mode bound now, for ever;
 3. the message is taken in (book row, with the gate's verdict, and its task when the gate says so);
 4. the turn: the message is the user message that starts it, headed by a line naming the channel, thread and
@@ -47,7 +48,8 @@ from memory.store import EventStore
 log = structlog.get_logger("strata.channels")
 
 Outcome = str
-"""How a message was handled: `processed`, `redelivered` (acknowledged again), `deferred` (left for later)."""
+"""How a message was handled: `processed`, `redelivered` (acknowledged again), `deferred` (left for later),
+`rejected` (set aside unhandled, with the reason: its id is another thread's message's)."""
 
 
 @record
@@ -97,6 +99,8 @@ async def handle(parts: ChannelParts, message: InboundMessage, handle: str) -> O
     book, channel = parts.book, parts.channel
     key = message.reply_key
     known = await anyio.to_thread.run_sync(book.intake, message.channel, message.id)
+    if known is not None and known.thread_id != message.thread:  # the id is another thread's message: not this one
+        return await _reject_taken(parts, message, handle, known.thread_id)
     if known is not None and (known.status != "started" or await anyio.to_thread.run_sync(channel.sent, key)):
         await _finish(parts, message, handle)
         log.info("message redelivered: acknowledged again", channel=message.channel, message_id=message.id)
@@ -132,11 +136,15 @@ async def handle(parts: ChannelParts, message: InboundMessage, handle: str) -> O
         if live is not None:
             await live.release(None)
         return "deferred"
+    taken_by: str | None = None
     try:
         row = IntakeRow(channel=message.channel, message_id=message.id, thread_id=message.thread,
                         session_id=session_id, sender=message.sender, rule=verdict.rule, reply_key=key,
                         after_seq=live.loop.state.last_seq)
         row = await anyio.to_thread.run_sync(book.take_in, row)  # a second attempt gets the first record
+        if row.thread_id != message.thread:  # another thread's message took the id meanwhile (another daemon's)
+            taken_by = row.thread_id
+            return "rejected"
         task = None
         if verdict.task:
             task = await anyio.to_thread.run_sync(book.add_task, message.channel, message.thread, message.id,
@@ -154,6 +162,8 @@ async def handle(parts: ChannelParts, message: InboundMessage, handle: str) -> O
             return "deferred"
     finally:
         await live.release(None)
+        if taken_by is not None:
+            await _reject_taken(parts, message, handle, taken_by)
     await anyio.to_thread.run_sync(channel.send, reply)
     if task is not None:
         await anyio.to_thread.run_sync(book.set_task_status, task.id,
@@ -172,6 +182,15 @@ async def _child_in_the_way(rt: Runtime, session_id: str) -> str | None:
     if (child := await waiting_child(rt.store, session_id)) is not None:
         return f"child session {child} waits for approval"
     return None
+
+
+async def _reject_taken(parts: ChannelParts, message: InboundMessage, handle: str, thread: str) -> Outcome:
+    """A message reusing an id another thread's message took is set aside with the reason: acknowledged as a
+    redelivery it would be dropped unanswered, and handled it would share the other message's record and reply."""
+    why = (f"message id {message.id!r} is already taken by thread {thread!r} of channel {message.channel!r}; "
+           f"this message (thread {message.thread!r}) was not handled: send it again under a new id")
+    await anyio.to_thread.run_sync(parts.channel.reject, handle, why)
+    return "rejected"
 
 
 async def _probe_uncertain(rt: Runtime, session_id: str) -> None:

@@ -6,18 +6,19 @@
 
 With `callback_url`, every reply is also POSTed there (see `deliver`), with its key as `Idempotency-Key`; a
 delivery is recorded as `<home>/channels/NAME/delivered/KEY`. These folders of the home's (`in/`, `out/`,
-`delivered/`) are made again, with a warning in the log, when removed while the daemon runs.
+`delivered/`, `ids/`) are made again, with a warning in the log, when removed while the daemon runs.
 
 The token comes from the environment variable the channel's `token_env` names and is compared in constant time;
 a request without it, or with another, gets 401 before its body is read, and nothing is created. A body over
 `max_body_bytes` (by its Content-Length, which is required: 411 without it) gets 413 unread (a client that sent
 `Expect: 100-continue` gets its 100 Continue only once its request passed these checks); a body that is not
-a JSON message gets 400 with the reason; a thread the channel may not take 403. One request a connection, each
-bounded in time, so a slow or hostile client holds nothing for long: a request's head must arrive within
-`HEAD_TIMEOUT_S`, and of the connections still waiting for theirs at most `MAX_WAITING` are kept (a newer one closes
-the one waiting longest, so silent connections never keep out a client that sends its request); a request then has
-`REQUEST_TIMEOUT_S`; at most `MAX_REQUESTS` are served at once (503 beyond); running out of file descriptors pauses
-accepting, never the daemon.
+a JSON message gets 400 with the reason; a thread the channel may not take 403; a message id another thread's
+message took 409 (an id names one message and its reply; the same message POSTed again, same thread, is 202).
+One request a connection, each bounded in time, so a slow or hostile client holds nothing for long: a request's
+head must arrive within `HEAD_TIMEOUT_S`, and of the connections still waiting for theirs at most `MAX_WAITING` are
+kept (a newer one closes the one waiting longest, so silent connections never keep out a client that sends its
+request); a request then has `REQUEST_TIMEOUT_S`; at most `MAX_REQUESTS` are served at once (503 beyond);
+running out of file descriptors pauses accepting, never the daemon.
 An accepted message is written to `<home>/channels/NAME/in/` (write, fsync, rename) before the 202, and from
 there it is a spool message like any other: its reply lands in `<home>/channels/NAME/out/KEY.json`."""
 
@@ -75,6 +76,9 @@ class WebhookChannel(SpoolChannel):
         self._cap = max_body_bytes
         self._delivered = folder / "delivered"
         self._delivered.mkdir(parents=True, exist_ok=True)
+        self._ids = folder / "ids"
+        """The thread of each message id taken (by sha256 of the id), so an id is one thread's for good."""
+        self._ids.mkdir(parents=True, exist_ok=True)
 
     async def deliver(self) -> None:
         """POST every reply in the outbox not yet delivered to the callback, oldest first, with its key as the
@@ -118,7 +122,8 @@ class WebhookChannel(SpoolChannel):
         conn_type = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
         conn = conn_type(url.hostname or "", url.port, timeout=CALLBACK_TIMEOUT_S)
         try:
-            conn.request("POST", url.path or "/", body=path.read_bytes(),
+            target = (url.path or "/") + (f"?{url.query}" if url.query else "")  # a token in the query goes too
+            conn.request("POST", target, body=path.read_bytes(),
                          headers={"Content-Type": "application/json", "Idempotency-Key": path.stem})
             status = conn.getresponse().status
         finally:
@@ -133,6 +138,20 @@ class WebhookChannel(SpoolChannel):
                 raise
             self._remake(self._delivered)  # removed while the daemon runs: else every reply is posted for ever
             _write_atomically(marker, b"")
+
+    def _id_taken(self, message: InboundMessage) -> bool:
+        """Whether another thread's message took this message's id. The first message with an id records its thread
+        in `ids/` (a hard link, never replaced, so of two at once one wins); a message of the same thread (a retry)
+        finds its own thread there."""
+        record = self._ids / sha256_text(message.id)
+        try:
+            _write_atomically(record, message.thread.encode(), replace=False)
+        except FileNotFoundError:
+            if self._ids.is_dir():
+                raise
+            self._remake(self._ids)  # removed while the daemon runs
+            _write_atomically(record, message.thread.encode(), replace=False)
+        return record.read_bytes().decode() != message.thread
 
     def _queue(self, target: Path, data: bytes) -> None:
         try:
@@ -271,6 +290,9 @@ class WebhookChannel(SpoolChannel):
             return 400, {"error": f"not a message: {_one_line(exc)}"}
         if not any(fnmatch.fnmatchcase(message.thread, glob) for glob in self.threads):
             return 403, {"error": f"thread {message.thread!r} is not one this channel may take"}
+        if await anyio.to_thread.run_sync(self._id_taken, message):
+            return 409, {"error": f"message id {message.id!r} is already taken by another thread's message; send "
+                                  "this one under a new id"}
         name = f"{time.time_ns():020d}-{sha256_text(message.id)[:16]}.json"
         data = json.dumps(body, ensure_ascii=False).encode()
         await anyio.to_thread.run_sync(self._queue, self.inbox / name, data)

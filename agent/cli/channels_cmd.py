@@ -70,7 +70,8 @@ def channels(as_json: bool) -> None:
         echo("no channels configured (add [[channels]] to the user's config file; see the README)")
         return
     daemon = loaded.channels
-    echo(f"DAEMON mode: turn budget {daemon.turn_budget_s:g} s; execute/admin tools enabled: "
+    echo(f"DAEMON mode: turn budget {daemon.turn_budget_s:g} s; threads at once {daemon.max_workers}; "
+         "execute/admin tools enabled: "
          f"{', '.join(daemon.enable) or 'none'}")
     echo(f"{'name':<16} {'kind':<8} {'threads':>7} {'messages':>8} {'backlog':>7}  {'last message':<40}  where")
     for v in views:

@@ -120,3 +120,34 @@ def test_two_channels_sharing_an_inbox_are_refused_naming_the_key(cli: StrataCLI
                  f'outbox = "{tmp_path / "b" / "out"}"\nworkspace = "{tmp_path}"\nmodel = "{model}"\n')
     line = _refused(cli)
     assert "channels.second.inbox" in line and "first" in line, line
+
+
+@pytest.mark.parametrize("value", ["0", "5000", "2.5", '"8"'])
+def test_daemon_max_workers_out_of_range_or_not_an_integer_is_a_config_error_naming_the_key(
+        cli: StrataCLI, value: str) -> None:
+    write_config(cli, f"[daemon]\nmax_workers = {value}\n")
+    with pytest.raises(ConfigError, match=r"daemon\.max_workers") as raised:
+        load_config(workspace=None, env=_env(cli))
+    assert "config.toml" in str(raised.value)
+
+
+def test_daemon_max_workers_defaults_to_32_and_is_read_from_the_user_file(cli: StrataCLI) -> None:
+    assert load_config(workspace=None, env=_env(cli)).channels.max_workers == 32
+    write_config(cli, "[daemon]\nmax_workers = 4\n")
+    assert load_config(workspace=None, env=_env(cli)).channels.max_workers == 4
+
+
+@pytest.mark.parametrize(("folder", "says"), [("in", "is also the queue of the webhook channels.hook"),
+                                              ("out", "is the reply folder of the webhook channels.hook")])
+def test_a_spool_inbox_that_is_a_webhooks_folder_in_the_home_is_a_config_error_naming_the_spools_key(
+        cli: StrataCLI, tmp_path: Path, folder: str, says: str) -> None:
+    """Two pollers would take the webhook's queued messages (or the spool would read its replies as messages)."""
+    webhook = (f'[[channels]]\nname = "hook"\nkind = "webhook"\nport = 8080\ntoken_env = "HOOK_TOKEN"\n'
+               f'workspace = "{tmp_path}"\nmodel = "script:/x.json"\n\n')
+    spool = (f'[[channels]]\nname = "ops"\nkind = "spool"\ninbox = "{cli.home / "channels" / "hook" / folder}"\n'
+             f'outbox = "{tmp_path / "out"}"\nworkspace = "{tmp_path}"\nmodel = "script:/x.json"\n\n')
+    for body in (spool + webhook, webhook + spool):
+        write_config(cli, body)
+        with pytest.raises(ConfigError, match=says) as raised:
+            load_config(workspace=None, env=_env(cli))
+        assert raised.value.key == "channels.ops.inbox"

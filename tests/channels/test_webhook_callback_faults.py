@@ -29,12 +29,13 @@ class _RawCallback:
     """Answers the first `garbage` connections with bytes that are no HTTP, the later ones with 200; keeps the
     Idempotency-Key of each request."""
 
-    def __init__(self, garbage: int) -> None:
+    def __init__(self, garbage: int, query: str = "") -> None:
         self.keys: list[tuple[str, str]] = []  # (answer kind, key)
+        self.targets: list[str] = []  # each request's target (path and query)
         self._garbage = garbage
         self._server = socket.create_server(("127.0.0.1", 0))
         self._server.settimeout(0.2)
-        self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}/hook"
+        self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}/hook{query}"
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
@@ -54,6 +55,7 @@ class _RawCallback:
                         break
                     request += chunk
                 head = request.split(b"\r\n\r\n", 1)[0].decode("latin-1")
+                self.targets.append(head.split(" ")[1] if head.count(" ") >= 2 else "")
                 key = next((line.split(":", 1)[1].strip() for line in head.split("\r\n")
                             if line.lower().startswith("idempotency-key:")), "")
                 if len(self.keys) < self._garbage:
@@ -80,9 +82,10 @@ def _daemon(cli: StrataCLI, tmp_path: Path, callback: str) -> tuple[Daemon, int]
 
 
 @contextmanager
-def _served(cli: StrataCLI, tmp_path: Path, *, garbage: int = 0) -> Iterator[tuple[Daemon, int, _RawCallback]]:
+def _served(cli: StrataCLI, tmp_path: Path, *, garbage: int = 0,
+            query: str = "") -> Iterator[tuple[Daemon, int, _RawCallback]]:
     """A daemon with a webhook whose callback is a `_RawCallback`; both stopped whatever fails."""
-    callback = _RawCallback(garbage=garbage)
+    callback = _RawCallback(garbage=garbage, query=query)
     try:
         daemon, port = _daemon(cli, tmp_path, callback.url)
     except BaseException:
@@ -153,3 +156,16 @@ def test_a_folder_named_like_a_reply_in_the_outbox_does_not_hold_up_delivery(cli
         wait_until(lambda: ("ok", key) in callback.keys, what="the reply behind the folder delivered")
     assert daemon.proc.returncode == 0, daemon.stderr
     assert [k for _, k in callback.keys] == [key]
+
+
+def test_the_callback_urls_query_is_sent_with_each_delivery(cli: StrataCLI, tmp_path: Path) -> None:
+    """A callback that takes its token in the query gets it (the query used to be dropped: only the path went); a
+    failed delivery's log line does not carry the URL."""
+    with _served(cli, tmp_path, garbage=1, query="?token=fake-callback-token&v=1") as (daemon, port, callback):
+        key = _post(port)
+        wait_until(lambda: ("ok", key) in callback.keys, what="the reply delivered")
+    assert daemon.proc.returncode == 0, daemon.stderr
+    assert callback.targets == ["/hook?token=fake-callback-token&v=1"] * 2
+    logged = (cli.home / "logs" / "strata.log").read_text()
+    assert "reply not delivered to the callback" in logged
+    assert "fake-callback-token" not in logged and "fake-callback-token" not in daemon.stderr

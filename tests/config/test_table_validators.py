@@ -36,7 +36,8 @@ _CASES = [
     ("knowledge", {}), ("knowledge", {"common_term_share": 2}), ("knowledge", {"datasets": {"d": {"modes": []}}}),
     ("knowledge", {"datasets": {"d": {"modes": ["headless", "headless"]}}}),
     ("mcp", {"servers": {}}), ("mcp", {"servers": {"a": {"url": "ftp://x"}}}), ("mcp", 3),
-    ("daemon", {"turn_budget_s": 0}), ("daemon", {"enable": []}), ("channels", []), ("channels", [3]),
+    ("daemon", {"turn_budget_s": 0}), ("daemon", {"enable": []}), ("daemon", {"max_workers": 0}),
+    ("daemon", {"max_workers": 8}), ("channels", []), ("channels", [3]),
     ("channels", [{"name": "a", "kind": "spool", "workspace": "/w", "inbox": "/i", "outbox": "/o"}]),
     ("tools", {"bash": {"timeout_s": 5}}), ("tools", {"bash": {"timeout_s": -1}}), ("tools", []),
 ]
