@@ -8,6 +8,7 @@ tool call never enters them: it uses the live session, and asks the supervising 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 from collections.abc import Callable
@@ -122,11 +123,9 @@ class ServerLink:
         self._restart.set()
 
     async def _connect(self, stack: contextlib.AsyncExitStack) -> Any:
-        from mcp import ClientSession
-
         # The transport and the session are entered outside the deadline's scope: their task groups outlive it.
         read, write = await stack.enter_async_context(self._transport(stack))
-        session = await stack.enter_async_context(ClientSession(read, write))
+        session = await stack.enter_async_context(_client_session()(read, write))
         with anyio.fail_after(self.decl.startup_timeout_s):
             await session.initialize()
             listed = await _list_tools(session)
@@ -200,6 +199,21 @@ class ServerLink:
         if self._session is None:
             raise ServerGone(self.problem or "did not start again")
         return self._session
+
+
+@functools.cache
+def _client_session() -> type[Any]:
+    """The SDK's `ClientSession`, its check of a result's structured content against the tool's output schema left
+    out: output schemas of remote tools are not enforced. The SDK raised for a result that did not fit (or had no
+    structured content), so a server's mismatching answer became a crashed call (and, unlisted, one more
+    `tools/list` per call); the result is what its content says, like any other (tool_executor/mcp/_tools.py)."""
+    from mcp import ClientSession
+
+    class OutputUnchecked(ClientSession):
+        async def validate_tool_result(self, name: str, result: Any) -> None:
+            return None
+
+    return OutputUnchecked
 
 
 MAX_TOOL_PAGES = 100
