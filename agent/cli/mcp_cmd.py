@@ -49,7 +49,10 @@ def list_cmd(workspace: Path, as_json: bool) -> None:
                          "problem": "declared by an untrusted project config: never started", "tools": []}
                         for name in loaded.mcp.ignored]
 
-    views = cmd.run(main)
+    # What a server said (its tool names, its refusal to start) can quote its environment's secrets, and where it is
+    # (a URL, its arguments) can hold one: every string shown is masked with the configured secrets.
+    mask = cmd.masker.mask
+    views = [_masked(view, mask) for view in cmd.run(main)]
     if as_json:
         for view in views:
             echo_json(view)
@@ -68,6 +71,18 @@ def list_cmd(workspace: Path, as_json: bool) -> None:
                      f"timeout {p['timeout_s']:g}s{keys})")
             else:
                 echo(f"  {tool['name']}: unavailable: {tool['reason']}")
+
+
+def _masked(value: Any, mask: Callable[[str], str]) -> Any:
+    """`value` (a `server_view`) with every string in it, keys too, masked; its shape unchanged (an input schema's
+    property named `token` stays a schema)."""
+    if isinstance(value, str):
+        return mask(value)
+    if isinstance(value, dict):
+        return {_masked(k, mask): _masked(v, mask) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v, mask) for v in value]
+    return value
 
 
 def server_view(status: Any) -> dict[str, Any]:

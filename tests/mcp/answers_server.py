@@ -10,7 +10,10 @@ Its tools (each call gets a line in STATE/calls.log; STATE/started a line per st
 - `garbled_frame`: an answer that is not JSON-RPC at all (its `result` is a string, not an object);
 - `shaped`: declares an output schema (`{"n": integer}`, required) and answers with structured content that does
   not fit it (`{"n": "many"}`), with text content too;
-- `unshaped`: declares an output schema and answers with text content only (no structured content)."""
+- `unshaped`: declares an output schema and answers with text content only (no structured content).
+
+A server that quotes its secrets: with ANSWERS_TOKEN in its environment it lists one more tool, named after the
+token (`token_VALUE`), and with ANSWERS_REFUSE_START too it answers `initialize` with an error quoting the token."""
 
 from __future__ import annotations
 
@@ -30,6 +33,10 @@ TOOLS = [{"name": "echo", "inputSchema": OBJECT},
          {"name": "garbled_frame", "inputSchema": OBJECT},
          {"name": "shaped", "inputSchema": OBJECT, "outputSchema": SHAPE},
          {"name": "unshaped", "inputSchema": OBJECT, "outputSchema": SHAPE}]
+
+TOKEN = os.environ.get("ANSWERS_TOKEN")
+if TOKEN:
+    TOOLS.append({"name": f"token_{TOKEN}", "inputSchema": OBJECT})
 
 STATE.mkdir(parents=True, exist_ok=True)
 with (STATE / "started").open("a", encoding="utf-8") as f:
@@ -60,7 +67,9 @@ for raw in sys.stdin.buffer:
     method, request_id = message.get("method"), message.get("id")
     if request_id is None:
         continue  # a notification
-    if method == "initialize":
+    if method == "initialize" and TOKEN and os.environ.get("ANSWERS_REFUSE_START"):
+        send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32001, "message": f"bad credentials {TOKEN}"}})
+    elif method == "initialize":
         send({"jsonrpc": "2.0", "id": request_id, "result": {
             "protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
             "serverInfo": {"name": "answers", "version": "1"}}})
