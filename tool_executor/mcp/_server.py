@@ -8,8 +8,10 @@ tool call never enters them: it uses the live session, and asks the supervising 
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
+import shutil
 import signal
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -139,15 +141,18 @@ class ServerLink:
             from tool_executor.mcp._http import http_transport
 
             return http_transport(decl.url)
+        from mcp.client.stdio import get_default_environment
+
         from tool_executor.mcp._stdio import MAX_STDERR_BYTES, stdio_transport
 
+        assert decl.command is not None
+        _startable(decl.command, (get_default_environment() | dict(decl.env)).get("PATH"))
         self._log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # in the Strata home: private like it
         log_path = self._log_dir / f"{decl.name}.log"
         with contextlib.suppress(OSError):  # a log past the bound is kept as NAME.log.1, once
             if log_path.stat().st_size >= MAX_STDERR_BYTES:
                 log_path.replace(log_path.with_name(log_path.name + ".1"))
         errlog: BinaryIO = stack.enter_context(open(log_path, "ab", opener=_private))  # noqa: SIM115 (the stack)
-        assert decl.command is not None
         # The transport starts the server in a new session (its own process group) and kills the group only when
         # the server does not exit on its own; what the server started and left behind in its group is killed here,
         # after the transport closed (callbacks run last-in first-out). The shell records the group's id (its own
@@ -235,6 +240,17 @@ async def _list_tools(session: Any) -> list[Any]:
             break
         seen.add(cursor)
     return tools
+
+
+def _startable(command: str, path: str | None) -> None:
+    """Raise FileNotFoundError (PermissionError) when `command` names no executable file, as the server's shell
+    would look it up (on `path` unless it holds a '/'): the shell's `exec` failing was only its exit 127, which the
+    session saw as a server closing its connection before it finished initialising."""
+    if shutil.which(command, path=path) is not None:
+        return
+    if "/" in command and os.path.exists(command):
+        raise PermissionError(errno.EACCES, "not an executable file", command)
+    raise FileNotFoundError(errno.ENOENT, "no such file" if "/" in command else "no such command on its PATH", command)
 
 
 _RECORD_PID_AND_EXEC = 'echo $$ > "$0" && exec "$@"'
