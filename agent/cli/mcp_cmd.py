@@ -97,22 +97,19 @@ def server_view(status: Any) -> dict[str, Any]:
 
 @mcp_group.command(name="serve")
 @click.option("--http", "http", metavar="HOST:PORT", default=None,
-              help="Serve streamable HTTP on this loopback address instead of stdio.")
+              help="Serve streamable HTTP on this loopback address instead of stdio (127.0.0.1, localhost or [::1]).")
 @click.option("--model", "model_spec", metavar="M", help="The model `run_agent` uses unless the call names one.")
 def serve_cmd(http: str | None, model_spec: str | None) -> None:
     """Serve Strata to an MCP host: `run_agent`, `get_timeline` and `list_sessions` (stdio by default)."""
-    host, port = None, None
-    if http is not None:
-        host, _, raw = http.rpartition(":")
-        if host not in ("127.0.0.1", "localhost", "::1", "[::1]") or not raw.isdigit():
-            fail(UsageError(f"--http takes a loopback HOST:PORT (got {http!r})",
-                            hint="for example --http 127.0.0.1:8765"))
-        port = int(raw)
-    cmd = Command()
-    loaded = cmd.config(None, model=model_spec, quiet=True)  # each run's workspace adds its own project layer
-    from agent.mcp_serve import serve
+    from agent.mcp_serve import parse_listen, serve
 
     try:
-        serve(loaded, host=host, port=port, flags={"model": model_spec})
+        listen = parse_listen(http) if http is not None else None
+    except UsageError as err:
+        fail(err)
+    cmd = Command()
+    loaded = cmd.config(None, model=model_spec, quiet=True)  # each run's workspace adds its own project layer
+    try:
+        serve(loaded, listen=listen, flags={"model": model_spec})
     except StrataError as err:
         cmd.fail(err)

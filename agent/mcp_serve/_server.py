@@ -14,6 +14,7 @@ import structlog
 
 from agent.cli.output import echo
 from agent.mcp_serve._agent import Serving, get_timeline, list_sessions, run_agent
+from agent.mcp_serve._listen import ListenAddress, check_free
 from config import LoadedConfig
 from core.errors import StrataError
 from core.masking import Masker
@@ -91,10 +92,13 @@ def _lone_error(err: Exception) -> Exception:
     return err
 
 
-def serve(config: LoadedConfig, *, host: str | None, port: int | None, flags: dict[str, Any]) -> None:
-    """Serve until the host closes stdin (stdio) or the process is stopped (HTTP)."""
+def serve(config: LoadedConfig, *, listen: ListenAddress | None, flags: dict[str, Any]) -> None:
+    """Serve until the host closes stdin (stdio) or the process is stopped (HTTP, at `listen`: StrataError when it
+    cannot listen there)."""
+    if listen is not None:
+        check_free(listen)
     server = build_server(config, cwd=Path(os.getcwd()), flags=flags)
-    if port is None:
+    if listen is None:
         server.run()
     else:
-        server.run("streamable-http", host=host or "127.0.0.1", port=port)
+        server.run("streamable-http", host=listen.host, port=listen.port)

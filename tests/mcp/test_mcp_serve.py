@@ -102,8 +102,9 @@ async def test_run_agent_continues_a_session_by_id_and_the_operator_can_add_a_to
     assert (workspace / "one.txt").exists() and (workspace / "two.txt").exists()
 
 
-def serve_http(cli: StrataCLI, workspace: Path, port: int, script: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(cli.argv(["mcp", "serve", "--http", f"127.0.0.1:{port}", "--model", f"script:{script}"]),
+def serve_http(cli: StrataCLI, workspace: Path, port: int, script: Path,
+               host: str = "127.0.0.1") -> subprocess.Popen[str]:
+    return subprocess.Popen(cli.argv(["mcp", "serve", "--http", f"{host}:{port}", "--model", f"script:{script}"]),
                             cwd=workspace, env=cli.env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
 
@@ -205,3 +206,56 @@ async def test_run_agent_takes_max_turns_within_the_bounds_the_command_line_has_
         assert structured(await session.call_tool("list_sessions", {})) == []
         out = structured(await session.call_tool("run_agent", {"prompt": "go", "max_turns": 1_000_000}))
         assert out["status"] == "completed" and out["final_text"] == "done", out
+
+
+def test_mcp_serve_http_with_a_bad_port_says_so_in_one_line_and_exits_non_zero(cli: StrataCLI,
+                                                                              workspace: Path) -> None:
+    """A port in use was the HTTP server's own log line, out of range its traceback (bind's OverflowError), and
+    `[::1]` reached name resolution with its brackets ('Name or service not known'). Each is one line of Strata's."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        in_use = taken.getsockname()[1]
+        for address, says in ((f"127.0.0.1:{in_use}", "the port is in use"),
+                              ("127.0.0.1:99999", "from 1 to 65535"), ("localhost:http", "from 1 to 65535"),
+                              ("127.0.0.1:0", "from 1 to 65535"), ("[::1]:", "from 1 to 65535"),
+                              ("[127.0.0.1]:8765", "loopback")):
+            run = subprocess.run(cli.argv(["mcp", "serve", "--http", address]), cwd=workspace, env=cli.env(),
+                                 capture_output=True, text=True, timeout=60)
+            assert run.returncode != 0 and run.stdout == "", (address, run)
+            (line,) = run.stderr.splitlines()
+            assert line.startswith("strata: error: ") and says in line and address in line, (address, line)
+
+
+async def test_strata_mcp_serve_over_http_on_the_ipv6_loopback(cli: StrataCLI, tmp_path: Path,
+                                                               workspace: Path) -> None:
+    import socket
+
+    import anyio
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    with socket.socket(socket.AF_INET6) as probe:
+        probe.bind(("::1", 0))
+        port = probe.getsockname()[1]
+    script = write_script(tmp_path / "script.json", [[text("hello over ipv6")]])
+    proc = serve_http(cli, workspace, port, script, host="[::1]")
+    try:
+        with anyio.fail_after(30):
+            while True:
+                try:
+                    await (await anyio.connect_tcp("::1", port)).aclose()
+                    break
+                except OSError:
+                    assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                    await anyio.sleep(0.05)
+        async with streamable_http_client(f"http://[::1]:{port}/mcp") as (read, write), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            out = structured(await session.call_tool("run_agent", {"prompt": "say hello"}))
+            assert out["status"] == "completed" and out["final_text"] == "hello over ipv6"
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=20)
