@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.cli._helpers import text, tool_use
+from tests.cli._helpers import json_lines, text, tool_use
 from tests.conftest import StrataCLI, write_script
 from tests.mcp._servers import user_config
 
@@ -259,3 +259,27 @@ async def test_strata_mcp_serve_over_http_on_the_ipv6_loopback(cli: StrataCLI, t
     finally:
         proc.terminate()
         proc.communicate(timeout=20)
+
+
+async def test_run_agent_reads_a_script_model_only_under_the_servers_roots(cli: StrataCLI, tmp_path: Path,
+                                                                          workspace: Path) -> None:
+    """`run_agent(model="script:PATH")` read any file the server could: its turns ran, and a file that is no script
+    told the host what it is ('not valid JSON', its keys). A script model the host names must lie, symlinks
+    resolved, under the roots (as its workspace must); the operator's own `--model` is not confined."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = write_script(outside / "script.json", [[text("read from outside the roots")]])
+    (workspace / "link.json").symlink_to(secret)
+    write_script(workspace / "inside.json", [[text("read from inside the roots")]])
+    operators = write_script(tmp_path / "operator.json", [[text("the operator's model")]])
+    async with strata_mcp(cli, workspace, "--model", f"script:{operators}") as session:
+        for spec in (f"script:{secret}", "script:link.json", f"script:{outside}/no-such.json",
+                     f"script:{workspace}/../outside/script.json#child=0"):
+            refused = await session.call_tool("run_agent", {"prompt": "x", "model": spec})
+            assert refused.is_error and "not under the roots" in refused.content[0].text, (spec, refused.content)
+            assert "outside the roots" not in refused.content[0].text
+        out = structured(await session.call_tool("run_agent", {"prompt": "x", "model": "script:inside.json"}))
+        assert out["final_text"] == "read from inside the roots", out
+        out = structured(await session.call_tool("run_agent", {"prompt": "x"}))
+        assert out["final_text"] == "the operator's model", out
+    assert len(json_lines(cli.run("sessions", "--json").stdout)) == 2  # the refused calls started no session
