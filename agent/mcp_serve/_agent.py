@@ -86,7 +86,9 @@ async def run_agent(serving: Serving, prompt: str, *, workspace: str | None = No
 
     rt = await Runtime.open(loaded)
     try:
-        async with with_mcp_tools(rt, loaded, notify) as session_rt, anyio.create_task_group() as tg:
+        # A notice can quote an MCP server's secret: masked by the run's masker, which knows this workspace's.
+        async with with_mcp_tools(rt, loaded, lambda line: notify(rt.masker.mask(line))) as session_rt, \
+                anyio.create_task_group() as tg:
             tg.start_soon(forward)
             try:
                 live = await _session(session_rt, loaded, ws, prompt, model, max_turns, session_id, observe)

@@ -15,6 +15,7 @@ import structlog
 from agent.cli.output import echo
 from agent.mcp_serve._agent import Serving, get_timeline, list_sessions, run_agent
 from agent.mcp_serve._listen import ListenAddress, check_free
+from agent.reading import configured_secrets
 from config import LoadedConfig
 from core.errors import StrataError
 from core.masking import Masker
@@ -32,7 +33,8 @@ def build_server(config: LoadedConfig, *, cwd: Path, flags: dict[str, Any]) -> A
     from mcp.server.mcpserver.exceptions import ToolError
 
     serving = Serving(config, cwd, flags)
-    masker = Masker.throwaway()
+    # What the host and the host's log see: masked with the patterns and the secrets this config names.
+    masker = Masker.from_env(os.urandom(32), os.environ, extra_secrets=configured_secrets(config))
     server = MCPServer("strata", instructions=INSTRUCTIONS, log_level="WARNING")
 
     def refused(err: Exception) -> ToolError:

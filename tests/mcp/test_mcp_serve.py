@@ -283,3 +283,22 @@ async def test_run_agent_reads_a_script_model_only_under_the_servers_roots(cli: 
         out = structured(await session.call_tool("run_agent", {"prompt": "x"}))
         assert out["final_text"] == "the operator's model", out
     assert len(json_lines(cli.run("sessions", "--json").stdout)) == 2  # the refused calls started no session
+
+
+async def test_mcp_serve_masks_a_configured_secret_in_a_server_notice(cli: StrataCLI, tmp_path: Path,
+                                                                      workspace: Path) -> None:
+    """A notice of `strata mcp serve` (an MCP server of a run that could not start) went to the host's log masked
+    only by the patterns: a server quoting its environment's token showed it. It is masked like every configured
+    secret."""
+    from tests.mcp.test_mcp_answers import ANSWERS
+
+    token = "quietvalue-zq84w"
+    user_config(cli, f'[mcp.servers.b]\ncommand = "{sys.executable}"\nargs = ["{ANSWERS}", "{tmp_path / "b"}"]\n'
+                     f'env = {{ ANSWERS_TOKEN = "{token}", ANSWERS_REFUSE_START = "1" }}\nstartup_timeout_s = 20\n')
+    script = write_script(tmp_path / "script.json", [[text("done")]])
+    async with strata_mcp(cli, workspace, "--model", f"script:{script}") as session:
+        out = structured(await session.call_tool("run_agent", {"prompt": "x"}))
+        assert out["status"] == "completed", out
+    log = (cli.home / "serve-stderr.log").read_text(encoding="utf-8")
+    assert "MCP server 'b'" in log and "bad credentials [MASKED:" in log, log
+    assert token not in log, log
