@@ -185,3 +185,19 @@ def test_an_answer_stream_that_ends_without_the_answer_fails_that_call_and_keeps
     else:  # retried once, on the server's new MCP session
         assert results["c1"]["status"] == "ok", results["c1"]
         assert run.returncode == 0 and requests(state).count("tools/call") == 3
+
+
+def test_an_http_servers_error_answer_with_code_32000_refuses_that_call_only(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """-32000 is the code the SDK also gives a closed connection: the server's own error answer with it made an
+    effectful call's outcome unknown and gave the whole server up. It is the server's refusal of that call."""
+    state = tmp_path / "state"
+    script = script_of(tmp_path, tool_use("c1", "mcp__h__search", q="x"), tool_use("c2", "mcp__h__search", q="y"))
+    with hanging_server(state, "refuse") as url:
+        run, _ = run_timed(cli, url, script, workspace, effect="effectful")
+    results = call_results(events_of(run.stdout))
+    assert results["c1"]["status"] == "error", results["c1"]
+    assert "refused the call (error -32000: backend quota exceeded)" in results["c1"]["content"], results["c1"]
+    assert results["c2"]["status"] == "ok" and "short answer" in results["c2"]["content"], results["c2"]
+    assert run.returncode == 0 and "notice" not in run.stderr, run.stderr
+    assert requests(state).count("tools/call") == 2
