@@ -6,6 +6,8 @@ Its tools (each call gets a line in STATE/calls.log; STATE/started a line per st
 - `refuse`: a JSON-RPC error answer, code -32000 (what the SDK also uses for a closed connection), message
   "backend quota exceeded";
 - `refuse_params`: a JSON-RPC error answer, code -32602 ("unknown repository");
+- `refuse_closed`: a JSON-RPC error answer worded as the SDK's own for a closed connection (-32000, "Connection
+  closed"), as a gateway whose own upstream connection closed answers;
 - `garbled`: a result that is not a CallToolResult (`content` is a string, not a list);
 - `garbled_frame`: an answer that is not JSON-RPC at all (its `result` is a string, not an object);
 - `shaped`: declares an output schema (`{"n": integer}`, required) and answers with structured content that does
@@ -29,6 +31,7 @@ SHAPE = {"type": "object", "properties": {"n": {"type": "integer"}}, "required":
 TOOLS = [{"name": "echo", "inputSchema": OBJECT},
          {"name": "refuse", "inputSchema": OBJECT},
          {"name": "refuse_params", "inputSchema": OBJECT},
+         {"name": "refuse_closed", "inputSchema": OBJECT},
          {"name": "garbled", "inputSchema": OBJECT},
          {"name": "garbled_frame", "inputSchema": OBJECT},
          {"name": "shaped", "inputSchema": OBJECT, "outputSchema": SHAPE},
@@ -56,6 +59,7 @@ def text(value: str) -> list[dict[str, str]]:
 ANSWERS: dict[str, dict[str, Any]] = {
     "refuse": {"error": {"code": -32000, "message": "backend quota exceeded"}},
     "refuse_params": {"error": {"code": -32602, "message": "unknown repository"}},
+    "refuse_closed": {"error": {"code": -32000, "message": "Connection closed"}},
     "garbled": {"result": {"content": "not a list of blocks"}},
     "garbled_frame": {"result": "not an object"},
     "shaped": {"result": {"content": text('{"n": "many"}'), "structuredContent": {"n": "many"}}},

@@ -21,7 +21,7 @@ def answers(cli: StrataCLI, tmp_path: Path, *, effectful: tuple[str, ...] = ()) 
     """Declares the server `a` (every tool read-only, except `effectful` ones); returns its state directory."""
     state = tmp_path / "answers-state"
     table = f'[mcp.servers.a]\ncommand = "{sys.executable}"\nargs = ["{ANSWERS}", "{state}"]\nstartup_timeout_s = 20\n'
-    for tool in ("echo", "refuse", "refuse_params", "garbled", "garbled_frame", "shaped", "unshaped"):
+    for tool in ("echo", "refuse", "refuse_params", "refuse_closed", "garbled", "garbled_frame", "shaped", "unshaped"):
         if tool in effectful:
             table += f'\n[mcp.servers.a.tools.{tool}]\nsafety = "write"\neffect = "effectful"\ntimeout_s = 60\n'
         else:
@@ -40,15 +40,19 @@ def calls(state: Path) -> list[str]:
 
 def test_a_json_rpc_error_answer_refuses_that_call_only_and_the_server_stays_up(
         cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
-    state = answers(cli, tmp_path, effectful=("refuse",))
+    """-32000 is also the code the SDK gives every call when the connection closes: a server's error answer with it
+    made an effectful call's outcome unknown and gave the whole server up (the calls after it: 'not available'), even
+    worded as the SDK's own 'Connection closed' (a gateway whose upstream closed). It refuses that call only."""
+    state = answers(cli, tmp_path, effectful=("refuse", "refuse_closed"))
     script = write_script(tmp_path / "script.json", [
         [tool_use("c1", "mcp__a__refuse", q="x"), tool_use("c2", "mcp__a__echo", q="same batch")],
-        [tool_use("c3", "mcp__a__refuse_params", q="y")],
+        [tool_use("c3", "mcp__a__refuse_params", q="y")], [tool_use("c5", "mcp__a__refuse_closed", q="z")],
         [tool_use("c4", "mcp__a__echo", q="after")], [text("done")]])
     run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json",
-                 "--allow", "mcp__a__refuse", "go")
+                 "--allow", "mcp__a__refuse", "--allow", "mcp__a__refuse_closed", "go")
     results = call_results(events_of(run.stdout))
-    for call_id, message in (("c1", "backend quota exceeded"), ("c3", "unknown repository")):
+    for call_id, message in (("c1", "backend quota exceeded"), ("c3", "unknown repository"),
+                             ("c5", "Connection closed")):
         assert results[call_id]["status"] == "error" and results[call_id]["is_error"], results[call_id]
         assert "MCP server 'a' refused the call" in results[call_id]["content"], results[call_id]
         assert message in results[call_id]["content"], results[call_id]
@@ -58,6 +62,7 @@ def test_a_json_rpc_error_answer_refuses_that_call_only_and_the_server_stays_up(
     assert run.returncode == 0, run.stderr  # nothing unknown: a refusal is an answer
     assert "notice" not in run.stderr, run.stderr  # the server was never dropped
     assert starts(state) == 1 and calls(state).count("refuse") == 1  # neither restarted nor retried
+    assert calls(state).count("refuse_closed") == 1
 
 
 def test_a_result_strata_cannot_read_makes_the_calls_outcome_unknown_at_once(

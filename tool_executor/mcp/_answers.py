@@ -9,8 +9,10 @@
 - `refused`: any other error is the server's own JSON-RPC error answer to this call (whatever its code, -32000
   included): the call was refused, the server stays up and its other calls go on.
 
-A server that sends an error worded exactly as one the SDK makes up is taken at its word: it is read as the more
-cautious outcome (an unknown effect, or a server given up on), never as a refusal that hides one."""
+A `closed` error is checked by the caller (a ping on the same connection, tool_executor/mcp/_tools.py): the server
+may have sent it itself (a gateway whose own upstream closed), and one that still answers has refused the call. A
+server that sends another error worded exactly as one the SDK makes up is taken at its word: it is read as the more
+cautious outcome (an unknown effect), never as a refusal that hides one."""
 
 from __future__ import annotations
 

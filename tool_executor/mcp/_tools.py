@@ -22,6 +22,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+import anyio
+
 from config.mcp import McpToolPolicy
 from core.record import record
 from core.tools import ToolContext, ToolError, ToolOutput, ToolSpec, ToolTimeout
@@ -150,6 +152,8 @@ async def _call(link: ServerLink, tool: str, args: dict[str, Any], policy: McpTo
             result = await session.call_tool(tool, args)  # the dispatch deadline bounds it
         except MCPError as exc:
             kind = error_kind(exc.code, exc.message)
+            if kind == "closed" and await _still_answers(session):  # the server's own answer, worded as the SDK's
+                kind = "refused"
             if kind == "refused":  # the server's own error answer to this call: it refused it, and stays up
                 raise ToolError(f"MCP server {link.name!r} refused the call (error {exc.code}: "
                                 f"{exc.message[:MAX_ERROR_CHARS]})") from None
@@ -187,6 +191,29 @@ async def _call(link: ServerLink, tool: str, args: dict[str, Any], policy: McpTo
         except ServerGone as exc:
             raise ToolError(f"MCP server {link.name!r} stopped during the call and could not be started again "
                             f"({exc})") from None
+
+
+PING_S = 5.0
+"""How long a server has to answer the ping that tells its 'Connection closed' answer from the connection closing."""
+
+
+async def _still_answers(session: Any) -> bool:
+    """Whether the connection a call ended on with 'Connection closed' still carries requests: the SDK's error when the
+    connection closes is also what a server may answer with (a gateway whose own upstream connection closed). A ping
+    on a closed connection fails at once; any answer within PING_S (an error too) says the server is there."""
+    from mcp import MCPError
+
+    from tool_executor.mcp._answers import error_kind
+
+    with anyio.move_on_after(PING_S):
+        try:
+            await session.send_ping()
+        except MCPError as exc:  # an answer all the same (a server without ping), unless the connection closed
+            return error_kind(exc.code, exc.message) != "closed"
+        except OSError:
+            return False
+        return True
+    return False
 
 
 def _unread(link: ServerLink, effectful: bool, why: str) -> ToolError:
