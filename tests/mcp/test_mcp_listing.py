@@ -89,3 +89,15 @@ url = "http://me:{url_secret}@127.0.0.1:{free_port()}/mcp?token={url_secret}"
             assert secret not in out, out
     for proc in (listed, as_json, doctor):
         assert not any(s in proc.stderr for s in (env_secret, url_secret, arg_secret)), proc.stderr
+
+
+def test_config_show_masks_an_mcp_servers_url_password_and_a_configured_secret_in_its_arguments(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    url_secret, arg_secret = "urlpass-zq85v", "argvalue-zq86u"
+    user_config(cli, f'[secrets]\nvalues = ["{arg_secret}"]\n\n[mcp.servers.s]\ncommand = "server"\n'
+                     f'args = ["--key", "{arg_secret}"]\n\n[mcp.servers.web]\n'
+                     f'url = "http://me:{url_secret}@127.0.0.1:9/mcp?token={url_secret}"\n')
+    for args in (("config", "show"), ("config", "show", "--json")):
+        out = strata(cli, *args).stdout
+        assert "me:[MASKED:" in out and "--key [MASKED:" in out, out
+        assert url_secret not in out and arg_secret not in out, out
