@@ -19,6 +19,7 @@ from typing import Literal
 import anyio
 
 from agent.knowledge_view import knowledge_view
+from agent.reading import configured_secrets
 from config import LoadedConfig, Settings, load_config
 from config.chain_key import chain_key_path
 from config.masking_key import KEY_FILE, load_masking_key
@@ -240,7 +241,10 @@ def run_checks(workspace: Path, env: dict[str, str] | None = None) -> list[Check
                         "(the bash tool and command hooks need it)"))
     checks.append(Check("ok" if sys.stdin.isatty() else "warn", "terminal",
                         "interactive" if sys.stdin.isatty() else "stdin is not a terminal (strata chat needs one)"))
-    return checks
+    # A detail can quote a configured secret (an MCP server's environment value in what the server said, a URL's
+    # password, a `[secrets]` value among a server's arguments): masked here, where the config is known.
+    masker = Masker.from_env(os.urandom(32), env, extra_secrets=configured_secrets(loaded))
+    return [Check(c.level, c.what, masker.mask(c.detail)) for c in checks]
 
 
 def report(checks: list[Check], echo: Callable[[str], None]) -> int:

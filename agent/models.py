@@ -41,6 +41,12 @@ def model_from_spec(spec: str | None, env: Mapping[str, str] | None = None) -> M
     raise UsageError(f"unknown model {spec!r}", hint="use script:PATH or anthropic:NAME")
 
 
+def script_path(spec: str) -> str | None:
+    """The file a `script:PATH` model (or `script:PATH#child=N`) reads, as the spec gives it; None for another model."""
+    kind, _, rest = spec.partition(":")
+    return _script_child(rest)[0] if kind == "script" and rest else None
+
+
 def _script_child(rest: str) -> tuple[str, tuple[int, ...]]:
     """`PATH#child=0.1` -> (PATH, (0, 1)); a path without such a suffix is the top level."""
     path, mark, child = rest.rpartition(CHILD_MARK)

@@ -14,6 +14,7 @@ import click
 from agent.cli._common import fail
 from agent.cli.output import echo, echo_json
 from agent.knowledge_view import knowledge_view
+from agent.reading import configured_secrets
 from config import (
     HOOK_EVENTS,
     ConfigFile,
@@ -29,6 +30,7 @@ from config import (
 from config.locations import SETTING_KEYS
 from config.settings import shown_setting
 from core.errors import StrataError
+from core.masking import Masker
 from core.policy import PermissionRule
 
 
@@ -141,8 +143,10 @@ def config_view(loaded: LoadedConfig, workspace: Path, user_file: Path) -> dict[
 
 def _mcp_view(loaded: LoadedConfig) -> dict[str, Any]:
     """The declared MCP servers and their tools' policies (`strata mcp list` starts them and shows every tool a
-    server lists, the ones without a policy as unavailable)."""
-    return {"servers": {s.name: {"transport": s.transport, "target": s.target(), "source": s.source,
+    server lists, the ones without a policy as unavailable). A server's target is masked: a URL's password or
+    token, a configured secret among its arguments (its environment's values are never shown)."""
+    mask = Masker.from_env(os.urandom(32), os.environ, extra_secrets=configured_secrets(loaded)).mask
+    return {"servers": {s.name: {"transport": s.transport, "target": mask(s.target()), "source": s.source,
                                  "policies": {tool: policy.identity() for tool, policy in s.tools}}
                         for s in loaded.mcp.servers},
             "ignored": list(loaded.mcp.ignored),

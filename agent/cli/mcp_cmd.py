@@ -49,7 +49,10 @@ def list_cmd(workspace: Path, as_json: bool) -> None:
                          "problem": "declared by an untrusted project config: never started", "tools": []}
                         for name in loaded.mcp.ignored]
 
-    views = cmd.run(main)
+    # What a server said (its tool names, its refusal to start) can quote its environment's secrets, and where it is
+    # (a URL, its arguments) can hold one: every string shown is masked with the configured secrets.
+    mask = cmd.masker.mask
+    views = [_masked(view, mask) for view in cmd.run(main)]
     if as_json:
         for view in views:
             echo_json(view)
@@ -70,6 +73,18 @@ def list_cmd(workspace: Path, as_json: bool) -> None:
                 echo(f"  {tool['name']}: unavailable: {tool['reason']}")
 
 
+def _masked(value: Any, mask: Callable[[str], str]) -> Any:
+    """`value` (a `server_view`) with every string in it, keys too, masked; its shape unchanged (an input schema's
+    property named `token` stays a schema)."""
+    if isinstance(value, str):
+        return mask(value)
+    if isinstance(value, dict):
+        return {_masked(k, mask): _masked(v, mask) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v, mask) for v in value]
+    return value
+
+
 def server_view(status: Any) -> dict[str, Any]:
     """The stable `mcp list --json` shape of one server (a tool_executor.mcp.ServerStatus)."""
     return {"type": "server", "name": status.name, "transport": status.transport, "target": status.target,
@@ -82,22 +97,19 @@ def server_view(status: Any) -> dict[str, Any]:
 
 @mcp_group.command(name="serve")
 @click.option("--http", "http", metavar="HOST:PORT", default=None,
-              help="Serve streamable HTTP on this loopback address instead of stdio.")
+              help="Serve streamable HTTP on this loopback address instead of stdio (127.0.0.1, localhost or [::1]).")
 @click.option("--model", "model_spec", metavar="M", help="The model `run_agent` uses unless the call names one.")
 def serve_cmd(http: str | None, model_spec: str | None) -> None:
     """Serve Strata to an MCP host: `run_agent`, `get_timeline` and `list_sessions` (stdio by default)."""
-    host, port = None, None
-    if http is not None:
-        host, _, raw = http.rpartition(":")
-        if host not in ("127.0.0.1", "localhost", "::1", "[::1]") or not raw.isdigit():
-            fail(UsageError(f"--http takes a loopback HOST:PORT (got {http!r})",
-                            hint="for example --http 127.0.0.1:8765"))
-        port = int(raw)
-    cmd = Command()
-    loaded = cmd.config(None, model=model_spec, quiet=True)  # each run's workspace adds its own project layer
-    from agent.mcp_serve import serve
+    from agent.mcp_serve import parse_listen, serve
 
     try:
-        serve(loaded, host=host, port=port, flags={"model": model_spec})
+        listen = parse_listen(http) if http is not None else None
+    except UsageError as err:
+        fail(err)
+    cmd = Command()
+    loaded = cmd.config(None, model=model_spec, quiet=True)  # each run's workspace adds its own project layer
+    try:
+        serve(loaded, listen=listen, flags={"model": model_spec})
     except StrataError as err:
         cmd.fail(err)

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 
 from agent.mcp import with_mcp_tools
-from agent.mcp_serve._roots import allowed_roots, workspace_in_roots
+from agent.mcp_serve._roots import allowed_roots, model_in_roots, workspace_in_roots
 from agent.models import model_from_spec
 from agent.outcome import RunOutcome
 from agent.reading import recorded_session
@@ -56,6 +56,8 @@ async def run_agent(serving: Serving, prompt: str, *, workspace: str | None = No
     result. StrataError for anything refused (a workspace outside the roots, an unknown session, a busy one)."""
     if max_turns is not None and not 1 <= max_turns <= MAX_TURNS_LIMIT:  # the bounds `--max-turns` has
         raise UsageError(f"max_turns must be from 1 to {MAX_TURNS_LIMIT:,} (got {max_turns})")
+    if model is not None:
+        model = model_in_roots(model, serving.roots())
     if session_id is not None:
         base = await anyio.to_thread.run_sync(lambda: serving.for_workspace(serving.cwd))
         recorded = await recorded_session(base.settings, session_ref=session_id)
@@ -84,7 +86,9 @@ async def run_agent(serving: Serving, prompt: str, *, workspace: str | None = No
 
     rt = await Runtime.open(loaded)
     try:
-        async with with_mcp_tools(rt, loaded, notify) as session_rt, anyio.create_task_group() as tg:
+        # A notice can quote an MCP server's secret: masked by the run's masker, which knows this workspace's.
+        async with with_mcp_tools(rt, loaded, lambda line: notify(rt.masker.mask(line))) as session_rt, \
+                anyio.create_task_group() as tg:
             tg.start_soon(forward)
             try:
                 live = await _session(session_rt, loaded, ws, prompt, model, max_turns, session_id, observe)

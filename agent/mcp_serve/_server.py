@@ -14,6 +14,8 @@ import structlog
 
 from agent.cli.output import echo
 from agent.mcp_serve._agent import Serving, get_timeline, list_sessions, run_agent
+from agent.mcp_serve._listen import ListenAddress, check_free
+from agent.reading import configured_secrets
 from config import LoadedConfig
 from core.errors import StrataError
 from core.masking import Masker
@@ -31,7 +33,8 @@ def build_server(config: LoadedConfig, *, cwd: Path, flags: dict[str, Any]) -> A
     from mcp.server.mcpserver.exceptions import ToolError
 
     serving = Serving(config, cwd, flags)
-    masker = Masker.throwaway()
+    # What the host and the host's log see: masked with the patterns and the secrets this config names.
+    masker = Masker.from_env(os.urandom(32), os.environ, extra_secrets=configured_secrets(config))
     server = MCPServer("strata", instructions=INSTRUCTIONS, log_level="WARNING")
 
     def refused(err: Exception) -> ToolError:
@@ -91,10 +94,13 @@ def _lone_error(err: Exception) -> Exception:
     return err
 
 
-def serve(config: LoadedConfig, *, host: str | None, port: int | None, flags: dict[str, Any]) -> None:
-    """Serve until the host closes stdin (stdio) or the process is stopped (HTTP)."""
+def serve(config: LoadedConfig, *, listen: ListenAddress | None, flags: dict[str, Any]) -> None:
+    """Serve until the host closes stdin (stdio) or the process is stopped (HTTP, at `listen`: StrataError when it
+    cannot listen there)."""
+    if listen is not None:
+        check_free(listen)
     server = build_server(config, cwd=Path(os.getcwd()), flags=flags)
-    if port is None:
+    if listen is None:
         server.run()
     else:
-        server.run("streamable-http", host=host or "127.0.0.1", port=port)
+        server.run("streamable-http", host=listen.host, port=listen.port)

@@ -12,6 +12,10 @@ MODE says where it hangs (accepts the request, reads it, never answers, keeps th
   (about 64 KB on the wire, STATE/flood_bytes); later calls get a short result.
 - `pings`: its event stream (GET) sends 2000 ping requests of 48 KiB each, as fast as the client reads them (how many
   it wrote goes to STATE/pings); the POSTs carrying their answers, and a `tools/call`, are never answered.
+- `refuse`: it does not hang: its first `tools/call` is answered with a JSON-RPC error, code -32000 ("backend quota
+  exceeded"); later calls get a short result.
+- `sse-end`: it does not hang: its first `tools/call` is answered with an event stream that ends at once, without the
+  answer (STATE/sse_ended); later calls get a short result.
 STATE gets `requests.log`: a line per request it received (the method, or the HTTP verb for GET and DELETE)."""
 
 from __future__ import annotations
@@ -140,6 +144,17 @@ class Handler(BaseHTTPRequestHandler):
             self.flood(request_id)
         elif method == "tools/call" and MODE == "gzip" and not (STATE / "flood_bytes").exists():
             self.gzip_flood(request_id)
+        elif method == "tools/call" and MODE == "refuse" and not (STATE / "refused").exists():
+            (STATE / "refused").touch()
+            self.answer(200, {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32000,
+                                                                            "message": "backend quota exceeded"}})
+        elif method == "tools/call" and MODE == "sse-end" and not (STATE / "sse_ended").exists():
+            (STATE / "sse_ended").touch()
+            self.send_response(200)  # an event stream for the answer, ended before any event
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Mcp-Session-Id", "hanging-1")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
         elif method == "tools/call":
             self.answer(200, {"jsonrpc": "2.0", "id": request_id, "result": {
                 "content": [{"type": "text", "text": "short answer"}]}})

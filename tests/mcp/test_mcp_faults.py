@@ -108,3 +108,28 @@ def test_a_server_writing_junk_to_stdout_prints_no_traceback(cli: StrataCLI, tmp
     run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "look")
     assert run.returncode == 0 and run.stderr == "", run.stderr  # the SDK's complaint goes to the log only
     assert call_results(events_of(run.stdout))["c1"]["status"] == "ok"
+
+
+def test_a_server_whose_command_does_not_exist_could_not_be_started_and_the_others_serve(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """The command runs through a shell (which records the process group), so a missing command was the shell's
+    exit 127: the notice said the server 'closed the connection before it finished initialising' and pointed at its
+    log. It says the server could not be started, naming the server and the command, on one line; the other server
+    is used."""
+    state = tmp_path / "state"
+    state.mkdir()
+    user_config(cli, stdio_table(state) + POLICIES + '\n[mcp.servers.ghost]\ncommand = "no-such-mcp-server-zq9"\n'
+                '\n[mcp.servers.pathless]\ncommand = "./bin/also-missing-zq9"\n')
+    script = write_script(tmp_path / "script.json", [[tool_use("c1", "mcp__tracker__search", query="x")],
+                                                     [text("done")]])
+    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "look")
+    assert run.returncode == 0, run.stderr
+    assert call_results(events_of(run.stdout))["c1"]["status"] == "ok"
+    lines = run.stderr.splitlines()
+    assert len(lines) == 2, run.stderr  # one line per server that could not start, nothing else
+    for server, command in (("ghost", "no-such-mcp-server-zq9"), ("pathless", "./bin/also-missing-zq9")):
+        (line,) = [line for line in lines if f"MCP server {server!r}" in line]
+        assert "could not be started" in line and command in line, line
+    listed = {view["name"]: view for view in json_lines(strata(cli, "mcp", "list", "--json").stdout)}
+    assert listed["tracker"]["up"] and not listed["ghost"]["up"]
+    assert listed["ghost"]["problem"].startswith("could not be started (no-such-mcp-server-zq9: "), listed["ghost"]

@@ -164,3 +164,40 @@ def test_an_http_server_sending_requests_it_never_takes_the_answers_of_is_not_re
     assert results["c1"]["status"] == "timeout", results["c1"]
     assert results["c2"]["status"] == "ok", results["c2"]
     assert pings < 1000, pings  # 64 waiting, the rest in the socket buffers
+
+
+@pytest.mark.parametrize("effect", ["effectful", "read_only"])
+def test_an_answer_stream_that_ends_without_the_answer_fails_that_call_and_keeps_the_server(
+        cli: StrataCLI, tmp_path: Path, workspace: Path, effect: str) -> None:
+    """The SDK ends a call whose event stream closed before its answer with -32000, the code of a closed connection:
+    an effectful call then gave the whole server up (the calls after it were not run: 'not available'). That call
+    only fails (an effectful one's outcome unknown: the server had it), and the server answers the next call."""
+    state = tmp_path / "state"
+    script = script_of(tmp_path, tool_use("c1", "mcp__h__search", q="x"), tool_use("c2", "mcp__h__search", q="y"))
+    with hanging_server(state, "sse-end") as url:
+        run, _ = run_timed(cli, url, script, workspace, effect=effect)
+    results = call_results(events_of(run.stdout))
+    assert "notice" not in run.stderr and "Traceback" not in run.stderr, run.stderr  # never given up on
+    assert results["c2"]["status"] == "ok" and "short answer" in results["c2"]["content"], results["c2"]
+    if effect == "effectful":
+        assert results["c1"]["status"] == "unknown" and "answer was lost" in results["c1"]["content"], results["c1"]
+        assert run.returncode == 5 and requests(state).count("tools/call") == 2  # never re-run
+    else:  # retried once, on the server's new MCP session
+        assert results["c1"]["status"] == "ok", results["c1"]
+        assert run.returncode == 0 and requests(state).count("tools/call") == 3
+
+
+def test_an_http_servers_error_answer_with_code_32000_refuses_that_call_only(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """-32000 is the code the SDK also gives a closed connection: the server's own error answer with it made an
+    effectful call's outcome unknown and gave the whole server up. It is the server's refusal of that call."""
+    state = tmp_path / "state"
+    script = script_of(tmp_path, tool_use("c1", "mcp__h__search", q="x"), tool_use("c2", "mcp__h__search", q="y"))
+    with hanging_server(state, "refuse") as url:
+        run, _ = run_timed(cli, url, script, workspace, effect="effectful")
+    results = call_results(events_of(run.stdout))
+    assert results["c1"]["status"] == "error", results["c1"]
+    assert "refused the call (error -32000: backend quota exceeded)" in results["c1"]["content"], results["c1"]
+    assert results["c2"]["status"] == "ok" and "short answer" in results["c2"]["content"], results["c2"]
+    assert run.returncode == 0 and "notice" not in run.stderr, run.stderr
+    assert requests(state).count("tools/call") == 2

@@ -80,18 +80,19 @@ def test_a_schema_that_cannot_be_evaluated_denies_the_call_and_the_session_goes_
 
 def test_a_listing_the_client_cannot_read_is_named_in_the_notice_not_only_the_timeout(
         cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """The SDK drops an answer it cannot read, and the listing waited for the startup timeout (the notice said only
+    that); the answer ends the listing at once (within its 20-second startup timeout, on a loaded machine too), and
+    the notice says what could not be read."""
     deep: dict[str, Any] = {"type": "string"}
-    for _ in range(120):  # deeper than the SDK client reads (its server still writes it): the answer is dropped
+    for _ in range(120):  # deeper than the SDK client reads (its server still writes it)
         deep = {"type": "object", "properties": {"a": deep}}
     state = hostile(cli, tmp_path, [{"name": "deep", "inputSchema": deep}], policies=["deep"])
-    config = cli.home / "xdg-config" / "strata" / "config.toml"
-    config.write_text(config.read_text(encoding="utf-8").replace("startup_timeout_s = 20", "startup_timeout_s = 3"),
-                      encoding="utf-8")
     script = write_script(tmp_path / "script.json", [[text("nothing to do")]])
     run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "look")
     assert run.returncode == 0, run.stderr
     (notice,) = [line for line in run.stderr.splitlines() if "MCP server 'h'" in line]
-    assert "did not finish initialising within 3 s" in notice, notice
+    assert "could not read the server's answer: it is not JSON-RPC (too deep to read)" in notice, notice
+    assert "did not finish initialising" not in notice, notice
     assert "wrote 1 message to stdout that is not valid JSON-RPC" in notice, notice
     assert (state / "started").exists()
 

@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.cli._helpers import text, tool_use
+from tests.cli._helpers import json_lines, text, tool_use
 from tests.conftest import StrataCLI, write_script
 from tests.mcp._servers import user_config
 
@@ -102,8 +102,9 @@ async def test_run_agent_continues_a_session_by_id_and_the_operator_can_add_a_to
     assert (workspace / "one.txt").exists() and (workspace / "two.txt").exists()
 
 
-def serve_http(cli: StrataCLI, workspace: Path, port: int, script: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(cli.argv(["mcp", "serve", "--http", f"127.0.0.1:{port}", "--model", f"script:{script}"]),
+def serve_http(cli: StrataCLI, workspace: Path, port: int, script: Path,
+               host: str = "127.0.0.1") -> subprocess.Popen[str]:
+    return subprocess.Popen(cli.argv(["mcp", "serve", "--http", f"{host}:{port}", "--model", f"script:{script}"]),
                             cwd=workspace, env=cli.env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
 
@@ -205,3 +206,99 @@ async def test_run_agent_takes_max_turns_within_the_bounds_the_command_line_has_
         assert structured(await session.call_tool("list_sessions", {})) == []
         out = structured(await session.call_tool("run_agent", {"prompt": "go", "max_turns": 1_000_000}))
         assert out["status"] == "completed" and out["final_text"] == "done", out
+
+
+def test_mcp_serve_http_with_a_bad_port_says_so_in_one_line_and_exits_non_zero(cli: StrataCLI,
+                                                                              workspace: Path) -> None:
+    """A port in use was the HTTP server's own log line, out of range its traceback (bind's OverflowError), and
+    `[::1]` reached name resolution with its brackets ('Name or service not known'). Each is one line of Strata's."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        in_use = taken.getsockname()[1]
+        for address, says in ((f"127.0.0.1:{in_use}", "the port is in use"),
+                              ("127.0.0.1:99999", "from 1 to 65535"), ("localhost:http", "from 1 to 65535"),
+                              ("127.0.0.1:0", "from 1 to 65535"), ("[::1]:", "from 1 to 65535"),
+                              ("[127.0.0.1]:8765", "loopback")):
+            run = subprocess.run(cli.argv(["mcp", "serve", "--http", address]), cwd=workspace, env=cli.env(),
+                                 capture_output=True, text=True, timeout=60)
+            assert run.returncode != 0 and run.stdout == "", (address, run)
+            (line,) = run.stderr.splitlines()
+            assert line.startswith("strata: error: ") and says in line and address in line, (address, line)
+
+
+async def test_strata_mcp_serve_over_http_on_the_ipv6_loopback(cli: StrataCLI, tmp_path: Path,
+                                                               workspace: Path) -> None:
+    import socket
+
+    import anyio
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    with socket.socket(socket.AF_INET6) as probe:
+        probe.bind(("::1", 0))
+        port = probe.getsockname()[1]
+    script = write_script(tmp_path / "script.json", [[text("hello over ipv6")]])
+    proc = serve_http(cli, workspace, port, script, host="[::1]")
+    try:
+        with anyio.fail_after(30):
+            while True:
+                try:
+                    await (await anyio.connect_tcp("::1", port)).aclose()
+                    break
+                except OSError:
+                    assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                    await anyio.sleep(0.05)
+        async with streamable_http_client(f"http://[::1]:{port}/mcp") as (read, write), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            out = structured(await session.call_tool("run_agent", {"prompt": "say hello"}))
+            assert out["status"] == "completed" and out["final_text"] == "hello over ipv6"
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=20)
+
+
+async def test_run_agent_reads_a_script_model_only_under_the_servers_roots(cli: StrataCLI, tmp_path: Path,
+                                                                          workspace: Path) -> None:
+    """`run_agent(model="script:PATH")` read any file the server could: its turns ran, and a file that is no script
+    told the host what it is ('not valid JSON', its keys). A script model the host names must lie, symlinks
+    resolved, under the roots (as its workspace must); the operator's own `--model` is not confined."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = write_script(outside / "script.json", [[text("read from outside the roots")]])
+    (workspace / "link.json").symlink_to(secret)
+    write_script(workspace / "inside.json", [[text("read from inside the roots")]])
+    operators = write_script(tmp_path / "operator.json", [[text("the operator's model")]])
+    async with strata_mcp(cli, workspace, "--model", f"script:{operators}") as session:
+        for spec in (f"script:{secret}", "script:link.json", f"script:{outside}/no-such.json",
+                     f"script:{workspace}/../outside/script.json#child=0"):
+            refused = await session.call_tool("run_agent", {"prompt": "x", "model": spec})
+            assert refused.is_error and "not under the roots" in refused.content[0].text, (spec, refused.content)
+            assert "outside the roots" not in refused.content[0].text
+        out = structured(await session.call_tool("run_agent", {"prompt": "x", "model": "script:inside.json"}))
+        assert out["final_text"] == "read from inside the roots", out
+        out = structured(await session.call_tool("run_agent", {"prompt": "x"}))
+        assert out["final_text"] == "the operator's model", out
+    assert len(json_lines(cli.run("sessions", "--json").stdout)) == 2  # the refused calls started no session
+
+
+async def test_mcp_serve_masks_a_configured_secret_in_a_server_notice(cli: StrataCLI, tmp_path: Path,
+                                                                      workspace: Path) -> None:
+    """A notice of `strata mcp serve` (an MCP server of a run that could not start) went to the host's log masked
+    only by the patterns: a server quoting its environment's token showed it. It is masked like every configured
+    secret."""
+    from tests.mcp.test_mcp_answers import ANSWERS
+
+    token = "quietvalue-zq84w"
+    user_config(cli, f'[mcp.servers.b]\ncommand = "{sys.executable}"\nargs = ["{ANSWERS}", "{tmp_path / "b"}"]\n'
+                     f'env = {{ ANSWERS_TOKEN = "{token}", ANSWERS_REFUSE_START = "1" }}\nstartup_timeout_s = 20\n')
+    script = write_script(tmp_path / "script.json", [[text("done")]])
+    async with strata_mcp(cli, workspace, "--model", f"script:{script}") as session:
+        out = structured(await session.call_tool("run_agent", {"prompt": "x"}))
+        assert out["status"] == "completed", out
+    log = (cli.home / "serve-stderr.log").read_text(encoding="utf-8")
+    assert "MCP server 'b'" in log and "bad credentials [MASKED:" in log, log
+    assert token not in log, log

@@ -145,7 +145,7 @@ def test_a_server_that_cannot_start_gives_one_notice_and_the_session_goes_on(
     run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "look")
     assert run.returncode == 0, run.stderr
     notices = [line for line in run.stderr.splitlines() if "MCP server 'tracker'" in line]
-    reason = ("closed the connection before it finished initialising" if fault == "missing"
+    reason = ("could not be started (/nonexistent/mcp-server: no such file)" if fault == "missing"
               else "did not finish initialising within 1 s")
     assert len(notices) == 1 and reason in notices[0] and "continues without its tools" in notices[0], run.stderr
     results = call_results(events_of(run.stdout))

@@ -12,9 +12,9 @@ bound was looked at). A body compressed more than once is refused. At most 64 re
 event streams) wait for their answers at once (tool_executor/mcp/_asked.py); one waits until the POST carrying its
 answer is done.
 
-`unread_answer` tells the errors the SDK's client makes up for an answer it could not read (not JSON-RPC, over the
-bound, an unexpected content type, an HTTP error status without a JSON-RPC error) from the errors a server sends:
-the request reached the server, so whatever it asked for may have been done."""
+The errors the SDK's client makes up for an answer it could not read (not JSON-RPC, over the bound, an unexpected
+content type, an HTTP error status without a JSON-RPC error) are told from the errors a server sends by
+tool_executor/mcp/_answers.py: the request reached the server, so whatever it asked for may have been done."""
 
 from __future__ import annotations
 
@@ -199,17 +199,3 @@ async def http_transport(url: str) -> AsyncIterator[Any]:
         log.info("mcp http close cut short", url=url, after_s=CLOSE_S)
         if failure is not None:
             raise failure
-
-
-_UNREAD_ANSWERS = ("Failed to parse JSON response", "Failed to parse SSE message", "Unexpected content type",
-                   "server answered a request with 202 Accepted", "Server returned an error response")
-"""How the SDK's streamable HTTP client begins the errors it makes up when a request's answer could not be read
-(mcp/client/streamable_http.py); the server sent none of them."""
-
-
-def unread_answer(code: int, message: str) -> bool:
-    """Whether an error a request ended with is one the SDK's HTTP client made up because the server's answer could
-    not be read (so the server had the request, and may have done what it asked)."""
-    from mcp.types import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
-
-    return code in (PARSE_ERROR, INVALID_REQUEST, INTERNAL_ERROR) and message.startswith(_UNREAD_ANSWERS)

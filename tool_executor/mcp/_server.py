@@ -8,7 +8,10 @@ tool call never enters them: it uses the live session, and asks the supervising 
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import os
+import shutil
 import signal
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -122,11 +125,9 @@ class ServerLink:
         self._restart.set()
 
     async def _connect(self, stack: contextlib.AsyncExitStack) -> Any:
-        from mcp import ClientSession
-
         # The transport and the session are entered outside the deadline's scope: their task groups outlive it.
         read, write = await stack.enter_async_context(self._transport(stack))
-        session = await stack.enter_async_context(ClientSession(read, write))
+        session = await stack.enter_async_context(_client_session()(read, write))
         with anyio.fail_after(self.decl.startup_timeout_s):
             await session.initialize()
             listed = await _list_tools(session)
@@ -140,15 +141,18 @@ class ServerLink:
             from tool_executor.mcp._http import http_transport
 
             return http_transport(decl.url)
+        from mcp.client.stdio import get_default_environment
+
         from tool_executor.mcp._stdio import MAX_STDERR_BYTES, stdio_transport
 
+        assert decl.command is not None
+        _startable(decl.command, (get_default_environment() | dict(decl.env)).get("PATH"))
         self._log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # in the Strata home: private like it
         log_path = self._log_dir / f"{decl.name}.log"
         with contextlib.suppress(OSError):  # a log past the bound is kept as NAME.log.1, once
             if log_path.stat().st_size >= MAX_STDERR_BYTES:
                 log_path.replace(log_path.with_name(log_path.name + ".1"))
         errlog: BinaryIO = stack.enter_context(open(log_path, "ab", opener=_private))  # noqa: SIM115 (the stack)
-        assert decl.command is not None
         # The transport starts the server in a new session (its own process group) and kills the group only when
         # the server does not exit on its own; what the server started and left behind in its group is killed here,
         # after the transport closed (callbacks run last-in first-out). The shell records the group's id (its own
@@ -202,6 +206,21 @@ class ServerLink:
         return self._session
 
 
+@functools.cache
+def _client_session() -> type[Any]:
+    """The SDK's `ClientSession`, its check of a result's structured content against the tool's output schema left
+    out: output schemas of remote tools are not enforced. The SDK raised for a result that did not fit (or had no
+    structured content), so a server's mismatching answer became a crashed call (and, unlisted, one more
+    `tools/list` per call); the result is what its content says, like any other (tool_executor/mcp/_tools.py)."""
+    from mcp import ClientSession
+
+    class OutputUnchecked(ClientSession):
+        async def validate_tool_result(self, name: str, result: Any) -> None:
+            return None
+
+    return OutputUnchecked
+
+
 MAX_TOOL_PAGES = 100
 """A server that lists its tools in more pages than this (or repeats a cursor) is read up to there."""
 
@@ -221,6 +240,17 @@ async def _list_tools(session: Any) -> list[Any]:
             break
         seen.add(cursor)
     return tools
+
+
+def _startable(command: str, path: str | None) -> None:
+    """Raise FileNotFoundError (PermissionError) when `command` names no executable file, as the server's shell
+    would look it up (on `path` unless it holds a '/'): the shell's `exec` failing was only its exit 127, which the
+    session saw as a server closing its connection before it finished initialising."""
+    if shutil.which(command, path=path) is not None:
+        return
+    if "/" in command and os.path.exists(command):
+        raise PermissionError(errno.EACCES, "not an executable file", command)
+    raise FileNotFoundError(errno.ENOENT, "no such file" if "/" in command else "no such command on its PATH", command)
 
 
 _RECORD_PID_AND_EXEC = 'echo $$ > "$0" && exec "$@"'

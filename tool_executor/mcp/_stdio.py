@@ -17,6 +17,7 @@ period, SIGTERM to the group, then SIGKILL."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -28,6 +29,7 @@ import structlog
 from anyio.abc import ByteReceiveStream, Process
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from tool_executor.mcp._answers import UNREAD_STDIO_ANSWER
 from tool_executor.mcp._asked import ServerRequests
 
 log = structlog.get_logger("strata.mcp")
@@ -165,7 +167,9 @@ def _write_log(errlog: BinaryIO, chunk: bytes) -> None:
 
 def _parse(line: bytes, on_unreadable: Callable[[], None]) -> Any:
     """A SessionMessage, the error a line that is not JSON-RPC gave (the SDK's stdio reader passes it on too), or
-    None for a blank line."""
+    None for a blank line. A line that is no JSON-RPC message but answers a request (an object with its id, a
+    `result` or an `error` and no `method`) is that request's error (UNREAD_STDIO_ANSWER): the SDK would drop the
+    line, and the request would wait for its deadline."""
     import mcp_types
     from mcp.shared.message import SessionMessage
 
@@ -176,7 +180,38 @@ def _parse(line: bytes, on_unreadable: Callable[[], None]) -> Any:
     except ValueError as exc:  # pydantic's ValidationError (not JSON, not JSON-RPC, not UTF-8, too deep)
         on_unreadable()
         log.info("mcp server wrote a line that is not JSON-RPC", error=str(exc)[:500])
+        if (answer := _answer_to(line)) is not None:
+            why = f"{UNREAD_STDIO_ANSWER}: it is not JSON-RPC ({answer[1]})"
+            return SessionMessage(mcp_types.JSONRPCError(jsonrpc="2.0", id=answer[0], error=mcp_types.ErrorData(
+                code=mcp_types.PARSE_ERROR, message=why)))
         return exc
+
+
+def _answer_to(line: bytes) -> tuple[str | int, str] | None:
+    """The id of the request `line` (not a JSON-RPC message) was meant to answer, and what is wrong with it as an
+    answer; None when it is no answer."""
+    import mcp_types
+    from pydantic import ValidationError
+
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(message, dict) or "method" in message or not ("result" in message or "error" in message):
+        return None
+    request_id = message.get("id")
+    if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+        return None
+    kind = mcp_types.JSONRPCError if "error" in message else mcp_types.JSONRPCResponse
+    try:
+        kind.model_validate(message, by_name=False)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        return request_id, (f"{where}: {first['msg']}" if where else first["msg"])[:200]
+    except RecursionError:
+        return request_id, "nested too deep"
+    return request_id, "too deep to read"  # it fits, so what failed was reading it: its depth
 
 
 async def _drain(stdout: ByteReceiveStream) -> None:

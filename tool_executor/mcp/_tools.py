@@ -2,11 +2,17 @@
 config declares (safety, effect, PII, resource-key templates, timeout). A tool without a declared policy is never
 made a ToolSpec: it is listed as unavailable with the reason, and is not in any plan.
 
-A call's outcome: the result's text (an `isError` result is an error result); a connection that ends during the
-call makes an effectful call's outcome unknown (ToolTimeout: the executor keeps its receipt `unknown` for
-`strata reconcile`), and a read-only or idempotent call is retried once on the restarted server. An answer an HTTP
-server sent that Strata could not read (not JSON-RPC, over the bound, an HTTP error status) is not a refusal: the
-server had the call, so an effectful call's outcome is unknown, and another is an error (not retried)."""
+A call's outcome (tool_executor/mcp/_answers.py tells the errors apart): the result's text (an `isError` result is
+an error result). The server's JSON-RPC error answer refuses that call only (an error naming the server's code and
+message; the server stays up, whatever the code). A connection that ends during the call makes an effectful call's
+outcome unknown (ToolTimeout: the executor keeps its receipt `unknown` for `strata reconcile`), and a read-only or
+idempotent call is retried once on the restarted server. An answer Strata could not read (not JSON-RPC, over the
+bound, an HTTP error status, a result that is not a tool result) is not a refusal: the server had the call, so an
+effectful call's outcome is unknown at once, and another is an error (not retried); so is an HTTP call whose
+answer's event stream ended before the answer, without the server being given up on.
+
+Output schemas of remote tools are not enforced: a result whose structured content does not fit the tool's declared
+output schema (or that has none) is the result, as its content says (tool_executor/mcp/_server.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +22,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+import anyio
+
 from config.mcp import McpToolPolicy
 from core.record import record
 from core.tools import ToolContext, ToolError, ToolOutput, ToolSpec, ToolTimeout
@@ -24,6 +32,8 @@ from tool_executor.mcp._server import ListedTool, ServerGone, ServerLink
 PREFIX = "mcp__"
 MAX_RESULT_CHARS = 256 * 1024
 """An MCP result longer than this is cut (with a note): a server's answer is not ours to bound otherwise."""
+MAX_ERROR_CHARS = 2000
+"""A server's error message (or what could not be read of its answer) is kept up to this many characters."""
 MAX_DESCRIPTION_CHARS = 4096
 """A server's tool description goes into every model request: longer ones are cut."""
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
@@ -127,40 +137,52 @@ class _Args(dict[str, str]):
 async def _call(link: ServerLink, tool: str, args: dict[str, Any], policy: McpToolPolicy,
                 ctx: ToolContext) -> ToolOutput:
     from mcp import MCPError
-    from mcp.types import CONNECTION_CLOSED
 
-    from tool_executor.mcp._http import unread_answer
+    from tool_executor.mcp._answers import error_kind
 
     try:
         session = await link.session()
     except ServerGone as exc:  # nothing was sent: the call did not start
         raise ToolError(f"not run: MCP server {link.name!r} is not available ({exc}); no effect started") from None
+    effectful = policy.effect == "effectful"
     retried = False
     while True:
+        closed = True
         try:
-            return _output(await session.call_tool(tool, args))  # the dispatch deadline bounds it
+            result = await session.call_tool(tool, args)  # the dispatch deadline bounds it
         except MCPError as exc:
-            if link.decl.url is not None and unread_answer(exc.code, exc.message):  # the server had the call
-                if policy.effect == "effectful":
-                    raise ToolTimeout(f"MCP server {link.name!r} answered the call with what Strata could not read "
-                                      f"({exc.message[:300]})") from None
-                raise ToolError(f"MCP server {link.name!r} answered the call with what Strata could not read: "
-                                f"{exc.message}") from None
-            if exc.code != CONNECTION_CLOSED:  # the server answered with a protocol error: nothing was done
-                raise ToolError(f"the MCP server refused the call: {exc.message}") from None
+            kind = error_kind(exc.code, exc.message)
+            if kind == "closed" and await _still_answers(session):  # the server's own answer, worded as the SDK's
+                kind = "refused"
+            if kind == "refused":  # the server's own error answer to this call: it refused it, and stays up
+                raise ToolError(f"MCP server {link.name!r} refused the call (error {exc.code}: "
+                                f"{exc.message[:MAX_ERROR_CHARS]})") from None
+            if kind == "unread":  # the server had the call
+                raise _unread(link, effectful, exc.message) from None
+            closed = kind == "closed"  # else its answer was lost on the way: the server is still there
+            if not closed and effectful:
+                raise ToolTimeout(f"MCP server {link.name!r} had the call, but its answer was lost "
+                                  f"({exc.message[:300]}); whether the call took effect is unknown") from None
         except OSError:  # the HTTP connection failed under the call
             pass
-        # The connection ended during the call: the work may have been done.
+        except (ValueError, RuntimeError) as exc:  # an answer that is no tool result (pydantic's ValidationError)
+            raise _unread(link, effectful, f"{type(exc).__name__}: {exc}") from None
+        else:
+            return _output(result)
+        # The connection ended during the call (or the call's answer was lost): the work may have been done.
         if link.cut is not None:  # Strata cut the server off for what it wrote: never asked again
-            if policy.effect == "effectful":
+            if effectful:
                 raise ToolTimeout(f"MCP server {link.name!r} {link.cut} during the call; whether the call took "
                                   "effect is unknown")
             raise ToolError(f"MCP server {link.name!r} {link.cut} during the call; the call is not retried and the "
                             "server's tools are no longer available")
-        if policy.effect == "effectful":
+        if effectful:
             link.gone()
             raise ToolTimeout(f"MCP server {link.name!r} stopped during the call")
         if retried:
+            if not closed:
+                raise ToolError(f"MCP server {link.name!r} had the call, but its answer was lost, again when it "
+                                "was retried")
             link.gone()
             raise ToolError(f"MCP server {link.name!r} stopped during the call, and again when it was retried")
         retried = True
@@ -169,6 +191,39 @@ async def _call(link: ServerLink, tool: str, args: dict[str, Any], policy: McpTo
         except ServerGone as exc:
             raise ToolError(f"MCP server {link.name!r} stopped during the call and could not be started again "
                             f"({exc})") from None
+
+
+PING_S = 5.0
+"""How long a server has to answer the ping that tells its 'Connection closed' answer from the connection closing."""
+
+
+async def _still_answers(session: Any) -> bool:
+    """Whether the connection a call ended on with 'Connection closed' still carries requests: the SDK's error when the
+    connection closes is also what a server may answer with (a gateway whose own upstream connection closed). A ping
+    on a closed connection fails at once; any answer within PING_S (an error too) says the server is there."""
+    from mcp import MCPError
+
+    from tool_executor.mcp._answers import error_kind
+
+    with anyio.move_on_after(PING_S):
+        try:
+            await session.send_ping()
+        except MCPError as exc:  # an answer all the same (a server without ping), unless the connection closed
+            return error_kind(exc.code, exc.message) != "closed"
+        except OSError:
+            return False
+        return True
+    return False
+
+
+def _unread(link: ServerLink, effectful: bool, why: str) -> ToolError:
+    """The server answered the call with what Strata could not read: it had the call, so an effectful call's outcome
+    is unknown (kept for `strata reconcile`); any other is an error, not retried."""
+    if effectful:
+        return ToolTimeout(f"MCP server {link.name!r} answered the call with what Strata could not read "
+                           f"({why[:300]}); whether the call took effect is unknown")
+    return ToolError(f"MCP server {link.name!r} answered the call with what Strata could not read: "
+                     f"{why[:MAX_ERROR_CHARS]}")
 
 
 def _output(result: Any) -> ToolOutput:
