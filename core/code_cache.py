@@ -68,6 +68,18 @@ def compile_expression(source: Any, filename: Any = "<string>", mode: Any = "exe
     return _compiled(_EVAL + source, source, "eval")
 
 
+def evaluate(source: Any, globals: dict[str, Any] | None = None, locals: Any = None, /) -> Any:
+    """`eval`, for `collections`: the `__new__` of each named tuple is made with `eval(text, namespace)`, and
+    that text is compiled once (as an expression, `compile_expression`). Given no namespace, or anything but
+    text, this is `eval`'s own, in the caller's namespace."""
+    if type(source) is not str or globals is None:
+        if globals is None:
+            caller = sys._getframe(1)
+            globals, locals = caller.f_globals, caller.f_locals if locals is None else locals
+        return builtins.eval(source, globals, locals)
+    return builtins.eval(_compiled(_EVAL + source, source, "eval"), globals, locals)
+
+
 def _compiled(key: str, source: str, mode: str) -> CodeType:
     global compiles
     code = _codes.get(key)

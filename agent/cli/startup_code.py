@@ -4,14 +4,16 @@
 defines some 180 dataclasses on its way in (most of them pydantic's, annotated_types' and structlog's, not ours),
 and compiling their ~250 methods was about 16 ms of each start. The CLI points the `exec` that `dataclasses` calls
 at core/code_cache.py's `run` (the same call, compiling each distinct source once), and the `compile` that
-`typing.ForwardRef` calls for each string annotation pydantic evaluates at `compile_expression`; it loads the code
-an earlier start saved beside core's bytecode, and saves what it compiled anew once the command's module is
-imported (with `startup_gc.settle`, by then every start-up class exists) and again at the end. The regular
+`typing.ForwardRef` calls for each string annotation pydantic evaluates at `compile_expression`, and the `eval`
+that makes each named tuple's `__new__` at `evaluate`; it loads the code an earlier start saved beside core's
+bytecode, and saves what it compiled anew once the command's module is imported (with `startup_gc.settle`, by then
+every start-up class exists) and again at the end. The regular
 expressions compiled on the way in are kept the same way (core/pattern_cache.py). Only the CLI process does this:
-Strata used as a library leaves `dataclasses`, `typing` and `re` as they are."""
+Strata used as a library leaves `dataclasses`, `typing`, `collections` and `re` as they are."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import sys
 import typing
@@ -41,6 +43,8 @@ class StartupCode:
         dataclasses.exec = code_cache.run  # type: ignore[attr-defined]  # found before the builtin
         if "compile" not in vars(typing):  # forward references' expressions (code_cache.compile_expression)
             typing.compile = code_cache.compile_expression  # type: ignore[attr-defined]
+        if "eval" not in vars(collections):  # each named tuple's `__new__` (code_cache.evaluate)
+            collections.eval = code_cache.evaluate  # type: ignore[attr-defined]
 
     def imported(self) -> None:
         """The command's modules are imported: the patterns compiled from here on are the command's own work (made

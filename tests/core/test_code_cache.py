@@ -160,3 +160,25 @@ def test_expressions_saved_by_one_process_are_taken_by_the_next(tmp_path: Path) 
     saved = code_cache.read(path)
     (key,) = [key for key in saved if key.endswith(text)]
     assert key.startswith("\x00") and saved[key] == compile(text, "<string>", "eval", dont_inherit=True)
+
+
+def test_evaluate_makes_a_named_tuple_as_collections_own_eval_does_compiling_its_text_once() -> None:
+    """`evaluate` stands in for the `eval` with which `collections.namedtuple` makes each `__new__`
+    (agent/cli/startup_code.py): the same function, its text compiled once per process."""
+    import collections
+
+    text = "lambda _cls, alpha_evaluate_test, beta: _tuple_new(_cls, (alpha_evaluate_test, beta))"
+    before = code_cache.compiles
+    made = [code_cache.evaluate(text, {"_tuple_new": tuple.__new__, "__name__": "namedtuple_X"}) for _ in range(3)]
+    assert code_cache.compiles == before + 1
+    assert made[0].__code__ is made[1].__code__ is made[2].__code__
+    point = collections.namedtuple("point", ["alpha_evaluate_test", "beta"])
+    assert made[0](point, 1, 2) == point(1, 2) == (1, 2)
+    assert made[0].__code__.co_filename == "<string>"
+
+
+def test_evaluate_without_a_namespace_is_evals_own_in_the_callers_namespace() -> None:
+    local_only = 41  # noqa: F841  # read by the evaluated text, through the caller's frame
+    assert code_cache.evaluate("local_only + 1") == 42
+    assert code_cache.evaluate("local_only + 2", None, {"local_only": 1}) == 3
+    assert code_cache.evaluate(compile("6 * 7", "<string>", "eval"), {}) == 42
