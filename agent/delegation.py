@@ -46,7 +46,6 @@ from memory.leases import describe
 from memory.restore import restore
 from memory.rows import LeaseHolder
 from memory.store import EventStore
-from observability.child_sessions import child_calls
 from tool_executor import Approver
 from tool_executor.approval import ApprovalAnswer, ApprovalRequest
 from tool_executor.verdicts import Parked
@@ -305,6 +304,8 @@ def busy_reason(child_id: str, owner: str, parent_id: str) -> str:
 async def unknown_below(store: EventStore, session_id: str) -> dict[str, int]:
     """The sessions `session_id` delegated to, and theirs in turn, that hold receipts still `unknown`, with how
     many: effects of the child's own children, which count as the child's (and so as its parent's) too."""
+    from observability.child_sessions import child_calls  # only once a delegate call ran: off resume's start
+
     found: dict[str, int] = {}
     seen = {session_id}
     below = list(await child_calls(store, session_id))

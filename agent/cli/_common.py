@@ -54,9 +54,11 @@ def notices(loaded: LoadedConfig) -> None:
 
 def waiver(given: bool, command: str) -> str | None:
     """Who chose `--without-project-hooks`, as the session records it; None when the flag was not given."""
-    from agent.reconcile import person  # not at import: the reading commands never need it
+    if not given:
+        return None
+    from agent.reconcile import person  # only then: neither a reading command nor a plain resume needs the module
 
-    return person(f"strata {command} --without-project-hooks") if given else None
+    return person(f"strata {command} --without-project-hooks")
 
 
 def error_masker(loaded: LoadedConfig) -> Masker:

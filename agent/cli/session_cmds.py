@@ -27,7 +27,6 @@ from agent.cli.interrupted import interrupted_hints
 from agent.cli.mcp_cmd import mcp_notice
 from agent.cli.output import echo, echo_json
 from agent.cli.render import Tally, printer
-from agent.cli.views import event_view
 from agent.default_model import DEFAULT_MODEL_SPEC
 from agent.mcp import with_mcp_tools
 from agent.models import model_from_spec
@@ -38,7 +37,12 @@ from core.events import StoredEvent
 
 
 def _observer(as_json: bool, tally: Tally) -> Callable[[StoredEvent], None]:
-    show = (lambda item: echo_json(event_view(item))) if as_json else printer(echo)
+    if as_json:
+        from agent.cli.views import event_view  # the JSON views (and the session list's) only for --json
+
+        show: Callable[[StoredEvent], None] = lambda item: echo_json(event_view(item))  # noqa: E731
+    else:
+        show = printer(echo)
     # Bound once, after logging is configured for this command: the module's lazy logger binds anew on every
     # call, and a run commits a few events per turn. Its level is fixed at configuration, so a debug line
     # nobody shows costs a no-op call.

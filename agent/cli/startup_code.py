@@ -3,16 +3,20 @@
 `dataclasses` writes each method it adds to a class as source text and compiles it with `exec`; `strata resume`
 defines some 180 dataclasses on its way in (most of them pydantic's, annotated_types' and structlog's, not ours),
 and compiling their ~250 methods was about 16 ms of each start. The CLI points the `exec` that `dataclasses` calls
-at core/code_cache.py's `run` (the same call, compiling each distinct source once), loads the code an earlier start
-saved beside core's bytecode, and saves what it compiled anew once the command's module is imported (with
-`startup_gc.settle`, by then every start-up class exists). The regular expressions compiled on the way in are kept
-the same way (core/pattern_cache.py). Only the CLI process does this: Strata used as a library leaves `dataclasses`
-and `re` as they are."""
+at core/code_cache.py's `run` (the same call, compiling each distinct source once), and the `compile` that
+`typing.ForwardRef` calls for each string annotation pydantic evaluates at `compile_expression`, and the `eval`
+that makes each named tuple's `__new__` at `evaluate`; it loads the code an earlier start saved beside core's
+bytecode, and saves what it compiled anew once the command's module is imported (with `startup_gc.settle`, by then
+every start-up class exists) and again at the end. The regular
+expressions compiled on the way in are kept the same way (core/pattern_cache.py). Only the CLI process does this:
+Strata used as a library leaves `dataclasses`, `typing`, `collections` and `re` as they are."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import sys
+import typing
 from pathlib import Path
 
 from core import code_cache, pattern_cache
@@ -37,6 +41,10 @@ class StartupCode:
         if self._path is not None:
             code_cache.load(self._path)
         dataclasses.exec = code_cache.run  # type: ignore[attr-defined]  # found before the builtin
+        if "compile" not in vars(typing):  # forward references' expressions (code_cache.compile_expression)
+            typing.compile = code_cache.compile_expression  # type: ignore[attr-defined]
+        if "eval" not in vars(collections):  # each named tuple's `__new__` (code_cache.evaluate)
+            collections.eval = code_cache.evaluate  # type: ignore[attr-defined]
 
     def imported(self) -> None:
         """The command's modules are imported: the patterns compiled from here on are the command's own work (made

@@ -38,6 +38,9 @@ def test_a_command_saves_the_code_it_compiled_and_the_next_start_compiles_nothin
     assert len(saved) > 100  # Strata's records and the libraries' dataclasses
     assert any(source.startswith("def __init__(self") for source in saved)  # a record's __init__ (core/record.py)
     assert any("__create_fn__" in source for source in saved)  # a method `dataclasses` generated
+    expressions = [key for key in saved if key.startswith("\x00eval\x00")]  # forward references' (typing's compile)
+    assert len(expressions) > 50, len(expressions)
+    assert any(key.startswith("\x00eval\x00lambda _cls, ") for key in expressions)  # a named tuple's __new__
     stamp = path.stat().st_mtime_ns, path.read_bytes()
 
     _run(cli, tmp_path, prefix, PYTHONDONTWRITEBYTECODE="")
@@ -71,11 +74,12 @@ def test_no_code_file_is_written_where_python_writes_no_bytecode(cli: StrataCLI,
     assert not list(prefix.rglob("generated_code.*"))
 
 
-def test_strata_used_as_a_library_leaves_dataclasses_alone() -> None:
-    probe = "import dataclasses, agent.session, agent.loop\nprint('exec' in vars(dataclasses))\n"
+def test_strata_used_as_a_library_leaves_dataclasses_typing_and_collections_alone() -> None:
+    probe = ("import collections, dataclasses, typing, agent.session, agent.loop\n"
+             "print('exec' in vars(dataclasses), 'compile' in vars(typing), 'eval' in vars(collections))\n")
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "False"
+    assert done.stdout.strip() == "False False False"
 
 
 def _pattern_file(prefix: Path) -> Path:

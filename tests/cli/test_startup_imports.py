@@ -126,6 +126,40 @@ def test_resume_of_a_session_without_a_bash_call_never_imports_the_shell_command
     assert not {m for m in loaded if m.startswith("tool_executor.shell")}, sorted(loaded)
 
 
+_RESUME_NEVER = {"agent.reconcile", "observability.child_sessions", "observability.session_timeline",
+                 "tool_executor.builtin._grep", "agent.cli.views", "agent.cli.session_list"}
+"""What a plain `strata resume ID PROMPT` of a session without delegate or grep calls never needs: the
+reconciliation of receipts (a person's name only for `--without-project-hooks`), the children's timelines (only
+once a delegate call ran), the grep tool (only at its first call), the JSON views (only for `--json`)."""
+
+
+def test_a_plain_resume_imports_neither_reconciliation_nor_child_timelines_nor_grep_nor_json_views(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    script = write_script(tmp_path / "turns.json", [])
+    ran = cli.run("run", "--json", "--model", f"script:{script}", "hello")
+    assert ran.returncode == 0, ran.stderr
+    sid = json.loads(ran.stdout.splitlines()[-1])["session_id"]
+    done, loaded = run_noting_modules(cli, ["resume", sid, "one more question"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "session completed" in done.stdout
+    assert "agent.delegation" in loaded and "tool_executor.builtin.fs" in loaded  # the runtime itself is there
+    assert not loaded & _RESUME_NEVER, sorted(loaded & _RESUME_NEVER)
+    # each is still there when it is needed: the JSON views for --json, the waiver's person for the flag
+    done, loaded = run_noting_modules(cli, ["resume", sid, "again", "--json", "--without-project-hooks"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["status"] == "completed"
+    assert {"agent.cli.views", "agent.reconcile"} <= loaded
+
+
+def test_grep_imports_its_module_at_its_first_call_and_finds_what_it_did(cli: StrataCLI, tmp_path: Path) -> None:
+    (cli.cwd / "notes.txt").write_text("alpha\nneedle-7f3a here\nomega\n", encoding="utf-8")
+    script = write_script(tmp_path / "turns.json", [[{"type": "tool_use", "name": "grep",
+                                                      "input": {"pattern": "needle-7f3a", "path": "."}}]])
+    done = cli.run("run", "--json", "--allow", "grep", "--model", f"script:{script}", "find it")
+    assert done.returncode == 0, done.stderr
+    assert any("notes.txt" in line and "needle-7f3a" in line for line in done.stdout.splitlines()), done.stdout
+
+
 def _install_pydantic_plugin(site: Path, seen: Path) -> None:
     """A distribution in `site` registering a pydantic plugin (entry point group `pydantic`) that writes every value
     validated in its process to `seen`: what a plugin installed for another program could do."""

@@ -90,3 +90,95 @@ def test_saving_never_writes_through_a_link_planted_where_the_file_is_written_fi
     assert victim.read_text(encoding="utf-8") == "the user's own file\n"
     assert source in code_cache.read(path)
     assert not list(tmp_path.glob("*.partial.*")) and len(list(tmp_path.glob("*.partial"))) == 1  # only the link
+
+
+def test_a_forward_references_expression_is_compiled_once_and_evaluates_as_typings_own_compile() -> None:
+    """`compile_expression` stands in for the `compile` of `typing.ForwardRef` (agent/cli/startup_code.py): the
+    same code as `compile(text, '<string>', 'eval')`, made once per process for every reference of that text."""
+    text = "dict[str, 'list[int]']  # test_a_forward_references_expression_is_compiled_once"
+    before = code_cache.compiles
+    made = [code_cache.compile_expression(text, "<string>", "eval") for _ in range(3)]
+    assert code_cache.compiles == before + 1
+    assert made[0] is made[1] is made[2]
+    assert made[0] == compile(text, "<string>", "eval", dont_inherit=True)  # typing inherits no future flag
+    assert eval(made[0], {}) == dict[str, "list[int]"]  # type: ignore[misc]
+    assert made[0].co_filename == "<string>"
+
+
+def test_an_expression_and_a_statement_of_the_same_text_are_kept_apart() -> None:
+    text = "marker_test_an_expression_and_a_statement_of_the_same_text_are_kept_apart"
+    expression = code_cache.compile_expression(text, "<string>", "eval")
+    statement = code_cache.compiled(text)
+    assert expression is not statement
+    assert eval(expression, {text: 1}) == 1
+    scope: dict[str, object] = {text: 1}
+    assert eval(statement, scope) is None  # an `exec` code object: the statement's value is not returned
+
+
+def test_compile_expression_passes_any_other_compile_through_unchanged() -> None:
+    """Only typing's exact call is cached; anything else is `compile`'s own, without this module's
+    `from __future__ import annotations` (a caller that inherits nothing gets nothing)."""
+    before = code_cache.compiles
+    as_exec = code_cache.compile_expression("def f(x: int) -> int: return x\n", "<string>", "exec")
+    scope: dict[str, object] = {}
+    exec(as_exec, scope)
+    assert scope["f"].__annotations__ == {"x": int, "return": int}  # type: ignore[attr-defined]
+    assert code_cache.compile_expression("1 + 1", "elsewhere.py", "eval").co_filename == "elsewhere.py"
+    assert eval(code_cache.compile_expression(b"2 + 2", "<string>", "eval")) == 4
+    assert eval(code_cache.compile_expression("3 + 3", "<string>", "eval", 0, True)) == 6
+    assert code_cache.compiles == before
+    for bad in ("list[", "\x00x"):
+        try:
+            compile(bad, "<string>", "eval")
+        except (SyntaxError, ValueError) as expected:
+            kind = type(expected)
+        try:
+            code_cache.compile_expression(bad, "<string>", "eval")
+        except (SyntaxError, ValueError) as got:
+            assert type(got) is kind
+        else:
+            raise AssertionError(f"{bad!r} compiled")
+
+
+def test_a_null_prefixed_text_run_as_a_statement_is_refused_as_exec_refuses_it() -> None:
+    """An expression's key starts with a null character; a statement of that text is never its code."""
+    text = "marker_null_prefixed"
+    code_cache.compile_expression(text, "<string>", "eval")
+    try:
+        code_cache.run("\x00eval\x00" + text, {})
+    except (SyntaxError, ValueError):  # as `compile` refuses it (SyntaxError from 3.11.?, ValueError before)
+        pass
+    else:
+        raise AssertionError("a source with a null character ran")
+
+
+def test_expressions_saved_by_one_process_are_taken_by_the_next(tmp_path: Path) -> None:
+    path = tmp_path / "generated_code.marshal"
+    text = "tuple[int, 'test_expressions_saved_by_one_process_are_taken_by_the_next']"
+    code_cache.compile_expression(text, "<string>", "eval")
+    code_cache.save(path)
+    saved = code_cache.read(path)
+    (key,) = [key for key in saved if key.endswith(text)]
+    assert key.startswith("\x00") and saved[key] == compile(text, "<string>", "eval", dont_inherit=True)
+
+
+def test_evaluate_makes_a_named_tuple_as_collections_own_eval_does_compiling_its_text_once() -> None:
+    """`evaluate` stands in for the `eval` with which `collections.namedtuple` makes each `__new__`
+    (agent/cli/startup_code.py): the same function, its text compiled once per process."""
+    import collections
+
+    text = "lambda _cls, alpha_evaluate_test, beta: _tuple_new(_cls, (alpha_evaluate_test, beta))"
+    before = code_cache.compiles
+    made = [code_cache.evaluate(text, {"_tuple_new": tuple.__new__, "__name__": "namedtuple_X"}) for _ in range(3)]
+    assert code_cache.compiles == before + 1
+    assert made[0].__code__ is made[1].__code__ is made[2].__code__
+    point = collections.namedtuple("point", ["alpha_evaluate_test", "beta"])
+    assert made[0](point, 1, 2) == point(1, 2) == (1, 2)
+    assert made[0].__code__.co_filename == "<string>"
+
+
+def test_evaluate_without_a_namespace_is_evals_own_in_the_callers_namespace() -> None:
+    local_only = 41  # noqa: F841  # read by the evaluated text, through the caller's frame
+    assert code_cache.evaluate("local_only + 1") == 42
+    assert code_cache.evaluate("local_only + 2", None, {"local_only": 1}) == 3
+    assert code_cache.evaluate(compile("6 * 7", "<string>", "eval"), {}) == 42

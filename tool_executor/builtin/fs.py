@@ -17,7 +17,6 @@ from typing import Any
 
 import anyio
 
-import tool_executor.builtin._grep as _grep
 from core.tools import (
     ProbeResult,
     Stop,
@@ -196,6 +195,8 @@ async def glob_files(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
 
 
 async def grep(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+    import tool_executor.builtin._grep as _grep  # at the first grep call: a session that greps nothing needs none
+
     return await _grep.grep(args, ctx, _path(ctx, args.get("path", ".")))
 
 
