@@ -95,6 +95,11 @@ class Dispatcher(Protocol):
         Runs shielded, under a short deadline."""
         ...
 
+    def holds(self, connection: Connection) -> bool:
+        """The connection is attached to something live (a session): it is never closed for being idle, nor to
+        make room for a new one. Called from the event loop; answers at once."""
+        ...
+
 
 class _Outbox:
     """Encoded lines waiting for the writer, bounded in bytes."""
@@ -174,6 +179,8 @@ class ClientConnection:
         self._read_scope = anyio.CancelScope()
         self._stop_reading = False
         self._handling = False
+        self._leaving = False
+        self._last_line_at = anyio.current_time()
         self._log = _log.bind(connection=conn_id, peer_pid=peer.pid)
 
     @property
@@ -191,6 +198,25 @@ class ClientConnection:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def greeted(self) -> bool:
+        return self._greeted
+
+    @property
+    def leaving(self) -> bool:
+        """It is being closed (or was): it takes no more requests."""
+        return self._closed or self._leaving or self._outbox.finished
+
+    @property
+    def idle(self) -> bool:
+        """No request in hand, and not leaving: it may be closed to make room (unless the session side holds it)."""
+        return not (self._handling or self.leaving)
+
+    @property
+    def last_line_at(self) -> float:
+        """When its last whole line came (its start, before the first one): what makes it the longest idle."""
+        return self._last_line_at
 
     def push(self, message: Push) -> bool:
         if self._closed or self._outbox.finished:
@@ -220,6 +246,21 @@ class ClientConnection:
         self._outbox.finish()
         self._log.info("ipc client disconnected", reason=reason)
         self._scope.cancel()
+
+    def evict(self) -> None:
+        """Close it to make room for a new connection: an `idle_timeout` error, then the end, within
+        `Limits.goodbye_timeout_s` whether or not the client reads. Only for an `idle` connection."""
+        if self.leaving:
+            return
+        idle_s = anyio.current_time() - self._last_line_at
+        self._reply(ErrorReply(id=None, code="idle_timeout", fatal=True,
+                               message=f"closed to make room for a new connection: it sent nothing for {idle_s:.0f} "
+                               "s and is attached to no session"))
+        self._log.debug("ipc client closed to make room for a new one", idle_s=round(idle_s, 1))
+        self._leaving = True
+        self._stop_reading = True
+        self._read_scope.cancel()
+        self._scope.deadline = anyio.current_time() + self._limits.goodbye_timeout_s
 
     def finish(self, last: Push | None = None) -> None:
         """Stop reading (after the request being handled, whose reply is still sent), send what is queued (and
@@ -257,7 +298,16 @@ class ClientConnection:
         while not (self._closed or self._stop_reading):
             try:
                 if self._greeted:
-                    line = await reader.receive_until(b"\n", limit + 1)
+                    line = None
+                    with anyio.move_on_after(self._limits.idle_timeout_s) as idle:
+                        line = await reader.receive_until(b"\n", limit + 1)
+                    if idle.cancelled_caught:
+                        if dispatcher.holds(self):
+                            continue
+                        self._reply(ErrorReply(id=None, code="idle_timeout", fatal=True, message=f"no request "
+                                               f"within {self._limits.idle_timeout_s:g} s, and attached to no session"))
+                        self._log.debug("ipc client idle: closed")
+                        return
                 else:
                     with anyio.fail_after(max(0.0, hello_deadline - anyio.current_time())):
                         line = await reader.receive_until(b"\n", limit + 1)
@@ -275,6 +325,7 @@ class ClientConnection:
                                        message=f"a line may hold at most {limit} bytes"))
                 self._log.info("ipc client sent an oversized line", limit=limit)
                 return
+            self._last_line_at = anyio.current_time()
             if not line.strip():
                 continue
             if not await self._handle_line(line, dispatcher):

@@ -140,7 +140,7 @@ class IpcServer:
             if self._stopping:
                 await self._refuse(stream, "shutting_down", "the daemon is shutting down")
                 return
-            if len(self._connections) >= self._limits.max_connections:
+            if not self._make_room():
                 await self._refuse(stream, "too_many_connections",
                                    f"the daemon serves at most {self._limits.max_connections} connections")
                 return
@@ -158,6 +158,21 @@ class IpcServer:
             _log.error("ipc connection setup failed", error_type=type(exc).__name__, exc_info=True)
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await stream.aclose()
+
+    def _make_room(self) -> bool:
+        """Whether a new connection may be served: a slot is free, or one is freed by closing the connection idle
+        longest among those that hold nothing (see `Limits.max_connections`)."""
+        limit = self._limits.max_connections
+        if len(self._connections) >= 2 * limit:  # the closing ones too: closing cannot be outrun
+            return False
+        serving = [c for c in self._connections.values() if not c.leaving]
+        if len(serving) < limit:
+            return True
+        idle = [c for c in serving if c.idle and not (c.greeted and self._dispatcher.holds(c))]
+        if not idle:
+            return False
+        min(idle, key=lambda c: c.last_line_at).evict()
+        return True
 
     async def _refuse(self, stream: SocketStream, code: ErrorCode, message: str, **fields: object) -> None:
         _log.info("ipc connection refused", code=code, **fields)
