@@ -30,6 +30,7 @@ from agent.ipc._errors import SocketUnusable
 from agent.ipc._limits import Limits
 from agent.ipc._messages import ErrorCode, ErrorReply, Notice, encode
 from agent.ipc._peer import peer_credentials, same_user
+from agent.ipc._refusals import RefusalLog
 
 _log = structlog.get_logger("strata.ipc")
 
@@ -49,6 +50,7 @@ class IpcServer:
         self._none_left.set()
         self._accepting = anyio.CancelScope()
         self._stopping = False
+        self._refusals = RefusalLog()
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -104,6 +106,7 @@ class IpcServer:
         """Accept connections until `stop`; then say goodbye to every client (a `notice`, then what was queued
         for it, within `Limits.goodbye_timeout_s`) and return once every connection has ended."""
         async with anyio.create_task_group() as tg:
+            tg.start_soon(self._refusals.run)
             with self._accepting:
                 task_status.started()
                 while not self._stopping:
@@ -122,6 +125,7 @@ class IpcServer:
                 await self._none_left.wait()
             for connection in list(self._connections.values()):
                 connection.close("the daemon stopped")
+            self._refusals.stop()
 
     def stop(self) -> None:
         """Stop accepting; `serve` then closes the connections and returns. Call from the event loop."""
@@ -174,8 +178,9 @@ class IpcServer:
         min(idle, key=lambda c: c.last_line_at).evict()
         return True
 
-    async def _refuse(self, stream: SocketStream, code: ErrorCode, message: str, **fields: object) -> None:
-        _log.info("ipc connection refused", code=code, **fields)
+    async def _refuse(self, stream: SocketStream, code: ErrorCode, message: str, *, peer_uid: int | None = None,
+                      peer_pid: int | None = None) -> None:
+        self._refusals.refused(code, peer_uid=peer_uid, peer_pid=peer_pid)
         with anyio.move_on_after(1), contextlib.suppress(Exception):
             await stream.send(encode(ErrorReply(id=None, code=code, message=message, fatal=True)))
         with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
