@@ -36,6 +36,7 @@ from agent.ipc._messages import (
     encode,
 )
 from agent.ipc._peer import PeerCredentials
+from agent.ipc._tally import ConnectionTally
 
 _log = structlog.get_logger("strata.ipc")
 
@@ -163,7 +164,8 @@ class _Outbox:
 
 class ClientConnection:
     def __init__(self, conn_id: int, stream: SocketStream, peer: PeerCredentials, limits: Limits,
-                 server_name: str, pid: int) -> None:
+                 server_name: str, pid: int, tally: ConnectionTally) -> None:
+        """`tally`: where what ends a connection is logged (bounded: see _tally.py)."""
         self._id = conn_id
         self._stream = stream
         self._peer = peer
@@ -182,6 +184,7 @@ class ClientConnection:
         self._leaving = False
         self._last_line_at = anyio.current_time()
         self._log = _log.bind(connection=conn_id, peer_pid=peer.pid)
+        self._tally = tally
 
     @property
     def id(self) -> int:
@@ -244,7 +247,7 @@ class ClientConnection:
             return
         self._closed = True
         self._outbox.finish()
-        self._log.info("ipc client disconnected", reason=reason)
+        self._tally.note("ipc client disconnected", reason, connection=self._id, peer_pid=self._peer.pid)
         self._scope.cancel()
 
     def evict(self) -> None:
@@ -323,7 +326,8 @@ class ClientConnection:
             if line is None or len(line) > limit:
                 self._reply(ErrorReply(id=None, code="too_large", fatal=True,
                                        message=f"a line may hold at most {limit} bytes"))
-                self._log.info("ipc client sent an oversized line", limit=limit)
+                self._tally.note("ipc client disconnected", "it sent an oversized line", connection=self._id,
+                                 peer_pid=self._peer.pid, limit=limit)
                 return
             self._last_line_at = anyio.current_time()
             if not line.strip():
@@ -344,7 +348,8 @@ class ClientConnection:
                 self._reply(request.model_copy(update={"fatal": True}))
                 self._reply(ErrorReply(id=None, code="too_many_errors", fatal=True,
                                        message=f"{self._errors} protocol errors; closing the connection"))
-                self._log.info("ipc client disconnected", reason="too many protocol errors")
+                self._tally.note("ipc client disconnected", "too many protocol errors", connection=self._id,
+                                 peer_pid=self._peer.pid)
                 return False
             self._reply(request)
             return True

@@ -30,7 +30,7 @@ from agent.ipc._errors import SocketUnusable
 from agent.ipc._limits import Limits
 from agent.ipc._messages import ErrorCode, ErrorReply, Notice, encode
 from agent.ipc._peer import peer_credentials, same_user
-from agent.ipc._refusals import RefusalLog
+from agent.ipc._tally import ConnectionTally
 
 _log = structlog.get_logger("strata.ipc")
 
@@ -50,7 +50,7 @@ class IpcServer:
         self._none_left.set()
         self._accepting = anyio.CancelScope()
         self._stopping = False
-        self._refusals = RefusalLog()
+        self._tally = ConnectionTally()
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -106,7 +106,7 @@ class IpcServer:
         """Accept connections until `stop`; then say goodbye to every client (a `notice`, then what was queued
         for it, within `Limits.goodbye_timeout_s`) and return once every connection has ended."""
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._refusals.run)
+            tg.start_soon(self._tally.run)
             with self._accepting:
                 task_status.started()
                 while not self._stopping:
@@ -115,7 +115,7 @@ class IpcServer:
                     except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                         break
                     except OSError as exc:  # EMFILE and friends: wait a little, keep serving
-                        _log.warning("ipc accept failed", error=exc.strerror or str(exc))
+                        self._tally.note("ipc accept failed", exc.strerror or str(exc), level="warning")
                         await anyio.sleep(0.1)
                         continue
                     tg.start_soon(self._serve_one, stream)
@@ -125,7 +125,7 @@ class IpcServer:
                 await self._none_left.wait()
             for connection in list(self._connections.values()):
                 connection.close("the daemon stopped")
-            self._refusals.stop()
+            self._tally.stop()
 
     def stop(self) -> None:
         """Stop accepting; `serve` then closes the connections and returns. Call from the event loop."""
@@ -149,7 +149,8 @@ class IpcServer:
                                    f"the daemon serves at most {self._limits.max_connections} connections")
                 return
             conn_id = next(self._ids)
-            connection = ClientConnection(conn_id, stream, peer, self._limits, self._server_name, self._pid)
+            connection = ClientConnection(conn_id, stream, peer, self._limits, self._server_name, self._pid,
+                                          self._tally)
             self._connections[conn_id] = connection
             self._none_left = anyio.Event() if self._none_left.is_set() else self._none_left
             try:
@@ -180,7 +181,7 @@ class IpcServer:
 
     async def _refuse(self, stream: SocketStream, code: ErrorCode, message: str, *, peer_uid: int | None = None,
                       peer_pid: int | None = None) -> None:
-        self._refusals.refused(code, peer_uid=peer_uid, peer_pid=peer_pid)
+        self._tally.note("ipc connection refused", code, peer_uid=peer_uid, peer_pid=peer_pid)
         with anyio.move_on_after(1), contextlib.suppress(Exception):
             await stream.send(encode(ErrorReply(id=None, code=code, message=message, fatal=True)))
         with anyio.CancelScope(shield=True), contextlib.suppress(Exception):

@@ -1,20 +1,22 @@
-"""A flood of refused connections is a few log lines with counts, not one line per connection: a real daemon
-process (the IPC server with the fake session side) whose slots are all attached refuses 3,000 connections."""
+"""A flood of refused or misbehaving connections is a few log lines with counts, not one line per connection: a
+real daemon process (the IPC server with the fake session side) whose slots are all attached refuses 3,000
+connections, and one closes 600 that send an oversized line or too many bad ones."""
 
 from __future__ import annotations
 
 import json
 import socket
+from collections import Counter
 from pathlib import Path
 
-from tests.ipc._wire import RawClient, start_fake_daemon
+from tests.ipc._wire import HELLO, RawClient, start_fake_daemon
 
 FLOOD = 3000
 
 
 def _refusal_records(home: Path) -> list[dict[str, object]]:
     lines = (home / "logs" / "strata.log").read_text(encoding="utf-8").splitlines()
-    return [r for r in map(json.loads, lines) if str(r.get("event", "")).startswith("ipc connection")]
+    return [r for r in map(json.loads, lines) if str(r.get("event", "")).startswith(("ipc connection", "ipc client"))]
 
 
 def test_a_flood_of_refused_connections_is_a_few_log_lines_that_count_every_one(tmp_path: Path) -> None:
@@ -42,9 +44,37 @@ def test_a_flood_of_refused_connections_is_a_few_log_lines_that_count_every_one(
             client.close()
         code, err = daemon.stop()
     assert code == 0, err
-    records = _refusal_records(home)
+    records = [r for r in _refusal_records(home) if r["event"] == "ipc connection refused"]
     assert len(records) <= 5, f"{len(records)} log lines for {FLOOD} refused connections"
     counted = sum(int(r.get("count", 1)) for r in records)  # type: ignore[call-overload]
     assert counted == FLOOD, records
     assert {r["code"] for r in records if "code" in r} == {"too_many_connections"}
     assert all(r["codes"] == {"too_many_connections": r["count"]} for r in records if "codes" in r), records
+
+
+def test_a_flood_of_misbehaving_connections_is_a_few_log_lines_that_count_every_one(tmp_path: Path) -> None:
+    """Connections closed for an oversized line or too many protocol errors: each is counted, a few lines say so."""
+    home = tmp_path / "home"
+    daemon = start_fake_daemon(home)
+    flood = 600
+    try:
+        for k in range(flood):
+            client = RawClient(daemon.socket)
+            if k % 10 == 0:
+                client.send(HELLO + b"x" * (1024 * 1024 + 10) + b"\n")
+            else:
+                client.send(HELLO + b"{\n" * 8)
+            assert client.closed_after()
+            client.close()
+    finally:
+        code, err = daemon.stop()
+    assert code == 0, err
+    records = [r for r in _refusal_records(home) if r["event"] == "ipc client disconnected"]
+    assert len(records) <= 6, f"{len(records)} log lines for {flood} misbehaving connections"
+    codes: Counter[str] = Counter()
+    for r in records:
+        if "codes" in r:
+            codes.update(r["codes"])  # type: ignore[arg-type]
+        else:
+            codes[str(r["code"])] += 1
+    assert codes == {"it sent an oversized line": flood // 10, "too many protocol errors": flood - flood // 10}
