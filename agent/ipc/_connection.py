@@ -2,7 +2,7 @@
 
 Everything the daemon sends a client (replies and pushes alike, in the order they were made) goes through the
 connection's outbox, so a session pushing an event never waits on a client's socket: `push` only appends, and a
-client that lets its outbox grow past `Limits.outbox_max_bytes`, or does not take a write within
+client that lets its outbox grow past `Limits.outbox_max_bytes`, or takes nothing written to it for
 `Limits.send_timeout_s`, is disconnected. A slow client costs its own connection, never the others.
 
 Requests of one connection are handled one at a time, in order: a Dispatcher's `handle` must return promptly
@@ -18,7 +18,7 @@ from typing import Protocol
 
 import anyio
 import structlog
-from anyio.abc import SocketStream
+from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from agent.ipc._codec import read_request
@@ -36,6 +36,7 @@ from agent.ipc._messages import (
     encode,
 )
 from agent.ipc._peer import PeerCredentials
+from agent.ipc._send import send_all
 from agent.ipc._tally import ConnectionTally
 
 _log = structlog.get_logger("strata.ipc")
@@ -168,6 +169,7 @@ class ClientConnection:
         """`tally`: where what ends a connection is logged (bounded: see _tally.py)."""
         self._id = conn_id
         self._stream = stream
+        self._socket = stream.extra(SocketAttribute.raw_socket)
         self._peer = peer
         self._limits = limits
         self._server_name = server_name
@@ -393,11 +395,9 @@ class ClientConnection:
             if data is None:
                 return
             try:
-                with anyio.fail_after(self._limits.send_timeout_s):
-                    await self._stream.send(data)
-            except TimeoutError:
-                self.close(f"it took no data for {self._limits.send_timeout_s:g} s")
-                return
+                if not await send_all(self._socket, data, self._limits.send_timeout_s):
+                    self.close(f"it took no data for {self._limits.send_timeout_s:g} s")
+                    return
             except _STREAM_ERRORS:
                 self.close("the connection broke")
                 return

@@ -32,7 +32,9 @@ class Limits(BaseModel):
     """Replies and pushes waiting for one client; a client that lets more pile up (it does not read) is
     disconnected. One message is always accepted into an empty outbox, whatever its size."""
     send_timeout_s: float = Field(default=10.0, gt=0)
-    """A single write to a client that takes longer than this (its socket buffer stays full) disconnects it."""
+    """A client that takes none of what is written to it for this long (its socket buffer stays full) is
+    disconnected. Measured by the kernel, not by the daemon's clock alone: a daemon that was stopped longer than this
+    keeps the clients that read meanwhile (_send.py)."""
     goodbye_timeout_s: float = Field(default=1.0, gt=0)
     """When the daemon stops, how long its clients get to take their last messages (the goodbye notice and what
     was queued) before their connections are closed: a client that does not read cannot hold the daemon's exit

@@ -1,7 +1,8 @@
 """A real daemon process for the tests: the IPC server with the fake session side, logging to the home like
 `strata serve` will. Prints `READY <pid>` once it listens; SIGTERM (or a `shutdown` request) stops it.
 
-    python -m tests.ipc._serve_fake HOME [--socket PATH] [--max-connections N] [--child-sleep S]
+    python -m tests.ipc._serve_fake HOME [--socket PATH] [--max-connections N] [--hello-timeout S]
+        [--send-timeout S] [--idle-timeout S] [--child-sleep S]
 
 A refused start prints the error's one line (and hint) on stderr and exits with the error's code, as the CLI does.
 `--child-sleep` starts a `sleep S` child first (inheriting every descriptor it may), like a session's command
@@ -30,7 +31,8 @@ async def main(args: argparse.Namespace) -> int:
     home = Path(args.home)
     configure_logging(verbose=False)
     attach_home(home, home_masker(home, {}))
-    limits = Limits(max_connections=args.max_connections, hello_timeout_s=args.hello_timeout)
+    limits = Limits(max_connections=args.max_connections, hello_timeout_s=args.hello_timeout,
+                    send_timeout_s=args.send_timeout, idle_timeout_s=args.idle_timeout)
     stopper: list[IpcServer] = []
     dispatcher = FakeDispatcher(stop=lambda: stopper[0].stop())
     try:
@@ -70,5 +72,7 @@ if __name__ == "__main__":
     parser.add_argument("--socket")
     parser.add_argument("--max-connections", type=int, default=64)
     parser.add_argument("--hello-timeout", type=float, default=10.0)
+    parser.add_argument("--send-timeout", type=float, default=10.0)
+    parser.add_argument("--idle-timeout", type=float, default=60.0)
     parser.add_argument("--child-sleep", type=float, default=0)
     sys.exit(anyio.run(main, parser.parse_args()))
