@@ -36,7 +36,7 @@ from agent.ipc._messages import (
     encode,
 )
 from agent.ipc._peer import PeerCredentials
-from agent.ipc._send import send_all
+from agent.ipc._sockio import readable, send_all
 from agent.ipc._tally import ConnectionTally
 
 _log = structlog.get_logger("strata.ipc")
@@ -300,6 +300,7 @@ class ClientConnection:
         reader = BufferedByteReceiveStream(self._stream)
         limit = self._limits.max_line_bytes
         hello_deadline = anyio.current_time() + self._limits.hello_timeout_s
+        hello_grace = False
         while not (self._closed or self._stop_reading):
             try:
                 if self._greeted:
@@ -307,8 +308,8 @@ class ClientConnection:
                     with anyio.move_on_after(self._limits.idle_timeout_s) as idle:
                         line = await reader.receive_until(b"\n", limit + 1)
                     if idle.cancelled_caught:
-                        if dispatcher.holds(self):
-                            continue
+                        if dispatcher.holds(self) or readable(self._socket):  # held; or it spoke while the
+                            continue  # daemon was stopped, and the deadline passed before the daemon could read
                         self._reply(ErrorReply(id=None, code="idle_timeout", fatal=True, message=f"no request "
                                                f"within {self._limits.idle_timeout_s:g} s, and attached to no session"))
                         self._log.debug("ipc client idle: closed")
@@ -317,6 +318,10 @@ class ClientConnection:
                     with anyio.fail_after(max(0.0, hello_deadline - anyio.current_time())):
                         line = await reader.receive_until(b"\n", limit + 1)
             except TimeoutError:
+                if not hello_grace and readable(self._socket):  # it spoke while the daemon was stopped: read it
+                    hello_grace = True
+                    hello_deadline = anyio.current_time() + 1.0
+                    continue
                 self._reply(ErrorReply(id=None, code="hello_timeout", fatal=True,
                                        message=f"no hello within {self._limits.hello_timeout_s:g} s"))
                 self._log.debug("ipc client sent no hello")

@@ -69,3 +69,43 @@ def test_a_reading_client_whose_write_was_pending_when_the_daemon_stopped_keeps_
         client.close()
         code, err = daemon.stop()
     assert code == 0, err
+
+
+def test_a_request_sent_while_the_daemon_was_stopped_is_answered_not_taken_for_idleness(tmp_path: Path) -> None:
+    """An idle client (attached to nothing; the idle timeout is 1 s) sends a request while the daemon is stopped
+    for 3 s: when it continues, the request is answered, not met with `idle_timeout`."""
+    daemon = start_fake_daemon(tmp_path / "home", "--idle-timeout", "1")
+    client = RawClient(daemon.socket, timeout=30)
+    try:
+        client.hello()
+        os.kill(daemon.pid, signal.SIGSTOP)
+        time.sleep(0.3)
+        client.send(b'{"type": "status", "id": "during"}\n')
+        time.sleep(STOPPED_S)
+        os.kill(daemon.pid, signal.SIGCONT)
+        reply = client.line()
+        assert reply is not None and (reply["type"], reply["id"]) == ("ok", "during"), reply
+    finally:
+        client.close()
+        code, err = daemon.stop()
+    assert code == 0, err
+
+
+def test_a_hello_sent_while_the_daemon_was_stopped_is_answered_not_taken_for_silence(tmp_path: Path) -> None:
+    """A client the daemon accepted just before it stopped says hello during a 3 s stop (the hello timeout is
+    1 s): when the daemon continues, the hello is answered, not met with `hello_timeout`."""
+    daemon = start_fake_daemon(tmp_path / "home", "--hello-timeout", "1")
+    client = RawClient(daemon.socket, timeout=30)
+    try:
+        time.sleep(0.3)  # accepted: its hello deadline runs
+        os.kill(daemon.pid, signal.SIGSTOP)
+        client.send(b'{"v": 1, "type": "hello", "id": "h"}\n')
+        time.sleep(STOPPED_S)
+        os.kill(daemon.pid, signal.SIGCONT)
+        reply = client.line()
+        assert reply is not None and reply["type"] == "hello_ok", reply
+        assert client.ask({"type": "status", "id": "s"})["type"] == "ok"
+    finally:
+        client.close()
+        code, err = daemon.stop()
+    assert code == 0, err

@@ -1,4 +1,4 @@
-"""Writing to a client under a deadline that measures the client, not the daemon.
+"""Deadlines on a client's socket that measure the client, not the daemon.
 
 A client that takes nothing of what is written to it for `timeout_s` is given up. The deadline cannot be one
 timer around the whole write: a daemon that was stopped (SIGSTOP, a frozen VM, a swap storm) for longer than it
@@ -6,7 +6,8 @@ finds it passed when it runs again, although the client read on all the while. S
 how much went out known at every step, and a deadline that passed is checked against the kernel before it counts:
 the socket has room now, or holds fewer unsent bytes than when the wait began (Linux's SIOCOUTQ), and the client
 took data, so the write goes on under a new deadline. A client that reads a trickle is kept (its outbox bounds what
-waits for it); one that reads nothing is not."""
+waits for it); one that reads nothing is not. Reading is the same: a client whose idle or hello deadline passed
+while the daemon was stopped, but whose bytes wait in the socket (`readable`), did speak in time."""
 
 from __future__ import annotations
 
@@ -51,10 +52,22 @@ async def _progress(sock: socket.socket, timeout_s: float) -> bool:
     return unsent is not None and now is not None and now < unsent
 
 
+def readable(sock: socket.socket) -> bool:
+    """Bytes (or the end of the stream) wait to be read now."""
+    return _ready(sock, select.POLLIN)
+
+
 def _writable(sock: socket.socket) -> bool:
-    poller = select.poll()
-    poller.register(sock.fileno(), select.POLLOUT)
-    return any(events & select.POLLOUT for _, events in poller.poll(0))
+    return _ready(sock, select.POLLOUT)
+
+
+def _ready(sock: socket.socket, event: int) -> bool:
+    try:
+        poller = select.poll()
+        poller.register(sock.fileno(), event)
+        return any(events & event for _, events in poller.poll(0))
+    except (OSError, ValueError):  # closed meanwhile
+        return False
 
 
 def _unsent(sock: socket.socket) -> int | None:
