@@ -261,7 +261,8 @@ class ClientConnection:
         self._reply(ErrorReply(id=None, code="idle_timeout", fatal=True,
                                message=f"closed to make room for a new connection: it sent nothing for {idle_s:.0f} "
                                "s and is attached to no session"))
-        self._log.debug("ipc client closed to make room for a new one", idle_s=round(idle_s, 1))
+        self._tally.note("ipc client disconnected", "idle, attached to nothing: closed to make room for a new one",
+                         connection=self._id, peer_pid=self._peer.pid, idle_s=round(idle_s, 1))
         self._leaving = True
         self._stop_reading = True
         self._read_scope.cancel()
@@ -312,7 +313,8 @@ class ClientConnection:
                             continue  # daemon was stopped, and the deadline passed before the daemon could read
                         self._reply(ErrorReply(id=None, code="idle_timeout", fatal=True, message=f"no request "
                                                f"within {self._limits.idle_timeout_s:g} s, and attached to no session"))
-                        self._log.debug("ipc client idle: closed")
+                        self._tally.note("ipc client disconnected", "idle, attached to nothing: timed out",
+                                         connection=self._id, peer_pid=self._peer.pid)
                         return
                 else:
                     with anyio.fail_after(max(0.0, hello_deadline - anyio.current_time())):

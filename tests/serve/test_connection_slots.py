@@ -4,6 +4,7 @@ idle connection attached to nothing makes room for it) and approve a parked call
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -52,3 +53,8 @@ def test_silent_connections_after_their_hello_do_not_shut_out_a_new_attach_and_i
         daemon.stop()
     assert daemon.proc.returncode == 0, daemon.stderr
     assert effect_counts(ws) == {marker("b1"): 1}
+    records = [json.loads(line) for line in (cli.home / "logs" / "strata.log").read_text().splitlines()]
+    made_room = [r for r in records if r["event"] == "ipc client disconnected" and "make room" in
+                 (r.get("code") or " ".join(r.get("codes", {})))]
+    assert made_room, "the log does not say that idle connections were closed to make room"
+    assert not [r for r in records if r["level"] == "error"]
