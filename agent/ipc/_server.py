@@ -146,7 +146,8 @@ class IpcServer:
                 return
             if not self._make_room():
                 await self._refuse(stream, "too_many_connections",
-                                   f"the daemon serves at most {self._limits.max_connections} connections")
+                                   f"the daemon serves at most {self._limits.max_connections} connections, "
+                                   "and every one is attached to a session or busy with a request")
                 return
             conn_id = next(self._ids)
             connection = ClientConnection(conn_id, stream, peer, self._limits, self._server_name, self._pid,
