@@ -1,6 +1,7 @@
 """What one client may cost the daemon. Every bound here is per connection except `max_connections`, so the
 worst a hostile client can hold is one line buffer plus one outbox, and the daemon's memory stays bounded by
-`max_connections` times that."""
+twice `max_connections` times that (connections closed to make room count until they are gone, at most
+`goodbye_timeout_s` later)."""
 
 from __future__ import annotations
 
