@@ -7,6 +7,7 @@ until `stop` (or cancellation), checking each peer's uid with SO_PEERCRED before
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import os
 from collections.abc import AsyncIterator
@@ -33,6 +34,11 @@ from agent.ipc._peer import peer_credentials, same_user
 from agent.ipc._tally import ConnectionTally
 
 _log = structlog.get_logger("strata.ipc")
+
+TRANSIENT_ACCEPT_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.ECONNABORTED,
+                                     errno.EINTR, errno.EPROTO, errno.EPERM})
+"""Why an accept may fail while the listener is fine: out of descriptors or memory, a peer gone before it was
+taken, a security module's refusal. anyio reports them as BrokenResourceError, which is not a closed listener."""
 
 
 class IpcServer:
@@ -112,10 +118,17 @@ class IpcServer:
                 while not self._stopping:
                     try:
                         stream = await self._listener.accept()
-                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    except anyio.ClosedResourceError:
                         break
-                    except OSError as exc:  # EMFILE and friends: wait a little, keep serving
-                        self._tally.note("ipc accept failed", exc.strerror or str(exc), level="warning")
+                    except (anyio.BrokenResourceError, OSError) as exc:
+                        error = exc.__cause__ if isinstance(exc, anyio.BrokenResourceError) else exc
+                        if not (isinstance(error, OSError) and error.errno in TRANSIENT_ACCEPT_ERRORS):
+                            _log.error("ipc listener failed: no more connections are accepted",
+                                       error=f"{type(error).__name__}: {error}")
+                            break
+                        # out of descriptors (or memory) for now: free one held by an idle client, wait, go on
+                        self._tally.note("ipc accept failed", error.strerror or str(error), level="warning")
+                        self._shed_idle()
                         await anyio.sleep(0.1)
                         continue
                     tg.start_soon(self._serve_one, stream)
@@ -171,10 +184,15 @@ class IpcServer:
         limit = self._limits.max_connections
         if len(self._connections) >= 2 * limit:  # the closing ones too: closing cannot be outrun
             return False
-        serving = [c for c in self._connections.values() if not c.leaving]
-        if len(serving) < limit:
+        if sum(1 for c in self._connections.values() if not c.leaving) < limit:
             return True
-        idle = [c for c in serving if c.idle and not (c.greeted and self._dispatcher.holds(c))]
+        return self._shed_idle()
+
+    def _shed_idle(self) -> bool:
+        """Close the connection idle longest among those that hold nothing (no request in hand, attached to no
+        session); whether there was one. For a new connection when every slot is taken, and when the daemon is out
+        of descriptors (a client waiting to be accepted gets in by the one this frees)."""
+        idle = [c for c in self._connections.values() if c.idle and not (c.greeted and self._dispatcher.holds(c))]
         if not idle:
             return False
         min(idle, key=lambda c: c.last_line_at).evict()
