@@ -2,7 +2,7 @@
 
 Everything the daemon sends a client (replies and pushes alike, in the order they were made) goes through the
 connection's outbox, so a session pushing an event never waits on a client's socket: `push` only appends, and a
-client that lets its outbox grow past `Limits.outbox_max_bytes`, or does not take a write within
+client that lets its outbox grow past `Limits.outbox_max_bytes`, or takes nothing written to it for
 `Limits.send_timeout_s`, is disconnected. A slow client costs its own connection, never the others.
 
 Requests of one connection are handled one at a time, in order: a Dispatcher's `handle` must return promptly
@@ -18,7 +18,7 @@ from typing import Protocol
 
 import anyio
 import structlog
-from anyio.abc import SocketStream
+from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from agent.ipc._codec import read_request
@@ -36,6 +36,8 @@ from agent.ipc._messages import (
     encode,
 )
 from agent.ipc._peer import PeerCredentials
+from agent.ipc._sockio import readable, send_all
+from agent.ipc._tally import ConnectionTally
 
 _log = structlog.get_logger("strata.ipc")
 
@@ -93,6 +95,11 @@ class Dispatcher(Protocol):
     async def closed(self, connection: Connection) -> None:
         """The connection ended (the client left, misbehaved, or the daemon stopped): detach it everywhere.
         Runs shielded, under a short deadline."""
+        ...
+
+    def holds(self, connection: Connection) -> bool:
+        """The connection is attached to something live (a session): it is never closed for being idle, nor to
+        make room for a new one. Called from the event loop; answers at once."""
         ...
 
 
@@ -158,9 +165,11 @@ class _Outbox:
 
 class ClientConnection:
     def __init__(self, conn_id: int, stream: SocketStream, peer: PeerCredentials, limits: Limits,
-                 server_name: str, pid: int) -> None:
+                 server_name: str, pid: int, tally: ConnectionTally) -> None:
+        """`tally`: where what ends a connection is logged (bounded: see _tally.py)."""
         self._id = conn_id
         self._stream = stream
+        self._socket = stream.extra(SocketAttribute.raw_socket)
         self._peer = peer
         self._limits = limits
         self._server_name = server_name
@@ -174,7 +183,10 @@ class ClientConnection:
         self._read_scope = anyio.CancelScope()
         self._stop_reading = False
         self._handling = False
+        self._leaving = False
+        self._last_line_at = anyio.current_time()
         self._log = _log.bind(connection=conn_id, peer_pid=peer.pid)
+        self._tally = tally
 
     @property
     def id(self) -> int:
@@ -191,6 +203,25 @@ class ClientConnection:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def greeted(self) -> bool:
+        return self._greeted
+
+    @property
+    def leaving(self) -> bool:
+        """It is being closed (or was): it takes no more requests."""
+        return self._closed or self._leaving or self._outbox.finished
+
+    @property
+    def idle(self) -> bool:
+        """No request in hand, and not leaving: it may be closed to make room (unless the session side holds it)."""
+        return not (self._handling or self.leaving)
+
+    @property
+    def last_line_at(self) -> float:
+        """When its last whole line came (its start, before the first one): what makes it the longest idle."""
+        return self._last_line_at
 
     def push(self, message: Push) -> bool:
         if self._closed or self._outbox.finished:
@@ -218,8 +249,24 @@ class ClientConnection:
             return
         self._closed = True
         self._outbox.finish()
-        self._log.info("ipc client disconnected", reason=reason)
+        self._tally.note("ipc client disconnected", reason, connection=self._id, peer_pid=self._peer.pid)
         self._scope.cancel()
+
+    def evict(self) -> None:
+        """Close it to make room for a new connection: an `idle_timeout` error, then the end, within
+        `Limits.goodbye_timeout_s` whether or not the client reads. Only for an `idle` connection."""
+        if self.leaving:
+            return
+        idle_s = anyio.current_time() - self._last_line_at
+        self._reply(ErrorReply(id=None, code="idle_timeout", fatal=True,
+                               message=f"closed to make room for a new connection: it sent nothing for {idle_s:.0f} "
+                               "s and is attached to no session"))
+        self._tally.note("ipc client disconnected", "idle, attached to nothing: closed to make room for a new one",
+                         connection=self._id, peer_pid=self._peer.pid, idle_s=round(idle_s, 1))
+        self._leaving = True
+        self._stop_reading = True
+        self._read_scope.cancel()
+        self._scope.deadline = anyio.current_time() + self._limits.goodbye_timeout_s
 
     def finish(self, last: Push | None = None) -> None:
         """Stop reading (after the request being handled, whose reply is still sent), send what is queued (and
@@ -254,14 +301,29 @@ class ClientConnection:
         reader = BufferedByteReceiveStream(self._stream)
         limit = self._limits.max_line_bytes
         hello_deadline = anyio.current_time() + self._limits.hello_timeout_s
+        hello_grace = False
         while not (self._closed or self._stop_reading):
             try:
                 if self._greeted:
-                    line = await reader.receive_until(b"\n", limit + 1)
+                    line = None
+                    with anyio.move_on_after(self._limits.idle_timeout_s) as idle:
+                        line = await reader.receive_until(b"\n", limit + 1)
+                    if idle.cancelled_caught:
+                        if dispatcher.holds(self) or readable(self._socket):  # held; or it spoke while the
+                            continue  # daemon was stopped, and the deadline passed before the daemon could read
+                        self._reply(ErrorReply(id=None, code="idle_timeout", fatal=True, message=f"no request "
+                                               f"within {self._limits.idle_timeout_s:g} s, and attached to no session"))
+                        self._tally.note("ipc client disconnected", "idle, attached to nothing: timed out",
+                                         connection=self._id, peer_pid=self._peer.pid)
+                        return
                 else:
                     with anyio.fail_after(max(0.0, hello_deadline - anyio.current_time())):
                         line = await reader.receive_until(b"\n", limit + 1)
             except TimeoutError:
+                if not hello_grace and readable(self._socket):  # it spoke while the daemon was stopped: read it
+                    hello_grace = True
+                    hello_deadline = anyio.current_time() + 1.0
+                    continue
                 self._reply(ErrorReply(id=None, code="hello_timeout", fatal=True,
                                        message=f"no hello within {self._limits.hello_timeout_s:g} s"))
                 self._log.debug("ipc client sent no hello")
@@ -273,8 +335,10 @@ class ClientConnection:
             if line is None or len(line) > limit:
                 self._reply(ErrorReply(id=None, code="too_large", fatal=True,
                                        message=f"a line may hold at most {limit} bytes"))
-                self._log.info("ipc client sent an oversized line", limit=limit)
+                self._tally.note("ipc client disconnected", "it sent an oversized line", connection=self._id,
+                                 peer_pid=self._peer.pid, limit=limit)
                 return
+            self._last_line_at = anyio.current_time()
             if not line.strip():
                 continue
             if not await self._handle_line(line, dispatcher):
@@ -293,7 +357,8 @@ class ClientConnection:
                 self._reply(request.model_copy(update={"fatal": True}))
                 self._reply(ErrorReply(id=None, code="too_many_errors", fatal=True,
                                        message=f"{self._errors} protocol errors; closing the connection"))
-                self._log.info("ipc client disconnected", reason="too many protocol errors")
+                self._tally.note("ipc client disconnected", "too many protocol errors", connection=self._id,
+                                 peer_pid=self._peer.pid)
                 return False
             self._reply(request)
             return True
@@ -337,11 +402,9 @@ class ClientConnection:
             if data is None:
                 return
             try:
-                with anyio.fail_after(self._limits.send_timeout_s):
-                    await self._stream.send(data)
-            except TimeoutError:
-                self.close(f"it took no data for {self._limits.send_timeout_s:g} s")
-                return
+                if not await send_all(self._socket, data, self._limits.send_timeout_s):
+                    self.close(f"it took no data for {self._limits.send_timeout_s:g} s")
+                    return
             except _STREAM_ERRORS:
                 self.close("the connection broke")
                 return

@@ -41,6 +41,7 @@ ErrorCode = Literal[
     "bad_json", "not_object", "unknown_type", "invalid", "bad_version",
     # the connection (the daemon closes it after the reply)
     "too_large", "hello_required", "peer_refused", "too_many_errors", "too_many_connections", "hello_timeout",
+    "idle_timeout",
     # the request was read, and refused by the session side
     "unknown_session", "not_attached", "not_driver", "session_busy", "no_such_call", "stale_approval",
     "shutting_down", "refused", "unsupported", "internal",

@@ -7,6 +7,7 @@ until `stop` (or cancellation), checking each peer's uid with SO_PEERCRED before
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import os
 from collections.abc import AsyncIterator
@@ -30,8 +31,14 @@ from agent.ipc._errors import SocketUnusable
 from agent.ipc._limits import Limits
 from agent.ipc._messages import ErrorCode, ErrorReply, Notice, encode
 from agent.ipc._peer import peer_credentials, same_user
+from agent.ipc._tally import ConnectionTally
 
 _log = structlog.get_logger("strata.ipc")
+
+TRANSIENT_ACCEPT_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.ECONNABORTED,
+                                     errno.EINTR, errno.EPROTO, errno.EPERM})
+"""Why an accept may fail while the listener is fine: out of descriptors or memory, a peer gone before it was
+taken, a security module's refusal. anyio reports them as BrokenResourceError, which is not a closed listener."""
 
 
 class IpcServer:
@@ -49,6 +56,7 @@ class IpcServer:
         self._none_left.set()
         self._accepting = anyio.CancelScope()
         self._stopping = False
+        self._tally = ConnectionTally()
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -104,15 +112,23 @@ class IpcServer:
         """Accept connections until `stop`; then say goodbye to every client (a `notice`, then what was queued
         for it, within `Limits.goodbye_timeout_s`) and return once every connection has ended."""
         async with anyio.create_task_group() as tg:
+            tg.start_soon(self._tally.run)
             with self._accepting:
                 task_status.started()
                 while not self._stopping:
                     try:
                         stream = await self._listener.accept()
-                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    except anyio.ClosedResourceError:
                         break
-                    except OSError as exc:  # EMFILE and friends: wait a little, keep serving
-                        _log.warning("ipc accept failed", error=exc.strerror or str(exc))
+                    except (anyio.BrokenResourceError, OSError) as exc:
+                        error = exc.__cause__ if isinstance(exc, anyio.BrokenResourceError) else exc
+                        if not (isinstance(error, OSError) and error.errno in TRANSIENT_ACCEPT_ERRORS):
+                            _log.error("ipc listener failed: no more connections are accepted",
+                                       error=f"{type(error).__name__}: {error}")
+                            break
+                        # out of descriptors (or memory) for now: free one held by an idle client, wait, go on
+                        self._tally.note("ipc accept failed", error.strerror or str(error), level="warning")
+                        self._shed_idle()
                         await anyio.sleep(0.1)
                         continue
                     tg.start_soon(self._serve_one, stream)
@@ -122,6 +138,7 @@ class IpcServer:
                 await self._none_left.wait()
             for connection in list(self._connections.values()):
                 connection.close("the daemon stopped")
+            self._tally.stop()
 
     def stop(self) -> None:
         """Stop accepting; `serve` then closes the connections and returns. Call from the event loop."""
@@ -140,12 +157,14 @@ class IpcServer:
             if self._stopping:
                 await self._refuse(stream, "shutting_down", "the daemon is shutting down")
                 return
-            if len(self._connections) >= self._limits.max_connections:
+            if not self._make_room():
                 await self._refuse(stream, "too_many_connections",
-                                   f"the daemon serves at most {self._limits.max_connections} connections")
+                                   f"the daemon serves at most {self._limits.max_connections} connections, "
+                                   "and every one is attached to a session or busy with a request")
                 return
             conn_id = next(self._ids)
-            connection = ClientConnection(conn_id, stream, peer, self._limits, self._server_name, self._pid)
+            connection = ClientConnection(conn_id, stream, peer, self._limits, self._server_name, self._pid,
+                                          self._tally)
             self._connections[conn_id] = connection
             self._none_left = anyio.Event() if self._none_left.is_set() else self._none_left
             try:
@@ -159,8 +178,29 @@ class IpcServer:
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await stream.aclose()
 
-    async def _refuse(self, stream: SocketStream, code: ErrorCode, message: str, **fields: object) -> None:
-        _log.info("ipc connection refused", code=code, **fields)
+    def _make_room(self) -> bool:
+        """Whether a new connection may be served: a slot is free, or one is freed by closing the connection idle
+        longest among those that hold nothing (see `Limits.max_connections`)."""
+        limit = self._limits.max_connections
+        if len(self._connections) >= 2 * limit:  # the closing ones too: closing cannot be outrun
+            return False
+        if sum(1 for c in self._connections.values() if not c.leaving) < limit:
+            return True
+        return self._shed_idle()
+
+    def _shed_idle(self) -> bool:
+        """Close the connection idle longest among those that hold nothing (no request in hand, attached to no
+        session); whether there was one. For a new connection when every slot is taken, and when the daemon is out
+        of descriptors (a client waiting to be accepted gets in by the one this frees)."""
+        idle = [c for c in self._connections.values() if c.idle and not (c.greeted and self._dispatcher.holds(c))]
+        if not idle:
+            return False
+        min(idle, key=lambda c: c.last_line_at).evict()
+        return True
+
+    async def _refuse(self, stream: SocketStream, code: ErrorCode, message: str, *, peer_uid: int | None = None,
+                      peer_pid: int | None = None) -> None:
+        self._tally.note("ipc connection refused", code, peer_uid=peer_uid, peer_pid=peer_pid)
         with anyio.move_on_after(1), contextlib.suppress(Exception):
             await stream.send(encode(ErrorReply(id=None, code=code, message=message, fatal=True)))
         with anyio.CancelScope(shield=True), contextlib.suppress(Exception):

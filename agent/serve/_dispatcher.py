@@ -149,6 +149,9 @@ class HostDispatcher:
             with anyio.CancelScope(shield=True), contextlib.suppress(StrataError):
                 await self._host.detach(link.attachment)
 
+    def holds(self, connection: ipc.Connection) -> bool:
+        return any(key[0] == connection.id for key in self._links)
+
     async def closed(self, connection: ipc.Connection) -> None:
         for key, link in list(self._links.items()):
             if key[0] != connection.id:

@@ -101,6 +101,9 @@ class FakeDispatcher:
         for session in self.sessions.values():
             self._forget(session, connection)
 
+    def holds(self, connection: Connection) -> bool:
+        return any(connection in s.audience() for s in self.sessions.values())
+
     async def _turn(self, session: FakeSession, text: str) -> Ok | Refused:
         if text == "raise":
             raise RuntimeError("the fake session side failed")

@@ -1,8 +1,10 @@
 """A real daemon process for the tests: the IPC server with the fake session side, logging to the home like
 `strata serve` will. Prints `READY <pid>` once it listens; SIGTERM (or a `shutdown` request) stops it.
 
-    python -m tests.ipc._serve_fake HOME [--socket PATH] [--max-connections N] [--child-sleep S]
+    python -m tests.ipc._serve_fake HOME [--socket PATH] [--max-connections N] [--hello-timeout S]
+        [--send-timeout S] [--idle-timeout S] [--max-files N] [--child-sleep S]
 
+`--max-files N` lowers the process's descriptor limit to N (RLIMIT_NOFILE), so that a test can run it out of them.
 A refused start prints the error's one line (and hint) on stderr and exits with the error's code, as the CLI does.
 `--child-sleep` starts a `sleep S` child first (inheriting every descriptor it may), like a session's command
 that outlives a killed daemon."""
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -28,9 +31,12 @@ from tests.ipc._fake_dispatcher import FakeDispatcher
 
 async def main(args: argparse.Namespace) -> int:
     home = Path(args.home)
+    if args.max_files:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (args.max_files, args.max_files))
     configure_logging(verbose=False)
     attach_home(home, home_masker(home, {}))
-    limits = Limits(max_connections=args.max_connections, hello_timeout_s=args.hello_timeout)
+    limits = Limits(max_connections=args.max_connections, hello_timeout_s=args.hello_timeout,
+                    send_timeout_s=args.send_timeout, idle_timeout_s=args.idle_timeout)
     stopper: list[IpcServer] = []
     dispatcher = FakeDispatcher(stop=lambda: stopper[0].stop())
     try:
@@ -70,5 +76,8 @@ if __name__ == "__main__":
     parser.add_argument("--socket")
     parser.add_argument("--max-connections", type=int, default=64)
     parser.add_argument("--hello-timeout", type=float, default=10.0)
+    parser.add_argument("--send-timeout", type=float, default=10.0)
+    parser.add_argument("--idle-timeout", type=float, default=60.0)
+    parser.add_argument("--max-files", type=int, default=0)
     parser.add_argument("--child-sleep", type=float, default=0)
     sys.exit(anyio.run(main, parser.parse_args()))

@@ -200,11 +200,16 @@ def test_a_silent_connection_is_closed_after_the_hello_timeout(connect: Connect)
     assert client.closed_after()
 
 
-def test_connections_past_the_limit_are_refused(daemon: InProcessDaemon, connect: Connect) -> None:
-    """With 8 connections open the ninth gets `too_many_connections` and is closed; a freed slot is reusable."""
+def test_connections_past_the_limit_are_refused_when_every_slot_is_attached(
+        daemon: InProcessDaemon, connect: Connect) -> None:
+    """With 8 connections attached to a session the ninth gets `too_many_connections` and is closed; a freed
+    slot is reusable."""
     held = [connect() for _ in range(8)]
     for c in held:
         c.hello()
+    session = held[0].ask({"type": "new_session", "id": "n", "workspace": "/w", "model": "m"})["session_id"]
+    for c in held:
+        assert c.ask({"type": "attach", "id": "a", "session_id": session, "role": "watch"})["type"] == "ok"
     extra = connect()
     reply = extra.line()
     assert reply is not None and reply["code"] == "too_many_connections"
@@ -213,6 +218,51 @@ def test_connections_past_the_limit_are_refused(daemon: InProcessDaemon, connect
     while daemon.connections() > 7 and time.monotonic() < deadline:
         time.sleep(0.02)
     assert connect().hello()
+
+
+def test_a_new_connection_past_the_limit_closes_the_longest_idle_one_that_holds_nothing(
+        daemon: InProcessDaemon, connect: Connect) -> None:
+    """With 8 connections open, 3 of them attached, a ninth is let in: the one idle longest among the five that
+    hold nothing is closed (`idle_timeout`), never an attached one nor one that spoke more recently."""
+    clients = [connect() for _ in range(8)]
+    for c in clients:
+        c.hello()
+    session = clients[0].ask({"type": "new_session", "id": "n", "workspace": "/w", "model": "m"})["session_id"]
+    for c in clients[:3]:
+        assert c.ask({"type": "attach", "id": "a", "session_id": session, "role": "watch"})["type"] == "ok"
+    for c in clients[4:]:
+        time.sleep(0.02)
+        assert c.ask({"type": "status", "id": "s"})["type"] == "ok"
+    newcomer = connect()
+    assert newcomer.hello()["type"] == "hello_ok"
+    reply = clients[3].line()
+    assert reply is not None and (reply["code"], reply["fatal"]) == ("idle_timeout", True), reply
+    assert clients[3].closed_after()
+    for c in (*clients[:3], *clients[4:], newcomer):
+        assert c.ask({"type": "status", "id": "after"})["type"] == "ok"
+
+
+def test_an_idle_connection_attached_to_nothing_is_closed_and_an_attached_one_is_not(tmp_path: Path) -> None:
+    """Past its hello, a connection attached to no session that sends no line for `idle_timeout_s` is closed
+    with `idle_timeout`; a silent one attached to a session stays, and is answered when it speaks again."""
+    daemon = InProcessDaemon(tmp_path / "home", Limits(idle_timeout_s=0.5))
+    idle, attached = RawClient(daemon.socket), RawClient(daemon.socket)
+    try:
+        idle.hello()
+        attached.hello()
+        session = attached.ask({"type": "new_session", "id": "n", "workspace": "/w", "model": "m"})["session_id"]
+        assert attached.ask({"type": "attach", "id": "a", "session_id": session})["type"] == "ok"
+        idle.send(b'{"type": "status", "id": "half')  # a half-written line is no request: it keeps nothing open
+        reply = idle.line()
+        assert reply is not None and (reply["code"], reply["fatal"]) == ("idle_timeout", True), reply
+        assert idle.closed_after()
+        time.sleep(1.0)
+        assert attached.ask({"type": "status", "id": "s"})["type"] == "ok"
+        assert daemon.connections() == 1
+    finally:
+        idle.close()
+        attached.close()
+        daemon.close()
 
 
 def test_pushes_reach_the_driver_and_watchers_and_a_second_driver_is_refused(connect: Connect) -> None:
