@@ -170,3 +170,11 @@ def test_the_token_variable_is_read_once_and_removed_from_the_servers_environmen
     env = {TOKEN_ENV: TOKEN, "FLAGGED": TOKEN + "-flag"}
     assert bearer_token("FLAGGED", TOKEN_ENV, env) == TOKEN + "-flag"  # the flag wins over the config
 
+
+
+def test_config_show_names_the_token_variable_of_mcp_serve_never_its_value(cli: StrataCLI) -> None:
+    user_config(cli, f'[mcp.serve]\ntoken_env = "{TOKEN_ENV}"\n')
+    shown = cli.run("config", "show", "--json", env={TOKEN_ENV: TOKEN})
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["mcp"]["serve"]["token_env"] == TOKEN_ENV
+    assert TOKEN not in shown.stdout + shown.stderr
