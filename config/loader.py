@@ -260,7 +260,8 @@ def _mcp(docs: list[ConfigDoc], *, project: ConfigDoc | None, trusted: bool) -> 
             ignored.extend(section.servers)
             continue
         if section.serve is not None:
-            serve = McpServeConfig(roots=tuple(section.serve.roots), allow_tools=tuple(section.serve.allow_tools))
+            serve = McpServeConfig(roots=tuple(section.serve.roots), allow_tools=tuple(section.serve.allow_tools),
+                                   token_env=section.serve.token_env)
         for name, entry in section.servers.items():
             tools = tuple((tool, McpToolPolicy(
                 safety=t.safety, effect=t.effect, pii=t.pii, resource_keys=tuple(t.resource_keys),

@@ -20,6 +20,7 @@
     [mcp.serve]                           # `strata mcp serve`
     roots = ["~/projects"]                # where `run_agent` may put its workspace (default: the server's cwd)
     allow_tools = ["web_fetch"]           # tools the default deny list would remove that the operator adds back
+    token_env = "STRATA_MCP_TOKEN"        # with --http: the variable holding the bearer token (16+ characters)
 
 A server is declared by the user file, or by a project file **only once the project is trusted** (an untrusted
 project's servers are never started, not even to list their tools; the notice says so). A later file replaces a
@@ -83,6 +84,8 @@ class McpServeConfig(BaseModel):
     roots: tuple[str, ...] = ()
     """Where `run_agent` may put its workspace (empty: the server's working directory)."""
     allow_tools: tuple[str, ...] = ()
+    token_env: str | None = None
+    """The environment variable holding the bearer token `--http` requires (agent/mcp_serve/_auth.py)."""
 
 
 class McpConfig(BaseModel):

@@ -324,6 +324,8 @@ class McpServerEntry(_Table):
 class McpServeEntry(_Table):
     roots: list[DatasetPath] = Field(default_factory=_no_entries)
     allow_tools: list[ToolName] = Field(default_factory=_no_entries)
+    token_env: EnvName | None = None
+    """With `--http`: the environment variable holding the bearer token requests must bear."""
 
 
 class McpSection(_Table):

@@ -150,7 +150,8 @@ def _mcp_view(loaded: LoadedConfig) -> dict[str, Any]:
                                  "policies": {tool: policy.identity() for tool, policy in s.tools}}
                         for s in loaded.mcp.servers},
             "ignored": list(loaded.mcp.ignored),
-            "serve": {"roots": list(loaded.mcp.serve.roots), "allow_tools": list(loaded.mcp.serve.allow_tools)}}
+            "serve": {"roots": list(loaded.mcp.serve.roots), "allow_tools": list(loaded.mcp.serve.allow_tools),
+                      "token_env": loaded.mcp.serve.token_env}}  # the variable's name; its value is never shown
 
 
 def _plain(value: object) -> object:

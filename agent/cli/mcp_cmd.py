@@ -97,19 +97,26 @@ def server_view(status: Any) -> dict[str, Any]:
 
 @mcp_group.command(name="serve")
 @click.option("--http", "http", metavar="HOST:PORT", default=None,
-              help="Serve streamable HTTP on this loopback address instead of stdio (127.0.0.1, localhost or [::1]).")
+              help="Serve streamable HTTP on this loopback address instead of stdio (127.0.0.1, localhost or [::1]); "
+                   "requests must bear the token --token-env (or [mcp.serve] token_env) names.")
+@click.option("--token-env", "token_env", metavar="NAME", default=None,
+              help="With --http: the environment variable holding the bearer token (16 characters or more) every "
+                   "request must send as `Authorization: Bearer TOKEN`.")
 @click.option("--model", "model_spec", metavar="M", help="The model `run_agent` uses unless the call names one.")
-def serve_cmd(http: str | None, model_spec: str | None) -> None:
+def serve_cmd(http: str | None, token_env: str | None, model_spec: str | None) -> None:
     """Serve Strata to an MCP host: `run_agent`, `get_timeline` and `list_sessions` (stdio by default)."""
-    from agent.mcp_serve import parse_listen, serve
+    from agent.mcp_serve import bearer_token, parse_listen, serve
 
     try:
         listen = parse_listen(http) if http is not None else None
+        if listen is None and token_env is not None:
+            raise UsageError("--token-env applies only with --http (over stdio the host starts the server itself)")
     except UsageError as err:
         fail(err)
     cmd = Command()
     loaded = cmd.config(None, model=model_spec, quiet=True)  # each run's workspace adds its own project layer
     try:
-        serve(loaded, listen=listen, flags={"model": model_spec})
+        token = bearer_token(token_env, loaded.mcp.serve.token_env) if listen is not None else None
+        serve(loaded, listen=listen, flags={"model": model_spec}, token=token)
     except StrataError as err:
         cmd.fail(err)

@@ -14,6 +14,7 @@ import structlog
 
 from agent.cli.output import echo
 from agent.mcp_serve._agent import Serving, get_timeline, list_sessions, run_agent
+from agent.mcp_serve._auth import BearerGate
 from agent.mcp_serve._listen import ListenAddress, check_free
 from agent.reading import configured_secrets
 from config import LoadedConfig
@@ -94,13 +95,37 @@ def _lone_error(err: Exception) -> Exception:
     return err
 
 
-def serve(config: LoadedConfig, *, listen: ListenAddress | None, flags: dict[str, Any]) -> None:
-    """Serve until the host closes stdin (stdio) or the process is stopped (HTTP, at `listen`: StrataError when it
-    cannot listen there)."""
+def serve(config: LoadedConfig, *, listen: ListenAddress | None, flags: dict[str, Any],
+          token: str | None = None) -> None:
+    """Serve until the host closes stdin (stdio) or the process is stopped (HTTP, at `listen`, to requests bearing
+    `token` only: StrataError when it cannot listen there)."""
     if listen is not None:
         check_free(listen)
     server = build_server(config, cwd=Path(os.getcwd()), flags=flags)
     if listen is None:
         server.run()
-    else:
-        server.run("streamable-http", host=listen.host, port=listen.port)
+        return
+    if token is None:
+        raise ValueError("serving HTTP takes a bearer token")
+    import anyio
+    import uvicorn
+
+    app = server.streamable_http_app(host=listen.host, transport_security=loopback_security(listen))
+    # The bearer check is the outermost layer: a request without the token reaches no session and no tool.
+    uv = uvicorn.Config(BearerGate(app, token), host=listen.host, port=listen.port, log_level="warning",
+                        access_log=False)
+    anyio.run(uvicorn.Server(uv).serve)
+
+
+def loopback_security(listen: ListenAddress) -> Any:
+    """The SDK's DNS-rebinding protection, on and set to this address: a request whose Host header is not this
+    loopback host and port (a page of another site whose name was made to resolve to 127.0.0.1), or whose Origin
+    is another site's, is refused (421, 403) by the SDK's transport. The SDK turns it on by itself for loopback
+    hosts, with any port; said here so that holds whatever the SDK's defaults become."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    hosts = [f"{host}:{listen.port}" for host in ("127.0.0.1", "localhost", "[::1]")]
+    if listen.port == 80:  # a client leaves the default port out of the Host header
+        hosts += ["127.0.0.1", "localhost", "[::1]"]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+                                     allowed_origins=[f"http://{host}" for host in hosts])

@@ -63,6 +63,10 @@ MALFORMED = [
      "mcp.servers.t", "give either `command` (stdio) or `url`"),
     ("mcp server name with a double underscore", '[mcp.servers.a__b]\ncommand = "x"\n', "mcp.servers.a__b",
      "an MCP server name is"),
+    ("mcp serve token_env that is no variable name", '[mcp.serve]\ntoken_env = "MY-TOKEN"\n', "mcp.serve.token_env",
+     "not a valid environment variable name"),
+    ("mcp serve token_env that is not a string", "[mcp.serve]\ntoken_env = 16\n", "mcp.serve.token_env",
+     "must be a string"),
     ("mcp url that is not http", '[mcp.servers.t]\nurl = "file:///etc/passwd"\n', "mcp.servers.t.url",
      "must be an http:// or https:// URL"),
     ("mcp tool policy with a bad effect", '[mcp.servers.t]\ncommand = "x"\n[mcp.servers.t.tools.close]\n'

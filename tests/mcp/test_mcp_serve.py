@@ -102,19 +102,48 @@ async def test_run_agent_continues_a_session_by_id_and_the_operator_can_add_a_to
     assert (workspace / "one.txt").exists() and (workspace / "two.txt").exists()
 
 
+TOKEN_ENV = "MCP_SERVE_TOKEN"
+TOKEN = "test-token-0123456789abcdef"  # obviously fake
+
+
 def serve_http(cli: StrataCLI, workspace: Path, port: int, script: Path,
                host: str = "127.0.0.1") -> subprocess.Popen[str]:
-    return subprocess.Popen(cli.argv(["mcp", "serve", "--http", f"{host}:{port}", "--model", f"script:{script}"]),
-                            cwd=workspace, env=cli.env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
+    """`strata mcp serve --http` on `host`:`port`, its requests to bear `TOKEN` (named by --token-env)."""
+    return subprocess.Popen(cli.argv(["mcp", "serve", "--http", f"{host}:{port}", "--token-env", TOKEN_ENV,
+                                      "--model", f"script:{script}"]),
+                            cwd=workspace, env=cli.env({TOKEN_ENV: TOKEN}), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+
+
+async def wait_listening(proc: subprocess.Popen[str], host: str, port: int) -> None:
+    import anyio
+
+    with anyio.fail_after(30):
+        while True:
+            try:
+                await (await anyio.connect_tcp(host, port)).aclose()
+                return
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                await anyio.sleep(0.05)
+
+
+@asynccontextmanager
+async def http_session(url: str, token: str | None = TOKEN) -> AsyncIterator[Any]:
+    """An initialized `mcp.ClientSession` over streamable HTTP at `url`, its requests bearing `token`."""
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as client, \
+            streamable_http_client(url, http_client=client) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
 
 
 async def test_strata_mcp_serve_over_streamable_http_on_loopback(cli: StrataCLI, tmp_path: Path,
                                                                  workspace: Path) -> None:
-    import anyio
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
-
     from tests.mcp._servers import free_port
 
     refused = cli.run("mcp", "serve", "--http", "0.0.0.0:8765")
@@ -123,18 +152,8 @@ async def test_strata_mcp_serve_over_streamable_http_on_loopback(cli: StrataCLI,
     port = free_port()
     proc = serve_http(cli, workspace, port, script)
     try:
-        url = f"http://127.0.0.1:{port}/mcp"
-        with anyio.fail_after(30):
-            while True:
-                try:
-                    stream = await anyio.connect_tcp("127.0.0.1", port)
-                    await stream.aclose()
-                    break
-                except OSError:
-                    assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                    await anyio.sleep(0.05)
-        async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
+        await wait_listening(proc, "127.0.0.1", port)
+        async with http_session(f"http://127.0.0.1:{port}/mcp") as session:
             out = structured(await session.call_tool("run_agent", {"prompt": "say hello"}))
             assert out["status"] == "completed" and out["final_text"] == "hello from http"
             sessions = structured(await session.call_tool("list_sessions", {}))
@@ -222,8 +241,9 @@ def test_mcp_serve_http_with_a_bad_port_says_so_in_one_line_and_exits_non_zero(c
                               ("127.0.0.1:99999", "from 1 to 65535"), ("localhost:http", "from 1 to 65535"),
                               ("127.0.0.1:0", "from 1 to 65535"), ("[::1]:", "from 1 to 65535"),
                               ("[127.0.0.1]:8765", "loopback")):
-            run = subprocess.run(cli.argv(["mcp", "serve", "--http", address]), cwd=workspace, env=cli.env(),
-                                 capture_output=True, text=True, timeout=60)
+            run = subprocess.run(cli.argv(["mcp", "serve", "--http", address, "--token-env", TOKEN_ENV]),
+                                 cwd=workspace, env=cli.env({TOKEN_ENV: TOKEN}), capture_output=True, text=True,
+                                 timeout=60)
             assert run.returncode != 0 and run.stdout == "", (address, run)
             (line,) = run.stderr.splitlines()
             assert line.startswith("strata: error: ") and says in line and address in line, (address, line)
@@ -233,27 +253,14 @@ async def test_strata_mcp_serve_over_http_on_the_ipv6_loopback(cli: StrataCLI, t
                                                                workspace: Path) -> None:
     import socket
 
-    import anyio
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
-
     with socket.socket(socket.AF_INET6) as probe:
         probe.bind(("::1", 0))
         port = probe.getsockname()[1]
     script = write_script(tmp_path / "script.json", [[text("hello over ipv6")]])
     proc = serve_http(cli, workspace, port, script, host="[::1]")
     try:
-        with anyio.fail_after(30):
-            while True:
-                try:
-                    await (await anyio.connect_tcp("::1", port)).aclose()
-                    break
-                except OSError:
-                    assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                    await anyio.sleep(0.05)
-        async with streamable_http_client(f"http://[::1]:{port}/mcp") as (read, write), \
-                ClientSession(read, write) as session:
-            await session.initialize()
+        await wait_listening(proc, "::1", port)
+        async with http_session(f"http://[::1]:{port}/mcp") as session:
             out = structured(await session.call_tool("run_agent", {"prompt": "say hello"}))
             assert out["status"] == "completed" and out["final_text"] == "hello over ipv6"
     finally:
