@@ -30,7 +30,7 @@ from agent.lineage import ChildLink, children_of
 from agent.models import child_model_name, model_from_spec
 from agent.outcome import RunOutcome
 from core.delegate_keys import DELEGATE, child_of
-from core.errors import SessionActive, SessionNotFound, StrataError
+from core.errors import SessionActive, SessionNotFound, StrataError, UsageError
 from core.events import Mode
 from core.faults import fault_point
 from core.messages import TextBlock
@@ -287,6 +287,28 @@ async def busy_child(store: EventStore, session_id: str, alive: Callable[[LeaseH
     return None
 
 
+async def busy_child_after_wait(store: EventStore, session_id: str, alive: Callable[[LeaseHolder], bool],
+                                wait_s: float = CHILD_LEASE_WAIT_S) -> Busy | None:
+    """`busy_child`, waited for up to `wait_s` (CHILD_LEASE_WAIT_S), as a delegate call waits for its child's
+    lease: a lease held for a moment (`strata approve CHILD` recording a decision) is not taken for a process that
+    drives the child. The session still busy once the wait is over, or None as soon as none is."""
+    deadline = anyio.current_time() + wait_s
+    while True:
+        busy = await busy_child(store, session_id, alive)
+        if busy is None or anyio.current_time() >= deadline:
+            return busy
+        await anyio.sleep(0.1)
+
+
+def busy_prompt_refusal(session_id: str, busy: Busy) -> UsageError:
+    """What refuses a new prompt for `session_id` while the child its delegate call waits on is driven by another
+    process: the open batch would park again on it, and the prompt go unheard."""
+    return UsageError(f"session {session_id} is waiting for child session {busy.session_id}, which another process "
+                      f"runs ({busy.owner}); a new prompt cannot be given until it is done",
+                      hint=f"once that process is done, strata resume {session_id} (with the prompt, if you still "
+                           "want it)")
+
+
 @record
 class Busy:
     """A session another process drives, and who (memory/leases.py `describe`)."""
@@ -351,4 +373,4 @@ def _output(status: str, reason: str, unknown: int, text: str, child_id: str,
 
 
 __all__ = ["DELEGATE", "Busy", "ChildApprover", "ChildSessions", "Delegator", "LiveChild", "NewChild", "busy_child",
-           "busy_reason", "unknown_below", "waiting_child"]
+           "busy_child_after_wait", "busy_prompt_refusal", "busy_reason", "unknown_below", "waiting_child"]
