@@ -7,6 +7,9 @@ that child: one that finished gives its recorded result and is not run again; on
 when none exists is it started. One that another process drives at that moment (`strata resume CHILD`, holding its
 lease) is waited for a moment (CHILD_LEASE_WAIT_S), then this session parks (ToolWaits: the call stays
 `dispatched`) until it is resumed once that process is done; the call neither fails nor runs the child beside it.
+So too when another process takes the child over while this one drives it (its lease expired unrenewed, this
+process stopped past it): the call takes the child's result if that process finished it within the wait, else
+parks.
 
 The child gets the parent's tools or fewer (`tools` may only remove; names the parent lacks are refused), the
 parent's turn limit or a lower one (a `max_turns` above it is refused), no `delegate` once it is
@@ -30,7 +33,7 @@ from agent.lineage import ChildLink, children_of
 from agent.models import child_model_name, model_from_spec
 from agent.outcome import RunOutcome
 from core.delegate_keys import DELEGATE, child_of
-from core.errors import SessionActive, SessionNotFound, StrataError
+from core.errors import LeaseLost, SessionActive, SessionNotFound, StrataError, UsageError
 from core.events import Mode
 from core.faults import fault_point
 from core.messages import TextBlock
@@ -147,6 +150,8 @@ class Delegator:
                     ctx.on_interrupt(f"child session {child_id} was stopped with this session, its own calls "
                                      f"settled in it (strata show {child_id}); it finishes only if resumed itself")
                 raise
+            except LeaseLost as exc:
+                return await self._taken_over(child_id, exc)
         except StrataError as exc:
             raise ToolError(f"child session {child_id}: {exc}") from None
         if outcome.status == "awaiting_approval":  # the child parked: so does this session, until both are resumed
@@ -220,6 +225,19 @@ class Delegator:
             record = await self.store.get_session(child_id)
         return record
 
+    async def _taken_over(self, child_id: str, lost: LeaseLost) -> ToolOutput:
+        """The child this call drove was taken over by another process (its lease expired unrenewed while this
+        process was stopped, and that process took it): the call neither fails nor runs the child beside it. The
+        child's recorded result once that process finished it (waited for as `_free` waits); else this session
+        parks (ToolWaits: the call stays `dispatched`) until it is resumed once that process is done."""
+        assert self.state is not None
+        log.info("delegate: the child was taken over by another process", child=child_id, owner=lost.owner)
+        record = await self._free(child_id, await self.store.get_session(child_id))
+        if record.status in FINISHED:
+            return await self._recorded(child_id)
+        raise ToolWaits(f"child session {child_id} was taken over by another process while this one drove it; "
+                        f"once it is done, strata resume {self.state.session_id}")
+
     async def _resume(self, child_id: str) -> LiveChild:
         """The child this call started, resumed; one another process drives now (`strata resume CHILD`, holding
         its lease) is neither failed nor run beside it: this session parks, the call's receipt stays `dispatched`,
@@ -287,6 +305,28 @@ async def busy_child(store: EventStore, session_id: str, alive: Callable[[LeaseH
     return None
 
 
+async def busy_child_after_wait(store: EventStore, session_id: str, alive: Callable[[LeaseHolder], bool],
+                                wait_s: float = CHILD_LEASE_WAIT_S) -> Busy | None:
+    """`busy_child`, waited for up to `wait_s` (CHILD_LEASE_WAIT_S), as a delegate call waits for its child's
+    lease: a lease held for a moment (`strata approve CHILD` recording a decision) is not taken for a process that
+    drives the child. The session still busy once the wait is over, or None as soon as none is."""
+    deadline = anyio.current_time() + wait_s
+    while True:
+        busy = await busy_child(store, session_id, alive)
+        if busy is None or anyio.current_time() >= deadline:
+            return busy
+        await anyio.sleep(0.1)
+
+
+def busy_prompt_refusal(session_id: str, busy: Busy) -> UsageError:
+    """What refuses a new prompt for `session_id` while the child its delegate call waits on is driven by another
+    process: the open batch would park again on it, and the prompt go unheard."""
+    return UsageError(f"session {session_id} is waiting for child session {busy.session_id}, which another process "
+                      f"runs ({busy.owner}); a new prompt cannot be given until it is done",
+                      hint=f"once that process is done, strata resume {session_id} (with the prompt, if you still "
+                           "want it)")
+
+
 @record
 class Busy:
     """A session another process drives, and who (memory/leases.py `describe`)."""
@@ -351,4 +391,4 @@ def _output(status: str, reason: str, unknown: int, text: str, child_id: str,
 
 
 __all__ = ["DELEGATE", "Busy", "ChildApprover", "ChildSessions", "Delegator", "LiveChild", "NewChild", "busy_child",
-           "busy_reason", "unknown_below", "waiting_child"]
+           "busy_child_after_wait", "busy_prompt_refusal", "busy_reason", "unknown_below", "waiting_child"]

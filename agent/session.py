@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 import structlog
 
-from agent.delegation import Delegator, LiveChild, NewChild, busy_child, waiting_child
+from agent.delegation import Delegator, LiveChild, NewChild, busy_child_after_wait, busy_prompt_refusal, waiting_child
 from agent.evidence_ledger import Ledgers
 from agent.knowledge import KnowledgeSource, SessionKnowledge, knowledge_change
 from agent.lineage import ChildLink
@@ -379,6 +379,17 @@ async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mo
     return LiveSession(rt, loop.state, holder, loop)
 
 
+async def refuse_prompt_while_child_busy(rt: Runtime, state: SessionState) -> None:
+    """A new prompt for a session whose open batch's delegate call waits on a child another process drives (its
+    lease held by a live holder, waited for up to CHILD_LEASE_WAIT_S: a decision holds it for a moment) would park
+    again on that child and go unheard: refused (UsageError naming the child and its process), nothing recorded."""
+    if state.open_batch is None:
+        return
+    busy = await busy_child_after_wait(rt.store, state.session_id, make_liveness(rt.clock))
+    if busy is not None:
+        raise busy_prompt_refusal(state.session_id, busy)
+
+
 async def _refuse_lost_receipts(store: EventStore, session_id: str, state: SessionState) -> None:
     """A call of the open batch without a result is run again on resume when it has no receipt: the receipt is
     what says it was dispatched. One whose receipt is gone from the receipts table while the chained timeline
@@ -437,13 +448,8 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
                              "prompt cannot be given until the open batch is finished",
                              hint=f"decide with `strata approve|deny {session_id} CALL`, then resume (with the "
                                   "prompt, if you still want it)")
-        if prompt is not None and state.open_batch is not None and \
-                (busy := await busy_child(rt.store, session_id, make_liveness(rt.clock))) is not None:
-            # its delegate call would park again, and the prompt go unheard
-            raise UsageError(f"session {session_id} is waiting for child session {busy.session_id}, which another "
-                             f"process runs ({busy.owner}); a new prompt cannot be given until it is done",
-                             hint=f"once that process is done, strata resume {session_id} (with the prompt, if you "
-                                  "still want it)")
+        if prompt is not None:  # its delegate call would park again on a busy child, and the prompt go unheard
+            await refuse_prompt_while_child_busy(rt, state)
         if prompt is not None and before == "awaiting_approval" and state.open_batch is not None and \
                 (child := await waiting_child(rt.store, session_id)) is not None:  # it would park again, unheard
             raise UsageError(f"session {session_id} is waiting for child session {child}'s approval; a new prompt "

@@ -16,8 +16,9 @@ from agent.mcp import with_mcp_tools
 from agent.models import model_from_spec
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
 from agent.terminal.safe_text import SafeConsole
-from core.errors import UsageError
+from core.errors import StrataError, UsageError
 from core.messages import Message
+from core.vocabulary import SessionStatus
 
 DEFAULT_CHAT_MODEL = "anthropic"
 TIMELINE_ROWS = 30
@@ -97,10 +98,25 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
                     await session.turn(live, None)  # finish the batch a crash or an interrupt left open
                 await session.loop(live)
             finally:
-                await live.release("idle")
+                await live.release(await _leaving_status(rt, live))
 
     cmd.run(main)
     sys.exit(0)
+
+
+async def _leaving_status(rt: Runtime, live: LiveSession) -> SessionStatus:
+    """The status a chat leaves its session in: `idle`, but `awaiting_approval` while its open batch still waits
+    (its last run parked: a delegate call waiting on a child that another process drives, or that waits for a
+    decision), as `strata resume` leaves it; `idle` would say nothing waits, and a later `strata resume ID PROMPT`
+    would then run the prompt into a batch that parks again, unheard."""
+    if live.loop.state.open_batch is None:
+        return "idle"
+    with anyio.CancelScope(shield=True):
+        try:
+            stored = (await rt.store.get_session(live.id)).status
+        except StrataError:
+            return "idle"
+    return "awaiting_approval" if stored == "awaiting_approval" else "idle"
 
 
 async def _refuse_resume_early(rt: Runtime, session_id: str) -> None:

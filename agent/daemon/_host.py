@@ -30,7 +30,7 @@ from agent.daemon._hosted import HostedSession, HostParts
 from agent.daemon._messages import SessionInfo
 from agent.models import model_from_spec
 from agent.reconcile import person
-from agent.session import Runtime
+from agent.session import Runtime, refuse_prompt_while_child_busy
 from config import LoadedConfig
 from core.errors import UsageError
 from core.model import ModelAdapter
@@ -151,7 +151,21 @@ class SessionHost:
                                   session_id=hosted.id, hint=f"attach again as the driver to be asked, or decide "
                                   f"with `strata approve|deny {hosted.id} CALL`")
             self._refuse_if_busy(hosted)
+        await self._refuse_if_child_busy(hosted)
         hosted.submit(text)
+
+    async def _refuse_if_child_busy(self, hosted: HostedSession) -> None:
+        """A prompt while the session's delegate call waits on a child another process drives would finish the
+        open batch first, park again on that child and never be heard: refused (`session_busy`) instead, the
+        session untouched. A hosted session's turn does not pass resume_session's check (it holds its lease
+        between turns), so it is made here."""
+        live = hosted.live
+        state = live.loop.state if live is not None else (await restore_or_report(self._rt.store, hosted.id)).state
+        try:
+            await refuse_prompt_while_child_busy(self._rt, state)
+        except UsageError as exc:
+            raise HostRefused("session_busy", exc.message, session_id=hosted.id, hint=exc.hint) from None
+        self._refuse_if_busy(hosted)  # another prompt may have started a turn while this one waited
 
     async def approve(self, attachment: Attachment, call_id: str, *, args_sha256: str, plan_digest: str,
                       always: bool = False) -> None:

@@ -24,11 +24,12 @@ from rich.console import Console
 from rich.markup import escape
 
 from agent.outcome import RunOutcome
-from agent.session import LiveSession
+from agent.session import LiveSession, refuse_prompt_while_child_busy
 from agent.terminal.live_area import LiveArea
 from agent.terminal.markdown_stream import MarkdownStream
 from agent.terminal.tool_views import main_argument, show_result
 from config.private_files import create_private
+from core.errors import UsageError
 from core.events import (
     AssistantMessage,
     BatchProposed,
@@ -311,6 +312,12 @@ class Chat:
                     await self.commands[name](arg.strip())
                 else:
                     self.console.print(f"unknown command {escape(name)}; /help lists them", highlight=False)
+                continue
+            try:  # its open batch's delegate call would park again on a busy child, and the prompt go unheard
+                await refuse_prompt_while_child_busy(live.runtime, live.loop.state)
+            except UsageError as exc:
+                self.console.print(f"[yellow]refused[/]: {escape(exc.message)}; {escape(exc.hint or '')}",
+                                   highlight=False)
                 continue
             if self.untitled:
                 await live.name(text)

@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -504,3 +505,32 @@ def test_a_delegate_call_waits_a_moment_for_its_childs_lease_and_takes_the_resul
     resumed = [r for r in rows if r["kind"] == "lifecycle" and r["outcome"] == "resumed"]
     assert len(resumed) == 1, resumed  # by the other process only: the parent did not resume the child again
     assert _status(cli, child["id"]) == "completed" and (workspace / EFFECTS_LOG).read_text() == "once\n"
+
+
+def test_a_new_prompt_for_a_parent_waits_a_moment_for_its_childs_lease_instead_of_being_refused(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """The child's lease held only for a moment (as `strata approve CHILD` holds it while it records a decision;
+    here a process holds it until the test lets go): `strata resume PARENT PROMPT` waits for it (up to
+    agent/delegation.py CHILD_LEASE_WAIT_S) instead of refusing the prompt as if another process drove the child,
+    then runs the child, takes its result and hears the prompt. Before, it was refused (exit 2) at once."""
+    parent, child = _parked_parent(cli, tmp_path, workspace)
+    assert cli.run("approve", child["id"], "--all").returncode == 0
+    holder = subprocess.Popen([sys.executable, "-m", "tests.serve._hold_lease", child["id"]], cwd=cli.cwd,
+                              env=cli.env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n", holder.communicate()
+        resume = cli.popen("resume", parent["id"], "and then say hi", "--json")
+        deadline = time.monotonic() + 30
+        while resume.poll() is None and _status(cli, parent["id"]) != "active":  # it holds the parent's lease
+            assert time.monotonic() < deadline, "the resume never took the parent's lease"
+            time.sleep(0.02)
+    finally:
+        _, err = holder.communicate(input="", timeout=30)  # the decision is recorded: the child's lease is free
+        assert holder.returncode == 0, err
+    out, err = resume.communicate(timeout=60)
+    assert resume.returncode == 0, (out, err)
+    assert CHILD_ANSWER in _delegate_result(out)["content"]
+    user_texts = [e.get("text") for e in events_of(out) if e["kind"] == "user_message"]
+    assert "and then say hi" in user_texts, user_texts
+    assert (workspace / EFFECTS_LOG).read_text() == "once\n"
