@@ -35,6 +35,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -194,11 +195,22 @@ def denied_rows(home: Path, sid: str) -> int:
 
 
 def main(args: argparse.Namespace) -> None:
+    if args.dir:
+        base = Path(args.dir)
+        if base.exists() and any(base.iterdir()):  # homes built again on old ones would hold twice the sessions
+            raise SystemExit(f"--dir {base} is not empty: give a new or empty directory")
+        run(args, base)
+        return
+    base = Path(tempfile.mkdtemp(prefix="strata-startup-bench-"))
+    try:  # the homes take ~35 MB: a temporary directory of ours goes when the run ends
+        run(args, base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def run(args: argparse.Namespace, base: Path) -> None:
     size = (Sizes(sessions=20, timeline_rows=200, long_rows=2_000, runs=3) if args.small
             else Sizes(sessions=100, timeline_rows=1_000, long_rows=100_000, runs=args.runs))
-    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="strata-startup-bench-"))
-    if base.exists() and any(base.iterdir()):  # homes built again on old ones would hold twice the sessions
-        raise SystemExit(f"--dir {base} is not empty: give a new or empty directory")
     listing, resuming, long, workspace = base / "listing", base / "resume", base / "long", base / "ws"
     for d in (listing, resuming, long, workspace):
         d.mkdir(parents=True, exist_ok=True)
@@ -244,6 +256,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--small", action="store_true")
-    parser.add_argument("--dir", help="a new or empty directory to build the homes in (default: a new temporary "
-                        "directory)")
+    parser.add_argument("--dir", help="a new or empty directory to build the homes in, kept afterwards (default: a new "
+                        "temporary directory, removed at the end)")
     main(parser.parse_args())
