@@ -41,7 +41,7 @@ from config.mcp import (
     McpToolPolicy,
 )
 from config.settings import Settings, flag_name
-from config.trust import TrustState, lookup
+from config.trust_state import TrustState
 from core.errors import ConfigError
 from core.hashing import sha256_json
 from core.hooks import HookSet
@@ -158,7 +158,9 @@ def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
     project = _read_if_present(project_config_path(workspace)) if workspace is not None else None
     state: TrustState = "untrusted"
     project_files: dict[str, str] | None = None
-    if project is not None:
+    if project is not None:  # the trust record and its models only where there is a project file to look up
+        from config.trust import lookup
+
         state, project_files = lookup(home, project.path, project.sha256)
     docs = [d for d in (defaults, user, project) if d is not None]
 

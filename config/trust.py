@@ -36,10 +36,10 @@ from config.hook_spec import HOOK_EVENTS
 from config.locations import project_config_path
 from config.private_files import FILE_MODE, open_private, private_dir
 from config.schema import ConfigFile
+from config.trust_state import TrustState as TrustState  # the states on their own (config/trust_state.py)
 from core.errors import ConfigError, UsageError
 
 TRUST_FILE = "trusted_projects.json"
-TrustState = Literal["trusted", "untrusted", "changed"]
 
 
 class TrustRecord(BaseModel):
