@@ -19,6 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from config._read import ConfigDoc, describe, parse_config, read_config_file
+from config._trust_state import TrustState
 from config.channels import ChannelEntry, ChannelsConfig
 from config.hook_files import FileProblem, HookFiles
 from config.hook_spec import HOOK_EVENTS, HookSpec
@@ -41,7 +42,6 @@ from config.mcp import (
     McpToolPolicy,
 )
 from config.settings import Settings, flag_name
-from config.trust_state import TrustState
 from core.errors import ConfigError
 from core.hashing import sha256_json
 from core.hooks import HookSet

@@ -31,12 +31,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from config._read import ConfigDoc, read_config_file
+from config._trust_state import TrustState as TrustState  # the states on their own (config/_trust_state.py)
 from config.hook_files import covered_files
 from config.hook_spec import HOOK_EVENTS
 from config.locations import project_config_path
 from config.private_files import FILE_MODE, open_private, private_dir
 from config.schema import ConfigFile
-from config.trust_state import TrustState as TrustState  # the states on their own (config/trust_state.py)
 from core.errors import ConfigError, UsageError
 
 TRUST_FILE = "trusted_projects.json"
