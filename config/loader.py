@@ -258,6 +258,8 @@ def _mcp(docs: list[ConfigDoc], *, project: ConfigDoc | None, trusted: bool) -> 
     serve = _NO_MCP.serve
     for doc in docs:
         section = doc.data.mcp
+        if section is None:  # the file has no [mcp] table
+            continue
         if doc is project and not trusted:
             ignored.extend(section.servers)
             continue
@@ -358,6 +360,8 @@ def _knowledge(docs: list[ConfigDoc], *, project: ConfigDoc | None, trusted: boo
     ignored: list[str] = []
     for doc in docs:
         section = doc.data.knowledge
+        if section is None:  # the file has no [knowledge] table
+            continue
         if section.common_term_share is not None:
             share = section.common_term_share
         if doc is project and not trusted:

@@ -127,11 +127,13 @@ def test_resume_of_a_session_without_a_bash_call_never_imports_the_shell_command
 
 
 _RESUME_NEVER = {"agent.reconcile", "observability.child_sessions", "observability.session_timeline",
-                 "tool_executor.builtin._grep", "agent.cli.views", "agent.cli.session_list", "config.trust"}
+                 "tool_executor.builtin._grep", "agent.cli.views", "agent.cli.session_list", "config.trust",
+                 "config.tables"}
 """What a plain `strata resume ID PROMPT` of a session without delegate or grep calls never needs: the
 reconciliation of receipts (a person's name only for `--without-project-hooks`), the children's timelines (only
 once a delegate call ran), the grep tool (only at its first call), the JSON views (only for `--json`), the record
-of trusted projects (only where the workspace has a project file)."""
+of trusted projects (only where the workspace has a project file), the models of the `[tools]`, `[knowledge]` and
+`[mcp]` tables (only for a file that has one)."""
 
 
 def test_a_plain_resume_imports_neither_reconciliation_nor_child_timelines_nor_grep_nor_json_views(
