@@ -7,6 +7,7 @@ from core.lazy_exports import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:  # imported when first used (core/lazy_exports.py)
     from config._read import ConfigDoc, read_config_file
+    from config._trust_state import TrustState
     from config.channels import ChannelEntry, ChannelsConfig
     from config.hook_files import FileProblem, HookFiles
     from config.hook_spec import HOOK_EVENTS, HookSpec
@@ -30,7 +31,7 @@ if TYPE_CHECKING:  # imported when first used (core/lazy_exports.py)
     from config.mcp import McpConfig, McpServeConfig, McpServerDecl, McpToolPolicy
     from config.schema import ConfigFile, HookEntry, RuleEntry
     from config.settings import Settings, flag_name
-    from config.trust import TrustRecord, TrustState, is_trusted, trust_project, trust_state, trust_store_path, untrust
+    from config.trust import TrustRecord, is_trusted, trust_project, trust_state, trust_store_path, untrust
     from core.vocabulary import Durability, OnAsk
 
 _EXPORTS: dict[str, tuple[str, str]] = {
@@ -70,7 +71,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "project_config_path": ("config.locations", "project_config_path"),
     "user_config_path": ("config.locations", "user_config_path"),
     "TrustRecord": ("config.trust", "TrustRecord"),
-    "TrustState": ("config.trust", "TrustState"),
+    "TrustState": ("config._trust_state", "TrustState"),
     "is_trusted": ("config.trust", "is_trusted"),
     "trust_project": ("config.trust", "trust_project"),
     "trust_state": ("config.trust", "trust_state"),

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from config._regular_file import read_regular
-from config.schema import ConfigFile
+from config.schema import ConfigFile, field_type
 from core.errors import ConfigError
 from core.record import record
 
@@ -169,7 +169,7 @@ def _allowed_keys(root: type[BaseModel], parent: tuple[int | str, ...]) -> list[
             args = typing.get_args(node)
             node = args[0] if args else None
         elif isinstance(node, type) and issubclass(node, BaseModel) and part in node.model_fields:
-            node = node.model_fields[part].annotation
+            node = field_type(node.model_fields[part])
         else:
             return []
     node = _unwrap(node)

@@ -19,6 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from config._read import ConfigDoc, describe, parse_config, read_config_file
+from config._trust_state import TrustState
 from config.channels import ChannelEntry, ChannelsConfig
 from config.hook_files import FileProblem, HookFiles
 from config.hook_spec import HOOK_EVENTS, HookSpec
@@ -41,7 +42,6 @@ from config.mcp import (
     McpToolPolicy,
 )
 from config.settings import Settings, flag_name
-from config.trust import TrustState, lookup
 from core.errors import ConfigError
 from core.hashing import sha256_json
 from core.hooks import HookSet
@@ -158,7 +158,9 @@ def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
     project = _read_if_present(project_config_path(workspace)) if workspace is not None else None
     state: TrustState = "untrusted"
     project_files: dict[str, str] | None = None
-    if project is not None:
+    if project is not None:  # the trust record and its models only where there is a project file to look up
+        from config.trust import lookup
+
         state, project_files = lookup(home, project.path, project.sha256)
     docs = [d for d in (defaults, user, project) if d is not None]
 
@@ -256,6 +258,8 @@ def _mcp(docs: list[ConfigDoc], *, project: ConfigDoc | None, trusted: bool) -> 
     serve = _NO_MCP.serve
     for doc in docs:
         section = doc.data.mcp
+        if section is None:  # the file has no [mcp] table
+            continue
         if doc is project and not trusted:
             ignored.extend(section.servers)
             continue
@@ -357,6 +361,8 @@ def _knowledge(docs: list[ConfigDoc], *, project: ConfigDoc | None, trusted: boo
     ignored: list[str] = []
     for doc in docs:
         section = doc.data.knowledge
+        if section is None:  # the file has no [knowledge] table
+            continue
         if section.common_term_share is not None:
             share = section.common_term_share
         if doc is project and not trusted:

@@ -6,14 +6,14 @@ it overrides. Lists of rules and hooks accumulate across files (`config/loader.p
 
 import re
 import typing
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, GetCoreSchemaHandler, TypeAdapter, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, GetCoreSchemaHandler, TypeAdapter
+from pydantic.fields import FieldInfo
 from pydantic_core import CoreSchema, core_schema
 
 from config.channels import ChannelEntry, DaemonSection
 from config.settings import (
-    CommonTermShare,
     ContextBudget,
     DelegateDepth,
     DrainSeconds,
@@ -24,19 +24,17 @@ from config.settings import (
     Seconds,
     SnapshotEvery,
     StoreUrl,
-    ToolSeconds,
 )
-from core.events import Mode
 from core.faults import FAULT_ENV
-from core.knowledge import DATASET_PATTERN
 from core.policy import RuleAction
-from core.tools.spec import EffectClass, PiiClass, SafetyLevel
 from core.vocabulary import Durability, OnAsk
+
+if TYPE_CHECKING:
+    from config.tables import KnowledgeSection, McpSection, ToolEntry
 
 _TOOL_GLOB = re.compile(r"^[A-Za-z0-9_.:*?\[\]!-]+$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
-_DATASET_NAME = re.compile(DATASET_PATTERN)
 
 
 def unclosed_bracket(glob: str) -> bool:
@@ -93,26 +91,6 @@ def _tool_name(value: str) -> str:
     return value
 
 
-def _dataset_name(value: str) -> str:
-    if not _DATASET_NAME.match(value):
-        raise ValueError("a dataset name is 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit")
-    return value
-
-
-def _dataset_path(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must not be empty")
-    if "\x00" in value:
-        raise ValueError("must not contain a NUL character")
-    return value
-
-
-def _distinct_modes(value: list[Mode]) -> list[Mode]:
-    repeated = sorted({m for m in value if value.count(m) > 1})
-    if repeated:
-        raise ValueError(f"mode {repeated[0]!r} is listed twice")
-    return value
-
 
 def _hook_env_name(value: str) -> str:
     _env_name(value)
@@ -128,8 +106,6 @@ Command = Annotated[str, AfterValidator(_command)]
 EnvName = Annotated[str, AfterValidator(_env_name)]
 ToolName = Annotated[str, AfterValidator(_tool_name)]
 HookEnvName = Annotated[str, AfterValidator(_hook_env_name)]
-DatasetName = Annotated[str, AfterValidator(_dataset_name)]
-DatasetPath = Annotated[str, AfterValidator(_dataset_path)]
 SecretValue = Annotated[str, Field(min_length=4)]
 """Shorter values would mask ordinary text wherever it appears."""
 
@@ -153,21 +129,46 @@ class _OwnValidator:
     (bench/cli_startup.py). Validation is the same: the same checks and errors (pydantic puts the field's name
     in front of the inner errors' locations), an instance of T taken as it is. The field's default must not be
     validated either: `default_factory=T.model_construct` (what `T()` is for a table whose keys all have
-    defaults)."""
+    defaults).
+
+    `_OwnValidator("NAME")`: T is config/tables.py's NAME, and that module (its models) is imported only when a
+    file holds the table (`Annotated[Any, ...]` at run time; `table_type` names T)."""
+
+    def __init__(self, later: str | None = None) -> None:
+        self._later = later
+
+    def table_type(self, source: Any) -> Any:
+        """T: the annotation itself, or config/tables.py's name (imported here)."""
+        if self._later is None:
+            return source
+        from config import tables
+
+        return getattr(tables, self._later)
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
         adapter: list[TypeAdapter[Any]] = []
-
-        model = isinstance(source, type) and issubclass(source, BaseModel)
+        found: list[tuple[Any, bool]] = []  # (T, whether it is a model), once known
 
         def validate(value: Any) -> Any:
-            if model and _empty_arrays(source, value):
-                return source.model_construct(**{key: [] for key in value})  # what validating it gives
+            if not found:
+                table = self.table_type(source)
+                found.append((table, isinstance(table, type) and issubclass(table, BaseModel)))
+            table, model = found[0]
+            if model and _empty_arrays(table, value):
+                return table.model_construct(**{key: [] for key in value})  # what validating it gives
             if not adapter:  # a model brings its own (strict) config; a list or union of models is strict here
-                adapter.append(TypeAdapter(source) if model else TypeAdapter(source, config=ConfigDict(strict=True)))
+                adapter.append(TypeAdapter(table) if model else TypeAdapter(table, config=ConfigDict(strict=True)))
             return adapter[0].validate_python(value)
 
         return core_schema.no_info_plain_validator_function(validate)
+
+
+def field_type(field: FieldInfo) -> Any:
+    """What a file's value for `field` is validated as: its annotation, or its table's type (`_OwnValidator`)."""
+    for meta in field.metadata:
+        if isinstance(meta, _OwnValidator):
+            return meta.table_type(field.annotation)
+    return field.annotation
 
 
 def _empty_arrays(model: type[BaseModel], value: Any) -> bool:
@@ -229,110 +230,6 @@ class SecretsSection(_Table):
     """Names of environment variables whose values are secrets to mask."""
 
 
-class ToolEntry(_Table):
-    """`[tools.grep]`: settings of one tool."""
-
-    timeout_s: ToolSeconds | None = None
-    """The deadline of each call of the tool (None: the tool's own; for `bash` it caps the call's `timeout_s`)."""
-
-
-class DatasetEntry(_Table):
-    """`[knowledge.datasets.NAME]`: a knowledge dataset, where it is read from and who may read it."""
-
-    path: DatasetPath | None = None
-    """Its root directory: absolute or starting with `~` (a project file may give it relative to the workspace).
-    None: `$XDG_DATA_HOME/strata/knowledge/NAME` and, in a trusted project, `.strata/knowledge/NAME`."""
-    pii: PiiClass = "internal"
-    """The PII class of what it holds; the knowledge tools carry the highest of the datasets a mode may read."""
-    modes: Annotated[list[Mode], AfterValidator(_distinct_modes)] = Field(default_factory=_no_entries)
-    """The session modes granted to read it (none by default: a grant is always written down)."""
-
-
-class KnowledgeSection(_Table):
-    common_term_share: CommonTermShare | None = None
-    """A term found in more than this share of a dataset's documents does not count as a match there."""
-    datasets: dict[DatasetName, DatasetEntry] = Field(default_factory=dict)
-
-
-_MCP_SERVER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*(_[A-Za-z0-9-]+)*$")
-
-
-def _mcp_server_name(value: str) -> str:
-    if not _MCP_SERVER.match(value) or len(value) > 64:
-        raise ValueError("an MCP server name is 1 to 64 letters, digits, '-' or single '_' (it becomes part of "
-                         "`mcp__SERVER__TOOL`)")
-    return value
-
-
-def _resource_key(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must not be empty")
-    try:
-        value.format_map(_AnyArgs())
-    except (ValueError, IndexError) as exc:
-        raise ValueError(f"not a valid template ({exc})") from None
-    return value
-
-
-class _AnyArgs(dict[str, str]):
-    def __missing__(self, key: str) -> str:
-        return ""
-
-
-def _loopback_url(value: str) -> str:
-    if not value.startswith(("http://", "https://")):
-        raise ValueError("must be an http:// or https:// URL")
-    return value
-
-
-McpServerName = Annotated[str, AfterValidator(_mcp_server_name)]
-ResourceKeyTemplate = Annotated[str, AfterValidator(_resource_key)]
-McpUrl = Annotated[str, AfterValidator(_loopback_url)]
-
-
-class McpToolEntry(_Table):
-    """`[mcp.servers.NAME.tools.TOOL]`: the resource policy that makes an MCP tool callable."""
-
-    safety: SafetyLevel
-    effect: EffectClass
-    pii: PiiClass = "none"
-    resource_keys: list[ResourceKeyTemplate] = Field(default_factory=_no_entries)
-    """Templates over the call's arguments: `"issue:{repo}/{number}"`."""
-    timeout_s: ToolSeconds | None = None
-    path_args: list[ArgName] = Field(default_factory=_no_entries)
-
-
-class McpServerEntry(_Table):
-    """`[mcp.servers.NAME]`: a server started over stdio (`command`, `args`, `env`) or reached at `url`."""
-
-    command: Command | None = None
-    args: list[str] = Field(default_factory=_no_entries)
-    env: dict[EnvName, str] = Field(default_factory=dict)
-    url: McpUrl | None = None
-    startup_timeout_s: ToolSeconds | None = None
-    tools: dict[ToolName, McpToolEntry] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _one_transport(self) -> "McpServerEntry":
-        if (self.command is None) == (self.url is None):
-            raise ValueError("give either `command` (stdio) or `url` (streamable HTTP)")
-        if self.url is not None and (self.args or self.env):
-            raise ValueError("`args` and `env` apply only to a `command` server")
-        return self
-
-
-class McpServeEntry(_Table):
-    roots: list[DatasetPath] = Field(default_factory=_no_entries)
-    allow_tools: list[ToolName] = Field(default_factory=_no_entries)
-    token_env: EnvName | None = None
-    """With `--http`: the environment variable holding the bearer token requests must bear."""
-
-
-class McpSection(_Table):
-    servers: dict[McpServerName, McpServerEntry] = Field(default_factory=dict)
-    serve: McpServeEntry | None = None
-
-
 class ConfigFile(_Table):
     durability: Durability | None = None
     max_turns: MaxTurns | None = None
@@ -351,12 +248,18 @@ class ConfigFile(_Table):
     policy: Annotated[PolicySection, _OwnValidator()] = Field(default_factory=PolicySection.model_construct)
     hooks: Annotated[HooksSection, _OwnValidator()] = Field(default_factory=HooksSection.model_construct)
     secrets: Annotated[SecretsSection, _OwnValidator()] = Field(default_factory=SecretsSection.model_construct)
-    tools: Annotated[dict[ToolName, ToolEntry], _OwnValidator()] = Field(default_factory=dict)
-    """Per-tool settings; a later file overrides an earlier one tool by tool."""
-    knowledge: Annotated[KnowledgeSection, _OwnValidator()] = Field(default_factory=KnowledgeSection.model_construct)
-    """Knowledge datasets (config/knowledge.py); a later file replaces a dataset's table whole."""
-    mcp: Annotated[McpSection, _OwnValidator()] = Field(default_factory=McpSection.model_construct)
-    """MCP servers and their tools' policies (config/mcp.py); a later file replaces a server's table whole."""
+    if TYPE_CHECKING:
+        tools: dict[ToolName, ToolEntry] = Field(default_factory=dict)
+        knowledge: KnowledgeSection | None = None
+        mcp: McpSection | None = None
+    else:  # config/tables.py, imported only for a file that holds one of these tables (_OwnValidator)
+        tools: Annotated[Any, _OwnValidator("ToolsTable")] = Field(default_factory=dict)
+        knowledge: Annotated[Any, _OwnValidator("KnowledgeSection")] = None
+        mcp: Annotated[Any, _OwnValidator("McpSection")] = None
+    """`tools`: per-tool settings; a later file overrides an earlier one tool by tool. `knowledge`: knowledge
+    datasets (config/knowledge.py); a later file replaces a dataset's table whole. `mcp`: MCP servers and their
+    tools' policies (config/mcp.py); a later file replaces a server's table whole. None: the file has no such
+    table (config/loader.py reads that as the table with nothing in it)."""
     channels: Annotated[list[ChannelEntry] | None, _OwnValidator()] = None
     """The serve daemon's channels (config/channels.py); the user's file only."""
     daemon: Annotated[DaemonSection | None, _OwnValidator()] = None

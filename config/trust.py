@@ -31,6 +31,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from config._read import ConfigDoc, read_config_file
+from config._trust_state import TrustState as TrustState  # the states on their own (config/_trust_state.py)
 from config.hook_files import covered_files
 from config.hook_spec import HOOK_EVENTS
 from config.locations import project_config_path
@@ -39,7 +40,6 @@ from config.schema import ConfigFile
 from core.errors import ConfigError, UsageError
 
 TRUST_FILE = "trusted_projects.json"
-TrustState = Literal["trusted", "untrusted", "changed"]
 
 
 class TrustRecord(BaseModel):

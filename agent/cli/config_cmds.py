@@ -85,7 +85,7 @@ def _summary(data: ConfigFile) -> list[str]:
         rule = PermissionRule(action=r.action, tool=r.tool, pattern=r.pattern, args=dict(r.args))
         lines.append(f"rule {i}: {r.action} {rule.text()}")
     lines.extend(f"setting {key} = {shown_setting(key, getattr(data, key))!r}" for key in settings)
-    for name, server in data.mcp.servers.items():
+    for name, server in (data.mcp.servers if data.mcp is not None else {}).items():
         target = server.url or " ".join([server.command or "", *server.args])
         policies = ", ".join(f"{t} ({p.safety}, {p.effect})" for t, p in server.tools.items()) or "none"
         lines.append(f"mcp server {name}: {target} (tools with a policy: {policies})")

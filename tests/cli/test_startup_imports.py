@@ -127,10 +127,13 @@ def test_resume_of_a_session_without_a_bash_call_never_imports_the_shell_command
 
 
 _RESUME_NEVER = {"agent.reconcile", "observability.child_sessions", "observability.session_timeline",
-                 "tool_executor.builtin._grep", "agent.cli.views", "agent.cli.session_list"}
+                 "tool_executor.builtin._grep", "agent.cli.views", "agent.cli.session_list", "config.trust",
+                 "config.tables"}
 """What a plain `strata resume ID PROMPT` of a session without delegate or grep calls never needs: the
 reconciliation of receipts (a person's name only for `--without-project-hooks`), the children's timelines (only
-once a delegate call ran), the grep tool (only at its first call), the JSON views (only for `--json`)."""
+once a delegate call ran), the grep tool (only at its first call), the JSON views (only for `--json`), the record
+of trusted projects (only where the workspace has a project file), the models of the `[tools]`, `[knowledge]` and
+`[mcp]` tables (only for a file that has one)."""
 
 
 def test_a_plain_resume_imports_neither_reconciliation_nor_child_timelines_nor_grep_nor_json_views(
@@ -149,6 +152,14 @@ def test_a_plain_resume_imports_neither_reconciliation_nor_child_timelines_nor_g
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1])["status"] == "completed"
     assert {"agent.cli.views", "agent.reconcile"} <= loaded
+    # a workspace with a project file: its trust is looked up, and an untrusted file's allow rule is ignored
+    project = cli.cwd / ".strata" / "config.toml"
+    project.parent.mkdir(exist_ok=True)
+    project.write_text('[[policy.rules]]\ntool = "bash"\naction = "allow"\n', encoding="utf-8")
+    done, loaded = run_noting_modules(cli, ["resume", sid, "and again"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "config.trust" in loaded
+    assert "is not trusted: its 1 allow rule is ignored" in done.stdout + done.stderr
 
 
 def test_grep_imports_its_module_at_its_first_call_and_finds_what_it_did(cli: StrataCLI, tmp_path: Path) -> None:

@@ -15,8 +15,7 @@ from tests.cli._helpers import scripted_session
 from tests.conftest import StrataCLI
 
 _NEVER_BUILT = ("config.channels:ChannelEntry", "config.channels:DaemonSection", "config.channels:ChannelsConfig",
-                "config.schema:McpSection", "config.schema:McpServerEntry", "config.schema:KnowledgeSection",
-                "config.schema:ToolEntry", "config.schema:PolicySection", "config.schema:RuleEntry",
+                "config.schema:PolicySection", "config.schema:RuleEntry",
                 "config.schema:HooksSection", "config.schema:HookEntry", "config.schema:SecretsSection",
                 "config.mcp:McpConfig", "config.mcp:McpServerDecl",
                 "config.mcp:McpServeConfig", "config.knowledge:KnowledgeConfig",
