@@ -282,7 +282,7 @@ class AgenticLoop:
         if state.open_batch is not None:
             parked = await self._finish_open_batch()
             if parked is not None:
-                return parked
+                return parked if prompt is None else _unheard(parked)
         self._tell_knowledge_change()
         self._tell_tools_change()
         reported = await self._report_reconciliations()
@@ -474,6 +474,15 @@ class AgenticLoop:
                         unknown.add(receipt_id)
         return RunOutcome(session_id=self.state.session_id, status=status, reason=reason,
                           unknown_receipts=len(unknown))
+
+
+def _unheard(parked: RunOutcome) -> RunOutcome:
+    """A run given a prompt whose open batch waits again: the prompt is neither recorded nor told to the model (it
+    would follow a batch nobody decided), and the reason says so. The surfaces refuse such a prompt before the run
+    (agent/session.py); this covers a state that changed between their check and the run."""
+    return RunOutcome(session_id=parked.session_id, status=parked.status, unknown_receipts=parked.unknown_receipts,
+                      reason=f"{parked.reason}; the prompt given with this run was not heard (the open batch must "
+                             "be decided first): give it again once it is")
 
 
 _PLAN_NOTES_SHOWN = 8
