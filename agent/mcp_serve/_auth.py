@@ -3,10 +3,12 @@ environment variable `--token-env NAME` or `[mcp.serve] token_env` names (16 cha
 channel's). Any other request (no header, another scheme, a wrong token) is answered 401 by `BearerGate`, the
 outermost layer of the HTTP app, before the SDK's session machinery or a tool sees it. The token is compared in
 constant time and never logged, printed or passed on: once read, its variable is removed from the server's
-environment, so no process the server starts (a `bash` call, an MCP server) inherits it."""
+environment, so no process the server starts (a `bash` call, an MCP server) inherits it, and its value is overwritten
+in the environment block the process started with (what /proc/PID/environ and `ps e` show on Linux)."""
 
 from __future__ import annotations
 
+import ctypes
 import hmac
 import json
 import os
@@ -53,7 +55,31 @@ def bearer_token(flag_env: str | None, config_env: str | None,
         raise UsageError(f"the bearer token in the environment variable {name} must be visible ASCII characters "
                          "only (no spaces or control characters): a client could not send it in a header")
     env.pop(name, None)
+    if env is os.environ:
+        _blank_initial_value(name)
     return token
+
+
+def _blank_initial_value(name: str) -> None:
+    """Overwrite with NULs the value of `name` in the environment block this process started with, which the kernel
+    shows as /proc/PID/environ (and `ps e` prints) whatever os.environ holds now. Linux only; a no-op elsewhere or
+    when the block cannot be found as the kernel reports it."""
+    try:
+        with open("/proc/self/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        with open("/proc/self/environ", "rb") as environ:
+            block = environ.read()
+        start = int(fields[47])  # env_start: field 50 of proc(5), fields[0] being field 3
+    except (OSError, IndexError, ValueError):
+        return
+    if not start or ctypes.string_at(start, len(block)) != block:
+        return
+    prefix = name.encode() + b"="
+    offset = 0
+    for entry in block.split(b"\0"):
+        if entry.startswith(prefix):
+            ctypes.memset(start + offset + len(prefix), 0, len(entry) - len(prefix))
+        offset += len(entry) + 1
 
 
 class BearerGate:
