@@ -8,7 +8,6 @@ in the environment block the process started with (what /proc/PID/environ and `p
 
 from __future__ import annotations
 
-import ctypes
 import hmac
 import json
 import os
@@ -16,6 +15,7 @@ import re
 from collections.abc import MutableMapping
 from typing import Any
 
+from core.env_block import blank_initial_value
 from core.errors import UsageError
 
 MIN_TOKEN_CHARS = 16
@@ -56,30 +56,8 @@ def bearer_token(flag_env: str | None, config_env: str | None,
                          "only (no spaces or control characters): a client could not send it in a header")
     env.pop(name, None)
     if env is os.environ:
-        _blank_initial_value(name)
+        blank_initial_value(name)
     return token
-
-
-def _blank_initial_value(name: str) -> None:
-    """Overwrite with NULs the value of `name` in the environment block this process started with, which the kernel
-    shows as /proc/PID/environ (and `ps e` prints) whatever os.environ holds now. Linux only; a no-op elsewhere or
-    when the block cannot be found as the kernel reports it."""
-    try:
-        with open("/proc/self/stat", "rb") as stat:
-            fields = stat.read().rsplit(b")", 1)[1].split()
-        with open("/proc/self/environ", "rb") as environ:
-            block = environ.read()
-        start = int(fields[47])  # env_start: field 50 of proc(5), fields[0] being field 3
-    except (OSError, IndexError, ValueError):
-        return
-    if not start or ctypes.string_at(start, len(block)) != block:
-        return
-    prefix = name.encode() + b"="
-    offset = 0
-    for entry in block.split(b"\0"):
-        if entry.startswith(prefix):
-            ctypes.memset(start + offset + len(prefix), 0, len(entry) - len(prefix))
-        offset += len(entry) + 1
 
 
 class BearerGate:
