@@ -8,10 +8,11 @@ With `callback_url`, every reply is also POSTed there (see `deliver`), with its 
 delivery is recorded as `<home>/channels/NAME/delivered/KEY`. These folders of the home's (`in/`, `out/`,
 `delivered/`, `ids/`) are made again, with a warning in the log, when removed while the daemon runs.
 
-The token comes from the environment variable the channel's `token_env` names and is compared in constant time;
-a request without it, or with another, gets 401 before its body is read, and nothing is created. A body over
-`max_body_bytes` (by its Content-Length, which is required: 411 without it) gets 413 unread (a client that sent
-`Expect: 100-continue` gets its 100 Continue only once its request passed these checks); a body that is not
+The token comes from the environment variable the channel's `token_env` names (removed from the daemon's
+environment once every channel is open, so no `bash` command or hook a session runs inherits it) and is compared
+in constant time; a request without it, or with another, gets 401 before its body is read, and nothing is created.
+A body over `max_body_bytes` (by its Content-Length, which is required: 411 without it) gets 413 unread (a client
+that sent `Expect: 100-continue` gets its 100 Continue only once its request passed these checks); a body that is not
 a JSON message gets 400 with the reason; a thread the channel may not take 403; a message id another thread's
 message took 409 (an id names one message and its reply; the same message POSTed again, same thread, is 202).
 One request a connection, each bounded in time, so a slow or hostile client holds nothing for long: a request's

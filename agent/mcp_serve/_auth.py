@@ -3,7 +3,8 @@ environment variable `--token-env NAME` or `[mcp.serve] token_env` names (16 cha
 channel's). Any other request (no header, another scheme, a wrong token) is answered 401 by `BearerGate`, the
 outermost layer of the HTTP app, before the SDK's session machinery or a tool sees it. The token is compared in
 constant time and never logged, printed or passed on: once read, its variable is removed from the server's
-environment, so no process the server starts (a `bash` call, an MCP server) inherits it."""
+environment, so no process the server starts (a `bash` call, an MCP server) inherits it, and its value is overwritten
+in the environment block the process started with (what /proc/PID/environ and `ps e` show on Linux)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import re
 from collections.abc import MutableMapping
 from typing import Any
 
+from core.env_block import blank_initial_value
 from core.errors import UsageError
 
 MIN_TOKEN_CHARS = 16
@@ -53,6 +55,8 @@ def bearer_token(flag_env: str | None, config_env: str | None,
         raise UsageError(f"the bearer token in the environment variable {name} must be visible ASCII characters "
                          "only (no spaces or control characters): a client could not send it in a header")
     env.pop(name, None)
+    if env is os.environ:
+        blank_initial_value(name)
     return token
 
 

@@ -172,6 +172,22 @@ def test_the_token_variable_is_read_once_and_removed_from_the_servers_environmen
 
 
 
+async def test_the_running_servers_environment_as_the_kernel_shows_it_does_not_hold_the_token(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """`ps e` and /proc/PID/environ show the environment the process started with, which removing the variable
+    from os.environ does not change: the token's bytes there are overwritten once it is read. A process the
+    server starts (its children inherit the live environment) does not get the variable either."""
+    script = write_script(tmp_path / "script.json", [[text("unused")]])
+    async with served(cli, workspace, script, "--token-env", TOKEN_ENV, env={TOKEN_ENV: TOKEN}) as (_, proc):
+        import anyio
+
+        shown = await anyio.Path(f"/proc/{proc.pid}/environ").read_bytes()
+        assert TOKEN.encode() not in shown
+        assert b"PATH=" in shown  # the rest of the environment is as it was
+        listing = await anyio.run_process(["ps", "eww", "-p", str(proc.pid)], check=False)
+        assert TOKEN.encode() not in listing.stdout
+
+
 def test_config_show_names_the_token_variable_of_mcp_serve_never_its_value(cli: StrataCLI) -> None:
     user_config(cli, f'[mcp.serve]\ntoken_env = "{TOKEN_ENV}"\n')
     shown = cli.run("config", "show", "--json", env={TOKEN_ENV: TOKEN})
