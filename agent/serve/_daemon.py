@@ -119,6 +119,7 @@ async def _run(rt: Runtime, lock: ipc.DaemonLock, paths: ipc.DaemonPaths, grace_
     async with anyio.create_task_group() as tg:
         tg.start_soon(on_signals)
         async with SessionHost.open(rt, model_factory=model_from_spec, max_turns=max_turns,
+                                    max_sessions=loaded.channels.max_sessions,
                                     workspace_config=workspace_config) as host, \
                 ChannelRunner.open(rt, loaded, model_factory=model_from_spec,
                                    workspace_config=workspace_config) as channels:
