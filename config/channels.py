@@ -4,6 +4,7 @@
     enable = ["bash"]          # execute/admin tools kept in channel sessions' plans (removed otherwise)
     turn_budget_s = 300        # wall-clock budget of one message's turn
     max_workers = 32           # threads handled at once (1 to 1024); the others wait their turn, in order
+    max_sessions = 128         # sessions `strata serve` hosts at once for clients (1 to 4096)
 
     [[channels]]
     name = "inbox"             # unique; the key of its threads
@@ -34,6 +35,8 @@ DEFAULT_TURN_BUDGET_S = 300.0
 DEFAULT_BODY_CAP = 1024 * 1024
 DEFAULT_MAX_WORKERS = 32
 MAX_WORKERS_CAP = 1024
+DEFAULT_MAX_SESSIONS = 128
+MAX_SESSIONS_CAP = 4096
 
 
 def _name(value: str) -> str:
@@ -108,6 +111,7 @@ class DaemonSection(_Table):
     enable: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]+$")]] | None = None
     turn_budget_s: Annotated[float, Field(gt=0, le=86400, allow_inf_nan=False)] | None = None
     max_workers: Annotated[int, Field(ge=1, le=MAX_WORKERS_CAP)] | None = None
+    max_sessions: Annotated[int, Field(ge=1, le=MAX_SESSIONS_CAP)] | None = None
 
 
 class ChannelsConfig(BaseModel):
@@ -120,3 +124,7 @@ class ChannelsConfig(BaseModel):
     turn_budget_s: float = DEFAULT_TURN_BUDGET_S
     max_workers: int = DEFAULT_MAX_WORKERS
     """Threads whose messages are handled at once, across the daemon's channels; the others wait their turn."""
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    """Sessions the daemon hosts at once for its clients (agent/daemon/_host.py): past it, one hosted session with no
+    client attached and no turn running leaves the host (resumable, hosted again when attached), or, with none such,
+    `new_session` and `attach` are refused (`too_many_sessions`)."""

@@ -306,6 +306,8 @@ def _channels(docs: list[ConfigDoc], project: ConfigDoc | None, home: Path) -> C
                 update["turn_budget_s"] = doc.data.daemon.turn_budget_s
             if doc.data.daemon.max_workers is not None:
                 update["max_workers"] = doc.data.daemon.max_workers
+            if doc.data.daemon.max_sessions is not None:
+                update["max_sessions"] = doc.data.daemon.max_sessions
         found = found.model_copy(update=update)
     return found
 

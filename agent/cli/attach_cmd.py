@@ -18,6 +18,7 @@ from agent import ipc
 from agent.cli._common import Command, json_option
 from agent.cli._daemon_client import connect, socket_option_help
 from agent.cli.attach_json import JsonAttach
+from config import LoadedConfig
 from core.errors import UsageError
 from memory.restore import restore_or_report
 
@@ -62,39 +63,57 @@ def attach(session_id: str | None, new: bool, workspace: Path, model_spec: str |
     role = "watch" if watch else "drive"
 
     async def main() -> int:
-        async with connect(home, socket_path, "strata attach") as client:
+        # Everything read from the store and the config files is read before connecting: a connection that said
+        # hello and is attached to nothing may be closed to make room for newer ones (agent/ipc/_limits.py
+        # `max_connections`), so nothing slow sits between the hello and the attach.
+        if session_id is None and not loaded.settings.model:
+            raise UsageError("no model chosen for the new session",
+                             hint="pass --model script:PATH (offline) or anthropic:NAME")
+        ws = Path(await anyio.Path(workspace).resolve()) if new else None
+        if as_json:
             sid = await cmd.resolve(session_id) if session_id is not None else None
-            if sid is None:
-                if not loaded.settings.model:
-                    raise UsageError("no model chosen for the new session",
-                                     hint="pass --model script:PATH (offline) or anthropic:NAME")
-                ws = await anyio.Path(workspace).resolve()
-                reply = await client.request(ipc.NewSession, workspace=str(ws), model=loaded.settings.model)
-                assert reply.session_id is not None
-                sid = reply.session_id
-            if as_json:
+            async with connect(home, socket_path, "strata attach") as client:
+                if sid is None:
+                    sid = await _new_session(client, ws, loaded.settings.model)
                 await client.request(ipc.Attach, session_id=sid, role=role, since_seq=since_seq or 1)
                 return await JsonAttach(client, sid, role).run()
-            return await _interactive(cmd, client, sid, role)
+        return await _interactive(cmd, loaded, (home, socket_path), session_id, ws, role)
 
     sys.exit(cmd.run(main))
 
 
-async def _interactive(cmd: Command, client: ipc.IpcClient, session_id: str, role: str) -> int:
+async def _new_session(client: ipc.IpcClient, workspace: Path | None, model: str | None) -> str:
+    assert workspace is not None and model is not None
+    reply = await client.request(ipc.NewSession, workspace=str(workspace), model=model)
+    assert reply.session_id is not None
+    return reply.session_id
+
+
+async def _interactive(cmd: Command, loaded: LoadedConfig, where: tuple[Path, Path | None], session_ref: str | None,
+                       workspace: Path | None, role: str) -> int:
+    """The terminal client. An existing session's config, store and conversation so far are read before
+    connecting; a new one (created by this client, its conversation empty) is attached at its first event."""
     from agent.cli.attach_term import TerminalAttach  # the terminal (prompt_toolkit) loads only here
     from agent.cli.chat_cmd import show_history, slash_commands
     from agent.terminal.chat import make_prompt
     from agent.terminal.safe_text import SafeConsole
 
     console = SafeConsole(highlight=False, color_system=None if os.environ.get("NO_COLOR") else "auto")
-    loaded = await cmd.session_config(session_id=session_id)
+    if session_ref is not None:
+        loaded = await cmd.session_config(session_id=session_ref)
     async with cmd.runtime(loaded, read_only=True) as rt:  # /timeline and /receipts read the store
         # The conversation so far from the store, then every event after it from the daemon: the attach replays
         # what was committed since this read, so nothing committed meanwhile is lost (nor shown twice).
-        state = (await restore_or_report(rt.store, session_id)).state
-        await client.request(ipc.Attach, session_id=session_id, role=role, since_seq=state.last_seq + 1)
-        if state.messages:
-            show_history(console, session_id, state.messages)
-        prompt = make_prompt(str(loaded.settings.home / "chat_history"))
-        return await TerminalAttach(client, session_id, role, console, prompt,
-                                    slash_commands(console, rt, session_id)).run()
+        state = (await restore_or_report(rt.store, cmd.session_id)).state if session_ref is not None else None
+        async with connect(*where, "strata attach") as client:
+            if state is None:
+                session_id = await _new_session(client, workspace, loaded.settings.model)
+                await client.request(ipc.Attach, session_id=session_id, role=role, since_seq=1)
+            else:
+                session_id = cmd.session_id
+                await client.request(ipc.Attach, session_id=session_id, role=role, since_seq=state.last_seq + 1)
+                if state.messages:
+                    show_history(console, session_id, state.messages)
+            prompt = make_prompt(str(loaded.settings.home / "chat_history"))
+            return await TerminalAttach(client, session_id, role, console, prompt,
+                                        slash_commands(console, rt, session_id)).run()

@@ -8,7 +8,7 @@ from typing import Literal
 from core.errors import UsageError
 
 RefusalCode = Literal["not_attached", "not_driver", "session_busy", "no_such_call", "stale_approval",
-                      "shutting_down"]
+                      "shutting_down", "too_many_sessions"]
 """Stable: clients branch on it, never on the message."""
 
 

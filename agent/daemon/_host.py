@@ -41,6 +41,9 @@ from tool_executor import ApprovalAnswer
 log = structlog.get_logger("strata.daemon")
 
 SHUTDOWN_REASON = "the host shut down"
+DEFAULT_MAX_SESSIONS = 128
+"""Sessions a host drives at once (`[daemon] max_sessions`): each costs its state in memory and a lease renewal every
+few seconds, so a client creating sessions in a loop must not make the host hold them without bound."""
 CLOSE_BOUND_S = 30.0
 """How long a drain waits for interrupted turns to close their batches (killing process groups, a few commits)
 before it stops waiting."""
@@ -48,9 +51,12 @@ before it stops waiting."""
 
 class SessionHost:
     def __init__(self, rt: Runtime, tg: TaskGroup, *, model_factory: Callable[[str], ModelAdapter],
-                 max_turns: int, queue_size: int,
+                 max_turns: int, queue_size: int, max_sessions: int = DEFAULT_MAX_SESSIONS,
                  workspace_config: Callable[[Path], LoadedConfig] | None = None) -> None:
         self._rt = rt
+        self._max_sessions = max_sessions
+        self._opening = 0
+        """New sessions being started (not yet in `_sessions`): they count against `max_sessions` already."""
         self._tg = tg
         self._parts = HostParts(rt=rt, model_factory=model_factory, max_turns=max_turns, queue_size=queue_size,
                                 workspace_config=workspace_config)
@@ -61,16 +67,18 @@ class SessionHost:
     @classmethod
     @asynccontextmanager
     async def open(cls, rt: Runtime, *, model_factory: Callable[[str], ModelAdapter] = model_from_spec,
-                   max_turns: int = 50, queue_size: int = DEFAULT_QUEUE,
+                   max_turns: int = 50, queue_size: int = DEFAULT_QUEUE, max_sessions: int = DEFAULT_MAX_SESSIONS,
                    workspace_config: Callable[[Path], LoadedConfig] | None = None) -> AsyncIterator[SessionHost]:
         """Host sessions on `rt` until the block ends; leaving it drains with no grace (running turns are closed
         as Ctrl-C closes them) unless `drain` ran already. `model_factory` turns a model spec (`script:PATH`,
         `anthropic:NAME`) into an adapter, for new sessions and for those it resumes. `workspace_config`: the config
         a session in a workspace runs under (the host's with that workspace's project file), as `strata run` there
-        would load it; None runs every session under `rt`'s config."""
+        would load it; None runs every session under `rt`'s config. `max_sessions`: the sessions hosted at once; past
+        it, the one unused longest (no client attached, no turn running) leaves the host (its lease released; it is
+        hosted again when a client attaches to it), or, with none unused, a new one is refused (`too_many_sessions`)."""
         async with anyio.create_task_group() as tg:
             host = cls(rt, tg, model_factory=model_factory, max_turns=max_turns, queue_size=queue_size,
-                       workspace_config=workspace_config)
+                       max_sessions=max_sessions, workspace_config=workspace_config)
             try:
                 yield host
             finally:
@@ -85,9 +93,14 @@ class SessionHost:
         """Start a session in mode `ipc` (its asks go to its driving attachment) and host it. Its id."""
         self._refuse_if_draining(None)
         adapter = await anyio.to_thread.run_sync(self._parts.model_factory, model)  # it may read a script file
+        self._make_room(None)
         hosted = HostedSession(self._parts)
-        session_id: str = await self._tg.start(
-            hosted.serve, partial(hosted.start_new, workspace, adapter, rules, max_turns))
+        self._opening += 1
+        try:
+            session_id: str = await self._tg.start(
+                hosted.serve, partial(hosted.start_new, workspace, adapter, rules, max_turns))
+        finally:
+            self._opening -= 1
         self._hosted(hosted)
         return session_id
 
@@ -102,11 +115,19 @@ class SessionHost:
         self._refuse_if_draining(session_id)
         who = who or person("strata attach")
         hosted = self._sessions.get(session_id)
+        if hosted is not None and hosted.stopping:  # it is leaving the host (made room for another): let it go
+            with anyio.move_on_after(CLOSE_BOUND_S):
+                await hosted.ended.wait()
+            if self._sessions.get(session_id) is hosted:
+                del self._sessions[session_id]
+            self._refuse_if_draining(session_id)
+            hosted = self._sessions.get(session_id)  # another attach may have hosted it meanwhile
         if hosted is not None:
             attachment = hosted.add(role, who, since_seq)
             if role == "drive" and hosted.live is None and hosted.parked and not hosted.turn_running:
                 hosted.submit(None)
             return attachment
+        self._make_room(session_id)
         hosted = HostedSession(self._parts, session_id)
         self._sessions[session_id] = hosted
         attachment = hosted.add(role, who, since_seq)
@@ -235,6 +256,25 @@ class SessionHost:
             raise HostRefused("shutting_down", "the host is shutting down and takes no new work",
                               session_id=session_id, hint="resume the session with `strata resume ID` or attach "
                               "again once a daemon runs")
+
+    def _make_room(self, session_id: str | None) -> None:
+        """Room for one more hosted session: there is, or the session unused longest leaves the host (released,
+        resumable; hosted again when a client attaches to it); `too_many_sessions` when every one is in use."""
+        limit = self._max_sessions
+        staying = [h for h in self._sessions.values() if not h.stopping]
+        if len(staying) + self._opening < limit:
+            return
+        unused = [h for h in staying if h.unused]
+        if unused and len(self._sessions) + self._opening < 2 * limit:  # those leaving count until they are gone
+            leaving = min(unused, key=lambda h: h.last_used)
+            log.info("session leaves the host to make room for another", session_id=leaving.id,
+                     max_sessions=limit)
+            leaving.stop()
+            return
+        raise HostRefused("too_many_sessions", f"the daemon hosts at most {limit} sessions at once, and a client "
+                          "is attached to every one of them or a turn runs in it", session_id=session_id,
+                          hint="detach from a session you no longer follow, or raise `max_sessions` under "
+                          "[daemon] in the user's config file")
 
     @staticmethod
     def _refuse_if_busy(hosted: HostedSession) -> None:

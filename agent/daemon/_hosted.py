@@ -146,6 +146,9 @@ class HostedSession:
         self.workspace = ""
         self.model = ""
         self.ended = anyio.Event()
+        self.last_used = anyio.current_time()
+        """When a client last attached, detached or gave it a turn: the session unused longest leaves the host first
+        when it is full (SessionHost.max_sessions)."""
         self._next: tuple[str | None] | None = None
         self._stopping = False
         self._draining = False
@@ -297,9 +300,21 @@ class HostedSession:
     def submit(self, prompt: str | None) -> None:
         """The next turn (None: finish the open batch). The caller checked that no turn runs."""
         self.turn_running = True
+        self.last_used = anyio.current_time()
         self._turn_done = anyio.Event()
         self._next = (prompt,)
         self._wake.set()
+
+    @property
+    def stopping(self) -> bool:
+        """It is leaving the host (or left)."""
+        return self._stopping or self.ended.is_set()
+
+    @property
+    def unused(self) -> bool:
+        """Hosted, open, and nobody uses it: no client attached, no turn running or asked for."""
+        return not (self.attachments or self.turn_running or self.stopping or self._next is not None
+                    or self.phase == "starting")
 
     def stop(self) -> None:
         self._stopping = True
@@ -416,6 +431,7 @@ class HostedSession:
         attachment = Attachment(self.id, role, who, self._parts.queue_size,
                                 replay=None if since_seq is None else (read, since_seq))
         self.attachments.append(attachment)
+        self.last_used = anyio.current_time()
         if role == "drive":
             self.driver = attachment
         return attachment
@@ -423,6 +439,7 @@ class HostedSession:
     def remove(self, attachment: Attachment, kind: NoticeKind, text: str) -> None:
         if attachment in self.attachments:
             self.attachments.remove(attachment)
+            self.last_used = anyio.current_time()
         if attachment is self.driver:
             self.driver = None
             if self.approver.driver_left(attachment):

@@ -12,6 +12,7 @@ from agent.ipc._endpoint import acquire_lock as claim_home
 from agent.ipc._errors import (
     DaemonGone,
     DaemonRunning,
+    ListenerFailed,
     LockUnusable,
     NoDaemon,
     PeerRefused,
@@ -84,6 +85,7 @@ __all__ = [
     "IpcClient",
     "IpcServer",
     "Limits",
+    "ListenerFailed",
     "LockUnusable",
     "NewSession",
     "NoDaemon",

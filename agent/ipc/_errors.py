@@ -4,6 +4,7 @@
     ├── DaemonRunning (exit 2)   `serve`: a daemon already holds this home's lock (names its pid)
     ├── SocketUnusable (exit 2)  `serve`: the socket path is taken by something else, too long, or its
     │                            directory is open to other users
+    ├── ListenerFailed (exit 1)  `serve`: the listening socket failed while it served (it drained and stopped)
     ├── LockUnusable (exit 2)    any daemon command: the home's daemon lock cannot be opened (the home is not a
     │                            directory, or not this user's to read or write)
     ├── NoDaemon                 a client: nothing listens at the socket
@@ -37,6 +38,17 @@ class SocketUnusable(StrataError):
 
     def __init__(self, path: str, reason: str, *, hint: str | None = None) -> None:
         super().__init__(f"cannot listen at {path}: {reason}", hint=hint)
+        self.path = path
+        self.reason = reason
+
+
+class ListenerFailed(StrataError):
+    """The listening socket failed for good while the daemon served: it accepts nobody, so the daemon drains and
+    exits non-zero, for a supervisor to start it again."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"the daemon's socket {path} failed: {reason}; the daemon drained and stopped",
+                         hint="start it again (`strata serve`); its sessions are resumable")
         self.path = path
         self.reason = reason
 

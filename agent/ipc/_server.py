@@ -10,7 +10,7 @@ import contextlib
 import errno
 import itertools
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import anyio
@@ -43,8 +43,11 @@ taken, a security module's refusal. anyio reports them as BrokenResourceError, w
 
 class IpcServer:
     def __init__(self, paths: DaemonPaths, listener: SocketListener, dispatcher: Dispatcher, limits: Limits,
-                 server_name: str) -> None:
+                 server_name: str, on_failure: Callable[[str], None] | None = None) -> None:
         self.paths = paths
+        self._on_failure = on_failure
+        self.failure: str | None = None
+        """Why the listener failed for good (None: it did not); see `open`'s `on_failure`."""
         self._listener = listener
         self._dispatcher = dispatcher
         self._limits = limits
@@ -62,14 +65,17 @@ class IpcServer:
     @contextlib.asynccontextmanager
     async def open(cls, home: Path, dispatcher: Dispatcher, *, socket_path: Path | None = None,
                    limits: Limits | None = None, server_name: str = "strata",
-                   lock: DaemonLock | None = None) -> AsyncIterator[IpcServer]:
+                   lock: DaemonLock | None = None,
+                   on_failure: Callable[[str], None] | None = None) -> AsyncIterator[IpcServer]:
         """Claim `home` for this daemon and listen. Raises DaemonRunning (another daemon holds the home) or
         SocketUnusable (the path is too long or its directory missing; something that is not a socket, or another
         process's live socket, is there; or a dead socket there, or the temporary name beside it, cannot be
         removed by this user). A directory open to others is not refused: the socket is bound under a temporary
         name beside the path and made 0600 before it is renamed into place. `lock`: the home's lock, claimed
         already (`claim_home`) by a daemon that opens other things before it listens; it stays the caller's to
-        release."""
+        release. `on_failure`: told why (once, from the event loop) when the listener fails for good (not for want of
+        descriptors or memory): `serve` accepts no more, keeps the connections it has until `stop`, so that the
+        caller can drain and stop (a daemon nobody can reach is of no use); without it, `serve` ends at once."""
         paths = daemon_paths(home, socket_path)
         owned = lock is None
         if lock is None:
@@ -86,7 +92,7 @@ class IpcServer:
             inode = await anyio.to_thread.run_sync(publish_socket, temporary, paths.socket)
             lock.record(os.getpid(), paths.socket)
             _log.info("ipc listening", socket=str(paths.socket))
-            server = cls(paths, listener, dispatcher, limits or Limits(), server_name)
+            server = cls(paths, listener, dispatcher, limits or Limits(), server_name, on_failure)
             try:
                 yield server
             finally:
@@ -123,8 +129,13 @@ class IpcServer:
                     except (anyio.BrokenResourceError, OSError) as exc:
                         error = exc.__cause__ if isinstance(exc, anyio.BrokenResourceError) else exc
                         if not (isinstance(error, OSError) and error.errno in TRANSIENT_ACCEPT_ERRORS):
+                            self.failure = f"{type(error).__name__}: {error}"
                             _log.error("ipc listener failed: no more connections are accepted",
-                                       error=f"{type(error).__name__}: {error}")
+                                       error=self.failure)
+                            if self._on_failure is None:
+                                break
+                            self._on_failure(self.failure)
+                            await anyio.sleep_forever()  # until `stop`: the connections hear the drain
                             break
                         # out of descriptors (or memory) for now: free one held by an idle client, wait, go on
                         self._tally.note("ipc accept failed", error.strerror or str(error), level="warning")

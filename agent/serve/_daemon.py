@@ -105,6 +105,12 @@ async def _run(rt: Runtime, lock: ipc.DaemonLock, paths: ipc.DaemonPaths, grace_
                workspace_config: Callable[[Path], LoadedConfig], loaded: LoadedConfig) -> None:
     stop = anyio.Event()
     asked: list[signal.Signals] = []
+    failed: list[str] = []
+
+    def on_listener_failure(reason: str) -> None:  # nobody can reach the daemon: it drains and exits non-zero
+        failed.append(reason)
+        log.error("the daemon's socket failed: draining", reason=reason, grace_s=grace_s)
+        stop.set()
 
     async def on_signals() -> None:
         with anyio.open_signal_receiver(*DRAIN_SIGNALS) as received:
@@ -119,13 +125,15 @@ async def _run(rt: Runtime, lock: ipc.DaemonLock, paths: ipc.DaemonPaths, grace_
     async with anyio.create_task_group() as tg:
         tg.start_soon(on_signals)
         async with SessionHost.open(rt, model_factory=model_from_spec, max_turns=max_turns,
+                                    max_sessions=loaded.channels.max_sessions,
                                     workspace_config=workspace_config) as host, \
                 ChannelRunner.open(rt, loaded, model_factory=model_from_spec,
                                    workspace_config=workspace_config) as channels:
             dispatcher = HostDispatcher(host, tg, rt.masker, on_shutdown=stop.set,
                                         store_counts=lambda: store_counts(rt.store))
             async with ipc.IpcServer.open(paths.home, dispatcher, socket_path=paths.socket, lock=lock,
-                                          server_name=server_name()) as server, anyio.create_task_group() as serving:
+                                          server_name=server_name(), on_failure=on_listener_failure) as server, \
+                    anyio.create_task_group() as serving:
                 await serving.start(server.serve)
                 log.info("daemon serving", pid=os.getpid(), socket=str(paths.socket))
                 ready(paths)
@@ -134,4 +142,6 @@ async def _run(rt: Runtime, lock: ipc.DaemonLock, paths: ipc.DaemonPaths, grace_
                 await host.drain(grace_s, signal=asked[0] if asked else None)
                 server.stop()  # a goodbye to every client; `serve` returns once they are gone
         tg.cancel_scope.cancel()
+    if failed:
+        raise ipc.ListenerFailed(str(paths.socket), failed[0])
     log.info("daemon stopped")

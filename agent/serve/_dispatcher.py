@@ -118,7 +118,7 @@ class HostDispatcher:
         link = _Link(connection, attachment)
         self._links[key] = link
         self._tg.start_soon(self._pump, key, link)
-        log.info("client attached", connection=connection.id, session_id=request.session_id, role=request.role)
+        log.debug("client attached", connection=connection.id, session_id=request.session_id, role=request.role)
         return ipc.Ok(session_id=request.session_id, role=request.role)
 
     async def _pump(self, key: tuple[int, str], link: _Link) -> None:
@@ -160,4 +160,4 @@ class HostDispatcher:
             link.scope.cancel()
             with contextlib.suppress(StrataError):
                 await self._host.detach(link.attachment)
-            log.info("client detached: its connection ended", connection=connection.id, session_id=key[1])
+            log.debug("client detached: its connection ended", connection=connection.id, session_id=key[1])
