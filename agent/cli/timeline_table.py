@@ -112,17 +112,34 @@ def _wrapper(width: int) -> textwrap.TextWrapper:
 
 def fitted_lines(text: str, width: int) -> list[str]:
     """`text` wrapped `width` characters wide as textwrap wraps it (a line that fits is not run through it, nor is
-    printable ASCII that starts with a word: `_greedy`)."""
+    printable ASCII that starts with a word: `_single_spaced`, `_greedy`)."""
     if text and len(text) <= width and text.isprintable() and not text[-1].isspace():
         return [text]  # what textwrap gives a printable line that fits and does not end in a space
     if text[:1] not in ("", " ") and text.isascii() and text.isprintable():
-        lines = _greedy(_SPACES.split(text), width)
+        lines = _single_spaced(text, width) if "  " not in text else _greedy(_SPACES.split(text), width)
         if lines is not None:
             return lines
     return _wrapper(width).wrap(text) or [""]
 
 
 _SPACES = re.compile(r"( +)")
+
+
+def _single_spaced(text: str, width: int) -> list[str] | None:
+    """`_greedy` for text whose words are one space apart (almost every summary): each line is the longest run of
+    words that fits, so it ends at the last space within `width + 1` characters, found by `rfind` rather than word
+    by word (None when a word is wider than `width`: textwrap breaks it). A space the text ends in is dropped, as
+    textwrap drops it."""
+    lines = []
+    rest = text[:-1] if text[-1] == " " else text
+    while len(rest) > width:
+        cut = rest.rfind(" ", 0, width + 1)
+        if cut <= 0:
+            return None
+        lines.append(rest[:cut])
+        rest = rest[cut + 1:]
+    lines.append(rest)
+    return lines
 
 
 def _greedy(parts: list[str], width: int) -> list[str] | None:
