@@ -57,16 +57,20 @@ def plain_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, hea
                 page_width: int) -> list[str] | None:
     """The table's lines, or None when rich would draw it otherwise than this function does."""
     shown = [[c.header for c in columns], *rows] if header else list(rows)
-    for row in shown:  # a row's cells as one text: a check per row, not per cell
-        text = "".join(row)
-        if "\n" in text or "\t" in text or "\r" in text:
-            return None
+    text = "".join(map("".join, shown))  # every cell as one text: one check, not one per row or cell
+    if "\n" in text or "\t" in text or "\r" in text:
+        return None
     widths = []
     for index, column in enumerate(columns):
         if column.width is not None:
             widths.append(column.width)
             continue
-        widest = max((cell_width(row[index]) for row in shown), default=0)
+        cells = [row[index] for row in shown]
+        everything = "".join(cells)
+        if everything.isascii() and everything.isprintable():  # then each cell is a character a cell (cell_width)
+            widest = max(map(len, cells), default=0)
+        else:
+            widest = max(map(cell_width, cells), default=0)
         widths.append(widest if column.max_width is None else min(widest, column.max_width))
     last = len(columns) - 1
     # Each cell has one space of padding either side, but none at the table's outer edges (pad_edge=False).
