@@ -60,14 +60,15 @@ def plain_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, hea
     text = "".join(map("".join, shown))  # every cell as one text: one check, not one per row or cell
     if "\n" in text or "\t" in text or "\r" in text:
         return None
+    printable = text.isascii() and text.isprintable()  # then so is every cell, and every line drawn of them
     widths = []
     for index, column in enumerate(columns):
         if column.width is not None:
             widths.append(column.width)
             continue
         cells = [row[index] for row in shown]
-        everything = "".join(cells)
-        if everything.isascii() and everything.isprintable():  # then each cell is a character a cell (cell_width)
+        joined = "".join(cells)
+        if printable or (joined.isascii() and joined.isprintable()):  # a character a cell (cell_width)
             widest = max(map(len, cells), default=0)
         else:
             widest = max(map(cell_width, cells), default=0)
@@ -89,7 +90,7 @@ def plain_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, hea
         for index in right:
             values[index] = values[index].rstrip()
         line = layout % tuple(values)
-        if len(line) == wide and line.isascii() and line.isprintable():
+        if len(line) == wide and (printable or (line.isascii() and line.isprintable())):
             lines.append(line)
             continue
         cells = []

@@ -210,7 +210,8 @@ def plain(session_id: str, rows: Sequence[Row]) -> str | None:
         return None
     columns = [*(Column(name, width, justify) for name, width, justify in COLUMNS),  # type: ignore[arg-type]
                Column("summary", None, max_width=_summary_width(PIPE_WIDTH))]
-    shown = [line for r in rows for line in _lines(r, _summary_width(PIPE_WIDTH))]
+    summary_width = _summary_width(PIPE_WIDTH)
+    shown = [line for r in rows for line in _lines(r, summary_width)]
     lines = plain_table(columns, shown, header=True, page_width=PIPE_WIDTH)
     return None if lines is None else "".join(f"{line}\n" for line in [title, *lines])
 
