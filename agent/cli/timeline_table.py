@@ -91,7 +91,7 @@ def _summary(r: Row) -> str:
 def _cells(r: Row) -> list[str]:
     """A row's cells as shown: masked text made inert (a summary holds arbitrary text, such as "[MASKED:...]")."""
     at = r.at.astimezone(UTC)
-    return [str(r.seq), f"{at.hour:02d}:{at.minute:02d}:{at.second:02d}.{at.microsecond // 1000:03d}", str(r.turn),
+    return [str(r.seq), at.time().isoformat("milliseconds"), str(r.turn),  # HH:MM:SS.mmm, the milliseconds cut
             safe_text(r.kind),
             safe_text(r.tool or ""), r.decision or "", safe_text(r.check or ""), safe_text(r.outcome or ""),
             _duration(r.duration_ms), _summary(r)]
@@ -101,8 +101,11 @@ def _lines(r: Row, summary_width: int) -> list[list[str]]:
     """A row as the table's lines: its cells, and the rest of a long summary wrapped on lines of its own."""
     cells = _cells(r)
     parts = fitted_lines(cells[-1], summary_width)
+    cells[-1] = parts[0]
+    if len(parts) == 1:
+        return [cells]
     blank = [""] * (len(cells) - 1)
-    return [[*cells[:-1], parts[0]], *([*blank, part] for part in parts[1:])]
+    return [cells, *([*blank, part] for part in parts[1:])]
 
 
 @functools.lru_cache(maxsize=8)
