@@ -84,6 +84,11 @@ def plain_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, hea
     layout = "  ".join(f"%{width}s" if justify == "right" else f"%-{width}s" for width, justify in plan)
     wide = sum(widths) + 2 * last
     right = [index for index, (_, justify) in enumerate(plan) if justify == "right"]
+    # Printable ASCII cells that are too long for their column (a denied call's check, on every such row) are cut as
+    # `_fit` cuts them, a character a cell; only the columns that hold one are looked at.
+    too_long = [(index, width) for index, (width, cells) in enumerate(zip(widths, zip(*shown, strict=True),
+                                                                          strict=True))
+                if max(map(len, cells), default=0) > width] if printable and shown else []
     lines = []
     for row in shown:
         values = list(row)
@@ -93,6 +98,14 @@ def plain_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, hea
         if len(line) == wide and (printable or (line.isascii() and line.isprintable())):
             lines.append(line)
             continue
+        if printable:
+            for index, width in too_long:
+                if len(values[index]) > width:
+                    values[index] = values[index][: width - 1] + "…"
+            line = layout % tuple(values)
+            if len(line) == wide:
+                lines.append(line)
+                continue
         cells = []
         for cell, (width, justify) in zip(row, plan, strict=True):
             if cell.isascii() and cell.isprintable():  # almost every cell: `_fit` without its calls
