@@ -31,21 +31,27 @@ not blocked by its writers, so this is rare; the full way then waits out the sto
 reports the lock. Waiting that long here as well would double the wait before the one error line."""
 
 
-@record(slots=True)
 class ShownRow:
-    """A timeline row's fields a table shows (core/timeline.py TimelineRow has them all, and its hashes)."""
+    """A timeline row's fields a table shows (core/timeline.py TimelineRow has them all, and its hashes). A plain
+    class, not a record: a long session's table makes one per row, and a record's `__init__` sets each of its eleven
+    fields through `object.__setattr__` (callgrind of a 1,062-row table: 12M of ~440M instructions)."""
 
-    seq: int
-    at: datetime
-    turn: int
-    kind: str
-    tool: str | None
-    decision: str | None
-    check: str | None
-    outcome: str | None
-    duration_ms: float | None
-    summary: str
-    data: Any
+    __slots__ = ("at", "check", "data", "decision", "duration_ms", "kind", "outcome", "seq", "summary", "tool", "turn")
+
+    def __init__(self, seq: int, at: datetime, turn: int, kind: str, tool: str | None, decision: str | None,
+                 check: str | None, outcome: str | None, duration_ms: float | None, summary: str,
+                 data: Any) -> None:
+        self.seq = seq
+        self.at = at
+        self.turn = turn
+        self.kind = kind
+        self.tool = tool
+        self.decision = decision
+        self.check = check
+        self.outcome = outcome
+        self.duration_ms = duration_ms
+        self.summary = summary
+        self.data = data
 
 
 @record(slots=True)

@@ -57,16 +57,21 @@ def plain_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, hea
                 page_width: int) -> list[str] | None:
     """The table's lines, or None when rich would draw it otherwise than this function does."""
     shown = [[c.header for c in columns], *rows] if header else list(rows)
-    for row in shown:  # a row's cells as one text: a check per row, not per cell
-        text = "".join(row)
-        if "\n" in text or "\t" in text or "\r" in text:
-            return None
+    text = "".join(map("".join, shown))  # every cell as one text: one check, not one per row or cell
+    if "\n" in text or "\t" in text or "\r" in text:
+        return None
+    printable = text.isascii() and text.isprintable()  # then so is every cell, and every line drawn of them
     widths = []
     for index, column in enumerate(columns):
         if column.width is not None:
             widths.append(column.width)
             continue
-        widest = max((cell_width(row[index]) for row in shown), default=0)
+        cells = [row[index] for row in shown]
+        joined = "".join(cells)
+        if printable or (joined.isascii() and joined.isprintable()):  # a character a cell (cell_width)
+            widest = max(map(len, cells), default=0)
+        else:
+            widest = max(map(cell_width, cells), default=0)
         widths.append(widest if column.max_width is None else min(widest, column.max_width))
     last = len(columns) - 1
     # Each cell has one space of padding either side, but none at the table's outer edges (pad_edge=False).
@@ -79,15 +84,28 @@ def plain_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, hea
     layout = "  ".join(f"%{width}s" if justify == "right" else f"%-{width}s" for width, justify in plan)
     wide = sum(widths) + 2 * last
     right = [index for index, (_, justify) in enumerate(plan) if justify == "right"]
+    # Printable ASCII cells that are too long for their column (a denied call's check, on every such row) are cut as
+    # `_fit` cuts them, a character a cell; only the columns that hold one are looked at.
+    too_long = [(index, width) for index, (width, cells) in enumerate(zip(widths, zip(*shown, strict=True),
+                                                                          strict=True))
+                if max(map(len, cells), default=0) > width] if printable and shown else []
     lines = []
     for row in shown:
         values = list(row)
         for index in right:
             values[index] = values[index].rstrip()
         line = layout % tuple(values)
-        if len(line) == wide and line.isascii() and line.isprintable():
+        if len(line) == wide and (printable or (line.isascii() and line.isprintable())):
             lines.append(line)
             continue
+        if printable:
+            for index, width in too_long:
+                if len(values[index]) > width:
+                    values[index] = values[index][: width - 1] + "…"
+            line = layout % tuple(values)
+            if len(line) == wide:
+                lines.append(line)
+                continue
         cells = []
         for cell, (width, justify) in zip(row, plan, strict=True):
             if cell.isascii() and cell.isprintable():  # almost every cell: `_fit` without its calls

@@ -91,7 +91,7 @@ def _summary(r: Row) -> str:
 def _cells(r: Row) -> list[str]:
     """A row's cells as shown: masked text made inert (a summary holds arbitrary text, such as "[MASKED:...]")."""
     at = r.at.astimezone(UTC)
-    return [str(r.seq), f"{at.hour:02d}:{at.minute:02d}:{at.second:02d}.{at.microsecond // 1000:03d}", str(r.turn),
+    return [str(r.seq), at.time().isoformat("milliseconds"), str(r.turn),  # HH:MM:SS.mmm, the milliseconds cut
             safe_text(r.kind),
             safe_text(r.tool or ""), r.decision or "", safe_text(r.check or ""), safe_text(r.outcome or ""),
             _duration(r.duration_ms), _summary(r)]
@@ -101,8 +101,11 @@ def _lines(r: Row, summary_width: int) -> list[list[str]]:
     """A row as the table's lines: its cells, and the rest of a long summary wrapped on lines of its own."""
     cells = _cells(r)
     parts = fitted_lines(cells[-1], summary_width)
+    cells[-1] = parts[0]
+    if len(parts) == 1:
+        return [cells]
     blank = [""] * (len(cells) - 1)
-    return [[*cells[:-1], parts[0]], *([*blank, part] for part in parts[1:])]
+    return [cells, *([*blank, part] for part in parts[1:])]
 
 
 @functools.lru_cache(maxsize=8)
@@ -112,17 +115,34 @@ def _wrapper(width: int) -> textwrap.TextWrapper:
 
 def fitted_lines(text: str, width: int) -> list[str]:
     """`text` wrapped `width` characters wide as textwrap wraps it (a line that fits is not run through it, nor is
-    printable ASCII that starts with a word: `_greedy`)."""
+    printable ASCII that starts with a word: `_single_spaced`, `_greedy`)."""
     if text and len(text) <= width and text.isprintable() and not text[-1].isspace():
         return [text]  # what textwrap gives a printable line that fits and does not end in a space
     if text[:1] not in ("", " ") and text.isascii() and text.isprintable():
-        lines = _greedy(_SPACES.split(text), width)
+        lines = _single_spaced(text, width) if "  " not in text else _greedy(_SPACES.split(text), width)
         if lines is not None:
             return lines
     return _wrapper(width).wrap(text) or [""]
 
 
 _SPACES = re.compile(r"( +)")
+
+
+def _single_spaced(text: str, width: int) -> list[str] | None:
+    """`_greedy` for text whose words are one space apart (almost every summary): each line is the longest run of
+    words that fits, so it ends at the last space within `width + 1` characters, found by `rfind` rather than word
+    by word (None when a word is wider than `width`: textwrap breaks it). A space the text ends in is dropped, as
+    textwrap drops it."""
+    lines = []
+    rest = text[:-1] if text[-1] == " " else text
+    while len(rest) > width:
+        cut = rest.rfind(" ", 0, width + 1)
+        if cut <= 0:
+            return None
+        lines.append(rest[:cut])
+        rest = rest[cut + 1:]
+    lines.append(rest)
+    return lines
 
 
 def _greedy(parts: list[str], width: int) -> list[str] | None:
@@ -193,7 +213,8 @@ def plain(session_id: str, rows: Sequence[Row]) -> str | None:
         return None
     columns = [*(Column(name, width, justify) for name, width, justify in COLUMNS),  # type: ignore[arg-type]
                Column("summary", None, max_width=_summary_width(PIPE_WIDTH))]
-    shown = [line for r in rows for line in _lines(r, _summary_width(PIPE_WIDTH))]
+    summary_width = _summary_width(PIPE_WIDTH)
+    shown = [line for r in rows for line in _lines(r, summary_width)]
     lines = plain_table(columns, shown, header=True, page_width=PIPE_WIDTH)
     return None if lines is None else "".join(f"{line}\n" for line in [title, *lines])
 

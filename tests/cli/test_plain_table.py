@@ -71,6 +71,25 @@ def test_cells_at_their_columns_edges_and_short_summaries_match_rich() -> None:
     assert timeline_table.plain("s", rows[:1]) == _rich("s", rows[:1])
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_printable_ascii_cells_too_long_for_their_columns_are_cut_as_rich_cuts_them(seed: int) -> None:
+    """A table of printable ASCII only (drawn a line at a time, `_plain_table.py`'s cut of the cells too long for
+    their column, as a denied call's check is on every such row): kind, tool, check, outcome, seq, turn, duration and
+    summary at, one over and far over their widths, with spaces at either end, beside rows that fit."""
+    rng = random.Random(seed)
+
+    def text(width: int) -> str:
+        pick = "".join(rng.choice("ab -_") for _ in range(rng.choice([0, width - 1, width, width + 1, 3 * width])))
+        return rng.choice(["", " ", "  "]) + pick + rng.choice(["", " ", "  "])
+
+    rows = [TimelineRow(session_id="s", seq=rng.choice([seq, 10**6 + seq, 10**8 + seq]), at=T0, turn=rng.choice(
+        [0, 9999, 10**4, 10**9]), kind=text(13) or "call", tool=text(14) or None,
+        decision=rng.choice([None, *TIMELINE_DECISIONS]), check=text(12) or None, outcome=text(10) or None,
+        duration_ms=rng.choice([None, 0.25, 10**7, 10**12]), summary=text(93), prev_hash="0", hash="1")
+        for seq in range(1, rng.randint(2, 40))]
+    assert timeline_table.plain("s", rows) == _rich("s", rows)
+
+
 def test_what_the_plain_table_does_not_draw_is_left_to_rich(monkeypatch: pytest.MonkeyPatch) -> None:
     row = TimelineRow(session_id="s", seq=1, at=T0, turn=1, kind="call", tool="bash", decision="allowed",
                       outcome="ok", duration_ms=1.0, summary="fine", prev_hash="0", hash="1")

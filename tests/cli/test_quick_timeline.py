@@ -141,6 +141,19 @@ def test_wrapped_lines_of_words_and_spaces_are_what_textwrap_gives_them() -> Non
             (text_, width)
 
 
+def test_wrapped_lines_of_words_one_space_apart_are_what_textwrap_gives_them() -> None:
+    """The table's wrapping of words one space apart (agent/cli/timeline_table.py `_single_spaced`, almost every
+    summary) against textwrap: words around the width and wider than a line, a space at the end, a line that ends
+    exactly at the width or one before a space."""
+    rng = random.Random(11)
+    for _ in range(12_000):
+        words = ["w" * rng.choice([1, 2, 3, 7, 19, 20, 21, 40, 93, 94]) for _ in range(rng.choice([1, 2, 3, 8, 30]))]
+        text_ = " ".join(words) + rng.choice(["", "", " "])
+        width = rng.choice([1, 3, 7, 20, 21, 40, 93])
+        assert fitted_lines(text_, width) == (textwrap.wrap(text_, width, break_on_hyphens=False) or [""]), \
+            (text_, width)
+
+
 def test_a_workspace_that_cannot_be_looked_at_goes_the_full_way_and_is_one_error_line(
         cli: StrataCLI, session: str, tmp_path: Path) -> None:
     """A recorded workspace whose stat fails with other than "no such file" (here ENAMETOOLONG; EACCES for another
