@@ -19,6 +19,7 @@ from typing import Literal
 import anyio
 
 from agent.knowledge_view import knowledge_view
+from agent.models import held_api_key
 from agent.reading import configured_secrets
 from config import LoadedConfig, Settings, load_config
 from config.chain_key import chain_key_path
@@ -201,6 +202,7 @@ def _mcp(loaded: LoadedConfig) -> list[Check]:
 
 
 def run_checks(workspace: Path, env: dict[str, str] | None = None) -> list[Check]:
+    given = env is not None  # else the model key is the one the command took out of its environment, if any
     env = dict(os.environ) if env is None else env
     checks: list[Check] = []
     py = sys.version_info
@@ -230,7 +232,7 @@ def run_checks(workspace: Path, env: dict[str, str] | None = None) -> list[Check
         checks += anyio.run(partial(_database, loaded.settings.db_path, writable=writable))
     model = loaded.settings.model or "anthropic (the default of strata chat)"
     if model.startswith("anthropic"):
-        has_key = bool(env.get("ANTHROPIC_API_KEY", "").strip())
+        has_key = bool((env.get("ANTHROPIC_API_KEY", "") if given else held_api_key()).strip())
         checks.append(Check("ok" if has_key else "warn", "model", f"{model}: ANTHROPIC_API_KEY is "
                             + ("set" if has_key else "not set (export it, or use --model script:PATH)")))
     else:

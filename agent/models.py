@@ -7,19 +7,23 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from core.env_block import take_secret
 from core.errors import UsageError
 from core.model import ModelAdapter
 from core.model.scripted import CHILD_MARK, ScriptedModel
 
 _CHILD = re.compile(r"\d+(\.\d+)*")
 
+API_KEY_ENV = "ANTHROPIC_API_KEY"
 NO_API_KEY = ("no Anthropic API key: set the ANTHROPIC_API_KEY environment variable to your key, "
               "or use --model script:PATH for the offline scripted model")
 
 
 def model_from_spec(spec: str | None, env: Mapping[str, str] | None = None) -> ModelAdapter:
     """Build the adapter `spec` names. `env` (default: the process environment) supplies ANTHROPIC_API_KEY and
-    ANTHROPIC_BASE_URL; the model path itself never reads the environment."""
+    ANTHROPIC_BASE_URL; the model path itself never reads the environment. From the process environment the key
+    is taken (`held_api_key`), so every later model of this process (a delegated child, a daemon's next session, a
+    resumed one) gets it from where it was kept."""
     if not spec:
         raise UsageError("no model chosen",
                          hint="pass --model anthropic:NAME (the API; needs ANTHROPIC_API_KEY) or --model "
@@ -32,13 +36,21 @@ def model_from_spec(spec: str | None, env: Mapping[str, str] | None = None) -> M
         # Imported here so that commands which never call the API do not pay for loading the SDK.
         from core.model.anthropic import DEFAULT_MODEL, AnthropicModel
 
+        api_key = (env.get(API_KEY_ENV, "") if env is not None else held_api_key()).strip()
         env = os.environ if env is None else env
-        api_key = env.get("ANTHROPIC_API_KEY", "").strip()
         if not api_key:
             raise UsageError(NO_API_KEY)  # one line, no hint: it already says both ways forward
         base_url = env.get("ANTHROPIC_BASE_URL", "").strip() or None
         return AnthropicModel(rest.strip() or DEFAULT_MODEL, api_key=api_key, base_url=base_url)
     raise UsageError(f"unknown model {spec!r}", hint="use script:PATH or anthropic:NAME")
+
+
+def held_api_key() -> str:
+    """The model's API key, taken out of the process environment on first use (core/env_block.py): removed from
+    os.environ, so no command or server Strata starts inherits it, and blanked in the environment block the kernel
+    shows any process of the same user (/proc/PID/environ), where a `bash` command could read its parent's; kept
+    for this process. "" when none was set."""
+    return take_secret(API_KEY_ENV) or ""
 
 
 def script_path(spec: str) -> str | None:

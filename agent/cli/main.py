@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from agent.cli.startup_code import startup_code
@@ -67,6 +68,9 @@ COMMANDS = (
 )
 """Every command: its name, where it lives, and its one-line help (agent/cli/_lazy.py)."""
 COMMANDS_BY_NAME = {entry.name: entry for entry in COMMANDS}
+MODEL_KEY_ENV = "ANTHROPIC_API_KEY"
+"""Taken out of the environment as the command starts, kept for the models it builds (agent/models.py): no `bash`
+command can read it from the environment block of its parent (/proc/$PPID/environ), whatever model runs."""
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -117,6 +121,10 @@ def _imported() -> None:
 def cli(verbose: bool) -> None:
     """Strata: an event-sourced agent runtime. A model proposes tool calls; Strata decides, durably and
     auditably, what actually runs."""
+    if MODEL_KEY_ENV in os.environ:  # before any session, of any model, runs a command (agent/models.py)
+        from core.env_block import take_secret
+
+        take_secret(MODEL_KEY_ENV)
     entry = COMMANDS_BY_NAME.get(click.get_current_context().invoked_subcommand or "")
     if entry is not None and entry.quick:  # it sets up logging itself if it takes the full way
         full_way.defer(verbose)

@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from core.env_block import taken_secrets
 from core.hashing import canonical_json
 from core.masking._detectors import (
     _AUTH_END,
@@ -114,10 +115,12 @@ class Masker:
 
     @classmethod
     def from_env(cls, key: bytes, env: Mapping[str, str], extra_secrets: Iterable[str] = ()) -> Masker:
-        """Known secrets are the values of environment variables whose names look secret, plus `extra_secrets`
-        (configured literal values)."""
+        """Known secrets are the values of environment variables whose names look secret, those this process took
+        out of its environment (core/env_block.py: the model's API key), plus `extra_secrets` (configured literal
+        values)."""
         from_env = [v for k, v in env.items() if is_secret_env_name(k) and len(v) >= MIN_ENV_SECRET]
-        return cls(key, [*from_env, *extra_secrets])
+        taken = [v for v in taken_secrets() if len(v) >= MIN_ENV_SECRET]
+        return cls(key, [*from_env, *taken, *extra_secrets])
 
     @classmethod
     def throwaway(cls, env: Mapping[str, str] | None = None) -> Masker:

@@ -17,6 +17,15 @@ def test_doctor_on_a_fresh_home_passes_with_warnings(cli: StrataCLI, workspace: 
     assert lines[-1].startswith("all checks passed")
 
 
+def test_doctor_reports_a_set_key_that_the_command_took_out_of_its_environment(cli: StrataCLI,
+                                                                               workspace: Path) -> None:
+    """Every command takes ANTHROPIC_API_KEY out of its environment as it starts (agent/models.py): doctor still
+    says it is set, from where it was kept."""
+    proc = cli.run("doctor", "--workspace", str(workspace), env={"ANTHROPIC_API_KEY": "sk-fake-doctor-key-0123"})
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("ok") and "ANTHROPIC_API_KEY is set" in line for line in lines), proc.stdout
+
+
 def test_doctor_reports_a_broken_database_and_leaves_it(cli: StrataCLI, workspace: Path) -> None:
     """A file that is not a database is one FAIL line and exit 1; the file is untouched."""
     db = cli.home / "strata.db"
