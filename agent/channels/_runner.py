@@ -40,7 +40,7 @@ from agent.channels._webhook import WebhookChannel
 from agent.session import Runtime
 from config import ChannelEntry, LoadedConfig
 from core.clock import SystemClock
-from core.env_block import blank_initial_value
+from core.env_block import take_secret
 from core.errors import ConfigError, StoreError
 from core.model import ModelAdapter
 from memory.channel_book import ChannelBook
@@ -297,8 +297,7 @@ class ChannelRunner:
                     pollers.append(_Poller(parts, tg, interval, token, places))
                 for entry in config.channels:  # each webhook holds its token now: no command the sessions run
                     if entry.token_env is not None:  # (`bash`, a hook) inherits it, nor is it shown in /proc
-                        os.environ.pop(entry.token_env, None)
-                        blank_initial_value(entry.token_env)
+                        take_secret(entry.token_env)  # kept for the sessions' maskers (core/env_block.py)
                 for poller in pollers:
                     tg.start_soon(poller.run)
                     log.info("channel polling", channel=poller.parts.channel.name, kind=poller.parts.entry.kind)

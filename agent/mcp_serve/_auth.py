@@ -15,7 +15,7 @@ import re
 from collections.abc import MutableMapping
 from typing import Any
 
-from core.env_block import blank_initial_value
+from core.env_block import take_secret
 from core.errors import UsageError
 
 MIN_TOKEN_CHARS = 16
@@ -54,9 +54,10 @@ def bearer_token(flag_env: str | None, config_env: str | None,
     if not _VISIBLE_ASCII.match(token):
         raise UsageError(f"the bearer token in the environment variable {name} must be visible ASCII characters "
                          "only (no spaces or control characters): a client could not send it in a header")
-    env.pop(name, None)
     if env is os.environ:
-        blank_initial_value(name)
+        take_secret(name)  # out of the environment and /proc, kept for the sessions' maskers (core/env_block.py)
+    else:
+        env.pop(name, None)
     return token
 
 
