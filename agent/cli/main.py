@@ -69,6 +69,7 @@ COMMANDS = (
 """Every command: its name, where it lives, and its one-line help (agent/cli/_lazy.py)."""
 COMMANDS_BY_NAME = {entry.name: entry for entry in COMMANDS}
 MODEL_KEY_ENV = "ANTHROPIC_API_KEY"
+AUTH_TOKEN_ENV = "ANTHROPIC_AUTH_TOKEN"
 """Taken out of the environment as the command starts, kept for the models it builds (agent/models.py): no `bash`
 command can read it from the environment block of its parent (/proc/$PPID/environ), whatever model runs."""
 
@@ -121,10 +122,11 @@ def _imported() -> None:
 def cli(verbose: bool) -> None:
     """Strata: an event-sourced agent runtime. A model proposes tool calls; Strata decides, durably and
     auditably, what actually runs."""
-    if MODEL_KEY_ENV in os.environ:  # before any session, of any model, runs a command (agent/models.py)
-        from core.env_block import take_secret
+    for name in (MODEL_KEY_ENV, AUTH_TOKEN_ENV):  # before any session, of any model, runs a command
+        if name in os.environ:  # (agent/models.py; the auth token is never sent: the key is always given)
+            from core.env_block import take_secret
 
-        take_secret(MODEL_KEY_ENV)
+            take_secret(name)
     entry = COMMANDS_BY_NAME.get(click.get_current_context().invoked_subcommand or "")
     if entry is not None and entry.quick:  # it sets up logging itself if it takes the full way
         full_way.defer(verbose)

@@ -13,7 +13,7 @@ import pytest
 
 from tests.channels._support import write_config
 from tests.cli._helpers import assert_clean_stderr, json_lines
-from tests.conftest import StrataCLI
+from tests.conftest import StrataCLI, write_script
 from tests.serve._procs import Client, Daemon
 from tests.wire.conftest import TEST_KEY
 from tests.wire.messages_server import MessagesServer, Reply, credential
@@ -87,3 +87,23 @@ def test_a_bash_command_of_a_daemon_hosted_session_cannot_read_the_model_key(
     assert_calls_carry_the_key(messages_server, 2)
     (walk,) = results_after(messages_of(messages_server.requests[1]), 1)
     assert_no_key_shown(result_text(walk))
+
+
+
+def test_the_auth_token_variable_is_blanked_too_though_strata_never_sends_it(
+        cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    """ANTHROPIC_AUTH_TOKEN is a credential of the same API (the SDK would send it when given no key; Strata always
+    gives the key, so it never does): a `bash` command of a session cannot read it from Strata's environment block
+    either (the walk written to a file of the workspace)."""
+    token = "fake-auth-token-0123456789abcdef"
+    script = write_script(tmp_path / "turns.json", [
+        [{"type": "tool_use", "id": "toolu_w", "name": "bash", "input": {"command": f"({WALK}) > walk.txt"}}],
+        [{"type": "text", "text": "done"}]])
+    proc = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "bash", "--json",
+                   "go", env={"ANTHROPIC_AUTH_TOKEN": token})
+    assert_clean_stderr(proc)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    walk = (workspace / "walk.txt").read_text()
+    assert walk.count("== pid ") >= 2 and "== end" in walk and "PATH=" in walk, walk
+    assert token not in walk, walk
+    assert re.findall(r"^ANTHROPIC_AUTH_TOKEN=.+$", walk, re.M) == [], walk
