@@ -14,6 +14,7 @@ import pytest
 from tests._terminal import CHAT_SESSION, answer, asked, enter_alone_is_refused, leave_chat
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI, write_script
+from tests.serve._procs import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +30,7 @@ def _script(tmp_path: Path) -> Path:
         [text("first a.txt"), tool_use("toolu_a", "write_file", path="a.txt", content="A\n")],
         [tool_use("toolu_b", "write_file", path="b.txt", content="B\n")],
         [text("wrote b")],
-        [tool_use("toolu_slow", "bash", command="sleep 30; echo late > late.txt")],
+        [tool_use("toolu_slow", "bash", command="touch started; sleep 30; echo late > late.txt")],
         [tool_use("toolu_c", "write_file", path="c.txt", content="C\n")],
         [text("all done")],
         [text("continued after resume")],
@@ -61,7 +62,7 @@ def test_terminal_approvals_interrupt_and_resume(cli: StrataCLI, workspace: Path
     child.sendline("now something slow")
     answer(child, "bash", "y")
     child.expect("-> bash")
-    time.sleep(0.8)
+    wait_until(lambda: (workspace / "started").exists(), what="the slow command started")
     child.sendintr()
     child.expect("bash UNKNOWN")
     child.expect("interrupted")

@@ -33,17 +33,18 @@ def hanging_server(state: Path, mode: str) -> Iterator[str]:
         yield url
 
 
-def declare(cli: StrataCLI, url: str, effect: str = "read_only") -> None:
+def declare(cli: StrataCLI, url: str, effect: str = "read_only", startup_s: int = 2, call_s: int = 2) -> None:
     safety = "read" if effect == "read_only" else "write"
-    user_config(cli, f'[mcp.servers.h]\nurl = "{url}"\nstartup_timeout_s = 2\n'
-                     f'[mcp.servers.h.tools.search]\nsafety = "{safety}"\neffect = "{effect}"\ntimeout_s = 2\n')
+    user_config(cli, f'[mcp.servers.h]\nurl = "{url}"\nstartup_timeout_s = {startup_s}\n'
+                     f'[mcp.servers.h.tools.search]\nsafety = "{safety}"\neffect = "{effect}"\n'
+                     f'timeout_s = {call_s}\n')
 
 
-def run_timed(cli: StrataCLI, url: str, script: Path, workspace: Path,
-              effect: str = "read_only") -> tuple[subprocess.CompletedProcess[str], float]:
-    """`strata run` of `script` with the server at `url` declared (its tool `search` of `effect`, allowed); its
-    result and how long it took."""
-    declare(cli, url, effect)
+def run_timed(cli: StrataCLI, url: str, script: Path, workspace: Path, effect: str = "read_only",
+              startup_s: int = 2, call_s: int = 2) -> tuple[subprocess.CompletedProcess[str], float]:
+    """`strata run` of `script` with the server at `url` declared (its tool `search` of `effect`, allowed; its
+    startup timeout and call deadline in seconds); its result and how long it took."""
+    declare(cli, url, effect, startup_s, call_s)
     began = time.monotonic()
     run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json",
                  "--allow", "bash", "--allow", "mcp__h__search", "go")
@@ -64,11 +65,13 @@ def test_an_http_server_that_stops_answering_at_the_start_is_left_out_and_closed
         cli: StrataCLI, tmp_path: Path, workspace: Path, mode: str) -> None:
     state = tmp_path / "state"
     script = script_of(tmp_path, tool_use("c1", "bash", command="echo still-here"))
+    # A server that never answers needs no time at all; one that answers `initialize` first keeps 2 s for it.
+    startup_s = 1 if mode == "never" else 2
     with hanging_server(state, mode) as url:
-        run, elapsed = run_timed(cli, url, script, workspace)
+        run, elapsed = run_timed(cli, url, script, workspace, startup_s=startup_s)
     assert run.returncode == 0, run.stderr
     (notice,) = [line for line in run.stderr.splitlines() if "MCP server 'h'" in line]
-    assert "did not finish initialising within 2 s" in notice, notice
+    assert f"did not finish initialising within {startup_s} s" in notice, notice
     assert call_results(events_of(run.stdout))["c1"]["status"] == "ok"  # the session went on without it
     assert elapsed < BOUND_S, elapsed
     if mode == "listing":  # it gave a session id: the close asked to end that session, and did not wait on
@@ -81,11 +84,11 @@ def test_an_http_server_that_stops_answering_mid_session_times_the_call_out_and_
     state = tmp_path / "state"
     script = script_of(tmp_path, tool_use("c1", "mcp__h__search", q="x"),
                        tool_use("c2", "bash", command="echo still-here"))
-    with hanging_server(state, "call") as url:
-        run, elapsed = run_timed(cli, url, script, workspace)
+    with hanging_server(state, "call") as url:  # the call's deadline cut to 1 s: the server never answers it
+        run, elapsed = run_timed(cli, url, script, workspace, call_s=1)
     assert run.returncode == 0, run.stderr
     results = call_results(events_of(run.stdout))
-    assert results["c1"]["status"] == "timeout" and "2 s deadline" in results["c1"]["content"], results["c1"]
+    assert results["c1"]["status"] == "timeout" and "1 s deadline" in results["c1"]["content"], results["c1"]
     assert results["c2"]["status"] == "ok"
     assert requests(state).count("tools/call") == 1  # a read-only call that timed out is not retried
     assert requests(state)[-1] == "DELETE", requests(state)  # the session's end was said to the server

@@ -17,6 +17,7 @@ import pytest
 
 from tests._terminal import CHAT_SESSION, answer, asked, leave_chat
 from tests.conftest import StrataCLI
+from tests.serve._procs import wait_until
 from tests.wire.messages_server import Fault, MessagesServer, Reply
 from tests.wire.wire_helpers import (
     assert_all_valid,
@@ -48,7 +49,7 @@ def test_chat_streams_approves_interrupts_and_resumes(cli: StrataCLI, messages_s
         Reply([text(streamed), use("write_file", "toolu_w", path="a.txt", content="A\n")], chunk=6, gate=gate),
         Fault(529),
         Reply([text("Wrote a.txt.")]),
-        Reply([use("bash", "toolu_slow", command="sleep 30; echo late > late.txt")]),
+        Reply([use("bash", "toolu_slow", command="touch started; sleep 30; echo late > late.txt")]),
         Reply([text("Stopped as you asked.")]),
     )
     child = spawn(cli, messages_server, "chat", "--model", MODEL, "--workspace", str(workspace))
@@ -71,7 +72,7 @@ def test_chat_streams_approves_interrupts_and_resumes(cli: StrataCLI, messages_s
         child.sendline("now something slow")
         answer(child, "bash", "y")
         child.expect("-> bash")
-        time.sleep(0.8)
+        wait_until(lambda: (workspace / "started").exists(), what="the slow command started")
         child.sendintr()
         child.expect("bash UNKNOWN")
         child.expect("interrupted")
