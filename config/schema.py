@@ -12,6 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, GetCoreSchema
 from pydantic.fields import FieldInfo
 from pydantic_core import CoreSchema, core_schema
 
+from config._fields import ArgName, Command, EnvName, ToolName, _env_name, _no_entries, _Table
 from config.channels import ChannelEntry, DaemonSection
 from config.settings import (
     ContextBudget,
@@ -33,8 +34,6 @@ if TYPE_CHECKING:
     from config.tables import KnowledgeSection, McpSection, ToolEntry
 
 _TOOL_GLOB = re.compile(r"^[A-Za-z0-9_.:*?\[\]!-]+$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
 
 
 def unclosed_bracket(glob: str) -> bool:
@@ -71,27 +70,6 @@ def _tool_glob(value: str) -> str:
     return value
 
 
-def _command(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must not be empty")
-    if "\x00" in value:
-        raise ValueError("must not contain a NUL character")
-    return value
-
-
-def _env_name(value: str) -> str:
-    if not _ENV_NAME.match(value):
-        raise ValueError("not a valid environment variable name")
-    return value
-
-
-def _tool_name(value: str) -> str:
-    if not _TOOL_NAME.match(value):
-        raise ValueError("a tool name may use only letters, digits, '_', '.', ':' and '-'")
-    return value
-
-
-
 def _hook_env_name(value: str) -> str:
     _env_name(value)
     if value == FAULT_ENV:
@@ -101,24 +79,9 @@ def _hook_env_name(value: str) -> str:
 
 Glob = Annotated[str, AfterValidator(_glob)]
 ToolGlob = Annotated[str, AfterValidator(_tool_glob)]
-ArgName = Annotated[str, Field(min_length=1)]
-Command = Annotated[str, AfterValidator(_command)]
-EnvName = Annotated[str, AfterValidator(_env_name)]
-ToolName = Annotated[str, AfterValidator(_tool_name)]
 HookEnvName = Annotated[str, AfterValidator(_hook_env_name)]
 SecretValue = Annotated[str, Field(min_length=4)]
 """Shorter values would mask ordinary text wherever it appears."""
-
-
-def _no_entries() -> list[Any]:
-    """What `list` gives, as an array's default: pydantic reads a default factory's signature when it builds a
-    validator, and a builtin's it parses from its text signature with the tokenizer (compiling the tokenizer's
-    patterns first), about 3 ms of every start (bench/cli_startup.py); a function's it reads as it is."""
-    return []
-
-
-class _Table(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, strict=True)
 
 
 class _OwnValidator:

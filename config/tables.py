@@ -10,7 +10,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field, model_validator
 
-from config.schema import ArgName, Command, EnvName, ToolName, _no_entries, _Table
+from config._fields import ArgName, Command, EnvName, ToolName, _no_entries, _Table
 from config.settings import CommonTermShare, ToolSeconds
 from core.events import Mode
 from core.knowledge import DATASET_PATTERN
