@@ -122,15 +122,15 @@ def _imported() -> None:
 def cli(verbose: bool) -> None:
     """Strata: an event-sourced agent runtime. A model proposes tool calls; Strata decides, durably and
     auditably, what actually runs."""
+    entry = COMMANDS_BY_NAME.get(click.get_current_context().invoked_subcommand or "")
+    if entry is not None and entry.quick:  # it sets up logging itself if it takes the full way
+        full_way.defer(verbose)  # a reading (sessions, timeline): no session, model or process of it ever runs,
+        return  # so the credentials below are not worth the ~2 ms of taking them out of the environment
     for name in (MODEL_KEY_ENV, AUTH_TOKEN_ENV):  # before any session, of any model, runs a command
         if name in os.environ:  # (agent/models.py; the auth token is never sent: the key is always given)
             from core.env_block import take_secret
 
             take_secret(name)
-    entry = COMMANDS_BY_NAME.get(click.get_current_context().invoked_subcommand or "")
-    if entry is not None and entry.quick:  # it sets up logging itself if it takes the full way
-        full_way.defer(verbose)
-        return
     setup_logging(verbose)
 
 
