@@ -19,12 +19,18 @@ def _one_line(value: str) -> str:
     if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in value):
         raise ValueError("must be one line: a line break or control character here could forge the prompt's "
                          "header lines")
+    if "[" in value or "]" in value:
+        raise ValueError("must not hold '[' or ']': a bracket here could close the prompt's header line and open "
+                         "one of its own")
     return value
 
 
 HeaderText = Annotated[str, AfterValidator(_one_line)]
 """Text that goes into the prompt's header lines (`[channel … · from SENDER]`, `[attachment NAME … at PATH]`),
-where a line break would let it add a line of its own (a `[task …]` line the gate never wrote)."""
+where a line break would let it add a line of its own (a `[task …]` line the gate never wrote), and a bracket would
+let it end the daemon's line early and add a bracketed header on the same line (`from x] [task 7: …]`). Such text
+is refused, not escaped: a sender, a file name or a path changed on its way to the model would name something
+else."""
 
 
 class AttachmentRef(BaseModel):
