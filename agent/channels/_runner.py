@@ -8,6 +8,13 @@ A message a worker could not handle yet (its session is driven elsewhere, or wai
 channel and is offered again after `DEFERRED_RETRY_S`, ahead of the thread's later ones; meanwhile the thread's
 files are left out of the polls unread (read once a retry, not five times a second).
 
+A message id belongs to the first message read with it, from that poll on: while that message waits (queued, or put
+off with its thread), another thread's message reusing the id is rejected at once with the reason (the book keeps
+the id's thread for good once the message is taken in; the inbox, read oldest first, gives the same first message
+after a restart). A thread with nothing queued, running, put off or waiting for its retry is forgotten by the
+poller (its session stays bound to it in the book, where a later message finds it), so the poller holds only the
+threads with work, however many it has seen.
+
 A thread's worker first claims the thread in the book (memory/channel_book/): of several daemons working on one
 PostgreSQL database, one at a time drives a thread; the others leave its messages where they are. The claim is a
 lease (renewed while the worker runs, released when its queue is empty), taken over from a daemon that died: at
@@ -35,7 +42,7 @@ from anyio.abc import TaskGroup
 from agent.channels._messages import Channel, InboundMessage
 from agent.channels._reply_tool import Current, reply_tool
 from agent.channels._spool import SpoolChannel
-from agent.channels._turns import ChannelParts, daemon_runtime, handle
+from agent.channels._turns import ChannelParts, daemon_runtime, handle, reject_taken
 from agent.channels._webhook import WebhookChannel
 from agent.session import Runtime
 from config import ChannelEntry, LoadedConfig
@@ -80,13 +87,18 @@ class _Poller:
         self._tg = tg
         self._interval = interval
         self._threads: dict[str, _Thread] = {}
+        """Threads with work: something queued, running, held, or a retry not yet due (idle ones are forgotten)."""
         self._queued: set[str] = set()
         self._finished: set[str] = set()
         """Handles whose message was handled (and acknowledged) since the current poll began: a poll that read
         one before it was acknowledged does not queue it again."""
-        self._ids: dict[str, tuple[str, int]] = {}
-        """Message ids queued, with their thread and how many of its handles: a message reusing an id another
-        thread's queued message has waits until that one is handled."""
+        self._ids: dict[str, tuple[str, set[str]]] = {}
+        """Message ids read and not yet handled, each with its thread and the handles holding it (queued, or held
+        while their thread waits): another thread's message reusing one is rejected when read."""
+        self._id_of: dict[str, str] = {}
+        """The message id each handle in `_ids` holds."""
+        self._let_go: set[str] = set()
+        """Held handles let go for their retry's poll: those it does not find are gone (their ids are let go)."""
         self._holding: set[str] = set()
         """Threads with held handles."""
         self.stopping = False
@@ -113,24 +125,70 @@ class _Poller:
                 if failing is not None:
                     log.info("channel polled again", channel=channel.name)
                     failing = None
+                self._forget_gone({handle_ for _, handle_ in found})
             for message, handle_ in found:
-                thread = self._threads.setdefault(message.thread, _Thread())
                 if handle_ in self._queued or handle_ in self._finished or self.stopping:
                     continue
+                owner = self._ids.get(message.id)
+                if owner is not None and owner[0] != message.thread:  # read first, the other message keeps the id
+                    await self._reject(message, handle_, owner[0])  # however long its thread waits
+                    continue
+                self._take_id(message, handle_)
+                thread = self._threads.setdefault(message.thread, _Thread())
                 if thread.not_before > anyio.current_time():  # waits: not read again before its retry
                     thread.held.add(handle_)
                     self._holding.add(message.thread)
                     continue
-                owner = self._ids.get(message.id)
-                if owner is not None and owner[0] != message.thread:  # the id's first message is handled first;
-                    continue  # then this one is offered again, and the book rejects it (agent/channels/_turns.py)
-                self._ids[message.id] = (message.thread, owner[1] + 1 if owner else 1)
                 self._queued.add(handle_)
                 thread.queue.append((message, handle_))
                 if not thread.running:
                     thread.running = True
                     self._tg.start_soon(self._work, message.thread, thread)
+            self._forget_idle()
             await anyio.sleep(self._interval)
+
+    async def _reject(self, message: InboundMessage, handle_: str, owner: str) -> None:
+        try:
+            await reject_taken(self.parts, message, handle_, owner)
+        except Exception as exc:  # the file stays in the inbox: offered (and rejected) again at a later poll
+            log.error("message could not be rejected", channel=message.channel, message_id=message.id,
+                      error_type=type(exc).__name__, reason=str(exc))
+
+    def _take_id(self, message: InboundMessage, handle_: str) -> None:
+        """The message's id held for its thread from now until the message is handled (or its file is gone)."""
+        if self._id_of.get(handle_, message.id) != message.id:  # the file was replaced by another message
+            self._let_go_of(handle_)
+        _, handles = self._ids.setdefault(message.id, (message.thread, set()))
+        handles.add(handle_)
+        self._id_of[handle_] = message.id
+
+    def _let_go_of(self, handle_: str) -> None:
+        message_id = self._id_of.pop(handle_, None)
+        if message_id is None:
+            return
+        _, handles = self._ids[message_id]
+        handles.discard(handle_)
+        if not handles:
+            del self._ids[message_id]
+
+    def _forget_gone(self, found: set[str]) -> None:
+        """Held handles let go for this poll that it did not find: their files are gone, so are their ids' holds."""
+        for handle_ in self._let_go - found - self._queued:
+            self._let_go_of(handle_)
+        self._let_go.clear()
+
+    def _forget_idle(self) -> None:
+        """Threads with nothing queued, running, held or waiting for a retry are dropped from memory: the book binds
+        each thread to its session for good, so a later message of it is handled in the same session."""
+        now = anyio.current_time()
+        idle = [name for name, t in self._threads.items()
+                if not t.running and not t.queue and not t.held and t.not_before <= now and name not in self._holding]
+        for name in idle:
+            del self._threads[name]
+
+    @property
+    def threads_in_memory(self) -> int:
+        return len(self._threads)
 
     async def _work(self, name: str, thread: _Thread) -> None:
         """Drive one thread: wait for a worker's place (in arrival order), claim the thread, handle its queue. A
@@ -206,6 +264,7 @@ class _Poller:
         for name in list(self._holding):
             thread = self._threads[name]
             if thread.not_before <= now:
+                self._let_go |= thread.held
                 thread.held.clear()
                 self._holding.discard(name)
             else:
@@ -220,15 +279,15 @@ class _Poller:
         self._forget(thread)
 
     def _forget(self, thread: _Thread) -> None:
-        for message, handle_ in thread.queue:
-            self._unqueue(message, handle_)
+        """The thread's queue put off: its handles held (their ids still theirs), offered again at the retry."""
+        for _, handle_ in thread.queue:
+            self._queued.discard(handle_)
         thread.queue.clear()
 
     def _unqueue(self, message: InboundMessage, handle_: str) -> None:
+        """A message handled (processed, acknowledged again, or rejected): its handle and its hold on the id go."""
         self._queued.discard(handle_)
-        owner = self._ids.pop(message.id, None)
-        if owner is not None and owner[1] > 1:
-            self._ids[message.id] = (owner[0], owner[1] - 1)
+        self._let_go_of(handle_)
 
 
 def open_channel(entry: ChannelEntry, home: Path, env: Mapping[str, str]) -> Channel:
@@ -310,6 +369,11 @@ class ChannelRunner:
                     tg.cancel_scope.cancel()
         finally:
             await anyio.to_thread.run_sync(book.close)
+
+    @property
+    def threads_in_memory(self) -> int:
+        """Threads the pollers hold now (those with work): not one for every thread ever seen."""
+        return sum(p.threads_in_memory for p in self._pollers)
 
     async def drain(self, grace_s: float) -> None:
         """Take no more messages; let running turns finish within `grace_s` (the block's end closes the rest)."""

@@ -100,7 +100,7 @@ async def handle(parts: ChannelParts, message: InboundMessage, handle: str) -> O
     key = message.reply_key
     known = await anyio.to_thread.run_sync(book.intake, message.channel, message.id)
     if known is not None and known.thread_id != message.thread:  # the id is another thread's message: not this one
-        return await _reject_taken(parts, message, handle, known.thread_id)
+        return await reject_taken(parts, message, handle, known.thread_id)
     if known is not None and (known.status != "started" or await anyio.to_thread.run_sync(channel.sent, key)):
         await _finish(parts, message, handle)
         log.info("message redelivered: acknowledged again", channel=message.channel, message_id=message.id)
@@ -163,7 +163,7 @@ async def handle(parts: ChannelParts, message: InboundMessage, handle: str) -> O
     finally:
         await live.release(None)
         if taken_by is not None:
-            await _reject_taken(parts, message, handle, taken_by)
+            await reject_taken(parts, message, handle, taken_by)
     await anyio.to_thread.run_sync(channel.send, reply)
     if task is not None:
         await anyio.to_thread.run_sync(book.set_task_status, task.id,
@@ -184,7 +184,7 @@ async def _child_in_the_way(rt: Runtime, session_id: str) -> str | None:
     return None
 
 
-async def _reject_taken(parts: ChannelParts, message: InboundMessage, handle: str, thread: str) -> Outcome:
+async def reject_taken(parts: ChannelParts, message: InboundMessage, handle: str, thread: str) -> Outcome:
     """A message reusing an id another thread's message took is set aside with the reason: acknowledged as a
     redelivery it would be dropped unanswered, and handled it would share the other message's record and reply."""
     why = (f"message id {message.id!r} is already taken by thread {thread!r} of channel {message.channel!r}; "

@@ -11,7 +11,7 @@ import pytest
 
 from tests.channels._support import drop, pending, replies, spool_table, write_config
 from tests.channels.test_webhook import TOKEN, _free_port, _http
-from tests.cli._helpers import text
+from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
 from tests.serve._procs import Daemon, script, wait_until
 
@@ -93,3 +93,41 @@ def test_the_webhook_refuses_a_message_id_another_thread_took_with_409_and_takes
     assert again.status_code == 202, again.text
     [reply] = replies(cli.home / "channels" / "hook" / "out")
     assert reply["thread"] == "alpha"
+
+
+def test_a_put_off_messages_id_stays_its_own_and_another_threads_later_message_reusing_it_is_rejected(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """alpha's session waits for approval, so alpha's message `dup` is put off; beta's message reusing `dup`,
+    written after it, is rejected at once naming alpha (it used to be handled first, take the id in the book, and
+    have alpha's earlier message rejected once the call was decided)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    spool = tmp_path / "spool"
+    model = script(tmp_path / "s.json", [tool_use("b1", "bash", command="true")], [text("parked, then denied")],
+                   [text("alpha's second answered")])
+    write_config(cli, '[daemon]\nenable = ["bash"]\n\n' + spool_table("ops", spool, ws, model, on_ask='"park"'))
+    log = cli.home / "logs" / "strata.log"
+    daemon = Daemon(cli)
+    try:
+        drop(spool / "in", "a1", thread="alpha", id="m1", text="Run the tests on the release branch")
+        wait_until(lambda: len(replies(spool / "out")) == 1 and not pending(spool / "in"), what="alpha's m1 parked")
+        [parked] = replies(spool / "out")
+        assert parked["status"] == "parked"
+        drop(spool / "in", "a2", thread="alpha", id="dup", text="And the changelog?")
+        wait_until(lambda: log.is_file() and '"dup"' in log.read_text() and "stays queued" in log.read_text(),
+                   what="alpha's dup put off")
+        drop(spool / "in", "b", thread="beta", id="dup", text="Hello from beta")
+        wait_until(lambda: "b.json" in _rejected(spool / "in") or len(replies(spool / "out")) > 1,
+                   what="beta's message rejected (or answered)")
+        assert [r["thread"] for r in replies(spool / "out")] == ["alpha"], "beta's message was handled"
+        decided = cli.run("deny", parked["session_id"], "b1", "--reason", "not unattended")
+        assert decided.returncode == 0, decided.stderr
+        wait_until(lambda: len(replies(spool / "out")) == 2 and not pending(spool / "in"),
+                   what="alpha's dup answered once the call was decided")
+    finally:
+        daemon.stop()
+    why = _rejected(spool / "in")["b.json"]
+    assert "'dup'" in why and "'alpha'" in why and "already" in why, why
+    assert set(_rejected(spool / "in")) == {"b.json"}
+    answered = {r["in_reply_to"]: (r["thread"], r["text"]) for r in replies(spool / "out")}
+    assert answered["dup"] == ("alpha", "alpha's second answered")
