@@ -33,6 +33,7 @@ ChannelKind = Literal["spool", "webhook"]
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 DEFAULT_TURN_BUDGET_S = 300.0
 DEFAULT_BODY_CAP = 1024 * 1024
+DEFAULT_KEEP_IDS_DAYS = 30
 DEFAULT_MAX_WORKERS = 32
 MAX_WORKERS_CAP = 1024
 DEFAULT_MAX_SESSIONS = 128
@@ -93,6 +94,9 @@ class ChannelEntry(_Table):
     max_body_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = DEFAULT_BODY_CAP
     callback_url: Annotated[str, Field(max_length=2000), AfterValidator(_callback_url)] | None = None
     """webhook: where each reply is also POSTed (header `Idempotency-Key`), until the callback answers 2xx."""
+    keep_ids_days: Annotated[int, Field(ge=1, le=36500)] | None = None
+    """webhook: how long a message id's record (`ids/`, its thread, for the 409) is kept after the id was last
+    accepted; a record whose message still waits in the queue is kept however old (default 30 days)."""
     threads: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=lambda: ["*"])
     on_ask: OnAsk = "deny"
 
@@ -104,6 +108,8 @@ class ChannelEntry(_Table):
             raise ValueError(f"webhook channel {self.name!r} needs `port` and `token_env`")
         if self.kind == "spool" and self.callback_url is not None:
             raise ValueError(f"spool channel {self.name!r} has no `callback_url` (its replies are outbox files)")
+        if self.kind == "spool" and self.keep_ids_days is not None:
+            raise ValueError(f"spool channel {self.name!r} has no `keep_ids_days` (it keeps no id records)")
         return self
 
 

@@ -46,6 +46,7 @@ from agent.channels._turns import ChannelParts, daemon_runtime, handle, reject_t
 from agent.channels._webhook import WebhookChannel
 from agent.session import Runtime
 from config import ChannelEntry, LoadedConfig
+from config.channels import DEFAULT_KEEP_IDS_DAYS
 from core.clock import SystemClock
 from core.env_block import take_secret
 from core.errors import ConfigError, StoreError
@@ -303,7 +304,8 @@ def open_channel(entry: ChannelEntry, home: Path, env: Mapping[str, str]) -> Cha
                           "characters or more)", key=f"channels.{entry.name}.token_env")
     return WebhookChannel(entry.name, home / "channels" / entry.name, port=entry.port, token=token,
                           max_body_bytes=entry.max_body_bytes, threads=tuple(entry.threads),
-                          callback_url=entry.callback_url)
+                          callback_url=entry.callback_url,
+                          keep_ids_days=entry.keep_ids_days or DEFAULT_KEEP_IDS_DAYS)
 
 
 class ChannelRunner:
@@ -339,6 +341,7 @@ class ChannelRunner:
                             raise ConfigError(f"port {channel.port} cannot be listened on: {exc.strerror}",
                                               key=f"channels.{entry.name}.port") from None
                         tg.start_soon(channel.deliver)
+                        tg.start_soon(channel.keep_ids)
                     base = rt
                     if workspace_config is not None:
                         project = await anyio.to_thread.run_sync(workspace_config, Path(workspace))

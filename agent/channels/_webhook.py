@@ -21,17 +21,27 @@ kept (a newer one closes the one waiting longest, so silent connections never ke
 request); a request then has `REQUEST_TIMEOUT_S`; at most `MAX_REQUESTS` are served at once (503 beyond);
 running out of file descriptors pauses accepting, never the daemon.
 An accepted message is written to `<home>/channels/NAME/in/` (write, fsync, rename) before the 202, and from
-there it is a spool message like any other: its reply lands in `<home>/channels/NAME/out/KEY.json`."""
+there it is a spool message like any other: its reply lands in `<home>/channels/NAME/out/KEY.json`.
+
+`ids/` holds one record a message id (named by the id's sha256, holding its thread), made when the id's first message
+is accepted and touched when its thread sends it again. It is pruned when the daemon starts and every
+`ID_PRUNE_INTERVAL_S`: a record untouched for `keep_ids_days` goes, unless its message still waits in `in/` (put off,
+however long). An id whose record went is still refused to another thread while its reply is in `out/` (the reply
+names its thread); and once taken in, the channel book keeps its thread for good (a message reusing it is rejected
+when handled)."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fnmatch
 import hmac
 import http.client
 import json
+import os
 import re
 import stat
+import threading
 import time
 import urllib.parse
 from collections.abc import Collection
@@ -43,9 +53,10 @@ import structlog
 from anyio.abc import SocketListener, SocketStream, TaskGroup, TaskStatus
 from pydantic import ValidationError
 
-from agent.channels._messages import InboundMessage
+from agent.channels._messages import InboundMessage, reply_key
 from agent.channels._spool import MAX_DEPTH, SpoolChannel, _one_line, _write_atomically
 from agent.channels._waiting_room import WaitingRoom
+from config.channels import DEFAULT_KEEP_IDS_DAYS
 from core import bounded_json
 from core.hashing import sha256_text
 
@@ -63,12 +74,15 @@ _SHORT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 CALLBACK_TIMEOUT_S = 10.0
 DELIVERY_PAUSE_S = 0.2
 MAX_HEADER_BYTES = 16 * 1024
+ID_PRUNE_INTERVAL_S = 3600.0
+DAY_S = 86400.0
 _REPLY_PATH = re.compile(r"^/replies/(reply-[0-9a-f]{32})$")
 
 
 class WebhookChannel(SpoolChannel):
     def __init__(self, name: str, folder: Path, *, port: int, token: str, max_body_bytes: int,
-                 threads: tuple[str, ...] = ("*",), host: str = "127.0.0.1", callback_url: str | None = None) -> None:
+                 threads: tuple[str, ...] = ("*",), host: str = "127.0.0.1", callback_url: str | None = None,
+                 keep_ids_days: int = DEFAULT_KEEP_IDS_DAYS) -> None:
         super().__init__(name, folder / "in", folder / "out", threads)
         self.port = port
         self.host = host
@@ -78,8 +92,12 @@ class WebhookChannel(SpoolChannel):
         self._delivered = folder / "delivered"
         self._delivered.mkdir(parents=True, exist_ok=True)
         self._ids = folder / "ids"
-        """The thread of each message id taken (by sha256 of the id), so an id is one thread's for good."""
+        """The thread of each message id taken (by sha256 of the id), kept `keep_ids_days` after its last use."""
         self._ids.mkdir(parents=True, exist_ok=True)
+        self.keep_ids_days = keep_ids_days
+        self._id_locks = tuple(threading.Lock() for _ in range(64))
+        """One of these guards a record while it is taken or touched (a request) or looked at and removed (the
+        prune), so the prune never removes a record a request has just used."""
 
     async def deliver(self) -> None:
         """POST every reply in the outbox not yet delivered to the callback, oldest first, with its key as the
@@ -143,16 +161,81 @@ class WebhookChannel(SpoolChannel):
     def _id_taken(self, message: InboundMessage) -> bool:
         """Whether another thread's message took this message's id. The first message with an id records its thread
         in `ids/` (a hard link, never replaced, so of two at once one wins); a message of the same thread (a retry)
-        finds its own thread there."""
-        record = self._ids / sha256_text(message.id)
+        finds its own thread there, and the record is touched (kept `keep_ids_days` from now). With no record (a new
+        id, or one pruned), a reply to the id in `out/` names the thread that took it."""
+        name = sha256_text(message.id)
+        record = self._ids / name
+        with self._id_lock(name):
+            if not os.path.lexists(record):
+                replied = self._replied_thread(message.id)
+                if replied is not None and replied != message.thread:
+                    return True
+            try:
+                _write_atomically(record, message.thread.encode(), replace=False)
+            except FileNotFoundError:
+                if self._ids.is_dir():
+                    raise
+                self._remake(self._ids)  # removed while the daemon runs
+                _write_atomically(record, message.thread.encode(), replace=False)
+            if record.read_bytes().decode() != message.thread:
+                return True
+            os.utime(record)
+            return False
+
+    def _id_lock(self, name: str) -> threading.Lock:
+        return self._id_locks[int(name[:2], 16) % len(self._id_locks)]
+
+    def _replied_thread(self, message_id: str) -> str | None:
+        """The thread of the reply to `message_id` in the outbox, if there is one."""
         try:
-            _write_atomically(record, message.thread.encode(), replace=False)
+            with (self.outbox / f"{reply_key(self.name, message_id)}.json").open("rb") as f:
+                reply = json.loads(f.read())
+        except (OSError, ValueError):  # none (or unreadable, or cut): no reply to go by
+            return None
+        thread = reply.get("thread") if isinstance(reply, dict) else None
+        return thread if isinstance(thread, str) else None
+
+    async def keep_ids(self) -> None:
+        """Prune `ids/` now and every `ID_PRUNE_INTERVAL_S` for ever; a failed prune is logged and tried again then."""
+        while True:
+            try:
+                removed = await anyio.to_thread.run_sync(self.prune_ids)
+            except OSError as exc:
+                log.warning("message id records not pruned", channel=self.name, reason=_one_line(exc))
+            else:
+                if removed:
+                    log.info("message id records pruned", channel=self.name, removed=removed,
+                             keep_ids_days=self.keep_ids_days)
+            await anyio.sleep(ID_PRUNE_INTERVAL_S)
+
+    def prune_ids(self) -> int:
+        """Remove the id records untouched for `keep_ids_days` whose message no longer waits in `in/`; how many."""
+        cutoff = time.time() - self.keep_ids_days * DAY_S
+        waiting = self._waiting_ids()
+        try:
+            with os.scandir(self._ids) as entries:
+                names = [e.name for e in entries if not e.name.startswith(".")]
         except FileNotFoundError:
-            if self._ids.is_dir():
-                raise
-            self._remake(self._ids)  # removed while the daemon runs
-            _write_atomically(record, message.thread.encode(), replace=False)
-        return record.read_bytes().decode() != message.thread
+            self._remake(self._ids)
+            return 0
+        removed = 0
+        for name in names:
+            if name[:16] in waiting or not re.fullmatch(r"[0-9a-f]{64}", name):
+                continue
+            record = self._ids / name
+            with self._id_lock(name), contextlib.suppress(FileNotFoundError):
+                if record.lstat().st_mtime < cutoff:
+                    record.unlink()
+                    removed += 1
+        return removed
+
+    def _waiting_ids(self) -> set[str]:
+        """The id prefixes (16 hex digits of the id's sha256) of the messages waiting in `in/`, by their names."""
+        try:
+            with os.scandir(self.inbox) as entries:
+                return {e.name.removesuffix(".json").rpartition("-")[2] for e in entries if e.name.endswith(".json")}
+        except FileNotFoundError:
+            return set()
 
     def _queue(self, target: Path, data: bytes) -> None:
         try:
