@@ -5,10 +5,12 @@ session. A spool file is moved to `inbox/rejected/` with a `.error` saying why; 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
+from agent.channels._runner import DEFERRED_RETRY_S
 from tests.channels._support import drop, pending, replies, spool_table, write_config
 from tests.channels.test_webhook import TOKEN, _free_port, _http
 from tests.cli._helpers import text, tool_use
@@ -131,3 +133,30 @@ def test_a_put_off_messages_id_stays_its_own_and_another_threads_later_message_r
     assert set(_rejected(spool / "in")) == {"b.json"}
     answered = {r["in_reply_to"]: (r["thread"], r["text"]) for r in replies(spool / "out")}
     assert answered["dup"] == ("alpha", "alpha's second answered")
+
+
+def test_a_put_off_message_taken_away_by_its_writer_lets_its_id_go(cli: StrataCLI, tmp_path: Path) -> None:
+    """The id is held for a waiting message only while its file is there: once its writer took it away (seen at
+    the thread's retry), another thread's message may use the id."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    spool = tmp_path / "spool"
+    model = script(tmp_path / "s.json", [tool_use("b1", "bash", command="true")], [text("parked")])
+    write_config(cli, '[daemon]\nenable = ["bash"]\n\n' + spool_table("ops", spool, ws, model, on_ask='"park"'))
+    log = cli.home / "logs" / "strata.log"
+    daemon = Daemon(cli)
+    try:
+        drop(spool / "in", "a1", thread="alpha", id="m1", text="Run the tests on the release branch")
+        wait_until(lambda: len(replies(spool / "out")) == 1 and not pending(spool / "in"), what="alpha's m1 parked")
+        drop(spool / "in", "a2", thread="alpha", id="dup", text="And the changelog?")
+        wait_until(lambda: log.is_file() and '"dup"' in log.read_text() and "stays queued" in log.read_text(),
+                   what="alpha's dup put off")
+        (spool / "in" / "a2.json").unlink()
+        time.sleep(DEFERRED_RETRY_S + 1.0)  # the thread's retry: its file is not found
+        drop(spool / "in", "b", thread="gamma", id="dup", text="Hello from gamma")
+        wait_until(lambda: len(replies(spool / "out")) == 2 or "b.json" in _rejected(spool / "in"),
+                   what="gamma's message answered (or rejected)")
+    finally:
+        daemon.stop()
+    assert _rejected(spool / "in") == {}
+    assert {r["in_reply_to"]: r["thread"] for r in replies(spool / "out")} == {"m1": "alpha", "dup": "gamma"}
