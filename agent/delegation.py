@@ -166,11 +166,18 @@ class Delegator:
                        await unknown_below(self.store, child_id))
 
     def _allowed(self, args: Mapping[str, Any]) -> tuple[str, ...]:
+        """The child's tools: the ones asked for, or all of the parent's it may pass down (not a tool only this
+        process has, as a channel's `reply`: `strata resume CHILD` elsewhere must build the same plan, to which the
+        child's approvals are bound)."""
         assert self.plan is not None
-        mine = sorted(self.plan)
+        mine = sorted(name for name, spec in self.plan.items() if spec.passed_down)
         asked = args.get("tools")
         if asked is None:
             return tuple(mine)
+        kept = sorted(set(asked) & set(self.plan) - set(mine))
+        if kept:
+            raise ToolError(f"a child cannot get {', '.join(kept)}: only this session can use it (a child gets "
+                            f"{', '.join(mine)} or fewer)")
         missing = sorted(set(asked) - set(mine))
         if missing:
             raise ToolError(f"a child gets only tools this session has; it has no {', '.join(missing)} "
