@@ -21,10 +21,10 @@ the tool's result."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import structlog
@@ -60,6 +60,9 @@ CHILD_LEASE_WAIT_S = 3.0
 """How long a delegate call waits for its child's lease while another live process holds it, before its session
 parks: a decision (`strata approve|deny CHILD`) holds it for milliseconds, a process that drives the child for as
 long as it runs (as the daemon's turns wait, agent/daemon/_hosted.py DECISION_LEASE_S)."""
+LEASE_POLL_S = 0.1
+"""How often a wait for a child's lease reads it again."""
+T = TypeVar("T")
 
 
 @record
@@ -166,11 +169,18 @@ class Delegator:
                        await unknown_below(self.store, child_id))
 
     def _allowed(self, args: Mapping[str, Any]) -> tuple[str, ...]:
+        """The child's tools: the ones asked for, or all of the parent's it may pass down (not a tool only this
+        process has, as a channel's `reply`: `strata resume CHILD` elsewhere must build the same plan, to which the
+        child's approvals are bound)."""
         assert self.plan is not None
-        mine = sorted(self.plan)
+        mine = sorted(name for name, spec in self.plan.items() if spec.passed_down)
         asked = args.get("tools")
         if asked is None:
             return tuple(mine)
+        kept = sorted(set(asked) & set(self.plan) - set(mine))
+        if kept:
+            raise ToolError(f"a child cannot get {', '.join(kept)}: only this session can use it (a child gets "
+                            f"{', '.join(mine)} or fewer)")
         missing = sorted(set(asked) - set(mine))
         if missing:
             raise ToolError(f"a child gets only tools this session has; it has no {', '.join(missing)} "
@@ -213,16 +223,16 @@ class Delegator:
         """The child's record once no other live process holds its lease, waiting up to CHILD_LEASE_WAIT_S for
         it (`strata approve CHILD` holds it for milliseconds; a process that drives the child, for as long as it
         runs); past that, this session parks (ToolWaits, as `_resume`)."""
-        deadline = anyio.current_time() + CHILD_LEASE_WAIT_S
-        while record.lease is not None and self.alive(record.lease):
-            if anyio.current_time() >= deadline:
-                assert self.state is not None
-                owner = describe(record.lease)
-                log.info("delegate: the child is driven by another process; this session parks", child=child_id,
-                         owner=owner)
-                raise ToolWaits(busy_reason(child_id, owner, self.state.session_id))
-            await anyio.sleep(0.1)
-            record = await self.store.get_session(child_id)
+        def free(r: SessionRecord) -> bool:
+            return r.lease is None or not self.alive(r.lease)
+
+        record = await _polled(record, lambda: self.store.get_session(child_id), free, CHILD_LEASE_WAIT_S)
+        if record.lease is not None and not free(record):
+            assert self.state is not None
+            owner = describe(record.lease)
+            log.info("delegate: the child is driven by another process; this session parks", child=child_id,
+                     owner=owner)
+            raise ToolWaits(busy_reason(child_id, owner, self.state.session_id))
         return record
 
     async def _taken_over(self, child_id: str, lost: LeaseLost) -> ToolOutput:
@@ -310,12 +320,19 @@ async def busy_child_after_wait(store: EventStore, session_id: str, alive: Calla
     """`busy_child`, waited for up to `wait_s` (CHILD_LEASE_WAIT_S), as a delegate call waits for its child's
     lease: a lease held for a moment (`strata approve CHILD` recording a decision) is not taken for a process that
     drives the child. The session still busy once the wait is over, or None as soon as none is."""
+    return await _polled(await busy_child(store, session_id, alive), lambda: busy_child(store, session_id, alive),
+                        lambda busy: busy is None, wait_s)
+
+
+async def _polled(value: T, read: Callable[[], Awaitable[T]], done: Callable[[T], bool], wait_s: float) -> T:
+    """`value`, read again with `read` every LEASE_POLL_S until `done` says so or `wait_s` passed: the last value
+    read (the one `done` accepted, or the one read at the deadline). Each pause is an async sleep, so the wait holds
+    no other task of the process (a daemon's other requests, tests/serve/test_busy_child_wait_blocks_no_one.py)."""
     deadline = anyio.current_time() + wait_s
-    while True:
-        busy = await busy_child(store, session_id, alive)
-        if busy is None or anyio.current_time() >= deadline:
-            return busy
-        await anyio.sleep(0.1)
+    while not done(value) and anyio.current_time() < deadline:
+        await anyio.sleep(LEASE_POLL_S)
+        value = await read()
+    return value
 
 
 def busy_prompt_refusal(session_id: str, busy: Busy) -> UsageError:

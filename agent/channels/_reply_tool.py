@@ -57,4 +57,4 @@ def reply_tool(channel: Channel, book: ChannelBook, current: Current) -> ToolSpe
                                       "description": "the answer to the message, as its sender will read it"}}}
     return ToolSpec(REPLY_TOOL, "Reply on the channel thread to the message this turn handles (once a message).",
                     schema, handler, safety="network", effect="effectful", pii="internal", timeout_s=30,
-                    probe=probe)
+                    probe=probe, passed_down=False)

@@ -85,6 +85,10 @@ class ToolSpec:
     """A call whose handler may be entered again after its process stopped while it ran, with the same context
     (idempotency key included), and finishes the same work exactly once: a resume re-enters it instead of calling
     its outcome unknown (delegate: its child session, by the id its receipt records)."""
+    passed_down: bool = True
+    """Whether a delegated child may get this tool. False for a tool only the process hosting its session has
+    (a channel's `reply`, which answers the message the parent's turn handles): a child given it could not be
+    resumed with the same plan by another process (`strata resume CHILD`), and an approval is bound to the plan."""
     declared: Mapping[str, Any] | None = None
     """What else a tool's declaration says that the digest must cover (an MCP tool: its server and its policy's
     resource-key templates); None for the built-in tools, whose identity stays as it was."""

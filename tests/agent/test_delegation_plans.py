@@ -5,6 +5,7 @@ maximum depth (2) has no `delegate`: delegation three deep is refused."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -102,6 +103,24 @@ async def test_tools_only_removes_and_a_tool_the_parent_lacks_is_refused(tmp_pat
     denied = (await _results(store, child))["c1"]
     assert denied.status == "denied" and denied.check == "resolve", denied
     assert not (tmp_path / "ws" / "w.txt").exists()
+
+
+async def test_a_tool_only_the_parents_process_has_is_not_passed_down(tmp_path: Path) -> None:
+    """A tool marked `passed_down=False` (a channel's `reply`: only the daemon has it) is left out of a child's
+    tools by default, so `strata resume CHILD` elsewhere builds the plan the child's approvals are bound to; a
+    delegate call naming it is refused and starts no child."""
+    own = dataclasses.replace(next(t for t in builtin_tools() if t.name == "list_dir"), name="reply",
+                              passed_down=False)
+    store, parent = await _run(tmp_path, {
+        "turns": [[_use("p1", "delegate", task="a", tools=["reply", "read_file"]),
+                   _use("p2", "delegate", task="b")], [_say("done")]],
+        "children": [[[_say("child b")]]],
+    }, tools=[*builtin_tools(), own])
+    results = await _results(store, parent)
+    assert results["p1"].is_error and "a child cannot get reply" in results["p1"].content, results["p1"]
+    child = await _only_child(store, parent)  # the refused delegation started no child
+    allowed = (await restore(store, child)).state.tools_allowed
+    assert allowed is not None and "reply" not in allowed and "read_file" in allowed, allowed
 
 
 async def test_a_child_asking_for_more_turns_than_its_parents_limit_is_refused_and_one_within_it_gets_them(

@@ -1,5 +1,6 @@
 """observability/chain_verify.py against a real SQLite file: both chains and both recorded heads agree on an
-untouched session; a session written to while it is checked is not reported; a ledger that lags is a note, one
+untouched session; a session written to while it is checked is not reported (one written to during every read
+of its receipts says they were not compared); a ledger that lags is a note, one
 that leads (the tail is gone) a truncation; a head of the wrong kind is named."""
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from core.chain import ChainHead
 from core.events import SessionStarted, UserMessage
 from core.timeline import TimelineDecision, TimelineEntry, TimelineRow
 from memory import SqliteEventStore, Write
-from observability.chain_verify import verify_chains
+from memory.rows import Receipt, ReceiptStatus
+from observability.chain_verify import RECEIPT_READS, verify_chains
 from tests.memory._sqlite import raw, record
 
 
@@ -115,6 +117,33 @@ async def test_a_session_written_while_it_is_checked_is_not_reported(db_path: Pa
         assert report.ok, report.problems
         assert any("written to while it was checked" in note for note in report.notes)
         assert report.timeline is not None and report.timeline.last_seq == 6
+    finally:
+        await store.close()
+
+
+async def test_a_session_written_during_every_read_says_its_receipts_were_not_compared(db_path: Path) -> None:
+    """A session written to between every read of its receipts and its head: the receipts table is read again a
+    bounded number of times (RECEIPT_READS), and then the report says it was not compared, rather than skipping
+    the comparison silently. The chains still verify, as far as they were read."""
+
+    class Busy(SqliteEventStore):
+        reads = 0
+
+        async def list_receipts(self, session_id: str | None = None,
+                                status: ReceiptStatus | None = None) -> list[Receipt]:
+            self.reads += 1
+            assert session_id is not None
+            await self.commit(session_id, turn(f"meanwhile {self.reads}"))
+            return await super().list_receipts(session_id, status)
+
+    store = await Busy.open(db_path)
+    try:
+        await _session(store)
+        report = await verify_chains(store, "s1", None)
+        assert report.ok, report.problems
+        assert store.reads == RECEIPT_READS + 1
+        assert (f"the receipts table was not compared with the timeline: the session was written to during each "
+                f"of {RECEIPT_READS + 1} reads of both; check again once it is idle") in report.notes, report.notes
     finally:
         await store.close()
 
