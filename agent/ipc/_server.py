@@ -10,12 +10,13 @@ import contextlib
 import errno
 import itertools
 import os
+import socket
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import anyio
 import structlog
-from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskStatus
+from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskStatus, UNIXSocketStream
 
 from agent.ipc._connection import ClientConnection, Dispatcher
 from agent.ipc._endpoint import (
@@ -31,6 +32,7 @@ from agent.ipc._errors import SocketUnusable
 from agent.ipc._limits import Limits
 from agent.ipc._messages import ErrorCode, ErrorReply, Notice, encode
 from agent.ipc._peer import peer_credentials, same_user
+from agent.ipc._sockio import accept
 from agent.ipc._tally import ConnectionTally
 
 _log = structlog.get_logger("strata.ipc")
@@ -49,6 +51,8 @@ class IpcServer:
         self.failure: str | None = None
         """Why the listener failed for good (None: it did not); see `open`'s `on_failure`."""
         self._listener = listener
+        self._raw_listener: socket.socket = listener.extra(SocketAttribute.raw_socket)
+        """Accepted from by `accept` (_sockio.py), not by anyio's loop: see there why."""
         self._dispatcher = dispatcher
         self._limits = limits
         self._server_name = server_name
@@ -123,7 +127,7 @@ class IpcServer:
                 task_status.started()
                 while not self._stopping:
                     try:
-                        stream = await self._listener.accept()
+                        stream = await UNIXSocketStream.from_socket(await accept(self._raw_listener))
                     except anyio.ClosedResourceError:
                         break
                     except (anyio.BrokenResourceError, OSError) as exc:
