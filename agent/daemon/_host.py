@@ -1,8 +1,10 @@
 """SessionHost: many sessions driven at once in one process, the transport-independent core of `strata serve`.
 
 One host per process, opened on one Runtime. Each session is a task in the host's task group holding the
-session's lease exactly as a `strata run` process does (agent/_hosted.py), so a session the host drives cannot
-be driven by another process, and the host cannot take one another process drives ("session ... is active").
+session's lease exactly as a `strata run` process does while it runs a turn or a client drives it
+(agent/daemon/_hosted.py), so a session the host drives cannot be driven by another process, and the host cannot
+take one another process drives ("session ... is active"). A session only watched (or not attached to) between
+turns holds no lease: `strata resume ID` works elsewhere meanwhile.
 Clients reach a session through attachments: one drives (prompts, approvals, interrupts), any number watch, and
 every attachment gets the session's committed events in commit order.
 
@@ -106,8 +108,9 @@ class SessionHost:
 
     async def attach(self, session_id: str, role: Role = "drive", *, who: str | None = None,
                      since_seq: int | None = None) -> Attachment:
-        """Attach to a session, hosting it first if it is not (`resume_session`: SessionActive if another process
-        drives it). A second driver is refused (`not_driver`); watchers are unlimited. A driver attaching to a
+        """Attach to a session, hosting it first if it is not (SessionActive if another process drives it). A driver
+        takes the session's lease (`resume_session`); a watcher does not (agent/daemon/_hosted.py). A second driver
+        is refused (`not_driver`); watchers are unlimited. A driver attaching to a
         session whose calls wait for approval is asked about them again; a batch a crash left open is finished.
         `who` names the person answering through this attachment (recorded with each decision). `since_seq`: the
         attachment first replays the session's committed events from that seq, then goes on live, with none
@@ -126,6 +129,12 @@ class SessionHost:
             attachment = hosted.add(role, who, since_seq)
             if role == "drive" and hosted.live is None and hosted.parked and not hosted.turn_running:
                 hosted.submit(None)
+            elif role == "drive":
+                try:
+                    await hosted.drive()  # its lease, if it is hosted without it
+                except BaseException:
+                    hosted.remove(attachment, "closed", "the session could not be driven here")
+                    raise
             return attachment
         self._make_room(session_id)
         hosted = HostedSession(self._parts, session_id)
