@@ -142,8 +142,11 @@ def _undecided(state: SessionState) -> tuple[ParkedCall, ...]:
 
 
 class HostedSession:
-    def __init__(self, parts: HostParts, session_id: str = "") -> None:
+    def __init__(self, parts: HostParts, session_id: str = "", *, quiet: bool = False) -> None:
+        """`quiet`: its hosting is logged at debug (it replaced another at max_sessions: the host counts those)."""
         self._parts = parts
+        self._quiet_start = quiet
+        self._quiet_end = False
         self._rt = parts.rt
         """The runtime as this session sees it (its workspace's config; see HostParts.workspace_config)."""
         self.id = session_id
@@ -266,7 +269,7 @@ class HostedSession:
             self.ended.set()
             raise
         structlog.contextvars.bind_contextvars(session_id=self.id)  # this task's own context
-        log.info("session hosted", phase=self.phase)
+        (log.debug if self._quiet_start else log.info)("session hosted", phase=self.phase)
         task_status.started(self.id)
         try:
             while not self._stopping:
@@ -283,7 +286,7 @@ class HostedSession:
                 await self._release()
                 self._close_all("closed", "the session left the host; it can be resumed by id")
                 self.ended.set()
-            log.info("session left the host")
+            (log.debug if self._quiet_end else log.info)("session left the host")
 
     async def drive(self) -> None:
         """A driver attached: take the lease of a session hosted without it (idle, nobody drove it), so that it is
@@ -360,7 +363,9 @@ class HostedSession:
         return not (self.attachments or self.turn_running or self.stopping or self._next is not None
                     or self.phase == "starting")
 
-    def stop(self) -> None:
+    def stop(self, *, quiet: bool = False) -> None:
+        """Leave the host (`quiet`: made to, for room at max_sessions; the host counts those, see `serve`)."""
+        self._quiet_end = self._quiet_end or quiet
         self._stopping = True
         self._wake.set()
 

@@ -39,7 +39,7 @@ from agent.ipc._messages import (
 )
 from agent.ipc._peer import PeerCredentials
 from agent.ipc._sockio import readable, send_all
-from agent.ipc._tally import ConnectionTally
+from observability.counted_log import CountedLog
 
 _log = structlog.get_logger("strata.ipc")
 
@@ -167,10 +167,10 @@ class _Outbox:
 
 class ClientConnection:
     def __init__(self, conn_id: int, stream: SocketStream, peer: PeerCredentials, limits: Limits,
-                 server_name: str, pid: int, tally: ConnectionTally,
+                 server_name: str, pid: int, tally: CountedLog,
                  admit: Callable[[ClientConnection, Attach], ErrorReply | None] = lambda c, r: None) -> None:
-        """`tally`: where what ends a connection is logged (bounded: see _tally.py); `admit`: the server's word on
-        an attach before the session side sees it (an error reply refuses it)."""
+        """`tally`: where what ends a connection is logged (bounded: see observability/counted_log.py); `admit`:
+        the server's word on an attach before the session side sees it (an error reply refuses it)."""
         self._id = conn_id
         self._stream = stream
         self._socket = stream.extra(SocketAttribute.raw_socket)

@@ -33,7 +33,7 @@ from agent.ipc._limits import Limits
 from agent.ipc._messages import Attach, ErrorCode, ErrorReply, Notice, encode
 from agent.ipc._peer import peer_credentials, same_user
 from agent.ipc._sockio import accept
-from agent.ipc._tally import ConnectionTally
+from observability.counted_log import CountedLog
 
 _log = structlog.get_logger("strata.ipc")
 
@@ -63,7 +63,7 @@ class IpcServer:
         self._none_left.set()
         self._accepting = anyio.CancelScope()
         self._stopping = False
-        self._tally = ConnectionTally()
+        self._tally = CountedLog("strata.ipc")
 
     @classmethod
     @contextlib.asynccontextmanager
