@@ -295,14 +295,20 @@ class HostedSession:
         holds its lease, runs a turn, or waits for decisions (its next turn takes the lease)."""
         if self.live is not None or self.turn_running or self._next is not None or self.phase != "idle":
             return
+        before = (await self._parts.rt.store.get_session(self.id)).status
         live = await self._resume_when_free(None)
         if self.live is not None or self.stopping:  # taken meanwhile, or leaving the host: not twice, not kept
             with anyio.CancelScope(shield=True), contextlib.suppress(StrataError):
                 await live.release(None)
             return
         self.live = live
-        self._opened(live.loop.state)
+        state = live.loop.state
+        self._opened(state)
         self._wake.set()  # the idle task renews it from now on
+        # Another process may have run it meanwhile: a batch it left open (parked, or cut short by its crash) is
+        # finished and its waiting calls asked of this driver, as when a driver's attach opens the session.
+        if state.open_batch is not None or (before == "active" and _turn_unfinished(state)):
+            self.submit(None)
 
     async def _idle(self) -> None:
         """Wait for the next request; keep the lease renewed meanwhile, as a running turn's heartbeat does, while a

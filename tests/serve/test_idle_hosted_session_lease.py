@@ -15,12 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli._helpers import text
+from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
 from tests.ipc._wire import RawClient
 from tests.serve._procs import Client, Daemon, script, wait_until
 
 pytestmark = pytest.mark.slow
+
+EXIT_AWAITING_APPROVAL = 4
 
 
 def _lease_owner(cli: StrataCLI, sid: str) -> object:
@@ -106,3 +108,35 @@ def test_a_driver_attaching_while_another_process_drives_the_session_is_refused_
             holder.communicate()
         daemon.stop()
     assert daemon.proc.returncode == 0, daemon.stderr
+
+
+def test_a_call_another_process_parked_while_the_daemon_held_no_lease_is_asked_of_the_next_driver(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """`strata resume ID PROMPT` elsewhere parks a call (nobody to ask); the session is still hosted, idle, in the
+    daemon. The next driver attaching there is asked about the call, and it runs once."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model = script(tmp_path / "s.json", [text("one")],
+                   [tool_use("w1", "write_file", path="a.txt", content="A\n")], [text("written")])
+    daemon = Daemon(cli)
+    try:
+        client = RawClient(cli.home / "run" / "daemon.sock", timeout=30)
+        client.hello()
+        sid = client.ask({"type": "new_session", "id": "n", "workspace": str(ws), "model": model})["session_id"]
+        assert client.ask({"type": "attach", "id": "w", "session_id": sid, "role": "watch"})["type"] == "ok"
+        wait_until(lambda: _lease_owner(cli, sid) is None, timeout=10, what="the watched session's lease to go")
+        assert _resume(cli, sid, "first").returncode == 0
+        parked = _resume(cli, sid, "write a")
+        assert parked.returncode == EXIT_AWAITING_APPROVAL, parked.stderr
+        driver = Client(cli, sid)
+        driver.wait_for("approval_request", timeout=30, call_id="w1")
+        driver.send(type="approve", call_id="w1")
+        assert driver.wait_for("result", timeout=30)["status"] == "completed"
+        assert driver.finish().returncode == 0
+        client.close()
+    finally:
+        daemon.stop()
+    assert daemon.proc.returncode == 0, daemon.stderr
+    assert (ws / "a.txt").read_text() == "A\n"
+    (receipt,) = cli.json_lines("receipts", sid, "--json")
+    assert receipt["status"] == "done"
