@@ -542,9 +542,13 @@ class HostedSession:
             status = "unknown"
         phase: Phase = "approval" if self.approver.waiting() else self.phase
         parked = self.parked
-        if parked and self.live is None:  # no lease here: `strata approve|deny` may have decided some elsewhere
+        # No lease here: `strata approve|deny` may have decided some elsewhere, or (idle, nobody driving) another
+        # process may have run the session and parked calls.
+        if self.live is None and not self.turn_running and (parked or status == "awaiting_approval"):
             with contextlib.suppress(StrataError):
                 parked = _undecided((await restore_or_report(self._parts.rt.store, self.id)).state)
+            if parked and phase == "idle":
+                phase = "parked"
         waiting = (*self.approver.waiting(),
                    *(WaitingCall(call_id=p.call_id, tool=p.tool, how="parked") for p in parked))
         return SessionInfo(session_id=self.id, status=status, phase=phase, turn_running=self.turn_running,

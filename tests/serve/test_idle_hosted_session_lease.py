@@ -18,7 +18,7 @@ import pytest
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
 from tests.ipc._wire import RawClient
-from tests.serve._procs import Client, Daemon, script, wait_until
+from tests.serve._procs import Client, Daemon, script, status, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -128,6 +128,8 @@ def test_a_call_another_process_parked_while_the_daemon_held_no_lease_is_asked_o
         assert _resume(cli, sid, "first").returncode == 0
         parked = _resume(cli, sid, "write a")
         assert parked.returncode == EXIT_AWAITING_APPROVAL, parked.stderr
+        (row,) = status(cli)  # the daemon's status says so, although it did not park the call itself
+        assert (row["phase"], row["waiting"]) == ("parked", [{"call_id": "w1", "tool": "write_file", "how": "parked"}])
         driver = Client(cli, sid)
         driver.wait_for("approval_request", timeout=30, call_id="w1")
         driver.send(type="approve", call_id="w1")
