@@ -305,9 +305,11 @@ class HostedSession:
         state = live.loop.state
         self._opened(state)
         self._wake.set()  # the idle task renews it from now on
-        # Another process may have run it meanwhile: a batch it left open (parked, or cut short by its crash) is
-        # finished and its waiting calls asked of this driver, as when a driver's attach opens the session.
-        if state.open_batch is not None or (before == "active" and _turn_unfinished(state)):
+        # Another process may have run it meanwhile: a batch it parked calls of, or one its crash left open, is
+        # finished and its waiting calls asked of this driver, as when a driver's attach opens the session. A batch
+        # whose delegate call waits on a child another process drives is left alone: finishing it would only wait
+        # on that child (a prompt is refused naming it, as while the lease was held).
+        if state.parked or (before == "active" and (state.open_batch is not None or _turn_unfinished(state))):
             self.submit(None)
 
     async def _idle(self) -> None:
