@@ -1,8 +1,10 @@
 """SessionHost: many sessions driven at once in one process, the transport-independent core of `strata serve`.
 
 One host per process, opened on one Runtime. Each session is a task in the host's task group holding the
-session's lease exactly as a `strata run` process does (agent/_hosted.py), so a session the host drives cannot
-be driven by another process, and the host cannot take one another process drives ("session ... is active").
+session's lease exactly as a `strata run` process does while it runs a turn or a client drives it
+(agent/daemon/_hosted.py), so a session the host drives cannot be driven by another process, and the host cannot
+take one another process drives ("session ... is active"). A session only watched (or not attached to) between
+turns holds no lease: `strata resume ID` works elsewhere meanwhile.
 Clients reach a session through attachments: one drives (prompts, approvals, interrupts), any number watch, and
 every attachment gets the session's committed events in commit order.
 
@@ -36,6 +38,7 @@ from core.errors import UsageError
 from core.model import ModelAdapter
 from core.policy import PermissionRule
 from memory.restore import restore_or_report
+from observability.counted_log import CountedLog
 from tool_executor import ApprovalAnswer
 
 log = structlog.get_logger("strata.daemon")
@@ -44,6 +47,9 @@ SHUTDOWN_REASON = "the host shut down"
 DEFAULT_MAX_SESSIONS = 128
 """Sessions a host drives at once (`[daemon] max_sessions`): each costs its state in memory and a lease renewal every
 few seconds, so a client creating sessions in a loop must not make the host hold them without bound."""
+REPLACED = "session left the host to make room for another"
+"""The host's counted line (observability/counted_log.py): a client creating sessions in a loop at `max_sessions`
+replaces one each time, and is one line per interval, not a line per session hosted and per session leaving."""
 CLOSE_BOUND_S = 30.0
 """How long a drain waits for interrupted turns to close their batches (killing process groups, a few commits)
 before it stops waiting."""
@@ -63,6 +69,7 @@ class SessionHost:
         self._sessions: dict[str, HostedSession] = {}
         self._draining = False
         self._drained = anyio.Event()
+        self._replaced = CountedLog("strata.daemon")
 
     @classmethod
     @asynccontextmanager
@@ -79,11 +86,13 @@ class SessionHost:
         async with anyio.create_task_group() as tg:
             host = cls(rt, tg, model_factory=model_factory, max_turns=max_turns, queue_size=queue_size,
                        max_sessions=max_sessions, workspace_config=workspace_config)
+            tg.start_soon(host._replaced.run)
             try:
                 yield host
             finally:
                 with anyio.CancelScope(shield=True):
                     await host.drain(0)
+                host._replaced.stop()
                 tg.cancel_scope.cancel()  # whatever did not end in the drain's bounds (their cleanup is shielded)
 
     # ---- sessions ---------------------------------------------------------------------------------------------
@@ -93,8 +102,8 @@ class SessionHost:
         """Start a session in mode `ipc` (its asks go to its driving attachment) and host it. Its id."""
         self._refuse_if_draining(None)
         adapter = await anyio.to_thread.run_sync(self._parts.model_factory, model)  # it may read a script file
-        self._make_room(None)
-        hosted = HostedSession(self._parts)
+        replaced = self._make_room(None)
+        hosted = HostedSession(self._parts, quiet=replaced)
         self._opening += 1
         try:
             session_id: str = await self._tg.start(
@@ -106,8 +115,9 @@ class SessionHost:
 
     async def attach(self, session_id: str, role: Role = "drive", *, who: str | None = None,
                      since_seq: int | None = None) -> Attachment:
-        """Attach to a session, hosting it first if it is not (`resume_session`: SessionActive if another process
-        drives it). A second driver is refused (`not_driver`); watchers are unlimited. A driver attaching to a
+        """Attach to a session, hosting it first if it is not (SessionActive if another process drives it). A driver
+        takes the session's lease (`resume_session`); a watcher does not (agent/daemon/_hosted.py). A second driver
+        is refused (`not_driver`); watchers are unlimited. A driver attaching to a
         session whose calls wait for approval is asked about them again; a batch a crash left open is finished.
         `who` names the person answering through this attachment (recorded with each decision). `since_seq`: the
         attachment first replays the session's committed events from that seq, then goes on live, with none
@@ -126,9 +136,15 @@ class SessionHost:
             attachment = hosted.add(role, who, since_seq)
             if role == "drive" and hosted.live is None and hosted.parked and not hosted.turn_running:
                 hosted.submit(None)
+            elif role == "drive":
+                try:
+                    await hosted.drive()  # its lease, if it is hosted without it
+                except BaseException:
+                    hosted.remove(attachment, "closed", "the session could not be driven here")
+                    raise
             return attachment
-        self._make_room(session_id)
-        hosted = HostedSession(self._parts, session_id)
+        replaced = self._make_room(session_id)
+        hosted = HostedSession(self._parts, session_id, quiet=replaced)
         self._sessions[session_id] = hosted
         attachment = hosted.add(role, who, since_seq)
         try:
@@ -257,20 +273,20 @@ class SessionHost:
                               session_id=session_id, hint="resume the session with `strata resume ID` or attach "
                               "again once a daemon runs")
 
-    def _make_room(self, session_id: str | None) -> None:
+    def _make_room(self, session_id: str | None) -> bool:
         """Room for one more hosted session: there is, or the session unused longest leaves the host (released,
-        resumable; hosted again when a client attaches to it); `too_many_sessions` when every one is in use."""
+        resumable; hosted again when a client attaches to it); `too_many_sessions` when every one is in use. Whether
+        one left: it is logged as REPLACED (counted), and neither its leaving nor the new one's hosting is news."""
         limit = self._max_sessions
         staying = [h for h in self._sessions.values() if not h.stopping]
         if len(staying) + self._opening < limit:
-            return
+            return False
         unused = [h for h in staying if h.unused]
         if unused and len(self._sessions) + self._opening < 2 * limit:  # those leaving count until they are gone
             leaving = min(unused, key=lambda h: h.last_used)
-            log.info("session leaves the host to make room for another", session_id=leaving.id,
-                     max_sessions=limit)
-            leaving.stop()
-            return
+            self._replaced.note(REPLACED, "max_sessions", session_id=leaving.id, max_sessions=limit)
+            leaving.stop(quiet=True)
+            return True
         raise HostRefused("too_many_sessions", f"the daemon hosts at most {limit} sessions at once, and a client "
                           "is attached to every one of them or a turn runs in it", session_id=session_id,
                           hint="detach from a session you no longer follow, or raise `max_sessions` under "

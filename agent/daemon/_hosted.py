@@ -1,11 +1,18 @@
 """One session the host drives: its task, its lease, its attachments and its turns.
 
 The session is driven by one task of the host's task group, as `strata run` drives it: `start_session` or
-`resume_session` take its lease, `LiveSession.run` runs each turn, and the task holds the lease between turns
-(renewing it) for as long as the session is hosted. Requests only set the next turn and wake the task, so they
-return at once. Committed events reach every attachment, in commit order, as they are committed (an attachment may
-first replay those committed before it came: agent/daemon/_attachment.py); the model's text reaches them as it
-streams, as `TextDelta`s that are never persisted.
+`resume_session` take its lease, `LiveSession.run` runs each turn. The host holds the lease while a run is in
+flight, and between turns only while a driving client is attached (renewing it), as `strata chat` holds its session
+between prompts: one session is driven by one process at a time. A session nobody drives holds no lease once it has
+been idle RELEASE_AFTER_S, so that `strata resume ID` works from any terminal while the daemon hosts it for its
+watchers; a watcher's attach never takes the lease (unless a batch a crash left open must be finished first). A
+driver attaching to such a session takes the lease again (`resume_session`, which reads everything again from the
+store: another process may have run the session meanwhile), and is refused (SessionActive) while another process
+drives it. Requests only set the next turn and wake the task, so they return at once. Committed events reach
+every attachment, in commit order, as they are committed (an attachment may first replay those committed before it
+came: agent/daemon/_attachment.py); the model's text reaches them as it streams, as `TextDelta`s that are never
+persisted. (What another process commits while the daemon holds no lease reaches no attachment live: a driver
+attaching later resumes from the store, and an attach with `since_seq` replays it.)
 
 A hosted session holds no lease while it waits for approval (`parked`, so that `strata approve` from any terminal
 can record a decision, as after `--on-ask park`) or after its run failed (`released`): its next turn, or a driver
@@ -48,7 +55,8 @@ from core.model import ModelAdapter, ModelAttempt, ModelListener, ModelRequest, 
 from core.policy import PermissionRule
 from core.record import record
 from core.state import SessionState
-from memory.leases import LEASE_TTL
+from memory.leases import LEASE_TTL, describe
+from memory.liveness import make_liveness
 from memory.restore import restore_or_report
 
 log = structlog.get_logger("strata.daemon")
@@ -58,6 +66,10 @@ DECISION_LEASE_S = 3.0
 and `strata reconcile` hold it for milliseconds while they record a decision (a driver attaching to a parked
 session meets them when two people decide at once); a running session holds it for as long as it runs."""
 WAITING_FOR_LEASE = "another process holds the session's lease; the turn waits for it"
+RELEASE_AFTER_S = 2.0
+"""How long a session nobody drives keeps its lease once idle: long enough that the client that created it (or a
+driver that detached to attach again) attaches without a resume in between, short enough that `strata resume ID`
+elsewhere is not refused for longer than a person takes to type it."""
 
 
 @record
@@ -130,8 +142,11 @@ def _undecided(state: SessionState) -> tuple[ParkedCall, ...]:
 
 
 class HostedSession:
-    def __init__(self, parts: HostParts, session_id: str = "") -> None:
+    def __init__(self, parts: HostParts, session_id: str = "", *, quiet: bool = False) -> None:
+        """`quiet`: its hosting is logged at debug (it replaced another at max_sessions: the host counts those)."""
         self._parts = parts
+        self._quiet_start = quiet
+        self._quiet_end = False
         self._rt = parts.rt
         """The runtime as this session sees it (its workspace's config; see HostParts.workspace_config)."""
         self.id = session_id
@@ -189,6 +204,13 @@ class HostedSession:
             if self.driver is not None and self.parked:  # it attached during the read: it is asked, as below
                 self.submit(None)
             return
+        if self.driver is None:  # watchers only: hosted without the lease, unless a batch is left to finish
+            if record.lease is not None and make_liveness(rt.clock)(record.lease):
+                raise SessionActive(self.id, describe(record.lease))  # nothing of it would reach them live
+            state = (await restore_or_report(rt.store, self.id)).state
+            if state.open_batch is None and self.driver is None:
+                self._opened(state)
+                return
         self.live = await self._resume(None)
         state = self.live.loop.state
         self._opened(state)
@@ -247,7 +269,7 @@ class HostedSession:
             self.ended.set()
             raise
         structlog.contextvars.bind_contextvars(session_id=self.id)  # this task's own context
-        log.info("session hosted", phase=self.phase)
+        (log.debug if self._quiet_start else log.info)("session hosted", phase=self.phase)
         task_status.started(self.id)
         try:
             while not self._stopping:
@@ -264,13 +286,46 @@ class HostedSession:
                 await self._release()
                 self._close_all("closed", "the session left the host; it can be resumed by id")
                 self.ended.set()
-            log.info("session left the host")
+            (log.debug if self._quiet_end else log.info)("session left the host")
+
+    async def drive(self) -> None:
+        """A driver attached: take the lease of a session hosted without it (idle, nobody drove it), so that it is
+        driven here and nowhere else until it leaves again. Waits up to DECISION_LEASE_S for a lease another
+        process holds, then SessionActive (another process drives the session). Nothing to do while the session
+        holds its lease, runs a turn, or waits for decisions (its next turn takes the lease)."""
+        if self.live is not None or self.turn_running or self._next is not None or self.phase != "idle":
+            return
+        before = (await self._parts.rt.store.get_session(self.id)).status
+        live = await self._resume_when_free(None)
+        if self.live is not None or self.stopping:  # taken meanwhile, or leaving the host: not twice, not kept
+            with anyio.CancelScope(shield=True), contextlib.suppress(StrataError):
+                await live.release(None)
+            return
+        self.live = live
+        state = live.loop.state
+        self._opened(state)
+        self._wake.set()  # the idle task renews it from now on
+        # Another process may have run it meanwhile: a batch it parked calls of, or one its crash left open, is
+        # finished and its waiting calls asked of this driver, as when a driver's attach opens the session. A batch
+        # whose delegate call waits on a child another process drives is left alone: finishing it would only wait
+        # on that child (a prompt is refused naming it, as while the lease was held).
+        if state.parked or (before == "active" and (state.open_batch is not None or _turn_unfinished(state))):
+            self.submit(None)
 
     async def _idle(self) -> None:
-        """Wait for the next request; keep the lease renewed meanwhile, as a running turn's heartbeat does."""
+        """Wait for the next request; keep the lease renewed meanwhile, as a running turn's heartbeat does, while a
+        driver is attached. With none, the lease is released once the session was idle RELEASE_AFTER_S."""
         self._wake = anyio.Event()
         if self.live is None:
             await self._wake.wait()
+            return
+        if self.driver is None:
+            with anyio.move_on_after(RELEASE_AFTER_S):
+                await self._wake.wait()
+                return
+            if self.driver is None and self._next is None and not self.turn_running and self.live is not None:
+                await self._release()
+                log.debug("lease released: no client drives the session")
             return
         with anyio.move_on_after(LEASE_TTL.total_seconds() / 3):
             await self._wake.wait()
@@ -316,7 +371,9 @@ class HostedSession:
         return not (self.attachments or self.turn_running or self.stopping or self._next is not None
                     or self.phase == "starting")
 
-    def stop(self) -> None:
+    def stop(self, *, quiet: bool = False) -> None:
+        """Leave the host (`quiet`: made to, for room at max_sessions; the host counts those, see `serve`)."""
+        self._quiet_end = self._quiet_end or quiet
         self._stopping = True
         self._wake.set()
 
@@ -442,6 +499,7 @@ class HostedSession:
             self.last_used = anyio.current_time()
         if attachment is self.driver:
             self.driver = None
+            self._wake.set()  # an idle session nobody drives lets its lease go (_idle)
             if self.approver.driver_left(attachment):
                 self._broadcast(Notice(session_id=self.id, kind="parked", text="the driving client left while a "
                                        "call waited for its approval; the call is parked"))
@@ -486,9 +544,13 @@ class HostedSession:
             status = "unknown"
         phase: Phase = "approval" if self.approver.waiting() else self.phase
         parked = self.parked
-        if parked and self.live is None:  # no lease here: `strata approve|deny` may have decided some elsewhere
+        # No lease here: `strata approve|deny` may have decided some elsewhere, or (idle, nobody driving) another
+        # process may have run the session and parked calls.
+        if self.live is None and not self.turn_running and (parked or status == "awaiting_approval"):
             with contextlib.suppress(StrataError):
                 parked = _undecided((await restore_or_report(self._parts.rt.store, self.id)).state)
+            if parked and phase == "idle":
+                phase = "parked"
         waiting = (*self.approver.waiting(),
                    *(WaitingCall(call_id=p.call_id, tool=p.tool, how="parked") for p in parked))
         return SessionInfo(session_id=self.id, status=status, phase=phase, turn_running=self.turn_running,

@@ -2,7 +2,7 @@
 
 The public surface: the message models (two tagged unions, `Request` and the daemon's replies and pushes),
 `IpcServer` with the `Dispatcher` protocol the session side implements, `IpcClient`, the `Limits` one client may
-cost, and the errors a user can meet. The protocol is written down in the README ("The serve daemon"). Everything
+cost, and the errors a user can meet. The protocol is written down in agent/ipc/PROTOCOL.md. Everything
 else is private."""
 
 from agent.ipc._client import IpcClient

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+from collections.abc import Callable
 from typing import Protocol
 
 import anyio
@@ -25,6 +26,7 @@ from agent.ipc._codec import read_request
 from agent.ipc._limits import Limits
 from agent.ipc._messages import (
     PROTOCOL_VERSION,
+    Attach,
     ErrorReply,
     Hello,
     HelloOk,
@@ -37,7 +39,7 @@ from agent.ipc._messages import (
 )
 from agent.ipc._peer import PeerCredentials
 from agent.ipc._sockio import readable, send_all
-from agent.ipc._tally import ConnectionTally
+from observability.counted_log import CountedLog
 
 _log = structlog.get_logger("strata.ipc")
 
@@ -165,8 +167,10 @@ class _Outbox:
 
 class ClientConnection:
     def __init__(self, conn_id: int, stream: SocketStream, peer: PeerCredentials, limits: Limits,
-                 server_name: str, pid: int, tally: ConnectionTally) -> None:
-        """`tally`: where what ends a connection is logged (bounded: see _tally.py)."""
+                 server_name: str, pid: int, tally: CountedLog,
+                 admit: Callable[[ClientConnection, Attach], ErrorReply | None] = lambda c, r: None) -> None:
+        """`tally`: where what ends a connection is logged (bounded: see observability/counted_log.py); `admit`:
+        the server's word on an attach before the session side sees it (an error reply refuses it)."""
         self._id = conn_id
         self._stream = stream
         self._socket = stream.extra(SocketAttribute.raw_socket)
@@ -183,6 +187,8 @@ class ClientConnection:
         self._read_scope = anyio.CancelScope()
         self._stop_reading = False
         self._handling = False
+        self._attaching = False
+        self._admit = admit
         self._leaving = False
         self._last_line_at = anyio.current_time()
         self._log = _log.bind(connection=conn_id, peer_pid=peer.pid)
@@ -212,6 +218,11 @@ class ClientConnection:
     def leaving(self) -> bool:
         """It is being closed (or was): it takes no more requests."""
         return self._closed or self._leaving or self._outbox.finished
+
+    @property
+    def attaching(self) -> bool:
+        """An attach of it is in the session side's hands now (it may hold a session once it returns)."""
+        return self._attaching
 
     @property
     def idle(self) -> bool:
@@ -368,11 +379,15 @@ class ClientConnection:
             self._log.debug("ipc client said hello")  # its self-chosen name is not logged: the pid says who
             self._reply(HelloOk(id=request.id, v=PROTOCOL_VERSION, pid=self._pid, server=self._server_name))
             return True
+        if isinstance(request, Attach) and (refusal := self._admit(self, request)) is not None:
+            self._reply(refusal)
+            return True
         self._handling = True
+        self._attaching = isinstance(request, Attach)
         try:
             self._reply(await self._dispatch(dispatcher, request))
         finally:
-            self._handling = False
+            self._handling = self._attaching = False
         return True
 
     async def _dispatch(self, dispatcher: Dispatcher, request: SessionRequest) -> OkReply | ErrorReply:

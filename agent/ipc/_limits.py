@@ -26,6 +26,12 @@ class Limits(BaseModel):
     been idle longest among those that hold nothing (no hello yet, or attached to no session, and no request in
     hand; it gets `idle_timeout`); when none is idle so, the new one gets `too_many_connections` and is closed at
     once. Connections being closed still count against twice this bound, so that closing cannot be outrun."""
+    max_held_per_peer: int = Field(default=16, gt=0)
+    """Connections attached to a session that one client process (the peer's pid, SO_PEERCRED) may hold at once:
+    an attach past it on another of its connections is refused (`too_many_attachments`, the connection stays), so
+    that one client, by attaching on connection after connection, cannot hold every one of `max_connections`
+    (attached ones are never closed to make room). Every peer is the daemon's own user, so a cap per uid would be
+    the whole bound; one connection may attach to any number of sessions."""
     idle_timeout_s: float = Field(default=60.0, gt=0)
     """A connection past its hello that holds nothing (attached to no session) and sends no whole line for this
     long is closed (`idle_timeout`); one attached to a session may stay silent as long as it likes."""

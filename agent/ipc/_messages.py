@@ -44,7 +44,7 @@ ErrorCode = Literal[
     "idle_timeout",
     # the request was read, and refused by the session side
     "unknown_session", "not_attached", "not_driver", "session_busy", "no_such_call", "stale_approval",
-    "shutting_down", "too_many_sessions", "refused", "unsupported", "internal",
+    "shutting_down", "too_many_sessions", "too_many_attachments", "refused", "unsupported", "internal",
 ]
 """Stable codes: clients branch on them, never on the message text."""
 

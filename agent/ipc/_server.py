@@ -10,12 +10,13 @@ import contextlib
 import errno
 import itertools
 import os
+import socket
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import anyio
 import structlog
-from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskStatus
+from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskStatus, UNIXSocketStream
 
 from agent.ipc._connection import ClientConnection, Dispatcher
 from agent.ipc._endpoint import (
@@ -29,9 +30,10 @@ from agent.ipc._endpoint import (
 )
 from agent.ipc._errors import SocketUnusable
 from agent.ipc._limits import Limits
-from agent.ipc._messages import ErrorCode, ErrorReply, Notice, encode
+from agent.ipc._messages import Attach, ErrorCode, ErrorReply, Notice, encode
 from agent.ipc._peer import peer_credentials, same_user
-from agent.ipc._tally import ConnectionTally
+from agent.ipc._sockio import accept
+from observability.counted_log import CountedLog
 
 _log = structlog.get_logger("strata.ipc")
 
@@ -49,6 +51,8 @@ class IpcServer:
         self.failure: str | None = None
         """Why the listener failed for good (None: it did not); see `open`'s `on_failure`."""
         self._listener = listener
+        self._raw_listener: socket.socket = listener.extra(SocketAttribute.raw_socket)
+        """Accepted from by `accept` (_sockio.py), not by anyio's loop: see there why."""
         self._dispatcher = dispatcher
         self._limits = limits
         self._server_name = server_name
@@ -59,7 +63,7 @@ class IpcServer:
         self._none_left.set()
         self._accepting = anyio.CancelScope()
         self._stopping = False
-        self._tally = ConnectionTally()
+        self._tally = CountedLog("strata.ipc")
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -123,7 +127,7 @@ class IpcServer:
                 task_status.started()
                 while not self._stopping:
                     try:
-                        stream = await self._listener.accept()
+                        stream = await UNIXSocketStream.from_socket(await accept(self._raw_listener))
                     except anyio.ClosedResourceError:
                         break
                     except (anyio.BrokenResourceError, OSError) as exc:
@@ -175,7 +179,7 @@ class IpcServer:
                 return
             conn_id = next(self._ids)
             connection = ClientConnection(conn_id, stream, peer, self._limits, self._server_name, self._pid,
-                                          self._tally)
+                                          self._tally, self._admit)
             self._connections[conn_id] = connection
             self._none_left = anyio.Event() if self._none_left.is_set() else self._none_left
             try:
@@ -188,6 +192,22 @@ class IpcServer:
             _log.error("ipc connection setup failed", error_type=type(exc).__name__, exc_info=True)
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await stream.aclose()
+
+    def _admit(self, connection: ClientConnection, request: Attach) -> ErrorReply | None:
+        """Refuse an attach that would make one more connection of its client process hold a session past
+        `Limits.max_held_per_peer` (an attach on a connection that holds one already costs no slot)."""
+        if self._dispatcher.holds(connection):
+            return None
+        pid = connection.peer.pid
+        held = sum(1 for c in self._connections.values() if c is not connection and c.peer.pid == pid
+                   and not c.leaving and (c.attaching or (c.greeted and self._dispatcher.holds(c))))
+        cap = self._limits.max_held_per_peer
+        if held < cap:
+            return None
+        self._tally.note("ipc attach refused", "too_many_attachments", peer_pid=pid)
+        return ErrorReply(id=request.id, code="too_many_attachments", message=f"this client process (pid {pid}) "
+                          f"holds {held} connections attached to sessions, the most one process may hold (the daemon "
+                          f"serves {self._limits.max_connections} in all); attach over one of them, or detach one")
 
     def _make_room(self) -> bool:
         """Whether a new connection may be served: a slot is free, or one is freed by closing the connection idle

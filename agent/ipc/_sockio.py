@@ -11,6 +11,7 @@ while the daemon was stopped, but whose bytes wait in the socket (`readable`), d
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import select
 import socket
@@ -50,6 +51,33 @@ async def _progress(sock: socket.socket, timeout_s: float) -> bool:
         return True
     now = _unsent(sock)
     return unsent is not None and now is not None and now < unsent
+
+
+async def accept(listener: socket.socket) -> socket.socket:
+    """The next connection of the non-blocking listening `listener`, non-blocking too. OSError as accept(2) fails
+    (anyio's listener reports it as BrokenResourceError; the caller tells a passing failure from a lasting one), and
+    EINVAL once the listener was shut down: accept(2) on a shut-down non-blocking listener says only EAGAIN while
+    epoll reports it ready (hung up) for ever, which anyio's own accept loop turns into a busy loop. A readiness
+    that accepts nothing for another reason waits a little longer each time, never spinning."""
+    idle = 0
+    while True:
+        try:
+            sock, _ = listener.accept()
+        except BlockingIOError:
+            if _hung_up(listener):
+                raise OSError(errno.EINVAL, "the listening socket was shut down") from None
+            if idle:
+                await anyio.sleep(min(0.5, 0.001 * 2**idle))
+            idle += 1
+            await anyio.wait_readable(listener)
+            continue
+        sock.setblocking(False)
+        return sock
+
+
+def _hung_up(sock: socket.socket) -> bool:
+    """The socket was shut down (a listener that can accept nothing more, and to which nobody can connect)."""
+    return _ready(sock, select.POLLHUP | select.POLLRDHUP)
 
 
 def readable(sock: socket.socket) -> bool:

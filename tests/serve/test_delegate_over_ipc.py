@@ -57,9 +57,9 @@ def _sessions(cli: StrataCLI) -> list[dict[str, Any]]:
 
 def test_a_prompt_to_a_hosted_parent_whose_child_another_process_drives_is_refused_not_lost(
         cli: StrataCLI, tmp_path: Path) -> None:
-    """A parent the daemon still hosts (its lease held between turns) whose delegate call waits on a child that
-    `strata resume CHILD` now drives: a new prompt would finish the open batch first, park again on the busy
-    child and never be heard. It is refused (`session_busy`, naming the child and its process), the session
+    """A parent the daemon still hosts (with no driver, its lease let go between turns) whose delegate call waits on
+    a child that `strata resume CHILD` now drives: a new prompt would finish the open batch first, park again on
+    the busy child and never be heard. It is refused (`session_busy`, naming the child and its process), the session
     stays hosted and unchanged; once the child is done, the same prompt runs: the child's result is taken, the
     prompt heard, the child's effect ran once. Before, the turn parked and the prompt was dropped."""
     ws = tmp_path / "ws"
@@ -86,6 +86,10 @@ def test_a_prompt_to_a_hosted_parent_whose_child_another_process_drives_is_refus
         wait_until(lambda: (ws / "started").exists() or driver.poll() is not None, what="the child's bash")
         assert driver.poll() is None, driver.communicate()
 
+        # Nobody drives the parent: the daemon lets its lease go. The driver attaching takes it back and must not
+        # finish the open batch (it would only wait on the busy child, and the prompt be refused as "a turn runs").
+        wait_until(lambda: {r["id"]: r["lease_owner"] for r in _sessions(cli)}.get(parent, "?") is None,
+                   what="the parent's lease to go")
         again = Client(cli, parent)
         again.send(type="prompt", text="and then say hi")
         refused = again.out.wait_for(lambda o: o["type"] in ("error", "result"), 60, "an error or a result")

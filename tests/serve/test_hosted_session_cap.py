@@ -5,6 +5,7 @@ new one is refused with `too_many_sessions`, and the daemon goes on."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,44 @@ def test_new_sessions_past_max_sessions_are_refused_while_each_is_in_use_and_an_
         daemon.stop()
     assert daemon.proc.returncode == 0, daemon.stderr
     assert "Traceback" not in daemon.stderr
+
+
+SPAM = 30
+
+
+def _log_records(cli: StrataCLI) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (cli.home / "logs" / "strata.log").read_text().splitlines()]
+
+
+def test_new_sessions_replacing_unused_ones_at_max_sessions_are_one_counted_log_line_not_lines_each(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """Each new session at the cap replaces an unused one; that used to log three info lines (one leaving, it left,
+    the new one hosted) per request. Now it is one line at once, then one line of counts per interval."""
+    write_config(cli, "[daemon]\nmax_sessions = 2\n")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model = script(tmp_path / "s.json", [text("hello")])
+    new = {"type": "new_session", "workspace": str(ws), "model": model}
+    daemon = Daemon(cli)
+    try:
+        client = RawClient(cli.home / "run" / "daemon.sock", timeout=15)
+        client.hello()
+        for k in range(2):
+            assert _answer(client, {**new, "id": f"n{k}"})["type"] == "ok"
+        before = len(_log_records(cli))
+        for k in range(SPAM):
+            assert _answer(client, {**new, "id": f"x{k}"})["type"] == "ok"
+        assert len(status(cli)) == 2
+        during = _log_records(cli)[before:]
+        client.close()
+    finally:
+        daemon.stop()
+    assert daemon.proc.returncode == 0, daemon.stderr
+    churn = [r for r in during if r["event"] != "session started" and r["level"] != "debug"]
+    assert len(churn) <= 2, [r["event"] for r in churn]  # the first at once, perhaps an interval's count
+    replaced = [r for r in _log_records(cli) if r["event"] == "session left the host to make room for another"]
+    assert sum(r.get("count", 1) for r in replaced) == SPAM, replaced  # every one counted, none lost
+    assert all(r["level"] == "info" for r in replaced)
 
 
 @pytest.mark.parametrize("value", ["0", "100000", '"8"'])

@@ -1,5 +1,6 @@
-"""The log of what happens to connections one by one (refused, closed for misbehaving or for not reading), bounded:
-a flood of such connections is one log line per interval with counts, not a line per connection.
+"""A log of what may happen in floods, bounded: the daemon's connections refused or closed one by one
+(agent/ipc), its hosted sessions replaced at `max_sessions` (agent/daemon). A flood is one log line per interval
+with counts, not a line per occurrence.
 
 Per event: the first one after a quiet interval is logged at once, with its details (the connection, the peer's
 pid, and uid for another user's); those that follow within `interval_s` are counted by code, and one line of the
@@ -15,8 +16,6 @@ from typing import Literal
 import anyio
 import structlog
 
-_log = structlog.get_logger("strata.ipc")
-
 INTERVAL_S = 10.0
 MAX_UIDS = 8
 """Distinct peer uids named in one summary line (the count covers the rest)."""
@@ -30,8 +29,10 @@ class _Counts:
         self.uids: set[int] = set()
 
 
-class ConnectionTally:
-    def __init__(self, interval_s: float = INTERVAL_S) -> None:
+class CountedLog:
+    def __init__(self, logger: str, interval_s: float = INTERVAL_S) -> None:
+        """`logger`: the name the lines are logged under (`strata.ipc`)."""
+        self._log = structlog.get_logger(logger)
         self._interval = interval_s
         self._events: dict[str, _Counts] = {}
         self._wake = anyio.Event()
@@ -39,14 +40,14 @@ class ConnectionTally:
 
     def note(self, event: str, code: str, *, level: Literal["info", "warning"] = "info", peer_uid: int | None = None,
              peer_pid: int | None = None, **details: object) -> None:
-        """One connection's `event` (`ipc connection refused`), for `code` (`too_many_connections`), logged at
-        `level`. Call from the event loop."""
+        """One `event` (`ipc connection refused`), for `code` (`too_many_connections`), logged at `level`. Call
+        from the event loop."""
         counts = self._events.setdefault(event, _Counts())
         counts.level = level
         now = anyio.current_time()
         if now >= counts.quiet_until and not counts.codes:
             peer = {k: v for k, v in (("peer_uid", peer_uid), ("peer_pid", peer_pid)) if v is not None}
-            getattr(_log, level)(event, code=code, **peer, **details)
+            getattr(self._log, level)(event, code=code, **peer, **details)
             counts.quiet_until = now + self._interval
             return
         counts.codes[code] += 1
@@ -85,7 +86,8 @@ class ConnectionTally:
             fields: dict[str, object] = {"codes": dict(sorted(counts.codes.items()))}
             if counts.uids:
                 fields["peer_uids"] = sorted(counts.uids)
-            getattr(_log, counts.level)(event, count=sum(counts.codes.values()), interval_s=self._interval, **fields)
+            getattr(self._log, counts.level)(event, count=sum(counts.codes.values()), interval_s=self._interval,
+                                             **fields)
             counts.codes.clear()
             counts.uids.clear()
             counts.quiet_until = now + self._interval

@@ -1,17 +1,18 @@
-"""The connection tally's timing: the first of a kind after a quiet interval is logged at once with its details,
-the rest of the interval is one line with counts at its end, and a stop writes what is counted."""
+"""The counted log's timing (the IPC server's tally of connections, the host's of sessions replaced at the cap): the
+first of a kind after a quiet interval is logged at once with its details, the rest of the interval is one line with
+counts at its end, and a stop writes what is counted."""
 
 from __future__ import annotations
 
 import anyio
 from structlog.testing import capture_logs
 
-from agent.ipc._tally import ConnectionTally
+from observability.counted_log import CountedLog
 
 
 def test_the_first_is_logged_at_once_the_rest_as_one_count_per_interval_and_a_stop_writes_the_remainder() -> None:
     async def main() -> list[dict[str, object]]:
-        tally = ConnectionTally(interval_s=0.3)
+        tally = CountedLog("strata.ipc", interval_s=0.3)
         with capture_logs() as logs:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(tally.run)
