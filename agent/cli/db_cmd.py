@@ -150,6 +150,8 @@ def _sqlite_target(target: str, home: Path) -> Path:
     path = Path(target).expanduser().resolve()
     if path.is_dir():
         raise UsageError(f"{path} is a directory: name the database file (e.g. {path / 'strata.db'})")
+    if target.endswith(("/", os.sep)):  # a directory not made yet: a file of its name would put the key above it
+        raise UsageError(f"{path}/ names a directory: name the database file (e.g. {path / 'strata.db'})")
     here, there = chain_key_path(home), chain_key_path(path.parent)
     if not there.exists() and here.exists():
         try:

@@ -97,3 +97,19 @@ def test_a_refused_copy_leaves_nothing_in_the_target(source: tuple[StrataCLI, st
         assert list(target.iterdir()) == []
     else:
         assert not (tmp_path / "target").exists()
+
+
+def test_a_target_written_as_a_directory_is_refused_before_anything_is_made(source: tuple[StrataCLI, str],
+                                                                            tmp_path: Path) -> None:
+    """`--to backup/` (a trailing slash: a directory, which does not exist yet) names no database file. Copying
+    into a file called `backup` would drop this home's chain key and seen secrets in the directory above it."""
+    cli, _ = source
+    parent = tmp_path / "parent"
+    parent.mkdir()
+    refused = strata(cli, "db", "copy", "--to", f"{parent / 'backup'}/")
+    assert refused.returncode == 2, refused.stdout
+    (line,) = error_lines(refused.stderr)
+    assert line == (f"strata: error: {parent / 'backup'}/ names a directory: name the database file "
+                    f"(e.g. {parent / 'backup' / 'strata.db'})")
+    assert "Traceback" not in refused.stderr
+    assert list(parent.iterdir()) == []
