@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import tomllib
 import types
@@ -41,6 +42,11 @@ def read_config_file(path: Path, *, source: str | None = None) -> ConfigDoc:
     label = source or str(path)
     try:
         raw = read_regular(path)
+    except FileNotFoundError as exc:
+        reason = exc.strerror or str(exc)
+        if os.path.islink(path):
+            reason = f"it is a symlink to {os.readlink(path)}, which does not exist"
+        raise ConfigError(f"cannot read the file: {reason}", file=label) from None
     except OSError as exc:
         raise ConfigError(f"cannot read the file: {exc.strerror or exc}", file=label) from None
     return parse_config(raw, path=path, source=label)

@@ -422,7 +422,9 @@ def _defaults() -> ConfigDoc:
 
 
 def _read_if_present(path: Path) -> ConfigDoc | None:
-    return read_config_file(path) if path.exists() else None
+    """The file's config, or None when nothing is there. A symlink is there even when it leads nowhere (to a file
+    moved away, or round to itself): that file cannot be read, which is an error, never the defaults instead."""
+    return read_config_file(path) if os.path.lexists(path) else None
 
 
 def _validate(values: dict[str, object], sources: dict[str, str]) -> Settings:

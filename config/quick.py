@@ -39,7 +39,7 @@ def known_valid(home: Path, role: Role, path: Path) -> dict[str, Any] | None:
     try:
         data = read_regular(path)  # never a FIFO or a device (config/_read.py)
     except FileNotFoundError:
-        return {}
+        return None if os.path.lexists(path) else {}  # a symlink to nothing: the full way reports it
     except OSError:
         return None
     if not was_checked(home, role, data):
