@@ -5,6 +5,7 @@ reads (agent/cli/quick_timeline.py) can find its database without importing the 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -49,5 +50,12 @@ def user_config_path(env: Mapping[str, str]) -> Path:
 
 
 def project_config_path(workspace: Path) -> Path:
-    """The project file of a workspace, absolute with symlinks resolved (the key trust is recorded under)."""
-    return (workspace.expanduser().resolve() / PROJECT_DIR / "config.toml").resolve()
+    """The project file of a workspace, absolute with symlinks resolved (the key trust is recorded under). A
+    symlink that leads nowhere (to a missing file, or round to itself) is named as it is spelled, so reading it
+    says what is wrong with it rather than finding no file (config/_read.py)."""
+    spelled = workspace.expanduser().resolve() / PROJECT_DIR / "config.toml"
+    try:
+        real = spelled.resolve()
+    except (RuntimeError, OSError):  # a symlink loop (RuntimeError before Python 3.13)
+        return spelled
+    return real if os.path.exists(real) else spelled

@@ -45,3 +45,23 @@ def test_a_user_config_symlink_to_a_file_is_read(cli: StrataCLI, tmp_path: Path)
     proc = strata(cli, "config", "show")
     assert proc.returncode == 0, proc.stderr
     assert any(line.split()[:2] == ["max_turns", "7"] for line in proc.stdout.splitlines()), proc.stdout
+
+
+@pytest.mark.parametrize("link", ["dangling", "loop"])
+def test_a_project_config_symlink_that_leads_nowhere_is_an_error_not_the_defaults(cli: StrataCLI, tmp_path: Path,
+                                                                                   link: str) -> None:
+    """A checkout's `.strata/config.toml` may be such a symlink too: one error line naming it (a loop used to be
+    an internal error on every command in the workspace; a link to nothing was read as no project file)."""
+    workspace = tmp_path / "ws"
+    (workspace / ".strata").mkdir(parents=True)
+    path = workspace / ".strata" / "config.toml"
+    path.symlink_to("../shared/strata.toml" if link == "dangling" else "config.toml")
+    script = write_script(tmp_path / "turns.json", [[text("done")]])
+    for command in (("config", "show", "--workspace", str(workspace)),
+                    ("run", "--model", f"script:{script}", "--workspace", str(workspace), "hi")):
+        proc = strata(cli, *command)
+        assert proc.returncode == 2, (command, proc.stdout, proc.stderr)
+        (line,) = error_lines(proc.stderr)
+        reason = ("it is a symlink to ../shared/strata.toml, which does not exist" if link == "dangling"
+                  else "Too many levels of symbolic links")
+        assert line == f"strata: error: file {path}: cannot read the file: {reason}"
