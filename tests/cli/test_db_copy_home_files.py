@@ -113,3 +113,28 @@ def test_a_target_written_as_a_directory_is_refused_before_anything_is_made(sour
                     f"(e.g. {parent / 'backup' / 'strata.db'})")
     assert "Traceback" not in refused.stderr
     assert list(parent.iterdir()) == []
+
+
+def test_a_target_home_with_another_chain_key_is_refused_as_such_not_as_a_changed_history(
+        source: tuple[StrataCLI, str], tmp_path: Path) -> None:
+    """Copying into another home's database, whose chain key is not this home's: the refusal says the keys
+    differ. It used to say this home's first session "does not verify ... event 1 was changed", as if its own
+    history had been tampered with."""
+    cli, session_id = source
+    other = StrataCLI(tmp_path / "other", tmp_path)
+    script = write_script(tmp_path / "turns.json", [[text("theirs")]])
+    made = strata(other, "run", "--json", "--model", f"script:{script}", "their session")
+    assert made.returncode == 0, made.stderr
+    before = (other.home / "strata.db").read_bytes()
+    refused = strata(cli, "db", "copy", "--to", str(other.home / "strata.db"))
+    assert refused.returncode == 1, refused.stdout
+    (line,) = error_lines(refused.stderr)
+    theirs = (other.home / "chain.key").read_bytes() != (cli.home / "chain.key").read_bytes()
+    assert theirs
+    assert line.startswith(f"strata: error: cannot copy into {other.home / 'strata.db'}: its chain key (key "), line
+    assert "is not this home's (key " in line and "nothing was copied" in line, line
+    assert "was changed" not in refused.stderr and "fix the database" not in refused.stderr, refused.stderr
+    assert "copied:" not in refused.stdout
+    assert (other.home / "strata.db").read_bytes() == before
+    listed = strata(other, "sessions", "--json")
+    assert session_id not in listed.stdout
