@@ -57,6 +57,9 @@ def parse_config(raw: bytes, *, path: Path, source: str) -> ConfigDoc:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"not UTF-8 text (byte {exc.start})", file=source) from None
+    if text.startswith("\ufeff"):  # invisible in an editor; TOML's own error would point at line 1, column 1
+        raise ConfigError("starts with a byte order mark (U+FEFF), which TOML does not allow: save it as UTF-8 "
+                          "without one", file=source)
     try:
         table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
