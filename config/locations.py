@@ -58,4 +58,4 @@ def project_config_path(workspace: Path) -> Path:
         real = spelled.resolve()
     except (RuntimeError, OSError):  # a symlink loop (RuntimeError before Python 3.13)
         return spelled
-    return real if os.path.exists(real) else spelled
+    return spelled if os.path.islink(spelled) and not os.path.exists(real) else real
