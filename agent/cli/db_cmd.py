@@ -23,9 +23,10 @@ import click
 from agent.cli._common import Command
 from agent.cli.output import echo, echo_json
 from config.chain_key import chain_key_path
+from config.locations import expand_user
 from config.private_files import private_dir
 from config.seen_secrets import SEEN_FILE, carry_seen
-from core.errors import StoreError, UsageError
+from core.errors import ConfigError, StoreError, UsageError
 from memory.copy import CopyReport, CopyTarget, copy_sessions
 from memory.opening import open_store
 from memory.store import EventStore
@@ -102,7 +103,7 @@ class _Fresh:
 
     @classmethod
     def before(cls, target: str) -> _Fresh:
-        path = Path(target).expanduser().resolve()
+        path = _expanded(target).resolve()
         names = [Path(f"{path}{suffix}") for suffix in ("", "-wal", "-shm", "-journal")]
         files = [p for p in (*names, chain_key_path(path.parent)) if not os.path.lexists(p)]
         dirs: list[Path] = []
@@ -119,6 +120,13 @@ class _Fresh:
         for directory in self.dirs:
             with contextlib.suppress(OSError):  # not empty: something else is there now; it stays
                 directory.rmdir()
+
+
+def _expanded(target: str) -> Path:
+    try:
+        return expand_user(target)
+    except ConfigError as exc:  # `~name` of a user the system does not have
+        raise UsageError(f"--to: {exc.message}") from None
 
 
 def is_url(target: str) -> bool:
@@ -147,7 +155,7 @@ async def _open_target(target: str, home: Path) -> CopyTarget:
 
 def _sqlite_target(target: str, home: Path) -> Path:
     """The SQLite target's path, its home given this home's chain key if it has none."""
-    path = Path(target).expanduser().resolve()
+    path = _expanded(target).resolve()
     if path.is_dir():
         raise UsageError(f"{path} is a directory: name the database file (e.g. {path / 'strata.db'})")
     if target.endswith(("/", os.sep)):  # a directory not made yet: a file of its name would put the key above it

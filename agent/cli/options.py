@@ -9,6 +9,9 @@ from typing import Any
 
 import click
 
+from config.locations import expand_user
+from core.errors import ConfigError
+
 json_option = click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 
 
@@ -22,7 +25,9 @@ class WorkspacePath(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         path = Path(os.fsdecode(super().convert(value, param, ctx)))  # path_type=Path: a Path already
         try:
-            path.expanduser().resolve()
+            expand_user(str(path)).resolve()
+        except ConfigError as exc:  # `~name` of a user the system does not have
+            self.fail(f"workspace {exc.message}", param, ctx)
         except (RuntimeError, OSError) as exc:
             reason = getattr(exc, "strerror", None) or "a symlink loop"
             self.fail(f"workspace {path} cannot be resolved: {reason}", param, ctx)

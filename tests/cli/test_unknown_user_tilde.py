@@ -43,3 +43,14 @@ def test_a_config_path_for_an_unknown_user_is_one_error_naming_the_file_and_key(
         assert line.startswith(f"strata: error: file {path}, key {key}: '{NOBODY}/"), line
         assert line.endswith(f"starts with {NOBODY}, but there is no user '{NOBODY[1:]}' (write ~/ for your own "
                              "home)"), line
+
+
+def test_a_workspace_or_copy_target_for_an_unknown_user_is_a_usage_error_saying_so(cli: StrataCLI) -> None:
+    """The shell leaves `~name` alone when there is no such user, so Strata gets it as written."""
+    shown = f"'{NOBODY}/x' starts with {NOBODY}, but there is no user '{NOBODY[1:]}' (write ~/ for your own home)"
+    proc = strata(cli, "config", "show", "--workspace", f"{NOBODY}/x")
+    assert proc.returncode == 2, proc.stdout
+    assert f"Invalid value for '--workspace': workspace {shown}" in proc.stderr, proc.stderr
+    copy = strata(cli, "db", "copy", "--to", f"{NOBODY}/x")
+    assert copy.returncode == 2, copy.stdout
+    assert error_lines(copy.stderr) == [f"strata: error: --to: {shown}"], copy.stderr
