@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import sqlite3
 from contextlib import closing
@@ -138,3 +139,40 @@ def test_a_target_home_with_another_chain_key_is_refused_as_such_not_as_a_change
     assert (other.home / "strata.db").read_bytes() == before
     listed = strata(other, "sessions", "--json")
     assert session_id not in listed.stdout
+
+
+def test_a_copy_into_a_target_another_copy_is_writing_is_refused_and_touches_nothing(
+        source: tuple[StrataCLI, str], tmp_path: Path) -> None:
+    """Two copies into one new database: the second is refused in one line while the first holds the target. Before,
+    both wrote; the one that lost the race on a session id was refused, and its clean-up (a refused copy leaves no
+    database behind) deleted the database the other was writing into."""
+    cli, _ = source
+    target = tmp_path / "target" / "strata.db"
+    target.parent.mkdir()
+    target.touch(mode=0o600)
+    with open(target, "rb") as held:  # as the first copy holds it
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        refused = strata(cli, "db", "copy", "--to", str(target))
+        assert refused.returncode == 1, refused.stdout
+        assert error_lines(refused.stderr) == [
+            f"strata: error: another `strata db copy` is writing into {target}; nothing was copied"], refused.stderr
+        assert target.exists() and target.stat().st_size == 0
+        assert sorted(p.name for p in target.parent.iterdir()) == ["strata.db"]
+    copied = strata(cli, "db", "copy", "--to", str(target))
+    assert copied.returncode == 0, copied.stderr
+
+
+def test_two_copies_at_once_into_one_new_target_leave_every_session_there(source: tuple[StrataCLI, str],
+                                                                            tmp_path: Path) -> None:
+    cli, session_id = source
+    target = tmp_path / "target" / "strata.db"
+    procs = [cli.popen("db", "copy", "--to", str(target)) for _ in range(2)]
+    outcomes = [p.communicate(timeout=60) for p in procs]
+    for (out, err), proc in zip(outcomes, procs, strict=True):
+        assert proc.returncode == 0 or "another `strata db copy` is writing into" in err, (out, err)
+        assert "was deleted" not in err, err
+    again = strata(cli, "db", "copy", "--to", str(target))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines()[-1] == "0 session(s) copied, 1 already there", again.stdout
+    verified = strata(StrataCLI(target.parent, tmp_path), "timeline", session_id, "--verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
