@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import tomllib
 import types
@@ -41,6 +42,11 @@ def read_config_file(path: Path, *, source: str | None = None) -> ConfigDoc:
     label = source or str(path)
     try:
         raw = read_regular(path)
+    except FileNotFoundError as exc:
+        reason = exc.strerror or str(exc)
+        if os.path.islink(path):
+            reason = f"it is a symlink to {os.readlink(path)}, which does not exist"
+        raise ConfigError(f"cannot read the file: {reason}", file=label) from None
     except OSError as exc:
         raise ConfigError(f"cannot read the file: {exc.strerror or exc}", file=label) from None
     return parse_config(raw, path=path, source=label)
@@ -51,6 +57,9 @@ def parse_config(raw: bytes, *, path: Path, source: str) -> ConfigDoc:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"not UTF-8 text (byte {exc.start})", file=source) from None
+    if text.startswith("\ufeff"):  # invisible in an editor; TOML's own error would point at line 1, column 1
+        raise ConfigError("starts with a byte order mark (U+FEFF), which TOML does not allow: save it as UTF-8 "
+                          "without one", file=source)
     try:
         table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
-from config.locations import PROJECT_DIR, _user_home
+from config.locations import PROJECT_DIR, _user_home, expand_user
 from core.events import Mode
 from core.tools.spec import PiiClass
 
@@ -68,7 +68,7 @@ class KnowledgeConfig(BaseModel):
 def user_knowledge_dir(env: Mapping[str, str] | None = None) -> Path:
     """`$XDG_DATA_HOME/strata/knowledge` (default `~/.local/share/strata/knowledge`)."""
     env = os.environ if env is None else env
-    base = Path(env["XDG_DATA_HOME"]).expanduser() if env.get("XDG_DATA_HOME") else (
+    base = expand_user(env["XDG_DATA_HOME"], variable="XDG_DATA_HOME") if env.get("XDG_DATA_HOME") else (
         _user_home(env) / ".local" / "share")
     return base / "strata" / "knowledge"
 

@@ -29,6 +29,7 @@ from config.locations import (
     SETTING_KEYS,
     _user_home,
     env_var,
+    expand_user,
     home_with_source,
     project_config_path,
     user_config_path,
@@ -312,14 +313,15 @@ def _channels(docs: list[ConfigDoc], project: ConfigDoc | None, home: Path) -> C
     return found
 
 
-def _folders(entry: ChannelEntry, home: Path) -> tuple[Path, Path] | None:
+def _folders(entry: ChannelEntry, home: Path, source: str) -> tuple[Path, Path] | None:
     """A channel's inbox and outbox: a spool's as configured, a webhook's in the home (agent/channels/_webhook.py)."""
     if entry.kind == "webhook":
         folder = home.expanduser().resolve() / "channels" / entry.name
         return folder / "in", folder / "out"
     if entry.inbox is None or entry.outbox is None:
         return None
-    inbox, outbox = (Path(p).expanduser().resolve() for p in (entry.inbox, entry.outbox))
+    inbox, outbox = (expand_user(p, file=source, key=f"channels.{entry.name}.{side}").resolve()
+                     for side, p in (("inbox", entry.inbox), ("outbox", entry.outbox)))
     return inbox, outbox
 
 
@@ -330,7 +332,7 @@ def _distinct_folders(channels: list[ChannelEntry], source: str, home: Path) -> 
     owner: dict[Path, str] = {}  # inbox -> what it is
     webhooks_first = sorted(channels, key=lambda e: e.kind != "webhook")
     for entry in webhooks_first:
-        folders = _folders(entry, home)
+        folders = _folders(entry, home, source)
         if folders is None:
             continue
         inbox, outbox = folders
@@ -343,7 +345,7 @@ def _distinct_folders(channels: list[ChannelEntry], source: str, home: Path) -> 
                               file=source, key=f"{key}.inbox")
         owner[inbox] = f"{key}.inbox" if entry.kind == "spool" else f"the queue of the webhook {key}"
     for entry in webhooks_first:
-        folders = _folders(entry, home)
+        folders = _folders(entry, home, source)
         if folders is None or folders[1] not in owner:
             continue
         replies = folders[1]
@@ -387,7 +389,7 @@ def _dataset_path(raw: str, doc: ConfigDoc, name: str, *, workspace: Path | None
     if raw == "~" or raw.startswith("~/"):
         path = _user_home(env) / raw[2:]
     else:
-        path = Path(raw).expanduser()
+        path = expand_user(raw, file=doc.source, key=f"knowledge.datasets.{name}.path")
     if not path.is_absolute():
         if workspace is None:
             raise ConfigError(f"must be an absolute path or start with ~ (got {raw!r})", file=doc.source,
@@ -422,7 +424,9 @@ def _defaults() -> ConfigDoc:
 
 
 def _read_if_present(path: Path) -> ConfigDoc | None:
-    return read_config_file(path) if path.exists() else None
+    """The file's config, or None when nothing is there. A symlink is there even when it leads nowhere (to a file
+    moved away, or round to itself): that file cannot be read, which is an error, never the defaults instead."""
+    return read_config_file(path) if os.path.lexists(path) else None
 
 
 def _validate(values: dict[str, object], sources: dict[str, str]) -> Settings:

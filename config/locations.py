@@ -5,6 +5,7 @@ reads (agent/cli/quick_timeline.py) can find its database without importing the 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -26,6 +27,21 @@ def env_var(key: str) -> str:
     return f"STRATA_{key.upper()}"
 
 
+def expand_user(raw: str, *, variable: str | None = None, file: str | None = None, key: str | None = None) -> Path:
+    """`raw` with a leading `~` or `~name` expanded. `~name` of a user this system does not have (a typo for
+    `~/name`) is a ConfigError naming where it was written: the environment `variable`, or the config `file` and
+    `key` (Path.expanduser raises a bare RuntimeError)."""
+    try:
+        return Path(raw).expanduser()
+    except RuntimeError:
+        from core.errors import ConfigError  # only on this error: the start of every command reads these paths
+
+        name = raw[1:].partition("/")[0]
+        reason = f"{raw!r} starts with ~{name}, but there is no user {name!r} (write ~/ for your own home)"
+        raise ConfigError(f"environment variable {variable}: {reason}" if variable else reason, file=file,
+                          key=key) from None
+
+
 def _user_home(env: Mapping[str, str]) -> Path:
     return Path(env["HOME"]) if env.get("HOME") else Path.home()
 
@@ -33,9 +49,10 @@ def _user_home(env: Mapping[str, str]) -> Path:
 def home_with_source(env: Mapping[str, str]) -> tuple[Path, str]:
     """Strata's data directory and where that choice came from."""
     if env.get("STRATA_HOME"):
-        return Path(env["STRATA_HOME"]).expanduser(), "environment variable STRATA_HOME"
+        return expand_user(env["STRATA_HOME"], variable="STRATA_HOME"), "environment variable STRATA_HOME"
     if env.get("XDG_DATA_HOME"):
-        return Path(env["XDG_DATA_HOME"]).expanduser() / "strata", "environment variable XDG_DATA_HOME"
+        return (expand_user(env["XDG_DATA_HOME"], variable="XDG_DATA_HOME") / "strata",
+                "environment variable XDG_DATA_HOME")
     return _user_home(env) / ".local" / "share" / "strata", DEFAULTS_SOURCE
 
 
@@ -44,10 +61,18 @@ def default_home(env: Mapping[str, str]) -> Path:
 
 
 def user_config_path(env: Mapping[str, str]) -> Path:
-    base = Path(env["XDG_CONFIG_HOME"]).expanduser() if env.get("XDG_CONFIG_HOME") else _user_home(env) / ".config"
+    base = (expand_user(env["XDG_CONFIG_HOME"], variable="XDG_CONFIG_HOME") if env.get("XDG_CONFIG_HOME")
+            else _user_home(env) / ".config")
     return base / "strata" / "config.toml"
 
 
 def project_config_path(workspace: Path) -> Path:
-    """The project file of a workspace, absolute with symlinks resolved (the key trust is recorded under)."""
-    return (workspace.expanduser().resolve() / PROJECT_DIR / "config.toml").resolve()
+    """The project file of a workspace, absolute with symlinks resolved (the key trust is recorded under). A
+    symlink that leads nowhere (to a missing file, or round to itself) is named as it is spelled, so reading it
+    says what is wrong with it rather than finding no file (config/_read.py)."""
+    spelled = workspace.expanduser().resolve() / PROJECT_DIR / "config.toml"
+    try:
+        real = spelled.resolve()
+    except (RuntimeError, OSError):  # a symlink loop (RuntimeError before Python 3.13)
+        return spelled
+    return spelled if os.path.islink(spelled) and not os.path.exists(real) else real

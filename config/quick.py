@@ -14,6 +14,7 @@ from typing import Any
 from config._regular_file import read_regular
 from config.checked import Role, was_checked
 from config.locations import SETTING_KEYS, default_home, env_var, project_config_path, user_config_path
+from core.errors import ConfigError
 from core.record import record
 
 _SHORTEST_SERVER_SECRET = 4
@@ -39,7 +40,7 @@ def known_valid(home: Path, role: Role, path: Path) -> dict[str, Any] | None:
     try:
         data = read_regular(path)  # never a FIFO or a device (config/_read.py)
     except FileNotFoundError:
-        return {}
+        return None if os.path.lexists(path) else {}  # a symlink to nothing: the full way reports it
     except OSError:
         return None
     if not was_checked(home, role, data):
@@ -81,8 +82,12 @@ def quick_config(env: Mapping[str, str] | None = None) -> QuickConfig | None:
     env = os.environ if env is None else env
     if any(env_var(key) in env for key in SETTING_KEYS):
         return None
-    home = default_home(env)
-    user = known_valid(home, "user", user_config_path(env))
+    try:
+        home = default_home(env)
+        config_path = user_config_path(env)
+    except ConfigError:  # a path the environment gives cannot be expanded: the full way reports it
+        return None
+    user = known_valid(home, "user", config_path)
     if user is None or "db" in user:
         return None
     secrets = _secrets(user, env)

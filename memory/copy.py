@@ -84,6 +84,7 @@ async def copy_sessions(source: EventStore, target: CopyTarget,
     chains or blobs do not verify under the target's key, stops the copy with a PersistError naming it, and
     nothing at all is written then."""
     report = CopyReport()
+    _check_keys(source, target)
     plan: list[tuple[str, bool]] = []
     for listed in await source.list_sessions():
         dump = await dump_session(source, listed.id)
@@ -116,6 +117,21 @@ def _comparable(dump: SessionDump) -> tuple[object, ...]:
     engine compares as the same instant)."""
     return (dump.record, [r.model_dump() for r in dump.events], [r.model_dump() for r in dump.timeline],
             dump.receipts, dump.blobs, dump.snapshot, dump.chain)
+
+
+def _check_keys(source: EventStore, target: CopyTarget) -> None:
+    """Both stores chain under the same key, or nothing is copied: rows chained under one key never verify under
+    another, which must not read as a history that was changed."""
+    if target.chain_key is None:
+        raise PersistError(f"cannot copy into {target.path}: {target.chain_problem}; nothing was copied",
+                           path=target.path, hint="copy into a new database, or one of a home without a chain.key "
+                                                  "(it is given this home's)")
+    mine, theirs = source.chain_key, target.chain_key
+    if mine is not None and mine.id != theirs.id:
+        raise PersistError(f"cannot copy into {target.path}: its chain key (key {theirs.id}) is not this home's "
+                           f"(key {mine.id}), so no session of this home would verify there; nothing was copied",
+                           path=target.path, hint="copy into a new database, or one of a home without a chain.key "
+                                                  "(it is given this home's)")
 
 
 def _check_chains(dump: SessionDump, target: CopyTarget) -> None:

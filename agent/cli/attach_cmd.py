@@ -18,6 +18,7 @@ from agent import ipc
 from agent.cli._common import Command, json_option
 from agent.cli._daemon_client import connect, socket_option_help
 from agent.cli.attach_json import JsonAttach
+from agent.cli.options import WorkspacePath
 from config import LoadedConfig
 from core.errors import UsageError
 from memory.restore import restore_or_report
@@ -33,7 +34,7 @@ def _absolute_model(spec: str | None) -> str | None:
 @click.command()
 @click.argument("session_id", required=False)
 @click.option("--new", "new", is_flag=True, help="Start a new session in the daemon and attach to it.")
-@click.option("--workspace", type=click.Path(path_type=Path), default=".", show_default=True,
+@click.option("--workspace", type=WorkspacePath(), default=".", show_default=True,
               help="With --new: the directory the tools may touch.")
 @click.option("--model", "model_spec", metavar="M", help="With --new: script:PATH (offline) or anthropic:NAME.")
 @click.option("--watch", is_flag=True, help="Follow the session without driving it.")

@@ -12,6 +12,7 @@ import click
 
 from agent.cli._common import Command, notices, waiver
 from agent.cli.mcp_cmd import mcp_notice
+from agent.cli.options import WorkspacePath
 from agent.mcp import with_mcp_tools
 from agent.models import model_from_spec
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
@@ -26,7 +27,7 @@ TIMELINE_ROWS = 30
 
 @click.command()
 @click.option("--model", "model_spec", metavar="M", help="anthropic:NAME (default) or script:PATH (offline).")
-@click.option("--workspace", type=click.Path(path_type=Path), default=".", show_default=True,
+@click.option("--workspace", type=WorkspacePath(), default=".", show_default=True,
               help="Directory the tools may touch (a new session).")
 @click.option("--resume", "resume_id", metavar="ID", default=None, help="Continue session ID.")
 @click.option("--continue", "continue_latest", is_flag=True, help="Continue the latest session of this workspace.")

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from agent.cli._common import fail
+from agent.cli.options import WorkspacePath
 from agent.cli.output import echo, echo_json
 from agent.knowledge_view import knowledge_view
 from agent.reading import configured_secrets
@@ -39,7 +40,7 @@ def _plural(n: int, word: str) -> str:
 
 
 @click.command()
-@click.argument("directory", required=False, default=".", type=click.Path(path_type=Path))
+@click.argument("directory", required=False, default=".", type=WorkspacePath())
 @click.option("--revoke", is_flag=True, help="Forget the trust given to DIR's project config.")
 def trust(directory: Path, revoke: bool) -> None:
     """Trust a project's config after reviewing it.
@@ -101,7 +102,7 @@ def config_group() -> None:
 
 
 @config_group.command(name="show")
-@click.option("--workspace", type=click.Path(path_type=Path), default=".", show_default=True,
+@click.option("--workspace", type=WorkspacePath(), default=".", show_default=True,
               help="The workspace whose .strata/config.toml is the project layer.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
 def show_config(workspace: Path, as_json: bool) -> None:

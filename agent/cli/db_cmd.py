@@ -12,6 +12,7 @@ it was read."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,9 +24,10 @@ import click
 from agent.cli._common import Command
 from agent.cli.output import echo, echo_json
 from config.chain_key import chain_key_path
+from config.locations import expand_user
 from config.private_files import private_dir
 from config.seen_secrets import SEEN_FILE, carry_seen
-from core.errors import StoreError, UsageError
+from core.errors import ConfigError, StoreError, UsageError
 from memory.copy import CopyReport, CopyTarget, copy_sessions
 from memory.opening import open_store
 from memory.store import EventStore
@@ -61,12 +63,17 @@ def copy(target: str, as_json: bool) -> None:
         source = await open_store(settings, read_only=True)
         try:
             fresh = None if is_url(target) else await anyio.to_thread.run_sync(_Fresh.before, target)
+            # Refused before the clean-up below can run: what is there is the other copy's, and stays.
+            held = None if is_url(target) else await anyio.to_thread.run_sync(_hold, target)
             try:
                 return await _copy(source, target, settings.home, said)
             except BaseException:
                 if fresh is not None and not wrote:  # refused before a session was written: leave nothing behind
                     await anyio.to_thread.run_sync(fresh.remove)
                 raise
+            finally:
+                if held is not None:
+                    os.close(held)
         finally:
             await source.close()
 
@@ -102,7 +109,7 @@ class _Fresh:
 
     @classmethod
     def before(cls, target: str) -> _Fresh:
-        path = Path(target).expanduser().resolve()
+        path = _expanded(target).resolve()
         names = [Path(f"{path}{suffix}") for suffix in ("", "-wal", "-shm", "-journal")]
         files = [p for p in (*names, chain_key_path(path.parent)) if not os.path.lexists(p)]
         dirs: list[Path] = []
@@ -119,6 +126,35 @@ class _Fresh:
         for directory in self.dirs:
             with contextlib.suppress(OSError):  # not empty: something else is there now; it stays
                 directory.rmdir()
+
+
+def _hold(target: str) -> int | None:
+    """Hold a SQLite target for the length of the copy (an exclusive flock on the database file, made 0600 if it
+    is new; SQLite's own locks are fcntl locks, which flock leaves alone): a second `db copy` into it is refused
+    before it writes, so it never takes the rows of the first, nor (refused later) removes the database the first
+    is writing as one it made itself. None where the target is no file to hold (the store reports why)."""
+    path = _expanded(target).resolve()
+    if path.is_dir() or target.endswith(("/", os.sep)):
+        return None  # refused by _sqlite_target
+    try:
+        private_dir(path.parent)
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise StoreError(f"another `strata db copy` is writing into {path}; nothing was copied", path=str(path),
+                         hint="run the copy again once it is done: sessions it copied are skipped") from None
+    return fd
+
+
+def _expanded(target: str) -> Path:
+    try:
+        return expand_user(target)
+    except ConfigError as exc:  # `~name` of a user the system does not have
+        raise UsageError(f"--to: {exc.message}") from None
 
 
 def is_url(target: str) -> bool:
@@ -147,9 +183,11 @@ async def _open_target(target: str, home: Path) -> CopyTarget:
 
 def _sqlite_target(target: str, home: Path) -> Path:
     """The SQLite target's path, its home given this home's chain key if it has none."""
-    path = Path(target).expanduser().resolve()
+    path = _expanded(target).resolve()
     if path.is_dir():
         raise UsageError(f"{path} is a directory: name the database file (e.g. {path / 'strata.db'})")
+    if target.endswith(("/", os.sep)):  # a directory not made yet: a file of its name would put the key above it
+        raise UsageError(f"{path}/ names a directory: name the database file (e.g. {path / 'strata.db'})")
     here, there = chain_key_path(home), chain_key_path(path.parent)
     if not there.exists() and here.exists():
         try:

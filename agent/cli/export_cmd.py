@@ -10,7 +10,7 @@ import click
 
 from agent.cli._common import Command
 from agent.cli.output import echo, echo_document
-from agent.cli.output_file import write_output
+from agent.cli.output_file import refuse_home_file, write_output
 from core.errors import StrataError
 from core.masking import Masker
 from observability.export import RENDERERS, ExportFormat, SessionSnapshot, load_snapshot
@@ -30,19 +30,20 @@ def export(session_ref: str, fmt: ExportFormat, output: str | None) -> None:
         raise click.BadParameter("is empty; name a file, or '-' for stdout", param_hint="--output")
     cmd = Command()
 
-    async def main() -> tuple[SessionSnapshot, Masker]:
+    async def main() -> tuple[SessionSnapshot, Masker, Path]:
         # Secrets named in the session's config (its project's too) are masked, as they were when it ran.
         loaded = await cmd.session_config(session_id=session_ref, quiet=False)
         async with cmd.reader(loaded) as rt:
-            return await load_snapshot(rt.store, cmd.session_id), rt.masker
+            return await load_snapshot(rt.store, cmd.session_id), rt.masker, loaded.settings.home
 
-    snapshot, masker = cmd.run(main)
+    snapshot, masker, home = cmd.run(main)
     text = RENDERERS[fmt](snapshot, masker)
     if output == "-" or (output is None and fmt != "html"):
         echo_document(text)
         return
     path = Path(output) if output is not None else Path.cwd() / f"strata-{cmd.session_id}.html"
     try:
+        refuse_home_file(path, home)
         written = write_output(path, text)
     except StrataError as err:
         cmd.fail(err)

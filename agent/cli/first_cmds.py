@@ -9,12 +9,13 @@ from pathlib import Path
 import click
 
 from agent.cli._common import fail
+from agent.cli.options import WorkspacePath
 from agent.cli.output import echo
 from core.errors import StrataError
 
 
 @click.command()
-@click.option("--workspace", type=click.Path(path_type=Path), default=".", show_default=True,
+@click.option("--workspace", type=WorkspacePath(), default=".", show_default=True,
               help="Whose project config to check.")
 def doctor(workspace: Path) -> None:
     """Check that Strata can work here: Python, config, home, database, masking key, model, bash, terminal."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, NoReturn, ParamSpec, TypeVar, get_args
 import click
 
 from agent.cli._common import Command, error_masker, fail
+from agent.cli.options import WorkspacePath
 from agent.cli.output import echo, echo_json
 from config import LoadedConfig, dataset_roots, found_datasets, project_roots
 from core.errors import StrataError
@@ -42,7 +43,7 @@ def _errors(fn: Callable[P, R]) -> Callable[P, R]:
             fail(err)
     return run
 
-_workspace = click.option("--workspace", type=click.Path(path_type=Path), default=".", show_default=True,
+_workspace = click.option("--workspace", type=WorkspacePath(), default=".", show_default=True,
                           help="Whose project datasets (.strata/knowledge/, once trusted) and config to read.")
 _json = click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 _mode = click.option("--mode", type=click.Choice(get_args(Mode)), default="interactive", show_default=True,

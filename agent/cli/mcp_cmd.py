@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from agent.cli._common import Command, fail, notices
+from agent.cli.options import WorkspacePath
 from agent.cli.output import echo, echo_json
 from core.errors import StrataError, UsageError
 
@@ -28,7 +29,7 @@ def mcp_group() -> None:
 
 
 @mcp_group.command(name="list")
-@click.option("--workspace", type=click.Path(path_type=Path), default=".", show_default=True,
+@click.option("--workspace", type=WorkspacePath(), default=".", show_default=True,
               help="The workspace whose trusted .strata/config.toml may declare servers too.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per server.")
 def list_cmd(workspace: Path, as_json: bool) -> None:

@@ -3,6 +3,32 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import Any
+
 import click
 
+from config.locations import expand_user
+from core.errors import ConfigError
+
 json_option = click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+
+
+class WorkspacePath(click.Path):
+    """A workspace directory as given: one that is a symlink loop is refused as the option's bad value (every later
+    step resolves it, and Path.resolve raises RuntimeError on a loop)."""
+
+    def __init__(self) -> None:
+        super().__init__(path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        path = Path(os.fsdecode(super().convert(value, param, ctx)))  # path_type=Path: a Path already
+        try:
+            expand_user(str(path)).resolve()
+        except ConfigError as exc:  # `~name` of a user the system does not have
+            self.fail(f"workspace {exc.message}", param, ctx)
+        except (RuntimeError, OSError) as exc:
+            reason = getattr(exc, "strerror", None) or "a symlink loop"
+            self.fail(f"workspace {path} cannot be resolved: {reason}", param, ctx)
+        return path

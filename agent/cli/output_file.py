@@ -12,7 +12,9 @@ What the path names decides how it is written, so that nothing is replaced that 
 - anything else that is not a regular file (a device such as /dev/full, a FIFO, a terminal) is opened and written
   in place, never replaced.
 
-A failed write (ENOSPC on /dev/full, EPIPE on a FIFO whose reader left) is a `StrataError`: one line, exit 1."""
+A failed write (ENOSPC on /dev/full, EPIPE on a FIFO whose reader left) is a `StrataError`: one line, exit 1. The
+export command refuses, before writing, a path that leads to one of the Strata home's own files (`refuse_home_file`:
+`-o strata.db` run in the home would replace the event store with the export)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from config.chain_key import KEY_FILE as CHAIN_KEY_FILE
+from config.checked import CHECKED_FILE
+from config.masking_key import KEY_FILE as MASKING_KEY_FILE
+from config.seen_secrets import SEEN_FILE
 from core.errors import StrataError
 from core.record import record
 
@@ -56,6 +62,26 @@ def write_output(path: Path, text: str) -> Written:
         return _in_place(path, text, append=False)
     _atomic(target, text, shown=path if target == absolute else target)
     return Written(target, made_file=True)
+
+
+HOME_FILES = frozenset({"strata.db", "strata.db-wal", "strata.db-shm", "strata.db-journal", CHAIN_KEY_FILE,
+                        MASKING_KEY_FILE, SEEN_FILE, CHECKED_FILE, "trusted_projects.json",
+                        ".trusted_projects.json.lock", "chat_history"})
+"""The files at the top of a Strata home that are its own (the README's "Files" list); what lies in a directory
+of the home (ledger/, logs/, locks/, knowledge-index/) is the home's too."""
+
+
+def refuse_home_file(path: Path, home: Path) -> None:
+    """A StrataError when `path` leads (through symlinks) to one of the Strata home's own files: an export written
+    there would replace the event store, a key or the ledger with itself."""
+    real, real_home = Path(os.path.realpath(os.path.abspath(path))), Path(os.path.realpath(home))
+    if not real.is_relative_to(real_home) or real == real_home:
+        return
+    inside = real.relative_to(real_home)
+    if len(inside.parts) > 1 or inside.name in HOME_FILES:
+        raise StrataError(f"{path} is a file of the Strata home ({real_home}): an export is never written over "
+                          "the home's own files (its event store, keys, ledger, logs)",
+                          hint="name a file outside the Strata home")
 
 
 def _follow(path: Path) -> tuple[Path, bool]:

@@ -25,6 +25,7 @@ from agent.cli._common import (
 )
 from agent.cli.interrupted import interrupted_hints
 from agent.cli.mcp_cmd import mcp_notice
+from agent.cli.options import WorkspacePath
 from agent.cli.output import echo, echo_json
 from agent.cli.render import Tally, printer
 from agent.default_model import DEFAULT_MODEL_SPEC
@@ -113,7 +114,7 @@ async def _drive(live: LiveSession, prompt: str | None, as_json: bool, tally: Ta
 @click.command()
 @click.option("--model", "model_spec", metavar="M",
               help="script:PATH (offline) or anthropic:NAME; default: the config's model, else `anthropic` (as chat).")
-@click.option("--workspace", type=click.Path(path_type=Path), default=".", show_default=True,
+@click.option("--workspace", type=WorkspacePath(), default=".", show_default=True,
               help="Directory the tools may touch.")
 @allow_option
 @deny_option

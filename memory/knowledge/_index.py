@@ -64,6 +64,11 @@ class BuildReport:
     seconds: float
 
 
+class DamagedIndex(sqlite3.DatabaseError):
+    """The index file opens and its header is sound, but its rows disagree with it (a document row garbled, or
+    gone while the full-text index still holds it)."""
+
+
 class KnowledgeIndex:
     """The index of one corpus in one Strata home. Built on first use (or by `ensure`)."""
 
@@ -259,9 +264,15 @@ class KnowledgeIndex:
     @staticmethod
     def _row(db: sqlite3.Connection, rowid: int, *, score: float | None = None,
              matched: tuple[str, ...] = ()) -> IndexRow:
-        meta, body = db.execute("SELECT meta, body FROM docs WHERE rowid = ?", (rowid,)).fetchone()
-        return IndexRow(document=Document.model_validate(json.loads(meta)), text=body, score=score,
-                        matched_terms=matched)
+        found = db.execute("SELECT meta, body FROM docs WHERE rowid = ?", (rowid,)).fetchone()
+        try:
+            if found is None:  # the full-text index holds a document whose row is gone
+                raise ValueError(rowid)
+            meta, body = found
+            return IndexRow(document=Document.model_validate(json.loads(meta)), text=body, score=score,
+                            matched_terms=matched)
+        except (ValueError, TypeError):
+            raise DamagedIndex("its document rows are damaged") from None
 
 
 def indexed_documents(home: Path, digest: str) -> tuple[Document, ...] | None:

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import sys
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -210,3 +212,30 @@ def test_a_users_own_dataset_symlinked_elsewhere_is_read_even_when_the_workspace
     listed = cli.run("knowledge", "list", "--workspace", str(workspace), "--json", env=env)
     assert listed.returncode == 0, listed.stderr
     assert [row for row in map(json.loads, listed.stdout.splitlines()) if row["type"] == "problem"] == []
+
+
+@pytest.mark.parametrize("damage", ["UPDATE docs SET meta = '{'",
+                                    "DELETE FROM docs"], ids=["document_rows_garbled", "document_rows_gone"])
+def test_an_index_whose_document_rows_disagree_with_its_text_index_is_a_clean_error_naming_it(
+        cli: StrataCLI, corpus: Path, damage: str) -> None:
+    """The index's own header is intact (so it counts as built), but its document rows were garbled or lost while
+    its full-text index still holds them: search and get say the index cannot be read and how to rebuild it (they
+    were internal errors: a TypeError unpacking a missing row, a JSON error), and a rebuild mends it."""
+    declare(cli, corpus)
+    built = cli.run("knowledge", "rebuild")
+    assert built.returncode == 0, built.stderr
+    (index,) = (cli.home / INDEX_DIR).glob("*.db")
+    with closing(sqlite3.connect(index)) as db, db:
+        (first,) = db.execute("SELECT doc_id FROM docs ORDER BY rowid LIMIT 1").fetchone()
+        db.execute(damage)
+    commands = [("search", "nonlocal")] + ([("get", first)] if "UPDATE" in damage else [])
+    for args in commands:
+        proc = cli.run("knowledge", *args)
+        assert_clean_stderr(proc)
+        assert proc.returncode == 1, (args, proc.stdout, proc.stderr)
+        assert proc.stderr.splitlines()[-2:] == [
+            f"strata: error: cannot read the knowledge index {index}: its document rows are damaged",
+            "hint: rebuild it: strata knowledge rebuild"], proc.stderr
+    assert cli.run("knowledge", "rebuild").returncode == 0
+    again = cli.run("knowledge", "search", "nonlocal", "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["result"] == "hits", again.stderr

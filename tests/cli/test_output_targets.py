@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -259,3 +260,32 @@ def test_follow_stops_when_its_reader_goes_away(done: Done, tmp_path: Path) -> N
         except subprocess.TimeoutExpired:
             run.kill()
             run.communicate()
+
+
+@pytest.mark.parametrize("target", ["strata.db", "strata.db-wal", "chain.key", "masking.key", "masking.seen",
+                                    "trusted_projects.json", "ledger/{sid}.jsonl", "link-to-the-database"])
+def test_export_never_writes_over_the_strata_homes_own_files(done: Done, tmp_path: Path, target: str) -> None:
+    """`-o` naming the event store (or its WAL, the chain or masking key, the ledger, ... or a symlink to one) is
+    refused in one line and the home is left as it was: it used to replace `strata.db` with the export, and every
+    session of the home was gone."""
+    home = tmp_path / "home"
+    shutil.copytree(done.cli.home, home)
+    cli = StrataCLI(home, tmp_path)
+    (tmp_path / "link-to-the-database").symlink_to(home / "strata.db")
+    path = (tmp_path if target.startswith("link") else home) / target.format(sid=done.session_id)
+    before = {p: p.read_bytes() for p in home.rglob("*") if p.is_file() and not p.name.endswith("-shm")}
+    line = _one_error(strata(cli, "export", done.session_id, "-o", str(path)))
+    assert line.startswith(f"strata: error: {path} "), line
+    assert "is a file of the Strata home" in line, line
+    after = {p: p.read_bytes() for p in home.rglob("*") if p.is_file() and not p.name.endswith("-shm")}
+    assert {p: after.get(p) for p in before} == before
+    listed = strata(cli, "sessions")
+    assert listed.returncode == 0 and done.session_id in listed.stdout, listed.stderr
+
+
+def test_export_into_the_home_directory_under_a_name_of_its_own_is_written(done: Done, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    shutil.copytree(done.cli.home, home)
+    proc = strata(StrataCLI(home, tmp_path), "export", done.session_id, "-o", str(home / "mine.jsonl"))
+    assert proc.returncode == 0, proc.stderr
+    assert (home / "mine.jsonl").read_text() == done.jsonl
