@@ -15,7 +15,9 @@ temporary name and renamed, never replaced: a second send of the same key finds 
 crash between the two never delivers a reply twice; whether a reply was delivered is whether its file exists.
 
 `rejected/` and the outbox, removed while the daemon runs, are made again when next written to, with a warning
-in the daemon's log (the inbox is the writer's: it is not)."""
+in the daemon's log (the inbox is the writer's: it is not). Both are pruned (`keep_replies_days`,
+`keep_rejected_days`; what a reply must no longer be needed for: agent/channels/_retention.py): a reader of the
+outbox has `keep_replies_days` to take a reply."""
 
 from __future__ import annotations
 

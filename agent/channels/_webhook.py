@@ -28,7 +28,12 @@ is accepted and touched when its thread sends it again. It is pruned when the da
 `ID_PRUNE_INTERVAL_S`: a record untouched for `keep_ids_days` goes, unless its message still waits in `in/` (put off,
 however long). An id whose record went is still refused to another thread while its reply is in `out/` (the reply
 names its thread); and once taken in, the channel book keeps its thread for good (a message reusing it is rejected
-when handled)."""
+when handled).
+
+`out/` is pruned in the same hourly round, after `ids/` (agent/channels/_retention.py): a reply goes
+`keep_replies_days` after it was written once it was taken (posted to the callback when there is one; else fetched
+with GET, which leaves `delivered/KEY.fetched`) and its id's record is gone, with its markers; `in/rejected/` goes
+`keep_rejected_days` after each file was set aside. A reply that went answers GET 404."""
 
 from __future__ import annotations
 
