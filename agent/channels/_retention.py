@@ -26,6 +26,7 @@ import anyio
 import structlog
 
 from agent.channels._spool import REJECTED, SpoolChannel, _one_line
+from core.errors import StrataError
 from memory.channel_book import ChannelBook
 from memory.store import EventStore
 
@@ -48,8 +49,9 @@ async def every(interval_s: float, channel: str, prunes: Sequence[Prune]) -> Non
         for what, prune, about in prunes:
             try:
                 removed = await prune()
-            except OSError as exc:
-                log.warning(f"{what} not pruned", channel=channel, reason=_one_line(exc))
+            except Exception as exc:  # a folder or the store unusable now, or a bug: logged, never fatal
+                log.warning(f"{what} not pruned", channel=channel, error_type=type(exc).__name__,
+                            reason=_one_line(exc), exc_info=not isinstance(exc, OSError | StrataError))
             else:
                 if any(removed.values()):
                     log.info(f"{what} pruned", channel=channel, **removed, **about)

@@ -167,7 +167,8 @@ class SpoolChannel:
         found: list[OldReply] = []
         try:
             with os.scandir(self.outbox) as entries:
-                named = [(m.group(1), Path(e.path)) for e in entries if (m := _REPLY_FILE.match(e.name))]
+                named = [(m.group(1), Path(e.path)) for e in entries
+                         if (m := _REPLY_FILE.match(e.name)) and self._may_go(m.group(1))]
         except FileNotFoundError:
             return []
         for key, path in named:
@@ -182,6 +183,10 @@ class SpoolChannel:
             if isinstance(message_id, str) and reply_key(self.name, message_id) == key:
                 found.append(OldReply(key, message_id, path))
         return found
+
+    def _may_go(self, key: str) -> bool:
+        """Whether the reply KEY may go as far as the channel knows (a spool's reply is delivered when written)."""
+        return True
 
     def drop_reply(self, reply: OldReply) -> bool:
         """Remove a reply nothing needs any more (the caller checked the book and the session); whether it went."""

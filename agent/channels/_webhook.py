@@ -249,6 +249,9 @@ class WebhookChannel(SpoolChannel):
     def delivered(self, key: str) -> bool:
         return (self._delivered / key).exists()
 
+    def _may_go(self, key: str) -> bool:
+        return self._taken(key)
+
     def _taken(self, key: str) -> bool:
         """Whether the reply KEY reached its client: posted to the callback (with one, nothing else counts: a
         reply fetched but not posted is still owed to it), else fetched with GET at least once."""
@@ -265,10 +268,6 @@ class WebhookChannel(SpoolChannel):
         except FileNotFoundError:
             self._remake(self._delivered)  # removed while the daemon runs
             marker.touch()
-
-    def old_replies(self, cutoff: float) -> list[OldReply]:
-        """The old replies (as a spool's) that reached their client."""
-        return [r for r in super().old_replies(cutoff) if self._taken(r.key)]
 
     def drop_reply(self, reply: OldReply) -> bool:
         """Remove the reply unless its id's record is kept (a retry of its message is then answered 202 with this
