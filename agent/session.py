@@ -435,7 +435,7 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
     if prompt is not None and not prompt.strip():
         raise UsageError("the prompt is empty", hint="say what the agent should do, or leave the prompt out")
     session = await rt.store.get_session(session_id)
-    if session.mode == "daemon" and session.parent_id is None and rt.channel is None:
+    if is_channel_session(session) and rt.channel is None:
         raise await _channel_session_refusal(rt.store, session_id)
     before = session.status
     holder = new_holder(rt.ids.uuid7(), rt.clock)
@@ -491,6 +491,12 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
         with anyio.CancelScope(shield=True):
             await rt.store.release_lease(session_id, holder.token, resting_status(state, before))
         raise
+
+
+def is_channel_session(session: SessionRecord) -> bool:
+    """Whether `session` is a channel's thread session: top level in mode `daemon` (only agent/channels starts such
+    sessions; a child of one, or a fork, has a parent). The daemon running its channel alone continues it."""
+    return session.mode == "daemon" and session.parent_id is None
 
 
 _CHANNEL_MARKER = re.compile(  # the header line agent/channels/_turns.py `marker` writes

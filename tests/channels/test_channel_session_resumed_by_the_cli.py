@@ -36,7 +36,11 @@ def test_a_channel_session_is_not_resumed_by_the_cli_and_the_daemon_runs_its_app
     (first,) = replies(spool / "out")
     assert first["status"] == "parked", first
     sid = first["session_id"]
-    assert cli.run("approve", sid, "--all").returncode == 0
+    approved = cli.run("approve", sid, "--all")
+    assert approved.returncode == 0, approved.stderr
+    assert "continue it: the thread's next message continues it in the serve daemon" in approved.stdout, \
+        approved.stdout
+    assert "strata resume" not in approved.stdout  # what the refusal below would answer
     before, status = session_events(cli.home, sid), cli.show(sid)["session"]["status"]
 
     for argv in (("resume", sid), ("resume", sid, "and then?"), ("resume", sid, "--json")):
