@@ -507,10 +507,11 @@ _MARKER_SEARCH = 16
 
 async def _channel_session_refusal(store: EventStore, session_id: str) -> UsageError:
     """Why a channel session (its thread's, driven by a serve daemon) is not resumed here, in one line. The daemon
-    owns its thread (the book's claim) and its replies, and its plan (the channel's `reply`, `daemon.enable`, the
-    serve's MCP tools) is the one the session's approvals are bound to: resumed elsewhere, with another plan, an
-    approved call would be asked again or park again, tools the operator left out of the channel would be offered,
-    and no answer could reach the thread. Named by the header line of its first message, when it has one."""
+    owns its thread (the book's claim) and its replies, and its plan (the channel's `reply`, execute and admin tools
+    only as `daemon.enable` names them, no MCP servers' tools) is the one the session's approvals are bound to:
+    resumed elsewhere, with another plan, an approved call would be asked again or park again, tools the operator
+    left out of the channel would be offered, and no answer could reach the thread. Named by the header line of its
+    first message, when it has one."""
     where = "a channel's thread"
     for item in await store.read_events(session_id, 0, _MARKER_SEARCH):
         if isinstance(item.event, UserMessage) and (found := _CHANNEL_MARKER.match(item.event.text)):
