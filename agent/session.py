@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from config.seen_secrets import home_masker
 from core.clock import Clock, SystemClock
 from core.compaction import DEFAULT_CONTEXT_BUDGET
 from core.errors import ConfigError, LeaseLost, ReceiptError, StoreError, UsageError
-from core.events import Mode
+from core.events import Mode, UserMessage
 from core.hooks import HookSet
 from core.ids import IdFactory
 from core.masking import Masker, cut_head
@@ -95,6 +96,9 @@ class Runtime:
     """Whether mode `daemon`'s sessions get `delegate`."""
     delegate_grants: bool = False
     """Whether a child starts with its parent's "always" grants."""
+    channel: str | None = None
+    """The channel whose thread sessions this runtime drives (set by agent/channels' `daemon_runtime`): only such a
+    runtime resumes a channel session (a top-level session of mode `daemon`); any other refuses to."""
 
     @classmethod
     async def open(cls, config: LoadedConfig, clock: Clock | None = None, tools: list[ToolSpec] | None = None, *,
@@ -430,7 +434,10 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
     process is killed instead of waited for (tool_executor/orphans.py)."""
     if prompt is not None and not prompt.strip():
         raise UsageError("the prompt is empty", hint="say what the agent should do, or leave the prompt out")
-    before = (await rt.store.get_session(session_id)).status
+    session = await rt.store.get_session(session_id)
+    if is_channel_session(session) and rt.channel is None:
+        raise await _channel_session_refusal(rt.store, session_id)
+    before = session.status
     holder = new_holder(rt.ids.uuid7(), rt.clock)
     await rt.store.acquire_lease(session_id, holder, make_liveness(rt.clock), rt.clock.now())
     state: SessionState | None = None
@@ -484,6 +491,36 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
         with anyio.CancelScope(shield=True):
             await rt.store.release_lease(session_id, holder.token, resting_status(state, before))
         raise
+
+
+def is_channel_session(session: SessionRecord) -> bool:
+    """Whether `session` is a channel's thread session: top level in mode `daemon` (only agent/channels starts such
+    sessions; a child of one, or a fork, has a parent). The daemon running its channel alone continues it."""
+    return session.mode == "daemon" and session.parent_id is None
+
+
+_CHANNEL_MARKER = re.compile(  # the header line agent/channels/_turns.py `marker` writes
+    r"^\[channel (\S+) · thread (\S+) · message ")
+_MARKER_SEARCH = 16
+"""Events at the start of a channel session's log where its first message's header line is looked for."""
+
+
+async def _channel_session_refusal(store: EventStore, session_id: str) -> UsageError:
+    """Why a channel session (its thread's, driven by a serve daemon) is not resumed here, in one line. The daemon
+    owns its thread (the book's claim) and its replies, and its plan (the channel's `reply`, execute and admin tools
+    only as `daemon.enable` names them, no MCP servers' tools) is the one the session's approvals are bound to:
+    resumed elsewhere, with another plan, an approved call would be asked again or park again, tools the operator
+    left out of the channel would be offered, and no answer could reach the thread. Named by the header line of its
+    first message, when it has one."""
+    where = "a channel's thread"
+    for item in await store.read_events(session_id, 0, _MARKER_SEARCH):
+        if isinstance(item.event, UserMessage) and (found := _CHANNEL_MARKER.match(item.event.text)):
+            where = f"thread {found.group(2)} of channel {found.group(1)}"
+            break
+    return UsageError(f"session {session_id} is {where}: only the `strata serve` daemon running that channel "
+                      "continues it (it owns the thread, its replies and the tool plan its approvals are bound "
+                      "to); with the daemon running, the thread's next message continues it, decided calls first. "
+                      "Nothing was resumed")
 
 
 def _resumed_on_ask(asking: Asking, state: SessionState) -> OnAsk:

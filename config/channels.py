@@ -15,6 +15,8 @@
     model = "anthropic:claude-sonnet-4-5"
     threads = ["*"]            # globs over thread ids this channel's poller may take
     on_ask = "deny"            # or "park": an `ask` waits on the worklist for `strata approve`
+    keep_replies_days = 30     # replies nothing needs any more are removed this long after they were written
+    keep_rejected_days = 30    # rejected/ files are removed this long after they were set aside
 
 Channels are read from the built-in defaults and the user's file only: a project file (a workspace's) never opens
 a door into the daemon, and its `[[channels]]` or `[daemon]` tables are a ConfigError."""
@@ -34,6 +36,8 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 DEFAULT_TURN_BUDGET_S = 300.0
 DEFAULT_BODY_CAP = 1024 * 1024
 DEFAULT_KEEP_IDS_DAYS = 30
+DEFAULT_KEEP_REPLIES_DAYS = 30
+DEFAULT_KEEP_REJECTED_DAYS = 30
 DEFAULT_MAX_WORKERS = 32
 MAX_WORKERS_CAP = 1024
 DEFAULT_MAX_SESSIONS = 128
@@ -97,6 +101,12 @@ class ChannelEntry(_Table):
     keep_ids_days: Annotated[int, Field(ge=1, le=36500)] | None = None
     """webhook: how long a message id's record (`ids/`, its thread, for the 409) is kept after the id was last
     accepted; a record whose message still waits in the queue is kept however old (default 30 days)."""
+    keep_replies_days: Annotated[int, Field(ge=1, le=36500)] = DEFAULT_KEEP_REPLIES_DAYS
+    """How long a reply file (the outbox, a webhook's `out/`, with its `delivered/` markers) is kept after it was
+    written, once nothing needs it: its message acknowledged in the book, no uncertain `reply` effect of its session
+    (whose probe reads it), and, on a webhook, taken (posted to the callback or fetched) and its id's record gone."""
+    keep_rejected_days: Annotated[int, Field(ge=1, le=36500)] = DEFAULT_KEEP_REJECTED_DAYS
+    """How long a rejected message file (and its `.error`) is kept in `rejected/` after it was set aside."""
     threads: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=lambda: ["*"])
     on_ask: OnAsk = "deny"
 

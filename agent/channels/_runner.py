@@ -39,8 +39,9 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup
 
-from agent.channels._messages import Channel, InboundMessage
+from agent.channels._messages import InboundMessage
 from agent.channels._reply_tool import Current, reply_tool
+from agent.channels._retention import PRUNE_INTERVAL_S, Prune, every, prune_files
 from agent.channels._spool import SpoolChannel
 from agent.channels._turns import ChannelParts, daemon_runtime, handle, reject_taken
 from agent.channels._webhook import WebhookChannel
@@ -291,8 +292,9 @@ class _Poller:
         self._let_go_of(handle_)
 
 
-def open_channel(entry: ChannelEntry, home: Path, env: Mapping[str, str]) -> Channel:
-    """The channel `entry` configures (its folders created). A webhook's token must be in the environment."""
+def open_channel(entry: ChannelEntry, home: Path, env: Mapping[str, str]) -> SpoolChannel:
+    """The channel `entry` configures (its folders created; a webhook is a spool in the home behind an HTTP
+    endpoint). A webhook's token must be in the environment."""
     if entry.kind == "spool":
         assert entry.inbox is not None and entry.outbox is not None
         return SpoolChannel(entry.name, Path(entry.inbox).expanduser(), Path(entry.outbox).expanduser(),
@@ -306,6 +308,24 @@ def open_channel(entry: ChannelEntry, home: Path, env: Mapping[str, str]) -> Cha
                           max_body_bytes=entry.max_body_bytes, threads=tuple(entry.threads),
                           callback_url=entry.callback_url,
                           keep_ids_days=entry.keep_ids_days or DEFAULT_KEEP_IDS_DAYS)
+
+
+def _prunes(channel: SpoolChannel, entry: ChannelEntry, book: ChannelBook, rt: Runtime) -> list[Prune]:
+    """What the channel's folders keep (agent/channels/_retention.py): a webhook's `ids/` first, then the replies
+    (a webhook's wait for their id's record to go) and the rejected files."""
+    keep: dict[str, object] = {"keep_replies_days": entry.keep_replies_days,
+                               "keep_rejected_days": entry.keep_rejected_days}
+    files = partial(prune_files, channel, book, rt.store, keep_replies_days=entry.keep_replies_days,
+                    keep_rejected_days=entry.keep_rejected_days)
+    prunes: list[Prune] = [("channel files", files, keep)]
+    if isinstance(channel, WebhookChannel):
+        webhook = channel
+
+        async def ids() -> dict[str, int]:
+            return {"removed": await anyio.to_thread.run_sync(webhook.prune_ids)}
+
+        prunes.insert(0, ("message id records", ids, {"keep_ids_days": webhook.keep_ids_days}))
+    return prunes
 
 
 class ChannelRunner:
@@ -341,7 +361,6 @@ class ChannelRunner:
                             raise ConfigError(f"port {channel.port} cannot be listened on: {exc.strerror}",
                                               key=f"channels.{entry.name}.port") from None
                         tg.start_soon(channel.deliver)
-                        tg.start_soon(channel.keep_ids)
                     base = rt
                     if workspace_config is not None:
                         project = await anyio.to_thread.run_sync(workspace_config, Path(workspace))
@@ -357,6 +376,7 @@ class ChannelRunner:
                                          model=partial(model_factory, spec), max_turns=settings.max_turns,
                                          turn_budget_s=config.turn_budget_s, current=current)
                     pollers.append(_Poller(parts, tg, interval, token, places))
+                    tg.start_soon(every, PRUNE_INTERVAL_S, entry.name, _prunes(channel, entry, book, drt))
                 for entry in config.channels:  # each webhook holds its token now: no command the sessions run
                     if entry.token_env is not None:  # (`bash`, a hook) inherits it, nor is it shown in /proc
                         take_secret(entry.token_env)  # kept for the sessions' maskers (core/env_block.py)

@@ -15,7 +15,9 @@ temporary name and renamed, never replaced: a second send of the same key finds 
 crash between the two never delivers a reply twice; whether a reply was delivered is whether its file exists.
 
 `rejected/` and the outbox, removed while the daemon runs, are made again when next written to, with a warning
-in the daemon's log (the inbox is the writer's: it is not)."""
+in the daemon's log (the inbox is the writer's: it is not). Both are pruned (`keep_replies_days`,
+`keep_rejected_days`; what a reply must no longer be needed for: agent/channels/_retention.py): a reader of the
+outbox has `keep_replies_days` to take a reply."""
 
 from __future__ import annotations
 
@@ -24,14 +26,16 @@ import fnmatch
 import itertools
 import json
 import os
+import re
 import stat
 from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 from pydantic import ValidationError
 
-from agent.channels._messages import InboundMessage, Reply
+from agent.channels._messages import InboundMessage, Reply, reply_key
 from core import bounded_json
 
 log = structlog.get_logger("strata.channels")
@@ -40,6 +44,16 @@ MAX_FILE_BYTES = 1024 * 1024
 MAX_DEPTH = 32
 """A message is shallow; deeper JSON is refused before it is parsed (core/bounded_json.py)."""
 REJECTED = "rejected"
+_REPLY_FILE = re.compile(r"^(reply-[0-9a-f]{32})\.json$")
+
+
+@dataclass(frozen=True)
+class OldReply:
+    """A reply file of the channel's, written before a prune's cutoff (agent/channels/_retention.py)."""
+
+    key: str
+    message_id: str
+    path: Path
 
 
 class SpoolChannel:
@@ -146,6 +160,45 @@ class SpoolChannel:
 
     def sent(self, key: str) -> bool:
         return (self.outbox / f"{key}.json").exists()
+
+    def old_replies(self, cutoff: float) -> list[OldReply]:
+        """The channel's replies in the outbox written before `cutoff` (a file whose content is not this channel's
+        reply under its own key is none: left alone)."""
+        found: list[OldReply] = []
+        try:
+            with os.scandir(self.outbox) as entries:
+                named = [(m.group(1), Path(e.path)) for e in entries
+                         if (m := _REPLY_FILE.match(e.name)) and self._may_go(m.group(1))]
+        except FileNotFoundError:
+            return []
+        for key, path in named:
+            try:
+                info = path.lstat()
+                if not stat.S_ISREG(info.st_mode) or info.st_mtime >= cutoff or info.st_size > MAX_FILE_BYTES:
+                    continue
+                body = json.loads(path.read_bytes())
+            except (OSError, ValueError):  # gone meanwhile, unreadable or cut: not known to be a reply
+                continue
+            message_id = body.get("in_reply_to") if isinstance(body, dict) else None
+            if isinstance(message_id, str) and reply_key(self.name, message_id) == key:
+                found.append(OldReply(key, message_id, path))
+        return found
+
+    def _may_go(self, key: str) -> bool:
+        """Whether the reply KEY may go as far as the channel knows (a spool's reply is delivered when written)."""
+        return True
+
+    def drop_reply(self, reply: OldReply) -> bool:
+        """Remove a reply nothing needs any more (the caller checked the book and the session); whether it went."""
+        try:
+            reply.path.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def prune_markers(self, cutoff: float) -> int:
+        """Markers of replies gone (a spool keeps none)."""
+        return 0
 
     def backlog(self) -> int:
         with os.scandir(self.inbox) as entries:

@@ -72,14 +72,17 @@ class ChannelParts:
 def daemon_runtime(rt: Runtime, enable: tuple[str, ...], reply: ToolSpec | None = None,
                    channel: str = "") -> Runtime:
     """`rt` as a channel's sessions see it: tools of safety level execute and admin are removed from the plan
-    unless the operator enabled them by name (`daemon.enable`); the channel's `reply` tool is added, and allowed."""
+    unless the operator enabled them by name (`daemon.enable`); the channel's `reply` tool is added, and allowed, and
+    the runtime is the channel's: the one that resumes its thread sessions (any other refuses to, agent/session.py)."""
     kept = [t for t in rt.tools if t.safety not in ("execute", "admin") or t.name in enable]
     if reply is None:
         return dataclasses.replace(rt, tools=kept)
-    return dataclasses.replace(rt, tools=[*kept, reply], config_rules=(*rt.config_rules, reply_rule(channel)))
+    return dataclasses.replace(rt, tools=[*kept, reply], config_rules=(*rt.config_rules, reply_rule(channel)),
+                               channel=channel)
 
 
 def marker(message: InboundMessage) -> str:
+    """The head of a message's first prompt line (agent/session.py reads it to name a refused channel session)."""
     return f"[channel {message.channel} · thread {message.thread} · message {message.id}"
 
 

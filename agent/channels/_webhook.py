@@ -28,7 +28,12 @@ is accepted and touched when its thread sends it again. It is pruned when the da
 `ID_PRUNE_INTERVAL_S`: a record untouched for `keep_ids_days` goes, unless its message still waits in `in/` (put off,
 however long). An id whose record went is still refused to another thread while its reply is in `out/` (the reply
 names its thread); and once taken in, the channel book keeps its thread for good (a message reusing it is rejected
-when handled)."""
+when handled).
+
+`out/` is pruned in the same hourly round, after `ids/` (agent/channels/_retention.py): a reply goes
+`keep_replies_days` after it was written once it was taken (posted to the callback when there is one; else fetched
+with GET, which leaves `delivered/KEY.fetched`) and its id's record is gone, with its markers; `in/rejected/` goes
+`keep_rejected_days` after each file was set aside. A reply that went answers GET 404."""
 
 from __future__ import annotations
 
@@ -54,7 +59,8 @@ from anyio.abc import SocketListener, SocketStream, TaskGroup, TaskStatus
 from pydantic import ValidationError
 
 from agent.channels._messages import InboundMessage, reply_key
-from agent.channels._spool import MAX_DEPTH, SpoolChannel, _one_line, _write_atomically
+from agent.channels._retention import PRUNE_INTERVAL_S
+from agent.channels._spool import MAX_DEPTH, OldReply, SpoolChannel, _one_line, _write_atomically
 from agent.channels._waiting_room import WaitingRoom
 from config.channels import DEFAULT_KEEP_IDS_DAYS
 from core import bounded_json
@@ -74,7 +80,9 @@ _SHORT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 CALLBACK_TIMEOUT_S = 10.0
 DELIVERY_PAUSE_S = 0.2
 MAX_HEADER_BYTES = 16 * 1024
-ID_PRUNE_INTERVAL_S = 3600.0
+ID_PRUNE_INTERVAL_S = PRUNE_INTERVAL_S
+FETCHED = ".fetched"
+"""`delivered/KEY.fetched`: the reply KEY was fetched with GET (taken, for a channel without a callback)."""
 DAY_S = 86400.0
 _REPLY_PATH = re.compile(r"^/replies/(reply-[0-9a-f]{32})$")
 
@@ -195,19 +203,6 @@ class WebhookChannel(SpoolChannel):
         thread = reply.get("thread") if isinstance(reply, dict) else None
         return thread if isinstance(thread, str) else None
 
-    async def keep_ids(self) -> None:
-        """Prune `ids/` now and every `ID_PRUNE_INTERVAL_S` for ever; a failed prune is logged and tried again then."""
-        while True:
-            try:
-                removed = await anyio.to_thread.run_sync(self.prune_ids)
-            except OSError as exc:
-                log.warning("message id records not pruned", channel=self.name, reason=_one_line(exc))
-            else:
-                if removed:
-                    log.info("message id records pruned", channel=self.name, removed=removed,
-                             keep_ids_days=self.keep_ids_days)
-            await anyio.sleep(ID_PRUNE_INTERVAL_S)
-
     def prune_ids(self) -> int:
         """Remove the id records untouched for `keep_ids_days` whose message no longer waits in `in/`; how many."""
         cutoff = time.time() - self.keep_ids_days * DAY_S
@@ -253,6 +248,56 @@ class WebhookChannel(SpoolChannel):
 
     def delivered(self, key: str) -> bool:
         return (self._delivered / key).exists()
+
+    def _may_go(self, key: str) -> bool:
+        return self._taken(key)
+
+    def _taken(self, key: str) -> bool:
+        """Whether the reply KEY reached its client: posted to the callback (with one, nothing else counts: a
+        reply fetched but not posted is still owed to it), else fetched with GET at least once."""
+        if self.callback_url is not None:
+            return self.delivered(key)
+        return self.delivered(key) or (self._delivered / (key + FETCHED)).exists()
+
+    def _fetched(self, key: str) -> None:
+        marker = self._delivered / (key + FETCHED)
+        if marker.exists():
+            return
+        try:
+            marker.touch()
+        except FileNotFoundError:
+            self._remake(self._delivered)  # removed while the daemon runs
+            marker.touch()
+
+    def drop_reply(self, reply: OldReply) -> bool:
+        """Remove the reply unless its id's record is kept (a retry of its message is then answered 202 with this
+        reply's address), under the record's lock (so a retry that just found the reply keeps it); then its
+        markers (after it, or the deliverer would post it again)."""
+        name = sha256_text(reply.message_id)
+        with self._id_lock(name):
+            if os.path.lexists(self._ids / name) or not super().drop_reply(reply):
+                return False
+        for marker in (reply.key, reply.key + FETCHED):
+            with contextlib.suppress(FileNotFoundError):
+                (self._delivered / marker).unlink()
+        return True
+
+    def prune_markers(self, cutoff: float) -> int:
+        """Remove the `delivered/` markers, older than `cutoff`, whose reply is gone (a crash between the two)."""
+        try:
+            with os.scandir(self._delivered) as entries:
+                names = [e.name for e in entries if re.fullmatch(r"reply-[0-9a-f]{32}(\.fetched)?", e.name)]
+        except FileNotFoundError:
+            return 0
+        removed = 0
+        for name in names:
+            marker = self._delivered / name
+            with contextlib.suppress(FileNotFoundError):
+                if (self.outbox / f"{name.removesuffix(FETCHED)}.json").exists() or marker.lstat().st_mtime >= cutoff:
+                    continue
+                marker.unlink()
+                removed += 1
+        return removed
 
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         listener = await anyio.create_tcp_listener(local_host=self.host, local_port=self.port, reuse_port=False)
@@ -341,10 +386,13 @@ class WebhookChannel(SpoolChannel):
             match = _REPLY_PATH.match(target)
             if match is None:
                 return 404, {"error": "no such resource"}
-            path = self.outbox / f"{match.group(1)}.json"
-            if not await anyio.Path(path).exists():
-                return 404, {"error": "no reply yet"}
-            return 200, json.loads(await anyio.Path(path).read_text(encoding="utf-8"))
+            key = match.group(1)
+            try:
+                reply = json.loads(await anyio.Path(self.outbox / f"{key}.json").read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                return 404, {"error": "no reply yet (a reply once fetched is kept keep_replies_days)"}
+            await anyio.to_thread.run_sync(self._fetched, key)
+            return 200, reply
         if request.method != b"POST" or target != "/messages":
             return (405 if target == "/messages" else 404), {"error": "POST /messages or GET /replies/KEY"}
         length = headers.get(b"content-length")

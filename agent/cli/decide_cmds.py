@@ -10,23 +10,28 @@ from agent.cli._common import Command
 from agent.cli.output import echo
 from agent.parked_decisions import Recorded, record_decisions
 from agent.reconcile import person
+from agent.session import is_channel_session
+
+CHANNEL_GOES_ON = "the thread's next message continues it in the serve daemon running its channel"
 
 
-def waiting_hints(session_id: str, waiting: tuple[str, ...]) -> list[str]:
-    """What to do about a session's calls that still wait for a decision, or how to continue it when none does."""
+def waiting_hints(session_id: str, waiting: tuple[str, ...], *, channel: bool = False) -> list[str]:
+    """What to do about a session's calls that still wait for a decision, or how to continue it when none does
+    (a channel's thread session is continued by its daemon, never by `strata resume`: agent/session.py)."""
+    goes_on = CHANNEL_GOES_ON if channel else f"strata resume {session_id}"
     if not waiting:
-        return [f"continue it: strata resume {session_id}"]
+        return [f"continue it: {goes_on}"]
     return [f"still waiting for a decision: {', '.join(waiting)}",
             f"  approve: strata approve {session_id} CALL_ID (or --all)    "
             f"deny: strata deny {session_id} CALL_ID --reason TEXT (or --all)",
-            f"once every call is decided: strata resume {session_id}"]
+            f"once every call is decided: {goes_on}"]
 
 
-def _report(recs: list[Recorded], session_id: str) -> None:
+def _report(recs: list[Recorded], session_id: str, channel: bool) -> None:
     for rec in recs:
         verb = "approved" if rec.approved else "denied"
         echo(f"{verb} call {rec.call.call_id} ({rec.call.tool}) of session {session_id}")
-    for line in waiting_hints(session_id, recs[-1].still_waiting):
+    for line in waiting_hints(session_id, recs[-1].still_waiting, channel=channel):
         echo(line)
 
 
@@ -37,12 +42,14 @@ def _decide(session_ref: str, call_id: str | None, every: bool, approve: bool, r
     cmd = Command()
     who = person(f"strata {verb}")
 
-    async def main() -> list[Recorded]:
+    async def main() -> tuple[list[Recorded], bool]:
         async with cmd.runtime(await cmd.session_config(session_id=session_ref)) as rt:
-            return await record_decisions(rt, cmd.session_id, None if every else [call_id or ""], approve=approve,
+            recs = await record_decisions(rt, cmd.session_id, None if every else [call_id or ""], approve=approve,
                                           approver=who, reason=reason)
+            return recs, is_channel_session(await rt.store.get_session(cmd.session_id))
 
-    _report(cmd.run(main), cmd.session_id)
+    recs, channel = cmd.run(main)
+    _report(recs, cmd.session_id, channel)
 
 
 all_option = click.option("--all", "every", is_flag=True, help="Every call waiting in the session, at once.")
