@@ -97,7 +97,21 @@ def quick_config(env: Mapping[str, str] | None = None) -> QuickConfig | None:
 def project_known_valid(home: Path, workspace: str) -> bool:
     """Whether a session's project layer needs no full load: its workspace is gone (the full way reads no project
     file then either), has no project file, or one whose bytes a full load validated."""
+    return _project_doc(home, workspace) is not None
+
+
+def project_adds_no_secrets(home: Path, workspace: str) -> bool:
+    """Whether the session's project layer is known valid (`project_known_valid`) and names no secret the masker
+    would add (config/loader.py accumulates a project's `[secrets]`; a trusted project's MCP servers give theirs):
+    then the user's file and the environment are all a reading command's masker is made of besides the home's own
+    (agent/reading.py `configured_secrets`). A project file with either table: the full way, which knows whether the
+    project is trusted."""
+    doc = _project_doc(home, workspace)
+    return doc is not None and "secrets" not in doc and "mcp" not in doc
+
+
+def _project_doc(home: Path, workspace: str) -> dict[str, Any] | None:
     root = Path(workspace)
     if not root.is_dir():
-        return True
-    return known_valid(home, "project", project_config_path(root)) is not None
+        return {}
+    return known_valid(home, "project", project_config_path(root))

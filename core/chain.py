@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ConfigDict
 
 from core.record import record
+from core.vocabulary import GENESIS_HASH as GENESIS_HASH
 
-GENESIS_HASH = "0" * 64
 KEY_ID_LABEL = b"strata chain key id v1"
 
 _encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode

@@ -30,3 +30,8 @@ class SteppingClock:
 
 def iso(t: datetime) -> str:
     return t.isoformat(timespec="microseconds")
+
+
+def canonical_time(at: datetime) -> str:
+    """The one text form of a time in the chain (and in the SQLite store): UTC, microseconds, explicit offset."""
+    return at.astimezone(UTC).isoformat(timespec="microseconds")

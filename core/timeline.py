@@ -20,13 +20,14 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from json import encoder
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from core.chain import GENESIS_HASH, ChainKey, LinkVerifier, VerifyResult
+from core.clock import canonical_time as canonical_time
 from core.errors import DamagedRow
 from core.vocabulary import TIMELINE_DECISIONS, TimelineDecision
 
@@ -107,11 +108,6 @@ def shown_rows(rows: list[TimelineRow]) -> list[TimelineRow]:
         if isinstance(row, DamagedTimelineRow):
             raise DamagedRow(str(row.session_id), row.seq, row.damage)
     return rows
-
-
-def canonical_time(at: datetime) -> str:
-    """The one text form of a time in the chain (and in the SQLite store): UTC, microseconds, explicit offset."""
-    return at.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 def _value(x: object) -> str:

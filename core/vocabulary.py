@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
+GENESIS_HASH = "0" * 64
+"""The hash a keyed chain's first row links to (core/chain.py): here, so that a reader without the chain's models
+(memory/read_sql.py) fills it in from the same definition."""
+
 OnAsk = Literal["deny", "park"]
 """What `ask` means with no person to ask: deny the call, or park it for `strata approve` / `strata deny`."""
 
@@ -20,6 +24,10 @@ RunStatus = EndStatus | Literal["awaiting_approval"]
 
 SessionStatus = RunStatus | Literal["active", "idle"]
 """A session's status in the store's session table: a run's status, running (`active`), or resting (`idle`)."""
+
+ReceiptStatus = Literal["dispatched", "done", "failed", "unknown"]
+"""An effect receipt's status (memory/rows.py Receipt)."""
+RECEIPT_STATUSES: tuple[ReceiptStatus, ...] = ("dispatched", "done", "failed", "unknown")
 
 Mode = Literal["interactive", "ipc", "headless", "daemon", "mcp"]
 """How a session is driven (core/events.py's session start, the store's session table)."""

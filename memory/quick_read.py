@@ -15,14 +15,23 @@ from pathlib import Path
 from typing import Any, get_args
 
 from config.quick import QuickConfig, quick_config
+from core.clock import canonical_time
 from core.delegate_keys import DELEGATE, child_of
 from core.record import record
 from core.snapshot_version import SNAPSHOT_VERSION
-from core.vocabulary import EVENT_SCHEMA_VERSION, TIMELINE_DECISIONS, Mode, SessionStatus
+from core.vocabulary import EVENT_SCHEMA_VERSION, RECEIPT_STATUSES, TIMELINE_DECISIONS, Mode, SessionStatus
 from memory import _read_only
-from memory._encoding import stored_data, stored_datetime, unpack_snapshot, unpack_summary
+from memory._encoding import stored_data, stored_datetime, unpack_hash, unpack_snapshot, unpack_summary
 from memory.migrations import MIGRATIONS
-from memory.read_sql import SEQ_BITS, SEQ_MASK, SESSION_SELECT, timeline_filter
+from memory.read_sql import (
+    SEQ_BITS,
+    SEQ_MASK,
+    SESSION_SELECT,
+    TIMELINE_COLS,
+    receipts_filter,
+    timeline_filter,
+    with_prev_hash,
+)
 
 QUICK_BUSY_S = 0.1
 """How long the quick way waits for a lock held elsewhere (a transaction of a process in exclusive locking mode, a
@@ -101,6 +110,27 @@ def _listed(words: tuple[str, ...]) -> str:
     return ", ".join("'" + w + "'" for w in words)
 
 
+@record(slots=True)
+class QuickReceipt:
+    """A receipt's row as memory/rows.py `receipt_from_row` reads it into a Receipt, its process group as the JSON
+    object that Receipt's `process.model_dump(mode="json")` gives."""
+
+    id: str
+    session_id: str
+    call_id: str
+    tool: str
+    status: str
+    idempotency_key: str
+    args_sha256: str
+    resource_keys: tuple[str, ...]
+    created_at: datetime
+    updated_at: datetime
+    outcome_sha256: str | None
+    note: str | None
+    reconciled_by: str | None
+    process: dict[str, Any] | None
+
+
 _NOT_AS_STORED = (
     "SELECT count(*) FROM sessions WHERE typeof(id) <> 'text' OR typeof(created_at) <> 'text' "
     "OR typeof(updated_at) <> 'text' OR typeof(workspace) <> 'text' OR typeof(model) <> 'text' "
@@ -155,11 +185,13 @@ class QuickRead:
 
     def timeline(self, num: int, *, kinds: Collection[str] | None = None,
                  tools: Collection[str] | None = None, decisions: Collection[str] | None = None,
-                 turn: int | None = None, since_seq: int | None = None) -> list[ShownRow] | None:
+                 turn: int | None = None, since_seq: int | None = None,
+                 since_at: datetime | None = None) -> list[ShownRow] | None:
         """The session's rows in seq order, filtered as the store filters them; None when a row is not as the
         store writes it (the full way reads such a row unvalidated, for `--verify` to name)."""
         where, params = timeline_filter(num << SEQ_BITS, kinds=kinds, tools=tools, decisions=decisions,
-                                        turn=turn, since_seq=since_seq)
+                                        turn=turn, since_seq=since_seq,
+                                        since_at=None if since_at is None else canonical_time(since_at))
         cursor = self._conn.execute(
             "SELECT key, at, turn, kind, tool, decision, check_name, outcome, duration_ms, summary, data, call_id "
             f"FROM timeline WHERE {where} ORDER BY key", params)
@@ -175,6 +207,39 @@ class QuickRead:
         except (TypeError, ValueError, OverflowError):
             return None
         return rows
+
+    def timeline_records(self, session_id: str, num: int, *, kinds: Collection[str] | None = None,
+                         tools: Collection[str] | None = None, decisions: Collection[str] | None = None,
+                         turn: int | None = None, since_seq: int | None = None,
+                         since_at: datetime | None = None) -> list[dict[str, Any]] | None:
+        """The session's rows as `strata timeline --json` prints them before masking (observability/
+        session_timeline.py `timeline_record` of the store's TimelineRow): the same rows, each field as the row's
+        model holds it (a whole-number duration is a float there), the `prev_hash` the table leaves out filled in
+        as the store fills it. None when a row is not as the store writes it (the full way reports it)."""
+        where, params = timeline_filter(num << SEQ_BITS, kinds=kinds, tools=tools, decisions=decisions, turn=turn,
+                                        since_seq=since_seq,
+                                        since_at=None if since_at is None else canonical_time(since_at))
+        stored = self._conn.execute(f"SELECT {TIMELINE_COLS} FROM timeline WHERE {where} ORDER BY key",
+                                    params).fetchall()
+        records = []
+        try:
+            for (key, kind, turn_, tool, decision, at, call_id, check, outcome, duration, prev_hash, digest,
+                 summary, data) in with_prev_hash(self._conn, stored):
+                values = stored_data(kind, check, data)
+                stamp = stored_datetime(at)
+                row = ShownRow(key & SEQ_MASK, stamp, turn_, kind, tool, decision, check, outcome, duration,
+                               unpack_summary(summary, outcome, tool, values), values)
+                if not _as_written(row, call_id):
+                    return None
+                records.append({
+                    "session_id": session_id, "seq": row.seq, "at": canonical_time(stamp), "turn": turn_,
+                    "kind": kind, "call_id": call_id, "tool": tool, "decision": decision, "check": check,
+                    "outcome": outcome, "duration_ms": None if duration is None else float(duration),
+                    "summary": row.summary, "data": values, "prev_hash": unpack_hash(prev_hash),
+                    "hash": unpack_hash(digest)})
+        except (TypeError, ValueError, OverflowError):
+            return None
+        return records
 
     def check_sessions(self) -> None:
         """ValueError when a session row is not as the store writes it (`_NOT_AS_STORED`, a time that is not ISO
@@ -217,6 +282,29 @@ class QuickRead:
                 "resource_keys, outcome_sha256, note, reconciled_by, process FROM receipts WHERE status = 'unknown'"):
             _receipt_as_stored(row)
             found[row[0]] = found.get(row[0], 0) + 1
+        return found
+
+    def receipts(self, session_id: str | None = None, status: str | None = None) -> list[QuickReceipt]:
+        """The receipts the store lists (memory/sqlite_store.py `list_receipts`: the same filter and order). Raises
+        ValueError when one is not as the store writes it: the full way reads each into a Receipt and fails
+        there."""
+        where, params = receipts_filter(session_id, status)
+        found = []
+        for row in self._conn.execute(
+                "SELECT session_id, id, call_id, tool, idempotency_key, args_sha256, created_at, updated_at, "
+                f"resource_keys, outcome_sha256, note, reconciled_by, process, status FROM receipts {where} "
+                "ORDER BY created_at, id", params):
+            *stored, status_ = row
+            _receipt_as_stored(tuple(stored))
+            if status_ not in RECEIPT_STATUSES:
+                raise ValueError("a receipt's status is not one the store writes")
+            (sid, rid, call_id, tool, key, args_sha, created, updated, keys, outcome, note, by, process) = stored
+            group = None if process is None else json.loads(process)
+            if group is not None:
+                json.dumps(group, ensure_ascii=False).encode("utf-8")  # a lone surrogate: UnicodeEncodeError
+            found.append(QuickReceipt(rid, sid, call_id, tool, status_, key, args_sha, tuple(json.loads(keys)),
+                                      datetime.fromisoformat(created), datetime.fromisoformat(updated), outcome,
+                                      note, by, group))
         return found
 
     def awaited_children(self) -> dict[str, str]:

@@ -4,8 +4,11 @@ filters `strata timeline` takes. Plain text and parameters: no models, no connec
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Collection
+from typing import Any
 
+from core.vocabulary import GENESIS_HASH
 from memory._encoding import pack_time, time_sql
 
 SEQ_BITS = 40
@@ -41,3 +44,62 @@ def timeline_filter(base: int, *, kinds: Collection[str] | None = None, tools: C
         clauses.append("(CASE typeof(at) WHEN 'integer' THEN at >= ? ELSE at >= ? END)")
         params.extend((pack_time(since_at), since_at))
     return " AND ".join(clauses), params
+
+
+TIMELINE_COLS = ("key, kind, turn, tool, decision, at, call_id, check_name, outcome, duration_ms, prev_hash, hash, "
+                 "summary, data")
+"""A timeline row's columns as the SQLite store writes and reads them (memory/timeline_rows.py `timeline_row`)."""
+
+_PREV = 10  # the index of prev_hash in TIMELINE_COLS
+_HASH = 11
+
+
+def with_prev_hash(conn: sqlite3.Connection, rows: list[Any]) -> list[Any]:
+    """SQLite rows (the columns of TIMELINE_COLS, in key order) with every `prev_hash` the table leaves NULL
+    filled in: the hash of the row before it (memory/_encoding.py). Read from the rows at hand when the row before
+    is among them, else looked up by key (one query for all). A row whose row before is gone (removed behind the
+    store's back) gets "", which links to nothing: verify names the missing row."""
+    out: list[Any] = []
+    wanted: set[int] = set()
+    before_key, before_hash = None, None
+    for row in rows:
+        key = row[0]
+        if row[_PREV] is None and key & SEQ_MASK != 1 and before_key != key - 1:
+            wanted.add(key - 1)
+        before_key, before_hash = key, row[_HASH]
+    found: dict[int, Any] = {}
+    if wanted:
+        keys = sorted(wanted)
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            found.update(conn.execute(f"SELECT key, hash FROM timeline WHERE key IN ({','.join('?' * len(chunk))})",
+                                      chunk).fetchall())
+    before_key, before_hash = None, None
+    for row in rows:
+        key, prev = row[0], row[_PREV]
+        if prev is None:
+            if key & SEQ_MASK == 1:
+                prev = GENESIS_HASH
+            elif before_key == key - 1:
+                prev = before_hash
+            else:
+                prev = found.get(key - 1, "")
+            row = (*row[:_PREV], prev, *row[_PREV + 1:])
+        out.append(row)
+        before_key, before_hash = key, row[_HASH]
+    return out
+
+
+def receipts_filter(session_id: str | None, status: str | None) -> tuple[str, list[str]]:
+    """The WHERE clause (with the word, or "") and its parameters for the receipts `strata receipts` lists: one
+    session's (or all), of one status (or any). A session's by a range of the idempotency key's unique index (a key
+    starts with its session id and a colon, which the store enforces): no scan of the table, and no index of its
+    own, which would cost every receipt insert another page."""
+    clauses, params = [], []
+    if session_id is not None:
+        clauses.append("idempotency_key > ? AND idempotency_key < ? AND session_id = ?")
+        params += [f"{session_id}:", f"{session_id};", session_id]
+    if status is not None:
+        clauses.append("status = ?")
+        params.append(status)
+    return (f"WHERE {' AND '.join(clauses)}" if clauses else ""), params

@@ -4,7 +4,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -15,10 +15,9 @@ from core.events import Event, Mode
 from core.processes import ProcessGroup
 from core.record import record
 from core.timeline import TimelineEntry
+from core.vocabulary import RECEIPT_STATUSES as RECEIPT_STATUSES
+from core.vocabulary import ReceiptStatus as ReceiptStatus
 from core.vocabulary import SessionStatus
-
-ReceiptStatus = Literal["dispatched", "done", "failed", "unknown"]
-RECEIPT_STATUSES: tuple[ReceiptStatus, ...] = ("dispatched", "done", "failed", "unknown")
 
 
 class _Row(BaseModel):

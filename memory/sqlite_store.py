@@ -61,7 +61,7 @@ from memory.chain_binding import ChainBinding, bind
 from memory.copy import SessionDump
 from memory.leases import describe
 from memory.migrations import MIGRATIONS, migrate
-from memory.read_sql import SESSION_SELECT, timeline_filter
+from memory.read_sql import SESSION_SELECT, receipts_filter, timeline_filter
 from memory.rows import (
     ChainRecord,
     LeaseHolder,
@@ -667,17 +667,7 @@ class SqliteEventStore:
 
     async def list_receipts(self, session_id: str | None = None,
                             status: ReceiptStatus | None = None) -> list[Receipt]:
-        clauses, params = [], []
-        if session_id is not None:
-            # A range of the idempotency key's unique index (a key starts with its session id and a colon, which
-            # `_append` enforces): one session's receipts without a scan of the table, and no index of its own,
-            # which would cost every receipt insert another page.
-            clauses.append("idempotency_key > ? AND idempotency_key < ? AND session_id = ?")
-            params += [f"{session_id}:", f"{session_id};", session_id]
-        if status is not None:
-            clauses.append("status = ?")
-            params.append(status)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        where, params = receipts_filter(session_id, status)  # shared with the quick read (memory/quick_read.py)
         rows = await self._read(lambda conn: conn.execute(
             f"SELECT {_RECEIPT_COLS} FROM receipts {where} ORDER BY created_at, id", params).fetchall())
         return [receipt_from_row(r) for r in rows]

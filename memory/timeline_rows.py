@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
 
-from core.chain import GENESIS_HASH
 from core.timeline import TimelineRow, marked_damaged
 from memory._encoding import (
     stored_data,
@@ -21,53 +19,12 @@ from memory._encoding import (
     unpack_summary,
     unpack_values,
 )
+from memory.read_sql import SEQ_MASK as SEQ_MASK
+from memory.read_sql import TIMELINE_COLS as TIMELINE_COLS
+from memory.read_sql import with_prev_hash as with_prev_hash
 from memory.rows import shown_value, validation_problem
 
-SEQ_MASK = (1 << 40) - 1
-TIMELINE_COLS = ("key, kind, turn, tool, decision, at, call_id, check_name, outcome, duration_ms, prev_hash, hash, "
-                 "summary, data")
-
 _UNREADABLE = datetime.min.replace(tzinfo=UTC)
-
-
-_PREV = 10  # the index of prev_hash in TIMELINE_COLS
-_HASH = 11
-
-
-def with_prev_hash(conn: sqlite3.Connection, rows: list[Any]) -> list[Any]:
-    """SQLite rows (the columns of TIMELINE_COLS, in key order) with every `prev_hash` the table leaves NULL
-    filled in: the hash of the row before it (memory/_encoding.py). Read from the rows at hand when the row before
-    is among them, else looked up by key (one query for all). A row whose row before is gone (removed behind the
-    store's back) gets "", which links to nothing: verify names the missing row."""
-    out: list[Any] = []
-    wanted: set[int] = set()
-    before_key, before_hash = None, None
-    for row in rows:
-        key = row[0]
-        if row[_PREV] is None and key & SEQ_MASK != 1 and before_key != key - 1:
-            wanted.add(key - 1)
-        before_key, before_hash = key, row[_HASH]
-    found: dict[int, Any] = {}
-    if wanted:
-        keys = sorted(wanted)
-        for start in range(0, len(keys), 500):
-            chunk = keys[start:start + 500]
-            found.update(conn.execute(f"SELECT key, hash FROM timeline WHERE key IN ({','.join('?' * len(chunk))})",
-                                      chunk).fetchall())
-    before_key, before_hash = None, None
-    for row in rows:
-        key, prev = row[0], row[_PREV]
-        if prev is None:
-            if key & SEQ_MASK == 1:
-                prev = GENESIS_HASH
-            elif before_key == key - 1:
-                prev = before_hash
-            else:
-                prev = found.get(key - 1, "")
-            row = (*row[:_PREV], prev, *row[_PREV + 1:])
-        out.append(row)
-        before_key, before_hash = key, row[_HASH]
-    return out
 
 
 def timeline_row(session_id: str, row: Any) -> TimelineRow:

@@ -1,6 +1,7 @@
 """`strata timeline` the full way: the store opened by the reading parts (agent/reading.py) with the session's
-config, for what the quick way (agent/cli/quick_timeline.py) does not answer: `--json`, `--follow`, `--verify`,
-`--children`, a time for `--since`, a home on PostgreSQL, a config file not yet known valid, and every error."""
+config, for what the quick way (agent/cli/quick_timeline.py) does not answer: `--follow`, `--verify`, `--children`,
+a home on PostgreSQL, a config file not yet known valid, `--json` where its masking needs the full way, and every
+error."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`strata sessions` (the full way), `strata show ID` and `strata receipts [ID]`: reading commands. They open the
+"""`strata sessions` and `strata receipts [ID]` (the full ways), and `strata show ID`: reading commands. They open the
 database read-only (a home that cannot be written still serves) and mask what they print with the home's masker."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import click
 
 from agent.cli._common import Command, json_option
 from agent.cli.output import echo, echo_json
+from agent.cli.receipt_lines import print_receipts
 from agent.cli.session_list import print_sessions, session_view, shown_status
 from agent.cli.views import receipt_view, show_view
 from agent.reading import Reader
@@ -20,7 +21,7 @@ from core.errors import DamagedEvent, DamagedSession, SessionNotFound
 from core.state import Counters, FoldError
 from memory.leases import make_liveness
 from memory.restore import restore, restore_or_report
-from memory.rows import RECEIPT_STATUSES, SessionRecord
+from memory.rows import SessionRecord
 from memory.store import EventStore
 from observability.session_tree import tree_order
 
@@ -119,12 +120,9 @@ def show(session_id: str, as_json: bool) -> None:
         echo(f"open batch {view['open_batch']['batch_id']}: resume the session to finish it")
 
 
-@click.command()
-@click.argument("session_id", required=False)
-@click.option("--status", type=click.Choice(RECEIPT_STATUSES), default=None)
-@json_option
-def receipts(session_id: str | None, status: str | None, as_json: bool) -> None:
-    """List effect receipts (of one session, or all)."""
+def list_receipts(session_id: str | None, status: str | None, as_json: bool) -> None:
+    """`strata receipts` the full way: the store opened by the reading parts (agent/cli/receipts_cmd.py tries the
+    quick way first)."""
     cmd = Command()
 
     async def main() -> list[dict[str, Any]]:
@@ -136,14 +134,4 @@ def receipts(session_id: str | None, status: str | None, as_json: bool) -> None:
             rows = await rt.store.list_receipts(cmd.session_id or None, status)  # type: ignore[arg-type]
             return [receipt_view(r, rt.masker) for r in rows]
 
-    views = cmd.run(main)
-    if as_json:
-        for v in views:
-            echo_json(v)
-        return
-    if not views:
-        echo("no receipts")
-    for v in views:
-        extra = f"  ({v['reconciled_by']}: {v['note']})" if v["reconciled_by"] else ""
-        echo(f"{v['id']}  {v['reads']:<11} {v['tool']:<10} call {v['call_id']}  session {v['session_id']}"
-             f"{extra}")
+    print_receipts(cmd.run(main), as_json)

@@ -30,7 +30,8 @@ COMMANDS = (
           "List sessions, oldest first, each delegated child indented under its parent.", quick=True),
     Entry("show", "agent.cli.inspect_cmds:show",
           "Show a session and its conversation as the next model request would carry it."),
-    Entry("receipts", "agent.cli.inspect_cmds:receipts", "List effect receipts (of one session, or all)."),
+    Entry("receipts", "agent.cli.receipts_cmd:receipts", "List effect receipts (of one session, or all).",
+          quick=True),
     Entry("reconcile", "agent.cli.reconcile_cmd:reconcile_cmd",
           "Decide the outcome of an unknown effect: `reconcile RECEIPT --applied|--not-applied`, or "
           "`reconcile --probe [SESSION]`."),

@@ -15,13 +15,11 @@ the full way shows '?'; `strata show ID` and `strata timeline ID --verify` repor
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from typing import Any
 
+from agent.cli.quick_mask import QuickMasker
 from agent.cli.session_list import print_sessions, session_view, shown_status
-from config.masking_key import KEY_FILE
-from config.seen_secrets import SeenSecrets, home_masker
 from core.clock import SystemClock
 from memory.liveness import make_liveness
 from memory.quick_read import open_home
@@ -35,14 +33,13 @@ def quick_sessions(as_json: bool) -> bool:
         return False
     config, db = opened
     try:
-        if not (config.home / KEY_FILE).is_file():  # the full way creates the key (the quick way writes nothing)
+        quick_masker = QuickMasker.of(config)
+        if quick_masker is None:
             return False
         rows = db.session_rows()
         numbers = {rec.id: num for rec, num in rows}
         unknown = db.unknown_receipts()
-        masker = home_masker(config.home, os.environ, extra_secrets=config.secrets, read_only=True)
-        remembered, to_remember = set(SeenSecrets(config.home).values), []
-        masker.on_known = lambda value: None if value in remembered else to_remember.append(value)
+        masker = quick_masker.masker
         alive = make_liveness(SystemClock())
         by_id = {rec.id: rec for rec, _ in rows}
         awaited = db.awaited_children()
@@ -55,7 +52,7 @@ def quick_sessions(as_json: bool) -> bool:
         return False
     finally:
         db.close()
-    if to_remember:  # a known secret the home has not remembered yet: the full way remembers it (it writes)
+    if quick_masker.wrote:  # a known secret the home has not remembered yet: the full way remembers it (it writes)
         return False
     print_sessions(views, as_json)
     return True

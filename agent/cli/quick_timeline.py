@@ -1,28 +1,35 @@
-"""`strata timeline ID` the quick way: the table of a session's rows read straight from the SQLite file with the
-standard library (memory/quick_read.py), without the config's models, the store, the event loop or the logging a
-full command sets up, so that it answers in about the time the interpreter takes to start.
+"""`strata timeline ID [--json]` the quick way: the table of a session's rows (or its JSON lines) read straight from
+the SQLite file with the standard library (memory/quick_read.py), without the config's models, the store, the event
+loop or the logging a full command sets up, so that it answers in about the time the interpreter takes to start.
 
 It answers only what it can answer exactly as the full way (agent/cli/_timeline_full.py) would, and otherwise
 says so and leaves the command to the full way, which also reports every error:
 - no `STRATA_*` setting in the environment, and the user's config file (if any) holding bytes a full load has
   validated (config/checked.py) and not naming a PostgreSQL store;
 - the session named by its id, `last`, or a unique prefix; its workspace's project file (if any) known valid;
-- a current database, rows as the store writes them, and `--kind` values the command knows or the session holds.
+- a current database, rows as the store writes them, and `--kind` values the command knows or the session holds;
+- for `--json`, which masks the call ids and workspaces it prints: the home's masking key there (the full way
+  creates it), the project file naming no secrets (`[secrets]`, `[mcp]`: the full way knows whether they count),
+  and no known secret met that the home has not remembered (the full way writes it down): agent/cli/quick_mask.py.
 The rows are the same rows (one SQL filter: memory.read_sql.py) drawn by the same code
-(agent/cli/timeline_table.py)."""
+(agent/cli/timeline_table.py), or made into the same records (observability/session_timeline.py `shown_record`)."""
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
+from agent.cli.output import echo_document
+from agent.cli.quick_mask import QuickMasker
 from agent.cli.timeline_table import TIMELINE_KINDS, print_rows
 from agent.refs import LAST, MIN_PREFIX
-from config.quick import project_known_valid
+from config.quick import project_adds_no_secrets, project_known_valid
+from core.terminal_text import json_line
 from memory.quick_read import QuickRead, SessionRow, open_home
 
 
-def _session(db: QuickRead, ref: str) -> tuple[SessionRow, int] | None:
+def session_of(db: QuickRead, ref: str) -> tuple[SessionRow, int] | None:
     """The session `ref` names as agent/ids.py `match_session` finds it (every row checked as the full way reads
     them all: `QuickRead.session_rows`); None where that is an error (the full way reports it)."""
     ref = ref.strip()
@@ -35,29 +42,61 @@ def _session(db: QuickRead, ref: str) -> tuple[SessionRow, int] | None:
     return found[0] if len(found) == 1 else None
 
 
-def quick_timeline(session_ref: str, filters: dict[str, Any]) -> bool:
-    """Print the session's table and say True, or say False (nothing printed) for the full way to run."""
+def quick_timeline(session_ref: str, filters: dict[str, Any], *, as_json: bool = False) -> bool:
+    """Print the session's table (or, `as_json`, its rows as JSON lines, masked as the full way masks them) and
+    say True, or say False (nothing printed) for the full way to run."""
     opened = open_home()
     if opened is None:
         return False
     config, db = opened
+    records: list[dict[str, Any]] | None = None
+    rows = None
     try:
-        found = _session(db, session_ref)
-        if found is None or not project_known_valid(config.home, found[0].workspace):
+        found = session_of(db, session_ref)
+        if found is None:
             return False
         session, num = found
+        known = (project_adds_no_secrets if as_json else project_known_valid)(config.home, session.workspace)
+        if not known:
+            return False
         kinds = filters["kinds"] or ()
         unknown = [k for k in kinds if k not in TIMELINE_KINDS]
         if unknown and not set(unknown) <= db.kinds_held(num, unknown):
             return False
-        rows = db.timeline(num, kinds=filters["kinds"], tools=filters["tools"], decisions=filters["decisions"],
-                           turn=filters["turn"], since_seq=filters["since_seq"])
+        if as_json:
+            masker = QuickMasker.of(config)
+            if masker is None:
+                return False
+            records = db.timeline_records(session.id, num, **filters)
+            if records is None:
+                return False
+            records = [shown(record, masker.mask) for record in records]
+            if masker.wrote:  # the full way remembers a secret it met (it writes to the home)
+                return False
+        else:
+            rows = db.timeline(num, **filters)
     except (sqlite3.Error, ValueError, OSError):  # the full way reports what is wrong (a workspace that cannot be
         # looked at, say: ENAMETOOLONG, EACCES), as it reports every error
         return False
     finally:
         db.close()
+    if records is not None:
+        if records:
+            echo_document("".join(json_line(record) + "\n" for record in records))
+        return True
     if rows is None:
         return False
     print_rows(session.id, rows, any(value is not None for value in filters.values()))
     return True
+
+
+def shown(record: dict[str, Any], mask: Callable[[str], str]) -> dict[str, Any]:
+    """A row's record as `--json` shows it: observability/session_timeline.py `shown_record`, which masks the
+    call id and the workspace a lifecycle row's data names on the way out (tests/cli/test_quick_json.py holds the
+    two to the same output)."""
+    if record.get("call_id"):
+        record["call_id"] = mask(record["call_id"])
+    data = record.get("data")
+    if isinstance(data, dict) and isinstance(data.get("workspace"), str):
+        record["data"] = {**data, "workspace": mask(data["workspace"])}
+    return record

@@ -2,7 +2,8 @@
 `--follow` tails a live session, `--verify` re-checks both keyed hash chains and the recorded heads against the
 database and the evidence ledger (observability/chain_verify.py).
 
-The table of a session in a SQLite home is printed the quick way (agent/cli/quick_timeline.py) when it can be;
+The table or the JSON lines of a session in a SQLite home are printed the quick way (agent/cli/quick_timeline.py)
+when they can be;
 everything else, errors included, goes the full way (agent/cli/_timeline_full.py). This module imports neither
 until it knows which."""
 
@@ -69,11 +70,11 @@ def timeline(session_ref: str, kinds: tuple[str, ...], tools: tuple[str, ...], d
     since_seq, since_at = _since(since)
     filters: dict[str, Any] = {"kinds": kinds or None, "tools": tools or None, "decisions": decisions or None,
                                "turn": turn, "since_seq": since_seq, "since_at": since_at}
-    if not (as_json or follow or verify or children or since_at is not None or full_way.asked()):
+    if not (follow or verify or children or full_way.asked()):
         from agent.cli.quick_timeline import quick_timeline
 
         try:
-            if quick_timeline(session_ref, filters):
+            if quick_timeline(session_ref, filters, as_json=as_json):
                 return
         except KeyboardInterrupt:
             echo("strata: interrupted", err=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.cli.receipt_lines import receipt_fields
+from agent.cli.receipt_lines import receipt_reads as receipt_reads
 from agent.cli.session_list import session_view
 from core.clock import iso
 from core.events import StoredEvent
@@ -12,37 +14,9 @@ from core.state import SessionState
 from memory.rows import Receipt, SessionRecord
 
 
-def receipt_reads(r: Receipt) -> str:
-    """A receipt's status as people read it: one a person or a probe reconciled says what was decided (`applied`,
-    `not applied`), not the status that records it (`done`, `failed`)."""
-    if r.reconciled_by:
-        if r.status == "failed":
-            return "not applied"
-        if r.status == "done":
-            return "applied"
-    return r.status
-
-
 def receipt_view(r: Receipt, masker: Masker) -> dict[str, Any]:
-    """Masked where a secret can show: resource keys name paths, notes and names are typed by people, and the call
-    id (in the idempotency key too) and the tool name were chosen by the model."""
-    return {
-        "id": r.id,
-        "session_id": r.session_id,
-        "call_id": masker.mask(r.call_id),
-        "tool": masker.mask(r.tool),
-        "status": r.status,
-        "reads": receipt_reads(r),
-        "idempotency_key": masker.mask(r.idempotency_key),
-        "args_sha256": r.args_sha256,
-        "resource_keys": [masker.mask(k) for k in r.resource_keys],
-        "created_at": iso(r.created_at),
-        "updated_at": iso(r.updated_at),
-        "outcome_sha256": r.outcome_sha256,
-        "note": masker.mask(r.note) if r.note else r.note,
-        "reconciled_by": masker.mask(r.reconciled_by) if r.reconciled_by else r.reconciled_by,
-        "process": None if r.process is None else r.process.model_dump(mode="json"),
-    }
+    """A receipt as `strata receipts --json` shows it (agent/cli/receipt_lines.py `receipt_fields`)."""
+    return receipt_fields(r, masker, None if r.process is None else r.process.model_dump(mode="json"))
 
 
 def open_batch_view(state: SessionState) -> dict[str, Any] | None:

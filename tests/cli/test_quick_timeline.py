@@ -51,7 +51,8 @@ def test_the_quick_way_prints_exactly_what_the_full_way_prints_for_every_filter(
     for args in ([session], [session[:10]], ["last"], [session, "--kind", "call"],
                  [session, "--kind", "call", "--decision", "denied"], [session, "--decision", "allowed"],
                  [session, "--tool", "read_file", "--turn", "2"], [session, "--since", "5"],
-                 [session, "--kind", "hook"], [session, "--decision", "parked"]):
+                 [session, "--kind", "hook"], [session, "--decision", "parked"],
+                 [session, "--since", "2020-01-01T00:00:00"], [session, "--since", "2999-01-01T00:00:00+05:00"]):
         quick, took_quick = _timeline(cli, tmp_path, *args)
         assert quick.returncode == 0 and took_quick, (args, quick.stderr)
         full = cli.run("--verbose", "timeline", *args)
@@ -64,9 +65,10 @@ def test_the_quick_way_prints_exactly_what_the_full_way_prints_for_every_filter(
 
 def test_errors_and_what_the_quick_way_does_not_draw_go_the_full_way(
         cli: StrataCLI, session: str, tmp_path: Path) -> None:
-    for args, code, says in (([session, "--json"], 0, '"hash"'), (["no-such-session-id"], 1, "no-such-session-id"),
-                             ([session[:4]], 2, "too short"), ([session, "--kind", "nonsense"], 2, "--kind"),
-                             ([session, "--since", "2020-01-01T00:00:00"], 0, "timeline of session")):
+    for args, code, says in ((["no-such-session-id"], 1, "no-such-session-id"), ([session[:4]], 2, "too short"),
+                             ([session, "--kind", "nonsense"], 2, "--kind"),
+                             ([session, "--json", "--kind", "nonsense"], 2, "--kind"),
+                             ([session, "--verify"], 0, "chain verified"), ([session, "--children"], 0, "timeline of")):
         done, took_quick = _timeline(cli, tmp_path, *args)
         assert (done.returncode, took_quick) == (code, False), (args, done.stderr)
         assert says in done.stdout + done.stderr, (args, done.stdout, done.stderr)

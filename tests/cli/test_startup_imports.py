@@ -67,9 +67,11 @@ def test_reading_commands_import_neither_the_session_machinery_nor_the_model_sdk
     for args, shows, rich, quick in (
             (["sessions"], sid, False, True), (["sessions", "--json"], sid, False, True),
             (["--verbose", "sessions"], sid, False, False),
-            (["timeline", sid, "--json"], '"tool": "read_file"', False, False),
+            (["timeline", sid, "--json"], '"tool": "read_file"', False, True),
+            (["--verbose", "timeline", sid, "--json"], '"tool": "read_file"', False, False),
             (["timeline", sid, "--kind", "call", "--decision", "denied"], "no timeline rows", False, True),
-            (["show", sid, "--json"], sid, False, False), (["receipts"], "no receipts", False, False),
+            (["show", sid, "--json"], sid, False, False), (["receipts"], "no receipts", False, True),
+            (["receipts", sid, "--json"], "", False, True), (["--verbose", "receipts"], "no receipts", False, False),
             (["timeline", sid], "read_file", False, True), (["--verbose", "timeline", sid], "read_file", False, False)):
         done, loaded = run_noting_modules(cli, args, tmp_path)
         assert done.returncode == 0, (args, done.stderr)
