@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from core import pattern_cache
+from core.indexed_file import build
 from tests.conftest import REPO
 
 _PATTERNS = [
@@ -73,14 +74,24 @@ def test_opcodes_the_engine_refuses_or_a_damaged_file_are_ignored_and_replaced(t
     for key, raw in list(entries.items()):
         flags, code, groups, groupindex, indexgroup = marshal.loads(raw)
         entries[key] = marshal.dumps((flags, [255, 255, *code], groups, groupindex, indexgroup))  # not SRE code
-    path.write_bytes(magic + marshal.dumps(entries))
+    path.write_bytes(build(magic, pattern_cache.entries(entries)))
     again = _child(path, _COMPARE)
     assert again["same"] is True and again["compiles"] == len(_PATTERNS) * 2
     fixed = pattern_cache.read(path)  # the refused entries were replaced by the code compiled anew
     assert all(marshal.loads(fixed[(p, f)])[1][:2] != [255, 255] for p, f in _PATTERNS)
 
-    for content in (b"", b"\x00garbage", magic + b"\x00garbage", magic + marshal.dumps([1, 2]),
-                    magic + marshal.dumps({("x", 0): "not bytes"}), marshal.dumps({})):
+    (pattern, flags) = _PATTERNS[0]
+    key = pattern_cache._file_key(pattern, flags)
+    opcodes = fixed[(pattern, flags)]
+    for content in (b"", b"\x00garbage", magic + b"\x00garbage", magic + b"\x03\x00\x00\x00[\x01\x00",
+                    build(magic, {key: b"\x00garbage"}), build(magic, {key: marshal.dumps(("x", 0))}),
+                    build(magic, {key: marshal.dumps((pattern, flags, "not bytes"))}),
+                    build(magic, {key: marshal.dumps((pattern, flags + 1, opcodes))}),  # another flag's: same key
+                    build(magic, {key: marshal.dumps((pattern.encode(), flags, opcodes))}),  # bytes, not text
+                    build(magic, {key: marshal.dumps((pattern, flags, opcodes))})[:-2],  # cut short
+                    build(b"", {key: marshal.dumps((pattern, flags, opcodes))}),  # no header
+                    b"strata-re\n" + magic[len(b"strata-re/indexed\n"):] + marshal.dumps({(pattern, flags): opcodes}),
+                    marshal.dumps({})):
         path.write_bytes(content)
         assert pattern_cache.read(path) == {}
         assert _child(path, _COMPARE)["same"] is True
