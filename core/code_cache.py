@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 from types import CodeType
 from typing import Any
+from zlib import crc32
 
 from core.indexed_file import IndexedFile, build, text_key
 from core.regular_file import NotRegular, read_regular
@@ -91,30 +92,22 @@ def _compiled(key: str, source: str, mode: str) -> CodeType:
     global compiles
     code = _codes.get(key)
     if code is None:
-        file_key = text_key(key)
-        code = _entry_code(key, _file.get(file_key))
+        file_key = crc32(key.encode("utf-8", "surrogatepass")) & 0x3FFFFFFF  # text_key, inline: ~600 sources run
+        raw = _file.get(file_key)  # this on a resume's way in
+        if raw is not None:
+            try:
+                entry = marshal.loads(raw)
+            except (ValueError, EOFError, TypeError):
+                entry = None
+            if type(entry) is tuple and len(entry) == 2 and entry[0] == key and type(entry[1]) is CodeType:
+                code = entry[1]  # the source is kept to check: two sources may share a file key
+                _used.add(file_key)
         if code is None:
             code = compile(source, "<string>", mode, dont_inherit=True)
             compiles += 1
             with contextlib.suppress(ValueError):  # never expected (code marshals); not kept if it happened
                 _fresh.setdefault(file_key, marshal.dumps((key, code)))
-        else:
-            _used.add(file_key)
         _codes[key] = code
-    return code
-
-
-def _entry_code(key: str, raw: bytes | None) -> CodeType | None:
-    """The code of an entry if it is `key`'s (two sources may share a file key: the source is kept to check)."""
-    if raw is None:
-        return None
-    try:
-        entry = marshal.loads(raw)
-    except (ValueError, EOFError, TypeError):
-        return None
-    if type(entry) is not tuple or len(entry) != 2 or entry[0] != key or not isinstance(entry[1], CodeType):
-        return None
-    code: CodeType = entry[1]
     return code
 
 
@@ -185,10 +178,9 @@ def save(path: Path) -> None:
     if not fresh:
         return
     file = _file
-    keys = file.entry_keys()
-    if len(keys) + len(fresh) > MAX_ENTRIES:
-        keys = [key for key in keys if key in _used]
-    keep = {key: raw for key in keys if key not in fresh and (raw := file.get(key)) is not None}
+    keep = file.entries()
+    if len(keep) + len(fresh) > MAX_ENTRIES:
+        keep = {key: raw for key, raw in keep.items() if key in _used}
     keep.update(fresh)
     data = build(_MAGIC, keep)
     try:

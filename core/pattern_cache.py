@@ -90,7 +90,7 @@ def _file_key(pattern: str | bytes, flags: int) -> int:
     return text_key(pattern, flags ^ 0xFFFFFFFF if isinstance(pattern, bytes) else flags)
 
 
-def _from_saved(pattern: str | bytes, flags: int, raw: bytes) -> Any:
+def _from_saved(pattern: str | bytes, flags: int, raw: bytes | memoryview) -> Any:
     try:
         entry = marshal.loads(raw)
         if type(entry) is not tuple or len(entry) != 3 or type(entry[2]) is not bytes:
@@ -187,10 +187,9 @@ def save(path: Path) -> None:
     if not made:
         return
     file = _file
-    keys = file.entry_keys()
-    if len(keys) + len(made) > MAX_ENTRIES:
-        keys = [key for key in keys if key in _used]
-    keep = {key: raw for key in keys if key not in made and (raw := file.get(key)) is not None}
+    keep = file.entries()
+    if len(keep) + len(made) > MAX_ENTRIES:
+        keep = {key: raw for key, raw in keep.items() if key in _used}
     keep.update(made)
     data = build(_MAGIC, keep)
     try:
