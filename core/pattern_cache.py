@@ -22,7 +22,9 @@ import contextlib
 import importlib
 import importlib.util
 import marshal
+import os
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -41,8 +43,24 @@ except ImportError:  # another implementation of `re`: nothing is installed
 MAX_ENTRIES = 2048
 """A saved file keeps at most this many patterns (past it, only the ones this process used)."""
 
-_MAGIC = (b"strata-re/indexed\n" + importlib.util.MAGIC_NUMBER + str(getattr(_sre, "MAGIC", "")).encode()
-          + b"\n")
+
+
+def _fingerprint() -> bytes:
+    """This interpreter's build and its `re` compiler's and parser's source files (size and time): a file written
+    under the same fingerprint was written by a start whose probe (`install`) found `re` compiling as this module
+    does, so a start that finds one need not run the probe again."""
+    parts = [sys.version]
+    for module in (_compiler, _parser):
+        try:
+            found = os.stat(module.__file__)
+            parts.append(f"{found.st_size}:{found.st_mtime_ns}")
+        except (OSError, TypeError, AttributeError):  # no such file (a frozen module, say): never the same as one
+            parts.append("?")
+    return "|".join(parts).encode("utf-8", "backslashreplace")
+
+
+_MAGIC = (b"strata-re/indexed\n" + importlib.util.MAGIC_NUMBER + str(getattr(_sre, "MAGIC", "")).encode() + b"\n"
+          + _fingerprint() + b"\n")
 _Key = tuple[str | bytes, int]
 _file = IndexedFile()
 """The loaded file: each entry is `(pattern, flags, opcodes)`, the opcodes still marshalled, read when the pattern
@@ -107,27 +125,34 @@ def _from_saved(pattern: str | bytes, flags: int, raw: bytes | memoryview) -> An
         return None
 
 
-def install() -> bool:
-    """Compile patterns through `compile_pattern` from now on in this process. False (nothing changed) where `re` is not
-    the one this module knows (its compiler's parts missing, or a probe pattern compiled here differs from what `re`
-    makes of it: another Python's engine), or something else already stands in for its compiler."""
-    global _original, _recording, compiles
+def install(path: Path | None = None) -> bool:
+    """Compile patterns through `compile_pattern` from now on in this process, taking the patterns saved at `path`
+    (when given). False (nothing changed) where `re` is not the one this module knows (its compiler's parts missing,
+    or a probe pattern compiled here differs from what `re` makes of it: another Python's engine), or something else
+    already stands in for its compiler. The probe (two compiles by `re`'s parser, ~5M instructions, about 1 ms of
+    every start) is skipped when `path` holds patterns saved under this interpreter's and `re`'s fingerprint: the
+    start that saved them ran it on the same `re`."""
+    global _original, _recording, compiles, _file
     if _sre is None or _original is not None or not callable(getattr(_compiler, "_code", None)):
         return False
     if getattr(_compiler.compile, "__module__", None) != _compiler.__name__:
         return False
-    _original, recording, counted = _compiler.compile, _recording, compiles
-    _recording = False  # the probe is neither kept nor counted
-    try:
-        probe = r"(?P<word>[a-z_]+)\s*(?:=|:)\s*(\d+|\"[^\"]*\")$"
-        same = compile_pattern(probe, re.IGNORECASE) == _original(probe, re.IGNORECASE)
-    except Exception:  # any failure of the probe: leave `re` as it is
-        same = False
-    finally:
-        _recording, compiles = recording, counted
-    if not same:
-        _original = None
-        return False
+    file = _read_file(path) if path is not None else IndexedFile()
+    _original = _compiler.compile
+    if not len(file):
+        recording, counted = _recording, compiles
+        _recording = False  # the probe is neither kept nor counted
+        try:
+            probe = r"(?P<word>[a-z_]+)\s*(?:=|:)\s*(\d+|\"[^\"]*\")$"
+            same = compile_pattern(probe, re.IGNORECASE) == _original(probe, re.IGNORECASE)
+        except Exception:  # any failure of the probe: leave `re` as it is
+            same = False
+        finally:
+            _recording, compiles = recording, counted
+        if not same:
+            _original = None
+            return False
+    _file = file
     _compiler.compile = compile_pattern
     return True
 
