@@ -10,9 +10,23 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from core import code_cache
-from core.indexed_file import build, text_key
+from core.indexed_file import IndexedFile, build, text_key
 from tests.conftest import REPO
+
+
+@pytest.fixture(autouse=True)
+def _own_cache_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test runs against a cache state of its own. A module that imported agent.cli.main earlier in this worker
+    loaded the checkout's real file (agent/cli/startup_code.py), where a test's source may already be (a test then
+    found it compiled: flaky); and a later `startup_code.save()` in the worker wrote every source compiled here into
+    that file (the checkout's file held this module's test sources, ~2,000 of them)."""
+    monkeypatch.setattr(code_cache, "_codes", {})
+    monkeypatch.setattr(code_cache, "_fresh", {})
+    monkeypatch.setattr(code_cache, "_used", set())
+    monkeypatch.setattr(code_cache, "_file", IndexedFile())
 
 
 def test_generated_source_runs_as_exec_would_without_this_modules_future_flags() -> None:
@@ -79,7 +93,7 @@ def test_a_damaged_entry_is_replaced_at_the_next_save_and_the_others_are_kept(tm
     code_cache.run(damaged, {})
     assert code_cache.compiles == before + 1
     code_cache.save(path)
-    assert {kept, damaged} <= set(code_cache.read(path))  # (with what earlier tests here compiled)
+    assert set(code_cache.read(path)) == {kept, damaged}
 
 
 def test_a_start_unmarshals_the_files_index_and_the_code_it_runs_not_the_whole_file(tmp_path: Path) -> None:
