@@ -9,7 +9,9 @@ Python keeps `.pyc` files (`default_path`: under `PYTHONPYCACHEPREFIX` when that
 under `PYTHONDONTWRITEBYTECODE`, agent/cli/startup_code.py). Whoever can write there can replace the bytecode
 too, so the file is trusted as the `.pyc` files beside it are. It holds code objects keyed by their whole source
 text, so a source that changes (another Python, another version of a library) is simply compiled anew; a file
-that cannot be read as such a mapping is ignored (and replaced on the next save).
+that cannot be read as such is ignored (and replaced on the next save). The file is indexed (core/indexed_file.py):
+a start reads the code of the sources it runs, not the whole file (a development checkout's holds every module's,
+~2,800 sources, 1 MB, when a command runs a few hundred).
 
 Compiling as `exec` would: file name `<string>`, and without inheriting this module's `__future__` flags (the
 callers' modules have none that matter, and `dataclasses` has none at all)."""
@@ -17,6 +19,7 @@ callers' modules have none that matter, and `dataclasses` has none at all)."""
 from __future__ import annotations
 
 import builtins
+import contextlib
 import importlib.util
 import marshal
 import os
@@ -24,20 +27,25 @@ import sys
 from pathlib import Path
 from types import CodeType
 from typing import Any
+from zlib import crc32
 
+from core.indexed_file import IndexedFile, build, text_key
 from core.regular_file import NotRegular, read_regular
 
 MAX_ENTRIES = 4096
 """A saved file keeps at most this many sources (past it, only the ones this process used)."""
 
-_MAGIC = b"strata-code\n" + importlib.util.MAGIC_NUMBER
+_MAGIC = b"strata-code/indexed\n" + importlib.util.MAGIC_NUMBER
 """The file's first bytes: what it is, and the bytecode version of the code it holds (as a `.pyc` says)."""
 _codes: dict[str, CodeType] = {}
 """Code this process compiled or took from the file, by source."""
-_saved: dict[str, bytes] = {}
-"""The loaded file's code, each still marshalled: a source is unmarshalled when it is first run (a command runs
+_file = IndexedFile()
+"""The loaded file: each entry is `(source, code)` marshalled, read when its source is first run (a command runs
 some of the file's sources, not all)."""
-_used: set[str] = set()
+_fresh: dict[int, bytes] = {}
+"""Entries this process made for sources the file lacks (or holds damaged), marshalled, by key: what `save` adds."""
+_used: set[int] = set()
+"""The keys of the file's entries this process ran."""
 compiles = 0
 """Sources this process compiled (not found compiled): what a test reads to see the file was used."""
 
@@ -84,23 +92,23 @@ def _compiled(key: str, source: str, mode: str) -> CodeType:
     global compiles
     code = _codes.get(key)
     if code is None:
-        code = _unmarshal(_saved.get(key))
+        file_key = crc32(key.encode("utf-8", "surrogatepass")) & 0x3FFFFFFF  # text_key, inline: ~600 sources run
+        raw = _file.get(file_key)  # this on a resume's way in
+        if raw is not None:
+            try:
+                entry = marshal.loads(raw)
+            except (ValueError, EOFError, TypeError):
+                entry = None
+            if type(entry) is tuple and len(entry) == 2 and entry[0] == key and type(entry[1]) is CodeType:
+                code = entry[1]  # the source is kept to check: two sources may share a file key
+                _used.add(file_key)
         if code is None:
             code = compile(source, "<string>", mode, dont_inherit=True)
             compiles += 1
+            with contextlib.suppress(ValueError):  # never expected (code marshals); not kept if it happened
+                _fresh.setdefault(file_key, marshal.dumps((key, code)))
         _codes[key] = code
-    _used.add(key)
     return code
-
-
-def _unmarshal(raw: bytes | None) -> CodeType | None:
-    if raw is None:
-        return None
-    try:
-        code = marshal.loads(raw)
-    except (ValueError, EOFError, TypeError):
-        return None
-    return code if isinstance(code, CodeType) else None
 
 
 def run(source: Any, globals: dict[str, Any] | None = None, locals: dict[str, Any] | None = None, /) -> None:
@@ -122,17 +130,11 @@ def default_path() -> Path | None:
     return here / "__pycache__" / name
 
 
-def _read_raw(path: Path) -> dict[str, bytes]:
+def _read_file(path: Path) -> IndexedFile:
     try:
-        raw = regular_file_bytes(path)
-        if not raw.startswith(_MAGIC):
-            return {}  # another Python's code (or no code at all)
-        data = marshal.loads(raw[len(_MAGIC):])
-    except (OSError, ValueError, EOFError, TypeError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {source: code for source, code in data.items() if isinstance(source, str) and isinstance(code, bytes)}
+        return IndexedFile.parse(regular_file_bytes(path), _MAGIC)  # another Python's code (or none): empty
+    except OSError:
+        return IndexedFile()
 
 
 def regular_file_bytes(path: Path) -> bytes:
@@ -145,35 +147,50 @@ def regular_file_bytes(path: Path) -> bytes:
 
 
 def read(path: Path) -> dict[str, CodeType]:
-    """The compiled code saved at `path` by this Python; nothing for a missing or unreadable file, one another
-    Python wrote, or one that is not a mapping of source text to code (an entry that is not code is left out)."""
-    found = {source: _unmarshal(raw) for source, raw in _read_raw(path).items()}
-    return {source: code for source, code in found.items() if code is not None}
+    """The compiled code saved at `path` by this Python, by source; nothing for a missing or unreadable file, or one
+    another Python wrote (an entry that is not a source's code is left out)."""
+    found: dict[str, CodeType] = {}
+    file = _read_file(path)
+    for file_key in file.entry_keys():
+        raw = file.get(file_key)
+        try:
+            entry = marshal.loads(raw) if raw is not None else None
+        except (ValueError, EOFError, TypeError):
+            continue
+        if (type(entry) is tuple and len(entry) == 2 and type(entry[0]) is str and isinstance(entry[1], CodeType)
+                and text_key(entry[0]) == file_key):
+            found[entry[0]] = entry[1]
+    return found
 
 
 def load(path: Path) -> None:
-    """Take the compiled code saved at `path` (each source unmarshalled when it is first run)."""
-    for source, raw in _read_raw(path).items():
-        _saved.setdefault(source, raw)
+    """Take the compiled code saved at `path` (each source's read when it is first run)."""
+    global _file
+    _file = _read_file(path)
 
 
 def save(path: Path) -> None:
     """Write the compiled code to `path` if this process compiled any source the file lacks (atomically: a
     reader sees the old file or the new one). Best effort, as Python's own bytecode writes are: a failure to write
     changes nothing but the next start's speed."""
-    codes = dict(_codes)  # copied at once: the daemon's threads may define classes meanwhile
-    new = codes.keys() - _saved.keys()
-    if not new:
+    global _file
+    fresh = dict(_fresh)  # copied at once: the daemon's threads may define classes meanwhile
+    if not fresh:
         return
-    keep = dict(_saved)
-    if len(keep) + len(new) > MAX_ENTRIES:
-        keep = {s: raw for s, raw in keep.items() if s in _used}
+    file = _file
+    keep = file.entries()
+    if len(keep) + len(fresh) > MAX_ENTRIES:
+        keep = {key: raw for key, raw in keep.items() if key in _used}
+    keep.update(fresh)
+    data = build(_MAGIC, keep)
     try:
-        keep.update((s, marshal.dumps(codes[s])) for s in new)
-        write_file(path, _MAGIC + marshal.dumps(keep))
-    except (OSError, ValueError):
+        write_file(path, data)
+    except OSError:
         return
-    _saved.update(keep)
+    _file = IndexedFile.parse(data, _MAGIC)
+    for key in fresh:
+        _fresh.pop(key, None)
+        _used.add(key)
 
 
 def write_file(path: Path, data: bytes) -> None:

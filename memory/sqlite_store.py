@@ -210,7 +210,8 @@ class SqliteEventStore:
     async def _open_read_only(cls, path: Path, clock: Clock, busy_timeout_ms: int) -> SqliteEventStore | None:
         """The database opened read-only, or None when it must be opened as a writer (absent, or older schema)."""
         where = str(path)
-        if not await anyio.Path(path).is_file():
+        # pathlib's is_file off the loop, as anyio.Path does it, without importing anyio's file module (~1 ms)
+        if not await anyio.to_thread.run_sync(Path(path).is_file, abandon_on_cancel=True):
             return None
         for uri in _read_only.uris(where):
             db = await _connect(uri, where, uri=True)

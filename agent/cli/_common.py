@@ -138,7 +138,8 @@ class Command:
         found = await recorded_session(base.settings, session_ref=session_id, receipt_ref=receipt_id)
         self.session_id, self.receipt = found.session_id, found.receipt
         try:
-            is_dir = await anyio.Path(found.workspace).is_dir()
+            # pathlib's is_dir off the loop, as anyio.Path does it, without importing anyio's file module (~1 ms)
+            is_dir = await anyio.to_thread.run_sync(Path(found.workspace).is_dir, abandon_on_cancel=True)
         except OSError as exc:  # a path that cannot be looked at (EACCES, ENAMETOOLONG): whether it holds a project
             # file is unknown, so the session's config is too; one line, not an internal error
             raise StrataError(f"cannot look at the workspace {str(found.workspace)!r} of session {found.session_id}: "

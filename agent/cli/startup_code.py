@@ -31,10 +31,9 @@ class StartupCode:
         """Before the command's modules are imported. Does nothing if `dataclasses` already has an `exec` of its
         own (a second install, or another tool's); the compiled regular expressions likewise
         (core/pattern_cache.py)."""
-        if pattern_cache.install():
-            self._patterns = pattern_cache.default_path()
-            if self._patterns is not None:
-                pattern_cache.load(self._patterns)
+        patterns = pattern_cache.default_path()
+        if pattern_cache.install(patterns):
+            self._patterns = patterns
         if "exec" in vars(dataclasses):
             return
         self._path = code_cache.default_path()

@@ -89,6 +89,22 @@ def test_json_lines_are_inert_and_read_back_the_same(value: object) -> None:
     assert json.loads(json_text(json.dumps(value, ensure_ascii=False))) == value
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=0x7F) | st.sampled_from("…é\u202e\u2066\x85\udc80"),
+               max_size=80), st.integers(1, 300))
+def test_long_text_comes_out_as_the_expressions_leave_it(text: str, lines: int) -> None:
+    """core/terminal_text.py checks a long text (a whole table printed at once) for controls without running its
+    expression over every character; any text still comes out as the expressions make it."""
+    from core import terminal_text
+
+    for sample in (text, "\n".join([text] * lines), f"seq  time\n{text}\t|\n" * lines):
+        assert terminal_text._no_control(sample) is (CONTROL.search(sample) is None)
+        assert json_text(sample) == CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", sample)
+        made = CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) <= 0xFF else f"\\u{ord(m[0]):04x}",
+                           re.sub(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]", "", re.sub(r"\r+\n", "\n", sample)))
+        assert safe_text(sample) == made
+
+
 def test_safe_console_keeps_its_own_styles_and_neutralises_the_rest() -> None:
     """With colours on, the console's own SGR codes come out; an OSC in the text, markup or not, does not."""
     out = io.StringIO()

@@ -1,14 +1,32 @@
 """core/code_cache.py compiles generated source as `exec` would, once per process, and takes compiled code from a
-file only when it is a mapping of source to code."""
+file (an index of source to code, core/indexed_file.py) only for the source it holds the code of."""
 
 from __future__ import annotations
 
 import importlib.util
 import marshal
 import os
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+
 from core import code_cache
+from core.indexed_file import IndexedFile, build, text_key
+from tests.conftest import REPO
+
+
+@pytest.fixture(autouse=True)
+def _own_cache_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test runs against a cache state of its own. A module that imported agent.cli.main earlier in this worker
+    loaded the checkout's real file (agent/cli/startup_code.py), where a test's source may already be (a test then
+    found it compiled: flaky); and a later `startup_code.save()` in the worker wrote every source compiled here into
+    that file (the checkout's file held this module's test sources, ~2,000 of them)."""
+    monkeypatch.setattr(code_cache, "_codes", {})
+    monkeypatch.setattr(code_cache, "_fresh", {})
+    monkeypatch.setattr(code_cache, "_used", set())
+    monkeypatch.setattr(code_cache, "_file", IndexedFile())
 
 
 def test_generated_source_runs_as_exec_would_without_this_modules_future_flags() -> None:
@@ -34,15 +52,25 @@ def test_each_distinct_source_is_compiled_once_per_process() -> None:
     assert code_cache.compiles == before + 1
 
 
-def test_a_file_that_is_not_a_mapping_of_source_to_code_is_ignored(tmp_path: Path) -> None:
-    source = "x = 'test_a_file_that_is_not_a_mapping_of_source_to_code_is_ignored'\n"
-    header = b"strata-code\n" + importlib.util.MAGIC_NUMBER
+def test_a_file_that_is_not_an_index_of_source_to_code_is_ignored(tmp_path: Path) -> None:
+    source = "x = 'test_a_file_that_is_not_an_index_of_source_to_code_is_ignored'\n"
+    header = b"strata-code/indexed\n" + importlib.util.MAGIC_NUMBER
     code = compile(source, "<string>", "exec")
-    for content in (b"\x00garbage", header + b"\x00garbage", header + marshal.dumps([source]),
-                    header + marshal.dumps({source: "not code"}), header + marshal.dumps({source: b"\x00garbage"}),
-                    header + marshal.dumps({source: marshal.dumps("a string, not code")}),
-                    header + marshal.dumps({source: code}),  # code not kept marshalled: not what save writes
-                    marshal.dumps({source: marshal.dumps(code)}),  # no header
+    key = text_key(source)
+    entry = marshal.dumps((source, code))
+    far = marshal.dumps({key: 10**6 << 32 | len(entry)})  # an entry far past the end of the file
+    text = marshal.dumps({key: "0"})
+    for content in (b"\x00garbage", header + b"\x00garbage", header + (5).to_bytes(4, "little") + b"\x00garb",
+                    header + (9).to_bytes(4, "little") + marshal.dumps([key]) + entry,  # an index that is no dict
+                    header + len(far).to_bytes(4, "little") + far + entry,
+                    header + len(text).to_bytes(4, "little") + text + entry,
+                    build(header, {key: b"\x00garbage"}), build(header, {key: entry})[:-3],  # a cut entry
+                    build(header, {key: marshal.dumps(code)}),  # code alone: whose source is unknown
+                    build(header, {key: marshal.dumps(("y = 'another source'\n", code))}),  # another's, same key
+                    build(header, {key: marshal.dumps((source, "not code"))}),
+                    build(header, {key: marshal.dumps((source, marshal.dumps(code)))}),
+                    b"strata-code\n" + importlib.util.MAGIC_NUMBER + marshal.dumps({source: marshal.dumps(code)}),
+                    build(b"", {key: entry}),  # no header
                     b""):
         path = tmp_path / "generated_code.marshal"
         path.write_bytes(content)
@@ -52,6 +80,52 @@ def test_a_file_that_is_not_a_mapping_of_source_to_code_is_ignored(tmp_path: Pat
         code_cache.run(source, {})
         assert code_cache.compiles in (before, before + 1)  # compiled here at most once, never taken from the file
     assert isinstance(code_cache.compiled(source), type(compile("", "<string>", "exec")))
+
+
+def test_a_damaged_entry_is_replaced_at_the_next_save_and_the_others_are_kept(tmp_path: Path) -> None:
+    path = tmp_path / "generated_code.marshal"
+    kept, damaged = (f"v = '{name} test_a_damaged_entry_is_replaced_at_the_next_save'\n" for name in "kd")
+    path.write_bytes(build(code_cache._MAGIC, {
+        text_key(kept): marshal.dumps((kept, compile(kept, "<string>", "exec"))),
+        text_key(damaged): b"\x00garbage"}))
+    code_cache.load(path)
+    before = code_cache.compiles
+    code_cache.run(damaged, {})
+    assert code_cache.compiles == before + 1
+    code_cache.save(path)
+    assert set(code_cache.read(path)) == {kept, damaged}
+
+
+def test_a_start_unmarshals_the_files_index_and_the_code_it_runs_not_the_whole_file(tmp_path: Path) -> None:
+    """A development checkout's file holds every module's sources (tests/conftest.py imports them all: ~2,800,
+    1 MB) while a command runs a few hundred: unmarshalling it whole was 3-5 ms of each start."""
+    path = tmp_path / "generated_code.marshal"
+    sources = [f"value_{n} = {n}  # test_a_start_unmarshals_the_files_index {'x' * 200}\n" for n in range(2000)]
+    for source in sources:
+        code_cache.compiled(source)
+    code_cache.save(path)
+    probe = (
+        "import marshal, sys\n"
+        "from core import code_cache, indexed_file\n"
+        "sizes = []\n"
+        "class Counting:\n"
+        "    dumps = staticmethod(marshal.dumps)\n"
+        "    @staticmethod\n"
+        "    def loads(data):\n"
+        "        value = marshal.loads(data)\n"
+        "        sizes.append(len(marshal.dumps(value)))  # what was read: the index, an entry (or all of them)\n"
+        "        return value\n"
+        "code_cache.marshal = indexed_file.marshal = Counting\n"
+        "code_cache.load(__import__('pathlib').Path(sys.argv[1]))\n"
+        "scope = {}\n"
+        "code_cache.run(sys.argv[2], scope)\n"
+        "print(scope['value_1234'], code_cache.compiles, sum(sizes))\n")
+    done = subprocess.run([sys.executable, "-c", probe, str(path), sources[1234]], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    value, compiles, unmarshalled = map(int, done.stdout.split())
+    assert (value, compiles) == (1234, 0)  # taken from the file
+    assert unmarshalled < path.stat().st_size // 10, (unmarshalled, path.stat().st_size)
 
 
 def test_code_saved_by_one_process_is_taken_by_the_next(tmp_path: Path) -> None:

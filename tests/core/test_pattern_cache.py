@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import marshal
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 from core import pattern_cache
+from core.indexed_file import build
 from tests.conftest import REPO
 
 _PATTERNS = [
@@ -73,14 +75,24 @@ def test_opcodes_the_engine_refuses_or_a_damaged_file_are_ignored_and_replaced(t
     for key, raw in list(entries.items()):
         flags, code, groups, groupindex, indexgroup = marshal.loads(raw)
         entries[key] = marshal.dumps((flags, [255, 255, *code], groups, groupindex, indexgroup))  # not SRE code
-    path.write_bytes(magic + marshal.dumps(entries))
+    path.write_bytes(build(magic, pattern_cache.entries(entries)))
     again = _child(path, _COMPARE)
     assert again["same"] is True and again["compiles"] == len(_PATTERNS) * 2
     fixed = pattern_cache.read(path)  # the refused entries were replaced by the code compiled anew
     assert all(marshal.loads(fixed[(p, f)])[1][:2] != [255, 255] for p, f in _PATTERNS)
 
-    for content in (b"", b"\x00garbage", magic + b"\x00garbage", magic + marshal.dumps([1, 2]),
-                    magic + marshal.dumps({("x", 0): "not bytes"}), marshal.dumps({})):
+    (pattern, flags) = _PATTERNS[0]
+    key = pattern_cache._file_key(pattern, flags)
+    opcodes = fixed[(pattern, flags)]
+    for content in (b"", b"\x00garbage", magic + b"\x00garbage", magic + b"\x03\x00\x00\x00[\x01\x00",
+                    build(magic, {key: b"\x00garbage"}), build(magic, {key: marshal.dumps(("x", 0))}),
+                    build(magic, {key: marshal.dumps((pattern, flags, "not bytes"))}),
+                    build(magic, {key: marshal.dumps((pattern, flags + 1, opcodes))}),  # another flag's: same key
+                    build(magic, {key: marshal.dumps((pattern.encode(), flags, opcodes))}),  # bytes, not text
+                    build(magic, {key: marshal.dumps((pattern, flags, opcodes))})[:-2],  # cut short
+                    build(b"", {key: marshal.dumps((pattern, flags, opcodes))}),  # no header
+                    b"strata-re\n" + magic[len(b"strata-re/indexed\n"):] + marshal.dumps({(pattern, flags): opcodes}),
+                    marshal.dumps({})):
         path.write_bytes(content)
         assert pattern_cache.read(path) == {}
         assert _child(path, _COMPARE)["same"] is True
@@ -132,3 +144,54 @@ def test_an_engine_that_takes_the_opcodes_otherwise_leaves_re_alone() -> None:
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"installed": False, "compiler": "re._compiler", "works": "b"}
+
+
+def test_a_start_that_finds_patterns_this_python_saved_runs_no_probe(tmp_path: Path) -> None:
+    """The probe `install` compiles with `re`'s own parser (~1 ms of every start) proves what the file's header already
+    says when it names this interpreter and its `re`: the start that saved the file ran the probe on the same `re`."""
+    probe = (
+        "import re, re._parser, sys\n"
+        "parsed = []\n"
+        "plain = re._parser.parse\n"
+        "re._parser.parse = lambda p, *a, **k: (parsed.append(p), plain(p, *a, **k))[1]\n"
+        "from agent.cli.startup_code import startup_code\n"
+        "parsed.clear()  # what importing it compiled\n"
+        "startup_code.install()\n"
+        "print(len(parsed))\n"
+        "re.compile('test_a_start_that_finds_patterns[0-9]+')\n"
+        "startup_code.save()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(tmp_path / "pycache")
+    runs = [subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True,
+                           timeout=60) for _ in range(2)]
+    assert [run.returncode for run in runs] == [0, 0], [run.stderr for run in runs]
+    assert [run.stdout.strip() for run in runs] == ["2", "0"]  # the probe's two parses, at the first start only
+    (saved,) = (tmp_path / "pycache").rglob("compiled_patterns.*.marshal")
+    assert ("test_a_start_that_finds_patterns[0-9]+", 0) in pattern_cache.read(saved)
+
+
+def test_patterns_saved_under_another_fingerprint_are_not_taken_and_the_probe_runs(tmp_path: Path) -> None:
+    path = tmp_path / "compiled_patterns.marshal"
+    _child(path, _COMPARE)
+    raw = path.read_bytes()
+    version = sys.version.encode("utf-8", "backslashreplace")
+    assert version in raw[:len(pattern_cache._MAGIC)]
+    path.write_bytes(raw.replace(version, b"3.99.0 (another build)", 1))
+    assert pattern_cache.read(path) == {}
+    probe = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "import re._parser\n"
+        "parsed = []\n"
+        "plain = re._parser.parse\n"
+        "re._parser.parse = lambda p, *a, **k: (parsed.append(p), plain(p, *a, **k))[1]\n"
+        "from core import pattern_cache\n"
+        f"assert pattern_cache.install(Path({str(path)!r}))\n"
+        "import re\n"
+        "re.compile(r'(?P<key>[a-z_]+)\\s*=\\s*(?P<value>\\\"[^\\\"]*\\\"|\\S+)')\n"
+        "print(json.dumps({'parsed': len(parsed), 'compiles': pattern_cache.compiles}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"parsed": 3, "compiles": 1}  # the probe's two, and the pattern's anew
