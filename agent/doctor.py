@@ -21,6 +21,7 @@ import anyio
 from agent.knowledge_view import knowledge_view
 from agent.models import held_api_key
 from agent.reading import configured_secrets
+from agent.tool_deadlines import unknown_tool_deadlines
 from config import LoadedConfig, Settings, load_config
 from config.chain_key import chain_key_path
 from config.masking_key import KEY_FILE, load_masking_key
@@ -214,6 +215,7 @@ def run_checks(workspace: Path, env: dict[str, str] | None = None) -> list[Check
         return checks
     checks.append(Check("ok", "config", ", ".join(str(f) for f in loaded.files) or "built-in defaults only"))
     checks += [Check("warn", "config", notice) for notice in loaded.notices]
+    checks += [Check("FAIL", "config", err.message) for err in unknown_tool_deadlines(loaded)]
     home = loaded.settings.home
     checks.append(_writable(home))
     writable = checks[-1].level != "FAIL"
