@@ -21,11 +21,14 @@ import anyio
 from agent.knowledge_view import knowledge_view
 from agent.models import held_api_key
 from agent.reading import configured_secrets
+from agent.tool_deadlines import unknown_tool_deadlines
 from config import LoadedConfig, Settings, load_config
 from config.chain_key import chain_key_path
+from config.locations import SETTING_KEYS, env_var
 from config.masking_key import KEY_FILE, load_masking_key
 from config.private_files import loose_paths, private_dir
 from core.errors import StrataError
+from core.faults import FAULT_ENV
 from core.masking import Masker
 from core.record import record
 from memory import SqliteEventStore, connect_read_only
@@ -201,6 +204,37 @@ def _mcp(loaded: LoadedConfig) -> list[Check]:
     return checks
 
 
+_TEST_SUITE_VARIABLES = ("STRATA_SCREENSHOTS",)
+"""Read by the test suite, not by Strata (with every `STRATA_REQUIRE_*` and `STRATA_*_KILL_ROUNDS`; see README)."""
+_DOCUMENTED_NAMES = ("STRATA_MCP_TOKEN",)
+"""Names the README gives a variable a flag names (`strata mcp serve --token-env STRATA_MCP_TOKEN`)."""
+
+
+def _unknown_variables(env: dict[str, str], loaded: LoadedConfig) -> list[Check]:
+    """One warning per `STRATA_*` variable Strata does not read (a typo such as `STRATA_MAXTURNS` is otherwise
+    silently ignored), with the likeliest meant name. Known: the settings' variables, `STRATA_HOME`, the crash
+    tests' `STRATA_FAULT`, the test suite's, and any name the config gives a variable (`[secrets] env`, a hook's
+    `env`, a `token_env`). Only doctor looks: no command's start pays for it."""
+    given = sorted(k for k in env if k.startswith("STRATA_"))
+    if not given:
+        return []
+    settings = {env_var(key) for key in SETTING_KEYS} | {"STRATA_HOME"}
+    named = {*loaded.secrets.env, *(v for h in (*loaded.hooks, *loaded.ignored_hooks) for v in h.env),
+             *(c.token_env for c in loaded.channels.channels if c.token_env), loaded.mcp.serve.token_env or ""}
+    known = settings | named | {FAULT_ENV, *_TEST_SUITE_VARIABLES, *_DOCUMENTED_NAMES}
+    checks = []
+    for name in given:
+        if name in known or name.startswith("STRATA_REQUIRE_") or name.endswith("_KILL_ROUNDS"):
+            continue
+        import difflib  # only for a variable Strata does not know
+
+        close = difflib.get_close_matches(name.removeprefix("STRATA_"), [k.upper() for k in SETTING_KEYS], n=1,
+                                          cutoff=0.75)
+        checks.append(Check("warn", "environment", f"{name} is set but Strata reads no such variable"
+                            + (f" (did you mean STRATA_{close[0]}?)" if close else "")))
+    return checks
+
+
 def run_checks(workspace: Path, env: dict[str, str] | None = None) -> list[Check]:
     given = env is not None  # else the model key is the one the command took out of its environment, if any
     env = dict(os.environ) if env is None else env
@@ -214,6 +248,8 @@ def run_checks(workspace: Path, env: dict[str, str] | None = None) -> list[Check
         return checks
     checks.append(Check("ok", "config", ", ".join(str(f) for f in loaded.files) or "built-in defaults only"))
     checks += [Check("warn", "config", notice) for notice in loaded.notices]
+    checks += [Check("FAIL", "config", err.message) for err in unknown_tool_deadlines(loaded)]
+    checks += _unknown_variables(env, loaded)
     home = loaded.settings.home
     checks.append(_writable(home))
     writable = checks[-1].level != "FAIL"

@@ -24,13 +24,14 @@ from agent.outcome import RunOutcome
 from agent.project_hooks import ProjectHooks, resume_refusal
 from agent.reading import configured_secrets
 from agent.signals import StopSignal, stop_on_signals
+from agent.tool_deadlines import with_deadlines
 from config import LoadedConfig
 from config.checked import Role, remember_checked
 from config.ledger_files import LEDGER_DIR
 from config.seen_secrets import home_masker
 from core.clock import Clock, SystemClock
 from core.compaction import DEFAULT_CONTEXT_BUDGET
-from core.errors import ConfigError, LeaseLost, ReceiptError, StoreError, UsageError
+from core.errors import LeaseLost, ReceiptError, StoreError, UsageError
 from core.events import Mode, UserMessage
 from core.hooks import HookSet
 from core.ids import IdFactory
@@ -113,7 +114,7 @@ class Runtime:
         clock = clock or SystemClock()
         tools = tools or builtin_tools()
         if not read_only:  # a reading command runs no tool: it neither needs the deadlines nor refuses them
-            tools = _with_deadlines(tools, config)
+            tools = with_deadlines(tools, config)
         store = await open_store(settings, clock=clock, read_only=read_only)
         try:
             masker = home_masker(settings.home, os.environ, extra_secrets=configured_secrets(config),
@@ -144,7 +145,7 @@ class Runtime:
         secrets = configured_secrets(config)
         masker = home_masker(settings.home, os.environ, extra_secrets=secrets) if secrets else self.masker
         return dataclasses.replace(
-            self, tools=_with_deadlines(self.tools, config), hooks=config.hook_set(), config_rules=config.rules,
+            self, tools=with_deadlines(self.tools, config), hooks=config.hook_set(), config_rules=config.rules,
             project_hooks=ProjectHooks.from_config(config), masker=masker, repair_budget=settings.repair_budget,
             context_budget=settings.context_budget_tokens, snapshot_every=settings.snapshot_every,
             knowledge=KnowledgeSource(config.knowledge, settings.home, config.project_trusted),
@@ -309,18 +310,6 @@ class Asking:
     approver: Approver | None = None
     on_ask: OnAsk | None = None
     """None: the session's own setting (recorded when it started; "deny" by default)."""
-
-
-def _with_deadlines(tools: list[ToolSpec], config: LoadedConfig) -> list[ToolSpec]:
-    """The tools with the deadlines config gives them (`[tools.NAME] timeout_s`); a name no tool has is an error
-    naming its file, not a setting silently ignored."""
-    names = {t.name for t in tools}
-    for deadline in config.tool_timeouts:
-        if deadline.tool not in names:
-            raise ConfigError(f"no tool is named {deadline.tool!r} (tools: {', '.join(sorted(names))})",
-                              file=deadline.source, key=f"tools.{deadline.tool}")
-    given = {d.tool: d.timeout_s for d in config.tool_timeouts}
-    return [dataclasses.replace(t, timeout_s=given[t.name]) if t.name in given else t for t in tools]
 
 
 class _NextTurn:

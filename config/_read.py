@@ -145,8 +145,8 @@ _UNSHOWN = {("callback_url",)}
 def _shown(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return repr(int(value))
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return repr(int(value))  # `5.0` reads 5; `1e308` stays 1e+308, never its 309 digits
     if isinstance(value, str | int | float):
         return repr(value)
     if isinstance(value, datetime | date | time):

@@ -20,13 +20,18 @@ MAX_TURNS_LIMIT = 1_000_000
 """The most turns a session may be given (`--max-turns`, `max_turns` in a config file or over MCP)."""
 MaxTurns = Annotated[int, Field(ge=1, le=MAX_TURNS_LIMIT)]
 ModelSpec = Annotated[str, Field(min_length=1)]
-Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+DAY_S = 86_400
+Seconds = Annotated[float, Field(gt=0, le=DAY_S, allow_inf_nan=False)]
+"""A wait for resource locks: up to a day (a longer wait is a mistake, not a setting: a huge one would never end)."""
 HookSeconds = Annotated[float, Field(gt=0, le=600, allow_inf_nan=False)]
 ToolSeconds = Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)]
 """A tool call's deadline: long enough for any read, short enough that nothing waits for ever."""
-RepairBudget = Annotated[int, Field(ge=0)]
-ContextBudget = Annotated[int, Field(ge=1)]
-SnapshotEvery = Annotated[int, Field(ge=0)]
+RepairBudget = Annotated[int, Field(ge=0, le=1000)]
+"""Repairs per request: far more than any Stop hook needs, short of a loop that would never end."""
+ContextBudget = Annotated[int, Field(ge=1, le=10_000_000)]
+"""Estimated tokens: several times the largest model context there is."""
+SnapshotEvery = Annotated[int, Field(ge=0, le=1_000_000)]
+"""Events between snapshots (0: none); more than a million would make a resume replay that many."""
 DrainSeconds = Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)]
 CommonTermShare = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
 DelegateDepth = Annotated[int, Field(ge=0, le=16)]

@@ -16,6 +16,7 @@ from agent.cli.options import WorkspacePath
 from agent.cli.output import echo, echo_json
 from agent.knowledge_view import knowledge_view
 from agent.reading import configured_secrets
+from agent.tool_deadlines import unknown_tool_deadlines
 from config import (
     HOOK_EVENTS,
     ConfigFile,
@@ -110,6 +111,8 @@ def show_config(workspace: Path, as_json: bool) -> None:
     they are active."""
     try:
         loaded = load_config(workspace=workspace, env=os.environ)
+        for unknown in unknown_tool_deadlines(loaded):
+            raise unknown  # as `strata run` refuses it
     except StrataError as err:
         fail(err)
     view = config_view(loaded, workspace.resolve(), user_config_path(os.environ))

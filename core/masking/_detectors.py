@@ -31,7 +31,7 @@ MIN_KNOWN_SECRET = 4
 
 _TRIGGER_WORDS = re.compile(
     r"sk-|gh[pousr]_|github_pat_|xox[abprs]-|a[ks]ia|eyj|-----begin|-----end|://|@|pass|secret|token|key|credential|auth"
-    r"|bearer")
+    r"|bearer|curl|wget|mysql|mariadb|sshpass|redis-cli")
 _TRIGGER_DIGITS = re.compile(r"(?:[0-9][ -]?){12}[0-9]")
 _DIGIT_RUN = re.compile(r"[0-9][0-9 -]{12}")
 """Cheap to search (no nested repetition): every match of `_TRIGGER_DIGITS` contains one, so most text never
@@ -50,7 +50,7 @@ _FAR = 1 << 62
 # `access_token`; but not `max_tokens`, `token_count`, `sort_key` or `PWD`. Patterns over `low` (the text with
 # ASCII letters lowered, same length) start with a literal word, which lets the regex engine skip ahead fast.
 _WORDS = (r"(?:pass(?:w(?:or)?d|phrase|(?<![a-z]pass))|secret(?:[_-]?key)?|token|api[_-]?key|access[_-]?key"
-          r"|private[_-]?key|signing[_-]?key|encryption[_-]?key|credentials?|auth(?<![a-z]auth))")
+          r"|private[_-]?key|signing[_-]?key|encryption[_-]?key|credentials?|auth(?<![a-z]auth)|mysql_pwd)")
 _SEP = r"\\*[\"']?[ \t]{0,32}(?::=|=>|[:=])[ \t]{0,32}(?![0-9a-f]{12}\])"
 _NOT_A_VALUE = r"(?!(?:null|none|true|false|str|bytes|int|undefined)(?:[\s\"'`&\\,;|)\]}]|\Z))"
 _UNQUOTED = r"(?:[^\s\"'`&\\]|\\(?![nrt\"'\\]))"
@@ -101,6 +101,100 @@ _LOWERED: tuple[tuple[MaskKind, re.Pattern[str]], ...] = (
         r"\\*[\"']?(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])")),
     ("authorization", re.compile(r"bearer(?<![a-z0-9_]bearer)[ \t]+(?P<v>[a-z0-9._~+/-]{16,4096}=*)")),
 )
+
+# -- credentials in a command's arguments ---------------------------------------------------------------------
+# `curl -u user:pw`, `wget --password pw`, `mysql -ppw`, `sshpass -p pw`, `redis-cli -a pw`: an option that only
+# these commands give a password. It is looked for only in the rest of the command's line after the command's own
+# name, so `sort -u`, `git push -u origin` or `cp -p` elsewhere stay readable; an option that prompts instead
+# (`curl -u user`, `mysql -p`) has no value to mask.
+_COMMAND_WORD = re.compile(
+    r"(?<![^\s;|&(\"'`/])(?P<cmd>curl|wget|mysql(?:dump|admin|import|show|check)?|mariadb(?:-dump|-admin)?"
+    r"|sshpass|redis-cli)(?=[\s\"'])")
+_COMMAND_REACH = 4096
+"""How far after a command's name its options are looked for (like every value, bounded: a stream holds the line
+back from the name, see _stream.py)."""
+_SEGMENT_MARK = re.compile(r"[\n\\'\";|&]")
+_OPTION_VALUE = re.compile(
+    r"\\*'(?P<q1>[^'\n\\]{1,4096})\\*'|\\*\"(?P<q2>[^\"\n\\]{1,4096})\\*\""
+    r"|(?P<u>(?:[^\s\"'`\\;|&]|\\(?![nrt\"'\\])){1,4096})")
+_SPACE = r"[ \t]+"
+_SSHPASS_BEFORE_P = re.compile(r"(?:[ \t]+-[fdP][ \t]*[^\s]+|[ \t]+-[evhV])*[ \t]+")
+"""What may stand between `sshpass` and its `-p`: its other options (`-f FILE`, `-d FD`, `-P PROMPT`, `-v`)."""
+_COMMAND_OPTIONS: dict[str, re.Pattern[str]] = {
+    # curl: -u/--user and -U/--proxy-user USER:PASSWORD (also ending a cluster of short flags, `-sSu`, or glued,
+    # `-uUSER:PW`)
+    "curl": re.compile(rf"-(?<=\s-)(?:-(?:proxy-)?user(?:=|{_SPACE})|[A-Za-z]{{0,8}}[uU]{_SPACE}|[uU](?=[^\s-]))"),
+    "wget": re.compile(rf"-(?<=\s-)-(?:http-|ftp-|proxy-)?password{_SPACE}"),
+    "mysql": re.compile(r"-(?<=\s-)p(?=[^\s])"),
+    "sshpass": re.compile(rf"-(?<=\s-)p(?:{_SPACE})?"),
+    "redis-cli": re.compile(rf"-(?<=\s-)(?:a|-pass){_SPACE}"),
+}
+
+
+def _command_family(cmd: str) -> str:
+    return "mysql" if cmd.startswith(("mysql", "mariadb")) else cmd
+
+
+class _Segment:
+    """How far one command's line has been read for where the command ends: its line's end, or `;`, `|` or `&`
+    outside quotes (`curl URL; sort -u a:b` leaves `sort` alone; `curl 'URL?a=1&b=2' -u U:P` keeps the URL's
+    `&`). Read on as its options are met, so each part of a text is read once per command family."""
+
+    __slots__ = ("closed", "pos", "quote", "used")
+
+    def __init__(self, pos: int) -> None:
+        self.pos, self.quote, self.closed, self.used = pos, "", False, False
+
+    def open_at(self, text: str, pos: int) -> bool:
+        """Whether the command still runs at `pos` (never before the last position asked)."""
+        if not self.closed and pos > self.pos:
+            for m in _SEGMENT_MARK.finditer(text, self.pos, pos):
+                mark = m.group()
+                if mark in ("'", '"'):
+                    self.quote = "" if self.quote == mark else self.quote or mark
+                elif mark == "\n" or (mark == "\\" and text.startswith("n", m.end())) or (
+                        mark in ";|&" and not self.quote):
+                    self.closed = True
+                    break
+            self.pos = pos
+        return not self.closed
+
+
+def _command_credentials(text: str) -> Iterator[tuple[int, int, int]]:
+    """(where the command's name starts, value start, value end) of each password given as a command option to
+    the nearest command of its family before it, on the same command line and at most _COMMAND_REACH on."""
+    words: dict[str, list[tuple[int, int]]] = {}
+    for m in _COMMAND_WORD.finditer(text):
+        words.setdefault(_command_family(m.group("cmd")), []).append(m.span())
+    for family, spans in words.items():
+        starts = [start for start, _ in spans]
+        segments: dict[int, _Segment] = {}
+        for opt in _COMMAND_OPTIONS[family].finditer(text, spans[0][1]):
+            i = bisect.bisect_right(starts, opt.start()) - 1
+            start, end = spans[i]
+            if opt.start() < end or opt.start() - end > _COMMAND_REACH:
+                continue
+            segment = segments.setdefault(i, _Segment(end))
+            if not segment.open_at(text, opt.start()):
+                continue
+            if family == "sshpass":  # only sshpass's own -p: a later one is the command's (`ssh -p 2222`)
+                if segment.used or not _SSHPASS_BEFORE_P.fullmatch(text, end, opt.start()):
+                    segment.used = True
+                    continue
+                segment.used = True
+            value = _OPTION_VALUE.match(text, opt.end())
+            if value is None:
+                continue
+            v_start, v_end = value.span(value.lastgroup or "u")
+            if family == "curl":  # USER:PASSWORD; without a colon curl asks for the password
+                colon = text.find(":", v_start, v_end)
+                if colon == -1:
+                    continue
+                v_start = colon + 1
+            if v_start < v_end:
+                yield start, v_start, v_end
+
+
 _URL_USERINFO = re.compile(r"://[^\s:/?#@\"'<>\[\]]{0,256}:(?P<v>[^\s/?#\"'<>]{1,1024})@")
 _SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
 _EMAIL_DOMAIN = re.compile(r"@(?![0-9]+x\.)[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}\.[A-Za-z]{2,24}")

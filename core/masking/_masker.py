@@ -38,6 +38,7 @@ from core.masking._detectors import (
     MIN_KNOWN_SECRET,
     MaskKind,
     _card_in_run,
+    _command_credentials,
     _Hit,
     _in_token,
     _known_variants,
@@ -286,6 +287,8 @@ class Masker:
         for m in _AUTH_KEY.finditer(low):
             ctx = _run_start(low, m.start(), _KEY_CHARS, _KEY_PREFIX)
             hits.append(_Hit(m.start() if ctx is None else ctx, m.end(), auth_ends.end(m.end()), "authorization"))
+        for ctx, start, end in _command_credentials(text):
+            hits.append(_Hit(ctx, start, end, "secret_field"))
         if "://" in text:
             for m in _URL_USERINFO.finditer(text):
                 ctx = _run_start(text, m.start(), _SCHEME_CHARS, 32)

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from core.masking._detectors import (
+    _COMMAND_REACH,
+    _COMMAND_WORD,
     _KEY_CHARS,
     _KEY_PREFIX,
     _PEM_CONTINUED,
@@ -145,6 +147,11 @@ class StreamMasker:
             if m:
                 ctx = _run_start(low, m.start(), _KEY_CHARS, _KEY_PREFIX)
                 hold = min(hold, m.start() if ctx is None else ctx)
+        # A command whose password option may still come (`curl ... -u` before its `USER:PASSWORD`): held from its
+        # name, which the value's detection needs to see (for as far as its options are looked for).
+        m = _COMMAND_WORD.search(text, max(window, n - _COMMAND_REACH - 16))
+        if m is not None:
+            hold = min(hold, m.start())
         for variant, _ in self._masker._known:
             for k in range(min(len(variant) - 1, n), n - hold, -1):
                 if text.endswith(variant[:k]):

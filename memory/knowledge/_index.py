@@ -256,10 +256,24 @@ class KnowledgeIndex:
                 marks = ", ".join("?" for _ in datasets)
                 found = db.execute(f"SELECT rowid FROM docs WHERE doc_id = ? AND dataset IN ({marks}) ORDER BY rowid",
                                    (doc_id, *datasets)).fetchall()
+                if not found:
+                    self._check_counts(db, datasets)  # a miss only if the rows it looked among are all there
                 return tuple(self._row(db, rowid) for (rowid,) in found)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot read the knowledge index {self.path}: {exc}",
                              hint="rebuild it: strata knowledge rebuild") from None
+
+    @staticmethod
+    def _check_counts(db: sqlite3.Connection, datasets: Sequence[str]) -> None:
+        """Each of `datasets` holds as many document rows as the index recorded when it was built: rows lost since
+        (while its header stays sound) make a look-up by id miss documents that are there, as search finds them
+        gone (`_row`). One count per dataset over the index on (dataset, doc_id), on a miss only."""
+        marks = ", ".join("?" for _ in datasets)
+        for name, recorded in db.execute(f"SELECT name, documents FROM datasets WHERE name IN ({marks})",
+                                         tuple(datasets)).fetchall():
+            (rows,) = db.execute("SELECT count(*) FROM docs WHERE dataset = ?", (name,)).fetchone()
+            if rows != recorded:
+                raise DamagedIndex("its document rows are damaged")
 
     @staticmethod
     def _row(db: sqlite3.Connection, rowid: int, *, score: float | None = None,

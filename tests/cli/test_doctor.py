@@ -45,3 +45,21 @@ def test_doctor_names_a_malformed_config(cli: StrataCLI, workspace: Path) -> Non
     assert proc.returncode == 1
     fail = [line for line in proc.stdout.splitlines() if line.startswith("FAIL")]
     assert len(fail) == 1 and "config.toml" in fail[0] and "max_turns" in fail[0]
+
+
+def test_doctor_warns_about_a_strata_variable_that_strata_does_not_read(cli: StrataCLI, workspace: Path) -> None:
+    """A typo'd setting variable (`STRATA_MAXTURNS`) is otherwise silently ignored: doctor names it as a warning,
+    with the setting it probably meant. The settings' own variables, the test suite's (`STRATA_REQUIRE_*`,
+    `STRATA_SCREENSHOTS`, `STRATA_*_KILL_ROUNDS`), the crash tests' `STRATA_FAULT` and a variable the config names
+    (`[secrets] env`) are not warned about; a warning is no problem (exit 0)."""
+    config = cli.home / "xdg-config" / "strata" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('[secrets]\nenv = ["STRATA_DEPLOY_KEY"]\n', encoding="utf-8")
+    env = {"STRATA_MAXTURNS": "5", "STRATA_ZEBRA": "1", "STRATA_MAX_TURNS": "7", "STRATA_REQUIRE_TMUX": "1",
+           "STRATA_REQUIRE_POSTGRES": "1", "STRATA_SCREENSHOTS": "1", "STRATA_WORKER_KILL_ROUNDS": "2",
+           "STRATA_DEPLOY_KEY": "not-a-real-key-0000", "STRATA_FAULT": "", "ANTHROPIC_API_KEY": ""}
+    proc = cli.run("doctor", "--workspace", str(workspace), env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    warned = [line.split(None, 2)[2] for line in proc.stdout.splitlines() if line.startswith("warn  environment")]
+    assert warned == ["STRATA_MAXTURNS is set but Strata reads no such variable (did you mean STRATA_MAX_TURNS?)",
+                      "STRATA_ZEBRA is set but Strata reads no such variable"], proc.stdout

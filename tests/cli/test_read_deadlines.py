@@ -246,3 +246,23 @@ def test_a_deadline_for_a_tool_that_does_not_exist_is_one_clear_error(cli: Strat
     _tool_timeout(cli, "grep", 2.5)
     shown = strata(cli, "config", "show", "--workspace", str(workspace))
     assert "tool grep: deadline 2.5s" in shown.stdout, shown.stdout
+
+
+def test_config_show_and_doctor_refuse_a_deadline_for_a_tool_that_does_not_exist_as_run_does(
+        cli: StrataCLI, workspace: Path) -> None:
+    """`strata config show` fails with the same one line as `strata run` (file, key, reason), and `strata doctor`
+    lists it as a problem (exit 1) instead of passing a config that no session could start with."""
+    _tool_timeout(cli, "nosuch", 5)
+    script = _script(workspace, [text("hi")])
+    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "hi")
+    shown = strata(cli, "config", "show", "--workspace", str(workspace))
+    assert shown.returncode == run.returncode == 2, shown.stdout
+    assert shown.stderr.splitlines() == run.stderr.splitlines()[:1], (shown.stderr, run.stderr)
+    assert "key tools.nosuch: no tool is named 'nosuch'" in shown.stderr and "config.toml" in shown.stderr
+    as_json = strata(cli, "config", "show", "--workspace", str(workspace), "--json")
+    assert as_json.returncode == 2 and as_json.stdout == "", as_json.stdout
+    doctor = strata(cli, "doctor", "--workspace", str(workspace))
+    assert doctor.returncode == 1, doctor.stdout
+    problems = [line for line in doctor.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(problems) == 1 and "key tools.nosuch: no tool is named 'nosuch'" in problems[0], doctor.stdout
+    assert doctor.stdout.splitlines()[-1] == "1 problem(s)" and "Traceback" not in doctor.stderr

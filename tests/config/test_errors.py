@@ -39,6 +39,13 @@ MALFORMED = [
     ("out of range: lock timeout", "lock_timeout_s = -1\n", "lock_timeout_s", "must be greater than 0"),
     ("not finite: lock timeout", "lock_timeout_s = nan\n", "lock_timeout_s", "must be a finite number"),
     ("out of range: repair budget", "repair_budget = -1\n", "repair_budget", "must be at least 0"),
+    ("huge float: lock timeout", "lock_timeout_s = 1e308\n", "lock_timeout_s", "must be at most 86400 (got 1e+308)"),
+    ("over a day: lock timeout", "lock_timeout_s = 86401\n", "lock_timeout_s", "must be at most 86400 (got 86401)"),
+    ("huge float for an integer", "max_turns = 1e308\n", "max_turns", "must be an integer (got 1e+308)"),
+    ("huge: repair budget", "repair_budget = 9223372036854775807\n", "repair_budget", "must be at most 1000"),
+    ("huge: context budget", "context_budget_tokens = 10_000_001\n", "context_budget_tokens",
+     "must be at most 10000000"),
+    ("huge: snapshot interval", "snapshot_every = 1_000_001\n", "snapshot_every", "must be at most 1000000"),
     ("out of range: hook timeout", '[[hooks.stop]]\ncommand = "x"\ntimeout_s = 601\n', "hooks.stop[0].timeout_s",
      "must be at most 600 (got 601)"),
     ("zero hook timeout", '[[hooks.post_tool_use]]\ncommand = "x"\ntimeout_s = 0\n',
@@ -176,3 +183,16 @@ def test_corrupt_trust_record_is_an_error(tmp_path: Path, content: str) -> None:
         layout.load()
     assert info.value.file == str(layout.home / "trusted_projects.json")
     assert info.value.hint and "strata trust" in info.value.hint
+
+
+@pytest.mark.parametrize(("variable", "value", "reason"), [
+    ("STRATA_LOCK_TIMEOUT_S", "1e308", "must be at most 86400 (got '1e308' from environment variable"),
+    ("STRATA_CONTEXT_BUDGET_TOKENS", "99999999999999999999", "must be at most 10000000"),
+    ("STRATA_SNAPSHOT_EVERY", "2000000", "must be at most 1000000"),
+])
+def test_a_huge_number_in_the_environment_is_one_line_with_its_bound(tmp_path: Path, variable: str, value: str,
+                                                                    reason: str) -> None:
+    """The bounds hold whichever layer a value comes from; the error never spells out a 309-digit number."""
+    with pytest.raises(ConfigError) as info:
+        Layout.make(tmp_path).load(**{variable: value})
+    assert reason in str(info.value) and "\n" not in str(info.value) and len(str(info.value)) < 300, str(info.value)

@@ -4,6 +4,7 @@ go and split at random chunk boundaries): no raw secret escapes, and fingerprint
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import random
@@ -55,6 +56,16 @@ EXAMPLES: list[tuple[MaskKind, str, str]] = [
     ("secret_field", "https://api.example.com/v1?access_token=Zm9vYmFy123&page=2", "Zm9vYmFy123"),
     ("authorization", "Authorization: Bearer 3f1c9e0d7b2a4c6e8f0a1b2c3d4e5f60", "3f1c9e0d7b2a4c6e8f0a1b2c3d4e5f60"),
     ("authorization", '{"authorization": "Basic dXNlcjpwYXNzd29yZA=="}', "dXNlcjpwYXNzd29yZA=="),
+    ("secret_field", "curl -u bob:Tr0ub4dor https://api.example.com/x", "Tr0ub4dor"),
+    ("secret_field", "curl -sS --user 'bob:pa ss word' https://x", "pa ss word"),
+    ("secret_field", "/usr/bin/curl --proxy-user=p:Pr0xyPw -o out https://x", "Pr0xyPw"),
+    ("secret_field", 'curl "https://x/?a=1&b=2" -uadmin:Adm1nPw', "Adm1nPw"),
+    ("secret_field", "wget --password W9etPw https://x/file", "W9etPw"),
+    ("secret_field", "mysql -h db -uroot -pMy5qlPw app < dump.sql", "My5qlPw"),
+    ("secret_field", "MYSQL_PWD=My5qlEnv mysqldump app", "My5qlEnv"),
+    ("secret_field", "PGPASSWORD=Pg5ecret psql -h db app", "Pg5ecret"),
+    ("secret_field", "sshpass -p 'Ssh pass' ssh -p 2222 deploy@host", "Ssh pass"),
+    ("secret_field", '{"command": "redis-cli -h cache -a R3disPw ping"}', "R3disPw"),
     ("email", "contact: Jane.Doe+work@mail.example.co.uk.", "Jane.Doe+work@mail.example.co.uk"),
     ("card", "paid with 4111 1111 1111 1111 yesterday", "4111 1111 1111 1111"),
     ("card", "amex 3782-822463-10005, ok", "3782-822463-10005"),
@@ -77,6 +88,12 @@ NOT_SECRETS = [
     "Bearer tokens are short-lived; Authorization: Bearer",
     "the task-manager-service-deployment is healthy",
     "pip install scikit-learn==1.5 numpy>=2",
+    "sort -u names.txt | uniq -c; git push -u origin main:main",
+    "ps -u root:wheel -o pid; cp -p a:b c; ls -pal /tmp",
+    "curl -u bob https://x/a (curl asks for the password) and mysql -u root -p app (mysql asks too)",
+    "curl https://x/a; sort -u a:b && cp -pr src dst | tee -a log:1",
+    "sshpass -f ~/.pw ssh -p 2222 deploy@host",
+    "the curl and wget commands, mysql -P 3306 -h db",
 ]
 
 
@@ -172,6 +189,37 @@ def test_a_stream_judges_a_long_path_before_a_secret_word_by_the_paths_start_as_
     for cut in range(len(text) + 1):
         assert stream_all(M, split_at(text, [cut])) == whole, cut
     assert stream_all(M, list(text)) == whole
+
+
+def test_a_password_given_to_a_command_as_an_option_is_masked_in_any_quoting() -> None:
+    """`curl -u USER:PW` (only the password), `wget --password PW`, `mysql -pPW`, `sshpass -p PW`, quoted or not,
+    inside `bash -c "..."` or a JSON-escaped command, keep the command, its options and the user readable."""
+    pw = token("secret_field", "S3cr3tPw")
+    assert M.mask("curl -fsSL -u ci:S3cr3tPw https://x") == f"curl -fsSL -u ci:{pw} https://x"
+    assert M.mask('bash -c "curl -u \\"ci:S3cr3tPw\\" x"') == f'bash -c "curl -u \\"ci:{pw}\\" x"'
+    assert M.mask(json.dumps({"command": "wget --http-password S3cr3tPw x"})) == (
+        json.dumps({"command": f"wget --http-password {pw} x"}))
+    assert M.mask("mariadb -uroot -pS3cr3tPw\\nsort -u x:y") == f"mariadb -uroot -p{pw}\\nsort -u x:y"
+    assert M.mask("sshpass -P 'Pw?' -p S3cr3tPw ssh -p 2222 h") == f"sshpass -P 'Pw?' -p {pw} ssh -p 2222 h"
+
+
+def test_a_command_option_password_streamed_after_a_long_command_line_is_masked_as_the_whole_text_is() -> None:
+    """The stream holds a command line back from the command's name, so `-u USER:PW` arriving 1 KiB after `curl`
+    (beyond the usual held context) is still recognised."""
+    text = "x " * 200 + "curl " + "-H a " * 200 + "-u bob:S3cr3tPw https://x ok\nmore"
+    for cut in range(0, len(text), 7):
+        assert stream_all(M, [text[:cut], text[cut:]]) == M.mask(text)
+    assert "S3cr3tPw" not in M.mask(text)
+
+
+def test_masking_many_command_names_and_options_stays_linear() -> None:
+    """Hostile text repeating command names and options masks in bounded time (each option is tied to the nearest
+    command before it, and each command's line is read once)."""
+    for text in ["curl " * 13_000, "curl -u " * 8_000, "curl '" * 13_000, "curl " + "-u x " * 13_000,
+                 "sshpass " + "-p x " * 13_000, "mysql -px " * 6_000]:
+        hostile = text[:65_536]
+        best = min(_timed(functools.partial(M.mask, hostile)) for _ in range(2))
+        assert best < 0.5, (text[:16], f"{best * 1000:.1f} ms")
 
 
 def test_overlapping_detectors_mask_once_with_the_most_specific_kind() -> None:
@@ -461,7 +509,18 @@ def emails(draw: st.DrawFn) -> Secret:
     return Secret("email", email, (email,), email)
 
 
+@st.composite
+def command_passwords(draw: st.DrawFn) -> Secret:
+    value = draw(distinctive(ALNUM + "!#$%*+,./:?@^_~-", 6, 24))
+    form = draw(st.sampled_from([" curl -u user:{v} https://h", " curl -sS --user=user:{v} https://h",
+                                 " curl -U proxy:{v} https://h", " wget --password {v} https://h",
+                                 " mysql -uroot -p{v} app", " sshpass -p {v} ssh -p 22 h", " redis-cli -a {v} ping",
+                                 " curl -u 'user:{v}' https://h"]))
+    return Secret("secret_field", form.format(v=value), (value,), value)
+
+
 SECRETS: dict[str, st.SearchStrategy[Secret]] = {
+    "command_password": command_passwords(),
     "anthropic_key": simple("anthropic_key", st.builds(lambda a, b: f"sk-ant-api03-{a}{b}AA", chars(B64URL, 80, 93),
                                                        distinctive(ALNUM, 1, 2))),
     "openai_key": simple("openai_key", st.builds(lambda p, b: f"sk-{p}{b}", st.sampled_from(["", "proj-", "svcacct-"]),
