@@ -197,14 +197,14 @@ async def test_run_agent_on_a_session_another_process_holds_is_one_busy_line_not
     try:
         async with strata_mcp(cli, workspace, "--model", f"script:{script}") as session:
             first = structured(await session.call_tool("run_agent", {"prompt": "first"}))
-            watcher = Client(cli, first["session_id"], "--watch")  # the daemon now holds the session's lease
+            driver = Client(cli, first["session_id"])  # the daemon holds the lease while a driver is attached
             busy = await session.call_tool("run_agent", {"prompt": "again", "session_id": first["session_id"]})
             assert busy.is_error, busy.content
             message = busy.content[0].text
             assert "is active in another process" in message and "internal error" not in message, message
             assert "ExceptionGroup" not in message and "\n" not in message
-            watcher.send(type="detach")
-            assert watcher.finish().returncode == 0
+            driver.send(type="detach")
+            assert driver.finish().returncode == 0
     finally:
         daemon.stop()
     assert daemon.proc.returncode == 0, daemon.stderr

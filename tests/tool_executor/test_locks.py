@@ -113,7 +113,9 @@ async def main():
         sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)
         await held.adopt(HeldCommand(group=ProcessGroup.of_leader(sleeper.pid), session_id="s-dead", call_id="c1",
                                      receipt_id="r1"))
-        pathlib.Path(sys.argv[2]).write_text(str(sleeper.pid))
+        ready = pathlib.Path(sys.argv[2])
+        ready.with_suffix(".tmp").write_text(str(sleeper.pid))
+        ready.with_suffix(".tmp").rename(ready)  # whole: the test reads it as soon as it exists
         await anyio.sleep(60)
 anyio.run(main)
 """
