@@ -312,6 +312,21 @@ class HostedSession:
         if state.parked or (before == "active" and (state.open_batch is not None or _turn_unfinished(state))):
             self.submit(None)
 
+    async def reread_parked(self) -> None:
+        """Parked here without the lease, the session's calls may have been decided and run by another process
+        meanwhile (`strata approve`, then `strata resume ID` elsewhere): what still waits is read again from the
+        store, and a session with nothing left waiting and no batch open is idle again (a driver attaching to it
+        takes its lease, `drive`, instead of being given a turn that has nothing to finish)."""
+        if self.live is not None or self.turn_running or not self.parked:
+            return
+        with contextlib.suppress(StrataError):
+            state = (await restore_or_report(self._parts.rt.store, self.id)).state
+            if self.live is not None or self.turn_running or not self.parked:  # a turn began meanwhile
+                return
+            self.parked = _undecided(state)
+            if not self.parked and state.open_batch is None and self.phase == "parked":
+                self.phase = "idle"
+
     async def _idle(self) -> None:
         """Wait for the next request; keep the lease renewed meanwhile, as a running turn's heartbeat does, while a
         driver is attached. With none, the lease is released once the session was idle RELEASE_AFTER_S."""
@@ -542,11 +557,11 @@ class HostedSession:
             status: str = (await self._parts.rt.store.get_session(self.id)).status
         except StrataError:
             status = "unknown"
+        await self.reread_parked()  # no lease here: another process may have decided and run them meanwhile
         phase: Phase = "approval" if self.approver.waiting() else self.phase
         parked = self.parked
-        # No lease here: `strata approve|deny` may have decided some elsewhere, or (idle, nobody driving) another
-        # process may have run the session and parked calls.
-        if self.live is None and not self.turn_running and (parked or status == "awaiting_approval"):
+        # No lease here, idle and nobody driving: another process may have run the session and parked calls.
+        if self.live is None and not self.turn_running and not parked and status == "awaiting_approval":
             with contextlib.suppress(StrataError):
                 parked = _undecided((await restore_or_report(self._parts.rt.store, self.id)).state)
             if parked and phase == "idle":
