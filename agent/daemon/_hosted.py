@@ -11,8 +11,9 @@ store: another process may have run the session meanwhile), and is refused (Sess
 drives it. Requests only set the next turn and wake the task, so they return at once. Committed events reach
 every attachment, in commit order, as they are committed (an attachment may first replay those committed before it
 came: agent/daemon/_attachment.py); the model's text reaches them as it streams, as `TextDelta`s that are never
-persisted. (What another process commits while the daemon holds no lease reaches no attachment live: a driver
-attaching later resumes from the store, and an attach with `since_seq` replays it.)
+persisted. (What another process commits while the daemon holds no lease reaches no attachment as it happens: a
+driver attaching later resumes from the store, and each attachment reads those events from the store before the
+next one the daemon commits, so none is skipped.)
 
 A hosted session holds no lease while it waits for approval (`parked`, so that `strata approve` from any terminal
 can record a decision, as after `--on-ask park`) or after its run failed (`released`): its next turn, or a driver
@@ -176,6 +177,10 @@ class HostedSession:
         self._deltas = _Deltas(self)
         self._parked_by_run = False
         """The last turn ended with calls parked (see _ask_a_late_driver)."""
+        self.head_seq = 0
+        """The session's last committed seq as this host knows it (what it read, or saw committed): an attachment
+        starts after it, and reads from the store what it finds committed beyond it that the host never saw
+        (agent/daemon/_attachment.py)."""
 
     # ---- opening (in the session's own task) ------------------------------------------------------------------
 
@@ -199,7 +204,8 @@ class HostedSession:
         record = await rt.store.get_session(self.id)
         self.workspace, self.model = record.workspace, record.model
         if record.status == "awaiting_approval" and self.driver is None:
-            self.parked = _undecided((await restore_or_report(rt.store, self.id)).state)
+            parked_state = (await restore_or_report(rt.store, self.id)).state
+            self.parked, self.head_seq = _undecided(parked_state), parked_state.last_seq
             self.phase = "parked"
             if self.driver is not None and self.parked:  # it attached during the read: it is asked, as below
                 self.submit(None)
@@ -231,6 +237,7 @@ class HostedSession:
 
     def _opened(self, state: SessionState) -> None:
         self.workspace, self.model, self.phase = state.workspace, state.model, "idle"
+        self.head_seq = max(self.head_seq, state.last_seq)
 
     async def _resume_when_free(self, prompt: str | None) -> LiveSession:
         """`_resume` for a turn, waiting up to DECISION_LEASE_S for a lease another process holds; SessionActive
@@ -501,7 +508,7 @@ class HostedSession:
             return await store.read_events(session_id, after_seq, upto_seq)
 
         attachment = Attachment(self.id, role, who, self._parts.queue_size,
-                                replay=None if since_seq is None else (read, since_seq))
+                                replay=None if since_seq is None else (read, since_seq), fill=(read, self.head_seq))
         self.attachments.append(attachment)
         self.last_used = anyio.current_time()
         if role == "drive":
@@ -543,6 +550,7 @@ class HostedSession:
 
     def _observe(self, item: StoredEvent) -> None:
         """Every committed event, as it is committed (the loop's observer): to every attachment, in order."""
+        self.head_seq = max(self.head_seq, item.seq)
         self._broadcast(SessionEvent(session_id=item.session_id, item=item))
         if self.live is not None and self.turn_running:
             self.phase = "act" if self.live.loop.state.open_batch is not None else "plan"
