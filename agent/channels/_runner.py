@@ -195,34 +195,41 @@ class _Poller:
     async def _work(self, name: str, thread: _Thread) -> None:
         """Drive one thread: wait for a worker's place (in arrival order), claim the thread, handle its queue. A
         thread with more messages gives its place up after each one while other threads wait, and queues again."""
-        book, channel = self.parts.book, self.parts.channel.name
-        again = False
         try:
-            async with self._places:
-                if self.stopping:
-                    return
-                holder = new_holder(self._token, self._clock)
-                try:
-                    claimed = await anyio.to_thread.run_sync(book.claim, channel, name, holder, self._alive)
-                except StoreError as exc:
-                    log.error("thread cannot be claimed", channel=channel, thread=name, reason=exc.message)
-                    claimed = False
-                if not claimed:  # another daemon drives this thread now: its messages are left to it
-                    self._defer(thread)
-                    return
-                try:
-                    async with anyio.create_task_group() as renewing:
-                        renewing.start_soon(self._renew, name)
-                        again = await self._drain(thread)
-                        renewing.cancel_scope.cancel()
-                finally:
-                    with anyio.CancelScope(shield=True), contextlib.suppress(StoreError):
-                        await anyio.to_thread.run_sync(book.release_claim, channel, name, self._token)
-        finally:
-            if again and thread.queue and not self.stopping:  # to the back of the line, still `running`
-                self._tg.start_soon(self._work, name, thread)
-            else:
-                thread.running = False
+            await self._work_once(name, thread)
+        except BaseException:
+            thread.running = False
+            raise
+        # More queued: it gave its place up for waiting threads, or a poll queued a message while this worker was
+        # leaving (letting the claim go, a write that waits while the book is busy): to the back of the line, still
+        # `running`, so that nothing queued is left without a worker. (Put off, the queue is empty: held instead.)
+        if thread.queue and not self.stopping:
+            self._tg.start_soon(self._work, name, thread)
+        else:
+            thread.running = False
+
+    async def _work_once(self, name: str, thread: _Thread) -> None:
+        book, channel = self.parts.book, self.parts.channel.name
+        async with self._places:
+            if self.stopping:
+                return
+            holder = new_holder(self._token, self._clock)
+            try:
+                claimed = await anyio.to_thread.run_sync(book.claim, channel, name, holder, self._alive)
+            except StoreError as exc:
+                log.error("thread cannot be claimed", channel=channel, thread=name, reason=exc.message)
+                claimed = False
+            if not claimed:  # another daemon drives this thread now: its messages are left to it
+                self._defer(thread)
+                return
+            try:
+                async with anyio.create_task_group() as renewing:
+                    renewing.start_soon(self._renew, name)
+                    await self._drain(thread)
+                    renewing.cancel_scope.cancel()
+            finally:
+                with anyio.CancelScope(shield=True), contextlib.suppress(StoreError):
+                    await anyio.to_thread.run_sync(book.release_claim, channel, name, self._token)
 
     async def _drain(self, thread: _Thread) -> bool:
         """Handle the thread's queue in order; True when it stopped early to let waiting threads go first."""

@@ -12,6 +12,11 @@ replay stops once it reaches the first live event (or the store's end), and a li
 already is skipped. Nothing is skipped or repeated across that boundary. An attachment closed during its replay
 gets only its closing notice after the events replayed so far (the live ones queued meanwhile would leave a gap).
 
+A live event past the one after the last the attachment delivered (or, before its first, past the session's last
+seq as the host knew it at the attach) means that events were committed the host never saw: another process ran
+the session while the host held no lease (`strata resume ID` elsewhere, agent/daemon/_hosted.py). They are read
+from the store first, as a replay is, so that an attachment still gets every committed event, in order.
+
 Text deltas are offered, never pressed: one is kept only while the queue is less than half full (and not during a
 replay), so that the committed events of a client that is behind still have room; a dropped delta never drops the
 attachment."""
@@ -45,8 +50,11 @@ _ids = itertools.count(1)
 
 class Attachment:
     def __init__(self, session_id: str, role: Role, who: str, capacity: int = DEFAULT_QUEUE, *,
-                 replay: tuple[EventReader, int] | None = None) -> None:
-        """`replay`: how to read the session's committed events, and the first seq to deliver (see the module)."""
+                 replay: tuple[EventReader, int] | None = None,
+                 fill: tuple[EventReader, int] | None = None) -> None:
+        """`replay`: how to read the session's committed events, and the first seq to deliver (see the module).
+        `fill`: how to read them, and the session's last seq as the host knows it now: a hole after it in the live
+        events is filled from the store (see the module)."""
         self.id = next(_ids)
         self.session_id = session_id
         self.role: Role = role
@@ -61,9 +69,14 @@ class Attachment:
         self._page: collections.deque[SessionEvent] = collections.deque()
         self._replayed_upto = 0
         """The last seq the replay delivered (read): a live event up to it is not delivered again."""
+        self._fill: EventReader | None = None
+        self._delivered = 0
+        """The seq of the last event delivered (or the one the attachment starts after); 0: not known."""
+        if fill is not None:
+            self._fill, self._delivered = fill
         if replay is not None:
             self._reader, since_seq = replay
-            self._replayed_upto = max(0, since_seq - 1)
+            self._replayed_upto = self._delivered = max(0, since_seq - 1)
 
     @property
     def replaying(self) -> bool:
@@ -101,6 +114,7 @@ class Attachment:
     async def receive(self) -> Outbound:
         """The next message; anyio.EndOfStream once it is closed and everything was delivered."""
         if self._reader is not None and (replayed := await self._replayed()) is not None:
+            self._delivered = replayed.item.seq
             return replayed
         while True:
             while not self._queue:
@@ -108,9 +122,23 @@ class Attachment:
                     raise anyio.EndOfStream
                 self._wake = anyio.Event()
                 await self._wake.wait()
-            message = self._queue.popleft()
-            if isinstance(message, SessionEvent) and message.item.seq <= self._replayed_upto:
-                continue  # the replay delivered it
+            message = self._queue[0]
+            if isinstance(message, SessionEvent):
+                seq = message.item.seq
+                if seq <= self._replayed_upto:
+                    self._queue.popleft()
+                    continue  # the replay delivered it
+                if self._fill is not None and self._delivered and seq > self._delivered + 1:
+                    # committed by another process while the host held no lease: read from the store first
+                    self._reader, self._replayed_upto = self._fill, self._delivered
+                    if (replayed := await self._replayed()) is not None:
+                        self._delivered = replayed.item.seq
+                        return replayed
+                    if self.closed_by is None:
+                        self._delivered = seq - 1  # the store had none of them: not looked for again
+                    continue  # (closed while reading: only why comes next)
+                self._delivered = seq
+            self._queue.popleft()
             return message
 
     async def _replayed(self) -> SessionEvent | None:

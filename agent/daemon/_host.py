@@ -134,7 +134,10 @@ class SessionHost:
             hosted = self._sessions.get(session_id)  # another attach may have hosted it meanwhile
         if hosted is not None:
             attachment = hosted.add(role, who, since_seq)
-            if role == "drive" and hosted.live is None and hosted.parked and not hosted.turn_running:
+            if role == "drive":
+                await hosted.reread_parked()  # decided and run elsewhere meanwhile: nothing for it to finish
+            if (role == "drive" and hosted.live is None and (hosted.parked or hosted.phase == "parked")
+                    and not hosted.turn_running):  # its calls asked, or those decided elsewhere run
                 hosted.submit(None)
             elif role == "drive":
                 try:

@@ -11,8 +11,9 @@ store: another process may have run the session meanwhile), and is refused (Sess
 drives it. Requests only set the next turn and wake the task, so they return at once. Committed events reach
 every attachment, in commit order, as they are committed (an attachment may first replay those committed before it
 came: agent/daemon/_attachment.py); the model's text reaches them as it streams, as `TextDelta`s that are never
-persisted. (What another process commits while the daemon holds no lease reaches no attachment live: a driver
-attaching later resumes from the store, and an attach with `since_seq` replays it.)
+persisted. (What another process commits while the daemon holds no lease reaches no attachment as it happens: a
+driver attaching later resumes from the store, and each attachment reads those events from the store before the
+next one the daemon commits, so none is skipped.)
 
 A hosted session holds no lease while it waits for approval (`parked`, so that `strata approve` from any terminal
 can record a decision, as after `--on-ask park`) or after its run failed (`released`): its next turn, or a driver
@@ -176,6 +177,10 @@ class HostedSession:
         self._deltas = _Deltas(self)
         self._parked_by_run = False
         """The last turn ended with calls parked (see _ask_a_late_driver)."""
+        self.head_seq = 0
+        """The session's last committed seq as this host knows it (what it read, or saw committed): an attachment
+        starts after it, and reads from the store what it finds committed beyond it that the host never saw
+        (agent/daemon/_attachment.py)."""
 
     # ---- opening (in the session's own task) ------------------------------------------------------------------
 
@@ -199,7 +204,8 @@ class HostedSession:
         record = await rt.store.get_session(self.id)
         self.workspace, self.model = record.workspace, record.model
         if record.status == "awaiting_approval" and self.driver is None:
-            self.parked = _undecided((await restore_or_report(rt.store, self.id)).state)
+            parked_state = (await restore_or_report(rt.store, self.id)).state
+            self.parked, self.head_seq = _undecided(parked_state), parked_state.last_seq
             self.phase = "parked"
             if self.driver is not None and self.parked:  # it attached during the read: it is asked, as below
                 self.submit(None)
@@ -231,6 +237,7 @@ class HostedSession:
 
     def _opened(self, state: SessionState) -> None:
         self.workspace, self.model, self.phase = state.workspace, state.model, "idle"
+        self.head_seq = max(self.head_seq, state.last_seq)
 
     async def _resume_when_free(self, prompt: str | None) -> LiveSession:
         """`_resume` for a turn, waiting up to DECISION_LEASE_S for a lease another process holds; SessionActive
@@ -311,6 +318,21 @@ class HostedSession:
         # on that child (a prompt is refused naming it, as while the lease was held).
         if state.parked or (before == "active" and (state.open_batch is not None or _turn_unfinished(state))):
             self.submit(None)
+
+    async def reread_parked(self) -> None:
+        """Parked here without the lease, the session's calls may have been decided and run by another process
+        meanwhile (`strata approve`, then `strata resume ID` elsewhere): what still waits is read again from the
+        store, and a session with nothing left waiting and no batch open is idle again (a driver attaching to it
+        takes its lease, `drive`, instead of being given a turn that has nothing to finish)."""
+        if self.live is not None or self.turn_running or not self.parked:
+            return
+        with contextlib.suppress(StrataError):
+            state = (await restore_or_report(self._parts.rt.store, self.id)).state
+            if self.live is not None or self.turn_running or not self.parked:  # a turn began meanwhile
+                return
+            self.parked = _undecided(state)
+            if not self.parked and state.open_batch is None and self.phase == "parked":
+                self.phase = "idle"
 
     async def _idle(self) -> None:
         """Wait for the next request; keep the lease renewed meanwhile, as a running turn's heartbeat does, while a
@@ -486,7 +508,7 @@ class HostedSession:
             return await store.read_events(session_id, after_seq, upto_seq)
 
         attachment = Attachment(self.id, role, who, self._parts.queue_size,
-                                replay=None if since_seq is None else (read, since_seq))
+                                replay=None if since_seq is None else (read, since_seq), fill=(read, self.head_seq))
         self.attachments.append(attachment)
         self.last_used = anyio.current_time()
         if role == "drive":
@@ -528,6 +550,7 @@ class HostedSession:
 
     def _observe(self, item: StoredEvent) -> None:
         """Every committed event, as it is committed (the loop's observer): to every attachment, in order."""
+        self.head_seq = max(self.head_seq, item.seq)
         self._broadcast(SessionEvent(session_id=item.session_id, item=item))
         if self.live is not None and self.turn_running:
             self.phase = "act" if self.live.loop.state.open_batch is not None else "plan"
@@ -542,11 +565,11 @@ class HostedSession:
             status: str = (await self._parts.rt.store.get_session(self.id)).status
         except StrataError:
             status = "unknown"
+        await self.reread_parked()  # no lease here: another process may have decided and run them meanwhile
         phase: Phase = "approval" if self.approver.waiting() else self.phase
         parked = self.parked
-        # No lease here: `strata approve|deny` may have decided some elsewhere, or (idle, nobody driving) another
-        # process may have run the session and parked calls.
-        if self.live is None and not self.turn_running and (parked or status == "awaiting_approval"):
+        # No lease here, idle and nobody driving: another process may have run the session and parked calls.
+        if self.live is None and not self.turn_running and not parked and status == "awaiting_approval":
             with contextlib.suppress(StrataError):
                 parked = _undecided((await restore_or_report(self._parts.rt.store, self.id)).state)
             if parked and phase == "idle":
