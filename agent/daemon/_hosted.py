@@ -17,7 +17,9 @@ next one the daemon commits, so none is skipped.)
 
 A hosted session holds no lease while it waits for approval (`parked`, so that `strata approve` from any terminal
 can record a decision, as after `--on-ask park`) or after its run failed (`released`): its next turn, or a driver
-attaching, resumes it through `resume_session`, which reads everything again from the store.
+attaching, resumes it through `resume_session`, which reads everything again from the store. A driver attached
+when the run fails has the lease taken back for it at once (read again from the store), or, when that cannot be
+done (another process holds it), is told so by a `released` notice: it holds no lease until it attaches again.
 
 Over 400 lines as one concept: one hosted session's life (turns, its driver and watchers, asks, parking, release)."""
 
@@ -298,9 +300,11 @@ class HostedSession:
     async def drive(self) -> None:
         """A driver attached: take the lease of a session hosted without it (idle, nobody drove it), so that it is
         driven here and nowhere else until it leaves again. Waits up to DECISION_LEASE_S for a lease another
-        process holds, then SessionActive (another process drives the session). Nothing to do while the session
-        holds its lease, runs a turn, or waits for decisions (its next turn takes the lease)."""
-        if self.live is not None or self.turn_running or self._next is not None or self.phase != "idle":
+        process holds, then SessionActive (another process drives the session). A session released after a failed
+        turn is taken the same way. Nothing to do while the session holds its lease, runs a turn, or waits for
+        decisions (its next turn takes the lease)."""
+        if self.live is not None or self.turn_running or self._next is not None or self.phase not in ("idle",
+                                                                                                      "released"):
             return
         before = (await self._parts.rt.store.get_session(self.id)).status
         live = await self._resume_when_free(None)
@@ -442,8 +446,14 @@ class HostedSession:
             await self._release()
             self.phase = "released"
             log.warning("turn failed", error=str(error))
+            refused = await self._take_back_for_driver()
             self._broadcast(TurnResult(session_id=self.id, status="failed", exit_code=error.exit_code,
                                        reason=self._mask(error.message)))
+            if refused is not None and self.driver is not None:
+                self._send(self.driver, Notice(
+                    session_id=self.id, kind="released", text=f"the turn failed and the host could not take the "
+                    f"session's lease back for this client ({refused}); it holds none, so another process may "
+                    "resume the session meanwhile: attach again to drive it here"))
             return
         cause = self._parts.rt.stop.cause() or "the turn was interrupted"
         self.phase = "idle" if self.live is not None else ("parked" if self.parked else "released")
@@ -451,6 +461,32 @@ class HostedSession:
                   "has its result" if interrupted else cause)
         self._broadcast(TurnResult(session_id=self.id, status="interrupted", exit_code=EXIT_INTERRUPTED,
                                    reason=reason, unknown_receipts=await self._unknown_receipts()))
+
+    async def _take_back_for_driver(self) -> str | None:
+        """After a failed turn (its lease let go, what it holds read again from the store): a driver still attached
+        drives the session alone, so the lease is taken again at once, as a driver's attach takes it (`drive`).
+        Returns why it was not taken, for the driver's notice: another process holds it, the resume fails, or a
+        batch is still open (it is not finished again unasked: the same failure could repeat without end; calls
+        waiting for a decision are asked of a driver that attaches again). None: taken, or no driver to take it
+        for (watchers need no lease; a draining host takes nothing)."""
+        if self.driver is None or self._draining or self.stopping:
+            return None
+        try:
+            live = await self._resume(None)
+        except StrataError as exc:
+            return self._mask(exc.message)
+        state = live.loop.state
+        if state.open_batch is not None or self.driver is None or self.stopping:
+            with anyio.CancelScope(shield=True), contextlib.suppress(StrataError):
+                await live.release(None)
+            self.parked = _undecided(state)
+            if self.parked:
+                self.phase = "parked"
+            return "a batch is still open" + (f": {', '.join(p.call_id for p in self.parked)} wait for a decision"
+                                              if self.parked else "")
+        self.live, self.parked = live, ()
+        self._opened(state)
+        return None
 
     async def _unknown_receipts(self) -> int:
         """The session's receipts left unknown (an interrupted turn has no outcome of the loop's to say so)."""

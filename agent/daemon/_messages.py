@@ -24,7 +24,8 @@ EXIT_INTERRUPTED = 130
 Phase = Literal["starting", "idle", "plan", "act", "approval", "parked", "released", "closing"]
 """Where a hosted session is: `plan` waits on the model, `act` has a batch open, `approval` waits for the driver,
 `parked` waits for a recorded decision (no lease held), `released` holds no lease after a failure (the next prompt
-or driver resumes it), `closing` is being drained."""
+or driver resumes it; a driver attached at the failure has it taken back at once when it can be), `closing` is
+being drained."""
 
 
 class _Out(BaseModel):

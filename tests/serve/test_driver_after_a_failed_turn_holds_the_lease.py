@@ -1,0 +1,67 @@
+"""A driver attached to a hosted session whose turn failed is not left driving it without its lease, against a real
+`strata serve`, real `strata attach` / `strata approve` processes and a real process holding the session's lease.
+A turn that fails (here: its lease held elsewhere for longer than the daemon waits) lets the session's lease go
+(phase `released`), and the daemon used to leave it so even with a driver attached, saying nothing: `strata resume
+ID PROMPT` in another terminal could run the session while that driver stayed attached, its next prompt racing it.
+A driver attaching to a released session took no lease either (nor finished the batch decided meanwhile). Now the
+daemon takes the lease again at once for an attached driver, or, when it cannot, tells the driver (a `released`
+notice: attach again to drive it); a driver attaching to a released session takes the lease as it does an idle
+one, and finishes what was decided meanwhile."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.cli._helpers import text, tool_use
+from tests.conftest import StrataCLI
+from tests.serve._procs import Client, Daemon, parked_session, script
+
+pytestmark = pytest.mark.slow
+
+
+def _lease_owner(cli: StrataCLI, sid: str) -> object:
+    (row,) = [r for r in cli.json_lines("sessions", "--json") if r["id"] == sid]
+    return row["lease_owner"]
+
+
+def test_a_driver_whose_turn_failed_is_told_the_session_was_released_and_the_next_driver_takes_it_back(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model = script(tmp_path / "s.json", [tool_use("w1", "write_file", path="a.txt", content="A\n")],
+                   [text("written")])
+    daemon = Daemon(cli)
+    holder: subprocess.Popen[str] | None = None
+    try:
+        sid = parked_session(cli, ws, model, asked="w1", leave="detach")
+        holder = subprocess.Popen([sys.executable, "-m", "tests.serve._hold_lease", sid], cwd=cli.cwd, env=cli.env(),
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n", holder.communicate()
+        first = Client(cli, sid)  # its turn waits for the lease, then fails: another process holds it
+        assert first.wait_for("result")["status"] == "failed"
+        notice = first.out.wait_for(lambda o: o["type"] == "notice" and o.get("kind") == "released", 10,
+                                    "a released notice")
+        assert "attach again" in notice["text"], notice
+        assert first.finish().returncode == 0
+        _, err = holder.communicate(input="")
+        assert holder.returncode == 0, err
+        approved = cli.run("approve", sid, "w1")
+        assert approved.returncode == 0, approved.stderr
+
+        driver = Client(cli, sid)  # the session's lease is its own again, and the approved call runs
+        assert _lease_owner(cli, sid) is not None
+        assert driver.wait_for("result", timeout=30)["status"] == "completed"
+        assert driver.finish().returncode == 0
+    finally:
+        if holder is not None and holder.poll() is None:
+            holder.kill()
+            holder.communicate()
+        daemon.stop()
+    assert daemon.proc.returncode == 0, daemon.stderr
+    assert (ws / "a.txt").read_text() == "A\n"
+    (receipt,) = cli.json_lines("receipts", sid, "--json")
+    assert receipt["status"] == "done"
