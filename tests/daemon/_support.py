@@ -25,7 +25,8 @@ def home_env(home: Path) -> dict[str, str]:
 async def host_on(home: Path, **options: Any) -> AsyncIterator[tuple[Runtime, SessionHost]]:
     """A runtime as `strata run` builds it, on `home`, and a host on it."""
     config = load_config(workspace=None, env=home_env(home))
-    async with runtime(config) as rt, SessionHost.open(rt, model_factory=model_from_spec, **options) as host:
+    options.setdefault("model_factory", model_from_spec)
+    async with runtime(config) as rt, SessionHost.open(rt, **options) as host:
         yield rt, host
 
 
