@@ -12,7 +12,6 @@ session is left resumable. A second signal during the drain changes nothing: the
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import signal
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from agent.serve._dispatcher import HostDispatcher
 from agent.session import Runtime
 from config import LoadedConfig, load_config
 from core.errors import StrataError
+from core.version import VERSION
 from memory import SqliteEventStore
 from memory.store import EventStore
 from observability import attach_home
@@ -40,10 +40,7 @@ DRAIN_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
 def server_name() -> str:
-    try:
-        return f"strata {importlib.metadata.version('strata')}"
-    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree
-        return "strata"
+    return f"strata {VERSION}"  # core/version.py: not importlib.metadata (~8 ms of each start)
 
 
 def store_counts(store: EventStore) -> ipc.StoreCounts:
