@@ -52,7 +52,7 @@ from agent.daemon._messages import (
 from agent.outcome import RunOutcome
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
 from config import LoadedConfig
-from core.errors import SessionActive, StoreError, StrataError
+from core.errors import LeaseLost, SessionActive, StoreError, StrataError
 from core.events import ParkedCall, StoredEvent
 from core.model import ModelAdapter, ModelAttempt, ModelListener, ModelRequest, ModelResponse
 from core.policy import PermissionRule
@@ -446,7 +446,10 @@ class HostedSession:
             await self._release()
             self.phase = "released"
             log.warning("turn failed", error=str(error))
-            refused = await self._take_back_for_driver()
+            # A session taken over by another process (this host's lease expired unrenewed) is that process's now:
+            # taking it back at once would drive it from here again behind its back (ping-pong between workers).
+            refused = ("another process took the session over" if isinstance(error, LeaseLost)
+                       else await self._take_back_for_driver())
             self._broadcast(TurnResult(session_id=self.id, status="failed", exit_code=error.exit_code,
                                        reason=self._mask(error.message)))
             if refused is not None and self.driver is not None:
