@@ -13,13 +13,14 @@ Blocking calls: the daemon runs them in a worker thread."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from core.errors import StoreError
 from memory.channel_book._sql import BookDb, PostgresBookDb, SqliteBookDb, Tx, now
 from memory.rows import LeaseHolder
 
@@ -67,6 +68,9 @@ class TaskRow(BaseModel):
     created_at: str
 
 
+_Row = TypeVar("_Row", ThreadRow, IntakeRow, TaskRow)
+
+
 class ChannelBook:
     def __init__(self, db: BookDb, where: str) -> None:
         self._db = db
@@ -112,7 +116,7 @@ class ChannelBook:
         rows = self._db.read("SELECT channel, thread_id, session_id, created_at FROM channel_threads "
                              "ORDER BY channel, created_at")
         keys = ("channel", "thread_id", "session_id", "created_at")
-        return [ThreadRow.model_validate(dict(zip(keys, r, strict=True))) for r in rows]
+        return [self._row(ThreadRow, "channel_threads", keys, r) for r in rows]
 
     # ---- claims -------------------------------------------------------------------------------------------------
 
@@ -159,7 +163,7 @@ class ChannelBook:
     def intake(self, channel: str, message_id: str) -> IntakeRow | None:
         row = self._one(f"SELECT {_INTAKE_COLS} FROM channel_intake WHERE channel = ? AND message_id = ?",
                         (channel, message_id))
-        return None if row is None else _intake(row)
+        return None if row is None else self._row(IntakeRow, "channel_intake", _INTAKE_COLS.split(", "), row)
 
     def take_in(self, row: IntakeRow) -> IntakeRow:
         """Record a message as taken in (once: a second call for the same id returns the first record)."""
@@ -180,8 +184,8 @@ class ChannelBook:
 
     def intakes(self, channel: str | None = None) -> list[IntakeRow]:
         where, args = ("WHERE channel = ?", (channel,)) if channel else ("", ())
-        return [_intake(r) for r in self._db.read(f"SELECT {_INTAKE_COLS} FROM channel_intake {where} ORDER BY num",
-                                                  args)]
+        return [self._row(IntakeRow, "channel_intake", _INTAKE_COLS.split(", "), r)
+                for r in self._db.read(f"SELECT {_INTAKE_COLS} FROM channel_intake {where} ORDER BY num", args)]
 
     # ---- tasks --------------------------------------------------------------------------------------------------
 
@@ -200,12 +204,24 @@ class ChannelBook:
         rows = self._db.read("SELECT id, channel, thread_id, message_id, session_id, status, rule, created_at "
                              "FROM channel_tasks ORDER BY id")
         keys = ("id", "channel", "thread_id", "message_id", "session_id", "status", "rule", "created_at")
-        return [TaskRow.model_validate(dict(zip(keys, r, strict=True))) for r in rows]
+        return [self._row(TaskRow, "channel_tasks", keys, r) for r in rows]
 
     # ---- sql ----------------------------------------------------------------------------------------------------
 
     def _write(self, sql: str, args: tuple[object, ...]) -> None:
         self._db.write(lambda tx: tx.execute(sql, args))
+
+    def _row(self, model: type[_Row], table: str, keys: Sequence[str], r: tuple[object, ...]) -> _Row:
+        """One row read back as `model`; a row edited outside Strata (a blob or NULL where text belongs) is a
+        StoreError naming the book, the table and the column, not pydantic's report."""
+        try:
+            return model.model_validate(dict(zip(keys, r, strict=True)))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            column = ".".join(str(p) for p in err["loc"])
+            raise StoreError(f"the channel book {self.where} has a damaged row in {table}: {column}: {err['msg']}",
+                             path=self.where, hint="the row was edited outside Strata; restore the book from a "
+                                                   "backup, or delete that row") from None
 
     def _one(self, sql: str, args: tuple[object, ...]) -> tuple[object, ...] | None:
         rows = self._db.read(sql, args)
@@ -217,7 +233,3 @@ _SAME_MESSAGE = "SELECT 1 FROM {table} WHERE channel = ? AND message_id = ?"
 `ON CONFLICT DO NOTHING` covers two inserts at once on PostgreSQL."""
 _INTAKE_COLS = "num, channel, message_id, thread_id, session_id, sender, status, rule, reply_key, after_seq, at"
 
-
-def _intake(r: tuple[object, ...]) -> IntakeRow:
-    keys = _INTAKE_COLS.split(", ")
-    return IntakeRow.model_validate(dict(zip(keys, r, strict=True)))
