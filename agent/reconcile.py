@@ -98,8 +98,7 @@ async def reconcile(rt: _Runtime, receipt_id: str, *, applied: bool, note: str |
     two changing it at once. Each transition is a receipt row on the session's timeline."""
     before = await rt.store.get_receipt(receipt_id)
     if before.status not in ("unknown", "dispatched"):
-        raise ReceiptError(f"receipt {receipt_id} is {before.status}, not unknown: nothing to reconcile",
-                           receipt_id=receipt_id)
+        raise _not_open(before)
     await _refuse_if_running(rt, before)
     try:
         async with leased(rt, before.session_id) as lease:
@@ -115,9 +114,21 @@ async def _decide_once(rt: _Runtime, lease: Lease, receipt_id: str, before: Rece
     """Under the lease: the receipt as it is now (another reconcile may have decided it meanwhile), decided."""
     current = await rt.store.get_receipt(receipt_id)
     if current.status not in ("unknown", "dispatched"):
-        raise ReceiptError(f"receipt {receipt_id} is {current.status}, not unknown: nothing to reconcile",
-                           receipt_id=receipt_id)
+        raise _not_open(current)
     return before, await _decide(rt, lease, current, applied=applied, note=note, by=by)
+
+
+def _not_open(receipt: Receipt) -> ReceiptError:
+    """Why `receipt` cannot be reconciled. One already reconciled (by another person or a probe, perhaps a moment
+    ago with the opposite verdict) says what was decided and by whom: its recorded decision is not changed."""
+    if receipt.reconciled_by is not None and receipt.status in ("done", "failed"):
+        said = "applied" if receipt.status == "done" else "not applied"
+        note = f" ({receipt.note})" if receipt.note and receipt.note != said else ""
+        return ReceiptError(f"receipt {receipt.id} was already reconciled as {said} by {receipt.reconciled_by}"
+                            f"{note}; a recorded decision is not changed", receipt_id=receipt.id,
+                            hint=f"`strata timeline {receipt.session_id}` shows the decision")
+    return ReceiptError(f"receipt {receipt.id} is {receipt.status}, not unknown: nothing to reconcile",
+                        receipt_id=receipt.id)
 
 
 @record
