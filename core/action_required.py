@@ -93,6 +93,9 @@ _FILLERS = ("also", "and", "then", "now", "so", "first", "next", "finally", "add
 _FILE_NAME = re.compile(r"^[\w-]+\.(?:pdf|docx?|xlsx?|csv|txt|md|pptx?|json|ya?ml|toml|py|odt|ods|rtf|eml|png|jpe?g)$")
 _SENTENCE_END = re.compile(r"(?:[.!?;]+(?=[\s,)\]\"']|$)|\n+)")
 _TOKEN = re.compile(r"[a-z0-9_'\-./]+")
+_GLUED = re.compile(r"\S*[a-z][.!?]+[a-z]\S*")
+"""A run of text with a sentence mark between two letters: maybe a glued sentence end, maybe a file name."""
+_GLUED_AT = re.compile(r"(?<=[a-z])([.!?]+)(?=[a-z])")
 _TRIM = ".,:;!?-\u2013\u2014()[]\"'/"
 
 
@@ -148,7 +151,7 @@ _Kind = Literal["question", "imperative", "other"]
 
 def _sentences(text: str) -> list[tuple[list[str], bool]]:
     """The text's sentences as lower-case word lists, each with whether it ended in a question mark."""
-    normal = text.replace("\u2019", "'").replace("\u2018", "'").lower()
+    normal = _GLUED.sub(_unglue, text.replace("\u2019", "'").replace("\u2018", "'").lower())
     out: list[tuple[list[str], bool]] = []
     start = 0
     for m in _SENTENCE_END.finditer(normal):
@@ -156,6 +159,15 @@ def _sentences(text: str) -> list[tuple[list[str], bool]]:
         start = m.end()
     out.append((_words(normal[start:]), False))
     return [(w, q) for w, q in out if w]
+
+
+def _unglue(m: re.Match[str]) -> str:
+    """A word glued to the next sentence by a period with no space ("invoice.thanks", as quick typists leave it)
+    is split there, as a sentence end; a file name ("invoice_17.pdf") is one word and stays whole."""
+    word = m.group()
+    if _FILE_NAME.match(word.strip(_TRIM)):
+        return word
+    return _GLUED_AT.sub(r"\1 ", word)
 
 
 def _words(chunk: str) -> list[str]:
