@@ -185,6 +185,9 @@ async def _probe(rt: _Runtime, lease: Lease, specs: dict[str, ToolSpec], calls: 
     spec = specs.get(receipt.tool)
     if spec is None or spec.probe is None:
         return ProbeOutcome(receipt, "skipped", f"{receipt.tool} has no probe; reconcile it by hand")
+    if not await anyio.to_thread.run_sync(workspace.is_dir):  # moved or removed: a file missing is no evidence
+        return ProbeOutcome(receipt, "skipped", "the session's workspace is not there (moved or removed?); put it "
+                                                "back, or reconcile it by hand")
     call = calls.get(receipt.call_id)
     args = _effective_args(call, receipt, spec, workspace) if call is not None else None
     if args is None:

@@ -51,3 +51,33 @@ def test_probe_decides_a_killed_write(cli: StrataCLI, workspace: Path, tmp_path:
         assert not (workspace / "out.txt").exists()
     again = cli.run("reconcile", "--probe", session["id"])
     assert again.returncode == 0 and "no unknown receipts" in again.stdout
+
+
+def test_probe_decides_nothing_when_the_session_workspace_is_gone(cli: StrataCLI, workspace: Path,
+                                                                 tmp_path: Path) -> None:
+    """A write that happened, then the workspace moved away (a careless `mv`): the probe finds no file, but absence
+    of the workspace is no evidence; the receipt stays undecided (skipped, saying why) instead of being recorded
+    for good as not applied, and once the workspace is back the probe decides it applied."""
+    script = write_script(tmp_path / "turns.json", [
+        [tool_use("toolu_w", "write_file", path="out.txt", content="hello\n")], [text("done")]])
+    killed = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "write_file",
+                     "go", env={"STRATA_FAULT": "after_dispatch"})
+    assert killed.returncode == -9
+    assert (workspace / "out.txt").read_text() == "hello\n"
+    (session,) = cli.json_lines("sessions", "--json")
+    moved = tmp_path / "moved-away"
+    workspace.rename(moved)
+
+    probed = cli.run("reconcile", "--probe", session["id"])
+    assert probed.returncode == 0, probed.stderr
+    assert "skipped" in probed.stdout and "workspace" in probed.stdout, probed.stdout
+    (receipt,) = cli.json_lines("receipts", session["id"], "--json")
+    assert receipt["status"] == "dispatched" and receipt["reconciled_by"] is None, receipt
+
+    moved.rename(workspace)
+    again = cli.run("reconcile", "--probe", session["id"])
+    assert again.returncode == 0, again.stderr
+    (after,) = cli.json_lines("receipts", session["id"], "--json")
+    assert after["status"] == "done" and after["reconciled_by"] == "probe:write_file", after
+    verified = cli.run("timeline", session["id"], "--verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
