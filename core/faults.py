@@ -1,7 +1,8 @@
 """Fault injection for crash tests only: `STRATA_FAULT=<point>[:<n>]` kills this process with SIGKILL the n-th
 time (default first) execution reaches `<point>`. Points: after_commit, after_receipt, after_dispatch,
 before_batch_completed, after_batch_completed, after_child (a delegated child session
-finished, its parent has not recorded the result). Unset in normal use, so each point costs one dict lookup."""
+finished, its parent has not recorded the result), after_reply_sent (a channel's reply is out, the book not yet
+updated). Unset in normal use, so each point costs one dict lookup."""
 
 from __future__ import annotations
 

@@ -35,6 +35,7 @@ from config import ChannelEntry
 from core.action_required import DEFAULT_VOCABULARY, GateVerdict, GateVocabulary, decide
 from core.errors import LeaseLost, SessionActive, StrataError
 from core.events import UserMessage
+from core.faults import fault_point
 from core.messages import Message, TextBlock
 from core.model import ModelAdapter
 from core.record import record
@@ -167,10 +168,12 @@ async def handle(parts: ChannelParts, message: InboundMessage, handle: str) -> O
         await live.release(None)
         if taken_by is not None:
             await reject_taken(parts, message, handle, taken_by)
-    await anyio.to_thread.run_sync(channel.send, reply)
-    if task is not None:
+    if task is not None:  # before the reply goes out: a redelivery after it is only acknowledged (step 1), and
+        # a task set after the send stayed `open` for ever when the daemon died in between
         await anyio.to_thread.run_sync(book.set_task_status, task.id,
                                        "done" if reply.status == "completed" else reply.status)
+    await anyio.to_thread.run_sync(channel.send, reply)
+    fault_point("after_reply_sent")
     await _finish(parts, message, handle)
     log.info("message processed", channel=message.channel, thread=message.thread, message_id=message.id,
              session_id=session_id, status=reply.status, task=task.id if task else None)
