@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import anyio
+
 from agent.ids import match_call
+from agent.reconcile import SHORT_LEASE_S
 from agent.session import Runtime
-from core.errors import UsageError
+from core.errors import SessionActive, UsageError
 from core.events import Event, ParkedCall
 from core.record import record
 from core.state import SessionState
@@ -42,7 +45,21 @@ async def record_decision(rt: Runtime, session_id: str, call_id: str, *, approve
 async def record_decisions(rt: Runtime, session_id: str, call_ids: Sequence[str] | None, *, approve: bool,
                            approver: str, reason: str = "") -> list[Recorded]:
     """Decide the parked calls named (None: every call still waiting) in one commit under the session lease.
-    Nothing is recorded when one of them cannot be decided (a UsageError says why)."""
+    Nothing is recorded when one of them cannot be decided (a UsageError says why). A lease held for a moment (by
+    another person's decision on another call, a reconcile, a probe) is waited for, up to SHORT_LEASE_S; one held
+    longer is a running session (SessionActive)."""
+    deadline = anyio.current_time() + SHORT_LEASE_S
+    while True:
+        try:
+            return await _record(rt, session_id, call_ids, approve=approve, approver=approver, reason=reason)
+        except SessionActive:  # raised before anything was recorded: the lease was not ours
+            if anyio.current_time() >= deadline:
+                raise
+            await anyio.sleep(0.05)
+
+
+async def _record(rt: Runtime, session_id: str, call_ids: Sequence[str] | None, *, approve: bool, approver: str,
+                  reason: str) -> list[Recorded]:
     async with leased(rt, session_id) as lease:
         state = lease.state
         assert state is not None

@@ -1,0 +1,95 @@
+"""Two people decide two different parked calls of one session at the same moment: each decision takes the
+session's lease for a few milliseconds, so one of them found it held and was refused with "session ... is active in
+another process", as if the session were running. A decision now waits for a lease held that briefly (as a
+reconcile does) and is recorded; a session that stays running is still refused (real processes, real SQLite file;
+the other person's decision is a process holding the session's lease for a second)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.cli._helpers import text, tool_use
+from tests.conftest import StrataCLI, write_script
+
+_HOLDER = """
+import anyio, os, sys
+from config import load_config
+from core.clock import SystemClock
+from memory import leased
+from memory.opening import open_store
+
+class Rt:
+    def __init__(self, store, clock):
+        self.store, self.clock = store, clock
+
+async def main():
+    clock = SystemClock()
+    store = await open_store(load_config(workspace=None, env=os.environ).settings, clock=clock)
+    try:
+        async with leased(Rt(store, clock), sys.argv[1]):
+            print("held", flush=True)
+            await anyio.sleep(float(sys.argv[2]))
+    finally:
+        await store.close()
+
+anyio.run(main)
+"""
+
+
+def _park_two(cli: StrataCLI, workspace: Path, tmp_path: Path) -> str:
+    script = write_script(tmp_path / "turns.json", [
+        [tool_use("toolu_one", "write_file", path="one.txt", content="1\n"),
+         tool_use("toolu_two", "write_file", path="two.txt", content="2\n")],
+        [text("done")],
+    ])
+    parked = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--on-ask", "park", "go")
+    assert parked.returncode == 4, parked.stderr
+    (session,) = cli.json_lines("sessions", "--json")
+    return str(session["id"])
+
+
+def _hold(cli: StrataCLI, session_id: str, seconds: float) -> subprocess.Popen[str]:
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, session_id, str(seconds)], cwd=cli.cwd,
+                              env=cli.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held", holder.communicate()
+    return holder
+
+
+def test_a_decision_waits_for_a_lease_another_decision_holds_for_a_moment(cli: StrataCLI, workspace: Path,
+                                                                            tmp_path: Path) -> None:
+    session_id = _park_two(cli, workspace, tmp_path)
+    holder = _hold(cli, session_id, 1.0)
+    try:
+        approved = cli.run("approve", session_id, "toolu_one")
+    finally:
+        holder.communicate(timeout=30)
+    assert approved.returncode == 0, approved.stderr
+    assert "approved call toolu_one" in approved.stdout and "is active" not in approved.stderr
+    denied = cli.run("deny", session_id, "toolu_two", "--reason", "not now")
+    assert denied.returncode == 0, denied.stderr
+    resumed = cli.run("resume", session_id)
+    assert resumed.returncode == 0, resumed.stderr
+    assert (workspace / "one.txt").read_text() == "1\n" and not (workspace / "two.txt").exists()
+    verified = cli.run("timeline", session_id, "--verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_a_decision_on_a_session_that_stays_running_is_refused(cli: StrataCLI, workspace: Path,
+                                                               tmp_path: Path) -> None:
+    session_id = _park_two(cli, workspace, tmp_path)
+    holder = _hold(cli, session_id, 8.0)
+    try:
+        started = time.monotonic()
+        approved = cli.run("approve", session_id, "--all")
+        waited = time.monotonic() - started
+    finally:
+        holder.kill()
+        holder.communicate()
+    assert approved.returncode == 1, approved.stdout
+    (line, *_) = approved.stderr.splitlines()
+    assert "is active in another process" in line and "Traceback" not in approved.stderr, approved.stderr
+    assert waited < 7.5, waited
+    assert cli.json_lines("receipts", session_id, "--json") == []
