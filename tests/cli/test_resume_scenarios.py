@@ -584,7 +584,8 @@ def test_reconcile_twice_is_refused_and_the_model_hears_once(seen: dict[str, Sce
     again = s.procs["again-not"]
     assert again.returncode == 1, again.stdout
     (line,) = error_lines(again.stderr)
-    assert "is done, not unknown" in line, line
+    assert "was already reconciled as applied by person:" in line, line
+    assert "a recorded decision is not changed" in line, line
     receipt = s.notes["receipts-after"]["k0"]
     assert (receipt["status"], receipt["note"]) == ("done", "k0 marker is in effects.log")
     assert receipt["reconciled_by"].startswith("person:")
