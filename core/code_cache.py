@@ -150,13 +150,7 @@ def read(path: Path) -> dict[str, CodeType]:
     """The compiled code saved at `path` by this Python, by source; nothing for a missing or unreadable file, or one
     another Python wrote (an entry that is not a source's code is left out)."""
     found: dict[str, CodeType] = {}
-    file = _read_file(path)
-    for file_key in file.entry_keys():
-        raw = file.get(file_key)
-        try:
-            entry = marshal.loads(raw) if raw is not None else None
-        except (ValueError, EOFError, TypeError):
-            continue
+    for file_key, entry in _read_file(path).values():
         if (type(entry) is tuple and len(entry) == 2 and type(entry[0]) is str and isinstance(entry[1], CodeType)
                 and text_key(entry[0]) == file_key):
             found[entry[0]] = entry[1]
@@ -177,12 +171,7 @@ def save(path: Path) -> None:
     fresh = dict(_fresh)  # copied at once: the daemon's threads may define classes meanwhile
     if not fresh:
         return
-    file = _file
-    keep = file.entries()
-    if len(keep) + len(fresh) > MAX_ENTRIES:
-        keep = {key: raw for key, raw in keep.items() if key in _used}
-    keep.update(fresh)
-    data = build(_MAGIC, keep)
+    data = build(_MAGIC, _file.merged(fresh, _used, MAX_ENTRIES))
     try:
         write_file(path, data)
     except OSError:

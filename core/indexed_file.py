@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import marshal
 import zlib
+from collections.abc import Iterator
 
 _LENGTH = 4
 
@@ -63,6 +64,26 @@ class IndexedFile:
 
     def entry_keys(self) -> list[int]:
         return [key for key in self._index if type(key) is int]
+
+    def values(self) -> Iterator[tuple[int, object]]:
+        """Each entry's key and unmarshalled value, a damaged entry left out (a missing offset reads as None): what a
+        whole read of the file walks; the caller checks each value's shape and text."""
+        for key in self.entry_keys():
+            raw = self.get(key)
+            try:
+                value = marshal.loads(raw) if raw is not None else None
+            except (ValueError, EOFError, TypeError):
+                continue
+            yield key, value
+
+    def merged(self, fresh: dict[int, bytes], used: set[int], max_entries: int) -> dict[int, bytes]:
+        """The entries a save writes: this file's, unread, and `fresh`; past `max_entries`, of this file's only the
+        `used` ones."""
+        keep = self.entries()
+        if len(keep) + len(fresh) > max_entries:
+            keep = {key: raw for key, raw in keep.items() if key in used}
+        keep.update(fresh)
+        return keep
 
     def entries(self) -> dict[int, bytes]:
         """Every entry's own bytes (from its offset to the next entry's, or the end of the file), by key: what a

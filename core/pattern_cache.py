@@ -180,13 +180,7 @@ def read(path: Path) -> dict[_Key, bytes]:
     """The patterns saved at `path` by this Python (each one's opcodes still marshalled); nothing for a missing or
     unreadable file, or one another Python wrote (an entry that is not a pattern's opcodes is left out)."""
     found: dict[_Key, bytes] = {}
-    file = _read_file(path)
-    for file_key in file.entry_keys():
-        raw = file.get(file_key)
-        try:
-            entry = marshal.loads(raw) if raw is not None else None
-        except (ValueError, EOFError, TypeError):
-            continue
+    for file_key, entry in _read_file(path).values():
         if (type(entry) is tuple and len(entry) == 3 and isinstance(entry[0], str | bytes)
                 and type(entry[1]) is int and type(entry[2]) is bytes and _file_key(entry[0], entry[1]) == file_key):
             found[(entry[0], entry[1])] = entry[2]
@@ -211,12 +205,7 @@ def save(path: Path) -> None:
     made = dict(_made)  # copied at once: the daemon's threads may compile meanwhile
     if not made:
         return
-    file = _file
-    keep = file.entries()
-    if len(keep) + len(made) > MAX_ENTRIES:
-        keep = {key: raw for key, raw in keep.items() if key in _used}
-    keep.update(made)
-    data = build(_MAGIC, keep)
+    data = build(_MAGIC, _file.merged(made, _used, MAX_ENTRIES))
     try:
         code_cache.write_file(path, data)
     except OSError:
