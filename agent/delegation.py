@@ -48,6 +48,7 @@ from memory import SessionRecord
 from memory.leases import describe
 from memory.restore import restore
 from memory.rows import LeaseHolder
+from memory.short_lease import SHORT_LEASE_S
 from memory.store import EventStore
 from tool_executor import Approver
 from tool_executor.approval import ApprovalAnswer, ApprovalRequest
@@ -56,10 +57,10 @@ from tool_executor.verdicts import Parked
 log = structlog.get_logger("strata.delegation")
 
 FINISHED = frozenset({"completed", "incomplete", "failed"})
-CHILD_LEASE_WAIT_S = 3.0
+CHILD_LEASE_WAIT_S = SHORT_LEASE_S
 """How long a delegate call waits for its child's lease while another live process holds it, before its session
 parks: a decision (`strata approve|deny CHILD`) holds it for milliseconds, a process that drives the child for as
-long as it runs (as the daemon's turns wait, agent/daemon/_hosted.py DECISION_LEASE_S)."""
+long as it runs (as the daemon's turns wait, memory/short_lease.py)."""
 LEASE_POLL_S = 0.1
 """How often a wait for a child's lease reads it again."""
 T = TypeVar("T")

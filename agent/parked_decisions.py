@@ -8,17 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import anyio
-
 from agent.ids import match_call
-from agent.reconcile import SHORT_LEASE_S
 from agent.session import Runtime
-from core.errors import SessionActive, UsageError
+from core.errors import UsageError
 from core.events import Event, ParkedCall
 from core.record import record
 from core.state import SessionState
 from memory import Write, leased
 from memory.rows import Receipt
+from memory.short_lease import unless_held_long
 from tool_executor import recorded_decision
 
 
@@ -48,14 +46,8 @@ async def record_decisions(rt: Runtime, session_id: str, call_ids: Sequence[str]
     Nothing is recorded when one of them cannot be decided (a UsageError says why). A lease held for a moment (by
     another person's decision on another call, a reconcile, a probe) is waited for, up to SHORT_LEASE_S; one held
     longer is a running session (SessionActive)."""
-    deadline = anyio.current_time() + SHORT_LEASE_S
-    while True:
-        try:
-            return await _record(rt, session_id, call_ids, approve=approve, approver=approver, reason=reason)
-        except SessionActive:  # raised before anything was recorded: the lease was not ours
-            if anyio.current_time() >= deadline:
-                raise
-            await anyio.sleep(0.05)
+    return await unless_held_long(  # SessionActive is raised before anything was recorded: the lease was not ours
+        lambda: _record(rt, session_id, call_ids, approve=approve, approver=approver, reason=reason))
 
 
 async def _record(rt: Runtime, session_id: str, call_ids: Sequence[str] | None, *, approve: bool, approver: str,

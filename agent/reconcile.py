@@ -20,8 +20,9 @@ from core.masking import Masker
 from core.record import record
 from core.tools import ToolContext, ToolSpec
 from memory import Lease, Write, leased
-from memory.leases import make_liveness
+from memory.leases import describe, make_liveness
 from memory.rows import Receipt
+from memory.short_lease import unless_held_long
 from memory.store import EventStore
 from tool_executor import receipt_row, reconciliation
 from tool_executor.middleware import normalise_paths
@@ -58,23 +59,23 @@ class _Runtime(Protocol):
     def ledgers(self) -> Ledgers | None: ...
 
 
-SHORT_LEASE_S = 3.0
-"""How long a reconcile waits for a session's lease to be released before it calls the session running: another
-reconcile or a probe holds it for milliseconds, a running session for as long as it runs."""
-
-
 async def _refuse_if_running(rt: _Runtime, receipt: Receipt) -> None:
+    """Refused while the session runs; a lease held for a moment (another reconcile, a probe, a decision) is waited
+    out (memory/short_lease.py)."""
     alive = make_liveness(rt.clock)
-    deadline = anyio.current_time() + SHORT_LEASE_S
-    while True:
+
+    async def free() -> None:
         session = await rt.store.get_session(receipt.session_id)
-        if session.lease is None or not alive(session.lease):
-            return
-        if anyio.current_time() >= deadline:
-            raise ReceiptError(
-                f"receipt {receipt.id} belongs to session {receipt.session_id}, which is running now; the call "
-                "may still be in flight", receipt_id=receipt.id, hint="wait for the session to stop, then reconcile")
-        await anyio.sleep(0.05)
+        if session.lease is not None and alive(session.lease):
+            raise SessionActive(receipt.session_id, describe(session.lease))
+
+    try:
+        await unless_held_long(free)
+    except SessionActive:
+        raise ReceiptError(
+            f"receipt {receipt.id} belongs to session {receipt.session_id}, which is running now; the call "
+            "may still be in flight", receipt_id=receipt.id, hint="wait for the session to stop, then reconcile"
+        ) from None
 
 
 async def _decide(rt: _Runtime, lease: Lease, receipt: Receipt, *, applied: bool, note: str | None,

@@ -47,3 +47,9 @@ def make_liveness(clock: Clock) -> Callable[[Holder], bool]:
         return not is_zombie(holder.pid)
 
     return alive
+
+
+def held_here(holder: Holder) -> bool:
+    """The holder is this very process (its pid, on this host, in this boot and PID namespace)."""
+    return (holder.pid == os.getpid() and holder.host == socket.gethostname()
+            and (holder.boot_id or boot_id()) == boot_id() and (holder.pid_ns or pid_namespace()) == pid_namespace())

@@ -109,6 +109,11 @@ def _exit_drained() -> NoReturn:
     os._exit(0)
 
 
+ELSEWHERE_LEGEND = ("  elsewhere: another process holds the session's lease (`strata resume ID` in another "
+                    "terminal, say); the daemon hosts it without driving it, and a driver attaching is refused "
+                    "until that process is done")
+
+
 def _status(socket_path: Path | None, as_json: bool) -> None:
     cmd = Command()
     loaded = cmd.config(None)
@@ -133,6 +138,8 @@ def _status(socket_path: Path | None, as_json: bool) -> None:
         echo(f"  {info.session_id}  {info.status:<18} {info.phase or '-':<9} drivers {info.drivers} watchers "
              f"{info.watchers}  waiting: {waiting}")
         echo(f"      {info.model}  {info.workspace}")
+    if any(info.phase == "elsewhere" for info in sessions):
+        echo(ELSEWHERE_LEGEND)
 
 
 @click.command()

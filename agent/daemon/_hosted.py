@@ -59,16 +59,15 @@ from core.policy import PermissionRule
 from core.record import record
 from core.state import SessionState
 from memory.leases import LEASE_TTL, describe
-from memory.liveness import make_liveness
+from memory.liveness import held_here, make_liveness
 from memory.restore import restore_or_report
+from memory.rows import LeaseHolder, SessionRecord
+from memory.short_lease import unless_held_long
 
 log = structlog.get_logger("strata.daemon")
 
-DECISION_LEASE_S = 3.0
-"""How long a turn waits for the lease of its session when another live process holds it: `strata approve|deny`
-and `strata reconcile` hold it for milliseconds while they record a decision (a driver attaching to a parked
-session meets them when two people decide at once); a running session holds it for as long as it runs."""
-WAITING_FOR_LEASE = "another process holds the session's lease; the turn waits for it"
+WAITING_FOR_LEASE = "another process holds the session's lease; waiting a moment for it"
+"""Logged once when a turn or an attach waits for a lease another process holds (memory/short_lease.py)."""
 RELEASE_AFTER_S = 2.0
 """How long a session nobody drives keeps its lease once idle: long enough that the client that created it (or a
 driver that detached to attach again) attaches without a resume in between, short enough that `strata resume ID`
@@ -203,7 +202,10 @@ class HostedSession:
         Whether a driver is there is read after each wait, not from the attach that opened it: a driver may
         attach while a watcher's attach opens the session, and is then asked as if it had come first."""
         rt = self._parts.rt
-        record = await rt.store.get_session(self.id)
+        # A lease held for a moment (a decision, a reconcile) is waited out, so that what is read next is what it
+        # left; one held longer is refused: a driver cannot drive the session, and a watcher would get nothing of
+        # that process's run live.
+        record = await unless_held_long(self._unleased, waiting=self._log_waiting)
         self.workspace, self.model = record.workspace, record.model
         if record.status == "awaiting_approval" and self.driver is None:
             parked_state = (await restore_or_report(rt.store, self.id)).state
@@ -213,18 +215,24 @@ class HostedSession:
                 self.submit(None)
             return
         if self.driver is None:  # watchers only: hosted without the lease, unless a batch is left to finish
-            if record.lease is not None and make_liveness(rt.clock)(record.lease):
-                raise SessionActive(self.id, describe(record.lease))  # nothing of it would reach them live
             state = (await restore_or_report(rt.store, self.id)).state
             if state.open_batch is None and self.driver is None:
                 self._opened(state)
                 return
-        self.live = await self._resume(None)
+        self.live = await self._resume_when_free(None)
         state = self.live.loop.state
         self._opened(state)
         crashed = record.status == "active"  # its last process died holding the lease (a drain leaves it idle)
         if state.open_batch is not None or (self.driver is not None and crashed and _turn_unfinished(state)):
             self.submit(None)
+
+    async def _unleased(self) -> SessionRecord:
+        """The session's record while no live process holds its lease; SessionActive while one does."""
+        rt = self._parts.rt
+        record = await rt.store.get_session(self.id)
+        if record.lease is not None and make_liveness(rt.clock)(record.lease):
+            raise SessionActive(self.id, describe(record.lease))
+        return record
 
     async def _runtime_for(self, workspace: Path) -> Runtime:
         """The runtime under the config of `workspace` (its project layer when it is still a directory)."""
@@ -242,20 +250,14 @@ class HostedSession:
         self.head_seq = max(self.head_seq, state.last_seq)
 
     async def _resume_when_free(self, prompt: str | None) -> LiveSession:
-        """`_resume` for a turn, waiting up to DECISION_LEASE_S for a lease another process holds; SessionActive
-        once that is over (the other process is not deciding a call: it drives the session)."""
-        deadline = anyio.current_time() + DECISION_LEASE_S
-        said = False
-        while True:
-            try:
-                return await self._resume(prompt)
-            except SessionActive as exc:
-                if anyio.current_time() >= deadline:
-                    raise
-                if not said:
-                    log.info(WAITING_FOR_LEASE, session_id=self.id, owner=exc.owner)
-                    said = True
-                await anyio.sleep(0.1)
+        """`_resume`, waiting up to SHORT_LEASE_S for a lease another process holds (`strata approve|deny` and
+        `strata reconcile` hold it for milliseconds while they record something; a driver attaching to a parked
+        session meets them when two people decide at once); SessionActive once that is over (the other process
+        drives the session)."""
+        return await unless_held_long(lambda: self._resume(prompt), waiting=self._log_waiting)
+
+    def _log_waiting(self, exc: SessionActive) -> None:
+        log.info(WAITING_FOR_LEASE, session_id=self.id, owner=exc.owner)
 
     async def _resume(self, prompt: str | None) -> LiveSession:
         factory = self._parts.model_factory
@@ -299,14 +301,15 @@ class HostedSession:
 
     async def drive(self) -> None:
         """A driver attached: take the lease of a session hosted without it (idle, nobody drove it), so that it is
-        driven here and nowhere else until it leaves again. Waits up to DECISION_LEASE_S for a lease another
+        driven here and nowhere else until it leaves again. Waits up to SHORT_LEASE_S for a lease another
         process holds, then SessionActive (another process drives the session). A session released after a failed
         turn is taken the same way. Nothing to do while the session holds its lease, runs a turn, or waits for
         decisions (its next turn takes the lease)."""
         if self.live is not None or self.turn_running or self._next is not None or self.phase not in ("idle",
                                                                                                       "released"):
             return
-        before = (await self._parts.rt.store.get_session(self.id)).status
+        # the status as a moment's holder (a decision) left it, not as it was while held
+        before = (await unless_held_long(self._unleased, waiting=self._log_waiting)).status
         live = await self._resume_when_free(None)
         if self.live is not None or self.stopping:  # taken meanwhile, or leaving the host: not twice, not kept
             with anyio.CancelScope(shield=True), contextlib.suppress(StrataError):
@@ -600,12 +603,18 @@ class HostedSession:
     # ---- status -----------------------------------------------------------------------------------------------
 
     async def info(self) -> SessionInfo:
+        lease: LeaseHolder | None = None
         try:
-            status: str = (await self._parts.rt.store.get_session(self.id)).status
+            record = await self._parts.rt.store.get_session(self.id)
+            status: str = record.status
+            lease = record.lease
         except StrataError:
             status = "unknown"
         await self.reread_parked()  # no lease here: another process may have decided and run them meanwhile
         phase: Phase = "approval" if self.approver.waiting() else self.phase
+        if (self.live is None and not self.turn_running and lease is not None and not held_here(lease)
+                and make_liveness(self._parts.rt.clock)(lease)):
+            phase = "elsewhere"  # hosted without its lease, which another live process holds: it runs there
         parked = self.parked
         # No lease here, idle and nobody driving: another process may have run the session and parked calls.
         if self.live is None and not self.turn_running and not parked and status == "awaiting_approval":

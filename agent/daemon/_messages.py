@@ -21,11 +21,12 @@ from tool_executor import ApprovalRequest
 EXIT_INTERRUPTED = 130
 """A turn that was interrupted ends as Ctrl-C ends `strata run`."""
 
-Phase = Literal["starting", "idle", "plan", "act", "approval", "parked", "released", "closing"]
+Phase = Literal["starting", "idle", "plan", "act", "approval", "parked", "released", "elsewhere", "closing"]
 """Where a hosted session is: `plan` waits on the model, `act` has a batch open, `approval` waits for the driver,
 `parked` waits for a recorded decision (no lease held), `released` holds no lease after a failure (the next prompt
-or driver resumes it; a driver attached at the failure has it taken back at once when it can be), `closing` is
-being drained."""
+or driver resumes it; a driver attached at the failure has it taken back at once when it can be), `elsewhere` is
+hosted without its lease while another live process holds it (`strata resume ID` in another terminal; a driver
+attaching waits a moment for it, then is refused), `closing` is being drained."""
 
 
 class _Out(BaseModel):

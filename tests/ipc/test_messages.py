@@ -187,3 +187,14 @@ def test_an_error_message_does_not_repeat_what_the_client_sent() -> None:
                                      "token": secret}).encode(), greeted=True)
     assert isinstance(reply, ErrorReply) and reply.code == "invalid"
     assert secret not in reply.message and "text" in reply.message
+
+
+@pytest.mark.parametrize("phase", ["elsewhere", "a_phase_of_a_later_daemon"])
+def test_a_status_row_with_a_phase_the_client_does_not_know_is_read_as_it_is(phase: str) -> None:
+    """Phases may be added within version 1 (`elsewhere` was): a client reads a row with one it does not know."""
+    line = json.dumps({"type": "ok", "id": "s", "session_id": None, "role": None, "store": None, "sessions": [
+        {"session_id": "s1", "status": "active", "phase": phase, "workspace": "/w", "model": "script:x",
+         "turn_running": False, "drivers": 0, "watchers": 1, "waiting": []}]})
+    reply = ServerMessageAdapter.validate_json(line)
+    assert isinstance(reply, OkReply) and reply.sessions is not None
+    assert reply.sessions[0].phase == phase

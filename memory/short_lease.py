@@ -1,0 +1,42 @@
+"""A session's lease held for a moment, waited out: `strata approve|deny`, `strata reconcile` and a probe hold it
+for milliseconds while they record something, a process that drives the session for as long as it runs. Whatever
+needs the lease (or needs it free) while another live process holds it tries again for up to SHORT_LEASE_S before
+it calls the session running: the decision commands, reconcile, the daemon's turns and attaches, a delegate call
+waiting for its child (agent/delegation.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import anyio
+
+from core.errors import SessionActive
+
+SHORT_LEASE_S = 3.0
+"""How long a lease another live process holds is waited for before the session is taken for running there: far
+longer than a decision, a reconcile or a probe holds it (milliseconds, a few commits on a busy disk), far shorter
+than a person waits for a refusal."""
+POLL_S = 0.05
+"""How often the lease is tried again meanwhile."""
+
+T = TypeVar("T")
+
+
+async def unless_held_long(attempt: Callable[[], Awaitable[T]], *,
+                           waiting: Callable[[SessionActive], None] | None = None) -> T:
+    """`attempt()`, tried again while it raises SessionActive (another live process holds the lease), for up to
+    SHORT_LEASE_S; the last SessionActive once that is over (the holder is not recording a moment's decision: it
+    runs the session). `attempt` must raise SessionActive before it changed anything. `waiting` is told the first
+    time it waits (to log it). Each pause is an async sleep: the wait holds no other task of the process."""
+    deadline = anyio.current_time() + SHORT_LEASE_S
+    while True:
+        try:
+            return await attempt()
+        except SessionActive as exc:
+            if anyio.current_time() >= deadline:
+                raise
+            if waiting is not None:
+                waiting(exc)
+                waiting = None
+            await anyio.sleep(POLL_S)
