@@ -567,6 +567,9 @@ class HostedSession:
             if self.approver.driver_left(attachment):
                 self._broadcast(Notice(session_id=self.id, kind="parked", text="the driving client left while a "
                                        "call waited for its approval; the call is parked"))
+            if kind != "closed":  # the session stays: its watchers may drive it now (closing, they all go)
+                self._broadcast(Notice(session_id=self.id, kind="driver_left", text="the driving client left; "
+                                       "nobody drives the session now: attach with role drive to drive it"))
         attachment.close(Notice(session_id=self.id, kind=kind, text=text))
 
     def _send(self, attachment: Attachment, message: Outbound) -> bool:

@@ -31,7 +31,8 @@ class Limits(BaseModel):
     an attach past it on another of its connections is refused (`too_many_attachments`, the connection stays), so
     that one client, by attaching on connection after connection, cannot hold every one of `max_connections`
     (attached ones are never closed to make room). Every peer is the daemon's own user, so a cap per uid would be
-    the whole bound; one connection may attach to any number of sessions."""
+    the whole bound; one connection may attach to any number of sessions. Peers in another PID namespace (pid 0)
+    cannot be told apart: together they hold at most this many."""
     idle_timeout_s: float = Field(default=60.0, gt=0)
     """A connection past its hello that holds nothing (attached to no session) and sends no whole line for this
     long is closed (`idle_timeout`); one attached to a session may stay silent as long as it likes."""

@@ -44,7 +44,7 @@ ErrorCode = Literal[
     "idle_timeout",
     # the request was read, and refused by the session side
     "unknown_session", "not_attached", "not_driver", "session_busy", "no_such_call", "stale_approval",
-    "shutting_down", "too_many_sessions", "too_many_attachments", "refused", "unsupported", "internal",
+    "shutting_down", "too_many_sessions", "too_many_attachments", "refused", "internal",
 ]
 """Stable codes: clients branch on them, never on the message text."""
 
@@ -310,8 +310,9 @@ class Notice(_Wire):
     text: str
     kind: str | None = None
     """What happened, for a client to branch on: `detached`, `dropped` and `closed` end the client's attachment to
-    the session (the last message it gets for it); `parked`, `driver_left`, `released`, `shutting_down`; null for
-    a notice about the daemon itself."""
+    the session (the last message it gets for it); `parked`, `driver_left` (to the watchers: nobody drives the
+    session now), `released`, `shutting_down`; null for a notice about the daemon itself. A client shows a kind it
+    does not know by its text."""
 
 
 class TextDelta(_Wire):

@@ -10,6 +10,10 @@ import struct
 from core.record import record
 
 _UCRED = struct.Struct("3i")
+UNSEEN_PID = 0
+"""The pid SO_PEERCRED gives for a peer outside the daemon's PID namespace (a daemon in a container, its socket
+shared with the host): the kernel cannot name that process here. Such peers are told apart by nothing, so they
+share one per-client cap (agent/ipc/_server.py)."""
 
 
 @record

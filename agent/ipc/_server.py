@@ -31,7 +31,7 @@ from agent.ipc._endpoint import (
 from agent.ipc._errors import SocketUnusable
 from agent.ipc._limits import Limits
 from agent.ipc._messages import Attach, ErrorCode, ErrorReply, Notice, encode
-from agent.ipc._peer import peer_credentials, same_user
+from agent.ipc._peer import UNSEEN_PID, peer_credentials, same_user
 from agent.ipc._sockio import accept
 from observability.counted_log import CountedLog
 
@@ -195,7 +195,9 @@ class IpcServer:
 
     def _admit(self, connection: ClientConnection, request: Attach) -> ErrorReply | None:
         """Refuse an attach that would make one more connection of its client process hold a session past
-        `Limits.max_held_per_peer` (an attach on a connection that holds one already costs no slot)."""
+        `Limits.max_held_per_peer` (an attach on a connection that holds one already costs no slot). Clients whose
+        pid the daemon cannot see (UNSEEN_PID) share one cap: counted one by one, one of them could hold every
+        slot; together they cannot keep the other clients out."""
         if self._dispatcher.holds(connection):
             return None
         pid = connection.peer.pid
@@ -205,6 +207,12 @@ class IpcServer:
         if held < cap:
             return None
         self._tally.note("ipc attach refused", "too_many_attachments", peer_pid=pid)
+        if pid == UNSEEN_PID:
+            return ErrorReply(id=request.id, code="too_many_attachments", message="the daemon cannot see which "
+                              "process this client is (it runs in another PID namespace, as a container's host "
+                              f"does): such clients share one cap, and they hold {held} connections attached to "
+                              f"sessions, the most it allows (the daemon serves {self._limits.max_connections} in "
+                              "all); attach over a connection that holds one already, or detach one")
         return ErrorReply(id=request.id, code="too_many_attachments", message=f"this client process (pid {pid}) "
                           f"holds {held} connections attached to sessions, the most one process may hold (the daemon "
                           f"serves {self._limits.max_connections} in all); attach over one of them, or detach one")

@@ -8,7 +8,9 @@ from agent import daemon, ipc
 from core.errors import OrphanRunning, SessionActive, SessionNotFound, StrataError
 from core.masking import Masker
 
-_WARNINGS = frozenset({"dropped", "parked", "driver_left", "released", "shutting_down"})
+_WARNINGS = frozenset({"dropped", "parked", "released", "shutting_down"})
+"""Notice kinds sent as `warning`; the others (`detached`, `closed`, `driver_left`) are `info`: a client leaving, or
+a session leaving the daemon, is how things end, not something gone wrong."""
 
 
 def push_of(message: daemon.Outbound) -> ipc.Push:

@@ -94,7 +94,7 @@ class FakeDispatcher:
             case "interrupt":
                 self._fan_out(session, ResultPush(session_id=session.id, status="interrupted", exit_code=130))
                 return Ok(session_id=session.id)
-        return Refused(code="unsupported", message=request.type)
+        return Refused(code="refused", message=f"the fake daemon does not serve {request.type}")
 
     async def closed(self, connection: Connection) -> None:
         self.closed_connections += 1

@@ -70,7 +70,11 @@ def test_a_prompt_waiting_for_a_busy_childs_lease_blocks_no_other_request(cli: S
             listed.append(other.ask({"type": "status", "id": f"s{len(listed)}"}))
             took.append(time.monotonic() - asked)
             time.sleep(0.02)
-        refused = waiting.line()
+        # The prompt's reply; pushes may come first: a driver attaching after the daemon let the parent's lease go
+        # (2 s with nobody driving it, a slow machine's start of the holder) takes it back, a resume that commits
+        # `session_resumed` (agent/ipc/PROTOCOL.md, "Sessions and leases").
+        while (refused := waiting.line()) is not None and refused.get("id") != "p":
+            pass
         refused_after = time.monotonic() - sent
     finally:
         for client in (waiting, other):
