@@ -7,8 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from agent.awaiting_receipts import awaiting_decision, awaiting_hint
+from agent.receipt_reads import receipt_reads
 from agent.refs import LAST, MIN_PREFIX
+from core.clock import SystemClock
 from core.errors import DamagedSession, ReceiptError, SessionNotFound, UsageError
+from memory.liveness import make_liveness
 from memory.rows import Receipt, SessionRecord
 from memory.store import EventStore
 
@@ -81,12 +85,15 @@ async def resolve_session(store: EventStore, ref: str) -> str:
 
 
 def _receipt_line(r: Receipt) -> str:
-    return f"{r.id}  call {r.call_id}  {r.tool}  {r.status}  session {r.session_id}"
+    return f"{r.id}  call {r.call_id}  {r.tool}  {receipt_reads(r)}  session {r.session_id}"
 
 
-def match_receipt(receipts: Sequence[Receipt], ref: str) -> Receipt:
+def match_receipt(receipts: Sequence[Receipt], ref: str, awaiting: Sequence[Receipt] | None = None) -> Receipt:
     """The receipt `ref` names: its id or its call's id, exactly or by a unique prefix (at least MIN_PREFIX). Of
-    several, the only one whose outcome is unknown (the one a reconciliation is for), if exactly one is."""
+    several, the only one awaiting a decision (the one a reconciliation is for), if exactly one is. `awaiting`:
+    the receipts that await a decision (agent/awaiting_receipts.py); the `unknown` ones when not given."""
+    if awaiting is None:
+        awaiting = [r for r in receipts if r.status == "unknown"]
     ref = ref.strip()
     exact = [r for r in receipts if r.id == ref] or [r for r in receipts if r.call_id == ref]
     found = exact
@@ -95,11 +102,11 @@ def match_receipt(receipts: Sequence[Receipt], ref: str) -> Receipt:
             raise _too_short("receipt or call", ref, "`strata receipts` lists them with their call ids")
         found = [r for r in receipts if r.id.startswith(ref) or r.call_id.startswith(ref)]
     if not found:
-        raise ReceiptError(f"no receipt with id or call id {ref!r}", receipt_id=ref,
-                           hint="`strata receipts --status unknown` lists the receipts awaiting a decision")
-    awaiting = [r for r in found if r.status == "unknown"]
-    if len(found) > 1 and len(awaiting) == 1:  # a call id reused by another session: the one awaiting a decision
-        return awaiting[0]
+        raise ReceiptError(f"no receipt with id or call id {ref!r}", receipt_id=ref, hint=awaiting_hint(awaiting))
+    open_ids = {r.id for r in awaiting}
+    candidates = [r for r in found if r.id in open_ids]
+    if len(found) > 1 and len(candidates) == 1:  # a call id reused by another session: the one awaiting a decision
+        return candidates[0]
     if len(found) > 1:
         raise _many(f"{ref!r} names {len(found)} receipts", [_receipt_line(r) for r in found],
                     "give the receipt id (or more characters of it)")
@@ -107,7 +114,8 @@ def match_receipt(receipts: Sequence[Receipt], ref: str) -> Receipt:
 
 
 async def resolve_receipt(store: EventStore, ref: str) -> Receipt:
-    return match_receipt(await store.list_receipts(), ref)
+    receipts = await store.list_receipts()
+    return match_receipt(receipts, ref, await awaiting_decision(store, make_liveness(SystemClock()), receipts))
 
 
 def match_call(call_ids: Sequence[str], ref: str, *, session_id: str) -> str | None:

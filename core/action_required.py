@@ -18,11 +18,25 @@ A polite request form ("could you", "can you", "would you") is a wrapper: "Could
 imperative "send the invoice". A trailing "?" is no signal on a sentence that opens with a work verb (chat drops
 the request form: "send the invoice?"), so adding or removing a wrapper never changes a verdict.
 
-The word lists are a `GateVocabulary` (English defaults; config may replace any list)."""
+The word lists are a `GateVocabulary` (English defaults; config may replace any list).
+
+The rules read the text as a person sees it, not its code points (`readable`), so that odd characters can neither
+hide a request from the gate nor fake one past it: compatibility forms are folded (NFKC: full-width letters,
+mathematical alphanumerics, circled letters, ligatures), characters that print as nothing are removed (every format
+character, Unicode category Cf: zero-width space, joiners, word joiner, soft hyphen, byte order mark, bidi controls;
+the Hangul fillers and the blank braille cell), combining marks are dropped (an underlined or accented `send` reads
+`send`), case is folded (`str.casefold`), and confusables are mapped to the Latin letters they imitate
+(`_CONFUSABLES`: Cyrillic e, Greek omicron, small capitals, ...) in a word written entirely in Latin letters and
+such lookalikes (`send` with a Cyrillic e): a word that has another letter of its own script (Russian `privet` in
+Cyrillic) is a word of that script and left alone. The vocabulary is read the same way, so a configured list in
+another language matches as written. Not undone: the visual reordering that bidi overrides ask for (the controls
+are removed, the letters read in stored order) and digits written for letters (`s3nd`): such a message reads as
+conversation, and ambiguity never creates a task."""
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -97,6 +111,28 @@ _GLUED = re.compile(r"\S*[a-z][.!?]+[a-z]\S*")
 """A run of text with a sentence mark between two letters: maybe a glued sentence end, maybe a file name."""
 _GLUED_AT = re.compile(r"(?<=[a-z])([.!?]+)(?=[a-z])")
 _TRIM = ".,:;!?-\u2013\u2014()[]\"'/"
+_INVISIBLE = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+"""Letters and symbols that print as nothing (not of category Cf): the Hangul fillers and the blank braille cell."""
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u2032": "'", "\u00b4": "'"})
+_CONFUSABLES = {
+    # Cyrillic
+    "\u0430": "a", "\u0435": "e", "\u043e": "o", "\u0440": "p", "\u0441": "c", "\u0443": "y", "\u0445": "x",
+    "\u0455": "s", "\u0456": "i", "\u0458": "j", "\u0501": "d", "\u051b": "q", "\u051d": "w", "\u04bb": "h",
+    "\u04cf": "l", "\u0475": "v", "\u0461": "w", "\u0491": "r",
+    # Greek
+    "\u03bf": "o", "\u03b1": "a", "\u03bd": "v", "\u03b9": "i", "\u03ba": "k", "\u03c1": "p", "\u03c5": "u",
+    "\u03c7": "x", "\u03f2": "c", "\u03f3": "j", "\u03b5": "e", "\u03c4": "t",
+    # Armenian
+    "\u0585": "o", "\u057d": "u", "\u0570": "h", "\u0578": "n", "\u0575": "j", "\u0566": "q",
+    # Latin letters that are not a, b, c, ...: dotless i, small capitals, script g, alpha, long s
+    "\u0131": "i", "\u0261": "g", "\u0251": "a", "\u017f": "s", "\u026a": "i", "\u0299": "b", "\u1d04": "c",
+    "\u1d05": "d", "\u1d07": "e", "\u0262": "g", "\u029c": "h", "\u1d0a": "j", "\u1d0b": "k", "\u029f": "l",
+    "\u1d0d": "m", "\u0274": "n", "\u1d0f": "o", "\u1d18": "p", "\u0280": "r", "\ua731": "s", "\u1d1b": "t",
+    "\u1d1c": "u", "\u1d20": "v", "\u1d21": "w", "\u028f": "y", "\u1d22": "z",
+}
+"""Letters that look like a lower-case Latin letter (after case folding), and the letter they imitate. Not Unicode's
+whole confusables table: the lookalikes of Latin letters in the scripts most used to spoof them."""
+_WORD = re.compile(r"[^\W\d_]+")
 
 
 class GateVocabulary(BaseModel):
@@ -151,7 +187,7 @@ _Kind = Literal["question", "imperative", "other"]
 
 def _sentences(text: str) -> list[tuple[list[str], bool]]:
     """The text's sentences as lower-case word lists, each with whether it ended in a question mark."""
-    normal = _GLUED.sub(_unglue, text.replace("\u2019", "'").replace("\u2018", "'").lower())
+    normal = _GLUED.sub(_unglue, readable(text))
     out: list[tuple[list[str], bool]] = []
     start = 0
     for m in _SENTENCE_END.finditer(normal):
@@ -159,6 +195,25 @@ def _sentences(text: str) -> list[tuple[list[str], bool]]:
         start = m.end()
     out.append((_words(normal[start:]), False))
     return [(w, q) for w, q in out if w]
+
+
+def readable(text: str) -> str:
+    """`text` as the rules read it (see the module's notes): compatibility forms folded, invisible characters and
+    combining marks removed, case folded, and Latin lookalikes in Latin-looking words mapped to their letters."""
+    if text.isascii():
+        return text.lower()
+    folded = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", text).casefold())
+    kept = "".join(ch for ch in folded
+                   if ch not in _INVISIBLE and unicodedata.category(ch) not in ("Cf", "Mn", "Me"))
+    return _WORD.sub(_delatinise, unicodedata.normalize("NFC", kept).translate(_APOSTROPHES))
+
+
+def _delatinise(m: re.Match[str]) -> str:
+    """A word of Latin letters and lookalikes only, with the lookalikes mapped; any other word as it is."""
+    word = m.group()
+    if word.isascii() or not all(ch.isascii() or ch in _CONFUSABLES for ch in word):
+        return word
+    return "".join(_CONFUSABLES.get(ch, ch) for ch in word)
 
 
 def _unglue(m: re.Match[str]) -> str:
@@ -184,8 +239,8 @@ class _Phrases:
         self.informational = _split_sorted(v.informational_openers)
         self.negations = _split_sorted(v.negations)
         self.fillers = _split_sorted(_FILLERS)
-        self.verbs = frozenset(v.work_verbs)
-        self.artifacts = frozenset(v.artifacts)
+        self.verbs = frozenset(readable(w) for w in v.work_verbs)
+        self.artifacts = frozenset(readable(w) for w in v.artifacts)
 
     def strip_wrappers(self, sentence: tuple[list[str], bool]) -> tuple[tuple[str, ...], bool] | None:
         words, asked = sentence
@@ -226,7 +281,7 @@ class _Phrases:
 
 def _split_sorted(phrases: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
     """Phrases as word tuples, longest first, so "could you please" is stripped before "could you"."""
-    return tuple(sorted({tuple(p.lower().split()) for p in phrases if p.split()}, key=lambda p: (-len(p), p)))
+    return tuple(sorted({tuple(readable(p).split()) for p in phrases if p.split()}, key=lambda p: (-len(p), p)))
 
 
 def _opens(words: tuple[str, ...], phrases: tuple[tuple[str, ...], ...]) -> int:

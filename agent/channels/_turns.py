@@ -170,8 +170,7 @@ async def handle(parts: ChannelParts, message: InboundMessage, handle: str) -> O
             await reject_taken(parts, message, handle, taken_by)
     if task is not None:  # before the reply goes out: a redelivery after it is only acknowledged (step 1), and
         # a task set after the send stayed `open` for ever when the daemon died in between
-        await anyio.to_thread.run_sync(book.set_task_status, task.id,
-                                       "done" if reply.status == "completed" else reply.status)
+        await anyio.to_thread.run_sync(book.set_task_status, task.id, task_status(reply.status))
     await anyio.to_thread.run_sync(channel.send, reply)
     fault_point("after_reply_sent")
     await _finish(parts, message, handle)
@@ -260,13 +259,19 @@ async def _turn(parts: ChannelParts, live: LiveSession, message: InboundMessage,
     if not message.text.strip() and not message.attachments:
         return _reply(message, live.id, "empty", "The message was empty; there was nothing to do.", task)
     parts.current[live.id] = (message, task)
+    finishing = False  # this message's turn is finishing an earlier, parked turn first
     with anyio.move_on_after(parts.turn_budget_s) as budget:
         try:
             if not await _started(parts.rt.store, live.id, message, after_seq):
                 # An earlier turn's batch is open (parked, then decided): finished first; parked again, the prompt
                 # would not be heard: the message waits.
-                if state.open_batch is not None and (await live.run(None)).status == "awaiting_approval":
-                    return None
+                if state.open_batch is not None:
+                    finishing = True
+                    earlier = await live.run(None)
+                    if earlier.status == "awaiting_approval":
+                        return None
+                    finishing = False
+                    await _settle_parked(parts, live.id, task_status(earlier.status))
                 outcome = await live.run(prompt_of(message, verdict, task))
             elif _unfinished(state):
                 outcome = await live.run(None)
@@ -276,6 +281,8 @@ async def _turn(parts: ChannelParts, live: LiveSession, message: InboundMessage,
             failed = exc.message
         finally:
             parts.current.pop(live.id, None)
+    if finishing and (budget.cancelled_caught or failed is not None):  # the earlier turn ended with this one
+        await _settle_parked(parts, live.id, "over_budget" if budget.cancelled_caught else "failed")
     state = live.loop.state
     if budget.cancelled_caught:
         unknown = len(state.unknown_receipts)
@@ -297,6 +304,18 @@ async def _turn(parts: ChannelParts, live: LiveSession, message: InboundMessage,
         return _reply(message, live.id, "parked", text, task)
     status = outcome.status if outcome is not None else "completed"
     return _reply(message, live.id, status, _answer(state.messages, _started_at(state, message)), task)
+
+
+def task_status(status: str) -> str:
+    """A task's status from how its turn ended (a reply's status): `done` for a completed turn."""
+    return "done" if status == "completed" else status
+
+
+async def _settle_parked(parts: ChannelParts, session_id: str, status: str) -> None:
+    """The thread's task whose turn parked (at most one: the thread's next message waits until its calls are
+    decided) ends as the turn that ran its decided calls ended: that turn is its own turn going on."""
+    await anyio.to_thread.run_sync(parts.book.settle_parked, session_id, status)
+    log.info("parked task settled", session_id=session_id, status=status)
 
 
 def _answer(messages: list[Message] | tuple[Message, ...], start: int | None) -> str:

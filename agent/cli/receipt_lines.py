@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from agent.cli.output import echo, echo_json
+from agent.receipt_reads import receipt_reads as receipt_reads
 from core.clock import iso
 from core.masking import Masker
 
@@ -44,17 +45,6 @@ class ReceiptFields(Protocol):
     def note(self) -> str | None: ...
     @property
     def reconciled_by(self) -> str | None: ...
-
-
-def receipt_reads(r: ReceiptFields) -> str:
-    """A receipt's status as people read it: one a person or a probe reconciled says what was decided (`applied`,
-    `not applied`), not the status that records it (`done`, `failed`)."""
-    if r.reconciled_by:
-        if r.status == "failed":
-            return "not applied"
-        if r.status == "done":
-            return "applied"
-    return r.status
 
 
 def receipt_fields(r: ReceiptFields, masker: Masker, process: dict[str, Any] | None) -> dict[str, Any]:

@@ -3,12 +3,20 @@ uncertain effect, by a person or by each tool's probe (agent/reconcile.py). The 
 
 from __future__ import annotations
 
+from typing import NoReturn
+
+import anyio
 import click
 
+from agent.awaiting_receipts import awaiting_decision, awaiting_hint
 from agent.cli._common import Command
 from agent.cli.output import echo
 from agent.cli.views import receipt_reads
 from agent.reconcile import ProbeOutcome, person, probe_receipts, reconcile
+from core.clock import SystemClock
+from core.errors import UsageError
+from memory.liveness import make_liveness
+from memory.opening import open_store
 from memory.rows import Receipt
 
 
@@ -31,7 +39,7 @@ def reconcile_cmd(target: str | None, applied: bool, not_applied: bool, note: st
         _reconcile_by_probe(target)
         return
     if target is None:
-        raise click.UsageError("name the receipt to reconcile (see `strata receipts --status unknown`), or use --probe")
+        _name_the_receipt()
     if verdict is None:
         raise click.UsageError("say what happened: --applied or --not-applied")
     cmd = Command()
@@ -46,6 +54,25 @@ def reconcile_cmd(target: str | None, applied: bool, not_applied: bool, note: st
     echo(f"receipt {after.id} ({after.tool}, call {after.call_id}): {receipt_reads(before)} -> "
          f"{receipt_reads(after)}")
     echo(f"the model hears of it when the session resumes: strata resume {after.session_id}")
+
+
+def _name_the_receipt() -> NoReturn:
+    """No receipt named: a usage error whose hint names the receipts awaiting a decision (agent/awaiting_receipts.py:
+    `unknown`, and `dispatched` whose session's process is gone; not a call a running session has in flight)."""
+    cmd = Command()
+    loaded = cmd.config(None, quiet=True)
+
+    async def main() -> list[Receipt]:
+        store = await open_store(loaded.settings, read_only=True)
+        try:
+            return await awaiting_decision(store, make_liveness(SystemClock()))
+        finally:
+            with anyio.CancelScope(shield=True):
+                await store.close()
+
+    awaiting = cmd.run(main)
+    cmd.fail(UsageError("name the receipt to reconcile (its id or its call's id) with --applied or --not-applied, "
+                        "or use --probe", hint=awaiting_hint(awaiting)))
 
 
 def _reconcile_by_probe(session_id: str | None) -> None:

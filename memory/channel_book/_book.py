@@ -200,6 +200,12 @@ class ChannelBook:
     def set_task_status(self, task_id: int, status: str) -> None:
         self._write("UPDATE channel_tasks SET status = ? WHERE id = ?", (status, task_id))
 
+    def settle_parked(self, session_id: str, status: str) -> None:
+        """The session's `parked` tasks (their turn waited for approval) ended as `status`: the turn that ran the
+        decided calls is over."""
+        self._write("UPDATE channel_tasks SET status = ? WHERE session_id = ? AND status = 'parked'",
+                    (status, session_id))
+
     def tasks(self) -> list[TaskRow]:
         rows = self._db.read("SELECT id, channel, thread_id, message_id, session_id, status, rule, created_at "
                              "FROM channel_tasks ORDER BY id")

@@ -244,3 +244,94 @@ def test_the_word_lists_are_configurable() -> None:
     custom = GateVocabulary(work_verbs=("book",), artifacts=("shipment",))
     assert decide(text).rule == "conversation"
     assert (decide(text, vocabulary=custom).task, decide(text, vocabulary=custom).rule) == (True, "imperative")
+
+
+# Odd characters: a request hidden by invisible characters, compatibility forms or lookalike letters is still a task;
+# a message that reads as no request is not made one by them.
+HIDDEN_REQUESTS = [
+    "Se\u200bnd the in\u200bvoice",  # zero-width spaces inside words
+    "Re\u200dview the re\u200cport",  # zero-width joiner and non-joiner
+    "Se\u00adnd the invoice",  # soft hyphen
+    "\ufeffSend\u2060 the invoice\u2069",  # byte order mark, word joiner, a bidi control
+    "Send\u3164 the invoice",  # a Hangul filler
+    "\uff53\uff45\uff4e\uff44 \uff54\uff48\uff45 \uff49\uff4e\uff56\uff4f\uff49\uff43\uff45",  # full-width
+    "\uff33\uff25\uff2e\uff24 THE INVOICE",
+    "Review the \uff52\uff45\uff50\uff4f\uff52\uff54",
+    # mathematical bold
+    "\U0001d412\U0001d41e\U0001d427\U0001d41d the \U0001d422\U0001d427\U0001d42f\U0001d428\U0001d422\U0001d41c"
+    "\U0001d41e",
+    "\u24c8\u24d4\u24dd\u24d3 the invoice",  # circled letters
+    "\ufb01le the report",  # a ligature
+    "s\u0332e\u0332n\u0332d\u0332 the invoice",  # combining underline
+    "S\u0435nd the invoic\u0435",  # Cyrillic e
+    "\u0405end the invoice",  # Cyrillic dze
+    "\u03a1\u0430\u0443 the invoice",  # Greek Rho, Cyrillic a and u
+    "Send the \u026anvoice",  # a small capital
+    # Cyrillic e throughout, the polite form still stripped
+    "Could you pl\u0435ase r\u0435vi\u0435w th\u0435 r\u0435port?",
+]
+HARMLESS_ODD_TEXT = [
+    # a full-width negation the gate used to drop, leaving "send the invoice"
+    "\uff4e\uff45\uff56\uff45\uff52 send the invoice",
+    "\U0001d403\U0001d428\U0001d427'\U0001d42d send the report",
+    "\uff57\uff48\uff59 review the report?",  # a full-width question opener
+    "N\u0435v\u0435r send the invoice",  # Cyrillic e in the negation
+    "D\u043en't send the report",  # Cyrillic o
+    "Do\u200bn't send the report",
+    "No\u00a0need to send the report",
+    "g\u200bood job on the re\u200bport",
+    "Thanks \u200b\u200b\u200b",
+    "\u200b\u200d\u2060",
+    "Sent the invoice yesterday \U0001f389",
+    # a Cyrillic word is a Cyrillic word, never mapped to Latin lookalikes
+    "\u041f\u0440\u0438\u0432\u0435\u0442, \u043a\u0430\u043a \u0434\u0435\u043b\u0430?",
+    "\u24e6\u24d7\u24d0\u24e3 about the report?",
+    "\u202eecioval eht dnes",  # a bidi override: read in stored order, as conversation
+]
+
+
+@pytest.mark.parametrize("text", HIDDEN_REQUESTS)
+def test_a_request_hidden_by_odd_characters_is_still_a_task(text: str) -> None:
+    verdict = decide(text)
+    assert (verdict.task, verdict.rule) == (True, "imperative"), verdict
+
+
+@pytest.mark.parametrize("text", HARMLESS_ODD_TEXT)
+def test_odd_characters_do_not_make_harmless_text_a_task(text: str) -> None:
+    verdict = decide(text)
+    assert not verdict.task, verdict
+
+
+INVISIBLE = ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\u2066", "\u2069", "\u180e"]
+LOOKALIKES = str.maketrans({"a": "\u0430", "e": "\u0435", "o": "\u043e", "p": "\u0440", "c": "\u0441",
+                            "x": "\u0445", "s": "\u0455", "i": "\u0456"})
+
+
+def _full_width(text: str) -> str:
+    return "".join(chr(ord(ch) + 0xFEE0) if "!" <= ch <= "~" else ch for ch in text)
+
+
+@settings(max_examples=400, deadline=None)
+@given(row=st.sampled_from([r for r in TABLE if r[1] == 0]),
+       inserts=st.lists(st.tuples(st.integers(min_value=0), st.sampled_from(INVISIBLE)), max_size=6),
+       disguise=st.sampled_from(["none", "full_width", "lookalikes", "upper"]))
+def test_invisible_characters_and_disguised_letters_never_change_a_verdict(
+    row: tuple[str, int, bool, str], inserts: list[tuple[int, str]], disguise: str
+) -> None:
+    """A phrasing of the table with format characters put anywhere in it, written full-width, with Cyrillic
+    lookalikes for Latin letters, or upper case, gets the verdict of the phrasing as written."""
+    text = row[0]
+    odd = {"none": text, "full_width": _full_width(text), "lookalikes": text.translate(LOOKALIKES),
+           "upper": text.upper()}[disguise]
+    for at, ch in inserts:
+        at %= len(odd) + 1
+        odd = odd[:at] + ch + odd[at:]
+    plain, disguised = decide(text), decide(odd)
+    assert (plain.task, plain.rule) == (disguised.task, disguised.rule), (odd, plain, disguised)
+
+
+def test_a_configured_vocabulary_is_read_as_the_text_is() -> None:
+    """A vocabulary in another language with accents and capitals matches the message as a person writes it."""
+    custom = GateVocabulary(work_verbs=("Pr\u00fcfe",), artifacts=("Bericht",))
+    verdict = decide("pr\u00fcfe den \uff22\uff25\uff32\uff29\uff23\uff28\uff34", vocabulary=custom)
+    assert (verdict.task, verdict.rule) == (True, "imperative"), verdict

@@ -1,0 +1,89 @@
+"""A task whose turn parked (a call waits for `strata approve|deny`) does not stay `parked` for ever once the
+thread goes on: the thread's next message first finishes the parked turn (running the approved call, or telling the
+model of the denial), and the task ends as that turn ends (`done` when it completes), before the next message's own
+turn. A turn that parks again leaves its task `parked` (a real `strata serve` process, a scripted model, real spool
+files, the decisions made with the real `strata approve` and `strata deny`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.channels._support import drop, pending, replies, spool_table, write_config
+from tests.cli._helpers import text, tool_use
+from tests.conftest import StrataCLI
+from tests.serve._procs import Daemon, script, wait_until
+
+pytestmark = pytest.mark.slow
+
+
+def _tasks(cli: StrataCLI) -> dict[str, str]:
+    listed = cli.run("tasks", "--json")
+    assert listed.returncode == 0, listed.stderr
+    return {t["message"]: t["status"] for t in (json.loads(line) for line in listed.stdout.splitlines())}
+
+
+def test_a_parked_task_ends_with_the_turn_that_runs_its_decided_call(cli: StrataCLI, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    spool = tmp_path / "spool"
+    # each thread's session: its first turn parks on b1; the turn that goes on after the decision answers; the
+    # thread's second message is answered
+    model = script(tmp_path / "s.json", [tool_use("b1", "bash", command="touch ran-$$")],
+                   [text("the tests ran")], [text("second answered")])
+    write_config(cli, '[daemon]\nenable = ["bash"]\n\n' + spool_table("park", spool, ws, model, on_ask='"park"'))
+    daemon = Daemon(cli)
+    try:
+        for thread, first in (("approved", "a1"), ("denied", "d1")):
+            drop(spool / "in", first, thread=thread, id=first, text="Run the tests on the release branch")
+        wait_until(lambda: len(replies(spool / "out")) == 2 and not pending(spool / "in"), what="both turns parked")
+        parked = {r["thread"]: r for r in replies(spool / "out")}
+        assert {r["status"] for r in parked.values()} == {"parked"}
+        assert _tasks(cli) == {"a1": "parked", "d1": "parked"}
+
+        decided = [cli.run("approve", parked["approved"]["session_id"], "b1"),
+                   cli.run("deny", parked["denied"]["session_id"], "b1", "--reason", "not on the release branch")]
+        assert all(d.returncode == 0 for d in decided), [d.stderr for d in decided]
+        assert _tasks(cli) == {"a1": "parked", "d1": "parked"}  # decided, not yet run: the thread has not gone on
+
+        drop(spool / "in", "a2", thread="approved", id="a2", text="And the changelog?")
+        drop(spool / "in", "d2", thread="denied", id="d2", text="And the changelog?")
+        wait_until(lambda: len(replies(spool / "out")) == 4 and not pending(spool / "in"),
+                   what="the second messages answered")
+    finally:
+        daemon.stop()
+    assert daemon.proc.returncode == 0, daemon.stderr
+    assert len(list(ws.glob("ran-*"))) == 1  # the approved call ran once, the denied one never
+    answered = {r["in_reply_to"]: (r["status"], r["text"]) for r in replies(spool / "out")}
+    assert answered["a2"] == answered["d2"] == ("completed", "second answered")
+    assert _tasks(cli) == {"a1": "done", "d1": "done"}
+
+
+def test_a_task_whose_turn_parks_again_stays_parked_until_that_call_is_decided(cli: StrataCLI,
+                                                                                tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    spool = tmp_path / "spool"
+    model = script(tmp_path / "s.json", [tool_use("b1", "bash", command="true")],
+                   [tool_use("b2", "bash", command="true")], [text("both ran")], [text("second answered")])
+    write_config(cli, '[daemon]\nenable = ["bash"]\n\n' + spool_table("park", spool, ws, model, on_ask='"park"'))
+    daemon = Daemon(cli)
+    try:
+        drop(spool / "in", "m1", thread="t", id="m1", text="Run the tests on the release branch")
+        wait_until(lambda: len(replies(spool / "out")) == 1 and not pending(spool / "in"), what="m1 parked")
+        [parked] = replies(spool / "out")
+        sid = parked["session_id"]
+        assert cli.run("approve", sid, "b1").returncode == 0
+        drop(spool / "in", "m2", thread="t", id="m2", text="And the changelog?")
+        # b1 runs, then the same turn parks on b2: m2 stays queued, m1's task still waits
+        wait_until(lambda: "waiting for approval of b2" in cli.run("timeline", sid).stdout,
+                   what="the turn parked again on b2")
+        assert pending(spool / "in") == ["m2.json"] and _tasks(cli) == {"m1": "parked"}
+        assert cli.run("approve", sid, "b2").returncode == 0
+        wait_until(lambda: len(replies(spool / "out")) == 2 and not pending(spool / "in"), what="m2 answered")
+    finally:
+        daemon.stop()
+    assert daemon.proc.returncode == 0, daemon.stderr
+    assert _tasks(cli) == {"m1": "done"}
