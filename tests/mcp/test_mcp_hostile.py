@@ -107,3 +107,27 @@ def test_every_page_of_a_paginated_tool_listing_is_read(cli: StrataCLI, tmp_path
     assert calls(state) == ['t4 {"q": "last page"}']
     (server,) = json_lines(strata(cli, "mcp", "list", "--json").stdout)
     assert [t["tool"] for t in server["tools"]] == ["t0", "t1", "t2", "t3", "t4"], server["tools"]
+
+
+def test_a_tool_whose_input_schema_is_too_large_is_unavailable_and_its_server_starts_in_time(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """A server listing a tool whose input schema is megabytes of small subschemas held every start for minutes
+    (checking a schema against the meta-schema costs about a millisecond per subschema, and it was checked three
+    times; 160 s for a 4 MB schema), and its schema would have gone into every model request. A schema over
+    64 KiB makes the tool unavailable, with the reason, before anything checks it; the others serve."""
+    many = {f"p{k}": {"type": "string", "description": "a field of a hostile server's tool"} for k in range(1500)}
+    huge = {"type": "object", "properties": many}
+    assert len(json.dumps(huge)) > 65536
+    state = hostile(cli, tmp_path, [{"name": "huge", "inputSchema": huge}, {"name": "other", "inputSchema": OBJECT_Q}],
+                    policies=["huge", "other"])
+    script = write_script(tmp_path / "script.json", [
+        [tool_use("c1", "mcp__h__huge", p1="x"), tool_use("c2", "mcp__h__other", q="y")], [text("done")]])
+    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "look")
+    assert run.returncode == 0, run.stderr
+    results = call_results(events_of(run.stdout))
+    assert results["c1"]["check"] == "resolve" and results["c2"]["status"] == "ok", results  # not in the plan
+    assert calls(state) == ['other {"q": "y"}']
+    (server,) = json_lines(strata(cli, "mcp", "list", "--json").stdout)
+    (listed,) = [t for t in server["tools"] if t["tool"] == "huge"]
+    assert not listed["callable"] and "its input schema cannot be used: it is too large" in listed["reason"], listed
+    assert f"at most {65536} bytes" in listed["reason"], listed

@@ -36,6 +36,9 @@ MAX_ERROR_CHARS = 2000
 """A server's error message (or what could not be read of its answer) is kept up to this many characters."""
 MAX_DESCRIPTION_CHARS = 4096
 """A server's tool description goes into every model request: longer ones are cut."""
+MAX_SCHEMA_BYTES = 64 * 1024
+"""A tool's input schema goes into every model request, and checking it costs about a millisecond per subschema:
+a tool whose schema is longer than this (as JSON) is unavailable."""
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
 
@@ -88,17 +91,19 @@ def tool_statuses(link: ServerLink) -> list[ToolStatus]:
 
 def _schema_problem(schema: Mapping[str, Any]) -> str | None:
     """Why a server's input schema cannot check calls (the executor builds a validator for every tool of a plan,
-    so one broken schema must not reach it), or None."""
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import SchemaError
+    so one broken schema must not reach it), or None. Its size is looked at before anything checks it."""
+    from tool_executor.checks.schema import meta_schema_problem
 
     if schema.get("type") != "object":
         return "it does not describe an object"
     try:
-        Draft202012Validator.check_schema(dict(schema))
-    except SchemaError as exc:
-        return f"not a valid JSON Schema ({exc.message[:200]})"
-    return None
+        size = len(json.dumps(schema, ensure_ascii=False, separators=(",", ":")).encode())
+    except (TypeError, ValueError, RecursionError):
+        return "it is not JSON"
+    if size > MAX_SCHEMA_BYTES:
+        return (f"it is too large ({size} bytes of JSON, at most {MAX_SCHEMA_BYTES} bytes): it would "
+                "go into every model request")
+    return meta_schema_problem(schema)
 
 
 def tool_specs(link: ServerLink) -> list[ToolSpec]:
