@@ -185,10 +185,12 @@ def _mcp(loaded: LoadedConfig) -> list[Check]:
     from tool_executor.mcp import ServerStatus, open_mcp
 
     said: list[str] = []
+    # What a server writes to stderr (its log) can quote its environment's secrets: masked on its way there.
+    log_masker = Masker.from_env(os.urandom(32), os.environ, extra_secrets=configured_secrets(loaded))
 
     async def statuses() -> list[ServerStatus]:
         async with open_mcp(loaded.mcp.servers, log_dir=loaded.settings.home / MCP_LOG_DIR,
-                            notify=said.append) as mcp:
+                            notify=said.append, mask=log_masker.mask) as mcp:
             return mcp.statuses()
 
     checks: list[Check] = []

@@ -44,7 +44,7 @@ def list_cmd(workspace: Path, as_json: bool) -> None:
         from tool_executor.mcp import open_mcp
 
         async with open_mcp(loaded.mcp.servers, log_dir=loaded.settings.home / MCP_LOG_DIR,
-                            notify=said.append) as mcp:
+                            notify=said.append, mask=cmd.masker.mask) as mcp:
             views = [server_view(s) for s in mcp.statuses()]
         return views + [{"type": "server", "name": name, "up": False, "ignored": True,
                          "problem": "declared by an untrusted project config: never started", "tools": []}
