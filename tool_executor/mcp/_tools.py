@@ -117,7 +117,7 @@ def _spec(link: ServerLink, tool: ListedTool, policy: McpToolPolicy) -> ToolSpec
     templates = policy.resource_keys
 
     async def handler(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        return await _call(link, tool.name, dict(args), policy, ctx)
+        return await _call(link, tool, dict(args), policy, ctx)
 
     def keys(args: Mapping[str, Any], ctx: ToolContext) -> list[str]:
         return [t.format_map(_Args(args)) for t in templates]
@@ -139,16 +139,33 @@ class _Args(dict[str, str]):
         return "?"
 
 
-async def _call(link: ServerLink, tool: str, args: dict[str, Any], policy: McpToolPolicy,
+def _changed(link: ServerLink, planned: ListedTool) -> str | None:
+    """How the server (started again since the session's plan was made) lists the tool now, when not as the plan
+    has it: a call checked against one schema must not run against another, nor reach a tool the server dropped."""
+    now = [t for t in link.tools if t.name == planned.name]
+    if not now:
+        return f"no longer lists {planned.name!r}"
+    if len(now) > 1:
+        return f"lists more than one tool named {planned.name!r}"
+    if now[0].input_schema != planned.input_schema:
+        return f"lists {planned.name!r} with another input schema than at the session's start"
+    return None
+
+
+async def _call(link: ServerLink, planned: ListedTool, args: dict[str, Any], policy: McpToolPolicy,
                 ctx: ToolContext) -> ToolOutput:
     from mcp import MCPError
 
     from tool_executor.mcp._answers import error_kind
 
+    tool = planned.name
     try:
         session = await link.session()
     except ServerGone as exc:  # nothing was sent: the call did not start
         raise ToolError(f"not run: MCP server {link.name!r} is not available ({exc}); no effect started") from None
+    if (change := _changed(link, planned)) is not None:
+        raise ToolError(f"not run: MCP server {link.name!r}, started again during this session, {change}; no effect "
+                        "started (a new session uses the tools as they are now)")
     effectful = policy.effect == "effectful"
     retried = False
     while True:
@@ -196,6 +213,9 @@ async def _call(link: ServerLink, tool: str, args: dict[str, Any], policy: McpTo
         except ServerGone as exc:
             raise ToolError(f"MCP server {link.name!r} stopped during the call and could not be started again "
                             f"({exc})") from None
+        if (change := _changed(link, planned)) is not None:
+            raise ToolError(f"MCP server {link.name!r} stopped during the call; it is not retried: the server "
+                            f"started again {change}")
 
 
 PING_S = 5.0
