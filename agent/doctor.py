@@ -31,6 +31,7 @@ from core.errors import StrataError
 from core.faults import FAULT_ENV
 from core.masking import Masker
 from core.record import record
+from core.terminal_text import one_line
 from memory import SqliteEventStore, connect_read_only
 from memory.migrations import MIGRATIONS
 from memory.opening import open_store
@@ -196,12 +197,12 @@ def _mcp(loaded: LoadedConfig) -> list[Check]:
     checks: list[Check] = []
     for server in anyio.run(statuses):
         if not server.up:
-            checks.append(Check("FAIL", f"mcp {server.name}", f"{server.problem} ({server.transport} "
+            checks.append(Check("FAIL", f"mcp {server.name}", f"{one_line(server.problem or '')} ({server.transport} "
                                 f"{server.target})"))
             continue
         usable = [t.name for t in server.tools if t.callable]
         checks.append(Check("ok", f"mcp {server.name}", f"{len(usable)} callable tool(s): {', '.join(usable) or '-'}"))
-        checks += [Check("warn", f"mcp {server.name}", f"{t.name} unavailable: {t.reason}")
+        checks += [Check("warn", f"mcp {server.name}", f"{one_line(t.name)} unavailable: {one_line(t.reason or '')}")
                    for t in server.tools if not t.callable]
     return checks
 

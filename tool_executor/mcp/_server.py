@@ -301,8 +301,8 @@ def _reason(exc: BaseException, decl: McpServerDecl, log_dir: Path) -> str:
             where = f"its stderr is in {log_dir / (decl.name + '.log')}" if decl.url is None else decl.url
             return f"closed the connection before it finished initialising ({where})"
         if kind == "refused":  # the server's own error answer (-32000 too, the code the SDK gives a closed connection)
-            return f"refused to start (error {exc.code}: {exc.message.strip()[:200]})"
+            return f"refused to start (error {exc.code}: {' '.join(exc.message.split())[:200]})"
     if isinstance(exc, FileNotFoundError | PermissionError):
         return f"could not be started ({decl.command}: {exc.strerror})"
-    detail = str(exc).strip() or type(exc).__name__
+    detail = " ".join(str(exc).split()) or type(exc).__name__  # one line: a notice is one
     return f"failed to start ({detail[:200]})"
