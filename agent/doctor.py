@@ -31,6 +31,7 @@ from core.errors import StrataError
 from core.faults import FAULT_ENV
 from core.masking import Masker
 from core.record import record
+from core.terminal_text import one_line
 from memory import SqliteEventStore, connect_read_only
 from memory.migrations import MIGRATIONS
 from memory.opening import open_store
@@ -185,21 +186,23 @@ def _mcp(loaded: LoadedConfig) -> list[Check]:
     from tool_executor.mcp import ServerStatus, open_mcp
 
     said: list[str] = []
+    # What a server writes to stderr (its log) can quote its environment's secrets: masked on its way there.
+    log_masker = Masker.from_env(os.urandom(32), os.environ, extra_secrets=configured_secrets(loaded))
 
     async def statuses() -> list[ServerStatus]:
         async with open_mcp(loaded.mcp.servers, log_dir=loaded.settings.home / MCP_LOG_DIR,
-                            notify=said.append) as mcp:
+                            notify=said.append, mask=log_masker.mask) as mcp:
             return mcp.statuses()
 
     checks: list[Check] = []
     for server in anyio.run(statuses):
         if not server.up:
-            checks.append(Check("FAIL", f"mcp {server.name}", f"{server.problem} ({server.transport} "
+            checks.append(Check("FAIL", f"mcp {server.name}", f"{one_line(server.problem or '')} ({server.transport} "
                                 f"{server.target})"))
             continue
         usable = [t.name for t in server.tools if t.callable]
         checks.append(Check("ok", f"mcp {server.name}", f"{len(usable)} callable tool(s): {', '.join(usable) or '-'}"))
-        checks += [Check("warn", f"mcp {server.name}", f"{t.name} unavailable: {t.reason}")
+        checks += [Check("warn", f"mcp {server.name}", f"{one_line(t.name)} unavailable: {one_line(t.reason or '')}")
                    for t in server.tools if not t.callable]
     return checks
 

@@ -60,6 +60,13 @@ def safe_text(text: str) -> str:
     return _ANY.sub(_visible, text)
 
 
+def one_line(text: str) -> str:
+    """`text` with its line breaks shown as visible escapes (`\\n`, `\\r`): a value from elsewhere (an MCP server's
+    tool name, its error message) shown within a line of Strata's own, where a line break would let it add lines
+    that read as Strata's."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def visible_controls(text: str) -> str:
     """`text` with every control but newline and tab, and every bidirectional formatting character, shown as its
     visible escape (`\\x1b`, `\\u202e`), nothing dropped (a carriage return before a newline aside): for a document

@@ -209,8 +209,12 @@ def _service(workspace: Path, dataset: str | None, mode: Mode, as_json: bool,
     if corpus.manifest.problems:
         echo(f"strata: notice: {len(corpus.manifest.problems)} file(s) are left out of the index "
              "(strata knowledge list says why)", err=True)
-    return KnowledgeService(grants=grants, index=KnowledgeIndex(loaded.settings.home, corpus),
-                            common_term_share=loaded.knowledge.common_term_share)
+    index = KnowledgeIndex(loaded.settings.home, corpus, on_replaced=_replaced)
+    return KnowledgeService(grants=grants, index=index, common_term_share=loaded.knowledge.common_term_share)
+
+
+def _replaced(line: str) -> None:
+    echo(f"strata: notice: {line}", err=True)
 
 
 def _answer(answer: Hits | Miss, as_json: bool, *, whole: bool) -> None:

@@ -13,6 +13,7 @@ from agent.cli._common import Command, fail, notices
 from agent.cli.options import WorkspacePath
 from agent.cli.output import echo, echo_json
 from core.errors import StrataError, UsageError
+from core.terminal_text import one_line
 
 if TYPE_CHECKING:
     from agent.session import Runtime
@@ -44,7 +45,7 @@ def list_cmd(workspace: Path, as_json: bool) -> None:
         from tool_executor.mcp import open_mcp
 
         async with open_mcp(loaded.mcp.servers, log_dir=loaded.settings.home / MCP_LOG_DIR,
-                            notify=said.append) as mcp:
+                            notify=said.append, mask=cmd.masker.mask) as mcp:
             views = [server_view(s) for s in mcp.statuses()]
         return views + [{"type": "server", "name": name, "up": False, "ignored": True,
                          "problem": "declared by an untrusted project config: never started", "tools": []}
@@ -60,18 +61,18 @@ def list_cmd(workspace: Path, as_json: bool) -> None:
         return
     if not views:
         echo("no MCP servers configured ([mcp.servers.NAME] in the user config, or in a trusted project's)")
-    for view in views:
-        state = "up" if view["up"] else f"not available: {view['problem']}"
+    for view in views:  # what a server said is shown within Strata's lines: its line breaks as escapes
+        state = "up" if view["up"] else f"not available: {one_line(view['problem'])}"
         echo(f"{view['name']}: {state}" + (f"  ({view['transport']} {view['target']}, from {view['source']})"
                                           if "transport" in view else ""))
         for tool in view["tools"]:
             if tool["callable"]:
                 p = tool["policy"]
                 keys = f", resource keys {', '.join(p['resource_keys'])}" if p["resource_keys"] else ""
-                echo(f"  {tool['name']}: callable (safety {p['safety']}, effect {p['effect']}, pii {p['pii']}, "
-                     f"timeout {p['timeout_s']:g}s{keys})")
+                echo(f"  {one_line(tool['name'])}: callable (safety {p['safety']}, effect {p['effect']}, "
+                     f"pii {p['pii']}, timeout {p['timeout_s']:g}s{keys})")
             else:
-                echo(f"  {tool['name']}: unavailable: {tool['reason']}")
+                echo(f"  {one_line(tool['name'])}: unavailable: {one_line(tool['reason'])}")
 
 
 def _masked(value: Any, mask: Callable[[str], str]) -> Any:

@@ -25,5 +25,6 @@ async def with_mcp_tools(rt: Runtime, config: LoadedConfig, notify: Callable[[st
         return
     from tool_executor.mcp import open_mcp
 
-    async with open_mcp(config.mcp.servers, log_dir=config.settings.home / MCP_LOG_DIR, notify=notify) as mcp:
+    async with open_mcp(config.mcp.servers, log_dir=config.settings.home / MCP_LOG_DIR, notify=notify,
+                        mask=rt.masker.mask) as mcp:
         yield dataclasses.replace(rt, tools=[*rt.tools, *mcp.tools])

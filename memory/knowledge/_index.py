@@ -23,13 +23,17 @@ import os
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+
+import structlog
 
 from config.private_files import create_private, private_dir
 from core.errors import StoreError
 from core.knowledge import Corpus, Document, fts_phrase, is_discriminating
 from core.record import record
+
+log = structlog.get_logger("strata.knowledge")
 
 INDEX_DIR = "knowledge-index"
 FORMAT = 1
@@ -72,10 +76,14 @@ class DamagedIndex(sqlite3.DatabaseError):
 class KnowledgeIndex:
     """The index of one corpus in one Strata home. Built on first use (or by `ensure`)."""
 
-    def __init__(self, home: Path, corpus: Corpus, *, keep: int = KEEP_INDEXES) -> None:
+    def __init__(self, home: Path, corpus: Corpus, *, keep: int = KEEP_INDEXES,
+                 on_replaced: Callable[[str], None] | None = None) -> None:
         self.home = home
         self.corpus = corpus
         self.keep = keep
+        self.on_replaced = on_replaced
+        """Told (one line) when a file in the index's place could not be read as its index and was built again:
+        derived data is rebuilt, but never in silence."""
         self.directory = home / INDEX_DIR
         self.path = self.directory / f"{corpus.manifest.digest}.db"
         self._checked = False
@@ -90,10 +98,18 @@ class KnowledgeIndex:
         """Build the index unless a complete one for this manifest is in place; the report when it was built."""
         if self._checked and self.path.exists():
             return None
-        if self._valid():
+        problem = self._problem()
+        if problem is None:
             self._checked = True
             return None
-        return self.rebuild()
+        report = self.rebuild()
+        if problem != "missing":
+            line = (f"the knowledge index {self.path} could not be read as the index of this corpus ({problem}); "
+                    "it was built again from the corpus")
+            log.info("knowledge index replaced", path=str(self.path), problem=problem)
+            if self.on_replaced is not None:
+                self.on_replaced(line)
+        return report
 
     def rebuild(self) -> BuildReport:
         """Build the index from the corpus and put it in place atomically (replacing one of the same digest)."""
@@ -153,13 +169,21 @@ class KnowledgeIndex:
         finally:
             db.close()
 
-    def _valid(self) -> bool:
+    def _problem(self) -> str | None:
+        """Why the file in the index's place is not a complete index of this manifest ("missing" when there is
+        none), or None."""
         try:
             with self._open() as db:
                 meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-        except (OSError, sqlite3.Error):
-            return False
-        return meta.get("format") == str(FORMAT) and meta.get("digest") == self.digest
+        except FileNotFoundError:
+            return "missing"
+        except (OSError, sqlite3.Error) as exc:
+            return str(exc) or type(exc).__name__
+        if meta.get("format") != str(FORMAT):
+            return f"format {meta.get('format')!r}, not {FORMAT}"
+        if meta.get("digest") != self.digest:
+            return "it was built for another manifest"
+        return None
 
     def _prune(self) -> None:
         """Keep the newest `keep` indexes (this one always); drop temporary files a killed build left."""

@@ -242,3 +242,22 @@ def test_an_index_whose_document_rows_disagree_with_its_text_index_is_a_clean_er
     assert cli.run("knowledge", "rebuild").returncode == 0
     again = cli.run("knowledge", "search", "nonlocal", "--json")
     assert again.returncode == 0 and json.loads(again.stdout)["result"] == "hits", again.stderr
+
+
+def test_an_index_file_that_is_not_a_database_is_reported_when_it_is_built_again(cli: StrataCLI,
+                                                                               corpus: Path) -> None:
+    """A file in the index's place whose header is not SQLite's (a stray write, a failing disk, another program's
+    file) was taken as 'not built yet' and replaced without a word. The index is derived data and is built again,
+    but the search says so, naming the file and what was wrong with it."""
+    declare(cli, corpus)
+    assert cli.run("knowledge", "rebuild").returncode == 0
+    (index,) = (cli.home / INDEX_DIR).glob("*.db")
+    index.write_bytes(b"not an index, but someone's notes\n" * 200)
+    proc = cli.run("knowledge", "search", "nonlocal", "--json")
+    assert_clean_stderr(proc)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["result"] == "hits", proc.stderr
+    (notice,) = [line for line in proc.stderr.splitlines() if "knowledge index" in line]
+    assert notice == (f"strata: notice: the knowledge index {index} could not be read as the index of this corpus "
+                      "(file is not a database); it was built again from the corpus"), notice
+    again = cli.run("knowledge", "search", "nonlocal", "--json")  # rebuilt whole: nothing more to say
+    assert again.returncode == 0 and "knowledge index" not in again.stderr, again.stderr

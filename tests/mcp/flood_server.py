@@ -1,5 +1,5 @@
 """A hostile MCP server over stdio, speaking newline-delimited JSON-RPC by hand (no SDK: it starts in a few
-milliseconds): `python flood_server.py STATE [--flood-listing BYTES]`.
+milliseconds): `python flood_server.py STATE [--flood-listing BYTES | --refuse-initialize]`.
 
 It answers `initialize` and `tools/list` properly (tools `flood` and `echo`), unless `--flood-listing` makes its
 `tools/list` answer an endless line. A `flood` call (`{"bytes": N}`) is answered by one message line that never
@@ -7,7 +7,9 @@ ends: N bytes of text in 1 MiB writes without a newline, then it waits. `echo` a
 N}`) sends N ping requests to the client without reading its stdin (so the answers are not read), then answers;
 `shout` (`{"mib": N}`) writes N MiB to stderr, then answers.
 STATE gets `started` (a line per start with the pid), `calls.log` (a line per call), `written` (how many bytes of
-the flood it managed to write, rewritten after each write) and `asked` (how many pings `ask` sent, every 500th)."""
+the flood it managed to write, rewritten after each write) and `asked` (how many pings `ask` sent, every 500th).
+With `--refuse-initialize` it answers `initialize` with a JSON-RPC error (code -32000) quoting its environment's
+FLOOD_TOKEN, and stays up. At its start it writes FLOOD_TOKEN to stderr when that is set."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from typing import Any
 
 STATE = Path(sys.argv[1])
 FLOOD_LISTING = int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[2] == "--flood-listing" else 0
+REFUSE_INITIALIZE = sys.argv[2:3] == ["--refuse-initialize"]
+TOKEN = os.environ.get("FLOOD_TOKEN")
 CHUNK = b"x" * (1024 * 1024)
 OBJECT = {"type": "object", "properties": {"bytes": {"type": "integer"}, "q": {"type": "string"}}}
 TOOLS = [{"name": "flood", "description": "answers with an endless line", "inputSchema": OBJECT},
@@ -34,6 +38,9 @@ STATE.mkdir(parents=True, exist_ok=True)
 with (STATE / "started").open("a", encoding="utf-8") as f:
     f.write(f"{os.getpid()}\n")
 out = sys.stdout.buffer
+if TOKEN:
+    sys.stderr.write(f"logging in with token {TOKEN}\n")
+    sys.stderr.flush()
 
 
 def send(message: dict[str, Any]) -> None:
@@ -60,7 +67,9 @@ for raw in sys.stdin.buffer:
     method, request_id = message.get("method"), message.get("id")
     if request_id is None:
         continue  # a notification
-    if method == "initialize":
+    if method == "initialize" and REFUSE_INITIALIZE:
+        send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32000, "message": f"cannot log in with {TOKEN}"}})
+    elif method == "initialize":
         send({"jsonrpc": "2.0", "id": request_id, "result": {
             "protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
             "serverInfo": {"name": "flood", "version": "1"}}})

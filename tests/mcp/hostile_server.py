@@ -4,7 +4,9 @@ unlike the high-level server), run by the tests as a real process over stdio: `p
 SPEC is a JSON file: `tools` (the tool list it sends, as the protocol's Tool objects: duplicate names, schemas
 that cannot be evaluated, odd names), `results` (per tool: {"text": ...} or {"env": NAME} to answer with an
 environment variable's value) and `state` (a directory: `started` gets a line per start with the pid,
-`calls.log` a line per call it received); `page_size` makes it list its tools in pages."""
+`calls.log` a line per call it received); `page_size` makes it list its tools in pages; `tools_restarted` is the
+tool list it sends once it has been started before (a server changed between two starts); a result of
+{"die_once": true} ends the first start of the server during the call (and answers "ok" after)."""
 
 from __future__ import annotations
 
@@ -22,12 +24,14 @@ from mcp.server.stdio import stdio_server
 SPEC: dict[str, Any] = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
 STATE = Path(SPEC["state"])
 STATE.mkdir(parents=True, exist_ok=True)
+RESTARTED = (STATE / "started").exists()
 with (STATE / "started").open("a", encoding="utf-8") as f:
     f.write(f"{os.getpid()}\n")
 
 
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-    tools = [types.Tool(**t) for t in SPEC["tools"]]
+    listed = SPEC["tools_restarted"] if RESTARTED and "tools_restarted" in SPEC else SPEC["tools"]
+    tools = [types.Tool(**t) for t in listed]
     size = SPEC.get("page_size")  # pages of this many tools, the cursor being the next page's start
     if size is None:
         return types.ListToolsResult(tools=tools)
@@ -40,7 +44,9 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     with (STATE / "calls.log").open("a", encoding="utf-8") as f:
         f.write(f"{params.name} {json.dumps(params.arguments, sort_keys=True)}\n")
     answer = SPEC.get("results", {}).get(params.name, {"text": "ok"})
-    text = os.environ.get(answer["env"], "?") if "env" in answer else answer["text"]
+    if answer.get("die_once") and not RESTARTED:
+        os._exit(9)
+    text = os.environ.get(answer["env"], "?") if "env" in answer else answer.get("text", "ok")
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
 

@@ -19,7 +19,7 @@ POLICY = McpToolPolicy(safety="read", effect="read_only")
 def link(tmp_path: Path, *tools: ListedTool) -> ServerLink:
     decl = McpServerDecl(name="srv", command="unused", source="test",
                          tools=tuple((t.name, POLICY) for t in tools))
-    server = ServerLink(decl, tmp_path, lambda line: None)
+    server = ServerLink(decl, tmp_path, lambda line: None, lambda text: text)
     server.tools = tools
     return server
 

@@ -54,6 +54,34 @@ def trust_builtin(specs: list[ToolSpec]) -> None:
     _CHECKED.update(canonical_json(dict(spec.input_schema)) for spec in specs)
 
 
+def meta_schema_problem(schema: Mapping[str, Any]) -> str | None:
+    """Why `schema` is not a valid JSON Schema (Draft 2020-12), or None; checked once per process for each schema
+    (about a millisecond per subschema), and a schema found valid is not checked again when an executor is
+    assembled with it (`make_validator`)."""
+    try:
+        text = canonical_json(dict(schema))
+    except (TypeError, ValueError, RecursionError):
+        return "not JSON"
+    if text in _CHECKED:
+        return None
+    problem = _meta_problem(text)
+    if problem is None:
+        _CHECKED.add(text)
+    return problem
+
+
+@functools.lru_cache(maxsize=256)
+def _meta_problem(schema_json: str) -> str | None:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        Draft202012Validator.check_schema(json.loads(schema_json))
+    except SchemaError as exc:
+        return f"not a valid JSON Schema ({exc.message[:200]})"
+    return None
+
+
 def make_validator(spec: ToolSpec) -> SchemaValidator:
     """Built when the executor is assembled; a broken schema fails there, not per call. Shared by every executor
     of the process with the same schema (a daemon assembles one per session: checking a schema against the

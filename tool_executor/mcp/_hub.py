@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -74,11 +74,12 @@ def _sdk_log_to_strata() -> Iterator[None]:
 
 
 @asynccontextmanager
-async def open_mcp(servers: Sequence[McpServerDecl], *, log_dir: Path,
-                   notify: Notify) -> AsyncIterator[McpTools]:
-    """Start `servers` (stdio children log their stderr to `log_dir/NAME.log`); yields once each is up or has
-    failed (`notify` said why, once). On exit every connection closes and every child is killed with its group."""
-    links = [ServerLink(decl, log_dir, notify) for decl in servers]
+async def open_mcp(servers: Sequence[McpServerDecl], *, log_dir: Path, notify: Notify,
+                   mask: Callable[[str], str]) -> AsyncIterator[McpTools]:
+    """Start `servers` (stdio children log their stderr to `log_dir/NAME.log`, masked by `mask`); yields once each
+    is up or has failed (`notify` said why, once). On exit every connection closes and every child is killed with
+    its group."""
+    links = [ServerLink(decl, log_dir, notify, mask) for decl in servers]
     if not links:
         yield McpTools(())
         return

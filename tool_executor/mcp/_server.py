@@ -48,10 +48,12 @@ class ListedTool:
 class ServerLink:
     """The supervised connection to one server."""
 
-    def __init__(self, decl: McpServerDecl, log_dir: Path, notify: Notify) -> None:
+    def __init__(self, decl: McpServerDecl, log_dir: Path, notify: Notify, mask: Callable[[str], str]) -> None:
         self.decl = decl
         self._log_dir = log_dir
         self._notify = notify
+        self._mask = mask
+        """What masks the server's stderr on its way to its log."""
         self.tools: tuple[ListedTool, ...] = ()
         self.problem: str | None = None
         """Why the server is not usable (None: it is up)."""
@@ -160,7 +162,8 @@ class ServerLink:
         pidfile = self._log_dir / f"{decl.name}.{os.getpid()}.{id(self):x}.pid"
         stack.callback(_kill_group, pidfile)
         return stdio_transport(["/bin/sh", "-c", _RECORD_PID_AND_EXEC, str(pidfile), decl.command, *decl.args],
-                               dict(decl.env), errlog, on_cut=self._cut_off, on_unreadable=self._unreadable_line)
+                               dict(decl.env), errlog, mask=self._mask, on_cut=self._cut_off,
+                               on_unreadable=self._unreadable_line)
 
     def _cut_off(self, reason: str) -> None:
         """The transport cut the server off (what it wrote is over a bound): it is not started again, a call in
@@ -285,16 +288,21 @@ def _private(path: str, flags: int) -> int:
 
 def _reason(exc: BaseException, decl: McpServerDecl, log_dir: Path) -> str:
     from mcp import MCPError
-    from mcp.types import CONNECTION_CLOSED
+
+    from tool_executor.mcp._answers import error_kind
 
     if isinstance(exc, TimeoutError):
         return f"did not finish initialising within {decl.startup_timeout_s:g} s"
     if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         return _reason(exc.exceptions[0], decl, log_dir)
-    if isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED:
-        where = f"its stderr is in {log_dir / (decl.name + '.log')}" if decl.url is None else decl.url
-        return f"closed the connection before it finished initialising ({where})"
+    if isinstance(exc, MCPError):
+        kind = error_kind(exc.code, exc.message)
+        if kind == "closed":
+            where = f"its stderr is in {log_dir / (decl.name + '.log')}" if decl.url is None else decl.url
+            return f"closed the connection before it finished initialising ({where})"
+        if kind == "refused":  # the server's own error answer (-32000 too, the code the SDK gives a closed connection)
+            return f"refused to start (error {exc.code}: {' '.join(exc.message.split())[:200]})"
     if isinstance(exc, FileNotFoundError | PermissionError):
         return f"could not be started ({decl.command}: {exc.strerror})"
-    detail = str(exc).strip() or type(exc).__name__
+    detail = " ".join(str(exc).split()) or type(exc).__name__  # one line: a notice is one
     return f"failed to start ({detail[:200]})"

@@ -7,7 +7,8 @@ decoded with the message, as bytes: a line that is not UTF-8 is one unreadable m
 and its reader and the connection died with it). At most 64 requests from the server wait for their answers at once
 (tool_executor/mcp/_asked.py): past that the server's output is read once an answer is written. The server's stderr
 is copied to its log up to MAX_STDERR_BYTES per start, the rest read and dropped (the SDK gave the child the log
-file itself: a server logging without end filled the disk the Strata home is on).
+file itself: a server logging without end filled the disk the Strata home is on), a line at a time, masked (a server
+writing the token of its `env` to stderr left it in the Strata home as written).
 
 Built on the SDK's public pieces: the session's streams carry `SessionMessage`s (or the Exception a line that is not
 JSON-RPC gave), the server's environment is the SDK's default one plus the declared variables. The child runs in a
@@ -43,6 +44,8 @@ longer line is a broken or hostile server: it is cut off rather than held in mem
 MAX_STDERR_BYTES = 8 * 1024 * 1024
 """How much of a server's stderr one start of it adds to its log (8 MiB); the log itself is rotated at that size
 (tool_executor/mcp/_server.py)."""
+MAX_LOG_LINE_BYTES = 64 * 1024
+"""A stderr line is masked whole before it is kept; one longer than this is masked and kept in pieces of this size."""
 
 EXIT_GRACE_S = 2.0
 """How long a server has to exit after its stdin closes, and again after SIGTERM, before its group is killed."""
@@ -54,8 +57,10 @@ Streams = tuple[MemoryObjectReceiveStream[Any], MemoryObjectSendStream[Any]]
 
 @asynccontextmanager
 async def stdio_transport(argv: Sequence[str], env: Mapping[str, str] | None, errlog: BinaryIO, *,
-                          on_cut: Callable[[str], None], on_unreadable: Callable[[], None]) -> AsyncIterator[Streams]:
-    """Start `argv` (its stderr to `errlog`, up to MAX_STDERR_BYTES) and yield the session's (read, write) streams.
+                          mask: Callable[[str], str], on_cut: Callable[[str], None],
+                          on_unreadable: Callable[[], None]) -> AsyncIterator[Streams]:
+    """Start `argv` (its stderr to `errlog`, masked by `mask`, up to MAX_STDERR_BYTES) and yield the session's (read,
+    write) streams.
     `on_cut(reason)` is called when the server is cut off for a message line over the bound (before the session
     sees the connection close); `on_unreadable()` for each line that is not a JSON-RPC message (the session gets
     the error, and drops it)."""
@@ -91,7 +96,7 @@ async def stdio_transport(argv: Sequence[str], env: Mapping[str, str] | None, er
         tg.start_soon(_read, process.stdout, to_session, cut, on_unreadable, asked)
         tg.start_soon(write)
         assert process.stderr is not None
-        tg.start_soon(_keep_stderr, process.stderr, errlog, stderr_kept)
+        tg.start_soon(_keep_stderr, process.stderr, errlog, stderr_kept, mask)
         try:
             yield read_stream, write_stream
         finally:
@@ -142,26 +147,45 @@ async def _read(stdout: ByteReceiveStream, to_session: MemoryObjectSendStream[An
                 return  # the session sees the connection close
 
 
-async def _keep_stderr(stderr: ByteReceiveStream, errlog: BinaryIO, done: anyio.Event) -> None:
-    """Copy the server's stderr to `errlog` up to MAX_STDERR_BYTES, then say so there and read the rest unkept (a
-    server whose stderr is not read would stop at its next write); `done` is set at its end."""
+async def _keep_stderr(stderr: ByteReceiveStream, errlog: BinaryIO, done: anyio.Event,
+                       mask: Callable[[str], str]) -> None:
+    """Copy the server's stderr to `errlog` up to MAX_STDERR_BYTES, a line at a time and masked (a line longer than
+    MAX_LOG_LINE_BYTES in pieces), then say so there and read the rest unkept (a server whose stderr is not read
+    would stop at its next write); `done` is set at its end."""
     kept = 0
+    pending = b""
     with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
         while True:
-            chunk = await stderr.receive()
+            try:
+                chunk = await stderr.receive()
+            except anyio.EndOfStream:
+                if pending and kept < MAX_STDERR_BYTES:
+                    await anyio.to_thread.run_sync(_write_log, errlog, [pending], mask, b"")
+                raise
             if kept >= MAX_STDERR_BYTES:
                 continue
             chunk = chunk[:MAX_STDERR_BYTES - kept]
             kept += len(chunk)
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()
+            while len(pending) > MAX_LOG_LINE_BYTES:
+                lines.append(pending[:MAX_LOG_LINE_BYTES])
+                pending = pending[MAX_LOG_LINE_BYTES:]
+            note = b""
             if kept >= MAX_STDERR_BYTES:
-                chunk += (f"\n[strata: this server wrote more than {MAX_STDERR_BYTES // (1024 * 1024)} MiB to "
-                          "stderr since it started; the rest is not kept]\n").encode()
-            await anyio.to_thread.run_sync(_write_log, errlog, chunk)  # a file write: off the event loop
+                lines.append(pending)
+                pending = b""
+                note = (f"\n[strata: this server wrote more than {MAX_STDERR_BYTES // (1024 * 1024)} MiB to "
+                        "stderr since it started; the rest is not kept]\n").encode()
+            if lines or note:  # a file write and masking: off the event loop
+                await anyio.to_thread.run_sync(_write_log, errlog, lines, mask, note)
     done.set()
 
 
-def _write_log(errlog: BinaryIO, chunk: bytes) -> None:
-    errlog.write(chunk)
+def _write_log(errlog: BinaryIO, lines: list[bytes], mask: Callable[[str], str], note: bytes) -> None:
+    """`lines` (each without its newline) masked, each with a newline, then `note`."""
+    errlog.write(b"".join(mask(line.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape") + b"\n"
+                         for line in lines) + note)
     errlog.flush()
 
 

@@ -36,6 +36,9 @@ MAX_ERROR_CHARS = 2000
 """A server's error message (or what could not be read of its answer) is kept up to this many characters."""
 MAX_DESCRIPTION_CHARS = 4096
 """A server's tool description goes into every model request: longer ones are cut."""
+MAX_SCHEMA_BYTES = 64 * 1024
+"""A tool's input schema goes into every model request, and checking it costs about a millisecond per subschema:
+a tool whose schema is longer than this (as JSON) is unavailable."""
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
 
@@ -88,17 +91,19 @@ def tool_statuses(link: ServerLink) -> list[ToolStatus]:
 
 def _schema_problem(schema: Mapping[str, Any]) -> str | None:
     """Why a server's input schema cannot check calls (the executor builds a validator for every tool of a plan,
-    so one broken schema must not reach it), or None."""
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import SchemaError
+    so one broken schema must not reach it), or None. Its size is looked at before anything checks it."""
+    from tool_executor.checks.schema import meta_schema_problem
 
     if schema.get("type") != "object":
         return "it does not describe an object"
     try:
-        Draft202012Validator.check_schema(dict(schema))
-    except SchemaError as exc:
-        return f"not a valid JSON Schema ({exc.message[:200]})"
-    return None
+        size = len(json.dumps(schema, ensure_ascii=False, separators=(",", ":")).encode())
+    except (TypeError, ValueError, RecursionError):
+        return "it is not JSON"
+    if size > MAX_SCHEMA_BYTES:
+        return (f"it is too large ({size} bytes of JSON, at most {MAX_SCHEMA_BYTES} bytes): it would "
+                "go into every model request")
+    return meta_schema_problem(schema)
 
 
 def tool_specs(link: ServerLink) -> list[ToolSpec]:
@@ -112,7 +117,7 @@ def _spec(link: ServerLink, tool: ListedTool, policy: McpToolPolicy) -> ToolSpec
     templates = policy.resource_keys
 
     async def handler(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        return await _call(link, tool.name, dict(args), policy, ctx)
+        return await _call(link, tool, dict(args), policy, ctx)
 
     def keys(args: Mapping[str, Any], ctx: ToolContext) -> list[str]:
         return [t.format_map(_Args(args)) for t in templates]
@@ -134,16 +139,33 @@ class _Args(dict[str, str]):
         return "?"
 
 
-async def _call(link: ServerLink, tool: str, args: dict[str, Any], policy: McpToolPolicy,
+def _changed(link: ServerLink, planned: ListedTool) -> str | None:
+    """How the server (started again since the session's plan was made) lists the tool now, when not as the plan
+    has it: a call checked against one schema must not run against another, nor reach a tool the server dropped."""
+    now = [t for t in link.tools if t.name == planned.name]
+    if not now:
+        return f"no longer lists {planned.name!r}"
+    if len(now) > 1:
+        return f"lists more than one tool named {planned.name!r}"
+    if now[0].input_schema != planned.input_schema:
+        return f"lists {planned.name!r} with another input schema than at the session's start"
+    return None
+
+
+async def _call(link: ServerLink, planned: ListedTool, args: dict[str, Any], policy: McpToolPolicy,
                 ctx: ToolContext) -> ToolOutput:
     from mcp import MCPError
 
     from tool_executor.mcp._answers import error_kind
 
+    tool = planned.name
     try:
         session = await link.session()
     except ServerGone as exc:  # nothing was sent: the call did not start
         raise ToolError(f"not run: MCP server {link.name!r} is not available ({exc}); no effect started") from None
+    if (change := _changed(link, planned)) is not None:
+        raise ToolError(f"not run: MCP server {link.name!r}, started again during this session, {change}; no effect "
+                        "started (a new session uses the tools as they are now)")
     effectful = policy.effect == "effectful"
     retried = False
     while True:
@@ -191,6 +213,9 @@ async def _call(link: ServerLink, tool: str, args: dict[str, Any], policy: McpTo
         except ServerGone as exc:
             raise ToolError(f"MCP server {link.name!r} stopped during the call and could not be started again "
                             f"({exc})") from None
+        if (change := _changed(link, planned)) is not None:
+            raise ToolError(f"MCP server {link.name!r} stopped during the call; it is not retried: the server "
+                            f"started again {change}")
 
 
 PING_S = 5.0
