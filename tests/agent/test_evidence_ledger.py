@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from structlog.testing import capture_logs
 
@@ -17,13 +19,14 @@ from agent.evidence_ledger import EvidenceLedger, Ledgers, excerpt
 from agent.phases.plan import propose
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
 from agent.testing import StrictScriptedModel
+from core.chain import ChainHead
 from core.clock import SystemClock
 from core.errors import PersistError
 from core.events import BatchProposed, CallResult, SessionStarted, StoredEvent, UserMessage
 from core.hashing import canonical_json, idempotency_key, sha256_text
 from core.ids import IdFactory
 from core.masking import Masker
-from core.model import ModelResponse
+from core.model import ModelAttempt, ModelResponse
 from core.model.scripted import parse_script
 from core.policy import parse_rule
 from memory import InMemoryEventStore, NewReceipt, SessionRecord, Write
@@ -347,3 +350,30 @@ def test_the_observer_asks_for_the_head_once_per_commit_and_hands_on_every_event
     for seq, at in ((1, first), (2, first), (3, first), (4, second), (5, second)):
         observe(StoredEvent(session_id="s1", seq=seq, at=at, turn=1, event=UserMessage(text="x")))
     assert len(asked) == 2 and seen == [1, 2, 3, 4, 5]
+
+
+async def test_commits_handed_over_close_together_are_written_at_once_and_closing_writes_them(tmp_path: Path) -> None:
+    """The writer lets commits gather once it is handed one (a turn's two commits come milliseconds apart): those
+    handed over meanwhile go in the same write, with one head line, the newest; closing the ledger ends the wait
+    and writes every row (with a wait far longer than the join at close, nothing would be written)."""
+    seq = [0]
+    ledger = EvidenceLedger(tmp_path / "l.jsonl", "s1", Masker(KEY), SystemClock(), turn=lambda: 1,
+                            head=lambda: ChainHead(events_seq=seq[0], events_hash=f"{seq[0]:064x}",
+                                                   timeline_seq=seq[0], timeline_hash=f"{seq[0]:064x}"),
+                            gather_s=3600.0)
+    for n in range(5):
+        seq[0] = n + 1
+        ledger.attempt(ModelAttempt(number=1, outcome="ok", duration_ms=1.0, message=f"attempt {n}"))
+        ledger.committed(datetime.now(UTC))
+        if n == 0:  # the writer has taken the first before the others come
+            await anyio.to_thread.run_sync(_until_taken, ledger)
+    await ledger.aclose()
+    rows = [json.loads(line) for line in ledger.path.read_text().splitlines()]
+    assert [r["message"] for r in rows] == [f"attempt {n}" for n in range(5)] and all(r["committed"] for r in rows)
+    lines = [json.loads(line) for line in ledger.heads_path.read_text().splitlines()]
+    assert [h["events_seq"] for h in lines] == [5]
+
+
+def _until_taken(ledger: EvidenceLedger) -> None:
+    while not ledger._queue.empty():
+        time.sleep(0.001)
