@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import anyio
 
 from agent.ids import match_call
-from agent.reconcile import SHORT_LEASE_S
+from agent.momentary_lease import SHORT_LEASE_S, wait_for_momentary_lease
 from agent.session import Runtime
 from core.errors import SessionActive, UsageError
 from core.events import Event, ParkedCall
@@ -53,9 +53,9 @@ async def record_decisions(rt: Runtime, session_id: str, call_ids: Sequence[str]
         try:
             return await _record(rt, session_id, call_ids, approve=approve, approver=approver, reason=reason)
         except SessionActive:  # raised before anything was recorded: the lease was not ours
-            if anyio.current_time() >= deadline:
+            left = deadline - anyio.current_time()
+            if left <= 0 or not await wait_for_momentary_lease(rt.store, session_id, clock=rt.clock, within=left):
                 raise
-            await anyio.sleep(0.05)
 
 
 async def _record(rt: Runtime, session_id: str, call_ids: Sequence[str] | None, *, approve: bool, approver: str,

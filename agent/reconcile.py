@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
+from agent.momentary_lease import wait_for_momentary_lease
 from core.clock import Clock
 from core.errors import ReceiptError, SessionActive
 from core.events import BatchProposed, Mode, PlannedCall
@@ -20,7 +21,6 @@ from core.masking import Masker
 from core.record import record
 from core.tools import ToolContext, ToolSpec
 from memory import Lease, Write, leased
-from memory.leases import make_liveness
 from memory.rows import Receipt
 from memory.store import EventStore
 from tool_executor import receipt_row, reconciliation
@@ -58,23 +58,11 @@ class _Runtime(Protocol):
     def ledgers(self) -> Ledgers | None: ...
 
 
-SHORT_LEASE_S = 3.0
-"""How long a reconcile waits for a session's lease to be released before it calls the session running: another
-reconcile or a probe holds it for milliseconds, a running session for as long as it runs."""
-
-
 async def _refuse_if_running(rt: _Runtime, receipt: Receipt) -> None:
-    alive = make_liveness(rt.clock)
-    deadline = anyio.current_time() + SHORT_LEASE_S
-    while True:
-        session = await rt.store.get_session(receipt.session_id)
-        if session.lease is None or not alive(session.lease):
-            return
-        if anyio.current_time() >= deadline:
-            raise ReceiptError(
-                f"receipt {receipt.id} belongs to session {receipt.session_id}, which is running now; the call "
-                "may still be in flight", receipt_id=receipt.id, hint="wait for the session to stop, then reconcile")
-        await anyio.sleep(0.05)
+    if not await wait_for_momentary_lease(rt.store, receipt.session_id, clock=rt.clock):
+        raise ReceiptError(
+            f"receipt {receipt.id} belongs to session {receipt.session_id}, which is running now; the call "
+            "may still be in flight", receipt_id=receipt.id, hint="wait for the session to stop, then reconcile")
 
 
 async def _decide(rt: _Runtime, lease: Lease, receipt: Receipt, *, applied: bool, note: str | None,
