@@ -20,9 +20,8 @@ from core.masking import Masker
 from core.record import record
 from core.tools import ToolContext, ToolSpec
 from memory import Lease, Write, leased
-from memory.leases import describe, make_liveness
 from memory.rows import Receipt
-from memory.short_lease import unless_held_long
+from memory.short_lease import wait_for_momentary_lease
 from memory.store import EventStore
 from tool_executor import receipt_row, reconciliation
 from tool_executor.middleware import normalise_paths
@@ -62,20 +61,10 @@ class _Runtime(Protocol):
 async def _refuse_if_running(rt: _Runtime, receipt: Receipt) -> None:
     """Refused while the session runs; a lease held for a moment (another reconcile, a probe, a decision) is waited
     out (memory/short_lease.py)."""
-    alive = make_liveness(rt.clock)
-
-    async def free() -> None:
-        session = await rt.store.get_session(receipt.session_id)
-        if session.lease is not None and alive(session.lease):
-            raise SessionActive(receipt.session_id, describe(session.lease))
-
-    try:
-        await unless_held_long(free)
-    except SessionActive:
+    if not await wait_for_momentary_lease(rt.store, receipt.session_id, clock=rt.clock):
         raise ReceiptError(
             f"receipt {receipt.id} belongs to session {receipt.session_id}, which is running now; the call "
-            "may still be in flight", receipt_id=receipt.id, hint="wait for the session to stop, then reconcile"
-        ) from None
+            "may still be in flight", receipt_id=receipt.id, hint="wait for the session to stop, then reconcile")
 
 
 async def _decide(rt: _Runtime, lease: Lease, receipt: Receipt, *, applied: bool, note: str | None,

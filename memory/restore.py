@@ -11,16 +11,18 @@ InconsistentLog every command prints. An event that does not load at all is a Da
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
-import structlog
-
 from core.errors import InconsistentLog
+from core.log_fields import log_fields
 from core.snapshot import SnapshotError, load_state
 from core.state import FoldError, SessionState, apply, fold
 from memory.store import EventStore
 
-log = structlog.get_logger("strata.restore")
+log = logging.getLogger("strata.restore")
+"""Plain logging (core/log_fields.py): the command's setup masks it as any event (observability/logging.py), and
+`strata show` need not import structlog."""
 
 
 @dataclass
@@ -46,8 +48,8 @@ async def restore(store: EventStore, session_id: str) -> Restored:
                 apply(state, item)
             return Restored(state, snapshot.seq, len(tail))
         except (SnapshotError, FoldError) as exc:
-            log.warning("snapshot ignored; folding the whole log", session_id=session_id, seq=snapshot.seq,
-                        reason=str(exc))
+            log.warning("snapshot ignored; folding the whole log",
+                        extra=log_fields(session_id=session_id, seq=snapshot.seq, reason=str(exc)))
     events = await store.read_events(session_id)
     return Restored(fold(events), 0, len(events))
 

@@ -11,7 +11,10 @@ from typing import TypeVar
 
 import anyio
 
+from core.clock import Clock, SystemClock
 from core.errors import SessionActive
+from memory.leases import make_liveness
+from memory.store import EventStore
 
 SHORT_LEASE_S = 3.0
 """How long a lease another live process holds is waited for before the session is taken for running there: far
@@ -40,3 +43,19 @@ async def unless_held_long(attempt: Callable[[], Awaitable[T]], *,
                 waiting(exc)
                 waiting = None
             await anyio.sleep(POLL_S)
+
+
+async def wait_for_momentary_lease(store: EventStore, session_id: str, *, clock: Clock | None = None,
+                                   within: float = SHORT_LEASE_S) -> bool:
+    """Whether the session's lease is free within `within` seconds: no holder, or a holder whose process is gone
+    (memory/leases.py, the liveness taking a lease uses). False when a live holder still has it then. For a caller
+    that needs the lease free rather than taking it itself (reconcile's check that the session is not running)."""
+    alive = make_liveness(clock or SystemClock())
+    deadline = anyio.current_time() + within
+    while True:
+        session = await store.get_session(session_id)
+        if session.lease is None or not alive(session.lease):
+            return True
+        if anyio.current_time() >= deadline:
+            return False
+        await anyio.sleep(POLL_S)

@@ -25,6 +25,7 @@ import structlog
 from structlog.types import EventDict, Processor, WrappedLogger
 
 from config.private_files import open_private, private_dir
+from core.log_fields import FIELDS
 from core.masking import Masker
 from core.terminal_text import safe_text
 
@@ -50,6 +51,15 @@ class _Masking:
             return masked | {k: v for k, v in event.items() if k.startswith("_")}
         except Exception:  # never emit what could not be masked
             return {"event": "[log event dropped: it could not be masked]", "level": event.get("level", "error")}
+
+
+def _record_fields(logger: WrappedLogger, method: str, event: EventDict) -> EventDict:
+    """A plain logging record's fields (core/log_fields.py) as the event's own, as a structlog call's keywords are;
+    before the masking, which masks them as it masks every field."""
+    fields = getattr(event.get("_record"), FIELDS, None)
+    if isinstance(fields, dict):
+        event.update((str(k), v) for k, v in fields.items() if k not in event)
+    return event
 
 
 def _plain(value: Any) -> Any:
@@ -181,6 +191,7 @@ def configure_logging(verbose: bool = False) -> None:
     global _active
     masking = _Masking(Masker.throwaway())
     chain: list[Processor] = [
+        _record_fields,
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,

@@ -17,6 +17,7 @@ from memory.leases import make_liveness
 from memory.rows import SessionRecord
 from memory.store import EventStore, LivenessCheck
 from observability.chain_verify import VERIFY_PAGE
+from observability.record_masking import mask_record
 
 
 def _aware(t: datetime | None) -> datetime | None:
@@ -107,13 +108,5 @@ def timeline_record(row: TimelineRow) -> dict[str, Any]:
 
 
 def shown_record(row: TimelineRow, mask: Callable[[str], str]) -> dict[str, Any]:
-    """`timeline_record` as an output shows it: the call id (the model chose it) and the workspace a lifecycle
-    row's data names masked with `mask`. Rows are masked when written; these two again on the way out, so a row
-    stored with a secret id never shows it, and the workspace reads as `sessions`, `show` and the exports show it."""
-    record = timeline_record(row)
-    if record.get("call_id"):
-        record["call_id"] = mask(record["call_id"])
-    data = record.get("data")
-    if isinstance(data, dict) and isinstance(data.get("workspace"), str):
-        record["data"] = {**data, "workspace": mask(data["workspace"])}
-    return record
+    """`timeline_record` as an output shows it: masked on the way out (observability/record_masking.py)."""
+    return mask_record(timeline_record(row), mask)

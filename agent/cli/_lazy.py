@@ -22,8 +22,8 @@ class Entry:
     """`module:attribute` of the click command."""
     short_help: str
     quick: bool = False
-    """The command has a quick way that needs no logging: its module is imported without structlog first, and
-    the command sets up logging itself when it takes the full way (agent/cli/logging_setup.py)."""
+    """The command sets up logging itself (agent/cli/logging_setup.py): its module is imported without structlog
+    first. A quick way needs no logging and the full way sets it up; `strata show` sets it up at its first record."""
 
 
 class LazyGroup(click.Group):

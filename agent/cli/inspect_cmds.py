@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from agent.cli._common import Command, json_option
+from agent.cli.logging_setup import full_way
 from agent.cli.output import echo, echo_json
 from agent.cli.receipt_lines import print_receipts
 from agent.cli.session_list import print_sessions, session_view, shown_status
@@ -80,6 +81,7 @@ def list_sessions(as_json: bool) -> None:
 @json_option
 def show(session_id: str, as_json: bool) -> None:
     """Show a session and its conversation as the next model request would carry it."""
+    full_way.enter_at_first_record()  # structlog only if something is logged (a snapshot ignored, say)
     cmd = Command()
 
     async def main() -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """When a command sets up logging. Most commands get it from the group before they run (agent/cli/main.py). A
 command with a quick way (`strata timeline`: agent/cli/quick_timeline.py) gets it only when it takes the full way,
 so the quick way imports neither structlog nor the logging setup; `--verbose` always means the full way, since
-it asks to see what the runtime does."""
+it asks to see what the runtime does. `strata show`, which seldom logs, gets it at its first record."""
 
 from __future__ import annotations
 
@@ -27,6 +27,18 @@ class _FullWay:
             return
         self.deferred = False
         setup(self.verbose)
+
+    def enter_at_first_record(self) -> None:
+        """As `enter`, for a command that seldom logs (`strata show`): the setup, and structlog with it, waits for
+        the first record at INFO or above (observability/deferred_logging.py), which it then masks and shows or
+        keeps as `enter` would have. `--verbose` asks to see everything: set up at once."""
+        if not self.deferred or self.verbose:
+            self.enter()
+            return
+        self.deferred = False
+        from observability import set_up_at_first_record
+
+        set_up_at_first_record(lambda: setup(False))
 
 
 def setup(verbose: bool) -> None:

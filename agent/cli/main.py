@@ -29,7 +29,7 @@ COMMANDS = (
     Entry("sessions", "agent.cli.sessions_cmd:sessions",
           "List sessions, oldest first, each delegated child indented under its parent.", quick=True),
     Entry("show", "agent.cli.inspect_cmds:show",
-          "Show a session and its conversation as the next model request would carry it."),
+          "Show a session and its conversation as the next model request would carry it.", quick=True),
     Entry("receipts", "agent.cli.receipts_cmd:receipts", "List effect receipts (of one session, or all).",
           quick=True),
     Entry("reconcile", "agent.cli.reconcile_cmd:reconcile_cmd",
@@ -124,8 +124,8 @@ def cli(verbose: bool) -> None:
     """Strata: an event-sourced agent runtime. A model proposes tool calls; Strata decides, durably and
     auditably, what actually runs."""
     entry = COMMANDS_BY_NAME.get(click.get_current_context().invoked_subcommand or "")
-    if entry is not None and entry.quick:  # it sets up logging itself if it takes the full way
-        full_way.defer(verbose)  # a reading (sessions, timeline): no session, model or process of it ever runs,
+    if entry is not None and entry.quick:  # it sets up logging itself (agent/cli/logging_setup.py)
+        full_way.defer(verbose)  # a reading (sessions, timeline, show): no session, model or process of it runs,
         return  # so the credentials below are not worth the ~2 ms of taking them out of the environment
     for name in (MODEL_KEY_ENV, AUTH_TOKEN_ENV):  # before any session, of any model, runs a command
         if name in os.environ:  # (agent/models.py; the auth token is never sent: the key is always given)

@@ -11,37 +11,33 @@ error."""
 
 from __future__ import annotations
 
-import sqlite3
+from collections.abc import Callable
+from functools import partial
 
 from agent.cli.quick_mask import QuickMasker
 from agent.cli.quick_timeline import session_of
+from agent.cli.quick_way import answer_quickly
 from agent.cli.receipt_lines import print_receipts, receipt_fields
-from config.quick import project_adds_no_secrets
-from memory.quick_read import open_home
+from config.quick import QuickConfig, project_adds_no_secrets
+from memory.quick_read import QuickRead
 
 
 def quick_receipts(session_ref: str | None, status: str | None, as_json: bool) -> bool:
     """Print the receipts and say True, or say False (nothing printed) for the full way to run."""
-    opened = open_home()
-    if opened is None:
-        return False
-    config, db = opened
-    try:
+
+    def read(config: QuickConfig, db: QuickRead) -> Callable[[], None] | None:
         session_id = None
         if session_ref is not None:
             found = session_of(db, session_ref)
             if found is None or not project_adds_no_secrets(config.home, found[0].workspace):
-                return False
+                return None
             session_id = found[0].id
         masker = QuickMasker.of(config)
         if masker is None:
-            return False
+            return None
         views = [receipt_fields(r, masker.masker, r.process) for r in db.receipts(session_id, status)]
-    except (sqlite3.Error, ValueError, OSError):  # the full way reports what is wrong
-        return False
-    finally:
-        db.close()
-    if masker.wrote:  # a known secret the home has not remembered yet: the full way remembers it (it writes)
-        return False
-    print_receipts(views, as_json)
-    return True
+        if masker.wrote:  # a known secret the home has not remembered yet: the full way remembers it (it writes)
+            return None
+        return partial(print_receipts, views, as_json)
+
+    return answer_quickly(read)

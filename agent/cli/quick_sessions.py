@@ -15,27 +15,27 @@ the full way shows '?'; `strata show ID` and `strata timeline ID --verify` repor
 
 from __future__ import annotations
 
-import sqlite3
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from agent.cli.quick_mask import QuickMasker
+from agent.cli.quick_way import answer_quickly
 from agent.cli.session_list import print_sessions, session_view, shown_status
+from config.quick import QuickConfig
 from core.clock import SystemClock
 from memory.liveness import make_liveness
-from memory.quick_read import open_home
+from memory.quick_read import QuickRead
 from observability.session_tree import tree_order
 
 
 def quick_sessions(as_json: bool) -> bool:
     """Print the listing and say True, or say False (nothing printed) for the full way to run."""
-    opened = open_home()
-    if opened is None:
-        return False
-    config, db = opened
-    try:
+
+    def read(config: QuickConfig, db: QuickRead) -> Callable[[], None] | None:
         quick_masker = QuickMasker.of(config)
         if quick_masker is None:
-            return False
+            return None
         rows = db.session_rows()
         numbers = {rec.id: num for rec, num in rows}
         unknown = db.unknown_receipts()
@@ -48,11 +48,8 @@ def quick_sessions(as_json: bool) -> bool:
             child = by_id.get(awaited.get(rec.id, ""))
             views.append(session_view(rec, shown_status(rec, alive, child), masker, unknown.get(rec.id, 0),
                                       db.counts(numbers[rec.id]), depth=depth))
-    except (sqlite3.Error, ValueError, OSError):  # the full way reports what is wrong
-        return False
-    finally:
-        db.close()
-    if quick_masker.wrote:  # a known secret the home has not remembered yet: the full way remembers it (it writes)
-        return False
-    print_sessions(views, as_json)
-    return True
+        if quick_masker.wrote:  # a known secret the home has not remembered yet: the full way remembers it (it writes)
+            return None
+        return partial(print_sessions, views, as_json)
+
+    return answer_quickly(read)

@@ -12,21 +12,24 @@ says so and leaves the command to the full way, which also reports every error:
   creates it), the project file naming no secrets (`[secrets]`, `[mcp]`: the full way knows whether they count),
   and no known secret met that the home has not remembered (the full way writes it down): agent/cli/quick_mask.py.
 The rows are the same rows (one SQL filter: memory.read_sql.py) drawn by the same code
-(agent/cli/timeline_table.py), or made into the same records (observability/session_timeline.py `shown_record`)."""
+(agent/cli/timeline_table.py), or made into the same records masked on the way out by the same code
+(observability/record_masking.py)."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from agent.cli.output import echo_document
 from agent.cli.quick_mask import QuickMasker
+from agent.cli.quick_way import answer_quickly
 from agent.cli.timeline_table import TIMELINE_KINDS, print_rows
 from agent.refs import LAST, MIN_PREFIX
-from config.quick import project_adds_no_secrets, project_known_valid
+from config.quick import QuickConfig, project_adds_no_secrets, project_known_valid
 from core.terminal_text import json_line
-from memory.quick_read import QuickRead, SessionRow, open_home
+from memory.quick_read import QuickRead, SessionRow
+from observability.record_masking import mask_record
 
 
 def session_of(db: QuickRead, ref: str) -> tuple[SessionRow, int] | None:
@@ -44,59 +47,40 @@ def session_of(db: QuickRead, ref: str) -> tuple[SessionRow, int] | None:
 
 def quick_timeline(session_ref: str, filters: dict[str, Any], *, as_json: bool = False) -> bool:
     """Print the session's table (or, `as_json`, its rows as JSON lines, masked as the full way masks them) and
-    say True, or say False (nothing printed) for the full way to run."""
-    opened = open_home()
-    if opened is None:
-        return False
-    config, db = opened
-    records: list[dict[str, Any]] | None = None
-    rows = None
-    try:
+    say True, or say False (nothing printed) for the full way to run. A workspace that cannot be looked at
+    (ENAMETOOLONG, EACCES, say) is an error the full way reports, as it reports every error."""
+
+    def read(config: QuickConfig, db: QuickRead) -> Callable[[], None] | None:
         found = session_of(db, session_ref)
         if found is None:
-            return False
+            return None
         session, num = found
         known = (project_adds_no_secrets if as_json else project_known_valid)(config.home, session.workspace)
         if not known:
-            return False
+            return None
         kinds = filters["kinds"] or ()
         unknown = [k for k in kinds if k not in TIMELINE_KINDS]
         if unknown and not set(unknown) <= db.kinds_held(num, unknown):
-            return False
-        if as_json:
-            masker = QuickMasker.of(config)
-            if masker is None:
-                return False
-            records = db.timeline_records(session.id, num, **filters)
-            if records is None:
-                return False
-            records = [shown(record, masker.mask) for record in records]
-            if masker.wrote:  # the full way remembers a secret it met (it writes to the home)
-                return False
-        else:
+            return None
+        if not as_json:
             rows = db.timeline(num, **filters)
-    except (sqlite3.Error, ValueError, OSError):  # the full way reports what is wrong (a workspace that cannot be
-        # looked at, say: ENAMETOOLONG, EACCES), as it reports every error
-        return False
-    finally:
-        db.close()
-    if records is not None:
-        if records:
-            echo_document("".join(json_line(record) + "\n" for record in records))
-        return True
-    if rows is None:
-        return False
-    print_rows(session.id, rows, any(value is not None for value in filters.values()))
-    return True
+            if rows is None:
+                return None
+            return partial(print_rows, session.id, rows, any(value is not None for value in filters.values()))
+        masker = QuickMasker.of(config)
+        if masker is None:
+            return None
+        records = db.timeline_records(session.id, num, **filters)
+        if records is None:
+            return None
+        records = [mask_record(record, masker.mask) for record in records]
+        if masker.wrote:  # the full way remembers a secret it met (it writes to the home)
+            return None
+        return partial(_print_records, records)
+
+    return answer_quickly(read)
 
 
-def shown(record: dict[str, Any], mask: Callable[[str], str]) -> dict[str, Any]:
-    """A row's record as `--json` shows it: observability/session_timeline.py `shown_record`, which masks the
-    call id and the workspace a lifecycle row's data names on the way out (tests/cli/test_quick_json.py holds the
-    two to the same output)."""
-    if record.get("call_id"):
-        record["call_id"] = mask(record["call_id"])
-    data = record.get("data")
-    if isinstance(data, dict) and isinstance(data.get("workspace"), str):
-        record["data"] = {**data, "workspace": mask(data["workspace"])}
-    return record
+def _print_records(records: list[dict[str, Any]]) -> None:
+    if records:
+        echo_document("".join(json_line(record) + "\n" for record in records))

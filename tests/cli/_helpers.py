@@ -357,3 +357,37 @@ def scripted_session(cli: StrataCLI, scripts: Path, prompt: str = "hello") -> st
     proc = cli.run("run", "--json", "--model", f"script:{script}", prompt)
     assert proc.returncode == 0, proc.stderr
     return str((result_line(proc.stdout) or {})["session_id"])
+
+
+_LEASE_HOLDER = """
+import anyio, os, sys
+from config import load_config
+from core.clock import SystemClock
+from memory import leased
+from memory.opening import open_store
+
+class Rt:
+    def __init__(self, store, clock):
+        self.store, self.clock = store, clock
+
+async def main():
+    clock = SystemClock()
+    store = await open_store(load_config(workspace=None, env=os.environ).settings, clock=clock)
+    try:
+        async with leased(Rt(store, clock), sys.argv[1]):
+            print("held", flush=True)
+            await anyio.sleep(float(sys.argv[2]))
+    finally:
+        await store.close()
+
+anyio.run(main)
+"""
+
+
+def hold_lease(cli: StrataCLI, session_id: str, seconds: float) -> subprocess.Popen[str]:
+    """Another process holding the session's lease for `seconds` (as another decision, a reconcile or a probe holds
+    it for a moment, or a running session for long), once it says it holds it."""
+    holder = subprocess.Popen([sys.executable, "-c", _LEASE_HOLDER, session_id, str(seconds)], cwd=cli.cwd,
+                              env=cli.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held", holder.communicate()
+    return holder

@@ -6,37 +6,11 @@ the other person's decision is a process holding the session's lease for a secon
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from tests.cli._helpers import text, tool_use
+from tests.cli._helpers import hold_lease, text, tool_use
 from tests.conftest import StrataCLI, write_script
-
-_HOLDER = """
-import anyio, os, sys
-from config import load_config
-from core.clock import SystemClock
-from memory import leased
-from memory.opening import open_store
-
-class Rt:
-    def __init__(self, store, clock):
-        self.store, self.clock = store, clock
-
-async def main():
-    clock = SystemClock()
-    store = await open_store(load_config(workspace=None, env=os.environ).settings, clock=clock)
-    try:
-        async with leased(Rt(store, clock), sys.argv[1]):
-            print("held", flush=True)
-            await anyio.sleep(float(sys.argv[2]))
-    finally:
-        await store.close()
-
-anyio.run(main)
-"""
 
 
 def _park_two(cli: StrataCLI, workspace: Path, tmp_path: Path) -> str:
@@ -51,17 +25,10 @@ def _park_two(cli: StrataCLI, workspace: Path, tmp_path: Path) -> str:
     return str(session["id"])
 
 
-def _hold(cli: StrataCLI, session_id: str, seconds: float) -> subprocess.Popen[str]:
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, session_id, str(seconds)], cwd=cli.cwd,
-                              env=cli.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert holder.stdout is not None and holder.stdout.readline().strip() == "held", holder.communicate()
-    return holder
-
-
 def test_a_decision_waits_for_a_lease_another_decision_holds_for_a_moment(cli: StrataCLI, workspace: Path,
                                                                             tmp_path: Path) -> None:
     session_id = _park_two(cli, workspace, tmp_path)
-    holder = _hold(cli, session_id, 1.0)
+    holder = hold_lease(cli, session_id, 1.0)
     try:
         approved = cli.run("approve", session_id, "toolu_one")
     finally:
@@ -80,7 +47,7 @@ def test_a_decision_waits_for_a_lease_another_decision_holds_for_a_moment(cli: S
 def test_a_decision_on_a_session_that_stays_running_is_refused(cli: StrataCLI, workspace: Path,
                                                                tmp_path: Path) -> None:
     session_id = _park_two(cli, workspace, tmp_path)
-    holder = _hold(cli, session_id, 8.0)
+    holder = hold_lease(cli, session_id, 8.0)
     try:
         started = time.monotonic()
         approved = cli.run("approve", session_id, "--all")

@@ -20,6 +20,7 @@ from agent.session import Runtime, start_session
 from agent.testing import StrictScriptedModel
 from core.clock import SystemClock
 from core.ids import IdFactory
+from core.log_fields import log_fields
 from core.masking import Masker
 from core.model.scripted import parse_script
 from core.tools import ToolContext, ToolOutput, ToolSpec
@@ -56,6 +57,19 @@ def test_file_gets_json_lines_with_bound_ids(strata_home: Path) -> None:
     assert line["event"] == "call observed" and line["level"] == "info" and line["logger"] == "tests.logging"
     assert (line["session_id"], line["turn"], line["call_id"], line["tool"]) == ("s-1", 2, "c-3", "read_file")
     assert line["timestamp"].endswith("Z")
+
+
+def test_a_plain_records_fields_are_the_events_fields_masked(strata_home: Path) -> None:
+    """A module that logs with the standard library (memory/restore.py: `strata show` imports no structlog) gives
+    its fields with core/log_fields.py: they are the event's own fields in the file, masked as every field is."""
+    configure_logging(verbose=False)
+    path = attach_home(strata_home, Masker(KEY))
+    assert path is not None
+    logging.getLogger("tests.plain").warning("plain event", extra=log_fields(reason=f"key {SECRET}", seq=7))
+    (line,) = lines(path)
+    assert line["event"] == "plain event" and line["logger"] == "tests.plain" and line["seq"] == 7
+    assert SECRET not in json.dumps(line) and line["reason"].startswith("key [MASKED:anthropic_key:"), line
+    assert "strata_fields" not in line
 
 
 async def test_runtime_binds_session_turn_and_call(tmp_path: Path, strata_home: Path, workspace: Path) -> None:
