@@ -15,7 +15,8 @@ class IdFactory:
         self._last_ms = -1
         self._seq = 0
 
-    def uuid7(self) -> str:
+    def _hex(self) -> str:
+        """The 32 hex digits of the next id."""
         ms = int(self._clock.now().timestamp() * 1000)
         if ms <= self._last_ms:
             ms = self._last_ms
@@ -25,11 +26,15 @@ class IdFactory:
         self._last_ms = ms
         rand = int.from_bytes(self._rand(8), "big")
         # 48 bits time, 4 bits version, 12 bits counter (monotonic within a millisecond), 2 bits variant, 62 random
-        h = f"{ms & 0xFFFFFFFFFFFF:012x}7{self._seq & 0xFFF:03x}{(0b10 << 62) | (rand & ((1 << 62) - 1)):016x}"
+        return f"{ms & 0xFFFFFFFFFFFF:012x}7{self._seq & 0xFFF:03x}{(0b10 << 62) | (rand & ((1 << 62) - 1)):016x}"
+
+    def uuid7(self) -> str:
+        h = self._hex()
         return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
     def session_id(self) -> str:
         return self.uuid7()
 
     def receipt_id(self) -> str:
-        return "rcpt_" + self.uuid7().replace("-", "")
+        """`"rcpt_"` and a uuid7 without its dashes (one per effectful call: the dashes are never written)."""
+        return "rcpt_" + self._hex()

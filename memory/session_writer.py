@@ -23,11 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import anyio
-
 from core.blobs import BLOB_THRESHOLD, spill
 from core.events import BatchProposed, CallResult, Event, StoredEvent
 from core.faults import armed, fault_point
+from core.scopes import cancel_scope
 from core.snapshot import SNAPSHOT_VERSION, StateEncoder
 from core.state import SessionState
 from core.timeline import TimelineEntry
@@ -109,8 +108,9 @@ class SessionWriter:
                 and state.last_seq - self.snapshot_seq >= self.snapshot_every):
             write.snapshot = Snapshot(seq=state.last_seq, version=SNAPSHOT_VERSION, data=self._encoder.dump(state))
         # Shielded: a cancellation (Ctrl-C) must not separate a commit that happens from the live state that
-        # applies it; the store finishes the transaction on its thread either way.
-        with anyio.CancelScope(shield=True):
+        # applies it; the store finishes the transaction on its thread either way. (Made per commit, so without
+        # anyio's per-scope look-ups of the backend: core/scopes.py.)
+        with cancel_scope(shield=True):
             shielded = CALLER_SHIELDED.set(True)  # the group commit's lead needs no shield of its own under this one
             try:
                 stored = await self.store.commit(self.session_id, write)

@@ -13,11 +13,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import anyio
 import structlog
 
 import tool_executor.result as results
 from core.events import CallResult, PlannedCall
+from core.scopes import cancel_scope, deadline_after
 from core.tools import ToolContext, ToolError, ToolOutput, ToolSpec, ToolTimeout, ToolWaits
 
 log = structlog.get_logger("strata.executor")
@@ -33,8 +33,9 @@ async def dispatch(batch_id: str, call: PlannedCall, spec: ToolSpec, args: Mappi
 
     output: ToolOutput | None = None
     try:
-        # A bare cancel scope with a deadline (what `fail_after` wraps, without its generator): this runs per call.
-        with anyio.CancelScope(deadline=anyio.current_time() + spec.timeout_s) as scope:
+        # A bare cancel scope with a deadline (what `fail_after` wraps, without its generator): this runs per call,
+        # so it is made without anyio's per-scope look-ups of the backend (core/scopes.py).
+        with cancel_scope(deadline=deadline_after(spec.timeout_s)) as scope:
             output = await spec.handler(args, ctx)
         late = scope.cancelled_caught
     except TimeoutError:

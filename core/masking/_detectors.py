@@ -30,8 +30,13 @@ MIN_ENV_SECRET = 8
 MIN_KNOWN_SECRET = 4
 
 _TRIGGER_WORDS = re.compile(
-    r"sk-|gh[pousr]_|github_pat_|xox[abprs]-|a[ks]ia|eyj|-----begin|-----end|://|@|pass|secret|token|key|credential|auth"
-    r"|bearer|curl|wget|mysql|mariadb|sshpass|redis-cli")
+    r"s(?:k-|ecret|shpass)|g(?:h[pousr]_|ithub_pat_)|xox[abprs]-|a(?:[ks]ia|uth)|eyj|-----(?:begin|end)|://|@|pass"
+    r"|token|key|c(?:redential|url)|bearer|wget|m(?:ysql|ariadb)|redis-cli")
+"""The trigger words (sk-, gh[pousr]_, github_pat_, xox[abprs]-, a[ks]ia, eyj, -----begin, -----end, ://, @, pass,
+secret, token, key, credential, auth, bearer, curl, wget, mysql, mariadb, sshpass, redis-cli), grouped by their
+first letter: the regex engine tries the alternatives one by one at every position whose letter starts one, so
+fewer alternatives make the screen of text that is not a secret (nearly all of it) faster. Only whether it
+matches is read."""
 _TRIGGER_DIGITS = re.compile(r"(?:[0-9][ -]?){12}[0-9]")
 _DIGIT_RUN = re.compile(r"[0-9][0-9 -]{12}")
 """Cheap to search (no nested repetition): every match of `_TRIGGER_DIGITS` contains one, so most text never
