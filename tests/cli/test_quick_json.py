@@ -9,6 +9,7 @@ masking key) goes the full way."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -36,8 +37,25 @@ def _same_both_ways(cli: StrataCLI, tmp_path: Path, *args: str, quick: bool = Tr
     return done.stdout
 
 
+@pytest.fixture(scope="module")
+def made_home(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A Strata home made once for the module by real `strata` runs (`_make_sessions`), and its sessions' ids."""
+    base = tmp_path_factory.mktemp("quick-json")
+    (base / "home").mkdir()
+    maker = StrataCLI(base / "home", base)
+    return maker.home, _make_sessions(maker, base)
+
+
 @pytest.fixture
-def home(cli: StrataCLI, tmp_path: Path) -> dict[str, str]:
+def home(cli: StrataCLI, made_home: tuple[Path, dict[str, str]]) -> dict[str, str]:
+    """The module's made home, copied into this test's own home (its database, masking key and user config; no
+    process has it open): each test reads, damages or deletes what it likes in its copy, the others never see it.
+    The same sessions as five real runs per test would make, at the cost of one set for the module."""
+    shutil.copytree(made_home[0], cli.home, dirs_exist_ok=True)
+    return dict(made_home[1])
+
+
+def _make_sessions(cli: StrataCLI, tmp_path: Path) -> dict[str, str]:
     """Sessions of every shape the tests make, in a workspace whose path holds a configured secret; their ids."""
     user_config = cli.home / "xdg-config" / "strata" / "config.toml"
     user_config.parent.mkdir(parents=True)

@@ -238,3 +238,25 @@ def test_the_installed_pydantic_asks_its_plugin_loader_for_get_plugins_only() ->
                 imports.add(line.split("import", 1)[1].strip())
             assert "plugin._loader" not in line or "import" not in line or "get_plugins" in line, (source, line)
     assert imports == {"get_plugins"}, imports
+
+
+_RUN_NEVER = {"anthropic", "mcp", "jsonschema", "prompt_toolkit", "rich.console", "agent.channels", "agent.daemon"}
+"""What a `strata run` of the scripted model never needs: the API's SDK, the MCP SDK (no server configured), the
+schema library, the terminal UI, the daemon's channels and host. The SDK alone is ~0.7 s of CPU."""
+
+
+def test_a_scripted_run_and_a_run_without_an_api_key_never_import_the_model_sdk(cli: StrataCLI,
+                                                                                tmp_path: Path) -> None:
+    script = write_script(tmp_path / "turns.json", [[{"type": "tool_use", "name": "bash",
+                                                      "input": {"command": "echo hi"}}]])
+    done, loaded = run_noting_modules(cli, ["run", "--json", "--model", f"script:{script}", "hello"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["status"] == "completed"
+    assert "agent.loop" in loaded and "tool_executor.executor" in loaded  # the runtime itself is there
+    assert not loaded & _RUN_NEVER, sorted(loaded & _RUN_NEVER)
+    # the API model without a key is refused before its SDK is loaded: the refusal is one line, at once
+    done, loaded = run_noting_modules(cli, ["run", "--model", "anthropic:claude-test", "hello"], tmp_path,
+                                      env={"ANTHROPIC_API_KEY": ""})
+    assert done.returncode == 2, done.stderr
+    assert "no Anthropic API key" in done.stderr
+    assert not loaded & _RUN_NEVER, sorted(loaded & _RUN_NEVER)
