@@ -120,6 +120,37 @@ def strata(cli: StrataCLI, *args: str, env: dict[str, str] | None = None) -> sub
     return proc
 
 
+PEAK_RSS_LAUNCHER = (
+    "import os, resource, sys\n"
+    "limit = int(sys.argv[2])\n"
+    "resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
+    "pid = os.fork()\n"
+    "if pid == 0:\n"
+    "    os.execvp(sys.argv[3], sys.argv[3:])\n"
+    "_, status, usage = os.wait4(pid, 0)\n"
+    "open(sys.argv[1], 'w').write(str(usage.ru_maxrss))\n"
+    "sys.exit(os.waitstatus_to_exitcode(status) & 0xFF)\n"
+)
+"""`python -c PEAK_RSS_LAUNCHER PEAK_FILE ADDRESS_SPACE_BYTES COMMAND...`: runs COMMAND with its address space capped
+(unfixed code then fails with MemoryError instead of taking the shared machine) and writes its peak RSS (KiB, from
+wait4) to PEAK_FILE. The kernel keeps the peak RSS of the image a process had before exec: a process forked from the
+(large) pytest worker would report the worker's size, so this small launcher, started afresh, forks and execs."""
+
+
+def strata_peak_rss(cli: StrataCLI, *args: str, address_space: int = 3 * 1024**3,
+                    timeout: float = 60) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run the real `strata ARGS` through PEAK_RSS_LAUNCHER: its result (stderr checked as `strata` does) and its
+    peak RSS in MiB."""
+    peak_file = cli.home / f"peak-rss-kib.{os.getpid()}.{time.monotonic_ns()}"
+    argv = cli.argv(args)
+    proc = subprocess.run([argv[0], "-c", PEAK_RSS_LAUNCHER, str(peak_file), str(address_space), *argv],
+                          cwd=cli.cwd, env=cli.env(), capture_output=True, text=True, timeout=timeout)
+    assert_clean_stderr(proc)
+    peak = int(peak_file.read_text(encoding="ascii")) / 1024
+    peak_file.unlink()
+    return proc, peak
+
+
 def strata_json(cli: StrataCLI, *args: str) -> list[dict[str, Any]]:
     proc = strata(cli, *args)
     assert proc.returncode == 0, (args, proc.returncode, proc.stderr)

@@ -13,7 +13,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.cli._helpers import assert_clean_stderr, call_results, events_of, result_line, strata, text, tool_use
+from tests.cli._helpers import (
+    PEAK_RSS_LAUNCHER,
+    assert_clean_stderr,
+    call_results,
+    events_of,
+    result_line,
+    strata,
+    text,
+    tool_use,
+)
 from tests.conftest import StrataCLI, write_script
 
 CATASTROPHIC = "(a+)+$"
@@ -200,23 +209,10 @@ def test_read_file_of_a_2_gib_file_keeps_the_process_small(cli: StrataCLI, works
         fh.truncate(2 * 1024**3)
     script = _script(workspace, [tool_use("r1", "read_file", path="big.log")])
 
-    # The kernel keeps the peak RSS of the image a process had before exec: a process forked from this (large)
-    # pytest worker would report the worker's size. So a small Python launcher, started afresh, caps the address
-    # space (the unfixed code then fails with MemoryError instead of taking the shared machine), forks and execs
-    # strata, and reports strata's own peak from wait4.
+    # PEAK_RSS_LAUNCHER caps the address space and reports strata's own peak RSS.
     peak_file = workspace.parent / "peak-rss-kib"
-    launcher = (
-        "import os, resource, sys\n"
-        "resource.setrlimit(resource.RLIMIT_AS, (3 * 1024**3, 3 * 1024**3))\n"
-        "pid = os.fork()\n"
-        "if pid == 0:\n"
-        "    os.execvp(sys.argv[2], sys.argv[2:])\n"
-        "_, status, usage = os.wait4(pid, 0)\n"
-        "open(sys.argv[1], 'w').write(str(usage.ru_maxrss))\n"
-        "sys.exit(os.waitstatus_to_exitcode(status) & 0xFF)\n"
-    )
     argv = cli.argv(["run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "read"])
-    proc = subprocess.Popen([argv[0], "-c", launcher, str(peak_file), *argv],
+    proc = subprocess.Popen([argv[0], "-c", PEAK_RSS_LAUNCHER, str(peak_file), str(3 * 1024**3), *argv],
                             cwd=cli.cwd, env=cli.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     reader = _Reader(proc)
     done = reader.finish(within_s=60)

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.cli._helpers import call_results, events_of, strata, text, tool_use
+from tests.cli._helpers import call_results, events_of, strata, strata_peak_rss, text, tool_use
 from tests.conftest import StrataCLI, write_script
 from tests.mcp._servers import user_config
 
@@ -108,20 +108,25 @@ def test_a_server_sending_requests_without_reading_the_answers_is_held_back_not_
     """The SDK starts a task for each request the server sends, and each waits until its answer is written; a server
     that does not read its stdin made Strata hold one per request (100,000 pings: 1 GB of memory), and read on. At
     most 64 wait at once: the server's output is read on once answers are written, so this server is held back after
-    a few thousand (what the pipes hold), its call ends at its deadline, and the session goes on."""
+    a few thousand (what the pipes and buffers hold), its call ends at its deadline, and the session goes on.
+    How far the server got is read by the next call, while the session goes on: when the session ends, the server
+    is closed (its stdin, then SIGTERM after 2 s) and what it writes meanwhile may be read and dropped so that it can
+    exit (under load it then sent all its pings; what it sent then was never held); the peak memory of the strata
+    process is what that costs either way."""
     hostile = tmp_path / "h"
     user_config(cli, flood_table("h", hostile))
     script = write_script(tmp_path / "script.json", [
-        [tool_use("c1", "mcp__h__ask", pings=20000)], [tool_use("c2", "bash", command="echo still-here")],
+        [tool_use("c1", "mcp__h__ask", pings=20000)], [tool_use("c2", "bash", command=f"cat {hostile / 'asked'}")],
         [text("done")]])
-    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json",
-                 "--allow", "bash", "pings")
+    run, peak_mib = strata_peak_rss(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace),
+                                    "--json", "--allow", "bash", "pings")
     assert run.returncode == 0, run.stderr
     results = call_results(events_of(run.stdout))
     assert results["c1"]["status"] == "timeout", results["c1"]
     assert results["c2"]["status"] == "ok", results["c2"]
-    asked = int((hostile / "asked").read_text(encoding="ascii"))
+    asked = int(results["c2"]["content"].splitlines()[-1])  # after c1's deadline, the server still up
     assert asked < 10000, asked  # it was not read on: 64 waiting, the rest in the pipes
+    assert peak_mib < 160, f"peak RSS {peak_mib:.0f} MiB"  # about 80 MiB; each request held took about 10 KiB
 
 
 def test_a_server_logging_without_end_to_stderr_keeps_its_log_bounded(
