@@ -105,13 +105,23 @@ def fork_points(session_id: str, events: list[StoredEvent], rows: list[TimelineR
 
 def point_at_turn(session_id: str, events: list[StoredEvent], turn: int) -> int:
     """The event seq that ends turn `turn`: the last point where no batch is open whose event is of that turn or
-    an earlier one."""
+    an earlier one. A turn that has not ended (its last event is inside an open batch: a call running in another
+    process, or parked) is a UsageError naming the last point before it, never silently an earlier turn's end."""
     last_turn = events[-1].turn if events else 0
     if not 0 <= turn <= last_turn:
         raise UsageError(f"session {session_id} has turns 0 to {last_turn}, not {turn}",
                          hint=f"`strata fork {session_id} --points` lists the points a fork can be taken at")
     by_seq = {e.seq: e for e in events}
-    candidates = [s for s in walk(session_id, events).valid if by_seq[s].turn <= turn]
+    walked = walk(session_id, events)
+    candidates = [s for s in walked.valid if by_seq[s].turn <= turn]
+    of_turn = [e.seq for e in events if e.turn == turn]
+    if of_turn and of_turn[-1] in walked.open_at:  # the turn has not ended: a batch is running or parked in it
+        earlier = max(candidates, default=None)
+        instead = (f"; the last point before it is event {earlier} (turn {by_seq[earlier].turn})"
+                   if earlier is not None else "")
+        raise UsageError(f"cannot fork session {session_id} at the end of turn {turn}: the turn has not ended (a "
+                         f"batch of calls is open at event {of_turn[-1]}, running or waiting for approval){instead}",
+                         hint=f"`strata fork {session_id} --points` lists the points a fork can be taken at")
     if not candidates:
         raise UsageError(f"session {session_id} has no point to fork at by the end of turn {turn}",
                          hint=f"`strata fork {session_id} --points` lists the points a fork can be taken at")

@@ -3,7 +3,8 @@
 What the path names decides how it is written, so that nothing is replaced that should not be:
 
 - a regular file (or nothing yet): written atomically, a temporary file beside it renamed over it, so a reader
-  never sees half an export and a failure leaves the old file as it was;
+  never sees half an export and a failure leaves the old file as it was; a file replaced keeps its permission
+  bits (a new file is 0600, as `mkstemp` makes it);
 - a symlink is followed deliberately: its final target is what gets written (atomically if it is a regular file
   or does not exist yet), and the link stays a link;
 - a path through `/dev/stdout`, `/dev/stderr`, `/dev/fd/N` or `/proc/PID/fd/N` names a file this process already
@@ -123,6 +124,8 @@ def _atomic(path: Path, text: str, *, shown: Path) -> None:
     except OSError as exc:
         raise _error(shown, exc) from None
     try:
+        with contextlib.suppress(FileNotFoundError):  # a file replaced keeps its permissions (a new one: 0600)
+            os.fchmod(fd, stat.S_IMODE(os.stat(path).st_mode))
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
         os.replace(tmp, path)

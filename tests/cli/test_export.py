@@ -13,6 +13,7 @@ import os
 import secrets
 import shutil
 import sqlite3
+import stat
 import string
 import subprocess
 from contextlib import closing
@@ -285,6 +286,19 @@ def test_output_file_and_stdout_agree(exported: Exported, tmp_path: Path) -> Non
     assert strata(exported.cli, "export", exported.session_id).stdout == exported.jsonl
     dash = strata(exported.cli, "export", exported.session_id, "--format", "html", "--output", "-")
     assert dash.stdout == exported.html_path.read_text()
+
+
+def test_output_over_an_existing_file_keeps_its_permissions(exported: Exported, tmp_path: Path) -> None:
+    """`--output FILE` over a file the user made (0644, say, for a web server to read) replaces its content and
+    keeps its permission bits; a new file is made 0600. Before, every replaced file became 0600."""
+    shared, fresh = tmp_path / "shared.html", tmp_path / "fresh.html"
+    shared.write_text("old\n")
+    shared.chmod(0o644)
+    for path in (shared, fresh):
+        proc = strata(exported.cli, "export", exported.session_id, "--format", "html", "--output", str(path))
+        assert proc.returncode == 0, proc.stderr
+        assert path.read_text() == exported.html_path.read_text()
+    assert (stat.S_IMODE(shared.stat().st_mode), stat.S_IMODE(fresh.stat().st_mode)) == (0o644, 0o600)
 
 
 def test_export_errors_are_one_line(exported: Exported, tmp_path: Path) -> None:

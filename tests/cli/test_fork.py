@@ -196,3 +196,22 @@ def test_fork_names_the_always_approvals_it_inherits(cli: StrataCLI, workspace: 
     resumed = strata(cli, "resume", fork_id, "write b")  # headless, no --allow: the inherited grant approves it
     assert resumed.returncode == 0, resumed.stderr
     assert (workspace / "b.txt").read_text() == "B\n"
+
+
+def test_fork_at_the_end_of_an_unfinished_turn_is_a_usage_error(cli: StrataCLI, workspace: Path,
+                                                                tmp_path: Path) -> None:
+    """`--at-turn T` where turn T has not ended (its batch is parked for a person) is refused in one line naming
+    the last point before it, and creates no session: before, it forked silently at the end of turn T-1, a fork
+    without the turn that was asked for."""
+    script = write_script(tmp_path / "park.json", [[text("p"), bash_mark("p1")], [text("after")]])
+    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--on-ask", "park",
+                 "--json", "park me")
+    assert run.returncode == 4, run.stderr
+    sid = str((result_line(run.stdout) or {})["session_id"])
+    fork = strata(cli, "fork", sid, "--at-turn", "1")
+    assert fork.returncode == 2, fork.stdout
+    (line,) = error_lines(fork.stderr)
+    assert "turn 1" in line and "has not ended" in line and "the last point before it is event 2" in line, line
+    assert "Traceback" not in fork.stderr and "--points" in fork.stderr
+    assert [s["id"] for s in strata_json(cli, "sessions", "--json")] == [sid]
+    assert strata(cli, "fork", sid, "--at-turn", "0").returncode == 0  # the turn before it is still a fork point
