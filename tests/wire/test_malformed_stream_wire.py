@@ -16,19 +16,16 @@ outcome, the one request, the log and the timeline."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent.session import Runtime, resume_session, start_session
-from core.clock import SystemClock
-from core.ids import IdFactory
 from core.messages import TextBlock, ToolUseBlock
 from core.model.anthropic import AnthropicModel
 from core.state import fold
-from memory import SqliteEventStore
 from observability.session_timeline import load_timeline
 from tests.cli._helpers import assert_clean_stderr, json_lines
 from tests.conftest import StrataCLI
@@ -46,7 +43,6 @@ from tests.wire.raw_sse_server import (
     text_start,
     tool_start,
 )
-from tool_executor import builtin_tools
 
 MODEL = "anthropic:claude-test"
 
@@ -97,16 +93,6 @@ def fails_and_resumes(cli: StrataCLI, server: RawSSEServer, ws: Path, stream: li
     assert ended and reason[0] in ended[-1]["summary"], ended
     again = run(cli, server, "resume", sid, "--model", MODEL, "--json", "and now?")
     assert (again.returncode, result_of(again)["status"]) == (0, "completed"), (again.stdout, again.stderr)
-
-
-@pytest.fixture
-async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
-    """The loop's parts as `strata run` builds them, on a real SQLite file."""
-    store = await SqliteEventStore.open(tmp_path / "strata.db")
-    try:
-        yield Runtime(store=store, clock=SystemClock(), ids=IdFactory(), tools=builtin_tools())
-    finally:
-        await store.close()
 
 
 async def fails_and_resumes_in_process(rt: Runtime, server: RawSSEServer, ws: Path, stream: list[bytes],
