@@ -4,13 +4,19 @@ records what a model call reports, and fake time so retries run instantly."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agent.session import Runtime
+from core.clock import SystemClock
+from core.ids import IdFactory
 from core.model import ModelAttempt, RetryPolicy
 from core.model.anthropic import AnthropicModel
+from memory import SqliteEventStore
 from tests.wire.messages_server import MessagesServer
+from tool_executor import builtin_tools
 
 TEST_KEY = "sk-ant-test-not-a-real-key"
 
@@ -94,3 +100,13 @@ async def make_model(messages_server: MessagesServer, fake_time: FakeTime) -> As
     yield make
     for built in models:
         await built.aclose()
+
+
+@pytest.fixture
+async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
+    """The loop's parts as `strata run` builds them, on a real SQLite file."""
+    store = await SqliteEventStore.open(tmp_path / "strata.db")
+    try:
+        yield Runtime(store=store, clock=SystemClock(), ids=IdFactory(), tools=builtin_tools())
+    finally:
+        await store.close()

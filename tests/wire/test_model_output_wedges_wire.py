@@ -5,7 +5,12 @@ outside the API's alphabet, and unpaired surrogates (`\\ud800`) in a streamed to
 The server validates every request as the API does, so a conversation that Strata stored wrongly shows up as a
 refused request. The promise: the plan phase repairs the proposal before it is committed (fresh safe ids in both
 the assistant content and the planned calls, text as valid UTF-8), so every later request is valid and the
-session shows and resumes."""
+session shows and resumes.
+
+The id repairs run in the test's process (tests/wire/in_process.py: the same SDK, adapter, loop and SQLite file,
+without paying ~3 s of CPU per `strata` process for importing the SDK), except the first, which stays whole
+`strata run`/`resume`/`show` processes, as do the surrogate and deep-nesting ones, whose harm reached the CLI's
+own output."""
 
 from __future__ import annotations
 
@@ -17,8 +22,10 @@ from typing import Any
 
 import pytest
 
+from agent.session import Runtime
 from tests.cli._helpers import assert_clean_stderr, check_pairing, json_lines
 from tests.conftest import StrataCLI
+from tests.wire.in_process import logged_messages, resume_headless, run_headless
 from tests.wire.messages_server import MessagesServer, Reply
 from tests.wire.wire_helpers import assert_all_valid, messages_of, model_env, result_text, results_after, text, use
 
@@ -62,6 +69,19 @@ def finish(cli: StrataCLI, server: MessagesServer, session_id: str) -> dict[str,
     return view
 
 
+async def finish_in_process(rt: Runtime, server: MessagesServer, session_id: str) -> list[dict[str, Any]]:
+    """`finish` in this process: the logged conversation pairs and has unique safe ids; a resume completes."""
+    messages = await logged_messages(rt, session_id)
+    check_pairing(messages)
+    ids = ids_of(messages)
+    assert len(ids) == len(set(ids)) and all(SAFE_ID.match(i) for i in ids), ids
+    server.script(Reply([text("Still here.")]))
+    again = await resume_headless(rt, server.url, session_id, "and now?")
+    assert (again.exit_code, again.status) == (0, "completed"), again
+    assert_all_valid(server)
+    return messages
+
+
 def test_two_tool_uses_with_one_id_in_one_response_both_run(cli: StrataCLI, messages_server: MessagesServer,
                                                             ws: Path) -> None:
     """Two tool_use blocks share an id: the second is renamed, both calls run and are answered in order, and
@@ -81,8 +101,9 @@ def test_two_tool_uses_with_one_id_in_one_response_both_run(cli: StrataCLI, mess
     finish(cli, messages_server, result_of(proc)["session_id"])
 
 
-def test_an_id_reused_in_a_later_turn_keeps_every_request_valid(cli: StrataCLI, messages_server: MessagesServer,
-                                                                ws: Path) -> None:
+async def test_an_id_reused_in_a_later_turn_keeps_every_request_valid(runtime: Runtime,
+                                                                      messages_server: MessagesServer,
+                                                                      ws: Path) -> None:
     """The model reuses the id of an earlier turn's call: the later call is renamed, so the API never sees one
     id twice (it used to refuse every later request of the session)."""
     messages_server.script(
@@ -90,26 +111,26 @@ def test_an_id_reused_in_a_later_turn_keeps_every_request_valid(cli: StrataCLI, 
         Reply([use("list_dir", "toolu_same", path=".")]),
         Reply([text("Done.")]),
     )
-    proc = run(cli, messages_server, "run", "--model", MODEL, "--workspace", str(ws), "--json", "look twice")
-    assert proc.returncode == 0, proc.stderr
-    assert result_of(proc)["status"] == "completed"
+    outcome = await run_headless(runtime, messages_server.url, ws, "look twice")
+    assert (outcome.exit_code, outcome.status) == (0, "completed"), outcome
     assert_all_valid(messages_server)
     assert [r.outcome for r in messages_server.requests] == ["reply"] * 3
     ids = ids_of(messages_of(messages_server.requests[2]))
     assert ids[0] == "toolu_same" and ids[1] != "toolu_same", ids
-    finish(cli, messages_server, result_of(proc)["session_id"])
+    await finish_in_process(runtime, messages_server, outcome.session_id)
 
 
-def test_an_id_outside_the_api_alphabet_is_renamed(cli: StrataCLI, messages_server: MessagesServer,
-                                                   ws: Path) -> None:
+async def test_an_id_outside_the_api_alphabet_is_renamed(runtime: Runtime, messages_server: MessagesServer,
+                                                         ws: Path) -> None:
     """An id the API itself would refuse to read back ("call 1/2", spaces and a slash) is renamed to a safe one
     in the conversation; the original is never stored."""
     messages_server.script(Reply([use("read_file", "call 1/2", path="a.txt")]), Reply([text("Done.")]))
-    proc = run(cli, messages_server, "run", "--model", MODEL, "--workspace", str(ws), "--json", "look")
-    assert proc.returncode == 0, proc.stderr
+    outcome = await run_headless(runtime, messages_server.url, ws, "look")
+    assert outcome.exit_code == 0, outcome
     assert_all_valid(messages_server)
-    view = finish(cli, messages_server, result_of(proc)["session_id"])
-    assert "call 1/2" not in json.dumps(view)
+    messages = await finish_in_process(runtime, messages_server, outcome.session_id)
+    assert "call 1/2" not in json.dumps(messages)
+    assert "call 1/2" not in repr(await runtime.store.read_events(outcome.session_id))
 
 
 def test_unpaired_surrogates_in_streamed_input_and_text_are_replaced(cli: StrataCLI, messages_server: MessagesServer,
