@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from core.events import EventAdapter
+from tests.cli._helpers import text
 from tests.conftest import StrataCLI
+from tests.serve._procs import Daemon, script, wait_until
 
 
 def write_config(cli: StrataCLI, body: str) -> None:
@@ -63,3 +65,26 @@ def user_texts(home: Path, session_id: str) -> list[str]:
         if kind == "user_message":
             out.append(json.dumps(payload))
     return out
+
+
+def tasks_made_from(cli: StrataCLI, tmp_path: Path, messages: dict[str, str]) -> dict[str, str]:
+    """Each message (id -> text) dropped on a thread of its own into a spool channel of a real daemon, one at a
+    time, each answered before the next; the daemon stopped cleanly. Returns the tasks the gate made: message id ->
+    the rule that decided."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    spool = tmp_path / "spool"
+    model = script(tmp_path / "s.json", *([text(f"answer {i}")] for i in range(len(messages))))
+    write_config(cli, spool_table("team", spool, ws, model))
+    daemon = Daemon(cli)
+    try:
+        for n, (mid, body) in enumerate(messages.items()):
+            drop(spool / "in", mid, thread=f"t{n}", id=mid, sender="anna@example.com", text=body)
+            wait_until(lambda n=n: len(replies(spool / "out")) == n + 1 and not pending(spool / "in"),
+                       what=f"the reply to {mid}")
+    finally:
+        daemon.stop()
+    assert daemon.proc.returncode == 0, daemon.stderr
+    listed = cli.run("tasks", "--json")
+    assert listed.returncode == 0, listed.stderr
+    return {t["message"]: t["rule"] for t in (json.loads(line) for line in listed.stdout.splitlines())}

@@ -177,6 +177,19 @@ def status(cli: StrataCLI) -> list[Line]:
     return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
 
 
+def lease_owner(cli: StrataCLI, sid: str) -> object:
+    """The session's lease holder as `strata sessions --json` shows it (None when nobody holds it)."""
+    (row,) = [r for r in cli.json_lines("sessions", "--json") if r["id"] == sid]
+    return row["lease_owner"]
+
+
+def kill_if_running(proc: subprocess.Popen[str] | None) -> None:
+    """A test's helper process that may still run when the test fails: killed and reaped."""
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.communicate()
+
+
 def wait_until(condition: Callable[[], bool], timeout: float = 30, what: str = "condition") -> None:
     """Poll what nothing can signal (a file a command writes, another process's view of the store)."""
     deadline = time.monotonic() + timeout

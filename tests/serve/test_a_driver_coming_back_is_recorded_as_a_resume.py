@@ -11,7 +11,7 @@ import pytest
 
 from tests.cli._helpers import text
 from tests.conftest import StrataCLI
-from tests.serve._procs import Client, Daemon, script, wait_until
+from tests.serve._procs import Client, Daemon, lease_owner, script, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -19,11 +19,6 @@ pytestmark = pytest.mark.slow
 def _kinds(cli: StrataCLI, sid: str) -> list[str]:
     """The kinds of the session's committed events, in order (`strata export ID --format jsonl`)."""
     return [e["kind"] for e in cli.json_lines("export", sid, "--format", "jsonl") if e["type"] == "event"]
-
-
-def _lease_owner(cli: StrataCLI, sid: str) -> object:
-    (row,) = [r for r in cli.json_lines("sessions", "--json") if r["id"] == sid]
-    return row["lease_owner"]
 
 
 def test_a_driver_that_only_looks_after_the_release_is_recorded_as_one_resume_and_a_watcher_as_none(
@@ -38,7 +33,7 @@ def test_a_driver_that_only_looks_after_the_release_is_recorded_as_one_resume_an
         first.send(type="prompt", text="hi")
         assert first.wait_for("result")["status"] == "completed"
         assert first.finish().returncode == 0
-        wait_until(lambda: _lease_owner(cli, sid) is None, timeout=10, what="the lease to be let go")
+        wait_until(lambda: lease_owner(cli, sid) is None, timeout=10, what="the lease to be let go")
         before = _kinds(cli, sid)
 
         watcher = Client(cli, sid, "--watch")
@@ -46,7 +41,7 @@ def test_a_driver_that_only_looks_after_the_release_is_recorded_as_one_resume_an
         assert _kinds(cli, sid) == before  # a watcher takes no lease: nothing recorded
 
         looker = Client(cli, sid)  # a driver that only looks
-        assert _lease_owner(cli, sid) is not None
+        assert lease_owner(cli, sid) is not None
         assert looker.finish().returncode == 0
         assert _kinds(cli, sid) == [*before, "session_resumed"]
     finally:

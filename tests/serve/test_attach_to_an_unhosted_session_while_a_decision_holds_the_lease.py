@@ -20,7 +20,7 @@ from agent.daemon._hosted import WAITING_FOR_LEASE as WAITING
 from tests.cli._helpers import text
 from tests.conftest import StrataCLI
 from tests.ipc._wire import RawClient
-from tests.serve._procs import Daemon, script, wait_until
+from tests.serve._procs import Daemon, kill_if_running, script, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -67,8 +67,6 @@ def test_an_attach_that_hosts_a_session_waits_for_a_lease_another_process_holds_
             assert line is not None and line["status"] == "completed", line
         client.close()
     finally:
-        if holder is not None and holder.poll() is None:
-            holder.kill()
-            holder.communicate()
+        kill_if_running(holder)
         daemon.stop()
     assert daemon.proc.returncode == 0, daemon.stderr

@@ -18,14 +18,9 @@ import pytest
 
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
-from tests.serve._procs import Client, Daemon, parked_session, script
+from tests.serve._procs import Client, Daemon, kill_if_running, lease_owner, parked_session, script
 
 pytestmark = pytest.mark.slow
-
-
-def _lease_owner(cli: StrataCLI, sid: str) -> object:
-    (row,) = [r for r in cli.json_lines("sessions", "--json") if r["id"] == sid]
-    return row["lease_owner"]
 
 
 def test_a_driver_whose_turn_failed_is_told_the_session_was_released_and_the_next_driver_takes_it_back(
@@ -53,13 +48,11 @@ def test_a_driver_whose_turn_failed_is_told_the_session_was_released_and_the_nex
         assert approved.returncode == 0, approved.stderr
 
         driver = Client(cli, sid)  # the session's lease is its own again, and the approved call runs
-        assert _lease_owner(cli, sid) is not None
+        assert lease_owner(cli, sid) is not None
         assert driver.wait_for("result", timeout=30)["status"] == "completed"
         assert driver.finish().returncode == 0
     finally:
-        if holder is not None and holder.poll() is None:
-            holder.kill()
-            holder.communicate()
+        kill_if_running(holder)
         daemon.stop()
     assert daemon.proc.returncode == 0, daemon.stderr
     assert (ws / "a.txt").read_text() == "A\n"

@@ -18,16 +18,11 @@ import pytest
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
 from tests.ipc._wire import RawClient
-from tests.serve._procs import Client, Daemon, script, status, wait_until
+from tests.serve._procs import Client, Daemon, kill_if_running, lease_owner, script, status, wait_until
 
 pytestmark = pytest.mark.slow
 
 EXIT_AWAITING_APPROVAL = 4
-
-
-def _lease_owner(cli: StrataCLI, sid: str) -> object:
-    (row,) = [r for r in cli.json_lines("sessions", "--json") if r["id"] == sid]
-    return row["lease_owner"]
 
 
 def _resume(cli: StrataCLI, sid: str, prompt: str) -> subprocess.CompletedProcess[str]:
@@ -58,7 +53,7 @@ def test_a_session_only_watched_in_the_daemon_can_be_resumed_elsewhere_and_drive
         watcher = RawClient(cli.home / "run" / "daemon.sock", timeout=30)
         watcher.hello()
         assert watcher.ask({"type": "attach", "id": "w", "session_id": sid, "role": "watch"})["type"] == "ok"
-        wait_until(lambda: _lease_owner(cli, sid) is None, timeout=10, what="the watched session's lease to go")
+        wait_until(lambda: lease_owner(cli, sid) is None, timeout=10, what="the watched session's lease to go")
         resumed = _resume(cli, sid, "second")  # another terminal, while the daemon hosts it for its watcher
         assert resumed.returncode == 0, resumed.stderr
         assert _result(resumed)["status"] == "completed"
@@ -88,7 +83,7 @@ def test_a_driver_attaching_while_another_process_drives_the_session_is_refused_
         client.hello()
         sid = client.ask({"type": "new_session", "id": "n", "workspace": str(ws), "model": model})["session_id"]
         assert client.ask({"type": "attach", "id": "w", "session_id": sid, "role": "watch"})["type"] == "ok"
-        wait_until(lambda: _lease_owner(cli, sid) is None, timeout=10, what="the watched session's lease to go")
+        wait_until(lambda: lease_owner(cli, sid) is None, timeout=10, what="the watched session's lease to go")
         holder = subprocess.Popen([sys.executable, "-m", "tests.serve._hold_lease", sid], cwd=cli.cwd, env=cli.env(),
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert holder.stdout is not None and holder.stdout.readline() == "held\n", holder.communicate()
@@ -99,13 +94,11 @@ def test_a_driver_attaching_while_another_process_drives_the_session_is_refused_
         assert f"session {sid} is active in another process" in refused["message"], refused
         holder.communicate("", timeout=30)  # it lets the lease go
         assert other.ask({"type": "attach", "id": "d2", "session_id": sid})["type"] == "ok"
-        assert _lease_owner(cli, sid) is not None  # the driver's: driven here, and nowhere else meanwhile
+        assert lease_owner(cli, sid) is not None  # the driver's: driven here, and nowhere else meanwhile
         other.close()
         client.close()
     finally:
-        if holder is not None and holder.poll() is None:
-            holder.kill()
-            holder.communicate()
+        kill_if_running(holder)
         daemon.stop()
     assert daemon.proc.returncode == 0, daemon.stderr
 
@@ -124,7 +117,7 @@ def test_a_call_another_process_parked_while_the_daemon_held_no_lease_is_asked_o
         client.hello()
         sid = client.ask({"type": "new_session", "id": "n", "workspace": str(ws), "model": model})["session_id"]
         assert client.ask({"type": "attach", "id": "w", "session_id": sid, "role": "watch"})["type"] == "ok"
-        wait_until(lambda: _lease_owner(cli, sid) is None, timeout=10, what="the watched session's lease to go")
+        wait_until(lambda: lease_owner(cli, sid) is None, timeout=10, what="the watched session's lease to go")
         assert _resume(cli, sid, "first").returncode == 0
         parked = _resume(cli, sid, "write a")
         assert parked.returncode == EXIT_AWAITING_APPROVAL, parked.stderr

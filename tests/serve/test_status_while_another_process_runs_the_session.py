@@ -15,14 +15,9 @@ import pytest
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
 from tests.ipc._wire import RawClient
-from tests.serve._procs import Daemon, allow_in_user_config, script, status, wait_until
+from tests.serve._procs import Daemon, allow_in_user_config, lease_owner, script, status, wait_until
 
 pytestmark = pytest.mark.slow
-
-
-def _lease_owner(cli: StrataCLI, sid: str) -> object:
-    (row,) = [r for r in cli.json_lines("sessions", "--json") if r["id"] == sid]
-    return row["lease_owner"]
 
 
 def _row(cli: StrataCLI, sid: str) -> dict[str, object]:
@@ -45,7 +40,7 @@ def test_a_hosted_session_another_process_runs_shows_phase_elsewhere_and_idle_af
         client.hello()
         sid = client.ask({"type": "new_session", "id": "n", "workspace": str(ws), "model": model})["session_id"]
         assert client.ask({"type": "attach", "id": "w", "session_id": sid, "role": "watch"})["type"] == "ok"
-        wait_until(lambda: _lease_owner(cli, sid) is None, timeout=10, what="the watched session's lease to go")
+        wait_until(lambda: lease_owner(cli, sid) is None, timeout=10, what="the watched session's lease to go")
         assert _row(cli, sid)["phase"] == "idle"
 
         resume = cli.popen("resume", sid, "run it", "--json")  # another terminal runs the session
