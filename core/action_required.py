@@ -35,6 +35,7 @@ conversation, and ambiguity never creates a task."""
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from typing import Literal
@@ -169,7 +170,7 @@ def decide(text: str, *, attachments: int = 0, vocabulary: GateVocabulary = DEFA
     split = _sentences(text)
     if not split:
         return GateVerdict(task=False, rule="empty")
-    phrases = _Phrases(vocabulary)
+    phrases = _phrases(vocabulary)
     sentences = [s for s in (phrases.strip_wrappers(t) for t in split) if s]
     if not sentences:
         return GateVerdict(task=False, rule="polite_only")
@@ -277,6 +278,13 @@ class _Phrases:
         if word in self.artifacts or _FILE_NAME.match(word):
             return True
         return any(word.endswith(end) and word[: -len(end)] in self.artifacts for end in ("s", "es", "'s"))
+
+
+@functools.lru_cache(maxsize=8)
+def _phrases(v: GateVocabulary) -> _Phrases:
+    """The vocabulary's word tables, read as the rules read text, built once per vocabulary (it is frozen), not for
+    every message."""
+    return _Phrases(v)
 
 
 def _split_sorted(phrases: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
