@@ -2,7 +2,8 @@
 time (default first) execution reaches `<point>`. Points: after_commit, after_receipt, after_dispatch,
 before_batch_completed, after_batch_completed, after_child (a delegated child session
 finished, its parent has not recorded the result), after_reply_sent (a channel's reply is out, the book not yet
-updated). Unset in normal use, so each point costs one dict lookup."""
+updated), after_parked_turn_finished (a channel thread's next message finished the parked turn, its task not yet
+settled). Unset in normal use, so each point costs one dict lookup."""
 
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ from agent.session import Asking, LiveSession, Runtime, resume_session, start_se
 from config import ChannelEntry
 from core.action_required import DEFAULT_VOCABULARY, GateVerdict, GateVocabulary, decide
 from core.errors import LeaseLost, SessionActive, StrataError
-from core.events import UserMessage
+from core.events import BatchCompleted, StoredEvent, UserMessage
 from core.faults import fault_point
 from core.messages import Message, TextBlock
 from core.model import ModelAdapter
@@ -44,7 +44,6 @@ from core.tools import ToolSpec
 from memory.channel_book import ChannelBook, IntakeRow, TaskRow
 from memory.leases import make_liveness
 from memory.restore import restore_or_report
-from memory.store import EventStore
 
 log = structlog.get_logger("strata.channels")
 
@@ -225,11 +224,17 @@ def _opens_turn_of(text: str, message: InboundMessage) -> bool:
     return text.startswith(head + "]") or text.startswith(head + " · ")
 
 
-async def _started(store: EventStore, session_id: str, message: InboundMessage, after_seq: int) -> bool:
-    """Whether the session's log holds the user message that starts this message's turn: read from the log (not
-    the folded state, which compaction may shorten), from where the message was taken in."""
-    events = await store.read_events(session_id, after_seq)
-    return any(isinstance(e.event, UserMessage) and _opens_turn_of(e.event.text, message) for e in events)
+def _started(since: list[StoredEvent], message: InboundMessage) -> bool:
+    """Whether the session's log, since the message was taken in, holds the user message that starts this message's
+    turn: read from the log (not the folded state, which compaction may shorten)."""
+    return any(isinstance(e.event, UserMessage) and _opens_turn_of(e.event.text, message) for e in since)
+
+
+def _went_on(since: list[StoredEvent]) -> bool:
+    """Whether a batch was closed since the message was taken in, before its turn started: only the finishing of
+    an earlier turn's parked batch does that, so an earlier attempt at this message went on with it (and may have
+    died before the parked turn ended, or before its task was settled)."""
+    return any(isinstance(e.event, BatchCompleted) for e in since)
 
 
 def _started_at(state: SessionState, message: InboundMessage) -> int | None:
@@ -262,16 +267,21 @@ async def _turn(parts: ChannelParts, live: LiveSession, message: InboundMessage,
     finishing = False  # this message's turn is finishing an earlier, parked turn first
     with anyio.move_on_after(parts.turn_budget_s) as budget:
         try:
-            if not await _started(parts.rt.store, live.id, message, after_seq):
+            since = await parts.rt.store.read_events(live.id, after_seq)
+            if not _started(since, message):
                 # An earlier turn's batch is open (parked, then decided): finished first; parked again, the prompt
-                # would not be heard: the message waits.
-                if state.open_batch is not None:
+                # would not be heard: the message waits. An earlier attempt at this message that closed that batch
+                # and died before the book heard how the turn ended: the turn is finished (when it had not ended)
+                # or its recorded end read, and its task settled now (else it stayed `parked` for ever).
+                if state.open_batch is not None or _went_on(since):
                     finishing = True
-                    earlier = await live.run(None)
-                    if earlier.status == "awaiting_approval":
+                    ended = (await live.run(None)).status if _unfinished(state) else state.ended
+                    if ended == "awaiting_approval":
                         return None
                     finishing = False
-                    await _settle_parked(parts, live.id, task_status(earlier.status))
+                    fault_point("after_parked_turn_finished")
+                    if ended is not None:
+                        await _settle_parked(parts, live.id, task_status(ended))
                 outcome = await live.run(prompt_of(message, verdict, task))
             elif _unfinished(state):
                 outcome = await live.run(None)
@@ -314,8 +324,8 @@ def task_status(status: str) -> str:
 async def _settle_parked(parts: ChannelParts, session_id: str, status: str) -> None:
     """The thread's task whose turn parked (at most one: the thread's next message waits until its calls are
     decided) ends as the turn that ran its decided calls ended: that turn is its own turn going on."""
-    await anyio.to_thread.run_sync(parts.book.settle_parked, session_id, status)
-    log.info("parked task settled", session_id=session_id, status=status)
+    if await anyio.to_thread.run_sync(parts.book.settle_parked, session_id, status):
+        log.info("parked task settled", session_id=session_id, status=status)
 
 
 def _answer(messages: list[Message] | tuple[Message, ...], start: int | None) -> str:

@@ -200,11 +200,11 @@ class ChannelBook:
     def set_task_status(self, task_id: int, status: str) -> None:
         self._write("UPDATE channel_tasks SET status = ? WHERE id = ?", (status, task_id))
 
-    def settle_parked(self, session_id: str, status: str) -> None:
+    def settle_parked(self, session_id: str, status: str) -> int:
         """The session's `parked` tasks (their turn waited for approval) ended as `status`: the turn that ran the
-        decided calls is over."""
-        self._write("UPDATE channel_tasks SET status = ? WHERE session_id = ? AND status = 'parked'",
-                    (status, session_id))
+        decided calls is over. How many there were (0: none was parked, or they were settled already)."""
+        return self._db.write(lambda tx: tx.execute(
+            "UPDATE channel_tasks SET status = ? WHERE session_id = ? AND status = 'parked'", (status, session_id)))
 
     def tasks(self) -> list[TaskRow]:
         rows = self._db.read("SELECT id, channel, thread_id, message_id, session_id, status, rule, created_at "
