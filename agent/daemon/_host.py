@@ -145,6 +145,8 @@ class SessionHost:
                 except BaseException:
                     hosted.remove(attachment, "closed", "the session could not be driven here")
                     raise
+            if role == "drive":
+                hosted.driver_attached(attachment)
             return attachment
         replaced = self._make_room(session_id)
         hosted = HostedSession(self._parts, session_id, quiet=replaced)
@@ -156,6 +158,8 @@ class SessionHost:
             self._sessions.pop(session_id, None)
             raise
         self._hosted(hosted)
+        if role == "drive":  # a watcher may have attached while the session opened
+            hosted.driver_attached(attachment)
         return attachment
 
     def _hosted(self, hosted: HostedSession) -> None:

@@ -572,6 +572,15 @@ class HostedSession:
                                        "nobody drives the session now: attach with role drive to drive it"))
         attachment.close(Notice(session_id=self.id, kind=kind, text=text))
 
+    def driver_attached(self, driver: Attachment) -> None:
+        """A driving client attached and drives the session now: its watchers hear it (`driver_attached`), as they
+        hear `driver_left` when it goes, so a watcher told it may drive learns that it no longer may."""
+        notice = Notice(session_id=self.id, kind="driver_attached", text="a driving client attached; it drives the "
+                        "session now: watchers follow it, and a second driver is refused until it leaves")
+        for attachment in list(self.attachments):
+            if attachment is not driver:
+                self._send(attachment, notice)
+
     def _send(self, attachment: Attachment, message: Outbound) -> bool:
         if attachment.offer(message):
             return True

@@ -107,7 +107,8 @@ class TurnResult(_Out):
         return self.model_dump(mode="json")
 
 
-NoticeKind = Literal["dropped", "detached", "driver_left", "parked", "released", "shutting_down", "closed"]
+NoticeKind = Literal["dropped", "detached", "driver_left", "driver_attached", "parked", "released", "shutting_down",
+                     "closed"]
 
 
 class Notice(_Out):

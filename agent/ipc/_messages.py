@@ -311,8 +311,8 @@ class Notice(_Wire):
     kind: str | None = None
     """What happened, for a client to branch on: `detached`, `dropped` and `closed` end the client's attachment to
     the session (the last message it gets for it); `parked`, `driver_left` (to the watchers: nobody drives the
-    session now), `released`, `shutting_down`; null for a notice about the daemon itself. A client shows a kind it
-    does not know by its text."""
+    session now), `driver_attached` (to the watchers: a client drives it again), `released`, `shutting_down`; null
+    for a notice about the daemon itself. A client shows a kind it does not know by its text."""
 
 
 class TextDelta(_Wire):

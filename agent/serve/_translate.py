@@ -9,8 +9,8 @@ from core.errors import OrphanRunning, SessionActive, SessionNotFound, StrataErr
 from core.masking import Masker
 
 _WARNINGS = frozenset({"dropped", "parked", "released", "shutting_down"})
-"""Notice kinds sent as `warning`; the others (`detached`, `closed`, `driver_left`) are `info`: a client leaving, or
-a session leaving the daemon, is how things end, not something gone wrong."""
+"""Notice kinds sent as `warning`; the others (`detached`, `closed`, `driver_left`, `driver_attached`) are `info`: a
+client leaving or coming, or a session leaving the daemon, is how things go, not something gone wrong."""
 
 
 def push_of(message: daemon.Outbound) -> ipc.Push:
