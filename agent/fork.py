@@ -3,8 +3,9 @@ from there.
 
 The copy is the parent's events 1..SEQ, each with its turn, committed in one transaction with the new session
 row (parent id and fork seq) and a `forked` timeline row. Only the first event changes: `SessionStarted` names the
-new session and its parent, because the session id in the log is the one the loop writes to and derives
-idempotency keys from. Event times are those of the fork's commit.
+new session and its parent (the source), because the session id in the log is the one the loop writes to and
+derives idempotency keys from; a fork of a delegated child names no parent's call (it is not that call's child)
+but keeps the child's depth and narrowed tools. Event times are those of the fork's commit.
 
 Effects before the fork point are never re-armed: SEQ must be a point where no batch is open, so every call in
 the copy has its result and nothing is pending; the copied results stay as they were; receipts stay with the
@@ -95,7 +96,10 @@ async def fork_session(rt: Runtime, source_id: str, at_seq: int) -> ForkResult:
     record = SessionRecord(id=new_id, created_at=now, updated_at=now, mode=state.mode, workspace=state.workspace,
                            model=state.model, title=source.title, parent_id=source_id, fork_seq=at_seq,
                            status=status)
-    started = first.model_copy(update={"session_id": new_id, "parent_id": source_id})
+    # A fork is its own session, not a child of the call that delegated to its source: it names the session it
+    # was forked from, no parent's call. It keeps its source's depth and narrowed tools (what bounds its plan), so
+    # it never gets more than the session it continues (a child at delegate_max_depth gets no `delegate`).
+    started = first.model_copy(update={"session_id": new_id, "parent_id": source_id, "parent_call_id": None})
     copied = [(started, prefix[0].turn)] + [(e.event, e.turn) for e in prefix[1:]]
     summary = (f"forked from session {source_id} at seq {at_seq} ({len(prefix)} events, {state.turn} turns); "
                "effects before the fork point are not re-run")
