@@ -13,7 +13,9 @@ What the path names decides how it is written, so that nothing is replaced that 
 - anything else that is not a regular file (a device such as /dev/full, a FIFO, a terminal) is opened and written
   in place, never replaced.
 
-A failed write (ENOSPC on /dev/full, EPIPE on a FIFO whose reader left) is a `StrataError`: one line, exit 1. The
+A failed write (ENOSPC on /dev/full, EPIPE on a FIFO whose reader left) is a `StrataError`: one line, exit 1; when
+the temporary file cannot be made, the line names the directory and why (missing, not a directory, or one that
+takes no new file, as /proc or a read-only mount), not the file. The
 export command refuses, before writing, a path that leads to one of the Strata home's own files (`refuse_home_file`:
 `-o strata.db` run in the home would replace the event store with the export)."""
 
@@ -57,6 +59,8 @@ def write_output(path: Path, text: str) -> Written:
         mode = os.stat(target).st_mode
     except FileNotFoundError:
         mode = None
+    except NotADirectoryError as exc:  # the path goes on through a file: its directory is not one
+        raise _directory_error(path, target.parent, exc) from None
     except OSError as exc:
         raise _error(path, exc) from None
     if mode is not None and not stat.S_ISREG(mode):
@@ -122,7 +126,7 @@ def _atomic(path: Path, text: str, *, shown: Path) -> None:
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
-        raise _error(shown, exc) from None
+        raise _directory_error(shown, path.parent, exc) from None
     try:
         with contextlib.suppress(FileNotFoundError):  # a file replaced keeps its permissions (a new one: 0600)
             os.fchmod(fd, stat.S_IMODE(os.stat(path).st_mode))
@@ -137,3 +141,23 @@ def _atomic(path: Path, text: str, *, shown: Path) -> None:
 
 def _error(path: Path, exc: OSError) -> StrataError:
     return StrataError(f"cannot write {path}: {exc.strerror or exc}")
+
+
+def _directory_error(shown: Path, directory: Path, exc: OSError) -> StrataError:
+    """`shown` cannot be written for its directory's sake, not the file's: the directory is missing, is not one, or
+    takes no new file for the temporary one (procfs answers ENOENT for a file that exists; a read-only directory
+    EACCES or EROFS for a file that may well be writable)."""
+    why = exc.strerror or str(exc)
+    there = directory  # the nearest part of the path that exists
+    while not os.path.lexists(there) and there != there.parent:
+        there = there.parent
+    if not os.path.isdir(there):
+        return StrataError(f"cannot write {shown}: {there} is not a directory ({why})",
+                           hint="name a file in a directory")
+    if there != directory:
+        return StrataError(f"cannot write {shown}: its directory {directory} does not exist ({why})",
+                           hint="create the directory first, or name a file in one that exists")
+    return StrataError(f"cannot write {shown}: its directory {directory} cannot take a new file ({why}); the "
+                       "output goes to a temporary file there first, then is renamed into place",
+                       hint="name a file in a directory you can create files in, or write to standard output "
+                            "(leave out --output) and redirect it")
