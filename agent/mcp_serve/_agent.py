@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -20,11 +21,12 @@ from agent.reading import recorded_session
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
 from config import LoadedConfig, load_config
 from config.settings import MAX_TURNS_LIMIT
-from core.errors import StrataError, UsageError
+from core.clock import Clock
+from core.errors import SessionActive, StrataError, UsageError
 from core.events import AssistantMessage, BatchProposed, StoredEvent
 from core.messages import TextBlock
 from core.record import record
-from memory.leases import make_liveness
+from memory.leases import describe, make_liveness, new_holder
 from observability.session_timeline import load_timeline, shown_record
 
 Progress = Callable[[float, str], Awaitable[None]]
@@ -91,7 +93,10 @@ async def run_agent(serving: Serving, prompt: str, *, workspace: str | None = No
                 anyio.create_task_group() as tg:
             tg.start_soon(forward)
             try:
-                live = await _session(session_rt, loaded, ws, prompt, model, max_turns, session_id, observe)
+                try:
+                    live = await _session(session_rt, loaded, ws, prompt, model, max_turns, session_id, observe)
+                except SessionActive as busy:
+                    raise _busy_here(busy, rt.clock) from None
                 outcome = await _drive(live, prompt if session_id is not None else None)
             finally:
                 send.close()
@@ -119,6 +124,17 @@ async def _session(rt: Runtime, loaded: LoadedConfig, ws: Path, prompt: str, mod
     return await start_session(rt, model=model_from_spec(loaded.settings.model), workspace=ws, mode="mcp",
                                rules=[], prompt=prompt, max_turns=max_turns or DEFAULT_MAX_TURNS, observer=observe,
                                asking=asking)
+
+
+def _busy_here(busy: SessionActive, clock: Clock) -> StrataError:
+    """The refusal of a session whose lease is held: `busy` itself when another process holds it; when it is this
+    server (another `run_agent` call of it runs the session), said so, not as "another process (pid N)" with N the
+    server's own pid."""
+    if busy.owner != describe(new_holder("", clock)):
+        return busy
+    return UsageError(f"session {busy.session_id} is being run by another run_agent call of this server "
+                      f"(pid {os.getpid()})",
+                      hint="wait for that call to return, then call run_agent again with this session_id")
 
 
 async def _drive(live: LiveSession, prompt: str | None) -> RunOutcome:

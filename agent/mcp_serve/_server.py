@@ -30,13 +30,15 @@ INSTRUCTIONS = ("Strata runs an agent session under its own policy: the model's 
 
 def build_server(config: LoadedConfig, *, cwd: Path, flags: dict[str, Any]) -> Any:
     """The MCP server over `config` (the one `strata mcp serve` was started with, without a project layer)."""
-    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver import Context
     from mcp.server.mcpserver.exceptions import ToolError
+
+    from agent.mcp_serve._served import StrataMCPServer
 
     serving = Serving(config, cwd, flags)
     # What the host and the host's log see: masked with the patterns and the secrets this config names.
     masker = Masker.from_env(os.urandom(32), os.environ, extra_secrets=configured_secrets(config))
-    server = MCPServer("strata", instructions=INSTRUCTIONS, log_level="WARNING")
+    server = StrataMCPServer("strata", instructions=INSTRUCTIONS, log_level="WARNING")
 
     def refused(err: Exception) -> ToolError:
         err = _lone_error(err)
