@@ -9,12 +9,14 @@ N}`) sends N ping requests to the client without reading its stdin (so the answe
 STATE gets `started` (a line per start with the pid), `calls.log` (a line per call), `written` (how many bytes of
 the flood it managed to write, rewritten after each write) and `asked` (how many pings `ask` sent, every 500th).
 With `--refuse-initialize` it answers `initialize` with a JSON-RPC error (code -32000) quoting its environment's
-FLOOD_TOKEN, and stays up. At its start it writes FLOOD_TOKEN to stderr when that is set."""
+FLOOD_TOKEN, and stays up. At its start it writes FLOOD_TOKEN to stderr when that is set. STATE gets `ended` when it
+stops: `stdin closed` when it exits on its own at the end of its stdin, `SIGTERM` when it is terminated."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -35,6 +37,14 @@ TOOLS = [{"name": "flood", "description": "answers with an endless line", "input
           "inputSchema": {"type": "object", "properties": {"pings": {"type": "integer"}}}}]
 
 STATE.mkdir(parents=True, exist_ok=True)
+
+
+def terminated(signum: int, _frame: Any) -> None:
+    (STATE / "ended").write_text("SIGTERM", encoding="ascii")
+    os._exit(128 + signum)
+
+
+signal.signal(signal.SIGTERM, terminated)
 with (STATE / "started").open("a", encoding="utf-8") as f:
     f.write(f"{os.getpid()}\n")
 out = sys.stdout.buffer
@@ -63,7 +73,10 @@ def flood(request_id: Any, total: int) -> None:
 
 
 for raw in sys.stdin.buffer:
-    message = json.loads(raw)
+    try:
+        message = json.loads(raw)
+    except ValueError:
+        continue  # a line cut short when the client closed
     method, request_id = message.get("method"), message.get("id")
     if request_id is None:
         continue  # a notification
@@ -101,3 +114,4 @@ for raw in sys.stdin.buffer:
             "content": [{"type": "text", "text": f"echo {params['arguments'].get('q')}"}]}})
     else:
         send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "no such method"}})
+(STATE / "ended").write_text("stdin closed", encoding="ascii")

@@ -110,9 +110,9 @@ def test_a_server_sending_requests_without_reading_the_answers_is_held_back_not_
     most 64 wait at once: the server's output is read on once answers are written, so this server is held back after
     a few thousand (what the pipes and buffers hold), its call ends at its deadline, and the session goes on.
     How far the server got is read by the next call, while the session goes on: when the session ends, the server
-    is closed (its stdin, then SIGTERM after 2 s) and what it writes meanwhile may be read and dropped so that it can
-    exit (under load it then sent all its pings; what it sent then was never held); the peak memory of the strata
-    process is what that costs either way."""
+    is closed (its stdin, then SIGTERM after 2 s) and what it writes meanwhile is read and dropped so that it can
+    exit (it then sends all its pings; what it sends then is never held); the peak memory of the strata process is
+    what that costs."""
     hostile = tmp_path / "h"
     user_config(cli, flood_table("h", hostile))
     script = write_script(tmp_path / "script.json", [
@@ -127,6 +127,25 @@ def test_a_server_sending_requests_without_reading_the_answers_is_held_back_not_
     asked = int(results["c2"]["content"].splitlines()[-1])  # after c1's deadline, the server still up
     assert asked < 10000, asked  # it was not read on: 64 waiting, the rest in the pipes
     assert peak_mib < 160, f"peak RSS {peak_mib:.0f} MiB"  # about 80 MiB; each request held took about 10 KiB
+
+
+def test_a_server_held_back_at_the_request_bound_is_read_at_the_close_so_it_exits_on_its_own(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """A server held back at the bound of 64 unanswered requests (it does not read its stdin while it sends pings) is
+    still writing when the session ends. Strata's reader waited for a free place and read no more, so the server,
+    blocked on its full stdout, never got back to its stdin to see it closed, and was terminated (SIGTERM after 2 s).
+    At the close its output is read and dropped, as on the close's other path (the session gone while a message
+    waits for it): it sends the rest, reads its stdin to the end and exits on its own."""
+    hostile = tmp_path / "h"
+    user_config(cli, flood_table("h", hostile))
+    script = write_script(tmp_path / "script.json", [[tool_use("c1", "mcp__h__ask", pings=8000)], [text("done")]])
+    run, peak_mib = strata_peak_rss(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace),
+                                    "--json", "pings")
+    assert run.returncode == 0, run.stderr
+    assert call_results(events_of(run.stdout))["c1"]["status"] == "timeout"  # held back: no answer by its deadline
+    assert (hostile / "asked").read_text(encoding="ascii") == "8000"  # it sent them all, once read at the close
+    assert (hostile / "ended").read_text(encoding="ascii") == "stdin closed"  # not SIGTERM
+    assert peak_mib < 160, f"peak RSS {peak_mib:.0f} MiB"  # what it wrote at the close was read and dropped
 
 
 def test_a_server_logging_without_end_to_stderr_keeps_its_log_bounded(

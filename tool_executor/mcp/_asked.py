@@ -5,7 +5,9 @@ answer is on its way; a server that sent requests and did not take the answers (
 stdin, an HTTP server not answering the POSTs that carry them) made Strata hold a task per request, reading on:
 100,000 pings took 1 GB. A transport passes a server's request on only while fewer than MAX_SERVER_REQUESTS wait, and
 reads the server no further until one is answered (the server waits, as on a client that reads slowly; a call that
-gets no answer meanwhile ends at its deadline)."""
+gets no answer meanwhile ends at its deadline). When the connection closes, a transport waiting for a place stops
+waiting (`close`): the stdio transport then reads the server's output to its end and drops it, so that a server
+still writing can finish and exit on its own."""
 
 from __future__ import annotations
 
@@ -24,10 +26,11 @@ class ServerRequests:
         self._bound = bound
         self._waiting: set[object] = set()
         self._freed = anyio.Event()
+        self._closed = False
 
     async def admit(self, message: Any) -> None:
         """Return once `message` (a JSON-RPC message from the server), if it is a request, may be passed on; it
-        then waits for its answer."""
+        then waits for its answer. anyio.ClosedResourceError once `close` was called and it would have to wait."""
         import mcp_types
 
         if isinstance(message, mcp_types.JSONRPCNotification) and message.method == "notifications/cancelled":
@@ -35,10 +38,17 @@ class ServerRequests:
         if not isinstance(message, mcp_types.JSONRPCRequest):
             return
         while len(self._waiting) >= self._bound:
+            if self._closed:
+                raise anyio.ClosedResourceError
             if self._freed.is_set():
                 self._freed = anyio.Event()
             await self._freed.wait()
         self._waiting.add(_key(message.id))
+
+    def close(self) -> None:
+        """The connection closes: no request is passed on any more, and `admit` waits no longer."""
+        self._closed = True
+        self._freed.set()
 
     def answered(self, message: Any) -> None:
         """The session's `message` reached the server: an answer frees its request's place."""

@@ -5,7 +5,8 @@ Strata's memory until the call's deadline; here such a server is cut off (`on_cu
 killed, and the session sees the connection close), and what Strata holds of it stays within the bound. A line is
 decoded with the message, as bytes: a line that is not UTF-8 is one unreadable message (the SDK's decoder raised,
 and its reader and the connection died with it). At most 64 requests from the server wait for their answers at once
-(tool_executor/mcp/_asked.py): past that the server's output is read once an answer is written. The server's stderr
+(tool_executor/mcp/_asked.py): past that the server's output is read once an answer is written (or, at the close, read
+to its end and dropped, as when the session is gone: a server flushing its output exits on its own). The server's stderr
 is copied to its log up to MAX_STDERR_BYTES per start, the rest read and dropped (the SDK gave the child the log
 file itself: a server logging without end filled the disk the Strata home is on), a line at a time, masked (a server
 writing the token of its `env` to stderr left it in the Strata home as written).
@@ -103,6 +104,7 @@ async def stdio_transport(argv: Sequence[str], env: Mapping[str, str] | None, er
             with anyio.CancelScope(shield=True):  # the child must not outlive the session, even when cancelled
                 read_stream.close()
                 write_stream.close()
+                asked.close()  # a reader waiting for a free place reads on, dropping what it reads (_read)
                 with anyio.move_on_after(FLUSH_S):
                     await writer_done.wait()
                 await _stop(process, stderr_kept)
@@ -133,10 +135,12 @@ async def _read(stdout: ByteReceiveStream, to_session: MemoryObjectSendStream[An
                     continue
                 try:
                     if not isinstance(message, Exception):
-                        await asked.admit(message.message)
+                        await asked.admit(message.message)  # ClosedResourceError once the connection closes
                     await to_session.send(message)  # no read-ahead while the session does not take it
                 except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                    await _drain(stdout)  # the session is gone: let a server flushing its output exit
+                    # The connection closes (its session gone, or no place free for a request and none will be):
+                    # what the server still writes is read and dropped, so that it can finish and exit on its own.
+                    await _drain(stdout)
                     return
             else:
                 line += chunk[start:]
