@@ -87,7 +87,7 @@ class AnsweringReads:
             item = await self._inner.receive()
             if not isinstance(item, Exception):
                 return item
-            reply = unreadable_reply(item)
+            reply = await anyio.to_thread.run_sync(unreadable_reply, item)  # a long line takes a while
             log.info("mcp host sent a message that is not JSON-RPC",
                      answer=None if reply is None else reply.error.message[:300])
             if reply is not None:

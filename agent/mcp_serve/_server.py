@@ -111,10 +111,16 @@ def serve(config: LoadedConfig, *, listen: ListenAddress | None, flags: dict[str
         raise ValueError("serving HTTP takes a bearer token")
     import anyio
     import uvicorn
+    from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 
-    app = server.streamable_http_app(host=listen.host, transport_security=loopback_security(listen))
-    # The bearer check is the outermost layer: a request without the token reaches no session and no tool.
-    uv = uvicorn.Config(BearerGate(app, token), host=listen.host, port=listen.port, log_level="warning",
+    from agent.mcp_serve._wire import MessageCheck
+
+    app = server.streamable_http_app(host=listen.host, transport_security=loopback_security(listen),
+                                     max_request_body_size=DEFAULT_MAX_REQUEST_BODY_SIZE)
+    # The bearer check is the outermost layer: a request without the token reaches no session and no tool. Inside
+    # it, a body the SDK cannot read is answered in plain words (agent/mcp_serve/_wire.py).
+    checked = MessageCheck(app, limit=DEFAULT_MAX_REQUEST_BODY_SIZE)
+    uv = uvicorn.Config(BearerGate(checked, token), host=listen.host, port=listen.port, log_level="warning",
                         access_log=False)
     anyio.run(uvicorn.Server(uv).serve)
 

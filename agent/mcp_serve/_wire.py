@@ -8,14 +8,22 @@ for one that is not JSON; -32600 (invalid request, with the message's id when it
 that is no message the server can take, naming every problem on one line. An answer from the host (an object with
 `result` or `error` and no `method`) is never answered (JSON-RPC does not answer answers): None.
 
+Over streamable HTTP the SDK answers such a request itself (400), but not in these words: a lone surrogate as a
+parse error ("unexpected end of hex escape", id null), JSON that is no JSON-RPC message as -32602 with pydantic's
+report of all four message kinds over some twenty lines. `MessageCheck`, in front of the SDK's app, answers them as
+over stdio (400, the same errors).
+
 The problems are named by where they are and what is wrong, never by the values sent (the host's own data)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import MutableMapping
 from typing import Any
 
+import anyio
 import mcp_types
+import pydantic_core
 from pydantic import ValidationError
 
 MAX_PROBLEMS = 20
@@ -31,25 +39,26 @@ def unreadable_reply(error: Exception) -> mcp_types.JSONRPCError | None:
     problems = error.errors(include_url=False)
     first = problems[0] if problems else None
     if first is not None and first["type"] == "json_invalid":
-        return _from_text(first["input"], str((first.get("ctx") or {}).get("error") or first["msg"]))
+        return text_reply(first["input"], str((first.get("ctx") or {}).get("error") or first["msg"]))
     whole = _whole_input(problems)
     if whole is _UNKNOWN:  # every part of the message was there, some of them wrong: named as the SDK found them
         named = [_problem(p["loc"][1:], p["msg"]) for p in problems if p["loc"][:1] == ("JSONRPCRequest",)]
         return _invalid(None, named or ["it is no JSON-RPC message"])
-    return _from_value(whole, reader_problem=None)
+    return value_reply(whole)
 
 
-def _from_text(text: Any, reader_problem: str) -> mcp_types.JSONRPCError | None:
-    """The answer to message text that the SDK's JSON reader refused (saying `reader_problem`)."""
+def text_reply(text: Any, reader_problem: str) -> mcp_types.JSONRPCError | None:
+    """The answer to message text (str or bytes) that the SDK's JSON reader refused, saying `reader_problem`."""
     try:
         value = json.loads(text)
     except (ValueError, TypeError, RecursionError):
         return _error(None, mcp_types.PARSE_ERROR, f"Parse error: the message is not JSON ({reader_problem})")
-    return _from_value(value, reader_problem=reader_problem)
+    return value_reply(value, reader_problem=reader_problem)
 
 
-def _from_value(value: Any, *, reader_problem: str | None) -> mcp_types.JSONRPCError | None:
-    """The answer to the JSON value `value` (which the SDK refused, its JSON reader saying `reader_problem`)."""
+def value_reply(value: Any, *, reader_problem: str | None = None) -> mcp_types.JSONRPCError | None:
+    """The answer to the JSON value `value`, which the SDK refused (its JSON reader saying `reader_problem`, when
+    that was what refused it)."""
     if isinstance(value, list):
         return _invalid(None, ["a batch (a JSON array) is not served: send one JSON-RPC message at a time"])
     if not isinstance(value, dict):
@@ -59,8 +68,10 @@ def _from_value(value: Any, *, reader_problem: str | None) -> mcp_types.JSONRPCE
     request_id = value.get("id")
     if not _is_id(request_id):
         request_id = None
+    surrogates, count = _lone_surrogates(value)
     problems = [_problem(where, f"a string holds a lone surrogate ({escape}), which is not Unicode text")
-                for where, escape in _lone_surrogates(value)]
+                for where, escape in surrogates]
+    unnamed = count - len(surrogates)
     kind = mcp_types.JSONRPCRequest if "id" in value else mcp_types.JSONRPCNotification
     try:
         kind.model_validate(value, by_name=False)
@@ -70,13 +81,14 @@ def _from_value(value: Any, *, reader_problem: str | None) -> mcp_types.JSONRPCE
         problems.append("it is nested too deep")
     if not problems:
         problems = [reader_problem or "it could not be read"]
-    return _invalid(request_id, problems)
+    return _invalid(request_id, problems, unnamed)
 
 
-def _invalid(request_id: str | int | None, problems: list[str]) -> mcp_types.JSONRPCError:
+def _invalid(request_id: str | int | None, problems: list[str], unnamed: int = 0) -> mcp_types.JSONRPCError:
+    """-32600 naming `problems` (at most MAX_PROBLEMS of them), and how many more there are (`unnamed` besides)."""
     named = problems[:MAX_PROBLEMS]
-    if len(problems) > MAX_PROBLEMS:
-        named.append(f"and {len(problems) - MAX_PROBLEMS} more")
+    if (more := len(problems) - len(named) + unnamed) > 0:
+        named.append(f"and {more} more")
     return _error(request_id, mcp_types.INVALID_REQUEST, "Invalid Request: " + "; ".join(named))
 
 
@@ -98,25 +110,33 @@ def _is_id(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _lone_surrogates(value: Any, where: tuple[int | str, ...] = ()) -> list[tuple[tuple[int | str, ...], str]]:
-    """Where a string of `value` (its keys included) holds a lone surrogate, and the first one's escape. Python's JSON
-    reader takes `"\\ud800"` as such a string; the SDK's refuses it (calling it the end of a hex escape)."""
+def _lone_surrogates(value: Any) -> tuple[list[tuple[tuple[int | str, ...], str]], int]:
+    """Where a string of `value` (its keys included) holds a lone surrogate, and the first one's escape, in document
+    order: the first MAX_PROBLEMS of them, and how many there are in all. Python's JSON reader takes `"\\ud800"` as
+    such a string; the SDK's refuses it (calling it the end of a hex escape)."""
     found: list[tuple[tuple[int | str, ...], str]] = []
-    stack: list[tuple[tuple[int | str, ...], Any]] = [(where, value)]
+    count = 0
+    stack: list[tuple[tuple[int | str, ...], Any]] = [((), value)]
     while stack:
         at, item = stack.pop()
         if isinstance(item, str):
             if (escape := _first_surrogate(item)) is not None:
-                found.append((at, escape))
+                count += 1
+                if len(found) < MAX_PROBLEMS:
+                    found.append((at, escape))
         elif isinstance(item, dict):
+            children: list[tuple[tuple[int | str, ...], Any]] = []
             for key, inner in item.items():
                 if (escape := _first_surrogate(key)) is not None:
-                    found.append((at, f"{escape} in a key"))
+                    count += 1
+                    if len(found) < MAX_PROBLEMS:
+                        found.append((at, f"{escape} in a key"))
                     key = key.encode("ascii", "backslashreplace").decode("ascii")
-                stack.append(((*at, key), inner))
+                children.append(((*at, key), inner))
+            stack.extend(reversed(children))
         elif isinstance(item, list):
-            stack.extend(((*at, i), inner) for i, inner in enumerate(item))
-    return sorted(found, key=lambda f: [str(p) for p in f[0]])
+            stack.extend(((*at, i), item[i]) for i in range(len(item) - 1, -1, -1))
+    return found, count
 
 
 def _first_surrogate(text: str) -> str | None:
@@ -148,3 +168,76 @@ def _whole_input(problems: list[Any]) -> Any:
         if len(p["loc"]) == 1:  # the message itself is not of the variant's type (an array, a number)
             return p["input"]
     return _UNKNOWN
+
+
+Scope = MutableMapping[str, Any]
+
+
+class MessageCheck:
+    """The ASGI app `app` (the SDK's streamable HTTP app) behind a check of each POST's JSON body as the SDK reads
+    it (pydantic's JSON reader, then the JSON-RPC message types): a body it would refuse is answered here, 400 with
+    the JSON-RPC error `unreadable_reply` gives, and `app` never sees it. A body over `limit` bytes (the SDK's own
+    bound, which it answers 413), one that is not declared JSON (415 from the SDK), and an unreadable answer from the
+    host pass on unchecked, as does everything else."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST" or not _declares_json(scope):
+            await self.app(scope, receive, send)
+            return
+        taken: list[Any] = []  # the request's messages read here, given to `app` again
+        size, whole = 0, False
+        while size <= self.limit:
+            message = await receive()
+            taken.append(message)
+            if message["type"] != "http.request":
+                break
+            size += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                whole = size <= self.limit
+                break
+        body = b"".join(m.get("body", b"") for m in taken) if whole else b""
+        # what is wrong is found off the event loop: a large hostile body takes a second or so
+        if whole and _refused(body) and (reply := await anyio.to_thread.run_sync(body_reply, body)) is not None:
+            body = reply.model_dump_json(by_alias=True, exclude_unset=True).encode()
+            await send({"type": "http.response.start", "status": 400,
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+
+        async def replayed() -> Any:
+            return taken.pop(0) if taken else await receive()
+
+        await self.app(scope, replayed, send)
+
+
+def body_reply(body: bytes) -> mcp_types.JSONRPCError | None:
+    """The error answer to a POST body the SDK's streamable HTTP transport would refuse (read as it reads it), or
+    None when it takes it (or it is an answer from the host)."""
+    try:
+        value = pydantic_core.from_json(body)
+    except ValueError as exc:
+        return text_reply(body, str(exc))
+    try:
+        mcp_types.jsonrpc_message_adapter.validate_python(value, by_name=False)
+    except ValidationError:
+        return value_reply(value)
+    return None
+
+
+def _refused(body: bytes) -> bool:
+    """Whether the SDK's transport refuses `body` (it reads it so)."""
+    try:
+        mcp_types.jsonrpc_message_adapter.validate_python(pydantic_core.from_json(body), by_name=False)
+    except ValueError:  # pydantic's ValidationError is one
+        return True
+    return False
+
+
+def _declares_json(scope: Scope) -> bool:
+    types = [value for name, value in scope.get("headers", []) if name.lower() == b"content-type"]
+    return len(types) == 1 and types[0].split(b";")[0].strip().lower() == b"application/json"

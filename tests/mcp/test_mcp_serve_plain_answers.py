@@ -6,7 +6,10 @@ JSON); the calls are made by the official SDK's client.
 The SDK's stdio transport dropped a line it could not read (it logs the error at debug level): the host waited for
 its own timeout. It is answered now (-32700 with id null for a line that is not JSON; -32600 naming what is wrong,
 with the request's id when it can be read, for JSON that is no JSON-RPC message the server takes), and the server
-reads on: each bad line below is followed by a ping, and the answer read first is the bad line's."""
+reads on: each bad line below is followed by a ping, and the answer read first is the bad line's. Over streamable
+HTTP the SDK answered such a body itself (400), but a lone surrogate as a parse error with id null ("unexpected end
+of hex escape") and JSON that is no JSON-RPC message as -32602 with pydantic's twenty-line report: the same
+errors as over stdio now."""
 
 from __future__ import annotations
 
@@ -20,7 +23,8 @@ import anyio
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI, write_script
 from tests.mcp._servers import user_config
-from tests.mcp.test_mcp_serve import strata_mcp, structured
+from tests.mcp.test_mcp_serve import TOKEN, TOKEN_ENV, http_session, strata_mcp, structured
+from tests.mcp.test_mcp_serve_auth import ACCEPT, served
 
 INITIALIZE = {"jsonrpc": "2.0", "id": "init", "method": "initialize",
               "params": {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -28,7 +32,7 @@ INITIALIZE = {"jsonrpc": "2.0", "id": "init", "method": "initialize",
 
 BAD_LINES: list[tuple[str, int, Any, list[str]]] = [
     # the line, the error code, the id answered, what the message says
-    ("this is not json", -32700, None, ["Parse error", "not JSON"]),
+    ("this is not json", -32700, None, ["Parse error"]),
     ('{"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {"cursor": "\\ud800"}}', -32600, 7,
      ["Invalid Request", "params.cursor", "lone surrogate (\\ud800)"]),
     ('{"jsonrpc": "2.0", "id": "no-method"}', -32600, "no-method", ["Invalid Request", "method"]),
@@ -93,6 +97,25 @@ def test_mcp_serve_over_stdio_answers_a_line_that_is_not_json_rpc_and_reads_on(c
     finally:
         err = server.finish()
     assert server.proc.returncode == 0 and "Traceback" not in err, err
+
+
+async def test_mcp_serve_over_http_answers_a_body_that_is_not_json_rpc_as_over_stdio(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    import httpx2
+
+    script = write_script(tmp_path / "script.json", [[text("done")]])
+    async with served(cli, workspace, script, "--token-env", TOKEN_ENV, env={TOKEN_ENV: TOKEN}) as (url, _), \
+            httpx2.AsyncClient(timeout=60, headers={**ACCEPT, "Authorization": f"Bearer {TOKEN}"}) as client:
+        for line, code, answered_id, says in BAD_LINES:
+            answer = await client.post(url, content=line.encode("utf-8"))
+            assert answer.status_code == 400, (line, answer.status_code, answer.text)
+            error = answer.json()
+            assert error["id"] == answered_id and error["error"]["code"] == code, (line, error)
+            message = error["error"]["message"]
+            assert all(part in message for part in says) and "\n" not in message, (line, message)
+        async with http_session(url) as session:  # the server serves on
+            assert {t.name for t in (await session.list_tools()).tools} == {"run_agent", "get_timeline",
+                                                                             "list_sessions"}
 
 
 async def test_a_tool_call_with_wrong_arguments_is_refused_with_one_line_per_problem(cli: StrataCLI,
