@@ -12,6 +12,7 @@ Imported only when the server is built (it imports the SDK)."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -31,25 +32,30 @@ MAX_NAME_CHARS = 80
 
 
 class StrataMCPServer(MCPServer):
-    """`MCPServer` with plain refusals of a bad call and answers to unreadable messages over stdio."""
+    """`MCPServer` with plain refusals of a bad call and answers to unreadable messages over stdio, masked by `mask`
+    (what the host sent may quote a configured secret, as a refusal of a tool of the server may)."""
+
+    def __init__(self, name: str, *, mask: Callable[[str], str], **settings: Any) -> None:
+        super().__init__(name, **settings)
+        self.mask = mask
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         served = sorted(tool.name for tool in await self.list_tools())
         if name not in served:
             which = "the call names no tool (its name is empty)" if not name else f"no tool named {_quoted(name)}"
-            raise ToolError(f"{which}; this server's tools are {', '.join(served)}")
+            raise ToolError(self.mask(f"{which}; this server's tools are {', '.join(served)}"))
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as err:
             if not isinstance(err.__cause__, ValidationError):
                 raise
-            raise ToolError(argument_problems(name, err.__cause__)) from err.__cause__
+            raise ToolError(self.mask(argument_problems(name, err.__cause__))) from err.__cause__
 
     async def run_stdio_async(self) -> None:
         """As the SDK's, the read stream answering what it cannot read (`AnsweringReads`)."""
         server = self._lowlevel_server  # what the SDK's own run_stdio_async runs
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(AnsweringReads(read_stream, write_stream), write_stream,
+            await server.run(AnsweringReads(read_stream, write_stream, self.mask), write_stream,
                              server.create_initialization_options())
 
 
@@ -61,8 +67,6 @@ def argument_problems(tool: str, error: ValidationError) -> str:
         where = ".".join(str(part) for part in problem["loc"]) or "arguments"
         if problem["type"] == "missing":
             lines.append(f"{tool}: argument {where} is required and missing")
-        elif problem["type"] == "extra_forbidden":
-            lines.append(f"{tool}: argument {where} is not one this tool takes")
         else:
             what = " ".join(str(problem["msg"]).split())
             lines.append(f"{tool}: argument {where}: {what} (got {_json_kind(problem.get('input'))})")
@@ -71,12 +75,13 @@ def argument_problems(tool: str, error: ValidationError) -> str:
 
 class AnsweringReads:
     """The stdio transport's read stream, answering each item that is the error of an unreadable message (on
-    `write`, the transport's write stream) instead of passing it on for the session to drop. Messages pass as they
-    are, with the sender's context the transport gave them."""
+    `write`, the transport's write stream; its words masked by `mask`) instead of passing it on for the session to
+    drop. Messages pass as they are, with the sender's context the transport gave them."""
 
-    def __init__(self, inner: Any, write: Any) -> None:
+    def __init__(self, inner: Any, write: Any, mask: Callable[[str], str]) -> None:
         self._inner = inner
         self._write = write
+        self._mask = mask
 
     @property
     def last_context(self) -> Any:
@@ -87,7 +92,7 @@ class AnsweringReads:
             item = await self._inner.receive()
             if not isinstance(item, Exception):
                 return item
-            reply = await anyio.to_thread.run_sync(unreadable_reply, item)  # a long line takes a while
+            reply = await anyio.to_thread.run_sync(unreadable_reply, item, self._mask)  # a long line takes a while
             log.info("mcp host sent a message that is not JSON-RPC",
                      answer=None if reply is None else reply.error.message[:300])
             if reply is not None:

@@ -38,7 +38,7 @@ def build_server(config: LoadedConfig, *, cwd: Path, flags: dict[str, Any]) -> A
     serving = Serving(config, cwd, flags)
     # What the host and the host's log see: masked with the patterns and the secrets this config names.
     masker = Masker.from_env(os.urandom(32), os.environ, extra_secrets=configured_secrets(config))
-    server = StrataMCPServer("strata", instructions=INSTRUCTIONS, log_level="WARNING")
+    server = StrataMCPServer("strata", mask=masker.mask, instructions=INSTRUCTIONS, log_level="WARNING")
 
     def refused(err: Exception) -> ToolError:
         err = _lone_error(err)
@@ -119,7 +119,7 @@ def serve(config: LoadedConfig, *, listen: ListenAddress | None, flags: dict[str
                                      max_request_body_size=DEFAULT_MAX_REQUEST_BODY_SIZE)
     # The bearer check is the outermost layer: a request without the token reaches no session and no tool. Inside
     # it, a body the SDK cannot read is answered in plain words (agent/mcp_serve/_wire.py).
-    checked = MessageCheck(app, limit=DEFAULT_MAX_REQUEST_BODY_SIZE)
+    checked = MessageCheck(app, limit=DEFAULT_MAX_REQUEST_BODY_SIZE, mask=server.mask)
     uv = uvicorn.Config(BearerGate(checked, token), host=listen.host, port=listen.port, log_level="warning",
                         access_log=False)
     anyio.run(uvicorn.Server(uv).serve)

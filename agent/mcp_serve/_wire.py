@@ -18,7 +18,7 @@ The problems are named by where they are and what is wrong, never by the values 
 from __future__ import annotations
 
 import json
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 import anyio
@@ -31,9 +31,13 @@ MAX_PROBLEMS = 20
 MAX_PROBLEM_CHARS = 200
 
 
-def unreadable_reply(error: Exception) -> mcp_types.JSONRPCError | None:
+def unreadable_reply(error: Exception, mask: Callable[[str], str]) -> mcp_types.JSONRPCError | None:
     """The error answer to the message whose reading raised `error` (the item the SDK's transport passes the session
-    in place of a message), or None when it gets none (an answer from the host)."""
+    in place of a message), its words masked by `mask`; None when it gets none (an answer from the host)."""
+    return _masked(_unreadable_reply(error), mask)
+
+
+def _unreadable_reply(error: Exception) -> mcp_types.JSONRPCError | None:
     if not isinstance(error, ValidationError):
         return _error(None, mcp_types.PARSE_ERROR, "Parse error: the message could not be read")
     problems = error.errors(include_url=False)
@@ -176,13 +180,14 @@ Scope = MutableMapping[str, Any]
 class MessageCheck:
     """The ASGI app `app` (the SDK's streamable HTTP app) behind a check of each POST's JSON body as the SDK reads
     it (pydantic's JSON reader, then the JSON-RPC message types): a body it would refuse is answered here, 400 with
-    the JSON-RPC error `unreadable_reply` gives, and `app` never sees it. A body over `limit` bytes (the SDK's own
-    bound, which it answers 413), one that is not declared JSON (415 from the SDK), and an unreadable answer from the
-    host pass on unchecked, as does everything else."""
+    the JSON-RPC error `body_reply` gives (masked by `mask`), and `app` never sees it. A body over `limit` bytes (the
+    SDK's own bound, which it answers 413), one that is not declared JSON (415 from the SDK), and an unreadable answer
+    from the host pass on unchecked, as does everything else."""
 
-    def __init__(self, app: Any, limit: int) -> None:
+    def __init__(self, app: Any, limit: int, mask: Callable[[str], str]) -> None:
         self.app = app
         self.limit = limit
+        self.mask = mask
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST" or not _declares_json(scope):
@@ -201,7 +206,8 @@ class MessageCheck:
                 break
         body = b"".join(m.get("body", b"") for m in taken) if whole else b""
         # what is wrong is found off the event loop: a large hostile body takes a second or so
-        if whole and _refused(body) and (reply := await anyio.to_thread.run_sync(body_reply, body)) is not None:
+        reply = await anyio.to_thread.run_sync(body_reply, body, self.mask) if whole and _refused(body) else None
+        if reply is not None:
             body = reply.model_dump_json(by_alias=True, exclude_unset=True).encode()
             await send({"type": "http.response.start", "status": 400,
                         "headers": [(b"content-type", b"application/json"),
@@ -215,9 +221,13 @@ class MessageCheck:
         await self.app(scope, replayed, send)
 
 
-def body_reply(body: bytes) -> mcp_types.JSONRPCError | None:
-    """The error answer to a POST body the SDK's streamable HTTP transport would refuse (read as it reads it), or
-    None when it takes it (or it is an answer from the host)."""
+def body_reply(body: bytes, mask: Callable[[str], str]) -> mcp_types.JSONRPCError | None:
+    """The error answer to a POST body the SDK's streamable HTTP transport would refuse (read as it reads it), its
+    words masked by `mask`; None when it takes it (or it is an answer from the host)."""
+    return _masked(_body_reply(body), mask)
+
+
+def _body_reply(body: bytes) -> mcp_types.JSONRPCError | None:
     try:
         value = pydantic_core.from_json(body)
     except ValueError as exc:
@@ -227,6 +237,13 @@ def body_reply(body: bytes) -> mcp_types.JSONRPCError | None:
     except ValidationError:
         return value_reply(value)
     return None
+
+
+def _masked(reply: mcp_types.JSONRPCError | None, mask: Callable[[str], str]) -> mcp_types.JSONRPCError | None:
+    """`reply` with its message masked (a key or a position the host sent may quote a configured secret)."""
+    if reply is None:
+        return None
+    return _error(reply.id, reply.error.code, mask(reply.error.message))
 
 
 def _refused(body: bytes) -> bool:

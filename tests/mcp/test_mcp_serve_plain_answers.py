@@ -139,8 +139,11 @@ async def test_a_tool_call_with_wrong_arguments_is_refused_with_one_line_per_pro
 
 
 async def test_a_call_naming_no_tool_or_an_unknown_one_says_so_and_names_the_tools_served(
-        cli: StrataCLI, workspace: Path) -> None:
-    """An empty tool name was answered 'Unknown tool: ' (the name it quoted being nothing)."""
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """An empty tool name was answered 'Unknown tool: ' (the name it quoted being nothing). A name quoting a
+    configured secret (an MCP server's `env` value) is masked, as every refusal of the server is."""
+    token = "quietvalue-zq84w"
+    user_config(cli, f'[mcp.servers.b]\ncommand = "{tmp_path / "never-started"}"\nenv = {{ B_TOKEN = "{token}" }}\n')
     async with strata_mcp(cli, workspace) as session:
         refused = await session.call_tool("", {})
         assert refused.is_error, refused.content
@@ -150,6 +153,9 @@ async def test_a_call_naming_no_tool_or_an_unknown_one_says_so_and_names_the_too
         assert refused.is_error, refused.content
         assert refused.content[0].text == ("no tool named 'run\\nagent'; this server's tools are get_timeline, "
                                            "list_sessions, run_agent"), refused.content[0].text
+        refused = await session.call_tool(f"use {token}", {})
+        assert refused.is_error and "no tool named 'use [MASKED:" in refused.content[0].text, refused.content
+        assert token not in refused.content[0].text, refused.content
 
 
 async def test_run_agent_on_a_session_this_server_is_running_says_so_not_another_process(
