@@ -30,19 +30,20 @@ class ServerRequests:
 
     async def admit(self, message: Any) -> None:
         """Return once `message` (a JSON-RPC message from the server), if it is a request, may be passed on; it
-        then waits for its answer. anyio.ClosedResourceError once `close` was called and it would have to wait."""
+        then waits for its answer. anyio.ClosedResourceError for a request once `close` was called (also while it
+        waits)."""
         import mcp_types
 
         if isinstance(message, mcp_types.JSONRPCNotification) and message.method == "notifications/cancelled":
             self.settle((message.params or {}).get("requestId"))  # the server waits for that answer no more
         if not isinstance(message, mcp_types.JSONRPCRequest):
             return
-        while len(self._waiting) >= self._bound:
-            if self._closed:
-                raise anyio.ClosedResourceError
+        while not self._closed and len(self._waiting) >= self._bound:
             if self._freed.is_set():
                 self._freed = anyio.Event()
             await self._freed.wait()
+        if self._closed:
+            raise anyio.ClosedResourceError
         self._waiting.add(_key(message.id))
 
     def close(self) -> None:
