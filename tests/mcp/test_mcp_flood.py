@@ -138,12 +138,12 @@ def test_a_server_held_back_at_the_request_bound_is_read_at_the_close_so_it_exit
     waits for it): it sends the rest, reads its stdin to the end and exits on its own."""
     hostile = tmp_path / "h"
     user_config(cli, flood_table("h", hostile))
-    script = write_script(tmp_path / "script.json", [[tool_use("c1", "mcp__h__ask", pings=8000)], [text("done")]])
+    script = write_script(tmp_path / "script.json", [[tool_use("c1", "mcp__h__ask", pings=20000)], [text("done")]])
     run, peak_mib = strata_peak_rss(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace),
                                     "--json", "pings")
     assert run.returncode == 0, run.stderr
     assert call_results(events_of(run.stdout))["c1"]["status"] == "timeout"  # held back: no answer by its deadline
-    assert (hostile / "asked").read_text(encoding="ascii") == "8000"  # it sent them all, once read at the close
+    assert (hostile / "asked").read_text(encoding="ascii") == "20000"  # it sent them all, once read at the close
     assert (hostile / "ended").read_text(encoding="ascii") == "stdin closed"  # not SIGTERM
     assert peak_mib < 160, f"peak RSS {peak_mib:.0f} MiB"  # what it wrote at the close was read and dropped
 
