@@ -102,11 +102,24 @@ async def make_model(messages_server: MessagesServer, fake_time: FakeTime) -> As
         await built.aclose()
 
 
-@pytest.fixture
-async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
-    """The loop's parts as `strata run` builds them, on a real SQLite file."""
-    store = await SqliteEventStore.open(tmp_path / "strata.db")
+async def _runtime_on(db: Path) -> AsyncIterator[Runtime]:
+    store = await SqliteEventStore.open(db)
     try:
         yield Runtime(store=store, clock=SystemClock(), ids=IdFactory(), tools=builtin_tools())
     finally:
         await store.close()
+
+
+@pytest.fixture
+async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
+    """The loop's parts as `strata run` builds them, on a real SQLite file."""
+    async for rt in _runtime_on(tmp_path / "strata.db"):
+        yield rt
+
+
+@pytest.fixture
+async def home_runtime(strata_home: Path) -> AsyncIterator[Runtime]:
+    """`runtime` on the database of the test's Strata home (the `cli` fixture's): what it records, a real `strata`
+    process reads."""
+    async for rt in _runtime_on(strata_home / "strata.db"):
+        yield rt

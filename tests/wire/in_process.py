@@ -13,6 +13,7 @@ from agent.outcome import RunOutcome
 from agent.session import Runtime, resume_session, start_session
 from core.model.anthropic import AnthropicModel
 from core.state import fold
+from observability.session_timeline import load_timeline, timeline_record
 from tests.wire.conftest import TEST_KEY
 
 MODEL_NAME = "claude-test"
@@ -46,3 +47,8 @@ async def resume_headless(rt: Runtime, base_url: str, session_id: str, prompt: s
 async def logged_messages(rt: Runtime, session_id: str) -> list[dict[str, Any]]:
     """The conversation as the log holds it, in the shape `strata show --json` prints."""
     return [m.to_api() for m in fold(await rt.store.read_events(session_id)).messages]
+
+
+async def timeline_in_process(rt: Runtime, session_id: str, *kinds: str) -> list[dict[str, Any]]:
+    """The session's timeline rows as the objects `strata timeline ID --json [--kind K]...` prints."""
+    return [timeline_record(row) for row in await load_timeline(rt.store, session_id, kinds=kinds or None)]

@@ -1,7 +1,14 @@
 """The real `strata` process with `--model anthropic:claude-test`, its ANTHROPIC_BASE_URL pointed at the loopback
 Messages API server: a headless session with parallel tool calls, a run killed at a fault point and resumed by
-id, transient faults retried and recorded in `strata timeline ID --json`, refusals sent once and reported in one
-line with the request id, the attempt bound, and the one-line answer when no API key is set."""
+id, transient faults retried and recorded in the timeline, refusals sent once and reported in one line with the
+request id, the attempt bound, and the one-line answer when no API key is set.
+
+Each `strata` process that calls the API imports the SDK (~1.2 s of CPU more than a scripted run), so the
+scenarios whose checks are about the requests, the outcome and the stored timeline (a resume with a new prompt,
+the retried faults, the attempt bound, the `retry-after: inf` run) run the same parts in the test's process
+(tests/wire/in_process.py: the real SDK client against the same server, the real AnthropicModel with the default
+retry policy, the real loop and a real SQLite file); those that check exit codes, printed lines or a SIGKILL stay
+whole processes."""
 
 from __future__ import annotations
 
@@ -13,8 +20,11 @@ from typing import Any
 import pytest
 
 from agent.models import NO_API_KEY
+from agent.session import Runtime
+from observability.session_timeline import verify_session
 from tests.cli._helpers import assert_clean_stderr, check_pairing
 from tests.conftest import StrataCLI
+from tests.wire.in_process import resume_headless, run_headless, timeline_in_process
 from tests.wire.messages_server import DROP, Fault, MessagesServer, Reply
 from tests.wire.wire_helpers import (
     assert_all_valid,
@@ -146,42 +156,42 @@ def test_killed_run_resumes_with_valid_requests(cli: StrataCLI, messages_server:
     verify_chain(cli, session["id"])
 
 
-@pytest.mark.slow
-def test_resume_with_a_new_prompt_after_completion(cli: StrataCLI, messages_server: MessagesServer,
-                                                   ws: Path) -> None:
-    """A completed session resumed with a new prompt: the request carries the closed batch and then the prompt."""
+async def test_resume_with_a_new_prompt_after_completion(runtime: Runtime, messages_server: MessagesServer,
+                                                         ws: Path) -> None:
+    """A completed session resumed with a new prompt: the request carries the closed batch and then the prompt.
+    (In this process, tests/wire/in_process.py: what is checked is the request the runtime builds.)"""
     messages_server.script(Reply([use("read_file", "toolu_r", path="a.txt")]), Reply([text("Read it.")]))
-    first = run(cli, messages_server, "run", "--model", MODEL, "--workspace", str(ws), "--json", "read a.txt")
-    assert first.returncode == 0
-    session_id = result_of(first)["session_id"]
+    first = await run_headless(runtime, messages_server.url, ws, "read a.txt")
+    assert (first.exit_code, first.status) == (0, "completed"), first
     messages_server.script(Reply([text("Still here.")]))
-    again = run(cli, messages_server, "resume", session_id, "and now?", "--json")
-    assert again.returncode == 0
+    again = await resume_headless(runtime, messages_server.url, first.session_id, "and now?")
+    assert (again.exit_code, again.status) == (0, "completed"), again
     assert_all_valid(messages_server)
     messages = messages_of(messages_server.requests[-1])
     assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "user"]
+    assert result_text(results_after(messages, 1)[0]) == "alpha\n"
     assert user_texts(messages[4]) == ["and now?"]
 
 
 # -- retries and refusals --------------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
-def test_transient_faults_are_retried_and_in_the_timeline(cli: StrataCLI, messages_server: MessagesServer,
-                                                          ws: Path) -> None:
+async def test_transient_faults_are_retried_and_in_the_timeline(runtime: Runtime, messages_server: MessagesServer,
+                                                                ws: Path) -> None:
     """529 and 429 (retry-after-ms: 100) on the first turn, 500 and a dropped connection on the second: each is
-    retried (real, short waits) and each attempt is a `model_attempt` row in `strata timeline ID --json`, with
-    its error kind, status code and request id, followed by the ok attempt."""
+    retried (real, short waits: the default policy `strata run` uses) and each attempt is a `model_attempt` row of
+    the timeline (the objects `strata timeline ID --json` prints), with its error kind, status code and request
+    id, followed by the ok attempt; the chain verifies. In this process (tests/wire/in_process.py)."""
     messages_server.script(
         Fault(529), Fault(429, headers={"retry-after-ms": "100"}), Reply([use("read_file", "toolu_r", path="a.txt")]),
         Fault(500), DROP, Reply([text("Recovered.")]),
     )
-    proc = run(cli, messages_server, "run", "--model", MODEL, "--workspace", str(ws), "--json", "read a.txt")
-    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    outcome = await run_headless(runtime, messages_server.url, ws, "read a.txt")
+    assert (outcome.exit_code, outcome.status) == (0, "completed"), outcome
     assert_all_valid(messages_server)
     sent = messages_server.requests
     assert [r.outcome for r in sent] == ["fault", "fault", "reply", "fault", "drop", "reply"]
-    rows = timeline(cli, result_of(proc)["session_id"], "--kind", "model_attempt")
+    rows = await timeline_in_process(runtime, outcome.session_id, "model_attempt")
     got = [(r["turn"], r["data"]["number"], r["outcome"], r["data"].get("error_kind"), r["data"].get("status_code"),
             r["data"].get("request_id")) for r in rows]
     rid = [r.request_id for r in sent]
@@ -193,7 +203,7 @@ def test_transient_faults_are_retried_and_in_the_timeline(cli: StrataCLI, messag
     assert all(r["data"]["delay_s"] > 0 for r in rows if r["outcome"] == "retry")
     assert rid[0] in rows[0]["summary"] and "retrying in" in rows[0]["summary"]
     assert rows[2]["data"]["usage"]["output_tokens"] == 5
-    verify_chain(cli, result_of(proc)["session_id"])
+    assert (await verify_session(runtime.store, outcome.session_id)).ok
 
 
 @pytest.mark.parametrize("status", [400, 401])
@@ -221,15 +231,16 @@ def test_refusal_is_sent_once_and_reported_in_one_line(cli: StrataCLI, messages_
                                                                                        sent.request_id)
 
 
-def test_a_retry_after_of_infinity_is_no_wait_and_the_timeline_stays_json(cli: StrataCLI,
-                                                                         messages_server: MessagesServer,
-                                                                         ws: Path) -> None:
+async def test_a_retry_after_of_infinity_is_no_wait_and_the_timeline_stays_json(cli: StrataCLI, home_runtime: Runtime,
+                                                                               messages_server: MessagesServer,
+                                                                               ws: Path) -> None:
     """`retry-after: inf` (which float() reads) is no wait the server asked for: the 429 is retried after the usual
-    backoff, and `strata timeline ID --json` prints JSON every reader takes (the attempt row held `Infinity`)."""
+    backoff, and `strata timeline ID --json` prints JSON every reader takes (the attempt row held `Infinity`).
+    The run in this process, on the home's database (tests/wire/in_process.py); the timeline a real `strata`."""
     messages_server.script(Fault(429, headers={"retry-after": "inf"}), Reply([text("Recovered.")]))
-    proc = run(cli, messages_server, "run", "--model", MODEL, "--workspace", str(ws), "--json", "hello")
-    assert proc.returncode == 0, (proc.stdout, proc.stderr)
-    shown = cli.run("timeline", result_of(proc)["session_id"], "--json", "--kind", "model_attempt")
+    outcome = await run_headless(home_runtime, messages_server.url, ws, "hello")
+    assert (outcome.exit_code, outcome.status) == (0, "completed"), outcome
+    shown = cli.run("timeline", outcome.session_id, "--json", "--kind", "model_attempt")
     assert shown.returncode == 0, shown.stderr
 
     def refuse(name: str) -> None:
@@ -240,18 +251,18 @@ def test_a_retry_after_of_infinity_is_no_wait_and_the_timeline_stays_json(cli: S
     assert retry["data"]["delay_s"] > 0
 
 
-@pytest.mark.slow
-def test_attempt_bound_holds_in_the_cli(cli: StrataCLI, messages_server: MessagesServer, ws: Path) -> None:
-    """529 on every attempt: the default policy sends 4 requests and gives up, saying so in one line (exit 1)."""
+async def test_attempt_bound_holds(runtime: Runtime, messages_server: MessagesServer, ws: Path) -> None:
+    """529 on every attempt: the default policy (the one `strata run` uses) sends 4 requests and gives up, the
+    session failing (exit 1) with a reason that says so and names the last request id. In this process
+    (tests/wire/in_process.py); the exit code and one-line report of a refused run are checked in whole
+    processes above."""
     messages_server.script(*[Fault(529)] * 5)
-    proc = run(cli, messages_server, "run", "--model", MODEL, "--workspace", str(ws), "--json", "hello")
-    assert proc.returncode == 1
+    outcome = await run_headless(runtime, messages_server.url, ws, "hello")
+    assert (outcome.exit_code, outcome.status) == (1, "failed"), outcome
     assert len(messages_server.requests) == 4 and messages_server.pending == 1
-    summary = result_of(proc)
-    assert summary["status"] == "failed"
-    assert "gave up after 4 attempts" in summary["reason"]
-    assert messages_server.requests[-1].request_id in summary["reason"]
-    rows = timeline(cli, summary["session_id"], "--kind", "model_attempt")
+    assert "gave up after 4 attempts" in outcome.reason
+    assert messages_server.requests[-1].request_id in outcome.reason
+    rows = await timeline_in_process(runtime, outcome.session_id, "model_attempt")
     assert [r["outcome"] for r in rows] == ["retry", "retry", "retry", "error"]
 
 
