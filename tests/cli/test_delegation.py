@@ -9,12 +9,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.cli._helpers import EFFECTS_LOG, call_results, events_of, result_line, text, tool_use
 from tests.conftest import StrataCLI
@@ -67,12 +71,40 @@ def _delegate_result(stdout: str) -> dict[str, Any]:
     return call_results(events_of(stdout))["p1"]
 
 
-def test_a_child_writes_a_file_and_the_parent_gets_its_answer(cli: StrataCLI, tmp_path: Path,
-                                                             workspace: Path) -> None:
-    script = _script(tmp_path / "s.json", f"echo hi > hello.txt; echo once >> {EFFECTS_LOG}")
-    proc = cli.run(*_run_args(script, workspace))
+@dataclass(frozen=True)
+class Delegated:
+    """A finished delegation made once for the module: the parent's run (its child wrote hello.txt and the
+    effects log once), in a home the tests copy and a workspace they only read."""
+
+    home: Path
+    workspace: Path
+    run: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def delegated(tmp_path_factory: pytest.TempPathFactory) -> Delegated:
+    base = tmp_path_factory.mktemp("delegated")
+    (base / "home").mkdir()
+    (base / "ws").mkdir()
+    maker = StrataCLI(base / "home", base)
+    script = _script(base / "s.json", f"echo hi > hello.txt; echo once >> {EFFECTS_LOG}")
+    return Delegated(maker.home, base / "ws", maker.run(*_run_args(script, base / "ws")))
+
+
+@pytest.fixture
+def finished(cli: StrataCLI, delegated: Delegated) -> Delegated:
+    """The module's finished delegation, its home copied into this test's (no process has it open): what a test
+    records there (a fork, another session) no other test sees. Its workspace is shared: a test that would run
+    an effect of these sessions again makes its own (as the fork-and-resume test does)."""
+    shutil.copytree(delegated.home, cli.home, dirs_exist_ok=True)
+    return delegated
+
+
+def test_a_child_writes_a_file_and_the_parent_gets_its_answer(cli: StrataCLI, finished: Delegated) -> None:
+    proc = finished.run
     assert proc.returncode == 0, proc.stderr
-    assert (workspace / "hello.txt").read_text() == "hi\n"
+    assert (finished.workspace / "hello.txt").read_text() == "hi\n"
+    assert (finished.workspace / EFFECTS_LOG).read_text() == "once\n"
     result = _delegate_result(proc.stdout)
     assert result["status"] == "ok" and CHILD_ANSWER in result["content"], result
     parent, child = _one_parent_one_child(cli)
@@ -199,10 +231,8 @@ def test_killed_after_the_childs_bash_finished_no_effect_runs_twice(cli: StrataC
 
 
 
-def test_sessions_and_timeline_show_the_child_under_its_parent(cli: StrataCLI, tmp_path: Path,
-                                                              workspace: Path) -> None:
-    script = _script(tmp_path / "s.json", f"echo once >> {EFFECTS_LOG}")
-    assert cli.run(*_run_args(script, workspace)).returncode == 0
+def test_sessions_and_timeline_show_the_child_under_its_parent(cli: StrataCLI, finished: Delegated) -> None:
+    assert finished.run.returncode == 0, finished.run.stderr
     parent, child = _one_parent_one_child(cli)
     assert (parent["depth"], child["depth"]) == (0, 1)
     listing = cli.run("sessions").stdout.splitlines()
@@ -221,12 +251,11 @@ def test_sessions_and_timeline_show_the_child_under_its_parent(cli: StrataCLI, t
     assert f"[child {child['id'][:8]}]" in table
 
 
-def test_a_fork_of_a_child_is_listed_right_after_it_at_its_depth(cli: StrataCLI, tmp_path: Path,
-                                                                  workspace: Path) -> None:
+def test_a_fork_of_a_child_is_listed_right_after_it_at_its_depth(cli: StrataCLI, finished: Delegated,
+                                                                  tmp_path: Path, workspace: Path) -> None:
     """Before, a fork of a child was listed among the top-level sessions, at the end, indented under whichever
     session came before it."""
-    script = _script(tmp_path / "s.json", f"echo once >> {EFFECTS_LOG}")
-    assert cli.run(*_run_args(script, workspace)).returncode == 0
+    assert finished.run.returncode == 0, finished.run.stderr
     parent, child = _one_parent_one_child(cli)
     later = _script(tmp_path / "later.json", "true")  # another session, older than the fork
     assert cli.run("run", "--model", f"script:{later}", "--workspace", str(workspace), "later").returncode == 0
@@ -255,10 +284,9 @@ def test_forking_a_parent_before_its_delegate_call_does_not_fork_the_child(cli: 
     assert len(kids) == 2
 
 
-def test_the_html_export_nests_the_childs_waterfall_under_the_delegate_call(cli: StrataCLI, tmp_path: Path,
-                                                                            workspace: Path) -> None:
-    script = _script(tmp_path / "s.json", f"echo once >> {EFFECTS_LOG}")
-    assert cli.run(*_run_args(script, workspace)).returncode == 0
+def test_the_html_export_nests_the_childs_waterfall_under_the_delegate_call(cli: StrataCLI, finished: Delegated,
+                                                                            tmp_path: Path) -> None:
+    assert finished.run.returncode == 0, finished.run.stderr
     parent, child = _one_parent_one_child(cli)
     page = tmp_path / "parent.html"
     assert cli.run("export", parent["id"], "--format", "html", "-o", str(page)).returncode == 0
