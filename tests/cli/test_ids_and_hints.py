@@ -6,10 +6,14 @@ applied`, counts that agree, `--kind`, `--version`, `--verbose` after the subcom
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.cli._groups import finish, wait_for
 from tests.cli._helpers import error_lines, json_lines, result_line, strata, strata_json, text, tool_use
@@ -43,10 +47,41 @@ def _shortest_unique(mine: str, other: str) -> str:
     return mine[:n]
 
 
-def test_a_unique_prefix_names_the_session_in_every_command(cli: StrataCLI, workspace: Path,
-                                                            tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class Made:
+    """Homes made once for the module by real `strata` runs, copied into a test's own home by `copied`."""
+
+    prefix_home: Path
+    prefix_ids: tuple[str, str]
+    """Two sessions whose ids share at least 8 characters."""
+    parked_home: Path
+    parked_id: str
+    """A session parked on two writes (PARKED), nothing decided."""
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> Made:
+    homes = {}
+    for name in ("prefix", "parked"):
+        base = tmp_path_factory.mktemp(f"ids-{name}")
+        for sub in ("home", "ws"):
+            (base / sub).mkdir()
+        homes[name] = (StrataCLI(base / "home", base), base)
+    (prefix, base) = homes["prefix"]
+    ids = _two_sharing_a_prefix(prefix, base / "ws", base)
+    (parked, base) = homes["parked"]
+    return Made(prefix.home, ids, parked.home, _parked(parked, base / "ws", base))
+
+
+def copied(cli: StrataCLI, home: Path) -> None:
+    """A module-made home copied into the test's (no process has it open): what the test records stays its own."""
+    shutil.copytree(home, cli.home, dirs_exist_ok=True)
+
+
+def test_a_unique_prefix_names_the_session_in_every_command(cli: StrataCLI, made: Made) -> None:
     """show, timeline, receipts, export and resume take a unique prefix of at least 8 characters."""
-    first, second = _two_sharing_a_prefix(cli, workspace, tmp_path)
+    copied(cli, made.prefix_home)
+    first, second = made.prefix_ids
     prefix = _shortest_unique(second, first)
     assert cli.show(prefix)["session"]["id"] == second
     rows = strata_json(cli, "timeline", prefix, "--json")
@@ -59,8 +94,9 @@ def test_a_unique_prefix_names_the_session_in_every_command(cli: StrataCLI, work
     assert result_line(resumed.stdout)["session_id"] == second  # type: ignore[index]
 
 
-def test_an_ambiguous_prefix_lists_the_candidates(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
-    first, second = _two_sharing_a_prefix(cli, workspace, tmp_path)
+def test_an_ambiguous_prefix_lists_the_candidates(cli: StrataCLI, made: Made) -> None:
+    copied(cli, made.prefix_home)
+    first, second = made.prefix_ids
     common = _shortest_unique(first, second)[:-1]  # what both ids begin with (8 characters at least)
     proc = strata(cli, "show", common)
     assert proc.returncode == 2, proc.stderr
@@ -134,8 +170,9 @@ def test_approve_all_decides_every_waiting_call_at_once(cli: StrataCLI, workspac
     assert (workspace / "a.txt").read_text() == "a\n" and (workspace / "b.txt").read_text() == "b\n"
 
 
-def test_a_decision_by_call_prefix_updates_the_waiting_list(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
-    sid = _parked(cli, workspace, tmp_path)
+def test_a_decision_by_call_prefix_updates_the_waiting_list(cli: StrataCLI, made: Made) -> None:
+    copied(cli, made.parked_home)
+    sid = made.parked_id
     proc = strata(cli, "deny", "last", "call_alp", "--reason", "not that one")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
@@ -151,8 +188,9 @@ def test_a_decision_by_call_prefix_updates_the_waiting_list(cli: StrataCLI, work
 # -- Ctrl-C, reconcile by call id, counts -------------------------------------------------------------------------
 
 def test_a_call_prefix_too_short_to_decide_on_says_so_not_that_the_call_is_not_waiting(
-        cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
-    sid = _parked(cli, workspace, tmp_path)
+        cli: StrataCLI, made: Made) -> None:
+    copied(cli, made.parked_home)
+    sid = made.parked_id
     proc = strata(cli, "approve", sid, "call_")
     assert proc.returncode == 2, proc.stderr
     (line,) = error_lines(proc.stderr)
