@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import tomllib
 import types
 import typing
@@ -64,6 +65,9 @@ def parse_config(raw: bytes, *, path: Path, source: str) -> ConfigDoc:
         table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML: {exc}", file=source) from None
+    except ValueError:  # not a TOMLDecodeError: an integer longer than Python converts (its int/str digit limit)
+        raise ConfigError(f"invalid TOML: a number of more than {sys.get_int_max_str_digits()} digits, which "
+                          "cannot be read", file=source) from None
     try:
         data = ConfigFile.model_validate(table)
     except ValidationError as exc:
@@ -106,6 +110,7 @@ _REASONS = {
     "int_type": "must be an integer",
     "int_from_float": "must be an integer",
     "int_parsing": "must be an integer",
+    "int_parsing_size": f"must be an integer of at most {sys.get_int_max_str_digits()} digits",
     "float_parsing": "must be a number",
     "finite_number": "must be a finite number",
     "float_type": "must be a number",
@@ -138,6 +143,9 @@ def describe(err: Any, root: type[BaseModel] | None = None, *, origin: str | Non
     return f"{reason} (got {_shown(err['input'])}{f' from {origin}' if origin else ''})"
 
 
+_NUMERIC = re.compile(r"[-+0-9._eE]+")
+"""A value spelled as a number: only such a value is shown cut short (a cut secret would escape masking)."""
+
 _UNSHOWN = {("callback_url",)}
 """Keys whose values an error never shows: a URL's query or user part may carry a token."""
 
@@ -147,6 +155,8 @@ def _shown(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
         return repr(int(value))  # `5.0` reads 5; `1e308` stays 1e+308, never its 309 digits
+    if isinstance(value, str) and len(value) > 40 and _NUMERIC.fullmatch(value):
+        return f"{value[:20]!r}... ({len(value)} characters)"  # never a 5,000-digit line
     if isinstance(value, str | int | float):
         return repr(value)
     if isinstance(value, datetime | date | time):

@@ -49,7 +49,7 @@ def known_valid(home: Path, role: Role, path: Path) -> dict[str, Any] | None:
 
     try:
         return tomllib.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError):  # validated bytes parse; if these do not, the full way
+    except ValueError:  # undecodable bytes, bad TOML, a number too long to read: the full way names the problem
         return None
 
 

@@ -134,3 +134,16 @@ def test_config_show_text_lists_sources_and_activity(cli: StrataCLI, tmp_path: P
     assert any(ln.split()[:3] == ["max_turns", "12", "environment"] for ln in (x.strip() for x in lines))
     assert any("allow" in ln and "ignored (project not trusted)" in ln for ln in lines)
     assert any(ln.startswith("notice: project config") for ln in lines)
+
+
+def test_a_config_integer_too_long_to_read_exits_2_in_one_line(cli: StrataCLI, tmp_path: Path) -> None:
+    """A project file holding a 5,000-digit integer: `strata run` and `config show` exit 2 with one line naming the
+    file, never an internal error (tomllib's ValueError from Python's int/str digit limit)."""
+    ws, path = _project(tmp_path, "max_turns = " + "9" * 5000 + "\n")
+    for args in (("config", "show", "--workspace", str(ws)),
+                 ("run", "--model", "script:none.json", "--workspace", str(ws), "go")):
+        proc = strata(cli, *args, env=_env(tmp_path))
+        assert proc.returncode == EXIT_USAGE, proc.stderr
+        (line,) = error_lines(proc.stderr)
+        assert line == f"strata: error: file {path}: invalid TOML: a number of more than 4300 digits, which cannot " \
+                       "be read", line

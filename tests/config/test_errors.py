@@ -196,3 +196,34 @@ def test_a_huge_number_in_the_environment_is_one_line_with_its_bound(tmp_path: P
     with pytest.raises(ConfigError) as info:
         Layout.make(tmp_path).load(**{variable: value})
     assert reason in str(info.value) and "\n" not in str(info.value) and len(str(info.value)) < 300, str(info.value)
+
+
+@pytest.mark.parametrize("where", ["user", "project"])
+@pytest.mark.parametrize("text", ["max_turns = " + "9" * 5000 + "\n",
+                                  "[tools.bash]\ntimeout_s = -" + "1" * 4301 + "\n"])
+def test_an_integer_too_long_to_read_is_a_toml_error_naming_the_file(tmp_path: Path, where: str, text: str) -> None:
+    """Python reads no integer of more than 4300 digits (its int/str limit): tomllib's ValueError is not a
+    TOMLDecodeError, and escaped as an internal error. It is one line naming the file, as any unreadable TOML."""
+    layout = Layout.make(tmp_path)
+    path = layout.write_user(text) if where == "user" else layout.write_project(text)
+    with pytest.raises(ConfigError) as info:
+        layout.load()
+    message = str(info.value)
+    assert info.value.file == str(path) and message.startswith(f"file {path}: invalid TOML: ")
+    assert "more than 4300 digits" in message and "\n" not in message and len(message) < 300, message
+
+
+@pytest.mark.parametrize(("variable", "value"), [
+    ("STRATA_CONTEXT_BUDGET_TOKENS", "9" * 5000),
+    ("STRATA_MAX_TURNS", "-" + "1" * 4400),
+    ("STRATA_LOCK_TIMEOUT_S", "1" + "0" * 5000),
+])
+def test_an_environment_number_of_thousands_of_digits_is_one_short_line(tmp_path: Path, variable: str,
+                                                                         value: str) -> None:
+    """A variable holding thousands of digits names the variable and a reason in words (never pydantic's
+    'exceeded maximum size'), and shows the value cut short, never all of it."""
+    with pytest.raises(ConfigError) as info:
+        Layout.make(tmp_path).load(**{variable: value})
+    message = str(info.value)
+    assert variable in message and "\n" not in message and len(message) < 300, message
+    assert "maximum size" not in message and value not in message
