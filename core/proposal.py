@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from typing import Any
 
 from core.events import PlannedCall
@@ -155,6 +155,15 @@ def _fresh_id(seed: str, position: int, taken: Callable[[str], bool]) -> str:
         if not taken(call_id):
             return call_id
         attempt += 1
+
+
+def input_problem(value: Mapping[str, Any]) -> str | None:
+    """Why a call's input from elsewhere than a model's answer (a hook's rewrite) cannot be kept as it is: the
+    limits above, or text that is not valid UTF-8, which is refused here, never repaired. None: it can be kept."""
+    _, _, problem, surrogates = _input(dict(value))
+    if problem is None and surrogates:
+        problem = f"holds text that is not valid UTF-8 ({surrogates} unpaired surrogate(s))"
+    return problem
 
 
 def _input(value: dict[str, Any]) -> tuple[dict[str, Any], str, str | None, int]:

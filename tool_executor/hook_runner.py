@@ -45,6 +45,7 @@ from core.hooks import (
     StopVerdict,
 )
 from core.masking import cut_tail
+from core.proposal import input_problem
 from tool_executor.child_env import hook_env
 
 MAX_HOOK_OUTPUT = 256 * 1024
@@ -219,9 +220,12 @@ async def _call(hook: Hook, event: str, data: Any, cwd: str, kinds: tuple[type, 
 
 
 async def run_pre(hook: Hook, data: PreToolUseInput) -> PreToolUseVerdict:
-    """The hook's verdict; a failed hook becomes HookBlock saying how it failed."""
+    """The hook's verdict; a failed hook becomes HookBlock saying how it failed. A rewrite's input is judged as a
+    model's would be (core/proposal.py): one that could not be stored (NaN, too deep, not UTF-8) fails the hook."""
     try:
         verdict: PreToolUseVerdict = await _call(hook, "PreToolUse", data, data.workspace, _PRE, _pre_from_json)
+        if isinstance(verdict, HookRewrite) and (problem := input_problem(verdict.input)) is not None:
+            raise HookFailed(f"answered a rewrite whose input {problem}")
     except HookFailed as exc:
         return HookBlock(f"{hook.describe()} failed, so the call is blocked (fail closed): {exc}")
     return verdict

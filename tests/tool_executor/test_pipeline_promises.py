@@ -582,11 +582,13 @@ def test_nan_is_not_a_valid_number(ws: Path) -> None:
     denied_by(checked.verdict, "schema")
 
 
-async def test_a_hook_rewrite_with_nan_reaches_the_schema(tmp_path: Path) -> None:
-    """Documents where NaN comes from: Python's json accepts NaN / Infinity in a hook's answer."""
+async def test_a_hook_rewrite_with_nan_fails_the_hook_closed(tmp_path: Path) -> None:
+    """Python's json accepts NaN / Infinity in a hook's answer; a rewrite holding one could not be stored (as a
+    model's input could not: core/proposal.py), so it blocks the call whatever the tool's schema would say."""
     answer = '{"decision": "rewrite", "input": {"command": "ls", "timeout_s": NaN}}'
     verdict = await pre_verdict(tmp_path, f"cat >/dev/null\necho '{answer}'\n")
-    assert isinstance(verdict, HookRewrite) and verdict.input["timeout_s"] != verdict.input["timeout_s"]
+    assert isinstance(verdict, HookBlock) and "fail closed" in verdict.reason
+    assert "answered a rewrite whose input holds NaN or an infinity" in verdict.reason
 
 
 async def test_hook_ask_with_nobody_is_denied_and_the_reason_names_the_hook(ws: Path) -> None:
