@@ -46,6 +46,7 @@ from core.hooks import (
 )
 from core.masking import cut_tail
 from core.proposal import input_problem
+from core.utf8 import unpaired_surrogates, valid_text
 from tool_executor.child_env import hook_env
 
 MAX_HOOK_OUTPUT = 256 * 1024
@@ -201,6 +202,20 @@ def _stop_from_json(answer: Mapping[str, Any] | None) -> StopVerdict:
 
 async def _call(hook: Hook, event: str, data: Any, cwd: str, kinds: tuple[type, ...],
                 parse: Any) -> Any:
+    return _valid_words(await _verdict(hook, event, data, cwd, kinds, parse))
+
+
+def _valid_words(verdict: Any) -> Any:
+    """The verdict with its words (a reason, an instruction, added context, a tool name) as valid UTF-8, as a
+    model's text is made (core/utf8.py): a JSON escape of a lone surrogate would otherwise reach a committed event
+    (the parked call's reason, the repair message) and refuse that commit on every resume."""
+    changes = {f.name: valid_text(value) for f in dataclasses.fields(verdict)
+               if isinstance(value := getattr(verdict, f.name), str) and unpaired_surrogates(value)}
+    return dataclasses.replace(verdict, **changes) if changes else verdict
+
+
+async def _verdict(hook: Hook, event: str, data: Any, cwd: str, kinds: tuple[type, ...],
+                   parse: Any) -> Any:
     if hook.fn is not None:
         try:
             with anyio.fail_after(hook.timeout_s):
