@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import UsageError
+from core.utf8 import unpaired_surrogates
 
 RuleAction = Literal["allow", "ask", "deny"]
 RULE_ACTIONS: tuple[RuleAction, ...] = ("allow", "ask", "deny")
@@ -44,6 +45,10 @@ class PermissionRule(BaseModel):
 
 
 def parse_rule(action: RuleAction, text: str, source: str = "flag") -> PermissionRule:
+    if unpaired_surrogates(text):  # argv bytes that are not UTF-8: the session could not record the rule
+        shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise UsageError(f"invalid --{action} rule '{shown}': it is not UTF-8 text",
+                         hint="a rule is recorded in the session as text; write it in UTF-8 (a `*` matches any name)")
     m = _RULE.match(text.strip())
     if not m:
         raise UsageError(f"invalid --{action} rule {text!r}",

@@ -24,6 +24,7 @@ from core.hashing import sha256_json
 from core.record import record
 from core.state import Approval, Grant
 from core.timeline_rows import ApprovalRow
+from core.utf8 import valid_text
 from core.vocabulary import OnAsk
 from tool_executor._pre_hooks import Hooked, merge_asks
 from tool_executor._types import CallEnv, Decision, Step, effective_sha256
@@ -223,9 +224,10 @@ class ApprovalStep:
             if isinstance(answer, Parked):  # the person to ask is gone: the call waits for a recorded decision
                 outcome = answer
             elif answer.decision == "no":
-                outcome = Rejected(answer.approver, answer.reason, "asked", answer)
+                reason = valid_text(answer.reason)  # typed at a terminal that may send bytes that are not UTF-8
+                outcome = Rejected(answer.approver, reason, "asked", answer)
                 events.append(ApprovalRejected(call_id=call.call_id, tool=tool, args_sha256=sha,
-                                               approver=answer.approver, reason=answer.reason))
+                                               approver=answer.approver, reason=reason))
             else:
                 outcome = Approved(answer.approver, "asked", answer)
                 events.append(ApprovalGranted(call_id=call.call_id, tool=tool, args_sha256=sha,
@@ -265,6 +267,7 @@ def recorded_decision(parked: ParkedCall, *, approve: bool, approver: str, reaso
     """What `strata approve` / `strata deny` commit for a parked call: the decision, bound to the argument
     sha256 and plan digest the call was parked with, and its timeline row."""
     event: ApprovalGranted | ApprovalRejected
+    reason = valid_text(reason)  # argv bytes that are not UTF-8 arrive as surrogates, which no event holds
     if approve:
         event = ApprovalGranted(call_id=parked.call_id, tool=parked.tool, args_sha256=parked.input_sha256,
                                 plan_digest=parked.plan_digest, approver=approver, scope="once",

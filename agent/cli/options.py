@@ -11,6 +11,7 @@ import click
 
 from config.locations import expand_user
 from core.errors import ConfigError
+from core.utf8 import unpaired_surrogates
 
 json_option = click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 
@@ -25,10 +26,14 @@ class WorkspacePath(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         path = Path(os.fsdecode(super().convert(value, param, ctx)))  # path_type=Path: a Path already
         try:
-            expand_user(str(path)).resolve()
+            resolved = expand_user(str(path)).resolve()
         except ConfigError as exc:  # `~name` of a user the system does not have
             self.fail(f"workspace {exc.message}", param, ctx)
         except (RuntimeError, OSError) as exc:
             reason = getattr(exc, "strerror", None) or "a symlink loop"
             self.fail(f"workspace {path} cannot be resolved: {reason}", param, ctx)
+        if unpaired_surrogates(str(resolved)):  # bytes argv or a directory name holds that are not UTF-8
+            shown = os.fsencode(resolved).decode("utf-8", "backslashreplace")
+            self.fail(f"workspace {shown} is not UTF-8: a session records its workspace as text; rename the "
+                      "directory or give another", param, ctx)
         return path
