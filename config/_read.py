@@ -68,6 +68,8 @@ def parse_config(raw: bytes, *, path: Path, source: str) -> ConfigDoc:
     except ValueError:  # not a TOMLDecodeError: an integer longer than Python converts (its int/str digit limit)
         raise ConfigError(f"invalid TOML: a number of more than {sys.get_int_max_str_digits()} digits, which "
                           "cannot be read", file=source) from None
+    except RecursionError:  # tomllib reads arrays and inline tables by recursion
+        raise ConfigError("invalid TOML: arrays or inline tables nested too deeply to read", file=source) from None
     try:
         data = ConfigFile.model_validate(table)
     except ValidationError as exc:

@@ -49,7 +49,7 @@ def known_valid(home: Path, role: Role, path: Path) -> dict[str, Any] | None:
 
     try:
         return tomllib.loads(data.decode("utf-8"))
-    except ValueError:  # undecodable bytes, bad TOML, a number too long to read: the full way names the problem
+    except (ValueError, RecursionError):  # undecodable, bad TOML, a number too long, too deep: the full way says
         return None
 
 

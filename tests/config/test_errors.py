@@ -227,3 +227,19 @@ def test_an_environment_number_of_thousands_of_digits_is_one_short_line(tmp_path
     message = str(info.value)
     assert variable in message and "\n" not in message and len(message) < 300, message
     assert "maximum size" not in message and value not in message
+
+
+@pytest.mark.parametrize("where", ["user", "project"])
+@pytest.mark.parametrize("text", ["max_turns = " + "[" * 2000 + "]" * 2000 + "\n",
+                                  "x = " + "{a = " * 2000 + "1" + "}" * 2000 + "\n"])
+def test_toml_nested_deeper_than_can_be_read_is_one_line_naming_the_file(tmp_path: Path, where: str,
+                                                                         text: str) -> None:
+    """tomllib reads nesting by recursion: a small file of arrays or inline tables nested a few thousand deep raised
+    RecursionError, an internal error. It is one line naming the file."""
+    layout = Layout.make(tmp_path)
+    path = layout.write_user(text) if where == "user" else layout.write_project(text)
+    with pytest.raises(ConfigError) as info:
+        layout.load()
+    message = str(info.value)
+    assert info.value.file == str(path) and message.startswith(f"file {path}: invalid TOML: ")
+    assert "nested too deeply" in message and "\n" not in message, message
