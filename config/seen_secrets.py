@@ -38,7 +38,7 @@ class SeenSecrets:
             return []  # none yet (or unreadable: masking goes on with what the process knows)
         values = []
         for line in lines:
-            with contextlib.suppress(ValueError):
+            with contextlib.suppress(ValueError, RecursionError):  # a damaged line: skipped
                 value = json.loads(line)
                 if isinstance(value, str) and value:
                     values.append(value)

@@ -8,6 +8,8 @@ import threading
 from pathlib import Path
 
 from config.seen_secrets import SEEN_FILE, SeenSecrets, home_masker
+from tests.cli._helpers import strata
+from tests.conftest import StrataCLI
 
 TOKEN = "s3cr3t-value-" + "q" * 20
 
@@ -37,3 +39,14 @@ def test_each_value_is_written_once_even_from_many_threads(tmp_path: Path) -> No
 def test_a_damaged_file_is_read_as_far_as_it_goes(tmp_path: Path) -> None:
     (tmp_path / SEEN_FILE).write_text('"kept-value"\nnot json\n7\n"also-kept"\n', "utf-8")
     assert SeenSecrets(tmp_path).values == ["kept-value", "also-kept"]
+
+
+def test_a_line_nested_too_deep_to_read_is_skipped_and_every_command_still_runs(cli: StrataCLI,
+                                                                                tmp_path: Path) -> None:
+    """A damaged line of arrays nested 100,000 deep raised RecursionError from json.loads, which is not a
+    ValueError: every command of the home (`strata sessions` too) failed with an internal error."""
+    cli.home.mkdir(parents=True, exist_ok=True)
+    (cli.home / SEEN_FILE).write_text('"kept-value"\n' + "[" * 100_000 + "]" * 100_000 + '\n"also-kept"\n', "utf-8")
+    assert SeenSecrets(cli.home).values == ["kept-value", "also-kept"]
+    proc = strata(cli, "sessions")
+    assert proc.returncode == 0, proc.stderr
