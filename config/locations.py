@@ -49,11 +49,27 @@ def _user_home(env: Mapping[str, str]) -> Path:
 def home_with_source(env: Mapping[str, str]) -> tuple[Path, str]:
     """Strata's data directory and where that choice came from."""
     if env.get("STRATA_HOME"):
-        return expand_user(env["STRATA_HOME"], variable="STRATA_HOME"), "environment variable STRATA_HOME"
+        return _named(expand_user(env["STRATA_HOME"], variable="STRATA_HOME"), "STRATA_HOME"), \
+            "environment variable STRATA_HOME"
     if env.get("XDG_DATA_HOME"):
-        return (expand_user(env["XDG_DATA_HOME"], variable="XDG_DATA_HOME") / "strata",
+        return (_named(expand_user(env["XDG_DATA_HOME"], variable="XDG_DATA_HOME"), "XDG_DATA_HOME") / "strata",
                 "environment variable XDG_DATA_HOME")
     return _user_home(env) / ".local" / "share" / "strata", DEFAULTS_SOURCE
+
+
+NAME_MAX = 255
+"""Bytes in one file name (Linux and macOS): a longer part makes every stat of the home fail with ENAMETOOLONG."""
+
+
+def _named(path: Path, variable: str) -> Path:
+    """`path`, unless a part of it is longer than a file name can be: then a ConfigError naming the variable (every
+    command would otherwise fail on its first look at the home, some of them with an internal error)."""
+    if any(len(os.fsencode(part)) > NAME_MAX for part in path.parts):
+        from core.errors import ConfigError  # only on this error (see expand_user)
+
+        raise ConfigError(f"environment variable {variable}: a part of the path is longer than {NAME_MAX} bytes, "
+                          "which no file name can be")
+    return path
 
 
 def default_home(env: Mapping[str, str]) -> Path:

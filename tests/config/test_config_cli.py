@@ -147,3 +147,17 @@ def test_a_config_integer_too_long_to_read_exits_2_in_one_line(cli: StrataCLI, t
         (line,) = error_lines(proc.stderr)
         assert line == f"strata: error: file {path}: invalid TOML: a number of more than 4300 digits, which cannot " \
                        "be read", line
+
+
+def test_a_home_with_a_name_longer_than_a_file_name_exits_2_in_one_line(cli: StrataCLI, tmp_path: Path) -> None:
+    """STRATA_HOME (or XDG_DATA_HOME) with a part over 255 bytes: every stat of the home fails with ENAMETOOLONG,
+    which most commands reported as an internal error. Each says which variable, exit 2, and creates nothing."""
+    long_home = str(tmp_path / ("h" * 300))
+    for variable, value in (("STRATA_HOME", long_home), ("XDG_DATA_HOME", long_home)):
+        env = {**_env(tmp_path), "STRATA_HOME": "", variable: value}
+        for args in (("sessions",), ("timeline", "last"), ("run", "--model", "script:none.json", "go")):
+            proc = strata(cli, *args, env=env)
+            assert proc.returncode == EXIT_USAGE, (args, proc.stderr)
+            (line,) = error_lines(proc.stderr)
+            assert line == f"strata: error: environment variable {variable}: a part of the path is longer than " \
+                           "255 bytes, which no file name can be", line
