@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import stat
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -297,7 +298,13 @@ class LiveSession:
 
 def _workspace(path: Path) -> Path:
     resolved = Path(os.path.realpath(path))
-    if not resolved.is_dir():
+    try:
+        is_dir = stat.S_ISDIR(os.stat(resolved).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        is_dir = False
+    except OSError as exc:  # a name too long (ENAMETOOLONG), a loop, a permission: is_dir() raises these
+        raise UsageError(f"workspace {path} cannot be used: {exc.strerror or exc}") from None
+    if not is_dir:
         raise UsageError(f"workspace {path} is not a directory")
     return resolved
 
