@@ -27,32 +27,13 @@ from config.settings import (
     StoreUrl,
 )
 from core.faults import FAULT_ENV
-from core.policy import RuleAction
+from core.policy import RuleAction, unclosed_bracket
 from core.vocabulary import Durability, OnAsk
 
 if TYPE_CHECKING:
     from config.tables import KnowledgeSection, McpSection, ToolEntry
 
 _TOOL_GLOB = re.compile(r"^[A-Za-z0-9_.:*?\[\]!-]+$")
-
-
-def unclosed_bracket(glob: str) -> bool:
-    """True when a `[` opens a character class that never closes (fnmatch would silently match it literally)."""
-    i, n = 0, len(glob)
-    while i < n:
-        if glob[i] == "[":
-            j = i + 1
-            if j < n and glob[j] == "!":
-                j += 1
-            if j < n and glob[j] == "]":
-                j += 1
-            while j < n and glob[j] != "]":
-                j += 1
-            if j >= n:
-                return True
-            i = j
-        i += 1
-    return False
 
 
 def _glob(value: str) -> str:

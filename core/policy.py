@@ -44,6 +44,25 @@ class PermissionRule(BaseModel):
         return fnmatch.fnmatchcase(tool, self.tool)
 
 
+def unclosed_bracket(glob: str) -> bool:
+    """True when a `[` opens a character class that never closes (fnmatch would silently match it literally)."""
+    i, n = 0, len(glob)
+    while i < n:
+        if glob[i] == "[":
+            j = i + 1
+            if j < n and glob[j] == "!":
+                j += 1
+            if j < n and glob[j] == "]":
+                j += 1
+            while j < n and glob[j] != "]":
+                j += 1
+            if j >= n:
+                return True
+            i = j
+        i += 1
+    return False
+
+
 def parse_rule(action: RuleAction, text: str, source: str = "flag") -> PermissionRule:
     if unpaired_surrogates(text):  # argv bytes that are not UTF-8: the session could not record the rule
         shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
@@ -53,4 +72,7 @@ def parse_rule(action: RuleAction, text: str, source: str = "flag") -> Permissio
     if not m:
         raise UsageError(f"invalid --{action} rule {text!r}",
                          hint="write a tool name, optionally with a pattern: bash, 'bash(git status*)', write_file")
+    if unclosed_bracket(m["tool"]) or (m["pattern"] is not None and unclosed_bracket(m["pattern"])):
+        raise UsageError(f"invalid --{action} rule '{text}': a '[' is never closed by ']'",  # as in a config file
+                         hint="close the class ('[abc]'), or write '[[]' for a literal '['")
     return PermissionRule(action=action, tool=m["tool"], pattern=m["pattern"], source=source)

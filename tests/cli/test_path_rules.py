@@ -82,3 +82,16 @@ def test_glob_and_list_dir_skip_denied_paths(cli: StrataCLI, workspace: Path) ->
     assert SECRET not in results["c3"]["content"] and _skipped(results["c3"]["content"]) == 2
     assert results["c4"]["status"] == "denied", results["c4"]
     assert all(SECRET not in r["content"] for r in results.values())
+
+
+def test_a_flag_rule_with_an_unclosed_bracket_is_a_usage_error_as_in_a_config_file(cli: StrataCLI,
+                                                                                   workspace: Path) -> None:
+    """`--deny 'write_file([abc)'` was taken, and fnmatch matched its `[abc` literally (a rule that denies nothing
+    the person meant), while the same glob in a config file is refused. Flags are refused the same way."""
+    turns = write_script(workspace.parent / "turns.json", [[text("done")]])
+    for flag, rule in (("--deny", "write_file([abc)"), ("--allow", "bash(ls [a-)"), ("--deny", "read_[file")):
+        proc = strata(cli, "run", "--model", f"script:{turns}", "--workspace", str(workspace), flag, rule, "go")
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.splitlines()[0] == f"strata: error: invalid {flag} rule '{rule}': a '[' is never " \
+                                              "closed by ']'", proc.stderr
+    assert strata(cli, "sessions", "--json").stdout == ""
