@@ -133,6 +133,9 @@ def describe(err: Any, root: type[BaseModel] | None = None, *, origin: str | Non
         reason = f"must be one of {err['ctx']['expected']}"
     elif kind == "string_too_short" and err.get("ctx", {}).get("min_length", 1) > 1:
         reason = f"must be at least {err['ctx']['min_length']} characters"
+    elif kind == "string_pattern_mismatch" and loc[-1:] == ("db",):
+        reason = ("must be a postgresql:// URL (the SQLite store is strata.db in the home: STRATA_HOME chooses "
+                  "the home)")
     elif kind in _REASONS:
         reason = _REASONS[kind]
     elif kind in _BOUNDS:

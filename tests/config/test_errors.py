@@ -243,3 +243,17 @@ def test_toml_nested_deeper_than_can_be_read_is_one_line_naming_the_file(tmp_pat
     message = str(info.value)
     assert info.value.file == str(path) and message.startswith(f"file {path}: invalid TOML: ")
     assert "nested too deeply" in message and "\n" not in message, message
+
+
+@pytest.mark.parametrize("value", ["/tmp/strata.db", "sqlite:///tmp/strata.db", "postgresql://a b"])
+def test_a_db_that_is_not_a_postgresql_url_says_so_in_words(tmp_path: Path, value: str) -> None:
+    """STRATA_DB or `db` given a SQLite path named pydantic's regular expression; the reason says what it takes
+    and where the SQLite store is set."""
+    layout = Layout.make(tmp_path)
+    for load in (lambda: layout.load(STRATA_DB=value), lambda: (layout.write_user(f"db = {json.dumps(value)}\n"),
+                                                                 layout.load())):
+        with pytest.raises(ConfigError) as info:
+            load()
+        message = str(info.value)
+        assert "key db: must be a postgresql:// URL" in message and "STRATA_HOME" in message, message
+        assert "pattern" not in message and "\n" not in message
