@@ -173,6 +173,21 @@ class Command:
             yield rt
 
     @asynccontextmanager
+    async def session_runtime(self, loaded: LoadedConfig) -> AsyncIterator[Runtime]:
+        """`runtime`, with the tools of the MCP servers `loaded` declares (agent/mcp), for a command that runs a
+        session (run, resume, chat). The MCP machinery, and the notice its servers' trouble is said with, is
+        imported only when the config declares a server: a session without one does without it."""
+        async with self.runtime(loaded) as base:
+            if not loaded.mcp.servers:
+                yield base
+                return
+            from agent.cli.mcp_cmd import mcp_notice
+            from agent.mcp import with_mcp_tools
+
+            async with with_mcp_tools(base, loaded, mcp_notice(base)) as rt:
+                yield rt
+
+    @asynccontextmanager
     async def reader(self, loaded: LoadedConfig) -> AsyncIterator[Reader]:
         """What a reading command opens (agent/reading.py `reader`: the store read-only, the home's masker), built
         once from `loaded`; its masker shows this command's errors from then on."""

@@ -11,9 +11,7 @@ import anyio
 import click
 
 from agent.cli._common import Command, notices, waiver
-from agent.cli.mcp_cmd import mcp_notice
 from agent.cli.options import WorkspacePath
-from agent.mcp import with_mcp_tools
 from agent.models import model_from_spec
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
 from agent.terminal.safe_text import SafeConsole
@@ -60,7 +58,7 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
         else:  # --continue continues the latest session of this workspace: its project config is this one
             loaded = cmd.config(workspace, quiet=continue_latest, model=model_spec, max_turns=max_turns)
         settings = loaded.settings
-        async with cmd.runtime(loaded) as base, with_mcp_tools(base, loaded, mcp_notice(base)) as rt:
+        async with cmd.session_runtime(loaded) as rt:
             target = cmd.session_id if resume_id is not None else None
             if continue_latest:
                 ws = str(await anyio.Path(workspace).resolve())

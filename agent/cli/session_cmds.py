@@ -24,12 +24,10 @@ from agent.cli._common import (
     without_project_hooks_option,
 )
 from agent.cli.interrupted import interrupted_hints
-from agent.cli.mcp_cmd import mcp_notice
 from agent.cli.options import WorkspacePath
 from agent.cli.output import echo, echo_json
 from agent.cli.render import Tally, printer
 from agent.default_model import DEFAULT_MODEL_SPEC
-from agent.mcp import with_mcp_tools
 from agent.models import model_from_spec
 from agent.outcome import RunOutcome
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
@@ -132,7 +130,7 @@ def run(model_spec: str | None, workspace: Path, allow: tuple[str, ...], deny: t
 
     async def main() -> RunOutcome:
         model = model_from_spec(settings.model or DEFAULT_MODEL_SPEC)  # the one chat uses too
-        async with cmd.runtime(loaded) as base, with_mcp_tools(base, loaded, mcp_notice(base)) as rt:
+        async with cmd.session_runtime(loaded) as rt:
             tally = Tally(_effectful(rt))
             live = await start_session(rt, model=model, workspace=workspace, mode="headless", rules=rules,
                                        prompt=prompt, max_turns=settings.max_turns,
@@ -166,7 +164,7 @@ def resume(session_id: str, prompt: str | None, model_spec: str | None, allow: t
 
     async def main() -> RunOutcome:
         loaded = await cmd.session_config(session_id=session_id, on_ask=on_ask)
-        async with cmd.runtime(loaded) as base, with_mcp_tools(base, loaded, mcp_notice(base)) as rt:
+        async with cmd.session_runtime(loaded) as rt:
             model = model_from_spec(model_spec) if model_spec else None
             tally = Tally(_effectful(rt))
             live = await resume_session(rt, cmd.session_id, model=model, model_factory=model_from_spec, rules=rules,
