@@ -130,6 +130,12 @@ class DaemonSection(_Table):
     max_sessions: Annotated[int, Field(ge=1, le=MAX_SESSIONS_CAP)] | None = None
 
 
+ChannelList = list[ChannelEntry] | None
+"""What a file's `[[channels]]` is validated as (config/schema.py `ConfigFile.channels`)."""
+DaemonTable = DaemonSection | None
+"""What a file's `[daemon]` is validated as (config/schema.py `ConfigFile.daemon`)."""
+
+
 class ChannelsConfig(BaseModel):
     """The channels and DAEMON-mode settings as they apply (defaults < user file)."""
 

@@ -15,12 +15,12 @@ import os
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from config._read import ConfigDoc, describe, parse_config, read_config_file
 from config._trust_state import TrustState
-from config.channels import ChannelEntry, ChannelsConfig
 from config.hook_files import FileProblem, HookFiles
 from config.hook_spec import HOOK_EVENTS, HookSpec
 from config.knowledge import DEFAULT_COMMON_TERM_SHARE, DatasetDecl, KnowledgeConfig
@@ -49,6 +49,9 @@ from core.hooks import HookSet
 from core.policy import PermissionRule
 from core.record import record
 
+if TYPE_CHECKING:  # the daemon's channels: imported when a file declares them or the daemon asks (`channels`)
+    from config.channels import ChannelEntry, ChannelsConfig
+
 DEFAULTS_FILE = "defaults.toml"
 
 
@@ -60,12 +63,20 @@ class Secrets(BaseModel):
     """Names of environment variables whose values are secrets."""
 
 
-# What KnowledgeConfig(), McpConfig() and ChannelsConfig() are (no validators; every field its default), made
-# without building the models' validators: a config that declares no dataset, MCP server or channel (the usual
-# one, and `strata resume`'s start) then never builds them.
+# What KnowledgeConfig() and McpConfig() are (no validators; every field its default), made without building the
+# models' validators: a config that declares no dataset or MCP server (the usual one, and `strata resume`'s start)
+# then never builds them. ChannelsConfig()'s likewise, made at its first use (`_no_channels`).
 _NO_KNOWLEDGE = KnowledgeConfig.model_construct()
 _NO_MCP = McpConfig.model_construct()
-_NO_CHANNELS = ChannelsConfig.model_construct()
+
+
+@functools.cache
+def _no_channels() -> "ChannelsConfig":
+    """ChannelsConfig() as `_NO_KNOWLEDGE` is KnowledgeConfig(): config/channels.py is imported here, when a config
+    that declares no channel is asked for its channels (the serve daemon asks; a session's command never does)."""
+    from config.channels import ChannelsConfig
+
+    return ChannelsConfig.model_construct()
 
 
 class ToolDeadline(BaseModel):
@@ -123,8 +134,14 @@ class LoadedConfig:
     """Declared knowledge datasets (an untrusted project's are ignored) and the common-term share."""
     mcp: McpConfig = _NO_MCP
     """Declared MCP servers with their tools' policies (an untrusted project's are never started)."""
-    channels: ChannelsConfig = _NO_CHANNELS
-    """The serve daemon's channels and DAEMON-mode settings (config/channels.py)."""
+    declared_channels: "ChannelsConfig | None" = None
+    """The serve daemon's channels and DAEMON-mode settings as the files declare them; None when none declares
+    `[[channels]]` or `[daemon]` (`channels` is then the defaults)."""
+
+    @property
+    def channels(self) -> "ChannelsConfig":
+        """The serve daemon's channels and DAEMON-mode settings (config/channels.py)."""
+        return self.declared_channels if self.declared_channels is not None else _no_channels()
 
     @property
     def trust_command(self) -> str:
@@ -247,7 +264,7 @@ def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
         project_files=project_files if state == "trusted" else None,
         project_hooks_digest=sha256_json([h.identity() for h in project_hooks]) if project_hooks else None,
         project_hooks_problem=problem,
-        knowledge=knowledge, mcp=mcp, channels=channels,
+        knowledge=knowledge, mcp=mcp, declared_channels=channels,
     )
 
 
@@ -282,10 +299,11 @@ def _mcp(docs: list[ConfigDoc], *, project: ConfigDoc | None, trusted: bool) -> 
                      serve=serve)
 
 
-def _channels(docs: list[ConfigDoc], project: ConfigDoc | None, home: Path) -> ChannelsConfig:
+def _channels(docs: list[ConfigDoc], project: ConfigDoc | None, home: Path) -> "ChannelsConfig | None":
     """The daemon's channels and DAEMON-mode settings: a later file's `[[channels]]` list replaces an earlier one
-    whole, `[daemon]` keys override one by one. A project file may set neither (config/channels.py)."""
-    found = _NO_CHANNELS  # model_copy below: the files' tables are validated already
+    whole, `[daemon]` keys override one by one. A project file may set neither (config/channels.py). None when no
+    file declares either (the defaults: `LoadedConfig.channels`)."""
+    found: ChannelsConfig | None = None
     for doc in docs:
         if doc is project:
             if doc.data.channels is not None or doc.data.daemon is not None:
@@ -309,11 +327,12 @@ def _channels(docs: list[ConfigDoc], project: ConfigDoc | None, home: Path) -> C
                 update["max_workers"] = doc.data.daemon.max_workers
             if doc.data.daemon.max_sessions is not None:
                 update["max_sessions"] = doc.data.daemon.max_sessions
-        found = found.model_copy(update=update)
+        if doc.data.channels is not None or doc.data.daemon is not None:  # the files' tables are validated already
+            found = (found or _no_channels()).model_copy(update=update)
     return found
 
 
-def _folders(entry: ChannelEntry, home: Path, source: str) -> tuple[Path, Path] | None:
+def _folders(entry: "ChannelEntry", home: Path, source: str) -> tuple[Path, Path] | None:
     """A channel's inbox and outbox: a spool's as configured, a webhook's in the home (agent/channels/_webhook.py)."""
     if entry.kind == "webhook":
         folder = home.expanduser().resolve() / "channels" / entry.name
@@ -325,7 +344,7 @@ def _folders(entry: ChannelEntry, home: Path, source: str) -> tuple[Path, Path] 
     return inbox, outbox
 
 
-def _distinct_folders(channels: list[ChannelEntry], source: str, home: Path) -> None:
+def _distinct_folders(channels: "list[ChannelEntry]", source: str, home: Path) -> None:
     """A spool channel's inbox is neither its own outbox (its replies would be read as messages) nor any other
     channel's inbox or outbox, a webhook's folders in the home included (two pollers would take the same files, or
     one the other's replies). The error names the spool's key (a webhook's folders are not configured)."""

@@ -4,6 +4,7 @@ Every table forbids unknown keys and every value is checked strictly (a TOML str
 an error naming the key rather than a setting silently ignored. Scalars are optional here: a file sets only what
 it overrides. Lists of rules and hooks accumulate across files (`config/loader.py`)."""
 
+import importlib
 import re
 import typing
 from typing import TYPE_CHECKING, Annotated, Any
@@ -13,7 +14,6 @@ from pydantic.fields import FieldInfo
 from pydantic_core import CoreSchema, core_schema
 
 from config._fields import ArgName, Command, EnvName, ToolName, _env_name, _no_entries, _Table
-from config.channels import ChannelEntry, DaemonSection
 from config.settings import (
     ContextBudget,
     DelegateDepth,
@@ -31,6 +31,7 @@ from core.policy import RuleAction, unclosed_bracket
 from core.vocabulary import Durability, OnAsk
 
 if TYPE_CHECKING:
+    from config.channels import ChannelEntry, DaemonSection
     from config.tables import KnowledgeSection, McpSection, ToolEntry
 
 _TOOL_GLOB = re.compile(r"^[A-Za-z0-9_.:*?\[\]!-]+$")
@@ -76,18 +77,18 @@ class _OwnValidator:
     defaults).
 
     `_OwnValidator("NAME")`: T is config/tables.py's NAME, and that module (its models) is imported only when a
-    file holds the table (`Annotated[Any, ...]` at run time; `table_type` names T)."""
+    file holds the table (`Annotated[Any, ...]` at run time; `table_type` names T). `_OwnValidator("NAME",
+    "config.channels")`: the same, of another module (the daemon's `[[channels]]` and `[daemon]`)."""
 
-    def __init__(self, later: str | None = None) -> None:
+    def __init__(self, later: str | None = None, module: str = "config.tables") -> None:
         self._later = later
+        self._module = module
 
     def table_type(self, source: Any) -> Any:
-        """T: the annotation itself, or config/tables.py's name (imported here)."""
+        """T: the annotation itself, or the module's name (the module imported here)."""
         if self._later is None:
             return source
-        from config import tables
-
-        return getattr(tables, self._later)
+        return getattr(importlib.import_module(self._module), self._later)
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
         adapter: list[TypeAdapter[Any]] = []
@@ -204,6 +205,11 @@ class ConfigFile(_Table):
     datasets (config/knowledge.py); a later file replaces a dataset's table whole. `mcp`: MCP servers and their
     tools' policies (config/mcp.py); a later file replaces a server's table whole. None: the file has no such
     table (config/loader.py reads that as the table with nothing in it)."""
-    channels: Annotated[list[ChannelEntry] | None, _OwnValidator()] = None
-    """The serve daemon's channels (config/channels.py); the user's file only."""
-    daemon: Annotated[DaemonSection | None, _OwnValidator()] = None
+    if TYPE_CHECKING:
+        channels: list[ChannelEntry] | None = None
+        daemon: DaemonSection | None = None
+    else:  # config/channels.py, imported only for a file that holds one of these tables (_OwnValidator)
+        channels: Annotated[Any, _OwnValidator("ChannelList", "config.channels")] = None
+        daemon: Annotated[Any, _OwnValidator("DaemonTable", "config.channels")] = None
+    """`channels`: the serve daemon's channels (config/channels.py); the user's file only. `daemon`: its DAEMON-mode
+    settings."""

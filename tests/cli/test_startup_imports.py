@@ -134,12 +134,13 @@ def test_resume_of_a_session_without_a_bash_call_never_imports_the_shell_command
 
 _RESUME_NEVER = {"agent.reconcile", "observability.child_sessions", "observability.session_timeline",
                  "tool_executor.builtin._grep", "agent.cli.views", "agent.cli.session_list", "config.trust",
-                 "config.tables", "agent.mcp", "agent.cli.mcp_cmd"}
+                 "config.tables", "agent.mcp", "agent.cli.mcp_cmd", "config.channels"}
 """What a plain `strata resume ID PROMPT` of a session without delegate or grep calls never needs: the
 reconciliation of receipts (a person's name only for `--without-project-hooks`), the children's timelines (only
 once a delegate call ran), the grep tool (only at its first call), the JSON views (only for `--json`), the record
 of trusted projects (only where the workspace has a project file), the models of the `[tools]`, `[knowledge]` and
-`[mcp]` tables (only for a file that has one)."""
+`[mcp]` tables and of the daemon's `[[channels]]` and `[daemon]` (only for a file that has one), the MCP machinery
+(only when a server is configured)."""
 
 
 def test_a_plain_resume_imports_neither_reconciliation_nor_child_timelines_nor_grep_nor_json_views(
@@ -241,10 +242,10 @@ def test_the_installed_pydantic_asks_its_plugin_loader_for_get_plugins_only() ->
 
 
 _RUN_NEVER = {"anthropic", "mcp", "jsonschema", "prompt_toolkit", "rich.console", "agent.channels", "agent.daemon",
-              "agent.mcp", "agent.cli.mcp_cmd"}
+              "agent.mcp", "agent.cli.mcp_cmd", "config.channels"}
 """What a `strata run` of the scripted model never needs: the API's SDK, the MCP SDK and Strata's MCP machinery (no
-server configured), the schema library, the terminal UI, the daemon's channels and host. The SDK alone is ~0.7 s of
-CPU."""
+server configured), the schema library, the terminal UI, the daemon's channels and host and their config's models
+(no `[[channels]]` or `[daemon]` declared). The SDK alone is ~0.7 s of CPU."""
 
 
 def test_a_scripted_run_and_a_run_without_an_api_key_never_import_the_model_sdk(cli: StrataCLI,
