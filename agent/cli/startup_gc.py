@@ -18,6 +18,10 @@ class StartupGC:
         self._paused = False
 
     def pause(self) -> None:
+        """Paused until `settle` or `restore`; a second pause changes nothing (the entry paused before the command
+        line's modules were imported, agent/cli/entry.py, and `main` pauses for whoever calls it directly)."""
+        if self._paused:
+            return
         self._was_enabled = gc.isenabled()
         self._paused = True
         gc.disable()

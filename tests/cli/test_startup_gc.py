@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
-from tests.conftest import StrataCLI, write_script
+from tests.conftest import REPO, StrataCLI, write_script
 
 
 def _run_watching_the_collector(cli: StrataCLI, args: list[str], tmp_path: Path) -> dict[str, object]:
@@ -57,3 +58,41 @@ def test_help_leaves_the_collector_enabled_although_it_imports_no_command(cli: S
     seen = _run_watching_the_collector(cli, ["--help"], tmp_path)
     assert "during_import" not in seen
     assert seen["at_start"] is True and seen["at_exit"] is True
+
+
+def _collector_at_imports(cli: StrataCLI, tmp_path: Path, start: str) -> list[list[object]]:
+    """Whether the collector was enabled when `click` and `agent.cli.main` were first imported by `start` (a
+    `strata --help` run as the program's entry runs it, or a plain import)."""
+    report = tmp_path / "imports.json"
+    probe = (
+        "import atexit, gc, importlib.abc, json, runpy, sys\n"
+        "seen = []\n"
+        "class Watch(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name in ('click', 'agent.cli.main'):\n"
+        "            seen.append([name, gc.isenabled()])\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Watch())\n"
+        f"atexit.register(lambda: open({str(report)!r}, 'w').write(json.dumps(seen)))\n"
+        "sys.argv = ['strata', '--help']\n"
+        + start
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=cli.cwd, env=cli.env(), capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    seen: list[list[object]] = json.loads(report.read_text(encoding="utf-8"))
+    return seen
+
+
+def test_the_program_imports_the_command_line_itself_with_the_collector_paused(cli: StrataCLI,
+                                                                                tmp_path: Path) -> None:
+    """`python -m agent` and the console script pause the collector before agent/cli/main.py and click are imported
+    (agent/cli/entry.py), not only before the command's module; importing agent.cli.main as a library leaves it
+    alone."""
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    module, function = scripts["strata"].split(":")
+    paused = [["agent.cli.main", False], ["click", False]]
+    assert _collector_at_imports(cli, tmp_path, "runpy.run_module('agent', run_name='__main__')\n") == paused
+    assert _collector_at_imports(cli, tmp_path, f"from {module} import {function}\n{function}()\n") == paused
+    assert _collector_at_imports(cli, tmp_path, "import agent.cli.main\n") == [["agent.cli.main", True],
+                                                                                ["click", True]]
