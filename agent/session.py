@@ -347,13 +347,19 @@ def _parts(rt: Runtime, session_id: str, *, workspace: str, on_ask: OnAsk, model
                      interruption=rt.stop.cause)
 
 
+def refuse_empty_prompt(prompt: str | None) -> None:
+    """A new session's prompt, when there is one, says something (UsageError otherwise). The CLI checks it before
+    it makes the model too: an API model's SDK import costs about a second of CPU."""
+    if prompt is not None and not prompt.strip():
+        raise UsageError("the prompt is empty", hint="say what the agent should do")
+
+
 async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mode: Mode,
                         rules: list[PermissionRule], prompt: str | None, max_turns: int,
                         observer: Observer | None = None, asking: Asking | None = None,
                         listener: ModelListener | None = None, child: ChildLink | None = None) -> LiveSession:
     """`child`: the session is a delegated child (agent/delegation.py): its id, parent, depth and narrowed plan."""
-    if prompt is not None and not prompt.strip():
-        raise UsageError("the prompt is empty", hint="say what the agent should do")
+    refuse_empty_prompt(prompt)
     if prompt is not None:
         prompt = valid_text(prompt)  # argv bytes that are not UTF-8 arrive as surrogates (core/utf8.py)
     ws = _workspace(workspace)

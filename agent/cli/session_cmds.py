@@ -30,7 +30,7 @@ from agent.cli.render import Tally, printer
 from agent.default_model import DEFAULT_MODEL_SPEC
 from agent.models import model_from_spec
 from agent.outcome import RunOutcome
-from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
+from agent.session import Asking, LiveSession, Runtime, refuse_empty_prompt, resume_session, start_session
 from core.errors import StrataError
 from core.events import StoredEvent
 
@@ -129,6 +129,7 @@ def run(model_spec: str | None, workspace: Path, allow: tuple[str, ...], deny: t
     rules = cmd.rules(allow, deny)
 
     async def main() -> RunOutcome:
+        refuse_empty_prompt(prompt)  # before the model is made (an API model's SDK import: ~1 s of CPU)
         model = model_from_spec(settings.model or DEFAULT_MODEL_SPEC)  # the one chat uses too
         async with cmd.session_runtime(loaded) as rt:
             tally = Tally(_effectful(rt))

@@ -263,3 +263,9 @@ def test_a_scripted_run_and_a_run_without_an_api_key_never_import_the_model_sdk(
     assert done.returncode == 2, done.stderr
     assert "no Anthropic API key" in done.stderr
     assert not loaded & _RUN_NEVER, sorted(loaded & _RUN_NEVER)
+    # with a key, a blank prompt is refused before the model (and its SDK) is made
+    done, loaded = run_noting_modules(cli, ["run", "--model", "anthropic:claude-test", "  "], tmp_path,
+                                      env={"ANTHROPIC_API_KEY": "sk-ant-fake-key-for-tests"})
+    assert done.returncode == 2, done.stderr
+    assert "the prompt is empty" in done.stderr
+    assert not loaded & _RUN_NEVER, sorted(loaded & _RUN_NEVER)
