@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -187,10 +188,28 @@ _KEPT_AS_TEXT = _MARKS | {"\x00"}
 SQLite's text functions stop, so the view (`summary_sql`) would cut a packed one there."""
 
 
-def pack_summary(summary: str, outcome: str | None, tool: str | None, data: dict[str, Any]) -> str | bytes:
-    """A timeline row's summary as the table keeps it: a BLOB (UTF-8) with what the row's other columns repeat
-    replaced by a mark (`_OUTCOME`, `_TOOL`, `_BATCH`), when that is shorter and `unpack_summary` gives the very
-    text back; else the text as it is (a TEXT value, as every summary before schema 9)."""
+def derived_summary(outcome: object, tool: object, data: object) -> str | None:
+    """The summary the loop writes for a phase row of a batch (agent/loop.py), made from the row's other values:
+    `commit: batch <id> with <n> call(s)` for a row whose data is exactly the batch id and its calls, `observe:
+    batch <id> closed` for one whose data is exactly the batch id; None for any other row. A summary that is this
+    text is stored as NULL (schema 10), and read back as it."""
+    if tool is not None or type(data) is not dict or type(batch := data.get("batch_id")) is not str:
+        return None
+    if outcome == "commit" and len(data) == 2 and type(calls := data.get("calls")) is list:
+        return f"commit: batch {batch} with {len(calls)} call(s)"
+    if outcome == "observe" and len(data) == 1:
+        return f"observe: batch {batch} closed"
+    return None
+
+
+def pack_summary(summary: str, outcome: str | None, tool: str | None,
+                 data: dict[str, Any]) -> str | bytes | None:
+    """A timeline row's summary as the table keeps it: NULL when it is the text `derived_summary` makes from the
+    row's other values (schema 10); else a BLOB (UTF-8) with what the row's other columns repeat replaced by a mark
+    (`_OUTCOME`, `_TOOL`, `_BATCH`), when that is shorter and `unpack_summary` gives the very text back; else the
+    text as it is (a TEXT value, as every summary before schema 9)."""
+    if summary == derived_summary(outcome, tool, data):
+        return None
     head, rest = "", summary
     if outcome and summary.startswith(outcome + ": "):
         head, rest = _OUTCOME, summary[len(outcome) + 2:]
@@ -213,10 +232,13 @@ def pack_summary(summary: str, outcome: str | None, tool: str | None, data: dict
 
 
 def unpack_summary(stored: object, outcome: object, tool: object, data: object) -> Any:
-    """A stored summary as the text it stands for: text as it is; a packed one (a BLOB) with its marks written
-    out from the row's `outcome`, `tool` and `data` (parsed). A BLOB that is no packed summary (not UTF-8, or a
-    mark the row has no value for) comes back as it is: it was edited behind the store's back, and the row reads
-    as damaged, as a BLOB summary did before schema 9."""
+    """A stored summary as the text it stands for: text as it is; NULL as `derived_summary` of the row (None when
+    the row makes none: edited behind the store's back, it reads as damaged); a packed one (a BLOB) with its marks
+    written out from the row's `outcome`, `tool` and `data` (parsed). A BLOB that is no packed summary (not UTF-8,
+    or a mark the row has no value for) comes back as it is: it was edited behind the store's back, and the row
+    reads as damaged, as a BLOB summary did before schema 9."""
+    if stored is None:
+        return derived_summary(outcome, tool, data)
     if type(stored) is not bytes:
         return stored
     try:
@@ -237,6 +259,77 @@ def unpack_summary(stored: object, outcome: object, tool: object, data: object) 
             return stored
         text = text.replace(_BATCH, batch)
     return text
+
+
+class Words:
+    """A closed vocabulary a column's values mostly come from, stored as their numbers (schema 10): the number of
+    a word is its index in `words`, so a word takes 0 or 1 byte in the record instead of its characters (numbers 0
+    and 1 take none). A value that is no word of the list is stored as the text it is (the column has no type
+    affinity, so SQLite keeps each value as given, and no writer stores a number there otherwise).
+
+    The lists only ever grow at the end: a word's number is part of the stored data."""
+
+    __slots__ = ("_numbers", "words")
+
+    def __init__(self, *words: str) -> None:
+        self.words = words
+        self._numbers = {word: number for number, word in enumerate(words)}
+
+    def pack(self, value: Any) -> Any:
+        """The number of a word of the list; anything else (another text, None) as it is."""
+        return self._numbers.get(value, value) if type(value) is str else value
+
+    def unpack(self, value: Any) -> Any:
+        """A stored value as the word it stands for; text (and None) as it is. A number that stands for no word
+        (edited behind the store's back) comes back as its text, which no row was hashed with."""
+        if type(value) is int:
+            return self.words[value] if 0 <= value < len(self.words) else str(value)
+        return value
+
+    def matching(self, values: Iterable[str]) -> list[Any]:
+        """What a stored value may be for any of `values`: each one's number (when it has one) and its text (a row
+        an older database kept as text, or one edited behind the store's back)."""
+        out: list[Any] = []
+        for value in values:
+            number = self._numbers.get(value)
+            if number is not None:
+                out.append(number)
+            out.append(value)
+        return out
+
+    def sql(self, column: str) -> str:
+        """`unpack` in SQL, for the views."""
+        cases = " ".join(f"WHEN {number} THEN '{word}'" for number, word in enumerate(self.words))
+        return (f"(CASE WHEN typeof({column}) = 'integer' THEN (CASE {column} {cases} "
+                f"ELSE CAST({column} AS TEXT) END) ELSE {column} END)")
+
+
+EVENT_KINDS = Words("call_result", "batch_proposed", "batch_completed", "session_started", "user_message",
+                    "assistant_message", "calls_parked", "approval_granted", "approval_rejected", "grant_added",
+                    "rules_added", "session_resumed", "knowledge_changed", "tools_changed", "repair_requested",
+                    "turn_verified", "compacted", "session_ended")
+"""An event's kind (events.kind), commonest first."""
+TIMELINE_KINDS = Words("phase", "call", "model_attempt", "receipt", "hook", "approval", "lifecycle", "other")
+"""A timeline row's kind (timeline.kind), commonest first."""
+OUTCOMES = Words("ok", "perceive", "commit", "act", "observe", "reflect", "plan", "error", "retry", "denied", "done",
+                 "dispatched", "failed", "unknown", "reconciled", "recorded", "started", "resumed", "forked", "ended",
+                 "interrupted", "parked", "compacted")
+"""A timeline row's outcome (timeline.outcome): the phases' names, a call's or a model attempt's usual outcomes."""
+CHECKS = Words(*(f"default: {safety} tools are allowed in {mode} mode"
+                 for safety in ("read", "write", "execute", "network")
+                 for mode in ("headless", "interactive", "ipc", "daemon", "mcp")))
+"""A timeline row's check (timeline.check_name): what allowed a call when no rule did (tool_executor/checks/policy.py),
+which a call row repeats; written out literally in this order (a word's number is stored data)."""
+
+
+def pack_empty(data: str) -> str | None:
+    """A timeline row's `data` as the table keeps it (schema 10): NULL for the empty object `{}` (a phase row that
+    names no batch), which reads back as `{}`."""
+    return None if data == "{}" else data
+
+
+def unpack_empty(stored: Any) -> Any:
+    return "{}" if stored is None else stored
 
 
 _SNAPSHOT_PREFIX = b"strata-zlib:"
@@ -290,6 +383,18 @@ def summary_sql(summary: str, outcome: str, tool: str, data: str) -> str:
     batch = f"(CASE WHEN json_valid({data}) THEN json_extract({data}, '$.batch_id') END)"
     return (f"(CASE WHEN typeof({summary}) <> 'blob' THEN {summary} "
             f"WHEN instr({text}, char(3)) = 0 THEN {head} ELSE replace({head}, char(3), {batch}) END)")
+
+
+def summary_sql_10(summary: str, outcome: str, tool: str, data: str) -> str:
+    """`unpack_summary` in SQL as of schema 10: a NULL summary written out as `derived_summary` makes it."""
+    batch = f"(CASE WHEN json_valid({data}) THEN json_extract({data}, '$.batch_id') END)"
+    derived = (f"(CASE WHEN {tool} IS NULL AND json_valid({data}) AND json_type({data}, '$.batch_id') = 'text' THEN "
+               f"(CASE WHEN {outcome} = 'commit' AND json_type({data}, '$.calls') = 'array' "
+               f"AND (SELECT count(*) FROM json_each({data})) = 2 "
+               f"THEN 'commit: batch ' || {batch} || ' with ' || json_array_length({data}, '$.calls') || ' call(s)' "
+               f"WHEN {outcome} = 'observe' AND (SELECT count(*) FROM json_each({data})) = 1 "
+               f"THEN 'observe: batch ' || {batch} || ' closed' END) END)")
+    return f"(CASE WHEN {summary} IS NULL THEN {derived} ELSE {summary_sql(summary, outcome, tool, data)} END)"
 
 
 def data_sql(kind: str, data: str) -> str:

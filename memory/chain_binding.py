@@ -20,7 +20,7 @@ from core.chain import GENESIS_HASH, ChainKey, event_canonical
 from core.errors import ConfigError
 from core.record import record
 from core.timeline import ChainVerifier, row_hash
-from memory._encoding import pack_hash, unpack_payload, unpack_time
+from memory._encoding import EVENT_KINDS, pack_hash, unpack_payload, unpack_time
 from memory.timeline_rows import SEQ_MASK, TIMELINE_COLS, timeline_row, with_prev_hash
 
 SEQ_BITS = 40
@@ -122,7 +122,8 @@ def _chain_session(conn: sqlite3.Connection, key: ChainKey, num: int, session_id
     events = conn.execute("SELECT key, seq, kind, at, turn, payload, schema_version FROM events "
                           "WHERE key BETWEEN ? AND ? ORDER BY key", (base, base | SEQ_MASK)).fetchall()
     prev, updates = GENESIS_HASH, []
-    for k, seq, kind, at, turn, payload, version in events:
+    for k, seq, code, at, turn, payload, version in events:
+        kind = EVENT_KINDS.unpack(code)
         try:
             prev = key.digest(prev, event_canonical(session_id, seq, unpack_time(at), turn, kind,
                                                     unpack_payload(kind, payload), version))

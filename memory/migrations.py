@@ -7,13 +7,18 @@ from collections.abc import Callable
 
 from core.errors import StoreError
 from memory._encoding import (
+    CHECKS,
+    EVENT_KINDS,
     GENESIS_HASH,
+    OUTCOMES,
+    TIMELINE_KINDS,
     data_sql,
     hash_sql,
     pack_hash,
     pack_time,
     payload_sql,
     summary_sql,
+    summary_sql_10,
     time_sql,
 )
 
@@ -358,6 +363,80 @@ def _m009_packed_summaries(conn: sqlite3.Connection) -> None:
             FROM timeline t JOIN sessions s ON t.key BETWEEN s.num << 40 AND (s.num << 40) | 1099511627775""")
 
 
+def _m010_coded_words(conn: sqlite3.Connection) -> None:
+    """An event's and a timeline row's kind, a timeline row's outcome and a call row's default check are stored as
+    the number of the word in a fixed list (memory/_encoding.py `Words`: 0 or 1 byte instead of 4 to 50), a
+    timeline row's empty `data` (`{}`) as NULL, and a batch's commit and observe phase summaries, which the loop
+    makes from the row's data, as NULL (`derived_summary`): about 200 bytes less per read-only call. The views show
+    every value as before, and the hashes are of the same values (the words, `{}`, the summary's text). Summaries
+    already stored stay as they are (read as they always were).
+
+    Both tables are rebuilt in append order (the rows keep their `pos`), their columns declared without a type
+    for the coded values (no affinity: a number stays a number, a text that is no word of the list stays text),
+    the append-only triggers, the views and the partial index set aside and made again. A value that is no word
+    of its list (an older Strata's, or one edited behind the store's back) is copied as it is, so verify finds in
+    a migrated database what it found before."""
+    for name, words in (("pack_event_kind", EVENT_KINDS), ("pack_timeline_kind", TIMELINE_KINDS),
+                        ("pack_outcome", OUTCOMES), ("pack_check", CHECKS)):
+        conn.create_function(name, 1, words.pack, deterministic=True)
+    for statement in ("DROP VIEW IF EXISTS session_events", "DROP VIEW IF EXISTS session_timeline",
+                      "DROP TRIGGER IF EXISTS events_no_update", "DROP TRIGGER IF EXISTS events_no_delete",
+                      "DROP TRIGGER IF EXISTS timeline_no_update", "DROP TRIGGER IF EXISTS timeline_no_delete",
+                      "DROP INDEX IF EXISTS timeline_rare_decision"):
+        conn.execute(statement)
+    conn.execute("CREATE TABLE events_new (pos INTEGER PRIMARY KEY, key INTEGER NOT NULL UNIQUE, "
+                 "seq INTEGER NOT NULL, kind NOT NULL, at NOT NULL, turn INTEGER NOT NULL, payload TEXT NOT NULL, "
+                 "schema_version INTEGER NOT NULL, hash NOT NULL DEFAULT '')")
+    conn.execute("INSERT INTO events_new(pos, key, seq, kind, at, turn, payload, schema_version, hash) "
+                 "SELECT pos, key, seq, pack_event_kind(kind), at, turn, payload, schema_version, hash "
+                 "FROM events ORDER BY pos")
+    conn.execute("CREATE TABLE timeline_new (pos INTEGER PRIMARY KEY, key INTEGER NOT NULL UNIQUE, "
+                 "kind NOT NULL, turn INTEGER NOT NULL, tool TEXT, decision TEXT, at NOT NULL, call_id TEXT, "
+                 "check_name, outcome, duration_ms REAL, prev_hash, hash NOT NULL, summary TEXT, data TEXT)")
+    conn.execute(
+        "INSERT INTO timeline_new(pos, key, kind, turn, tool, decision, at, call_id, check_name, outcome, "
+        "duration_ms, prev_hash, hash, summary, data) "
+        "SELECT pos, key, pack_timeline_kind(kind), turn, tool, decision, at, call_id, pack_check(check_name), "
+        "pack_outcome(outcome), duration_ms, prev_hash, hash, summary, "
+        "CASE WHEN typeof(data) = 'text' AND data = '{}' THEN NULL ELSE data END FROM timeline ORDER BY pos")
+    for table in ("events", "timeline"):
+        conn.execute(f"DROP TABLE {table}")
+        conn.execute(f"ALTER TABLE {table}_new RENAME TO {table}")
+    for statement in _statements(_VIEWS_AND_TRIGGERS_10):
+        conn.execute(statement)
+
+
+_EVENT_KIND = EVENT_KINDS.sql("e.kind")
+_KIND, _OUTCOME, _CHECK = TIMELINE_KINDS.sql("t.kind"), OUTCOMES.sql("t.outcome"), CHECKS.sql("t.check_name")
+_DATA = "COALESCE(t.data, '{}')"
+_VIEWS_AND_TRIGGERS_10 = f"""
+        CREATE VIEW session_events AS
+            SELECT s.id AS session_id, e.seq, {_EVENT_KIND} AS kind, {time_sql("e.at")} AS at, e.turn,
+                   {payload_sql(_EVENT_KIND, "e.payload")} AS payload, e.schema_version,
+                   {hash_sql("e.hash")} AS hash
+            FROM events e JOIN sessions s ON e.key BETWEEN s.num << 40 AND (s.num << 40) | 1099511627775;
+        CREATE VIEW session_timeline AS
+            SELECT s.id AS session_id, t.key & 1099511627775 AS seq, {time_sql("t.at")} AS at, t.turn,
+                   {_KIND} AS kind, t.call_id, t.tool, t.decision, {_CHECK} AS check_name, {_OUTCOME} AS outcome,
+                   t.duration_ms, {summary_sql_10("t.summary", _OUTCOME, "t.tool", _DATA)} AS summary,
+                   {data_sql(_KIND, _DATA)} AS data,
+                   COALESCE({hash_sql("t.prev_hash")}, CASE WHEN t.key & 1099511627775 = 1 THEN '{GENESIS_HASH}'
+                            ELSE (SELECT {hash_sql("p.hash")} FROM timeline p WHERE p.key = t.key - 1) END)
+                       AS prev_hash,
+                   {hash_sql("t.hash")} AS hash
+            FROM timeline t JOIN sessions s ON t.key BETWEEN s.num << 40 AND (s.num << 40) | 1099511627775;
+        CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+            BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+        CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+            BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+        CREATE TRIGGER timeline_no_update BEFORE UPDATE ON timeline
+            BEGIN SELECT RAISE(ABORT, 'the timeline is append-only'); END;
+        CREATE TRIGGER timeline_no_delete BEFORE DELETE ON timeline
+            BEGIN SELECT RAISE(ABORT, 'the timeline is append-only'); END;
+        CREATE INDEX timeline_rare_decision ON timeline(decision, key) WHERE decision <> 'allowed';
+        """
+
+
 Migration = tuple[str, Callable[[sqlite3.Connection], None]]
 
 MIGRATIONS: tuple[Migration, ...] = (("001_initial", _m001_initial), ("002_timeline", _m002_timeline),
@@ -367,7 +446,8 @@ MIGRATIONS: tuple[Migration, ...] = (("001_initial", _m001_initial), ("002_timel
                                      ("006_process_identity", _m006_process_identity),
                                      ("007_rare_decisions", _m007_rare_decisions),
                                      ("008_packed_rows", _m008_packed_rows),
-                                     ("009_packed_summaries", _m009_packed_summaries))
+                                     ("009_packed_summaries", _m009_packed_summaries),
+                                     ("010_coded_words", _m010_coded_words))
 
 
 def migrate(conn: sqlite3.Connection, path: str, now: str) -> int:

@@ -21,7 +21,18 @@ from core.record import record
 from core.snapshot_version import SNAPSHOT_VERSION
 from core.vocabulary import EVENT_SCHEMA_VERSION, RECEIPT_STATUSES, TIMELINE_DECISIONS, Mode, SessionStatus
 from memory import _read_only
-from memory._encoding import stored_data, stored_datetime, unpack_hash, unpack_snapshot, unpack_summary
+from memory._encoding import (
+    CHECKS,
+    EVENT_KINDS,
+    OUTCOMES,
+    TIMELINE_KINDS,
+    stored_data,
+    stored_datetime,
+    unpack_empty,
+    unpack_hash,
+    unpack_snapshot,
+    unpack_summary,
+)
 from memory.migrations import MIGRATIONS
 from memory.read_sql import (
     SEQ_BITS,
@@ -150,6 +161,8 @@ quick way leaves the command to the full way, which reports it."""
 _TURNS = ("assistant_message", "batch_proposed")
 """The events the fold counts as a model turn (core/state.py `apply`); a `call_result` is a tool call, a denial
 when its status is `denied`."""
+_RESULT = tuple(EVENT_KINDS.matching(("call_result",)))
+"""A call result's kind as the table may hold it: its number (memory/_encoding.py `Words`) or its text."""
 
 
 class QuickRead:
@@ -181,7 +194,8 @@ class QuickRead:
 
     def kinds_held(self, num: int, kinds: Collection[str]) -> set[str]:
         where, params = timeline_filter(num << SEQ_BITS, kinds=kinds)
-        return {row[0] for row in self._conn.execute(f"SELECT DISTINCT kind FROM timeline WHERE {where}", params)}
+        return {TIMELINE_KINDS.unpack(row[0])
+                for row in self._conn.execute(f"SELECT DISTINCT kind FROM timeline WHERE {where}", params)}
 
     def timeline(self, num: int, *, kinds: Collection[str] | None = None,
                  tools: Collection[str] | None = None, decisions: Collection[str] | None = None,
@@ -198,7 +212,8 @@ class QuickRead:
         rows = []
         try:
             for key, at, turn_, kind, tool, decision, check, outcome, duration, summary, data, call_id in cursor:
-                values = stored_data(kind, check, data)
+                kind, check, outcome = TIMELINE_KINDS.unpack(kind), CHECKS.unpack(check), OUTCOMES.unpack(outcome)
+                values = stored_data(kind, check, unpack_empty(data))
                 row = ShownRow(key & SEQ_MASK, stored_datetime(at), turn_, kind, tool, decision, check, outcome,
                                duration, unpack_summary(summary, outcome, tool, values), values)
                 if not _as_written(row, call_id):
@@ -225,7 +240,8 @@ class QuickRead:
         try:
             for (key, kind, turn_, tool, decision, at, call_id, check, outcome, duration, prev_hash, digest,
                  summary, data) in with_prev_hash(self._conn, stored):
-                values = stored_data(kind, check, data)
+                kind, check, outcome = TIMELINE_KINDS.unpack(kind), CHECKS.unpack(check), OUTCOMES.unpack(outcome)
+                values = stored_data(kind, check, unpack_empty(data))
                 stamp = stored_datetime(at)
                 row = ShownRow(key & SEQ_MASK, stamp, turn_, kind, tool, decision, check, outcome, duration,
                                unpack_summary(summary, outcome, tool, values), values)
@@ -344,11 +360,12 @@ class QuickRead:
             except (ValueError, TypeError, KeyError, AttributeError):
                 pass
         (more_turns, more_calls, more_denials, damaged, other_version) = self._conn.execute(
-            "SELECT count(*) FILTER (WHERE kind IN (?, ?)), count(*) FILTER (WHERE kind = 'call_result'), "
-            "count(*) FILTER (WHERE kind = 'call_result' AND json_valid(payload) "
+            "SELECT count(*) FILTER (WHERE kind IN (?, ?, ?, ?)), count(*) FILTER (WHERE kind IN (?, ?)), "
+            "count(*) FILTER (WHERE kind IN (?, ?) AND json_valid(payload) "
             "AND json_extract(payload, '$.status') = 'denied'), count(*) FILTER (WHERE NOT json_valid(payload)), "
             "count(*) FILTER (WHERE schema_version <> ?) FROM events WHERE key > ? AND key <= ?",
-            (*_TURNS, EVENT_SCHEMA_VERSION, base | start, base | SEQ_MASK)).fetchone()
+            (*EVENT_KINDS.matching(_TURNS), *_RESULT, *_RESULT, EVENT_SCHEMA_VERSION, base | start,
+             base | SEQ_MASK)).fetchone()
         if other_version:
             raise ValueError("an event of another schema version")
         if damaged:

@@ -9,7 +9,7 @@ from collections.abc import Collection
 from typing import Any
 
 from core.vocabulary import GENESIS_HASH
-from memory._encoding import pack_time, time_sql
+from memory._encoding import TIMELINE_KINDS, pack_time, time_sql
 
 SEQ_BITS = 40
 SEQ_MASK = (1 << SEQ_BITS) - 1
@@ -31,8 +31,8 @@ def timeline_filter(base: int, *, kinds: Collection[str] | None = None, tools: C
     first = min(max(1, since_seq or 1), SEQ_MASK)
     clauses = ["key BETWEEN ? AND ?"]
     params: list[int | str] = [base | first, base | SEQ_MASK]
-    for column, values in (("kind", kinds), ("tool", tools), ("decision", decisions)):
-        if values:
+    for column, values in (("kind", TIMELINE_KINDS.matching(kinds or ())), ("tool", tools), ("decision", decisions)):
+        if values:  # a kind as its number (memory/_encoding.py `Words`) or as text
             clauses.append(f"{column} IN ({','.join('?' for _ in values)})")
             params.extend(values)
     if decisions and "allowed" not in decisions:  # true of those rows; lets SQLite read them through the partial

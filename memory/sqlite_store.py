@@ -43,7 +43,12 @@ from core.vocabulary import Durability, SessionStatus
 from memory import _read_only
 from memory._db_files import DatabaseFiles, FilesChanged
 from memory._encoding import (
+    CHECKS,
+    EVENT_KINDS,
+    OUTCOMES,
+    TIMELINE_KINDS,
     pack_data,
+    pack_empty,
     pack_hash,
     pack_payload,
     pack_snapshot,
@@ -303,8 +308,8 @@ class SqliteEventStore:
             # Read back before it is kept: an event that would not is UnstorableEvent, and the transaction rolls back.
             payload = storable_json(event, session_id=session_id, path=self.path)
             prev = key.digest(prev, event_canonical(session_id, seq, at, turn, event.kind, payload, SCHEMA_VERSION))
-            rows.append((base | seq, seq, event.kind, at_packed, turn, pack_payload(event.kind, payload),
-                         SCHEMA_VERSION, bytes.fromhex(prev)))
+            rows.append((base | seq, seq, EVENT_KINDS.pack(event.kind), at_packed, turn,
+                         pack_payload(event.kind, payload), SCHEMA_VERSION, bytes.fromhex(prev)))
             stored.append(StoredEvent.model_construct(session_id=session_id, seq=seq, at=at_dt, turn=turn,
                                                       event=event))
         if rows:
@@ -361,9 +366,9 @@ class SqliteEventStore:
             if packed is not None:  # the hash is of `data` as given; the reader puts the detail back
                 data = _canonical_json(packed)
             # prev_hash is left NULL: it is the hash of the row before (memory/_encoding.py).
-            rows.append((base | seq, e.kind, e.turn, e.tool, e.decision, stamp_packed, e.call_id, e.check, e.outcome,
-                         e.duration_ms, None, bytes.fromhex(digest), pack_summary(e.summary, e.outcome, e.tool, e.data),
-                         data))
+            rows.append((base | seq, TIMELINE_KINDS.pack(e.kind), e.turn, e.tool, e.decision, stamp_packed, e.call_id,
+                         CHECKS.pack(e.check), OUTCOMES.pack(e.outcome), e.duration_ms, None, bytes.fromhex(digest),
+                         pack_summary(e.summary, e.outcome, e.tool, e.data), pack_empty(data)))
             prev = digest
         conn.executemany(_TIMELINE_INSERT, rows)
         return seq, prev
@@ -449,7 +454,7 @@ class SqliteEventStore:
                           rec.title, rec.parent_id, rec.fork_seq, rec.status, None, None, None, None, None))
             self._forget(rec.id)
             base = self._num(conn, rec.id) << SEQ_BITS
-            conn.executemany(_EVENT_INSERT, [(base | r.seq, r.seq, r.kind, pack_time(r.at), r.turn,
+            conn.executemany(_EVENT_INSERT, [(base | r.seq, r.seq, EVENT_KINDS.pack(r.kind), pack_time(r.at), r.turn,
                                               pack_payload(r.kind, r.payload), r.schema_version, pack_hash(r.hash))
                                              for r in dump.events])
             conn.executemany(_TIMELINE_INSERT, _copied_timeline(base, dump))
@@ -561,7 +566,7 @@ class SqliteEventStore:
         for seq, at, turn, kind, payload in rows:
             try:
                 # The time first, then the event: a row damaged in both is named by its time, as before.
-                when, event = stored_datetime(at), parse_event_json(unpack_payload(kind, payload))
+                when, event = stored_datetime(at), parse_event_json(unpack_payload(EVENT_KINDS.unpack(kind), payload))
                 if type(seq) is int and type(turn) is int:  # the envelope is what it must be: nothing to validate
                     events.append(StoredEvent.model_construct(session_id=session_id, seq=seq, at=when, turn=turn,
                                                               event=event))
@@ -629,7 +634,9 @@ class SqliteEventStore:
         return [EventChainRow.model_construct(session_id=session_id, seq=seq, at=unpack_time(at), turn=turn, kind=kind,
                                               payload=unpack_payload(kind, payload), schema_version=version,
                                               hash=unpack_hash(digest))
-                for seq, at, turn, kind, payload, version, digest in await self._read(fn)]
+                for seq, at, turn, kind, payload, version, digest in
+                ((seq, at, turn, EVENT_KINDS.unpack(code), payload, version, digest)
+                 for seq, at, turn, code, payload, version, digest in await self._read(fn))]
 
     async def chain_record(self, session_id: str) -> ChainRecord:
         row = await self._read(lambda conn: conn.execute(
@@ -828,9 +835,9 @@ def _copied_timeline(base: int, dump: SessionDump) -> list[tuple[Any, ...]]:
         derived = GENESIS_HASH if r.seq == 1 else before.hash if before is not None and linked else None
         prev = None if r.prev_hash == derived else pack_hash(r.prev_hash)
         packed = pack_data(r.kind, r.check, r.data)
-        rows.append((base | r.seq, r.kind, r.turn, r.tool, r.decision, pack_time(canonical_time(r.at)), r.call_id,
-                     r.check, r.outcome, r.duration_ms, prev, pack_hash(r.hash),
-                     pack_summary(r.summary, r.outcome, r.tool, r.data),
-                     json.dumps(r.data if packed is None else packed, separators=(",", ":"))))
+        rows.append((base | r.seq, TIMELINE_KINDS.pack(r.kind), r.turn, r.tool, r.decision,
+                     pack_time(canonical_time(r.at)), r.call_id, CHECKS.pack(r.check), OUTCOMES.pack(r.outcome),
+                     r.duration_ms, prev, pack_hash(r.hash), pack_summary(r.summary, r.outcome, r.tool, r.data),
+                     pack_empty(json.dumps(r.data if packed is None else packed, separators=(",", ":")))))
         before = r
     return rows

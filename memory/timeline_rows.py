@@ -12,9 +12,13 @@ from pydantic import ValidationError
 
 from core.timeline import TimelineRow, marked_damaged
 from memory._encoding import (
+    CHECKS,
+    OUTCOMES,
+    TIMELINE_KINDS,
     stored_data,
     stored_datetime,
     unpack_data,
+    unpack_empty,
     unpack_hash,
     unpack_summary,
     unpack_values,
@@ -33,6 +37,8 @@ def timeline_row(session_id: str, row: Any) -> TimelineRow:
     with what is wrong (core/timeline.py `marked_damaged`), so that a surface showing rows reports it instead."""
     key, kind, turn, tool, decision, at, call_id, check, outcome, duration, prev_hash, digest, summary, data = row
     prev_hash, digest = unpack_hash(prev_hash), unpack_hash(digest)
+    kind, check, outcome = TIMELINE_KINDS.unpack(kind), CHECKS.unpack(check), OUTCOMES.unpack(outcome)
+    data = unpack_empty(data)
     problem = None
     try:
         stamp = stored_datetime(at)

@@ -15,7 +15,7 @@ from core.clock import SteppingClock
 from core.events import SessionStarted, UserMessage
 from core.timeline import TimelineEntry, TimelineRow, canonical_time
 from memory import SqliteEventStore, Write, migrations
-from memory._encoding import pack_summary, unpack_summary
+from memory._encoding import TIMELINE_KINDS, pack_summary, unpack_summary
 from memory.quick_read import QuickRead
 from observability.chain_verify import verify_chains
 from tests.memory._sqlite import T0, raw, record
@@ -61,6 +61,26 @@ async def _made(db_path: Path) -> list[TimelineRow]:
         await store.close()
 
 
+def test_a_summary_the_loop_makes_from_the_row_is_stored_as_null_and_read_back_as_that_text() -> None:
+    made = [("commit: batch b-1 with 2 call(s)", "commit", {"batch_id": "b-1", "calls": ["c1", "c2"]}),
+            ("observe: batch b-1 closed", "observe", {"batch_id": "b-1"})]
+    for summary, outcome, data in made:
+        assert pack_summary(summary, outcome, None, data) is None
+        assert unpack_summary(None, outcome, None, data) == summary
+    not_made = [("commit: batch b-1 with 1 call(s)", "commit", None, {"batch_id": "b-1", "calls": ["c1", "c2"]}),
+                ("commit: batch b-1 with 1 call(s)", "commit", None, {"batch_id": "b-1", "calls": ["c"], "x": 1}),
+                ("observe: batch b-1 closed", "observe", "read", {"batch_id": "b-1"}),
+                ("observe: batch b-1 closed", "observe", None, {"batch_id": "b-1", "calls": []}),
+                ("observe: batch b-1 closed", "act", None, {"batch_id": "b-1"}),
+                ("observe: batch 7 closed", "observe", None, {"batch_id": 7})]
+    for summary, outcome, tool, data in not_made:
+        assert pack_summary(summary, outcome, tool, data) is not None
+        assert unpack_summary(pack_summary(summary, outcome, tool, data), outcome, tool, data) == summary
+    # NULL where the row makes no summary (edited behind the store's back): None, so the row reads as damaged.
+    assert unpack_summary(None, "act", None, {"batch_id": "b-1"}) is None
+    assert unpack_summary(None, "observe", None, {}) is None
+
+
 def test_a_summary_packs_only_what_comes_back_exactly() -> None:
     cases = [("commit: batch b-1 with 1 call(s)", "commit", None, {"batch_id": "b-1"},
               b"\x01batch \x03 with 1 call(s)"),
@@ -85,11 +105,13 @@ async def test_new_rows_store_packed_summaries_and_read_and_verify_as_written(tm
     assert [r.summary for r in rows] == [e.summary for e in [*first.timeline, *rest.timeline]]
     with raw(db) as conn:
         stored = conn.execute(f"SELECT typeof(summary), length(summary) FROM timeline ORDER BY {SEQ}").fetchall()
-        assert [kind for kind, _ in stored] == ["blob"] * 5 + ["text"] * 4
-        assert stored[1] == ("blob", len("\x01batch \x03 with 1 call(s)"))
+        # The commit and observe summaries are what the loop makes from their data: NULL (schema 10).
+        assert [kind for kind, _ in stored] == ["blob", "null", "blob", "blob", "null"] + ["text"] * 4
+        assert stored[0] == ("blob", len("\x013 messages, 2 tools"))
         shown = [s for (s,) in conn.execute("SELECT summary FROM session_timeline ORDER BY seq")]
         assert shown == [r.summary for r in rows]
-        data = [d for (d,) in conn.execute(f"SELECT data FROM timeline WHERE kind = 'model_attempt' ORDER BY {SEQ}")]
+        data = [d for (d,) in conn.execute(f"SELECT data FROM timeline WHERE kind = ? ORDER BY {SEQ}",
+                                           (TIMELINE_KINDS.pack("model_attempt"),))]
         assert data == ['{"number":1,"usage":[0,7,1200,85]}',
                         '{"number":2,"usage":{"input_tokens":1,"output_tokens":true}}']
         shown = [json.loads(d) for (d,) in conn.execute(
@@ -109,19 +131,25 @@ async def test_new_rows_store_packed_summaries_and_read_and_verify_as_written(tm
 
 def _as_schema_8(new: Path, old: Path) -> None:
     """The same database as schema 8 wrote it: the first eight migrations, then every row as it is, its summary
-    as text and its data with any usage by name (taken from the view, which writes packed ones out)."""
+    as text, its data with any usage by name and its words (kind, outcome, check) as text (taken from the views,
+    which write packed ones out)."""
     with closing(sqlite3.connect(old, isolation_level=None)) as conn, closing(sqlite3.connect(new)) as src:
         conn.execute("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
         for name, migration in migrations.MIGRATIONS[:8]:
             migration(conn)
             conn.execute("INSERT INTO schema_migrations(name, applied_at) VALUES (?, ?)", (name, canonical_time(T0)))
         conn.execute("PRAGMA user_version = 8")
-        for table in ("sessions", "chain_key", "events"):
+        for table in ("sessions", "chain_key"):
             names = [r[1] for r in src.execute(f"PRAGMA table_info({table})")]
             for row in src.execute(f"SELECT {', '.join(names)} FROM {table}"):
                 conn.execute(f"INSERT INTO {table}({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", row)
+        names = [r[1] for r in src.execute("PRAGMA table_info(events)")]
+        picked = ", ".join("v.kind" if n == "kind" else f"e.{n}" for n in names)
+        for row in src.execute(f"SELECT {picked} FROM events e JOIN session_events v ON v.seq = e.seq"):
+            conn.execute(f"INSERT INTO events({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", row)
         names = [r[1] for r in src.execute("PRAGMA table_info(timeline)")]
-        picked = ", ".join(f"v.{n}" if n in ("summary", "data") else f"t.{n}" for n in names)
+        picked = ", ".join(f"v.{n}" if n in ("summary", "data", "kind", "outcome", "check_name") else f"t.{n}"
+                           for n in names)
         for row in src.execute(f"SELECT {picked} FROM timeline t JOIN session_timeline v "
                                f"ON v.seq = t.{SEQ} ORDER BY t.pos"):
             conn.execute(f"INSERT INTO timeline({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", row)
@@ -167,11 +195,13 @@ async def _problems(db: Path) -> list[str]:
 
 async def test_an_edit_to_a_packed_summary_or_what_it_is_written_out_from_is_named_by_verify(tmp_path: Path) -> None:
     edits = {  # seq: the edit, behind the store's back
-        2: "UPDATE timeline SET summary = CAST(replace(CAST(summary AS TEXT), 'with 1', 'with 9') AS BLOB)",
+        1: "UPDATE timeline SET summary = CAST(replace(CAST(summary AS TEXT), '3 messages', '9 messages') AS BLOB)",
+        2: "UPDATE timeline SET data = replace(data, 'toolu_1', 'toolu_9')",  # a summary made from the data
         5: "UPDATE timeline SET data = '{\"batch_id\":\"01a24974-0000-0000-0000-000000000000\"}'",
         3: "UPDATE timeline SET outcome = 'acted'",
         4: "UPDATE timeline SET summary = X'FF02'",
         6: "UPDATE timeline SET data = replace(data, '1200', '1201')",
+        7: "UPDATE timeline SET summary = NULL",  # no summary is made from this row's values
     }
     for seq, edit in edits.items():
         db = tmp_path / f"edit{seq}" / "strata.db"

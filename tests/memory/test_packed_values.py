@@ -20,6 +20,7 @@ from core.hashing import sha256_json
 from core.messages import ToolUseBlock
 from core.timeline import TimelineEntry
 from memory import SqliteEventStore, Write
+from memory._encoding import EVENT_KINDS
 from observability.chain_verify import verify_chains
 from tests.memory._sqlite import raw, record
 
@@ -71,7 +72,8 @@ async def test_packed_rows_read_back_exactly_and_an_edit_is_still_named(store: S
         (payload, kind), (data,) = (conn.execute("SELECT payload, kind FROM events WHERE seq = 2").fetchone(),
                                     conn.execute("SELECT data FROM timeline").fetchone())
         view = conn.execute("SELECT payload FROM session_events WHERE seq = 2").fetchone()[0]
-    assert kind == "batch_proposed" and not payload.startswith('{"kind"') and "input_sha256" not in payload
+    assert EVENT_KINDS.unpack(kind) == "batch_proposed"
+    assert not payload.startswith('{"kind"') and "input_sha256" not in payload
     assert json.loads(view)["kind"] == "batch_proposed"
     assert json.loads(data)["steps"] == [["policy", "allow", 0], ["hook", "allow", "h"]]
     (row,) = await store.read_timeline("s1")

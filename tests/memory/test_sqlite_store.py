@@ -18,6 +18,7 @@ from core.errors import DamagedEvent, PersistError, StoreError
 from core.events import SCHEMA_VERSION, AssistantMessage, SessionStarted, UserMessage
 from core.messages import TextBlock
 from memory import LeaseHolder, NewReceipt, ReceiptUpdate, SqliteEventStore, Write
+from memory._encoding import EVENT_KINDS
 from memory.migrations import MIGRATIONS, migrate
 from tests.memory._sqlite import T0, raw, record
 
@@ -126,8 +127,9 @@ async def test_event_rows_carry_kind_and_schema_version(store: SqliteEventStore,
     await store.commit("s1", Write(events=[(AssistantMessage(content=(TextBlock(text="hi"),)), 1)]))
     with raw(db_path) as conn:
         rows = conn.execute("SELECT seq, kind, turn, schema_version FROM events ORDER BY seq").fetchall()
-    assert rows == [(1, "session_started", 0, SCHEMA_VERSION), (2, "user_message", 0, SCHEMA_VERSION),
-                    (3, "assistant_message", 1, SCHEMA_VERSION)]
+    assert [(seq, EVENT_KINDS.unpack(kind), turn, version) for seq, kind, turn, version in rows] == [
+        (1, "session_started", 0, SCHEMA_VERSION), (2, "user_message", 0, SCHEMA_VERSION),
+        (3, "assistant_message", 1, SCHEMA_VERSION)]
 
 
 async def test_everything_is_durable_across_close_and_reopen(store: SqliteEventStore, db_path: Path) -> None:
