@@ -269,22 +269,25 @@ class Words:
 
     The lists only ever grow at the end: a word's number is part of the stored data."""
 
-    __slots__ = ("_numbers", "words")
+    __slots__ = ("_numbers", "name", "word", "words")
 
-    def __init__(self, *words: str) -> None:
+    def __init__(self, name: str, *words: str) -> None:
+        self.name = name
+        """The list's name in the `words` table (migration 010), which the views read the words from."""
         self.words = words
         self._numbers = {word: number for number, word in enumerate(words)}
+        self.word = dict(enumerate(words)).get
+        """`word(value, value)`: the word a stored number stands for; anything else (text, None, a number that
+        stands for no word, which no store wrote: the row then reads as damaged, and its hash does not match) as
+        it is. A dict's own lookup, for the readers' loops."""
 
     def pack(self, value: Any) -> Any:
         """The number of a word of the list; anything else (another text, None) as it is."""
         return self._numbers.get(value, value) if type(value) is str else value
 
     def unpack(self, value: Any) -> Any:
-        """A stored value as the word it stands for; text (and None) as it is. A number that stands for no word
-        (edited behind the store's back) comes back as its text, which no row was hashed with."""
-        if type(value) is int:
-            return self.words[value] if 0 <= value < len(self.words) else str(value)
-        return value
+        """A stored value as the word it stands for (`word`)."""
+        return self.word(value, value)
 
     def matching(self, values: Iterable[str]) -> list[Any]:
         """What a stored value may be for any of `values`: each one's number (when it has one) and its text (a row
@@ -298,38 +301,36 @@ class Words:
         return out
 
     def sql(self, column: str) -> str:
-        """`unpack` in SQL, for the views."""
-        cases = " ".join(f"WHEN {number} THEN '{word}'" for number, word in enumerate(self.words))
-        return (f"(CASE WHEN typeof({column}) = 'integer' THEN (CASE {column} {cases} "
-                f"ELSE CAST({column} AS TEXT) END) ELSE {column} END)")
+        """`unpack` in SQL, for the views: the word looked up in the `words` table (a lookup rather than a CASE of
+        every word, because SQLite parses every view of the schema whenever a connection first reads it)."""
+        return (f"(CASE WHEN typeof({column}) = 'integer' THEN COALESCE((SELECT w.word FROM words w WHERE "
+                f"w.list = '{self.name}' AND w.n = {column}), CAST({column} AS TEXT)) ELSE {column} END)")
 
 
-EVENT_KINDS = Words("call_result", "batch_proposed", "batch_completed", "session_started", "user_message",
-                    "assistant_message", "calls_parked", "approval_granted", "approval_rejected", "grant_added",
-                    "rules_added", "session_resumed", "knowledge_changed", "tools_changed", "repair_requested",
-                    "turn_verified", "compacted", "session_ended")
+EVENT_KINDS = Words("event_kind", "call_result", "batch_proposed", "batch_completed", "session_started",
+                    "user_message", "assistant_message", "calls_parked", "approval_granted", "approval_rejected",
+                    "grant_added", "rules_added", "session_resumed", "knowledge_changed", "tools_changed",
+                    "repair_requested", "turn_verified", "compacted", "session_ended")
 """An event's kind (events.kind), commonest first."""
-TIMELINE_KINDS = Words("phase", "call", "model_attempt", "receipt", "hook", "approval", "lifecycle", "other")
+TIMELINE_KINDS = Words("timeline_kind", "phase", "call", "model_attempt", "receipt", "hook", "approval", "lifecycle",
+                       "other")
 """A timeline row's kind (timeline.kind), commonest first."""
-OUTCOMES = Words("ok", "perceive", "commit", "act", "observe", "reflect", "plan", "error", "retry", "denied", "done",
-                 "dispatched", "failed", "unknown", "reconciled", "recorded", "started", "resumed", "forked", "ended",
-                 "interrupted", "parked", "compacted")
+OUTCOMES = Words("outcome", "ok", "perceive", "commit", "act", "observe", "reflect", "plan", "error", "retry",
+                 "denied", "done", "dispatched", "failed", "unknown", "reconciled", "recorded", "started", "resumed",
+                 "forked", "ended", "interrupted", "parked", "compacted")
 """A timeline row's outcome (timeline.outcome): the phases' names, a call's or a model attempt's usual outcomes."""
-CHECKS = Words(*(f"default: {safety} tools are allowed in {mode} mode"
+CHECKS = Words("check", *(f"default: {safety} tools are allowed in {mode} mode"
                  for safety in ("read", "write", "execute", "network")
                  for mode in ("headless", "interactive", "ipc", "daemon", "mcp")))
-"""A timeline row's check (timeline.check_name): what allowed a call when no rule did (tool_executor/checks/policy.py),
-which a call row repeats; written out literally in this order (a word's number is stored data)."""
+"""A timeline row's check (timeline.check_name): what allowed a call when no rule did (tool_executor/checks/policy.py
+`default: {safety} tools are allowed in {mode} mode`), in this order (safety, then mode)."""
+WORD_LISTS = (EVENT_KINDS, TIMELINE_KINDS, OUTCOMES, CHECKS)
 
 
 def pack_empty(data: str) -> str | None:
     """A timeline row's `data` as the table keeps it (schema 10): NULL for the empty object `{}` (a phase row that
-    names no batch), which reads back as `{}`."""
+    names no batch), which the readers take as `{}`."""
     return None if data == "{}" else data
-
-
-def unpack_empty(stored: Any) -> Any:
-    return "{}" if stored is None else stored
 
 
 _SNAPSHOT_PREFIX = b"strata-zlib:"
@@ -387,12 +388,12 @@ def summary_sql(summary: str, outcome: str, tool: str, data: str) -> str:
 
 def summary_sql_10(summary: str, outcome: str, tool: str, data: str) -> str:
     """`unpack_summary` in SQL as of schema 10: a NULL summary written out as `derived_summary` makes it."""
-    batch = f"(CASE WHEN json_valid({data}) THEN json_extract({data}, '$.batch_id') END)"
+    batch = f"json_extract({data}, '$.batch_id')"
     derived = (f"(CASE WHEN {tool} IS NULL AND json_valid({data}) AND json_type({data}, '$.batch_id') = 'text' THEN "
                f"(CASE WHEN {outcome} = 'commit' AND json_type({data}, '$.calls') = 'array' "
-               f"AND (SELECT count(*) FROM json_each({data})) = 2 "
+               f"AND json_remove({data}, '$.batch_id', '$.calls') = '{{}}' "
                f"THEN 'commit: batch ' || {batch} || ' with ' || json_array_length({data}, '$.calls') || ' call(s)' "
-               f"WHEN {outcome} = 'observe' AND (SELECT count(*) FROM json_each({data})) = 1 "
+               f"WHEN {outcome} = 'observe' AND json_remove({data}, '$.batch_id') = '{{}}' "
                f"THEN 'observe: batch ' || {batch} || ' closed' END) END)")
     return f"(CASE WHEN {summary} IS NULL THEN {derived} ELSE {summary_sql(summary, outcome, tool, data)} END)"
 

@@ -12,6 +12,7 @@ from memory._encoding import (
     GENESIS_HASH,
     OUTCOMES,
     TIMELINE_KINDS,
+    WORD_LISTS,
     data_sql,
     hash_sql,
     pack_hash,
@@ -402,29 +403,39 @@ def _m010_coded_words(conn: sqlite3.Connection) -> None:
     for table in ("events", "timeline"):
         conn.execute(f"DROP TABLE {table}")
         conn.execute(f"ALTER TABLE {table}_new RENAME TO {table}")
+    # The words the numbers stand for, for the views (and anyone reading the tables with plain SQL).
+    conn.execute("CREATE TABLE words (list TEXT NOT NULL, n INTEGER NOT NULL, word TEXT NOT NULL, "
+                 "PRIMARY KEY (list, n)) WITHOUT ROWID")
+    conn.executemany("INSERT INTO words(list, n, word) VALUES (?, ?, ?)",
+                     [(words.name, n, word) for words in WORD_LISTS for n, word in enumerate(words.words)])
     for statement in _statements(_VIEWS_AND_TRIGGERS_10):
         conn.execute(statement)
 
 
-_EVENT_KIND = EVENT_KINDS.sql("e.kind")
-_KIND, _OUTCOME, _CHECK = TIMELINE_KINDS.sql("t.kind"), OUTCOMES.sql("t.outcome"), CHECKS.sql("t.check_name")
-_DATA = "COALESCE(t.data, '{}')"
+_EVENT_KIND = EVENT_KINDS.sql("kind")
+_KIND, _OUTCOME, _CHECK = TIMELINE_KINDS.sql("kind"), OUTCOMES.sql("outcome"), CHECKS.sql("check_name")
+# The views decode each coded column once, in a subquery (which SQLite flattens into the outer query), so that the
+# outer expressions, which name a column several times, stay short: SQLite parses every view whenever a
+# connection first reads the schema, so a view's length is paid by every process.
 _VIEWS_AND_TRIGGERS_10 = f"""
         CREATE VIEW session_events AS
-            SELECT s.id AS session_id, e.seq, {_EVENT_KIND} AS kind, {time_sql("e.at")} AS at, e.turn,
-                   {payload_sql(_EVENT_KIND, "e.payload")} AS payload, e.schema_version,
-                   {hash_sql("e.hash")} AS hash
-            FROM events e JOIN sessions s ON e.key BETWEEN s.num << 40 AND (s.num << 40) | 1099511627775;
+            SELECT s.id AS session_id, e.seq, e.kind, {time_sql("e.at")} AS at, e.turn,
+                   {payload_sql("e.kind", "e.payload")} AS payload, e.schema_version, {hash_sql("e.hash")} AS hash
+            FROM (SELECT key, seq, {_EVENT_KIND} AS kind, at, turn, payload, schema_version, hash FROM events) e
+            JOIN sessions s ON e.key BETWEEN s.num << 40 AND (s.num << 40) | 1099511627775;
         CREATE VIEW session_timeline AS
-            SELECT s.id AS session_id, t.key & 1099511627775 AS seq, {time_sql("t.at")} AS at, t.turn,
-                   {_KIND} AS kind, t.call_id, t.tool, t.decision, {_CHECK} AS check_name, {_OUTCOME} AS outcome,
-                   t.duration_ms, {summary_sql_10("t.summary", _OUTCOME, "t.tool", _DATA)} AS summary,
-                   {data_sql(_KIND, _DATA)} AS data,
+            SELECT s.id AS session_id, t.key & 1099511627775 AS seq, {time_sql("t.at")} AS at, t.turn, t.kind,
+                   t.call_id, t.tool, t.decision, t.check_name, t.outcome, t.duration_ms,
+                   {summary_sql_10("t.summary", "t.outcome", "t.tool", "t.data")} AS summary,
+                   {data_sql("t.kind", "t.data")} AS data,
                    COALESCE({hash_sql("t.prev_hash")}, CASE WHEN t.key & 1099511627775 = 1 THEN '{GENESIS_HASH}'
                             ELSE (SELECT {hash_sql("p.hash")} FROM timeline p WHERE p.key = t.key - 1) END)
                        AS prev_hash,
                    {hash_sql("t.hash")} AS hash
-            FROM timeline t JOIN sessions s ON t.key BETWEEN s.num << 40 AND (s.num << 40) | 1099511627775;
+            FROM (SELECT key, at, turn, {_KIND} AS kind, call_id, tool, decision, {_CHECK} AS check_name,
+                         {_OUTCOME} AS outcome, duration_ms, summary, COALESCE(data, '{{}}') AS data, prev_hash, hash
+                  FROM timeline) t
+            JOIN sessions s ON t.key BETWEEN s.num << 40 AND (s.num << 40) | 1099511627775;
         CREATE TRIGGER events_no_update BEFORE UPDATE ON events
             BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
         CREATE TRIGGER events_no_delete BEFORE DELETE ON events

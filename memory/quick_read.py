@@ -28,7 +28,6 @@ from memory._encoding import (
     TIMELINE_KINDS,
     stored_data,
     stored_datetime,
-    unpack_empty,
     unpack_hash,
     unpack_snapshot,
     unpack_summary,
@@ -158,6 +157,8 @@ _NOT_AS_STORED = (
 SessionRecord, and a row edited into something else fails every full listing and look-up): any of them, and the
 quick way leaves the command to the full way, which reports it."""
 
+_kind, _check, _outcome = TIMELINE_KINDS.word, CHECKS.word, OUTCOMES.word
+"""A stored word as its text (memory/_encoding.py `Words`)."""
 _TURNS = ("assistant_message", "batch_proposed")
 """The events the fold counts as a model turn (core/state.py `apply`); a `call_result` is a tool call, a denial
 when its status is `denied`."""
@@ -212,8 +213,8 @@ class QuickRead:
         rows = []
         try:
             for key, at, turn_, kind, tool, decision, check, outcome, duration, summary, data, call_id in cursor:
-                kind, check, outcome = TIMELINE_KINDS.unpack(kind), CHECKS.unpack(check), OUTCOMES.unpack(outcome)
-                values = stored_data(kind, check, unpack_empty(data))
+                kind, check, outcome = _kind(kind, kind), _check(check, check), _outcome(outcome, outcome)
+                values = stored_data(kind, check, "{}" if data is None else data)
                 row = ShownRow(key & SEQ_MASK, stored_datetime(at), turn_, kind, tool, decision, check, outcome,
                                duration, unpack_summary(summary, outcome, tool, values), values)
                 if not _as_written(row, call_id):
@@ -240,8 +241,8 @@ class QuickRead:
         try:
             for (key, kind, turn_, tool, decision, at, call_id, check, outcome, duration, prev_hash, digest,
                  summary, data) in with_prev_hash(self._conn, stored):
-                kind, check, outcome = TIMELINE_KINDS.unpack(kind), CHECKS.unpack(check), OUTCOMES.unpack(outcome)
-                values = stored_data(kind, check, unpack_empty(data))
+                kind, check, outcome = _kind(kind, kind), _check(check, check), _outcome(outcome, outcome)
+                values = stored_data(kind, check, "{}" if data is None else data)
                 stamp = stored_datetime(at)
                 row = ShownRow(key & SEQ_MASK, stamp, turn_, kind, tool, decision, check, outcome, duration,
                                unpack_summary(summary, outcome, tool, values), values)

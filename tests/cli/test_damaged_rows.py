@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from memory._encoding import TIMELINE_KINDS
 from tests.cli._helpers import ScriptCLI, error_lines, json_lines, scripted_session
 
 Proc = subprocess.CompletedProcess[str]
@@ -100,8 +101,8 @@ def _runs(home: Home, *commands: tuple[str, ...]) -> list[Proc]:
 def _model_attempt_key(home: Home, session_id: str) -> int:
     conn = sqlite3.connect(home.db)
     try:
-        ((key,),) = conn.execute("SELECT key FROM timeline WHERE kind = 'model_attempt' AND key >> ? = ?",
-                                 (SEQ_BITS, home.num(session_id))).fetchall()
+        ((key,),) = conn.execute("SELECT key FROM timeline WHERE kind = ? AND key >> ? = ?",
+                                 (TIMELINE_KINDS.pack("model_attempt"), SEQ_BITS, home.num(session_id))).fetchall()
         return int(key)
     finally:
         conn.close()

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from core.hashing import canonical_json
-from memory._encoding import time_sql
+from memory._encoding import EVENT_KINDS, time_sql
 from tests.cli._helpers import error_lines, events_of, strata, strata_json, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -159,10 +159,10 @@ def test_an_edited_event_payload_fails_the_state_log_chain(made: Made, tmp_path:
     """The state log is chained too: a user message changed in the database is named as that event."""
     cli = copy_home(made, tmp_path)
     with closing(sqlite3.connect(cli.home / "strata.db")) as conn:
-        (seq,) = conn.execute("SELECT seq FROM events WHERE kind = 'user_message' AND payload LIKE '%hello there%'"
-                              ).fetchone()
+        (seq,) = conn.execute("SELECT seq FROM events WHERE kind = ? AND payload LIKE '%hello there%'",
+                              (EVENT_KINDS.pack("user_message"),)).fetchone()
     sql(cli, "UPDATE events SET payload = replace(payload, 'hello there', 'rm -rf everything') "
-             "WHERE kind = 'user_message'")
+             f"WHERE kind = {EVENT_KINDS.pack('user_message')}")
     code, out, (line, *_) = verify(cli, made.session_id)
     assert code == 1 and "chain verified" not in out
     assert line == f"strata: error: state log of session {made.session_id}: event {seq} was changed (hash mismatch)"
@@ -242,10 +242,11 @@ def _schema4_copy(made: Made, tmp_path: Path, *, break_row: int | None = None) -
         for row in old.execute(f"SELECT {cols} FROM sessions"):
             new.execute(f"INSERT INTO sessions({cols}) VALUES ({','.join('?' * 16)})", row)
         ecols = "key, seq, kind, at, turn, payload, schema_version"
-        # A schema-4 database holds times as ISO text (this one packs them: memory/_encoding.py).
-        for row in old.execute(f"SELECT key, seq, kind, {time_sql('at')}, turn, payload, schema_version "
-                               "FROM events ORDER BY pos"):
-            new.execute(f"INSERT INTO events({ecols}) VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+        # A schema-4 database holds times as ISO text and kinds as text (this one packs them: memory/_encoding.py).
+        for key, seq, kind, *rest in old.execute(f"SELECT key, seq, kind, {time_sql('at')}, turn, payload, "
+                                                 "schema_version FROM events ORDER BY pos"):
+            new.execute(f"INSERT INTO events({ecols}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (key, seq, EVENT_KINDS.unpack(kind), *rest))
         base = num(made.cli, made.session_id) << 40
         prev = "0" * 64
         for row in made.timeline:
