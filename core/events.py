@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, Self, get_args
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from core.errors import UnstorableEvent
+from core.event_readback import reads_back, register, same
 from core.hashing import sha256_json
 from core.messages import ContentBlock, TextBlock, ToolUseBlock
 from core.policy import PermissionRule
@@ -135,13 +136,18 @@ class BatchProposed(_Event):
             for c, b in zip(self.calls, uses, strict=True))
 
 
+_dumps = json.JSONEncoder(ensure_ascii=False).encode
+"""`json.dumps(value, ensure_ascii=False)` with its encoder built once (json.dumps builds one per call when given an
+option): the same text, the same errors."""
+
+
 def _same_input(call: PlannedCall, given: dict[str, Any]) -> bool:
     """Whether reading `given` back as the call's input gives exactly the call's input and digest. Not `==`:
     Python takes True and 1.0 for 1 and ignores key order, so a call's own values could be read back as the
     content's (compared as JSON text in their own key order, and the digest reading would compute)."""
     if call.input is not given:
         try:
-            if json.dumps(call.input, ensure_ascii=False) != json.dumps(given, ensure_ascii=False):
+            if _dumps(call.input) != _dumps(given):
                 return False
         except (TypeError, ValueError):  # not JSON: serialising the event fails and says so
             return False
@@ -382,7 +388,10 @@ def storable_json(event: Event, *, session_id: str | None = None, path: str | No
     of that text, and a comparison, is the whole check (serialising happens anyway).
     Raises UnstorableEvent naming the event's kind (and the session and database, when given)."""
     try:
-        data = event.model_dump_json(exclude_none=True, exclude=_stored_exclude(event))
+        left_out = _stored_exclude(event)
+        data = event.model_dump_json(exclude_none=True, exclude=left_out)
+        if _told_from_values(event, left_out):  # reads back as this very event: no need to parse it to know
+            return data
         try:  # compact when that reads back as this very event, else every field
             same = parse_event_json(data) == event
         except ValueError:  # a field that must be given even when None
@@ -393,6 +402,42 @@ def storable_json(event: Event, *, session_id: str | None = None, path: str | No
     except (ValueError, RecursionError) as exc:  # pydantic's serialisation and validation errors are ValueErrors
         raise UnstorableEvent(event.kind, _first_line(exc), session_id=session_id, path=path) from None
     return data
+
+
+def _told_from_values(event: Event, left_out: Any) -> bool:
+    """Whether the compact JSON reads back as `event`, told from its values alone (core/event_readback.py): True
+    only where parsing it would find the very same event; False where it cannot tell (then it is parsed)."""
+    if type(left_out) is dict:  # a planned call's hash left out of calls written out: parsed
+        return False
+    try:
+        return reads_back(type(event), event, frozenset(left_out) if left_out else frozenset())
+    except Exception:  # an odd value's own methods: parsed, as always
+        return False
+
+
+def _calls_read_back(proposal: Any, calls: Any) -> bool:
+    """Whether reading a proposal whose JSON leaves its calls out (`_calls_of_the_content`) gives `calls` back: each
+    a plain PlannedCall of its tool_use block's id, name and (equal) input, the hash of that input, nothing refused.
+    The blocks themselves read back equal (their own check), so their input is plain JSON and reads back equal."""
+    if type(calls) is not tuple:
+        return False
+    uses = [b for b in proposal.content if type(b) is ToolUseBlock]
+    if len(uses) != len(calls):
+        return False
+    for call, block in zip(calls, uses, strict=True):
+        if (type(call) is not PlannedCall or call.__pydantic_extra__ or call.__pydantic_private__ is not None
+                or len(call.__dict__) != len(PlannedCall.model_fields) or not same(call.refused, ())
+                or not same(call.call_id, block.id) or not same(call.tool, block.name)
+                or not (call.input is block.input or same(call.input, block.input))
+                or not same(call.input_sha256, sha256_json(block.input))):
+            return False
+    return True
+
+
+register(PlannedCall, frozenset({"_hash_of_the_input"}),
+         {"input_sha256": lambda call, digest: type(call.input) is dict and same(digest, sha256_json(call.input))})
+register(BatchProposed, frozenset({"_calls_of_the_content"}), {"calls": _calls_read_back})
+register(CallResult, frozenset({"_error_only_when_said"}), {"is_error": lambda _result, flag: same(flag, False)})
 
 
 def _stored_exclude(event: Event) -> Any:
@@ -426,6 +471,23 @@ class StoredEvent(BaseModel):
     at: datetime
     turn: int
     event: Event
+
+
+_STORED_FIELDS = ("session_id", "seq", "at", "turn", "event")
+_set = object.__setattr__
+
+
+def stored_event(session_id: str, seq: int, at: datetime, turn: int, event: Event) -> StoredEvent:
+    """`StoredEvent.model_construct(...)` of these five values (the store's own, already of their types), built as
+    that builds it (the same `__dict__`, fields set, no extra, no private values) without its loop over the fields
+    and their aliases: the store makes one for every event it commits, on its connection thread.
+    tests/core/test_event_readback.py holds the two equal."""
+    stored = StoredEvent.__new__(StoredEvent)
+    _set(stored, "__dict__", {"session_id": session_id, "seq": seq, "at": at, "turn": turn, "event": event})
+    _set(stored, "__pydantic_fields_set__", set(_STORED_FIELDS))
+    _set(stored, "__pydantic_extra__", None)
+    _set(stored, "__pydantic_private__", None)
+    return stored
 
 
 def text_block(text: str) -> TextBlock:

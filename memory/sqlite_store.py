@@ -36,7 +36,7 @@ from core.errors import (
     SessionNotFound,
     StoreError,
 )
-from core.events import SCHEMA_VERSION, StoredEvent, parse_event_json, storable_json
+from core.events import SCHEMA_VERSION, StoredEvent, parse_event_json, storable_json, stored_event
 from core.hashing import canonical_json as _canonical_json
 from core.timeline import TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
 from core.vocabulary import Durability, SessionStatus
@@ -310,8 +310,7 @@ class SqliteEventStore:
             prev = key.digest(prev, event_canonical(session_id, seq, at, turn, event.kind, payload, SCHEMA_VERSION))
             rows.append((base | seq, seq, EVENT_KINDS.pack(event.kind), at_packed, turn,
                          pack_payload(event.kind, payload), SCHEMA_VERSION, bytes.fromhex(prev)))
-            stored.append(StoredEvent.model_construct(session_id=session_id, seq=seq, at=at_dt, turn=turn,
-                                                      event=event))
+            stored.append(stored_event(session_id, seq, at_dt, turn, event))
         if rows:
             conn.executemany(_EVENT_INSERT, rows)
         if write.new_receipts:
@@ -329,7 +328,8 @@ class SqliteEventStore:
         if write.status is not None:
             conn.execute("UPDATE sessions SET status = ?, updated_at = ? WHERE id = ?", (write.status, at, session_id))
         if rows or write.timeline:
-            timeline = (self._append_timeline(conn, key, session_id, base, write.timeline, at) if write.timeline
+            timeline = (self._append_timeline(conn, key, session_id, base, write.timeline, at, at_dt, at_packed)
+                        if write.timeline
                         else self._timeline_head.get(session_id) or self._last(conn, "timeline", base))
             events = (seq, prev)
             # The head in the session row, in the same transaction: a truncated tail no longer matches it.
@@ -352,12 +352,14 @@ class SqliteEventStore:
         self._timeline_head.pop(session_id, None)
 
     def _append_timeline(self, conn: sqlite3.Connection, key: ChainKey, session_id: str, base: int,
-                         entries: list[TimelineEntry], at: str) -> tuple[int, str]:
-        """Chain and insert timeline rows in the commit's transaction: seq, time and hashes are assigned here.
+                         entries: list[TimelineEntry], at: str, at_dt: datetime,
+                         at_packed: int | str) -> tuple[int, str]:
+        """Chain and insert timeline rows in the commit's transaction: seq, time and hashes are assigned here
+        (`at` is the commit's time as text, `at_dt` that parsed, `at_packed` that as the events' column keeps it).
         Returns the new head (seq, hash)."""
         seq, prev = self._timeline_head.get(session_id) or self._last(conn, "timeline", base)
-        stamp = canonical_time(datetime.fromisoformat(at))
-        stamp_packed = pack_time(stamp)
+        stamp = canonical_time(at_dt)
+        stamp_packed = at_packed if stamp == at else pack_time(stamp)  # the same text (a UTC clock): packed once
         rows = []
         for entry in entries:
             seq += 1
@@ -568,8 +570,7 @@ class SqliteEventStore:
                 # The time first, then the event: a row damaged in both is named by its time, as before.
                 when, event = stored_datetime(at), parse_event_json(unpack_payload(EVENT_KINDS.unpack(kind), payload))
                 if type(seq) is int and type(turn) is int:  # the envelope is what it must be: nothing to validate
-                    events.append(StoredEvent.model_construct(session_id=session_id, seq=seq, at=when, turn=turn,
-                                                              event=event))
+                    events.append(stored_event(session_id, seq, when, turn, event))
                 else:  # an edited column: validating says what is wrong with it
                     events.append(StoredEvent(session_id=session_id, seq=seq, at=when, turn=turn, event=event))
             except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
