@@ -40,7 +40,7 @@ from core.events import SCHEMA_VERSION, StoredEvent, parse_event_json, storable_
 from core.hashing import canonical_json as _canonical_json
 from core.timeline import TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
 from core.vocabulary import Durability, SessionStatus
-from memory import _read_only
+from memory import _bind_params, _read_only
 from memory._db_files import DatabaseFiles, FilesChanged
 from memory._encoding import (
     CHECKS,
@@ -87,6 +87,7 @@ from memory.timeline_rows import timeline_row as _timeline_row
 from memory.timeline_rows import with_prev_hash as _with_prev_hash
 
 T = TypeVar("T")
+_bind_params.register()  # None and bytes bound without sqlite3's adaptation look-up (memory/_bind_params.py)
 log = logging.getLogger("strata.store")
 """Standard logging, as aiosqlite's: silent below warnings where nobody configured logging."""
 _SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
