@@ -43,9 +43,47 @@ def plain(value: Any, depth: int = 0) -> bool:
     if depth >= _MAX_DEPTH:
         return False
     if kind is dict:
-        return all(type(k) is str and plain(v, depth + 1) for k, v in value.items())
+        for k, v in value.items():  # noqa: SIM110  # loops, not all() of a generator: cheaper, run for every call
+            if type(k) is not str or not plain(v, depth + 1):
+                return False
+        return True
     if kind is list:
-        return all(plain(v, depth + 1) for v in value)
+        for v in value:  # noqa: SIM110
+            if not plain(v, depth + 1):
+                return False
+        return True
+    return False
+
+
+def same_plain(a: Any, b: Any, depth: int = 0) -> bool:
+    """Whether `a` and `b` are plain JSON values (as `plain` says, but of any size of integer) that `json.dumps`
+    writes as the very same text: the same types all the way down, the same keys in the same order, the same
+    numbers (a float by its repr: 0.0 is not -0.0). False also where it cannot tell (then compare the text)."""
+    kind = type(a)
+    if kind is not type(b):
+        return False
+    if kind is str or kind is bool or kind is int:
+        return bool(a == b)
+    if a is None:
+        return True
+    if kind is float:
+        return math.isfinite(a) and float.__repr__(a) == float.__repr__(b)
+    if depth >= _MAX_DEPTH:
+        return False
+    if kind is dict:
+        if len(a) != len(b):
+            return False
+        for (ka, va), (kb, vb) in zip(a.items(), b.items(), strict=True):
+            if type(ka) is not str or type(kb) is not str or ka != kb or not same_plain(va, vb, depth + 1):
+                return False
+        return True
+    if kind is list:
+        if len(a) != len(b):
+            return False
+        for va, vb in zip(a, b, strict=True):  # noqa: SIM110
+            if not same_plain(va, vb, depth + 1):
+                return False
+        return True
     return False
 
 
@@ -74,7 +112,24 @@ def _is_plain_dict(value: Any) -> bool:
 
 
 def _is_text_dict(value: Any) -> bool:
-    return type(value) is dict and all(type(k) is str and type(v) is str for k, v in value.items())
+    if type(value) is not dict:
+        return False
+    for k, v in value.items():  # noqa: SIM110
+        if type(k) is not str or type(v) is not str:
+            return False
+    return True
+
+
+def _tuple_of(item: Check) -> Check:
+    def check(value: Any) -> bool:
+        if type(value) is not tuple:
+            return False
+        for v in value:  # noqa: SIM110
+            if not item(v):
+                return False
+        return True
+
+    return check
 
 
 _SCALARS: dict[Any, Check] = {str: _is_str, int: _is_int, float: _is_float, bool: _is_bool, Any: plain}
@@ -95,8 +150,7 @@ def value_check(annotation: Any) -> Check:
         allowed = frozenset(args)
         return lambda value: type(value) is str and value in allowed
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
-        item = value_check(args[0])
-        return lambda value: type(value) is tuple and all(item(v) for v in value)
+        return _tuple_of(value_check(args[0]))
     if origin is dict and args and args[0] is str:
         if args[1] is Any:
             return _is_plain_dict
@@ -116,10 +170,7 @@ def value_check(annotation: Any) -> Check:
 
 def _words(members: list[Any]) -> Check:
     """Several Literals of text, as one."""
-    if not all(get_origin(m) is Literal for m in members):
-        return _never
-    words = [w for m in members for w in get_args(m)]
-    return value_check(Literal[tuple(words)]) if words else _never
+    return value_check(_one_literal(members))
 
 
 def _annotated_union(args: tuple[Any, ...]) -> Check:
@@ -141,9 +192,13 @@ def _annotated_union(args: tuple[Any, ...]) -> Check:
 
 LeftOut = Callable[[Any, Any], bool]
 """Whether reading a model whose JSON leaves a field out gives `value` back for it: (the model, value) -> bool."""
-_Field = tuple[str, Check, LeftOut | None, Callable[[Any], Any] | None]
-"""A field: its name, the check of a value written, what reading gives when it is left out (None: reading fails or
-gives something else), and its `exclude_if`."""
+
+_NO_DEFAULT: Any = object()
+_Field = tuple[str, type | None, frozenset[str] | None, Check, Any, LeftOut | None, Callable[[Any], Any] | None]
+"""A field: its name; the exact type a value written must have (then also one of `words`, when given), or else
+the check of a value written; its default, or what a validator fills in, when it is left out (`_NO_DEFAULT` and
+None: reading fails or gives something else); its `exclude_if`. Plain tuples, the type tested inline: this runs for
+every field of every event a commit stores."""
 
 _VALIDATED: dict[type, tuple[frozenset[str], dict[str, LeftOut]]] = {}
 """Models whose validators this module was told about: the validators' names (a model with others, or more, is
@@ -164,12 +219,7 @@ def register(cls: type[BaseModel], validators: frozenset[str], filled: dict[str,
 
 def model_check(cls: type[BaseModel]) -> Check:
     """A check of a model value of class `cls` (None fields left out of its JSON, as in a stored event)."""
-    return fields_check(cls, frozenset())
-
-
-def fields_check(cls: type[BaseModel], left_out: frozenset[str]) -> Check:
-    """The check of a `cls` whose JSON also leaves out the fields in `left_out`."""
-    return lambda model: reads_back(cls, model, left_out)
+    return lambda model: reads_back(cls, model)
 
 
 def reads_back(cls: type[BaseModel], model: Any, left_out: frozenset[str] = frozenset()) -> bool:
@@ -185,13 +235,22 @@ def reads_back(cls: type[BaseModel], model: Any, left_out: frozenset[str] = froz
     values = model.__dict__
     if len(values) != len(fields):
         return False
-    for name, check, omitted, exclude_if in fields:
-        value = values[name]
-        if value is None or name in left_out or (exclude_if is not None and exclude_if(value)):
-            if omitted is None or not omitted(model, value):
+    try:
+        for name, exact, words, check, default, filled, exclude_if in fields:
+            value = values[name]
+            if value is None or name in left_out or (exclude_if is not None and exclude_if(value)):
+                if filled is not None:
+                    if not filled(model, value):
+                        return False
+                elif default is _NO_DEFAULT or not value == default:  # noqa: SIM201  # `==`, as the comparison
+                    return False
+            elif exact is not None:
+                if type(value) is not exact or (words is not None and value not in words):
+                    return False
+            elif not check(value):
                 return False
-        elif not check(value):
-            return False
+    except Exception:  # an odd value's own __eq__ (or the like): cannot tell
+        return False
     return True
 
 
@@ -208,24 +267,41 @@ def _fields(cls: type[BaseModel]) -> list[_Field] | None:
         if (info.alias is not None or info.serialization_alias is not None or info.exclude or info.metadata
                 or info.validation_alias is not None):
             return None  # constraints, serializers, aliases: not told apart here
-        omitted: LeftOut | None = None
+        default: Any = _NO_DEFAULT
+        fill: LeftOut | None = None
         if name in filled:
-            omitted = filled[name]
+            fill = filled[name]
         elif info.default is not PydanticUndefined:
-            omitted = _equals(info.default)
+            default = info.default
         elif info.default_factory is not None and not info.default_factory_takes_validated_data:
-            factory: Callable[[], Any] = info.default_factory  # type: ignore[assignment]
-            omitted = _equals_made(factory)
-        fields.append((name, value_check(info.annotation), omitted, info.exclude_if))
+            fill = _made_by(info.default_factory)  # type: ignore[arg-type]
+        exact, words, check = _written(info.annotation)
+        fields.append((name, exact, words, check, default, fill, info.exclude_if))
     return fields
 
 
-def _equals(default: Any) -> LeftOut:
-    return lambda _model, value: same(value, default)
+def _written(annotation: Any) -> tuple[type | None, frozenset[str] | None, Check]:
+    """How a field's value that is not None is checked: by its exact type (and words), or by a check. A None value
+    never reaches it: the stored JSON leaves None fields out."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        rest = [a for a in get_args(annotation) if a is not type(None)]
+        annotation = rest[0] if len(rest) == 1 else _one_literal(rest)
+    if annotation is str or annotation is bool:
+        return annotation, None, _never
+    if get_origin(annotation) is Literal and all(type(a) is str for a in get_args(annotation)):
+        return str, frozenset(get_args(annotation)), _never
+    return None, None, value_check(annotation)
 
 
-def _equals_made(factory: Callable[[], Any]) -> LeftOut:
-    return lambda _model, value: same(value, factory())
+def _one_literal(members: list[Any]) -> Any:
+    """Several Literals of text as one Literal (anything else as an annotation no check knows)."""
+    if not all(get_origin(m) is Literal for m in members):
+        return object
+    return Literal[tuple(w for m in members for w in get_args(m))]
+
+
+def _made_by(factory: Callable[[], Any]) -> LeftOut:
+    return lambda _model, value: bool(value == factory())
 
 
 def same(value: Any, given: Any) -> bool:

@@ -19,7 +19,7 @@ import core.chain as chain
 import core.events as events
 from core.chain import event_canonical
 from core.errors import UnstorableEvent
-from core.event_readback import reads_back
+from core.event_readback import plain, reads_back, same_plain
 from core.events import (
     BatchCompleted,
     BatchProposed,
@@ -269,3 +269,17 @@ def test_a_model_whose_reading_may_change_or_refuse_its_values_is_never_told_apa
     a model is left to the parse: a value given past validation that reading refuses or changes is not stored
     compact on the word of its types."""
     assert not reads_back(type(model), model)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_PLAIN, _PLAIN)
+def test_values_told_the_same_are_written_as_the_same_text(a: Any, b: Any) -> None:
+    """core/event_readback.py `same_plain`, which spares a proposal's calls two json.dumps each: True only for
+    values json.dumps writes as the same text (and always for a value and its copy)."""
+    import copy
+    import json
+
+    if same_plain(a, b):
+        assert json.dumps(a, ensure_ascii=False) == json.dumps(b, ensure_ascii=False)
+    if plain(a):
+        assert same_plain(a, copy.deepcopy(a))
