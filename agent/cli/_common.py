@@ -181,10 +181,11 @@ class Command:
             if not loaded.mcp.servers:
                 yield base
                 return
-            from agent.cli.mcp_cmd import mcp_notice
             from agent.mcp import with_mcp_tools
 
-            async with with_mcp_tools(base, loaded, mcp_notice(base)) as rt:
+            masker = base.masker  # a server's trouble (it could not start, it stopped): one masked notice line
+            async with with_mcp_tools(base, loaded, lambda line: echo(f"strata: notice: {masker.mask(line)}",
+                                                                      err=True)) as rt:
                 yield rt
 
     @asynccontextmanager

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -14,14 +14,6 @@ from agent.cli.options import WorkspacePath
 from agent.cli.output import echo, echo_json
 from core.errors import StrataError, UsageError
 from core.terminal_text import one_line
-
-if TYPE_CHECKING:
-    from agent.session import Runtime
-
-
-def mcp_notice(rt: Runtime) -> Callable[[str], None]:
-    """How a session command says that an MCP server could not start or stopped: one masked notice line."""
-    return lambda line: echo(f"strata: notice: {rt.masker.mask(line)}", err=True)
 
 
 @click.group(name="mcp")
