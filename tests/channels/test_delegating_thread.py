@@ -34,7 +34,8 @@ def _config(cli: StrataCLI, tmp_path: Path, ws: Path) -> Path:
             [text("second answer")],
         ],
         "children": [[
-            [tool_use("c1", "bash", command=f"touch started; while [ ! -e release ]; do sleep 0.05; done; "
+            [tool_use("c1", "bash", command=f"touch started; while [ ! -e release ] && [ $SECONDS -lt 300 ]; "
+                                            f"do sleep 0.05; done; "
                                             f"echo hi > hello.txt; echo once >> {EFFECTS_LOG}")],
             [text(CHILD_ANSWER)],
         ]],

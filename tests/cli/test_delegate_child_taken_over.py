@@ -68,7 +68,8 @@ def _until_stopped(proc: subprocess.Popen[str]) -> None:
 def _stopped_parent(cli: StrataCLI, tmp_path: Path, workspace: Path) -> subprocess.Popen[str]:
     """The parent's `strata run`, through the launcher, once it stopped itself as its child's model is first asked
     (its child started, under the parent's process's lease)."""
-    script = _script(tmp_path / "s.json", f"touch started; while [ ! -e release ]; do sleep 0.05; done; "
+    script = _script(tmp_path / "s.json", f"touch started; while [ ! -e release ] && [ $SECONDS -lt 300 ]; "
+                                          f"do sleep 0.05; done; "
                                           f"echo hi > hello.txt; echo once >> {EFFECTS_LOG}")
     launcher = tmp_path / "launch.py"
     launcher.write_text(_LAUNCH, encoding="utf-8")

@@ -443,7 +443,8 @@ def _busy_child(cli: StrataCLI, tmp_path: Path, workspace: Path) -> tuple[dict[s
                                                                           subprocess.Popen[str]]:
     """A parent parked on its child's approval; the child approved and driven by another `strata resume CHILD`,
     whose bash runs (it holds the child's lease) until `release` appears in the workspace."""
-    script = _script(tmp_path / "s.json", f"touch started; while [ ! -e release ]; do sleep 0.05; done; "
+    script = _script(tmp_path / "s.json", f"touch started; while [ ! -e release ] && [ $SECONDS -lt 300 ]; "
+                                          f"do sleep 0.05; done; "
                                           f"echo hi > hello.txt; echo once >> {EFFECTS_LOG}")
     parked = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "delegate",
                      "--on-ask", "park", "go")

@@ -26,7 +26,8 @@ from tests.cli._helpers import (
 )
 from tests.conftest import StrataCLI, write_script
 
-UNTIL_RELEASED = "echo yes > started; while [ ! -e release ]; do sleep 0.05; done; echo finished >> out"
+UNTIL_RELEASED = ("echo yes > started; while [ ! -e release ] && [ $SECONDS -lt 300 ]; do sleep 0.05; done; "
+                  "echo finished >> out")
 
 
 @functools.cache

@@ -487,7 +487,7 @@ def test_sigkill_while_holding_a_resource_lock_releases_it(cli: StrataCLI, works
     assert len(list((cli.home / "locks").iterdir())) == 1
 
 
-_UNTIL_RELEASED = "while [ ! -e release ]; do sleep 0.05; done; echo released"
+_UNTIL_RELEASED = "while [ ! -e release ] && [ $SECONDS -lt 300 ]; do sleep 0.05; done; echo released"
 """A command that runs until the test touches `release` in the workspace."""
 
 

@@ -33,7 +33,8 @@ from tests.cli._helpers import (
 )
 from tests.conftest import StrataCLI, write_script
 
-ORPHAN = ("echo $$ > orphan.pid; echo yes > started; while [ ! -e release ]; do sleep 0.05; done; echo done >> f")
+ORPHAN = ("echo $$ > orphan.pid; echo yes > started; while [ ! -e release ] && [ $SECONDS -lt 300 ]; do sleep 0.05; "
+          "done; echo done >> f")
 NEXT = "{ cat f 2>/dev/null; echo next; } >> g"
 SHORT_WAIT = {"STRATA_LOCK_TIMEOUT_S": "1"}
 

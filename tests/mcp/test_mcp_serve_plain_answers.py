@@ -165,7 +165,8 @@ async def test_run_agent_on_a_session_this_server_is_running_says_so_not_another
     user_config(cli, '[mcp.serve]\nallow_tools = ["bash"]\n\n[[policy.rules]]\ntool = "bash"\naction = "allow"\n')
     go = tmp_path / "go"
     script = write_script(tmp_path / "script.json", [
-        [tool_use("b1", "bash", command=f"touch {tmp_path / 'waiting'}; while [ ! -e {go} ]; do sleep 0.05; done")],
+        [tool_use("b1", "bash", command=f"touch {tmp_path / 'waiting'}; while [ ! -e {go} ] && [ $SECONDS -lt 300 ]; "
+                                         "do sleep 0.05; done")],
         [text("first done")]])
     async with strata_mcp(cli, workspace, "--model", f"script:{script}") as session:
         first: dict[str, Any] = {}

@@ -31,8 +31,10 @@ CALLS = 3
 
 
 def _script(path: Path) -> Path:
-    """CALLS bash calls, one a turn; call K says it runs (`at.K`) and waits for `go.K`."""
-    turns = [[tool_use(f"c{k}", "bash", command=f"touch at.{k}; while [ ! -e go.{k} ]; do sleep 0.01; done")]
+    """CALLS bash calls, one a turn; call K says it runs (`at.K`) and waits for `go.K` (for at most 300 s: a test
+    that fails kills the writer, and the command it left running must not poll for ever)."""
+    turns = [[tool_use(f"c{k}", "bash",
+                       command=f"touch at.{k}; while [ ! -e go.{k} ] && [ $SECONDS -lt 300 ]; do sleep 0.01; done")]
              for k in range(1, CALLS + 1)]
     path.write_text(json.dumps([*turns, [text("done")]]), encoding="utf-8")
     return path

@@ -66,7 +66,8 @@ def test_a_prompt_to_a_hosted_parent_whose_child_another_process_drives_is_refus
     ws.mkdir()
     allow_in_user_config(cli, "delegate")
     path = tmp_path / "s.json"
-    command = (f"touch started; while [ ! -e release ]; do sleep 0.05; done; echo once >> {EFFECTS_LOG}")
+    command = ("touch started; while [ ! -e release ] && [ $SECONDS -lt 300 ]; do sleep 0.05; done; "
+               f"echo once >> {EFFECTS_LOG}")
     path.write_text(json.dumps({
         "turns": [[tool_use("p1", "delegate", task="run it")], [text("parent done")]],
         "children": [[[tool_use("c1", "bash", command=command)], [text("child ran it")]]],

@@ -31,7 +31,7 @@ def test_a_hosted_session_another_process_runs_shows_phase_elsewhere_and_idle_af
     ws.mkdir()
     started, release = ws / "started", ws / "release"
     allow_in_user_config(cli, "bash")
-    command = f"touch {started}; while [ ! -e {release} ]; do sleep 0.05; done; echo done"
+    command = f"touch {started}; while [ ! -e {release} ] && [ $SECONDS -lt 300 ]; do sleep 0.05; done; echo done"
     model = script(tmp_path / "s.json", [tool_use("b1", "bash", command=command)], [text("ran")])
     daemon = Daemon(cli)
     resume: subprocess.Popen[str] | None = None
