@@ -23,7 +23,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from agent.mcp_serve._wire import unreadable_reply
+from agent.mcp_serve._wire import json_kind, unreadable_reply
 
 log = structlog.get_logger("strata.mcp_serve")
 
@@ -69,7 +69,7 @@ def argument_problems(tool: str, error: ValidationError) -> str:
             lines.append(f"{tool}: argument {where} is required and missing")
         else:
             what = " ".join(str(problem["msg"]).split())
-            lines.append(f"{tool}: argument {where}: {what} (got {_json_kind(problem.get('input'))})")
+            lines.append(f"{tool}: argument {where}: {what} (got {json_kind(problem.get('input'))})")
     return "\n".join(lines) or f"{tool}: its arguments do not fit its input schema"
 
 
@@ -121,24 +121,3 @@ class AnsweringReads:
 def _quoted(name: str) -> str:
     shown = name if len(name) <= MAX_NAME_CHARS else name[:MAX_NAME_CHARS] + "..."
     return repr(shown)  # a line break or a control character shows as an escape
-
-
-def _json_kind(value: Any) -> str:
-    """What JSON type `value` (as sent) is, named as the input schema names types."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
-
-

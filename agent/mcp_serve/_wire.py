@@ -66,7 +66,7 @@ def value_reply(value: Any, *, reader_problem: str | None = None) -> mcp_types.J
     if isinstance(value, list):
         return _invalid(None, ["a batch (a JSON array) is not served: send one JSON-RPC message at a time"])
     if not isinstance(value, dict):
-        return _invalid(None, [f"a JSON-RPC message is a JSON object, not {_kind(value)}"])
+        return _invalid(None, [f"a JSON-RPC message is a JSON object, not {json_kind(value)}"])
     if "method" not in value and ("result" in value or "error" in value):
         return None  # an answer: never answered
     request_id = value.get("id")
@@ -150,14 +150,23 @@ def _first_surrogate(text: str) -> str | None:
     return None
 
 
-def _kind(value: Any) -> str:
+def json_kind(value: Any) -> str:
+    """What JSON type `value` (as sent) is, named as an input schema names types (an integer is not a number)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "a boolean"
-    if isinstance(value, int | float):
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
         return "a number"
-    return "a string"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
 
 
 _UNKNOWN = object()

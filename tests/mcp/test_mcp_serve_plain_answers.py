@@ -39,7 +39,9 @@ BAD_LINES: list[tuple[str, int, Any, list[str]]] = [
     ('{"jsonrpc": "1.0", "id": 8, "method": 5}', -32600, 8, ["jsonrpc", "'2.0'", "method", "valid string"]),
     ('{"jsonrpc": "2.0", "id": "\\udc00", "method": "ping"}', -32600, None, ["id: a string holds a lone surrogate"]),
     ("[1, 2]", -32600, None, ["batch"]),
-    ("42", -32600, None, ["JSON object, not a number"]),
+    ("42", -32600, None, ["JSON object, not an integer"]),
+    ("4.5", -32600, None, ["JSON object, not a number"]),
+    ('"ping"', -32600, None, ["JSON object, not a string"]),
 ]
 
 
