@@ -73,6 +73,6 @@ def parse_rule(action: RuleAction, text: str, source: str = "flag") -> Permissio
         raise UsageError(f"invalid --{action} rule {text!r}",
                          hint="write a tool name, optionally with a pattern: bash, 'bash(git status*)', write_file")
     if unclosed_bracket(m["tool"]) or (m["pattern"] is not None and unclosed_bracket(m["pattern"])):
-        raise UsageError(f"invalid --{action} rule '{text}': a '[' is never closed by ']'",  # as in a config file
+        raise UsageError(f"invalid --{action} rule {text!r}: a '[' is never closed by ']'",  # as in a config file
                          hint="close the class ('[abc]'), or write '[[]' for a literal '['")
     return PermissionRule(action=action, tool=m["tool"], pattern=m["pattern"], source=source)
