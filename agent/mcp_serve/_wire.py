@@ -214,8 +214,8 @@ class MessageCheck:
                 whole = size <= self.limit
                 break
         body = b"".join(m.get("body", b"") for m in taken) if whole else b""
-        # what is wrong is found off the event loop: a large hostile body takes a second or so
-        reply = await anyio.to_thread.run_sync(body_reply, body, self.mask) if whole and _refused(body) else None
+        # read off the event loop, as what is wrong with it is found: a large hostile body takes a second or so
+        reply = await anyio.to_thread.run_sync(self._reply, body) if whole else None
         if reply is not None:
             body = reply.model_dump_json(by_alias=True, exclude_unset=True).encode()
             await send({"type": "http.response.start", "status": 400,
@@ -228,6 +228,9 @@ class MessageCheck:
             return taken.pop(0) if taken else await receive()
 
         await self.app(scope, replayed, send)
+
+    def _reply(self, body: bytes) -> mcp_types.JSONRPCError | None:
+        return body_reply(body, self.mask) if _refused(body) else None
 
 
 def body_reply(body: bytes, mask: Callable[[str], str]) -> mcp_types.JSONRPCError | None:
