@@ -325,6 +325,13 @@ CHECKS = Words("check", *(f"default: {safety} tools are allowed in {mode} mode"
 """A timeline row's check (timeline.check_name): what allowed a call when no rule did (tool_executor/checks/policy.py
 `default: {safety} tools are allowed in {mode} mode`), in this order (safety, then mode)."""
 WORD_LISTS = (EVENT_KINDS, TIMELINE_KINDS, OUTCOMES, CHECKS)
+_kind, _check, _outcome = TIMELINE_KINDS.word, CHECKS.word, OUTCOMES.word
+
+
+def timeline_words(kind: Any, check: Any, outcome: Any, data: Any) -> tuple[Any, Any, Any, Any]:
+    """A timeline row's kind, check and outcome as the words they stand for, and its data as text (stored NULL:
+    the empty object), as every reader of stored rows takes them."""
+    return _kind(kind, kind), _check(check, check), _outcome(outcome, outcome), "{}" if data is None else data
 
 
 def pack_empty(data: str) -> str | None:

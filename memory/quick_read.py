@@ -22,12 +22,11 @@ from core.snapshot_version import SNAPSHOT_VERSION
 from core.vocabulary import EVENT_SCHEMA_VERSION, RECEIPT_STATUSES, TIMELINE_DECISIONS, Mode, SessionStatus
 from memory import _read_only
 from memory._encoding import (
-    CHECKS,
     EVENT_KINDS,
-    OUTCOMES,
     TIMELINE_KINDS,
     stored_data,
     stored_datetime,
+    timeline_words,
     unpack_hash,
     unpack_snapshot,
     unpack_summary,
@@ -157,7 +156,6 @@ _NOT_AS_STORED = (
 SessionRecord, and a row edited into something else fails every full listing and look-up): any of them, and the
 quick way leaves the command to the full way, which reports it."""
 
-_kind, _check, _outcome = TIMELINE_KINDS.word, CHECKS.word, OUTCOMES.word
 """A stored word as its text (memory/_encoding.py `Words`)."""
 _TURNS = ("assistant_message", "batch_proposed")
 """The events the fold counts as a model turn (core/state.py `apply`); a `call_result` is a tool call, a denial
@@ -213,8 +211,8 @@ class QuickRead:
         rows = []
         try:
             for key, at, turn_, kind, tool, decision, check, outcome, duration, summary, data, call_id in cursor:
-                kind, check, outcome = _kind(kind, kind), _check(check, check), _outcome(outcome, outcome)
-                values = stored_data(kind, check, "{}" if data is None else data)
+                kind, check, outcome, data = timeline_words(kind, check, outcome, data)
+                values = stored_data(kind, check, data)
                 row = ShownRow(key & SEQ_MASK, stored_datetime(at), turn_, kind, tool, decision, check, outcome,
                                duration, unpack_summary(summary, outcome, tool, values), values)
                 if not _as_written(row, call_id):
@@ -241,8 +239,8 @@ class QuickRead:
         try:
             for (key, kind, turn_, tool, decision, at, call_id, check, outcome, duration, prev_hash, digest,
                  summary, data) in with_prev_hash(self._conn, stored):
-                kind, check, outcome = _kind(kind, kind), _check(check, check), _outcome(outcome, outcome)
-                values = stored_data(kind, check, "{}" if data is None else data)
+                kind, check, outcome, data = timeline_words(kind, check, outcome, data)
+                values = stored_data(kind, check, data)
                 stamp = stored_datetime(at)
                 row = ShownRow(key & SEQ_MASK, stamp, turn_, kind, tool, decision, check, outcome, duration,
                                unpack_summary(summary, outcome, tool, values), values)

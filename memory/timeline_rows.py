@@ -12,11 +12,9 @@ from pydantic import ValidationError
 
 from core.timeline import TimelineRow, marked_damaged
 from memory._encoding import (
-    CHECKS,
-    OUTCOMES,
-    TIMELINE_KINDS,
     stored_data,
     stored_datetime,
+    timeline_words,
     unpack_data,
     unpack_hash,
     unpack_summary,
@@ -28,7 +26,6 @@ from memory.read_sql import with_prev_hash as with_prev_hash
 from memory.rows import shown_value, validation_problem
 
 _UNREADABLE = datetime.min.replace(tzinfo=UTC)
-_kind, _check, _outcome = TIMELINE_KINDS.word, CHECKS.word, OUTCOMES.word
 
 
 def timeline_row(session_id: str, row: Any) -> TimelineRow:
@@ -37,8 +34,7 @@ def timeline_row(session_id: str, row: Any) -> TimelineRow:
     with what is wrong (core/timeline.py `marked_damaged`), so that a surface showing rows reports it instead."""
     key, kind, turn, tool, decision, at, call_id, check, outcome, duration, prev_hash, digest, summary, data = row
     prev_hash, digest = unpack_hash(prev_hash), unpack_hash(digest)
-    kind, check, outcome = _kind(kind, kind), _check(check, check), _outcome(outcome, outcome)
-    data = "{}" if data is None else data  # stored NULL: the empty object (memory/_encoding.py)
+    kind, check, outcome, data = timeline_words(kind, check, outcome, data)
     problem = None
     try:
         stamp = stored_datetime(at)
