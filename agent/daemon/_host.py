@@ -138,6 +138,7 @@ class SessionHost:
                 await hosted.reread_parked()  # decided and run elsewhere meanwhile: nothing for it to finish
             if (role == "drive" and hosted.live is None and (hosted.parked or hosted.phase == "parked")
                     and not hosted.turn_running):  # its calls asked, or those decided elsewhere run
+                hosted.driver_attached(attachment)  # watchers hear of the driver before its turn's first push
                 hosted.submit(None)
             elif role == "drive":
                 try:
@@ -145,8 +146,7 @@ class SessionHost:
                 except BaseException:
                     hosted.remove(attachment, "closed", "the session could not be driven here")
                     raise
-            if role == "drive":
-                hosted.driver_attached(attachment)
+                hosted.driver_attached(attachment)  # only once it drives: never heard without a driver
             return attachment
         replaced = self._make_room(session_id)
         hosted = HostedSession(self._parts, session_id, quiet=replaced)
