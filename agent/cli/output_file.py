@@ -151,6 +151,9 @@ def _directory_error(shown: Path, directory: Path, exc: OSError) -> StrataError:
     there = directory  # the nearest part of the path that exists
     while not os.path.lexists(there) and there != there.parent:
         there = there.parent
+    if os.path.islink(there) and not os.path.exists(there):
+        return StrataError(f"cannot write {shown}: {there} is a link to {os.readlink(there)}, which does not exist "
+                           f"({why})", hint="create what the link names, or name a file in a directory that exists")
     if not os.path.isdir(there):
         return StrataError(f"cannot write {shown}: {there} is not a directory ({why})",
                            hint="name a file in a directory")

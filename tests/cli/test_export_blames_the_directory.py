@@ -49,3 +49,12 @@ def test_export_into_a_missing_directory_or_under_a_file_names_that(cli: StrataC
     under = _one_error(cli, "export", session, "-o", str(tmp_path / "plain" / "out.html"))
     assert f"cannot write {tmp_path}/plain/out.html: {tmp_path}/plain is not a directory" in under
     assert (tmp_path / "plain").read_text() == "a file\n"
+
+
+def test_export_under_a_link_to_nothing_names_the_link_and_what_it_names(cli: StrataCLI, session: str,
+                                                                         tmp_path: Path) -> None:
+    (tmp_path / "gone").symlink_to(tmp_path / "nowhere")
+    line = _one_error(cli, "export", session, "-o", str(tmp_path / "gone" / "out.html"))
+    assert f"cannot write {tmp_path}/gone/out.html: {tmp_path}/gone is a link to {tmp_path}/nowhere, which does " \
+           "not exist" in line, line
+    assert not (tmp_path / "nowhere").exists()
