@@ -14,7 +14,7 @@ takes the lease and commits it)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 import anyio
@@ -146,6 +146,9 @@ class ApprovalStep:
         """The narrower "always" pattern to offer for a call, if any."""
         self._asking = anyio.Lock()
         self.batch_grants: list[Grant] = []
+        self.before_asking: Callable[[], Awaitable[None]] | None = None
+        """Run before a person is asked (the executor commits what the batch's earlier calls left staged: an
+        answer may take hours, and a crash meanwhile must not lose what already ran)."""
 
     @property
     def nobody_to_ask(self) -> bool:
@@ -220,6 +223,8 @@ class ApprovalStep:
         if outcome is None:
             assert self.approver is not None
             async with self._asking:  # one question at a time, even for calls running side by side
+                if self.before_asking is not None:
+                    await self.before_asking()
                 answer = await self.approver.ask(request)
             if isinstance(answer, Parked):  # the person to ask is gone: the call waits for a recorded decision
                 outcome = answer

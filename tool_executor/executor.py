@@ -185,6 +185,22 @@ class ToolCallProcessor:
 
     async def _run_calls(self, batch_id: str, calls: Sequence[PlannedCall], env: CallEnv,
                          writer: SessionWriter) -> BatchRun:
+        """Before a person is asked about a call, what the batch's earlier calls left staged (their results,
+        receipts and rows) is committed: the answer may take hours, and a crash meanwhile must not turn a call that
+        finished into an unknown one, nor lose the person's earlier answers; a client sees those results first."""
+
+        async def commit_what_ran() -> None:
+            if writer.dirty:
+                await writer.flush()
+
+        self.approval.before_asking = commit_what_ran
+        try:
+            return await self._run_batch_calls(batch_id, calls, env, writer)
+        finally:
+            self.approval.before_asking = None
+
+    async def _run_batch_calls(self, batch_id: str, calls: Sequence[PlannedCall], env: CallEnv,
+                               writer: SessionWriter) -> BatchRun:
         """Consecutive read-only calls run side by side. Once a call is parked, later calls are only decided
         (asks are parked too), never run."""
         run = BatchRun()

@@ -6,11 +6,12 @@ processes, a real socket."""
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
 
-from tests.cli._helpers import text, tool_use
+from tests.cli._helpers import bash_mark, effect_counts, marker, text, tool_use
 from tests.conftest import StrataCLI
 from tests.serve._procs import Client, Daemon, allow_in_user_config, killed_while_asking, script, status, wait_until
 
@@ -41,6 +42,55 @@ def test_after_sigkill_during_an_ask_the_next_driver_is_asked_again_and_the_call
     assert (ws / "a.txt").read_text() == "A\n"
     (receipt,) = cli.json_lines("receipts", sid, "--json")
     assert receipt["status"] == "done"
+    proc = cli.run("timeline", sid, "--verify", "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["ok"] is True, proc.stdout
+
+
+def test_a_call_that_ran_before_the_next_ask_keeps_its_result_and_approval_when_the_daemon_is_killed_during_that_ask(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """b1 is approved and runs; the driver is then asked about b2 and the daemon is SIGKILLed while it waits. b1's
+    result, its receipt `done` and the person's approval of it were committed before b2 was asked (the driver saw
+    b1's result first): after a restart b1 is neither run again nor left `unknown`, and only b2 is asked again.
+    Before, they stayed staged for as long as the person took to answer about b2, and the crash turned a finished
+    call into an unknown one (exit 5, to reconcile by hand) and lost the record of who approved it."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model = script(tmp_path / "s.json", [bash_mark("b1"), bash_mark("b2")], [text("both marked")])
+    daemon = Daemon(cli)
+    try:
+        driver = Client(cli, "--new", "--workspace", str(ws), "--model", model)
+        sid = driver.session_id
+        driver.send(type="prompt", text="mark both")
+        driver.wait_for("approval_request", call_id="b1")
+        driver.send(type="approve", call_id="b1")
+        driver.wait_for("approval_request", call_id="b2")
+        assert effect_counts(ws) == {marker("b1"): 1}
+        ran = [e for e in driver.events() if e["kind"] == "call_result"]
+        assert [(e["call_id"], e["status"]) for e in ran] == [("b1", "ok")]  # pushed before b2's question
+        daemon.signal(signal.SIGKILL)
+        assert daemon.wait() == -signal.SIGKILL
+        assert driver.collect().returncode == 1
+    finally:
+        daemon.stop()
+
+    restarted = Daemon(cli)
+    try:
+        again = Client(cli, sid)
+        ask = again.wait_for("approval_request", timeout=20)
+        assert ask["call_id"] == "b2"
+        again.send(type="approve", call_id="b2")
+        result = again.wait_for("result")
+        assert (result["status"], result["exit_code"], result["unknown_receipts"]) == ("completed", 0, 0), result
+        assert not [o for o in again.out.seen if o["type"] == "approval_request" and o["call_id"] == "b1"]
+        assert again.finish().returncode == 0
+    finally:
+        restarted.stop()
+    assert effect_counts(ws) == {marker("b1"): 1, marker("b2"): 1}
+    assert {r["call_id"]: r["status"] for r in cli.json_lines("receipts", sid, "--json")} == {"b1": "done",
+                                                                                             "b2": "done"}
+    approvals = [(r["call_id"], r["decision"]) for r in cli.json_lines("timeline", sid, "--json")
+                 if r["kind"] == "approval"]
+    assert approvals == [("b1", "approved"), ("b2", "approved")]
     proc = cli.run("timeline", sid, "--verify", "--json")
     assert proc.returncode == 0 and json.loads(proc.stdout)["ok"] is True, proc.stdout
 
