@@ -88,6 +88,13 @@ class DriverApprover:
                               hint="approve with the args_sha256 and plan_digest of its approval request")
         waiting.settle(answer)
 
+    def asked(self, by: Attachment, session_id: str, call_id: str) -> bool:
+        """Whether `by` was asked about call `call_id` of session `session_id` and has not answered: a child
+        session's call is asked of its parent's driver, its request naming the child (agent/delegation.py)."""
+        waiting = self._waiting.get(call_id)
+        return (waiting is not None and waiting.driver is by and waiting.open
+                and waiting.request.session_id == session_id)
+
     def withdraw(self) -> None:
         """The turn was interrupted: what it asked waits for no decision any more (the loop gives each such call
         its result as it closes the batch). An answer arriving now is refused, never acknowledged and dropped."""
@@ -106,6 +113,11 @@ class DriverApprover:
         note = self._mark(why)
         for waiting in list(self._waiting.values()):
             waiting.settle(Parked(note))
+
+    @property
+    def parked_this_run(self) -> bool:
+        """A call of the current run was parked because its driver was gone (or the host is draining)."""
+        return self._parking is not None
 
     def waiting(self) -> tuple[WaitingCall, ...]:
         return tuple(WaitingCall(call_id=w.request.call_id, tool=w.request.tool, how="asking")

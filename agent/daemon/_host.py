@@ -17,7 +17,7 @@ id, bound in its own task."""
 from __future__ import annotations
 
 import signal
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -136,9 +136,11 @@ class SessionHost:
             attachment = hosted.add(role, who, since_seq)
             if role == "drive":
                 await hosted.reread_parked()  # decided and run elsewhere meanwhile: nothing for it to finish
-            if (role == "drive" and hosted.live is None and (hosted.parked or hosted.phase == "parked")
-                    and not hosted.turn_running):  # its calls asked, or those decided elsewhere run
-                hosted.driver_attached(attachment)  # watchers hear of the driver before its turn's first push
+            asked = role == "drive" and hosted.live is None and (hosted.parked or hosted.phase == "parked")
+            if asked and not hosted.parked and await hosted.waits_on_a_busy_child():
+                asked = False  # its delegate call waits on a child another process drives: a prompt is refused
+            if asked and hosted.live is None and not hosted.turn_running:  # its (or its child's) calls asked, or
+                hosted.driver_attached(attachment)  # those decided elsewhere run; watchers hear of the driver first
                 hosted.submit(None)
             elif role == "drive":
                 try:
@@ -222,6 +224,17 @@ class SessionHost:
     async def deny(self, attachment: Attachment, call_id: str, reason: str = "") -> None:
         hosted = self._driving(attachment)
         hosted.approver.answer(attachment, call_id, ApprovalAnswer("no", attachment.who, reason))
+
+    def asked_through(self, attachments: Iterable[Attachment], session_id: str, call_id: str) -> Attachment | None:
+        """Of `attachments` (one client's), the driver that was asked about call `call_id` of `session_id` and has
+        not answered: the approval request of a child session's call names the child, and is answered through the
+        attachment to its parent."""
+        for attachment in attachments:
+            hosted = self._sessions.get(attachment.session_id)
+            if hosted is not None and hosted.driver is attachment and hosted.approver.asked(attachment, session_id,
+                                                                                            call_id):
+                return attachment
+        return None
 
     async def interrupt(self, attachment: Attachment) -> bool:
         """Close the running turn exactly as Ctrl-C closes it. Whether a turn was running."""

@@ -49,6 +49,7 @@ from agent.daemon._messages import (
     TurnResult,
     WaitingCall,
 )
+from agent.delegation import busy_child
 from agent.outcome import RunOutcome
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
 from config import LoadedConfig
@@ -331,15 +332,22 @@ class HostedSession:
         meanwhile (`strata approve`, then `strata resume ID` elsewhere): what still waits is read again from the
         store, and a session with nothing left waiting and no batch open is idle again (a driver attaching to it
         takes its lease, `drive`, instead of being given a turn that has nothing to finish)."""
-        if self.live is not None or self.turn_running or not self.parked:
+        if self.live is not None or self.turn_running or not (self.parked or self.phase == "parked"):
             return
         with contextlib.suppress(StrataError):
             state = (await restore_or_report(self._parts.rt.store, self.id)).state
-            if self.live is not None or self.turn_running or not self.parked:  # a turn began meanwhile
-                return
+            if self.live is not None or self.turn_running or not (self.parked or self.phase == "parked"):
+                return  # a turn began meanwhile
             self.parked = _undecided(state)
             if not self.parked and state.open_batch is None and self.phase == "parked":
                 self.phase = "idle"
+
+    async def waits_on_a_busy_child(self) -> bool:
+        """Its open batch's delegate call waits on a child another live process drives: finishing the batch now
+        would only wait on that process (agent/delegation.py `busy_child`)."""
+        with contextlib.suppress(StrataError):
+            return await busy_child(self._parts.rt.store, self.id, make_liveness(self._parts.rt.clock)) is not None
+        return False
 
     async def _idle(self) -> None:
         """Wait for the next request; keep the lease renewed meanwhile, as a running turn's heartbeat does, while a
@@ -436,14 +444,18 @@ class HostedSession:
     async def _ended(self, outcome: RunOutcome | None, error: StrataError | None, interrupted: bool) -> None:
         if outcome is not None:
             assert self.live is not None
-            parked = _undecided(self.live.loop.state) if outcome.status == "awaiting_approval" else ()
-            if parked:  # the lease goes, so that `strata approve` can record a decision from anywhere
+            if outcome.status == "awaiting_approval":
+                # Its calls wait for a decision, or its delegate call waits on a child that does. The lease goes, so
+                # that `strata approve` can record a decision from anywhere; a driver that attaches after a park is
+                # asked (a child's calls through the parent, which enters its delegate call again).
+                parked = _undecided(self.live.loop.state)
                 await self._release()
                 self.parked, self.phase = parked, "parked"
-                self._parked_by_run = True
-            else:
-                self.phase = "idle"
-            self._broadcast(TurnResult.of(outcome, parked))
+                self._parked_by_run = bool(parked) or self.approver.parked_this_run
+                self._broadcast(TurnResult.of(outcome, parked))
+                return
+            self.phase = "idle"
+            self._broadcast(TurnResult.of(outcome, ()))
             return
         if error is not None:
             await self._release()

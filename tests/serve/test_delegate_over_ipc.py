@@ -12,7 +12,8 @@ import pytest
 
 from tests.cli._helpers import EFFECTS_LOG, text, tool_use
 from tests.conftest import StrataCLI
-from tests.serve._procs import Client, Daemon, allow_in_user_config, wait_until
+from tests.ipc._wire import RawClient
+from tests.serve._procs import Client, Daemon, allow_in_user_config, status, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -115,3 +116,109 @@ def test_a_prompt_to_a_hosted_parent_whose_child_another_process_drives_is_refus
     assert "and then say hi" in texts, texts
     delegated = next(e for e in again.events() if e["kind"] == "call_result" and e["call_id"] == "p1")
     assert delegated["status"] == "ok" and "child ran it" in delegated["content"], delegated
+
+
+def _until(client: RawClient, kind: str, **fields: Any) -> dict[str, Any]:
+    while True:
+        line = client.line()
+        assert line is not None, f"the daemon closed the connection before a {kind}"
+        if line["type"] == kind and all(line.get(k) == v for k, v in fields.items()):
+            return line
+
+
+def test_a_childs_approval_request_is_answered_naming_the_session_it_names(cli: StrataCLI, tmp_path: Path) -> None:
+    """A protocol client answers an `approval_request` with the `session_id` it carries. A child's call is asked of
+    the parent's driver naming the child: an `approve` or `deny` naming the child, on the connection that was asked,
+    decides it (as one naming the parent does). Before, it was `not_attached` ("attach first"), and attaching the
+    child was `session_busy` naming the daemon itself, so a client following the protocol could not answer at all.
+    A session the connection was not asked about is still `not_attached`, and nothing runs before the answer."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({
+        "turns": [[tool_use("p1", "delegate", task="write c.txt and d.txt")], [text("parent done")]],
+        "children": [[[tool_use("c1", "write_file", path="c.txt", content="c\n"),
+                       tool_use("c2", "write_file", path="d.txt", content="d\n")], [text("child wrote c.txt")]]],
+    }), encoding="utf-8")
+    daemon = Daemon(cli)
+    try:
+        client = RawClient(cli.home / "run" / "daemon.sock", timeout=60)
+        client.hello()
+        sid = client.ask({"type": "new_session", "id": "n", "workspace": str(ws), "model": f"script:{path}"})[
+            "session_id"]
+        assert client.ask({"type": "attach", "id": "a", "session_id": sid})["type"] == "ok"
+        client.send(json.dumps({"type": "prompt", "id": "p", "session_id": sid, "text": "delegate it"}).encode()
+                    + b"\n")
+        ask = _until(client, "approval_request", call_id="p1")
+        client.send(json.dumps({"type": "approve", "id": "ap1", "session_id": sid, "call_id": "p1",
+                                "args_sha256": ask["args_sha256"], "plan_digest": ask["plan_digest"]}).encode()
+                    + b"\n")
+        child_ask = _until(client, "approval_request", call_id="c1")
+        child = child_ask["session_id"]
+        assert child != sid
+
+        other = {"type": "deny", "id": "x", "session_id": "not-" + child, "call_id": "c1"}
+        assert client.ask(other)["code"] == "not_attached"
+        forged = client.ask({"type": "approve", "id": "f", "session_id": child, "call_id": "c1",
+                             "args_sha256": "0" * 64, "plan_digest": child_ask["plan_digest"]})
+        assert forged["code"] == "stale_approval", forged
+        assert not (ws / "c.txt").exists()
+
+        approved = client.ask({"type": "approve", "id": "ap2", "session_id": child, "call_id": "c1",
+                               "args_sha256": child_ask["args_sha256"], "plan_digest": child_ask["plan_digest"]})
+        assert (approved["type"], approved["id"], approved["session_id"]) == ("ok", "ap2", child), approved
+        second = _until(client, "approval_request", call_id="c2")
+        assert second["session_id"] == child
+        denied = client.ask({"type": "deny", "id": "dn", "session_id": child, "call_id": "c2", "reason": "not d"})
+        assert (denied["type"], denied["id"]) == ("ok", "dn"), denied
+        result = _until(client, "result", session_id=sid)
+        assert result["status"] == "completed", result
+        client.close()
+    finally:
+        daemon.stop()
+    assert daemon.proc.returncode == 0, daemon.stderr
+    assert (ws / "c.txt").read_text() == "c\n" and not (ws / "d.txt").exists()
+    decisions = [(r["call_id"], r["decision"]) for r in cli.json_lines("timeline", child, "--json")
+                 if r["kind"] == "approval"]
+    assert decisions == [("c1", "approved"), ("c2", "rejected")]
+
+
+def test_a_driver_attaching_after_the_last_one_left_during_a_childs_ask_is_asked_and_the_child_runs_once(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """The driver leaves while a child's call waits for its answer: the child parks, and so does the parent (its
+    delegate call waits on the child), letting its lease go. A driver attaching to the parent is asked about the
+    child's call, as a driver attaching to a session whose own calls are parked is; approved, it runs once and
+    the parent completes. Before, the parent was hosted as `idle` with nothing waiting: the new driver was asked
+    nothing and nothing went on until a prompt came."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({
+        "turns": [[tool_use("p1", "delegate", task="write c.txt")], [text("parent done")]],
+        "children": [[[tool_use("c1", "write_file", path="c.txt", content="c\n")], [text("child wrote c.txt")]]],
+    }), encoding="utf-8")
+    allow_in_user_config(cli, "delegate")
+    daemon = Daemon(cli)
+    try:
+        first = Client(cli, "--new", "--workspace", str(ws), "--model", f"script:{path}")
+        parent = first.session_id
+        first.send(type="prompt", text="delegate it")
+        child = first.wait_for("approval_request", call_id="c1")["session_id"]
+        assert first.finish().returncode == 0  # stdin ended while asked: it detaches at once, the call parks
+        wait_until(lambda: [(r["session_id"], r["phase"]) for r in status(cli)] == [(parent, "parked")],
+                   what="the parent to park")
+
+        again = Client(cli, parent)
+        ask = again.wait_for("approval_request", call_id="c1", timeout=30)
+        assert ask["session_id"] == child and ask["input"] == {"path": "c.txt", "content": "c\n"}
+        assert not (ws / "c.txt").exists()
+        again.send(type="approve", call_id="c1")
+        result = again.wait_for("result")
+        assert (result["status"], result["exit_code"]) == ("completed", 0), result
+        assert again.finish().returncode == 0
+    finally:
+        daemon.stop()
+    assert daemon.proc.returncode == 0, daemon.stderr
+    assert (ws / "c.txt").read_text() == "c\n"
+    (receipt,) = cli.json_lines("receipts", child, "--json")
+    assert (receipt["call_id"], receipt["status"]) == ("c1", "done")
