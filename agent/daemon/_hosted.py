@@ -231,6 +231,11 @@ class HostedSession:
         """The session's record while no live process holds its lease; SessionActive while one does."""
         rt = self._parts.rt
         record = await rt.store.get_session(self.id)
+        if record.lease is not None and record.parent_id is not None and held_here(record.lease):
+            raise HostRefused("session_busy", f"session {self.id} is a child session this daemon runs for a "
+                              f"delegate call of session {record.parent_id}; its calls are asked of that session's "
+                              "driver", session_id=self.id,
+                              hint=f"attach to session {record.parent_id} to follow or drive it")
         if record.lease is not None and make_liveness(rt.clock)(record.lease):
             raise SessionActive(self.id, describe(record.lease))
         return record

@@ -131,7 +131,9 @@ def test_a_childs_approval_request_is_answered_naming_the_session_it_names(cli: 
     the parent's driver naming the child: an `approve` or `deny` naming the child, on the connection that was asked,
     decides it (as one naming the parent does). Before, it was `not_attached` ("attach first"), and attaching the
     child was `session_busy` naming the daemon itself, so a client following the protocol could not answer at all.
-    A session the connection was not asked about is still `not_attached`, and nothing runs before the answer."""
+    A session the connection was not asked about is still `not_attached`, and nothing runs before the answer.
+    Attaching the child, which the daemon itself runs, names the parent to attach to (before: "active in another
+    process" naming the daemon's own pid)."""
     ws = tmp_path / "ws"
     ws.mkdir()
     path = tmp_path / "s.json"
@@ -156,6 +158,12 @@ def test_a_childs_approval_request_is_answered_naming_the_session_it_names(cli: 
         child_ask = _until(client, "approval_request", call_id="c1")
         child = child_ask["session_id"]
         assert child != sid
+
+        # Attaching the child itself, which this daemon runs for the parent's delegate call, says where to go.
+        proc = cli.run("attach", child, "--json", input="")
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert f"is a child session this daemon runs for a delegate call of session {sid}" in proc.stderr
+        assert f"attach to session {sid}" in proc.stderr and "another process" not in proc.stderr
 
         other = {"type": "deny", "id": "x", "session_id": "not-" + child, "call_id": "c1"}
         assert client.ask(other)["code"] == "not_attached"
