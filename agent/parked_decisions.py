@@ -60,6 +60,9 @@ async def _record(rt: Runtime, session_id: str, call_ids: Sequence[str] | None, 
             if not call_ids:
                 raise UsageError(f"session {session_id} has no call waiting for a decision",
                                  hint=f"`strata show {session_id}` shows where it stands")
+        for ref in call_ids:
+            if match_call(list(state.parked), ref, session_id=session_id) is None:
+                await _refuse_if_decided_already(rt, session_id, ref)
         receipts = await rt.store.list_receipts(session_id)
         chosen = [_decidable(state, session_id, ref, receipts) for ref in call_ids]
         events: list[tuple[Event, int]] = []
@@ -78,6 +81,19 @@ async def _record(rt: Runtime, session_id: str, call_ids: Sequence[str] | None, 
         if rt.ledgers is not None:  # its rows are covered by the ledger's head, as the loop's commits are
             await rt.ledgers.note_commit(session_id, rt.store.chain_head(session_id))
         return [Recorded(p, approve, waiting_ids) for p in chosen]
+
+
+async def _refuse_if_decided_already(rt: Runtime, session_id: str, call_id: str) -> None:
+    """A call that waits no more because someone decided it first (another terminal, the daemon's driving client)
+    and it was acted on: the loser of that race is told who decided and how, not only that nothing waits."""
+    rows = await rt.store.read_timeline(session_id, kinds=["approval"], decisions=["approved", "rejected"])
+    earlier = next((r for r in reversed(rows) if r.call_id == call_id), None)
+    if earlier is None:
+        return
+    said = "approved" if earlier.decision == "approved" else "denied"
+    raise UsageError(f"call {call_id} of session {session_id} was already {said} by {earlier.check} and is no "
+                     "longer waiting; a recorded decision is not changed",
+                     hint=f"`strata timeline {session_id}` shows what came of it")
 
 
 def _decidable(state: SessionState, session_id: str, ref: str, receipts: Sequence[Receipt]) -> ParkedCall:

@@ -64,3 +64,35 @@ def test_a_driver_attaching_while_another_process_briefly_holds_the_lease_is_ask
     assert (ws / "a.txt").read_text() == "A\n"
     (receipt,) = cli.json_lines("receipts", sid, "--json")
     assert receipt["status"] == "done"
+
+
+@pytest.mark.parametrize("driver_says", ["approve", "deny"])
+def test_strata_approve_losing_to_the_daemons_driver_says_who_decided_first(cli: StrataCLI, tmp_path: Path,
+                                                                           driver_says: str) -> None:
+    """A parked call is decided twice: the driver that attached answers first and the call is acted on, then
+    `strata approve` (or `deny`) from another terminal comes. The loser gets one line saying the call was already
+    approved or denied, and by whom (the attached client), exit 2; nothing changes. Before, it said only that the
+    call "is not waiting for approval", as for a call id that never waited."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model = script(tmp_path / "s.json", [tool_use("w1", "write_file", path="a.txt", content="A\n")], [text("done")])
+    daemon = Daemon(cli)
+    try:
+        sid = parked_session(cli, ws, model, asked="w1")
+        driver = Client(cli, sid)
+        driver.wait_for("approval_request", call_id="w1")
+        driver.send(type=driver_says, call_id="w1")
+        assert driver.wait_for("result")["status"] == "completed"
+        assert driver.finish().returncode == 0
+        said = "approved" if driver_says == "approve" else "denied"
+        for late in ("approve", "deny"):
+            proc = cli.run(late, sid, "w1")
+            assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+            first = proc.stderr.splitlines()[0]
+            assert first.startswith(f"strata: error: call w1 of session {sid} was already {said} by person:"), first
+            assert "via strata attach (client pid" in first and "a recorded decision is not changed" in first
+    finally:
+        daemon.stop()
+    assert (ws / "a.txt").exists() == (driver_says == "approve")
+    decisions = [r["decision"] for r in cli.json_lines("timeline", sid, "--json") if r["kind"] == "approval"]
+    assert decisions == ["parked", "approved" if driver_says == "approve" else "rejected"]
