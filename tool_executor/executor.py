@@ -80,6 +80,8 @@ class ToolCallProcessor:
         """On resume, a command that outlived its Strata process is killed (instead of waited for)."""
         self._in_flight: dict[str, CallRecord] = {}
         """The records of the current batch's calls that have no result staged yet, by call id."""
+        self._results_staged = 0
+        """Results the current batch staged so far (see `_run_calls`)."""
 
     def _matches(self, tool: str, args: Mapping[str, Any], pattern: str) -> bool:
         """A pattern grant covers a call as an allow rule with that pattern would (a compound command never)."""
@@ -187,10 +189,11 @@ class ToolCallProcessor:
                          writer: SessionWriter) -> BatchRun:
         """Before a person is asked about a call, what the batch's earlier calls left staged (their results,
         receipts and rows) is committed: the answer may take hours, and a crash meanwhile must not turn a call that
-        finished into an unknown one, nor lose the person's earlier answers; a client sees those results first."""
+        finished into an unknown one, nor lose the person's earlier answers; a client sees those results first.
+        Before the batch's first result nothing is committed for a question (the proposal stays staged, as ever)."""
 
         async def commit_what_ran() -> None:
-            if writer.dirty:
+            if self._results_staged and writer.dirty:  # the batch's first question leaves its proposal staged
                 await writer.flush()
 
         self.approval.before_asking = commit_what_ran
@@ -204,6 +207,7 @@ class ToolCallProcessor:
         """Consecutive read-only calls run side by side. Once a call is parked, later calls are only decided
         (asks are parked too), never run."""
         run = BatchRun()
+        self._results_staged = 0
         self.approval.batch_grants = []  # "always" answers given during this batch, for its later calls
         self._effects.processes = {}
         self._in_flight = {}
@@ -258,6 +262,7 @@ class ToolCallProcessor:
         else:
             assert record.result is not None
             writer.stage(record.result, record.env.turn)
+            self._results_staged += 1
         self.recorder.call(record, writer)
 
     def _denied(self, record: CallRecord, writer: SessionWriter) -> None:
