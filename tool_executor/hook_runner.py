@@ -1,8 +1,9 @@
 """Running hooks: Python callables registered in code and command hooks from (trusted) config.
 
-A command hook is run as `/bin/bash -c COMMAND` in the workspace, in its own process group, with the scrubbed
-environment of the `bash` tool (tool_executor/child_env.py) plus the variables its config names, and the hook
-input as one JSON object on stdin; it answers one JSON object on stdout:
+A command hook is run as `/bin/bash -c COMMAND` in the workspace, in its own process group (which dies with the
+Strata process, even one killed with SIGKILL: `_WATCHED`), with the scrubbed environment of the `bash` tool
+(tool_executor/child_env.py) plus the variables its config names, and the hook input as one JSON object on stdin;
+it answers one JSON object on stdout:
 
     PreToolUse   {"decision": "allow" | "block" | "rewrite" | "ask", "reason": "...", "input": {...}, "tool": "..."}
     PostToolUse  {"decision": "allow" | "add_context" | "withhold", "text": "...", "reason": "..."}
@@ -50,6 +51,15 @@ from core.utf8 import unpaired_surrogates, valid_text
 from tool_executor.child_env import hook_env
 
 MAX_HOOK_OUTPUT = 256 * 1024
+_WATCHED = ["/bin/bash", "--posix", "-c",
+            '{ read -r _ <&"$2"; kill -9 0; } </dev/null >/dev/null 2>&1 & eval "exec $2<&-"; '
+            'exec /bin/bash -o pipefail -c "$1"', "strata-hook"]
+"""Starts the hook (as `/bin/bash -o pipefail -c COMMAND`, the same pid: the group's leader) beside a watchdog in its
+process group that reads a pipe only this Strata process holds the write end of: when Strata dies, even by SIGKILL,
+the kernel closes it, the read ends, and the watchdog kills the whole group (`kill -9 0`, itself included); while
+the watchdog lives the group's id cannot be reused. Bash, not sh: dash cannot name a descriptor above 9, and
+opening /dev/fd/N of a pipe would wait forever if Strata were already gone. `--posix` reads no $BASH_ENV (the hook's
+own bash does, as before); the hook does not get the pipe (it is closed before the exec)."""
 
 _PRE = (HookAllow, HookBlock, HookRewrite, HookAsk)
 _POST = (HookAllow, HookAddContext, HookWithhold)
@@ -72,14 +82,18 @@ async def _run_command(hook: Hook, stdin: bytes, cwd: str) -> dict[str, Any] | N
         if problem is not None:
             raise HookFailed(f"not run: {problem}")
     env = hook_env(hook.env)  # what `bash` gets, plus the variables the config names
+    alive_read, alive = os.pipe()  # `alive` stays here (not inherited): its end is Strata's end (_WATCHED)
     try:
         # pipefail: a checker killed inside `checker | filter` is a failure, not an empty (allowing) answer
-        proc = await anyio.open_process(["/bin/bash", "-o", "pipefail", "-c", hook.command], cwd=cwd,
+        proc = await anyio.open_process([*_WATCHED, hook.command, str(alive_read)], cwd=cwd,
                                         stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                        env=env)
+                                        env=env, pass_fds=(alive_read,))
     except OSError as exc:
+        os.close(alive)
         raise HookFailed(f"could not start: {exc.strerror or exc}") from None
+    finally:
+        os.close(alive_read)
     out = bytearray()
     err = bytearray()
     overflow: list[bool] = []
@@ -111,7 +125,8 @@ async def _run_command(hook: Hook, stdin: bytes, cwd: str) -> dict[str, Any] | N
         raise HookFailed(f"timed out after {hook.timeout_s:g} s (its process group was killed)") from None
     finally:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+            os.killpg(proc.pid, signal.SIGKILL)  # the watchdog too
+        os.close(alive)
         with anyio.CancelScope(shield=True):
             await proc.wait()
             with contextlib.suppress(Exception):

@@ -352,6 +352,26 @@ async def test_command_hook_timeout_blocks_and_kills_its_process_group(tmp_path:
     assert await wait_gone(child), f"the hook's background child {child} is still running"
 
 
+async def test_a_command_hook_gets_no_descriptor_of_its_watchdog_and_waits_only_for_its_own_children(
+        tmp_path: Path, ws: Path, writer: SessionWriter) -> None:
+    """The watchdog that kills the hook's group when Strata dies (tool_executor/hook_runner.py _WATCHED) shares the
+    group but not the hook's shell: `wait` in the hook returns once the hook's own child ends, and the hook holds no
+    pipe besides its stdin, stdout and stderr (the watchdog's pipe was closed before the hook started)."""
+    held = tmp_path / "held.txt"
+    path = script(tmp_path, "fds.sh", f"""
+        cat >/dev/null
+        sleep 0.1 &
+        wait
+        ls -l /proc/$$/fd > {held}
+        echo '{{"decision": "block", "reason": "waited"}}'
+    """)
+    results = await run_calls(processor(ws, command_hook(path, timeout_s=60.0)), writer,
+                              [planned("read_file", {"path": "a.txt"})])
+    assert results["c1"].reasons == ("blocked by hook cmd (test-config): waited",), results["c1"]
+    pipes = [line.split(" -> ")[0].split()[-1] for line in held.read_text().splitlines() if "-> pipe:" in line]
+    assert pipes == ["0", "1", "2"], held.read_text()
+
+
 # -- PostToolUse ---------------------------------------------------------------------------------------------
 
 
