@@ -54,8 +54,8 @@ def match_session(records: Sequence[SessionRecord], ref: str) -> SessionRecord:
 
 def _many(head: str, lines: list[str], hint: str) -> UsageError:
     """A reference that names several: the first `_SHOWN` of them listed, and how many more."""
-    more = f"\n  ... and {len(lines) - _SHOWN} more" if len(lines) > _SHOWN else ""
-    return UsageError(f"{head}:\n  " + "\n  ".join(lines[:_SHOWN]) + more, hint=hint)
+    more = [f"... and {len(lines) - _SHOWN} more"] if len(lines) > _SHOWN else []
+    return UsageError(f"{head}:", hint=hint, listing=[*lines[:_SHOWN], *more])
 
 
 async def resolve_session(store: EventStore, ref: str) -> str:

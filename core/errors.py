@@ -1,7 +1,7 @@
 """Strata's error tree. Every error a user can meet is one of these, carries typed fields, and renders as one
 clear line plus an optional hint (never a traceback).
 
-    StrataError                      base: .message, .hint, .exit_code
+    StrataError                      base: .message, .hint, .exit_code (.head, .listing: an error listing lines)
     ├── misuse (exit 2)
     │   ├── UsageError               a bad command line or argument
     │   │   └── ProjectHooksMissing  a resume would lose the trusted project hooks its session started with
@@ -42,6 +42,7 @@ validation error of the message.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 
@@ -50,7 +51,13 @@ class StrataError(Exception):
 
     exit_code: int = 1
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(self, message: str, *, hint: str | None = None, listing: Sequence[str] = ()) -> None:
+        """`listing`: lines shown under the message, one each (the candidates an ambiguous id names); `message`
+        then holds them too, indented on lines of their own, for a reader other than the command line's error
+        line (agent/cli/output.py say_error), which shows `head` and each line with its line breaks escaped."""
+        self.head = message
+        self.listing = tuple(listing)
+        message += "".join(f"\n  {line}" for line in self.listing)
         super().__init__(message)
         self.message = message
         self.hint = hint

@@ -20,7 +20,7 @@ import anyio
 import click
 
 from agent.cli.options import json_option as json_option
-from agent.cli.output import echo
+from agent.cli.output import echo, say_error
 from agent.reading import Reader, configured_secrets, reader, recorded_session
 from config import LoadedConfig, load_config
 from config.masking_key import KEY_BYTES, KEY_FILE, load_masking_key
@@ -41,9 +41,8 @@ def fail(err: StrataError, masker: Masker | None = None) -> NoReturn:
     typed (a rule, a config value, an id): masked like any other observation, by `masker` when there is one."""
     mask = (masker or Masker.throwaway()).mask
     prefix = "strata" if isinstance(err, Stopped) else "strata: error"  # a stop that was asked for is no error
-    echo(f"{prefix}: {mask(err.message)}", err=True)
-    if err.hint:
-        echo(f"hint: {mask(err.hint)}", err=True)
+    say_error(mask(err.head), mask(err.hint) if err.hint else None, listing=[mask(line) for line in err.listing],
+              prefix=prefix)
     sys.exit(err.exit_code)
 
 

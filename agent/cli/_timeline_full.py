@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent.cli._common import Command
-from agent.cli.output import echo, echo_document, echo_json
+from agent.cli.output import echo, echo_document, echo_json, say_error
 from agent.cli.stdout import output_lost
 from agent.cli.timeline_table import TIMELINE_KINDS, console, print_rows, table
 from agent.reading import Reader
@@ -91,15 +91,12 @@ def _report_verify(report: ChainReport, as_json: bool) -> None:
     if report.ok:
         return
     first, *rest = report.problems
-    echo(f"strata: error: {first}", err=True)
-    for problem in rest:
-        echo(f"  also: {problem}", err=True)
     if report.verdict == "cannot_verify":
-        echo("hint: restore the home's chain.key the database was made with; this database's rows were not "
-             "checked", err=True)
+        hint = "restore the home's chain.key the database was made with; this database's rows were not checked"
     else:
-        echo("hint: the database was changed after these rows were written; rows from there on cannot be "
-             "trusted (`strata timeline ID --verify --json` lists every finding)", err=True)
+        hint = ("the database was changed after these rows were written; rows from there on cannot be trusted "
+                "(`strata timeline ID --verify --json` lists every finding)")
+    say_error(first, hint, listing=[f"also: {problem}" for problem in rest])
     sys.exit(1)
 
 

@@ -12,7 +12,7 @@ import click
 
 from agent.cli._common import Command, json_option
 from agent.cli.logging_setup import full_way
-from agent.cli.output import echo, echo_json
+from agent.cli.output import echo, echo_json, say_error
 from agent.cli.receipt_lines import print_receipts
 from agent.cli.session_list import print_sessions, session_view, shown_status
 from agent.cli.views import receipt_view, show_view
@@ -70,9 +70,9 @@ def list_sessions(as_json: bool) -> None:
 
     print_sessions(cmd.run(main), as_json)
     if damaged:  # the others are listed; each damaged row is one error line, and the command fails
-        for err in damaged:
-            echo(f"strata: error: {cmd.masker.mask(err.message)}", err=True)
-        echo(f"hint: {cmd.masker.mask(damaged[0].hint or '')}", err=True)
+        for err in damaged[:-1]:
+            say_error(cmd.masker.mask(err.message))
+        say_error(cmd.masker.mask(damaged[-1].message), cmd.masker.mask(damaged[0].hint or ""))
         sys.exit(damaged[0].exit_code)
 
 

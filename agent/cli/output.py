@@ -4,15 +4,28 @@ JSON. A test keeps the other CLI modules from calling `click.echo` directly."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import click
 
-from core.terminal_text import json_line, json_text, safe_text
+from core.terminal_text import json_line, json_text, one_line, safe_text
 
 
 def echo(text: str = "", *, err: bool = False, nl: bool = True) -> None:
     click.echo(safe_text(text), err=err, nl=nl)
+
+
+def say_error(message: str, hint: str | None = None, *, listing: Sequence[str] = (),
+              prefix: str = "strata: error") -> None:
+    """The one way an error is shown on stderr: `PREFIX: MESSAGE` on one line, the lines it lists (indented), and
+    `hint: HINT`. Each stays one line whatever it quotes: a line break in a path, a model name or an id the user
+    gave is shown escaped (`\\n`), so it cannot add a line that reads as another error of Strata's."""
+    echo(f"{prefix}: {one_line(message)}", err=True)
+    for line in listing:
+        echo(f"  {one_line(line)}", err=True)
+    if hint:
+        echo(f"hint: {one_line(hint)}", err=True)
 
 
 def echo_json(obj: Any) -> None:

@@ -19,7 +19,7 @@ import click
 from agent import ipc
 from agent.cli._common import Command, json_option
 from agent.cli._daemon_client import connect, socket_option_help
-from agent.cli.output import echo, echo_json
+from agent.cli.output import echo, echo_json, say_error
 from core.errors import StrataError
 
 
@@ -64,9 +64,7 @@ def serve(socket_path: Path | None, foreground: bool, status: bool, as_json: boo
         cmd.fail(StrataError(f"cannot start the daemon: {exc.strerror or exc}"))
     if not isinstance(started, Readiness):  # the command, in the terminal
         if started.pid is None:
-            echo(f"strata: error: {started.message}", err=True)
-            if started.hint:
-                echo(f"hint: {started.hint}", err=True)
+            say_error(started.message or "the daemon did not start", started.hint)
             sys.exit(started.exit_code)
         echo(f"strata: daemon started (pid {started.pid}), listening on {started.socket}; its log: "
              f"{home / 'logs' / 'strata.log'}")

@@ -25,7 +25,7 @@ from agent.cli._common import (
 )
 from agent.cli.interrupted import interrupted_hints
 from agent.cli.options import WorkspacePath
-from agent.cli.output import echo, echo_json
+from agent.cli.output import echo, echo_json, say_error
 from agent.cli.render import Tally, printer
 from agent.default_model import DEFAULT_MODEL_SPEC
 from agent.models import model_from_spec
@@ -86,7 +86,7 @@ async def _drive(live: LiveSession, prompt: str | None, as_json: bool, tally: Ta
                    "effects_all_denied": tally.summary() is not None})
     else:
         if outcome.status == "failed":
-            echo(f"strata: error: {outcome.reason}", err=True)
+            say_error(outcome.reason)
         if (denied := tally.summary()) is not None:
             echo(denied)
         for p in parked:
