@@ -5,7 +5,9 @@
   server reads on;
 - a call whose arguments do not fit the tool's input schema is refused with one line per problem, every problem
   listed (the SDK gave pydantic's report: a count, then each problem over two or three lines with a link);
-- a call naming no tool (an empty name) or a tool not served says so and names the tools served.
+- a call naming no tool (an empty name) or a tool not served says so and names the tools served;
+- a refusal of one of the tools (`Refusal`) reaches the host as its own text, without the SDK's "Error executing
+  tool NAME: " before it.
 
 Imported only when the server is built (it imports the SDK)."""
 
@@ -31,6 +33,10 @@ MAX_NAME_CHARS = 80
 """How much of an unknown tool's name a refusal quotes."""
 
 
+class Refusal(ToolError):
+    """A tool of this server refusing a call, in its own (masked) words: the host gets them as they are."""
+
+
 class StrataMCPServer(MCPServer):
     """`MCPServer` with plain refusals of a bad call and answers to unreadable messages over stdio, masked by `mask`
     (what the host sent may quote a configured secret, as a refusal of a tool of the server may)."""
@@ -47,6 +53,8 @@ class StrataMCPServer(MCPServer):
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as err:
+            if isinstance(err.__cause__, Refusal):  # the SDK wrapped it as "Error executing tool NAME: ..."
+                raise Refusal(str(err.__cause__)) from None
             if not isinstance(err.__cause__, ValidationError):
                 raise
             raise ToolError(self.mask(argument_problems(name, err.__cause__))) from err.__cause__

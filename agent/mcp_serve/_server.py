@@ -31,21 +31,20 @@ INSTRUCTIONS = ("Strata runs an agent session under its own policy: the model's 
 def build_server(config: LoadedConfig, *, cwd: Path, flags: dict[str, Any]) -> Any:
     """The MCP server over `config` (the one `strata mcp serve` was started with, without a project layer)."""
     from mcp.server.mcpserver import Context
-    from mcp.server.mcpserver.exceptions import ToolError
 
-    from agent.mcp_serve._served import StrataMCPServer
+    from agent.mcp_serve._served import Refusal, StrataMCPServer
 
     serving = Serving(config, cwd, flags)
     # What the host and the host's log see: masked with the patterns and the secrets this config names.
     masker = Masker.from_env(os.urandom(32), os.environ, extra_secrets=configured_secrets(config))
     server = StrataMCPServer("strata", mask=masker.mask, instructions=INSTRUCTIONS, log_level="WARNING")
 
-    def refused(err: Exception) -> ToolError:
+    def refused(err: Exception) -> Refusal:
         err = _lone_error(err)
         if isinstance(err, StrataError):
-            return ToolError(masker.mask(err.message + (f" ({err.hint})" if err.hint else "")))
+            return Refusal(masker.mask(err.message + (f" ({err.hint})" if err.hint else "")))
         log.exception("mcp tool failed")
-        return ToolError(masker.mask(f"internal error: {type(err).__name__}: {err}"))
+        return Refusal(masker.mask(f"internal error: {type(err).__name__}: {err}"))
 
     def notify(line: str) -> None:
         echo(f"strata: notice: {masker.mask(line)}", err=True)  # stderr: the host's log of this server

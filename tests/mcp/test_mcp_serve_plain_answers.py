@@ -185,6 +185,25 @@ async def test_run_agent_on_a_session_this_server_is_running_says_so_not_another
             go.touch()
         assert busy.is_error, busy.content
         message = busy.content[0].text
-        assert f"session {running['id']} is being run by another run_agent call of this server" in message, message
+        assert message.startswith(f"session {running['id']} is being run by another run_agent call of this server"), \
+            message
         assert "another process" not in message and "\n" not in message, message
         assert first["status"] == "completed" and first["final_text"] == "first done", first
+
+
+async def test_a_refusal_of_a_served_tool_reaches_the_host_in_our_words_only(cli: StrataCLI, workspace: Path,
+                                                                             tmp_path: Path) -> None:
+    """A tool of the server refusing a call (a StrataError, masked) reached the host as "Error executing tool
+    get_timeline: no session ...": the SDK's prefix before our line. Now the line is ours alone, over stdio (the
+    official SDK client) and for each tool."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    async with strata_mcp(cli, workspace) as session:
+        refused = await session.call_tool("get_timeline", {"session_id": "0000aaaa-none"})
+        assert refused.is_error, refused.content
+        assert refused.content[0].text.startswith("no session with id '0000aaaa-none'"), refused.content[0].text
+        refused = await session.call_tool("run_agent", {"prompt": "go", "workspace": str(outside)})
+        assert refused.is_error, refused.content
+        assert refused.content[0].text.startswith(f"the workspace {outside} is not under the roots"), \
+            refused.content[0].text
+        assert "Error executing tool" not in refused.content[0].text
