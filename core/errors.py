@@ -43,7 +43,7 @@ validation error of the message.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 
 class StrataError(Exception):
@@ -217,12 +217,32 @@ class SessionNotFound(StrataError):
         self.session_id = session_id
 
 
+class LeaseOwner(Protocol):
+    """Who holds a session's lease, as the lease records it (memory/rows.py LeaseHolder): enough to tell one
+    process from every other (memory/leases.py is_this_process), not only a pid."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def proc_start(self) -> str: ...
+    @property
+    def boot_id(self) -> str: ...
+    @property
+    def pid_ns(self) -> str: ...
+
+
 class SessionActive(StrataError):
-    def __init__(self, session_id: str, owner: str) -> None:
+    """The session's lease is held by a live process: `owner` says which, in words; `holder` is that process as the
+    lease records it (None where it was not at hand)."""
+
+    def __init__(self, session_id: str, owner: str, holder: LeaseOwner | None = None) -> None:
         super().__init__(f"session {session_id} is active in another process ({owner})",
                          hint="wait for it to finish, or stop that process; a dead owner's lease is recovered")
         self.session_id = session_id
         self.owner = owner
+        self.holder = holder
 
 
 class LeaseLost(StrataError):

@@ -221,7 +221,7 @@ class InMemoryEventStore:
                             now: datetime) -> SessionRecord:
         rec = await self.get_session(session_id)
         if rec.lease is not None and rec.lease.token != holder.token and alive(rec.lease):
-            raise SessionActive(session_id, describe(rec.lease))
+            raise SessionActive(session_id, describe(rec.lease), rec.lease)
         rec = rec.model_copy(update={"lease": holder, "status": "active", "updated_at": self._clock.now()})
         self._sessions[session_id] = rec
         self.commits += 1

@@ -510,7 +510,7 @@ class SqliteEventStore:
                 raise SessionNotFound(session_id)
             current = session_from_row(row).lease
             if current is not None and current.token != holder.token and alive(current):
-                raise SessionActive(session_id, describe(current))
+                raise SessionActive(session_id, describe(current), current)
             conn.execute(
                 "UPDATE sessions SET lease_token = ?, lease_pid = ?, lease_host = ?, lease_proc_start = ?, "
                 "lease_expires = ?, lease_boot = ?, lease_pid_ns = ?, status = 'active', updated_at = ? WHERE id = ?",

@@ -237,7 +237,7 @@ class HostedSession:
                               "driver", session_id=self.id,
                               hint=f"attach to session {record.parent_id} to follow or drive it")
         if record.lease is not None and make_liveness(rt.clock)(record.lease):
-            raise SessionActive(self.id, describe(record.lease))
+            raise SessionActive(self.id, describe(record.lease), record.lease)
         return record
 
     async def _runtime_for(self, workspace: Path) -> Runtime:

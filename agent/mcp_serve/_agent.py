@@ -21,12 +21,11 @@ from agent.reading import recorded_session
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
 from config import LoadedConfig, load_config
 from config.settings import MAX_TURNS_LIMIT
-from core.clock import Clock
 from core.errors import SessionActive, StrataError, UsageError
 from core.events import AssistantMessage, BatchProposed, StoredEvent
 from core.messages import TextBlock
 from core.record import record
-from memory.leases import describe, make_liveness, new_holder
+from memory.leases import is_this_process, make_liveness
 from observability.session_timeline import load_timeline, shown_record
 
 Progress = Callable[[float, str], Awaitable[None]]
@@ -96,7 +95,7 @@ async def run_agent(serving: Serving, prompt: str, *, workspace: str | None = No
                 try:
                     live = await _session(session_rt, loaded, ws, prompt, model, max_turns, session_id, observe)
                 except SessionActive as busy:
-                    raise _busy_here(busy, rt.clock) from None
+                    raise _busy_here(busy) from None
                 outcome = await _drive(live, prompt if session_id is not None else None)
             finally:
                 send.close()
@@ -126,11 +125,11 @@ async def _session(rt: Runtime, loaded: LoadedConfig, ws: Path, prompt: str, mod
                                asking=asking)
 
 
-def _busy_here(busy: SessionActive, clock: Clock) -> StrataError:
+def _busy_here(busy: SessionActive) -> StrataError:
     """The refusal of a session whose lease is held: `busy` itself when another process holds it; when it is this
-    server (another `run_agent` call of it runs the session), said so, not as "another process (pid N)" with N the
-    server's own pid."""
-    if busy.owner != describe(new_holder("", clock)):
+    server (another `run_agent` call of it runs the session: the lease's holder is this process, by pid and start
+    time, host, boot and namespace), said so, not as "another process (pid N)" with N the server's own pid."""
+    if busy.holder is None or not is_this_process(busy.holder):
         return busy
     return UsageError(f"session {busy.session_id} is being run by another run_agent call of this server "
                       f"(pid {os.getpid()})",

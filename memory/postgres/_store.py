@@ -377,7 +377,7 @@ class PostgresEventStore:
                 raise SessionNotFound(session_id)
             current = session_from_row(row).lease
             if current is not None and current.token != holder.token and alive(current):
-                raise SessionActive(session_id, describe(current))
+                raise SessionActive(session_id, describe(current), current)
             await cur.execute(
                 "UPDATE sessions SET lease_token = %s, lease_pid = %s, lease_host = %s, lease_proc_start = %s, "
                 "lease_expires = %s, lease_boot = %s, lease_pid_ns = %s, status = 'active', updated_at = %s "
