@@ -10,12 +10,14 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
 from tests.cli._helpers import assert_clean_stderr
 from tests.conftest import StrataCLI
+from tests.ipc._wire import RawClient
 
 Line = dict[str, Any]
 
@@ -248,3 +250,53 @@ def killed_while_asking(cli: StrataCLI, ws: Path, model: str, *, asked: str, pro
     finally:
         daemon.stop()
     return driver.session_id
+
+
+class Watched:
+    """A daemon serving a new session whose driver ran one prompt to its end (`driver`, still attached), watched by
+    raw clients attached with role watch (`watchers`)."""
+
+    def __init__(self, daemon: Daemon, driver: Client, watchers: list[RawClient]) -> None:
+        self.daemon = daemon
+        self.driver = driver
+        self.session_id = driver.session_id
+        self.watchers = watchers
+
+
+@contextmanager
+def watched_session(cli: StrataCLI, tmp_path: Path, *turns: list[dict[str, Any]],
+                    watchers: int = 2) -> Iterator[Watched]:
+    """A daemon (`strata serve --foreground`), a driver that starts a session in `tmp_path/ws` on the scripted
+    `turns`, `watchers` watch connections attached to it before the driver prompts, and the driver's first turn
+    completed. On the way out the watchers are closed and the daemon stopped; it must have exited 0."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model = script(tmp_path / "s.json", *turns)
+    daemon = Daemon(cli)
+    clients: list[RawClient] = []
+    try:
+        driver = Client(cli, "--new", "--workspace", str(ws), "--model", model)
+        for k in range(watchers):
+            clients.append(watcher := RawClient(cli.home / "run" / "daemon.sock", timeout=30))
+            watcher.hello()
+            attach = {"type": "attach", "id": f"w{k}", "session_id": driver.session_id, "role": "watch"}
+            assert watcher.ask(attach)["type"] == "ok"
+        driver.send(type="prompt", text="hi")
+        assert driver.wait_for("result")["status"] == "completed"
+        yield Watched(daemon, driver, clients)
+    finally:
+        for watcher in clients:
+            watcher.close()
+        daemon.stop()
+    assert daemon.proc.returncode == 0, daemon.stderr
+
+
+def notices_until(client: RawClient, kind: str) -> list[Line]:
+    """The notices `client` gets up to and including the first of `kind` (the connection must not end first)."""
+    notices = []
+    while (line := client.line()) is not None:
+        if line["type"] == "notice":
+            notices.append(line)
+            if line["kind"] == kind:
+                return notices
+    raise AssertionError(f"the connection ended before a {kind} notice; notices: {notices}")

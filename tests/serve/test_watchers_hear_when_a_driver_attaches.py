@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import pexpect
 import pytest
 
 from tests.cli._helpers import text
 from tests.conftest import StrataCLI
-from tests.ipc._wire import RawClient
-from tests.serve._procs import Client, Daemon, script
+from tests.serve._procs import Client, Daemon, notices_until, script, watched_session
 
 pytestmark = pytest.mark.slow
 
@@ -25,50 +23,24 @@ _ATTACHED = "a driving client attached; it drives the session now"
 _LEFT = "the driving client left; nobody drives the session now"
 
 
-def _notices_until(client: RawClient, kind: str) -> list[dict[str, Any]]:
-    """The notices `client` gets up to and including the first of `kind` (the connection must not end first)."""
-    notices = []
-    while (line := client.line()) is not None:
-        if line["type"] == "notice":
-            notices.append(line)
-            if line["kind"] == kind:
-                return notices
-    raise AssertionError(f"the connection ended before a {kind} notice; notices: {notices}")
-
-
 def test_every_watcher_is_told_when_a_driver_attaches_and_the_driver_is_not(cli: StrataCLI, tmp_path: Path) -> None:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    model = script(tmp_path / "s.json", [text("hello")], [text("again")])
-    daemon = Daemon(cli)
-    try:
-        first = Client(cli, "--new", "--workspace", str(ws), "--model", model)
-        sid = first.session_id
-        watchers = [RawClient(cli.home / "run" / "daemon.sock", timeout=30) for _ in range(2)]
-        for k, watcher in enumerate(watchers):
-            watcher.hello()
-            assert watcher.ask({"type": "attach", "id": f"w{k}", "session_id": sid, "role": "watch"})["type"] == "ok"
-        first.send(type="prompt", text="hi")
-        assert first.wait_for("result")["status"] == "completed"
-        assert first.finish().returncode == 0
-        for watcher in watchers:
-            assert [n["kind"] for n in _notices_until(watcher, "driver_left")] == ["driver_left"]
+    with watched_session(cli, tmp_path, [text("hello")], [text("again")]) as watched:
+        sid = watched.session_id
+        assert watched.driver.finish().returncode == 0
+        for watcher in watched.watchers:
+            assert [n["kind"] for n in notices_until(watcher, "driver_left")] == ["driver_left"]
 
         second = Client(cli, sid)
-        for watcher in watchers:
-            (notice,) = _notices_until(watcher, "driver_attached")
+        for watcher in watched.watchers:
+            (notice,) = notices_until(watcher, "driver_attached")
             assert (notice["session_id"], notice["level"]) == (sid, "info"), notice
             assert notice["text"].startswith(_ATTACHED), notice
         second.send(type="prompt", text="and now")
         assert second.wait_for("result")["status"] == "completed"
         assert second.finish().returncode == 0
         assert not [o for o in second.out.seen if o["type"] == "notice" and o["kind"] == "driver_attached"]
-        for watcher in watchers:
-            assert [n["kind"] for n in _notices_until(watcher, "driver_left")] == ["driver_left"]
-            watcher.close()
-    finally:
-        daemon.stop()
-    assert daemon.proc.returncode == 0, daemon.stderr
+        for watcher in watched.watchers:
+            assert [n["kind"] for n in notices_until(watcher, "driver_left")] == ["driver_left"]
 
 
 def test_attach_watch_in_a_terminal_shows_a_driver_leaving_and_attaching_as_one_line_each(

@@ -7,62 +7,35 @@ connection ends; never when the session itself leaves the daemon (every attachme
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import pytest
 
 from tests.cli._helpers import text
 from tests.conftest import StrataCLI
 from tests.ipc._wire import RawClient
-from tests.serve._procs import Client, Daemon, script
+from tests.serve._procs import Client, Daemon, notices_until, script, watched_session
 
 pytestmark = pytest.mark.slow
-
-
-def _notices_until(client: RawClient, kind: str) -> list[dict[str, Any]]:
-    """The notices `client` gets up to and including the first of `kind` (the connection must not end first)."""
-    notices = []
-    while (line := client.line()) is not None:
-        if line["type"] == "notice":
-            notices.append(line)
-            if line["kind"] == kind:
-                return notices
-    raise AssertionError(f"the connection ended before a {kind} notice; notices: {notices}")
 
 
 @pytest.mark.parametrize("leave", ["detach", "kill"])
 def test_every_watcher_is_told_when_the_driver_leaves(cli: StrataCLI, tmp_path: Path,
                                                       leave: Literal["detach", "kill"]) -> None:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    model = script(tmp_path / "s.json", [text("hello")])
-    daemon = Daemon(cli)
-    try:
-        driver = Client(cli, "--new", "--workspace", str(ws), "--model", model)
-        sid = driver.session_id
-        watchers = [RawClient(cli.home / "run" / "daemon.sock", timeout=30) for _ in range(2)]
-        for k, watcher in enumerate(watchers):
-            watcher.hello()
-            assert watcher.ask({"type": "attach", "id": f"w{k}", "session_id": sid, "role": "watch"})["type"] == "ok"
-        driver.send(type="prompt", text="hi")
-        assert driver.wait_for("result")["status"] == "completed"
+    with watched_session(cli, tmp_path, [text("hello")]) as watched:
+        driver, sid = watched.driver, watched.session_id
         if leave == "detach":
             assert driver.finish().returncode == 0
             assert not [o for o in driver.out.seen if o.get("kind") == "driver_left"]  # it knows it left
         else:
             driver.kill()
-        for watcher in watchers:
-            (notice,) = _notices_until(watcher, "driver_left")
+        for watcher in watched.watchers:
+            (notice,) = notices_until(watcher, "driver_left")
             assert (notice["session_id"], notice["level"]) == (sid, "info"), notice
             assert "driving client left" in notice["text"], notice
         # Nobody drives it now: a watcher may take over (on another connection: a connection attaches once).
         successor = Client(cli, sid)
         assert successor.finish().returncode == 0
-        for watcher in watchers:
-            watcher.close()
-    finally:
-        daemon.stop()
-    assert daemon.proc.returncode == 0, daemon.stderr
 
 
 def test_watchers_get_no_driver_left_when_the_session_leaves_the_daemon(cli: StrataCLI, tmp_path: Path) -> None:
@@ -77,7 +50,7 @@ def test_watchers_get_no_driver_left_when_the_session_leaves_the_daemon(cli: Str
         assert watcher.ask({"type": "attach", "id": "w", "session_id": driver.session_id, "role": "watch"})["type"] \
             == "ok"
         watcher.send(b'{"type": "shutdown", "id": "s"}\n')
-        notices = _notices_until(watcher, "closed")
+        notices = notices_until(watcher, "closed")
         assert [n["kind"] for n in notices] == ["shutting_down", "closed"], notices
         driver.collect()
         watcher.close()
