@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from core.events import EventAdapter
-from tests.cli._helpers import text
+from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
 from tests.serve._procs import Daemon, script, wait_until
 
@@ -27,6 +27,33 @@ def spool_table(name: str, root: Path, workspace: Path, model: str, **extra: str
              f'workspace = "{workspace}"\nmodel = "{model}"\n']
     lines += [f"{k} = {v}\n" for k, v in extra.items()]
     return "".join(lines) + "\n"
+
+
+PARKS_THEN_ANSWERS = ([tool_use("b1", "bash", command="touch ran-$$")], [text("the tests ran")],
+                      [text("second answered")])
+"""A thread's session for `parking_channel`: its first turn parks on b1 (which touches `ran-PID`); the turn that goes
+on after the decision answers; the thread's second message is answered."""
+
+
+def parking_channel(cli: StrataCLI, tmp_path: Path, *turns: list[dict[str, Any]],
+                    settings: str = "") -> tuple[Path, Path]:
+    """The user's config for a spool channel `park` whose sessions may run `bash` and park a call that asks
+    (on_ask park), on the scripted `turns`, with top-level `settings` lines before it (say `max_turns = 1`).
+    Returns the channel's workspace (made) and its spool root."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    spool = tmp_path / "spool"
+    model = script(tmp_path / "s.json", *turns)
+    write_config(cli, settings + '[daemon]\nenable = ["bash"]\n\n' + spool_table("park", spool, ws, model,
+                                                                                   on_ask='"park"'))
+    return ws, spool
+
+
+def task_statuses(cli: StrataCLI) -> dict[str, str]:
+    """The tasks `strata tasks` lists: message id -> status."""
+    listed = cli.run("tasks", "--json")
+    assert listed.returncode == 0, listed.stderr
+    return {t["message"]: t["status"] for t in (json.loads(line) for line in listed.stdout.splitlines())}
 
 
 def drop(inbox: Path, name: str, **message: Any) -> None:

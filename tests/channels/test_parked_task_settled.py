@@ -6,34 +6,21 @@ files, the decisions made with the real `strata approve` and `strata deny`)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from tests.channels._support import drop, pending, replies, spool_table, write_config
+from tests.channels._support import PARKS_THEN_ANSWERS, drop, parking_channel, pending, replies
+from tests.channels._support import task_statuses as _tasks
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
-from tests.serve._procs import Daemon, script, wait_until
+from tests.serve._procs import Daemon, wait_until
 
 pytestmark = pytest.mark.slow
 
 
-def _tasks(cli: StrataCLI) -> dict[str, str]:
-    listed = cli.run("tasks", "--json")
-    assert listed.returncode == 0, listed.stderr
-    return {t["message"]: t["status"] for t in (json.loads(line) for line in listed.stdout.splitlines())}
-
-
 def test_a_parked_task_ends_with_the_turn_that_runs_its_decided_call(cli: StrataCLI, tmp_path: Path) -> None:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    spool = tmp_path / "spool"
-    # each thread's session: its first turn parks on b1; the turn that goes on after the decision answers; the
-    # thread's second message is answered
-    model = script(tmp_path / "s.json", [tool_use("b1", "bash", command="touch ran-$$")],
-                   [text("the tests ran")], [text("second answered")])
-    write_config(cli, '[daemon]\nenable = ["bash"]\n\n' + spool_table("park", spool, ws, model, on_ask='"park"'))
+    ws, spool = parking_channel(cli, tmp_path, *PARKS_THEN_ANSWERS)
     daemon = Daemon(cli)
     try:
         for thread, first in (("approved", "a1"), ("denied", "d1")):
@@ -63,12 +50,8 @@ def test_a_parked_task_ends_with_the_turn_that_runs_its_decided_call(cli: Strata
 
 def test_a_task_whose_turn_parks_again_stays_parked_until_that_call_is_decided(cli: StrataCLI,
                                                                                 tmp_path: Path) -> None:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    spool = tmp_path / "spool"
-    model = script(tmp_path / "s.json", [tool_use("b1", "bash", command="true")],
-                   [tool_use("b2", "bash", command="true")], [text("both ran")], [text("second answered")])
-    write_config(cli, '[daemon]\nenable = ["bash"]\n\n' + spool_table("park", spool, ws, model, on_ask='"park"'))
+    _, spool = parking_channel(cli, tmp_path, [tool_use("b1", "bash", command="true")],
+                               [tool_use("b2", "bash", command="true")], [text("both ran")], [text("second answered")])
     daemon = Daemon(cli)
     try:
         drop(spool / "in", "m1", thread="t", id="m1", text="Run the tests on the release branch")
