@@ -18,7 +18,7 @@ from agent.cli._lazy import Entry, LazyGroup  # noqa: E402
 from agent.cli.leave import leave  # noqa: E402
 from agent.cli.logging_setup import full_way  # noqa: E402
 from agent.cli.logging_setup import setup as setup_logging  # noqa: E402
-from agent.cli.output import echo  # noqa: E402
+from agent.cli.output import echo, say_error  # noqa: E402
 from agent.cli.startup_gc import startup_gc  # noqa: E402
 from agent.cli.startup_pydantic import refuse_pydantic_plugins  # noqa: E402
 from agent.outcome import EXIT_ERROR  # noqa: E402
@@ -148,8 +148,8 @@ def main() -> None:
     except Exception as exc:  # a bug, not a user error: say so plainly, keep the detail for a report
         from core.masking import Masker
 
-        echo(f"strata: internal error: {type(exc).__name__}: {Masker.throwaway().mask(str(exc))}", err=True)
-        echo("hint: rerun with --verbose and report it with the command you ran", err=True)
+        say_error(f"{type(exc).__name__}: {Masker.throwaway().mask(str(exc))}",
+                  "rerun with --verbose and report it with the command you ran", prefix="strata: internal error")
         code = EXIT_ERROR
     finally:
         startup_gc.restore()
