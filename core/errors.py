@@ -219,7 +219,7 @@ class SessionNotFound(StrataError):
 
 class LeaseOwner(Protocol):
     """Who holds a session's lease, as the lease records it (memory/rows.py LeaseHolder): enough to tell one
-    process from every other (memory/leases.py is_this_process), not only a pid."""
+    process from every other (memory/liveness.py held_here), not only a pid."""
 
     @property
     def pid(self) -> int: ...

@@ -12,7 +12,6 @@ import socket
 from datetime import timedelta
 
 from core.clock import Clock
-from core.errors import LeaseOwner
 from core.processes import boot_id, pid_namespace, process_start
 from core.state import SessionState
 from core.vocabulary import SessionStatus
@@ -21,22 +20,13 @@ from memory.rows import LeaseHolder
 
 LEASE_TTL = timedelta(seconds=60)
 
-__all__ = ["LEASE_TTL", "describe", "is_this_process", "make_liveness", "new_holder", "process_start",
-           "resting_status"]
+__all__ = ["LEASE_TTL", "describe", "make_liveness", "new_holder", "process_start", "resting_status"]
 
 
 def new_holder(token: str, clock: Clock) -> LeaseHolder:
     pid = os.getpid()
     return LeaseHolder(token=token, pid=pid, host=socket.gethostname(), proc_start=process_start(pid),
                        boot_id=boot_id(), pid_ns=pid_namespace(), expires_at=clock.now() + LEASE_TTL)
-
-
-def is_this_process(owner: LeaseOwner) -> bool:
-    """Whether `owner` is this very process: its pid and start time, host, boot and PID namespace all this
-    process's (the same pid alone may be a recycled one, or a process in another namespace or boot)."""
-    pid = os.getpid()
-    return (owner.pid == pid and owner.proc_start == process_start(pid) and owner.host == socket.gethostname()
-            and owner.boot_id == boot_id() and owner.pid_ns == pid_namespace())
 
 
 def describe(holder: LeaseHolder) -> str:

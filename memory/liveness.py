@@ -8,10 +8,13 @@ import os
 import socket
 from collections.abc import Callable
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from core.clock import Clock
 from core.process_facts import boot_id, is_zombie, pid_namespace, process_start
+
+if TYPE_CHECKING:
+    from core.errors import LeaseOwner
 
 
 class Holder(Protocol):
@@ -49,7 +52,10 @@ def make_liveness(clock: Clock) -> Callable[[Holder], bool]:
     return alive
 
 
-def held_here(holder: Holder) -> bool:
-    """The holder is this very process (its pid, on this host, in this boot and PID namespace)."""
-    return (holder.pid == os.getpid() and holder.host == socket.gethostname()
-            and (holder.boot_id or boot_id()) == boot_id() and (holder.pid_ns or pid_namespace()) == pid_namespace())
+def held_here(holder: LeaseOwner) -> bool:
+    """The holder is this very process (its pid, on this host, in this boot and PID namespace, with this process's
+    start time: the same pid alone may be a recycled one's)."""
+    pid = os.getpid()
+    return (holder.pid == pid and holder.host == socket.gethostname()
+            and (holder.boot_id or boot_id()) == boot_id() and (holder.pid_ns or pid_namespace()) == pid_namespace()
+            and holder.proc_start in ("", process_start(pid)))

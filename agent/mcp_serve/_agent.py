@@ -25,7 +25,8 @@ from core.errors import SessionActive, StrataError, UsageError
 from core.events import AssistantMessage, BatchProposed, StoredEvent
 from core.messages import TextBlock
 from core.record import record
-from memory.leases import is_this_process, make_liveness
+from memory.leases import make_liveness
+from memory.liveness import held_here
 from observability.session_timeline import load_timeline, shown_record
 
 Progress = Callable[[float, str], Awaitable[None]]
@@ -127,9 +128,9 @@ async def _session(rt: Runtime, loaded: LoadedConfig, ws: Path, prompt: str, mod
 
 def _busy_here(busy: SessionActive) -> StrataError:
     """The refusal of a session whose lease is held: `busy` itself when another process holds it; when it is this
-    server (another `run_agent` call of it runs the session: the lease's holder is this process, by pid and start
-    time, host, boot and namespace), said so, not as "another process (pid N)" with N the server's own pid."""
-    if busy.holder is None or not is_this_process(busy.holder):
+    server (another `run_agent` call of it runs the session: the lease's holder is this process, memory/liveness.py
+    held_here), said so, not as "another process (pid N)" with N the server's own pid."""
+    if busy.holder is None or not held_here(busy.holder):
         return busy
     return UsageError(f"session {busy.session_id} is being run by another run_agent call of this server "
                       f"(pid {os.getpid()})",

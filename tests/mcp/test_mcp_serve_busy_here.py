@@ -1,6 +1,6 @@
 """Whether a session `run_agent` cannot take is busy in this very server (another `run_agent` call of it) or in
 another process is decided by who holds the lease, by its pid and start time, host, boot and PID namespace
-(memory/leases.py is_this_process), not by comparing the words "pid N on HOST". A lease left by a process of an
+(memory/liveness.py held_here), not by comparing the words "pid N on HOST". A lease left by a process of an
 earlier boot of the same container (same host name, same small pid, the lease not yet expired) is another
 process's, and the refusal says so. A real SQLite store raises the refusal; the other half (a second call of the
 same real server) is tests/mcp/test_mcp_serve_plain_answers.py."""
@@ -16,7 +16,7 @@ from core.clock import SystemClock
 from core.errors import SessionActive, UsageError
 from core.events import SessionStarted
 from memory import LeaseHolder, SqliteEventStore, Write
-from memory.leases import make_liveness, new_holder
+from memory.leases import describe, make_liveness, new_holder
 from tests.memory._sqlite import record
 
 
@@ -50,3 +50,13 @@ async def test_a_lease_of_another_process_with_this_pid_and_host_is_another_proc
     busy = await _refusal(tmp_path, mine.model_copy(update={other: "something-else"}))
     assert _busy_here(busy) is busy
     assert "active in another process" in busy.message
+
+
+def test_a_holder_with_this_pid_but_another_start_time_is_not_this_process() -> None:
+    """A recycled pid: the store's liveness check already calls such a lease dead, so a refusal naming it is made
+    here by hand; it is another process's all the same."""
+    mine = new_holder("first-call", SystemClock())
+    other = mine.model_copy(update={"proc_start": "1"})
+    busy = SessionActive("s1", describe(other), other)
+    assert _busy_here(busy) is busy
+    assert isinstance(_busy_here(SessionActive("s1", describe(mine), mine)), UsageError)
