@@ -136,7 +136,7 @@ def _one_round(cluster: Cluster, tmp_path: Path, rng: random.Random) -> tuple[fl
         for cli in (first, second):  # either worker's home verifies every session (same key, shared rows)
             verified = run_in_process(cli, "timeline", sid, "--verify")
             assert verified.returncode == 0, verified.stdout + verified.stderr
-        listed = second.run("receipts", sid, "--json")
+        listed = run_in_process(second, "receipts", sid, "--json")
         assert listed.returncode == 0, listed.stderr
         for line in listed.stdout.splitlines():
             receipt = json.loads(line)

@@ -120,6 +120,16 @@ def strata(cli: StrataCLI, *args: str, env: dict[str, str] | None = None) -> sub
     return proc
 
 
+def strata_read(cli: StrataCLI, *args: str) -> subprocess.CompletedProcess[str]:
+    """`strata(cli, *args)` for a reading command, run in this process (tests/_in_process_cli.py): whatever it exits
+    with, its stderr never carries a traceback."""
+    from tests._in_process_cli import run_in_process
+
+    proc = run_in_process(cli, *args)
+    assert_clean_stderr(proc)
+    return proc
+
+
 PEAK_RSS_LAUNCHER = (
     "import os, resource, sys\n"
     "limit = int(sys.argv[2])\n"
