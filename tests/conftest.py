@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -111,6 +112,12 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
+ENVIRON_LOCK = threading.RLock()
+"""Held while a command runs in the test's process with its environment in `os.environ` (tests/_in_process_cli.py),
+and while a `StrataCLI` copies `os.environ` for a process it starts: a thread of the test starting one meanwhile
+waits rather than copy an environment that is being changed."""
+
+
 class StrataCLI:
     """Runs the real `strata` command (python -m agent) as a subprocess against one Strata home."""
 
@@ -122,7 +129,9 @@ class StrataCLI:
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         # COLUMNS/LINES from the test runner (pytest-xdist workers set them) would override a pty's real size.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_") and k not in ("COLUMNS", "LINES")}
+        with ENVIRON_LOCK:
+            env = {k: v for k, v in os.environ.items()
+                   if not k.startswith("STRATA_") and k not in ("COLUMNS", "LINES")}
         env["STRATA_HOME"] = str(self.home)
         env["XDG_CONFIG_HOME"] = str(self.home / "xdg-config")  # never the machine's own user config
         env["PYTHONPATH"] = str(REPO)

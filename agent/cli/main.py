@@ -135,13 +135,12 @@ def cli(verbose: bool) -> None:
     setup_logging(verbose)
 
 
-def main() -> None:
-    stdout.install()  # a failed write to stdout is reported once, at the end (agent/cli/stdout.py)
-    refuse_pydantic_plugins()  # before any model is built (agent/cli/startup_pydantic.py)
+def command_status(args: list[str]) -> int:
+    """The command line `strata ARGS` without the process around it (`main`): the exit status, a bug reported as
+    one line and a hint rather than a traceback. The tests run reading commands through it in their own process."""
     code: int | str | None
-    startup_gc.pause()
     try:
-        cli.main(args=global_flags_first(sys.argv[1:]), prog_name="strata", standalone_mode=True)
+        cli.main(args=global_flags_first(args), prog_name="strata", standalone_mode=True)
         code = 0
     except SystemExit as exc:
         code = exc.code
@@ -151,12 +150,21 @@ def main() -> None:
         say_error(f"{type(exc).__name__}: {Masker.throwaway().mask(str(exc))}",
                   "rerun with --verbose and report it with the command you ran", prefix="strata: internal error")
         code = EXIT_ERROR
+    if code is None:
+        return 0
+    if not isinstance(code, int):  # sys.exit("message"): Python prints it and exits 1
+        echo(code, err=True)
+        return EXIT_ERROR
+    return code
+
+
+def main() -> None:
+    stdout.install()  # a failed write to stdout is reported once, at the end (agent/cli/stdout.py)
+    refuse_pydantic_plugins()  # before any model is built (agent/cli/startup_pydantic.py)
+    startup_gc.pause()
+    try:
+        code = command_status(sys.argv[1:])
     finally:
         startup_gc.restore()
         startup_code.save()  # what the command's own work compiled too (usually nothing: saved at its import)
-    if code is None:
-        code = 0
-    elif not isinstance(code, int):  # sys.exit("message"): Python prints it and exits 1
-        echo(code, err=True)
-        code = EXIT_ERROR
     leave(stdout.finish(code, lambda line: echo(line, err=True)))  # as sys.exit, without the teardown (leave.py)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests._in_process_cli import run_in_process
 from tests.channels._support import drop, pending, replies, session_events, spool_table, write_config
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
@@ -109,6 +110,6 @@ def test_a_turn_past_its_budget_is_closed_with_the_started_effect_unknown_and_a_
     assert "time budget (1.5 s)" in reply["text"] and "unknown" in reply["text"]
     [result] = _results(cli, reply["session_id"])
     assert result["call_id"] == "b1" and result["receipt_id"] is not None
-    receipts = cli.run("receipts", reply["session_id"], "--json")
+    receipts = run_in_process(cli, "receipts", reply["session_id"], "--json")
     assert '"unknown"' in receipts.stdout, receipts.stdout + receipts.stderr
     assert not (ws / "late.txt").exists()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import run_in_process
 from tests.channels._support import drop, pending, replies, spool_table, write_config
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
@@ -35,7 +36,8 @@ def test_a_reply_cut_by_a_crash_is_settled_by_its_probe_and_never_sent_twice(cli
     [first] = replies(spool / "out")
     assert first["text"] == "first answer" and pending(spool / "in") == ["a.json"]
     sid = first["session_id"]
-    before = {r["call_id"]: r for r in map(json.loads, cli.run("receipts", sid, "--json").stdout.splitlines())}
+    before = {r["call_id"]: r
+              for r in map(json.loads, run_in_process(cli, "receipts", sid, "--json").stdout.splitlines())}
     assert before["r1"]["status"] == "dispatched"
 
     daemon = Daemon(cli)
@@ -49,6 +51,7 @@ def test_a_reply_cut_by_a_crash_is_settled_by_its_probe_and_never_sent_twice(cli
     assert daemon.proc.returncode == 0, daemon.stderr
     second = next(r for r in replies(spool / "out") if r["in_reply_to"] == "m2")
     assert (second["session_id"], second["text"]) == (sid, "second answer")
-    after = {r["call_id"]: r for r in map(json.loads, cli.run("receipts", sid, "--json").stdout.splitlines())}
+    after = {r["call_id"]: r
+             for r in map(json.loads, run_in_process(cli, "receipts", sid, "--json").stdout.splitlines())}
     assert after["r1"]["status"] == "done", after["r1"]
     assert "probe:reply" in json.dumps(after["r1"])

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import run_in_process
 from tests.channels._support import drop, pending, replies, session_events, spool_table, write_config
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
@@ -92,7 +93,7 @@ def _one_round(cli: StrataCLI, tmp_path: Path, rng: random.Random) -> None:
             if r["thread"] == thread:
                 assert r["session_id"] == sid
                 assert r["text"] == f"done {int(r['in_reply_to'].split('-m')[1])}", r
-        listed = cli.run("receipts", sid, "--json")
+        listed = run_in_process(cli, "receipts", sid, "--json")
         assert listed.returncode == 0, listed.stderr
         for line in listed.stdout.splitlines():
             receipt = json.loads(line)

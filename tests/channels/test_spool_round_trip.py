@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import run_in_process
 from tests.channels._support import (
     drop,
     pending,
@@ -65,7 +66,7 @@ def test_a_spool_message_gets_one_turn_and_one_reply_and_its_thread_keeps_one_se
     assert prompts[1].startswith("[channel team · thread t1 · message m2")
     assert [kind for _, kind, _ in events].count("session_started") == 1
     assert [s for s, _, _ in events] == list(range(1, len(events) + 1))  # one chain, no gap
-    verified = cli.run("timeline", sid, "--verify")
+    verified = run_in_process(cli, "timeline", sid, "--verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert json.loads((spool / "out" / f"{first['key']}.json").read_text())["key"] == first["key"]
 
@@ -107,7 +108,7 @@ def test_a_reply_the_model_sends_with_the_reply_tool_is_an_effect_with_a_receipt
     results = {p["call_id"]: p for _, kind, p in session_events(cli.home, sid) if kind == "call_result"}
     assert results["r1"]["status"] == "ok" and not results["r1"]["is_error"]
     assert "nothing more was sent" in results["r2"]["content"]
-    listed = cli.run("receipts", sid, "--json")
+    listed = run_in_process(cli, "receipts", sid, "--json")
     receipts = {r["call_id"]: r for r in map(json.loads, listed.stdout.splitlines())}
     assert receipts["r1"]["status"] == "done" and receipts["r1"]["tool"] == "reply"
 

@@ -23,6 +23,7 @@ import psycopg
 import pytest
 
 from memory.leases import LEASE_TTL
+from tests._in_process_cli import run_in_process
 from tests._postgres import Cluster
 from tests.channels._support import drop, pending, replies, spool_table, write_config
 from tests.cli._helpers import text, tool_use
@@ -133,9 +134,9 @@ def _one_round(cluster: Cluster, tmp_path: Path, rng: random.Random) -> tuple[fl
                 assert r["session_id"] == sid
                 assert r["text"] == f"done {int(r['in_reply_to'].split('-m')[1])}", r
         for cli in (first, second):  # either worker's home verifies every session (same key, shared rows)
-            verified = cli.run("timeline", sid, "--verify")
+            verified = run_in_process(cli, "timeline", sid, "--verify")
             assert verified.returncode == 0, verified.stdout + verified.stderr
-        listed = second.run("receipts", sid, "--json")
+        listed = run_in_process(second, "receipts", sid, "--json")
         assert listed.returncode == 0, listed.stderr
         for line in listed.stdout.splitlines():
             receipt = json.loads(line)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests._in_process_cli import json_lines_in_process, show_in_process
 from tests.cli._helpers import json_lines, result_line, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -18,7 +19,7 @@ def _script(tmp_path: Path) -> Path:
 
 
 def _results(cli: StrataCLI, session_id: str) -> dict[str, dict]:
-    view = cli.show(session_id)
+    view = show_in_process(cli, session_id)
     return {b["tool_use_id"]: b for m in view["messages"] if m["role"] == "user" for b in m["content"]
             if b["type"] == "tool_result"}
 
@@ -49,7 +50,7 @@ def _park(cli: StrataCLI, workspace: Path, tmp_path: Path) -> str:
     (parked,) = result["parked"]
     assert parked["call_id"] == "toolu_w" and parked["input"] == {"path": "out.txt", "content": "hello\n"}
     assert not (workspace / "out.txt").exists()
-    sessions = cli.json_lines("sessions", "--json")
+    sessions = json_lines_in_process(cli, "sessions", "--json")
     assert sessions[-1]["status"] == "awaiting_approval"
     return str(result["session_id"])
 
@@ -67,7 +68,7 @@ def test_park_then_approve_then_resume_runs_exactly_that_call(cli: StrataCLI, wo
     assert (workspace / "out.txt").read_text() == "hello\n"
     results = _results(cli, session_id)
     assert not results["toolu_w"]["is_error"] and results["toolu_r"]["content"] == "alpha\n"
-    (receipt,) = cli.json_lines("receipts", session_id, "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", session_id, "--json")
     assert receipt["status"] == "done" and receipt["call_id"] == "toolu_w"
     events = [e for e in json_lines(resumed.stdout) if e.get("type") != "result"]
     assert not any(e.get("kind") == "calls_parked" for e in events)
@@ -84,7 +85,7 @@ def test_park_then_deny_tells_the_model_and_runs_nothing(cli: StrataCLI, workspa
     result = _results(cli, session_id)["toolu_w"]
     assert result["is_error"] and "not in this repo" in result["content"] and "rejected by person:" in result["content"]
     assert not (workspace / "out.txt").exists()
-    assert cli.json_lines("receipts", session_id, "--json") == []
+    assert json_lines_in_process(cli, "receipts", session_id, "--json") == []
 
 
 def test_resume_without_a_decision_parks_again(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:

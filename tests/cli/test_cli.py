@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import show_in_process
 from tests.cli._helpers import (
     ALLOW_EFFECTS,
     assert_clean_stderr,
@@ -262,7 +263,7 @@ def test_resume_with_a_higher_turn_limit_continues_an_incomplete_session(
     more = strata(cli, "resume", sid, "--max-turns", "10", "--json")
     assert more.returncode == 0, more.stderr
     assert result_line(more.stdout)["status"] == "completed"
-    view = cli.show(sid)
+    view = show_in_process(cli, sid)
     assert view["session"]["turns"] == 4  # three tool turns and the final answer
     assert view["session"]["status"] == "completed"
 
@@ -274,10 +275,10 @@ def test_resume_of_a_completed_session_without_prompt_does_nothing(
     run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "go")
     assert run.returncode == 0, run.stderr
     sid = result_line(run.stdout)["session_id"]
-    before = cli.show(sid)
+    before = show_in_process(cli, sid)
     again = strata(cli, "resume", sid, "--json")
     assert again.returncode == 0, again.stderr
-    after = cli.show(sid)
+    after = show_in_process(cli, sid)
     assert after["messages"] == before["messages"]
     assert after["session"]["turns"] == before["session"]["turns"] == 1
     assert after["session"]["status"] == "completed"

@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from memory import SqliteEventStore
+from tests._in_process_cli import json_lines_in_process, run_in_process
 from tests._postgres import Cluster
 from tests.conftest import StrataCLI
 from tests.memory.test_copy import _fill
@@ -30,8 +31,8 @@ async def _home_with_sessions(db: Path) -> None:
 
 
 def _view(cli: StrataCLI, session_id: str) -> tuple[object, object]:
-    show = cli.json_lines("show", session_id, "--json")
-    timeline = cli.json_lines("timeline", session_id, "--json")
+    show = json_lines_in_process(cli, "show", session_id, "--json")
+    timeline = json_lines_in_process(cli, "timeline", session_id, "--json")
     return show, timeline
 
 
@@ -56,14 +57,14 @@ def test_a_home_copied_to_postgresql_and_back_reads_the_same_everywhere(postgres
     assert (back_home / "chain.key").stat().st_mode & 0o777 == 0o600
     copied_back = StrataCLI(back_home, tmp_path)
 
-    listed = [cli.json_lines("sessions", "--json") for cli in (source, on_pg, copied_back)]
+    listed = [json_lines_in_process(cli, "sessions", "--json") for cli in (source, on_pg, copied_back)]
     assert [len(x) for x in listed] == [SESSIONS] * 3
     assert listed[0] == listed[1] == listed[2]
     for sid in ("s000", "s042", "s099"):
         views = [_view(cli, sid) for cli in (source, on_pg, copied_back)]
         assert views[0] == views[1] == views[2]
         for cli in (on_pg, copied_back):
-            verified = cli.run("timeline", sid, "--verify")
+            verified = run_in_process(cli, "timeline", sid, "--verify")
             assert verified.returncode == 0, verified.stdout + verified.stderr
 
     again = source.run("db", "copy", "--to", url)
@@ -72,7 +73,7 @@ def test_a_home_copied_to_postgresql_and_back_reads_the_same_everywhere(postgres
 
 
 def test_copying_into_the_store_in_use_is_a_usage_error(cli: StrataCLI) -> None:
-    assert cli.json_lines("sessions", "--json") == []
+    assert json_lines_in_process(cli, "sessions", "--json") == []
     proc = cli.run("db", "copy", "--to", str(cli.home / "strata.db"))
     assert proc.returncode == 2
     assert "is the store this home uses already" in proc.stderr

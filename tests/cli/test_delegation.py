@@ -2,7 +2,9 @@
 session that writes a file and answers; the parent gets the answer as the `delegate` result, and both sessions are
 linked in the store. SIGKILL the parent while the child's `bash` runs, and right after the child finished but before
 the parent recorded its result (fault point `after_child`): `strata resume PARENT` finishes with exactly one child,
-no effect twice, and the child's answer as the parent's tool result."""
+no effect twice, and the child's answer as the parent's tool result. The runs, resumes, decisions and forks are
+real `strata` processes; what the tests read back (`sessions`, `timeline`, `receipts`, `show`, `export`) runs in
+the test's process (tests/_in_process_cli.py), the same commands with the same checks."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process, run_in_process, show_in_process
 from tests.cli._helpers import EFFECTS_LOG, call_results, events_of, result_line, text, tool_use
 from tests.conftest import StrataCLI
 
@@ -47,7 +50,7 @@ def _run_args(script: Path, ws: Path) -> list[str]:
 
 
 def _sessions(cli: StrataCLI) -> list[dict[str, Any]]:
-    return cli.json_lines("sessions", "--json")
+    return json_lines_in_process(cli, "sessions", "--json")
 
 
 def _one_parent_one_child(cli: StrataCLI) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -111,7 +114,7 @@ def test_a_child_writes_a_file_and_the_parent_gets_its_answer(cli: StrataCLI, fi
     parent, child = _one_parent_one_child(cli)
     assert child["status"] == "completed" and child["model"].endswith("#child=0")
     assert child["id"] in result["content"]
-    (receipt,) = cli.json_lines("receipts", parent["id"], "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", parent["id"], "--json")
     assert receipt["tool"] == "delegate" and receipt["resource_keys"] == [f"session:{child['id']}"]
     assert receipt["status"] == "done"
 
@@ -127,7 +130,7 @@ def test_a_child_that_parks_parks_its_parent_and_one_resume_after_the_decision_f
     assert (parent["status"], child["status"]) == ("awaiting_approval", "awaiting_approval")
     assert f"waiting: call p1 (delegate) waits: child session {child['id']} waits for approval" in parked.stdout
     assert f"strata approve {child['id']} --all" in parked.stdout and not (workspace / "hello.txt").exists()
-    (receipt,) = cli.json_lines("receipts", parent["id"], "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", parent["id"], "--json")
     assert receipt["status"] == "dispatched"  # the delegate call is neither finished nor unknown: it waits
 
     early = cli.run("resume", parent["id"])  # before the decision: the same child is asked again, and parks again
@@ -143,9 +146,9 @@ def test_a_child_that_parks_parks_its_parent_and_one_resume_after_the_decision_f
     parent2, child2 = _one_parent_one_child(cli)
     assert child2["id"] == child["id"] and (parent2["status"], child2["status"]) == ("completed", "completed")
     assert (workspace / EFFECTS_LOG).read_text() == "once\n" and (workspace / "hello.txt").read_text() == "hi\n"
-    (receipt,) = cli.json_lines("receipts", parent["id"], "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", parent["id"], "--json")
     assert receipt["status"] == "done"
-    assert cli.run("timeline", parent["id"], "--verify").returncode == 0
+    assert run_in_process(cli, "timeline", parent["id"], "--verify").returncode == 0
 
 
 def test_killed_after_the_child_finished_resume_uses_its_recorded_result(cli: StrataCLI, tmp_path: Path,
@@ -155,14 +158,14 @@ def test_killed_after_the_child_finished_resume_uses_its_recorded_result(cli: St
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     parent, child = _one_parent_one_child(cli)
     assert child["status"] == "completed"
-    child_events = len(cli.json_lines("timeline", child["id"], "--json"))
+    child_events = len(json_lines_in_process(cli, "timeline", child["id"], "--json"))
     resumed = cli.run("resume", parent["id"], "--json")
     assert resumed.returncode == 0, resumed.stderr
     result = _delegate_result(resumed.stdout)
     assert result["status"] == "ok" and CHILD_ANSWER in result["content"], result
     assert (result_line(resumed.stdout) or {})["status"] == "completed"
     _one_parent_one_child(cli)
-    assert len(cli.json_lines("timeline", child["id"], "--json")) == child_events  # not run again
+    assert len(json_lines_in_process(cli, "timeline", child["id"], "--json")) == child_events  # not run again
     assert (workspace / EFFECTS_LOG).read_text() == "once\n"
 
 
@@ -206,10 +209,10 @@ def test_ctrl_c_while_the_child_runs_says_the_child_stopped_with_its_parent(cli:
     parent, child = _one_parent_one_child(cli)
     # the delegate call's outcome stays unknown, and the hint says what is certain: the child stopped with it
     assert f"child session {child['id']} was stopped with this session" in err, err
-    (receipt,) = cli.json_lines("receipts", parent["id"], "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", parent["id"], "--json")
     assert receipt["status"] == "unknown" and f"strata show {child['id']}" in receipt["note"]
     assert child["status"] == "idle"  # stopped, not finished: only resuming it (itself) finishes it
-    (bash,) = cli.json_lines("receipts", child["id"], "--json")
+    (bash,) = json_lines_in_process(cli, "receipts", child["id"], "--json")
     assert bash["status"] == "unknown"  # its own interrupted command, settled in it
 
 
@@ -226,7 +229,7 @@ def test_killed_after_the_childs_bash_finished_no_effect_runs_twice(cli: StrataC
     assert CHILD_ANSWER in result["content"], result
     _one_parent_one_child(cli)
     assert (workspace / EFFECTS_LOG).read_text() == "once\n"
-    (receipt,) = cli.json_lines("receipts", parent["id"], "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", parent["id"], "--json")
     assert receipt["status"] == "done" and receipt["resource_keys"] == [f"session:{child['id']}"]
 
 
@@ -236,19 +239,19 @@ def test_sessions_and_timeline_show_the_child_under_its_parent(cli: StrataCLI, f
     assert finished.run.returncode == 0, finished.run.stderr
     parent, child = _one_parent_one_child(cli)
     assert (parent["depth"], child["depth"]) == (0, 1)
-    listing = cli.run("sessions").stdout.splitlines()
+    listing = run_in_process(cli, "sessions").stdout.splitlines()
     at = next(i for i, line in enumerate(listing) if line.startswith(parent["id"]))
     assert listing[at + 1].startswith(f"  {child['id']}")
-    rows = cli.json_lines("timeline", parent["id"], "--children", "--json")
+    rows = json_lines_in_process(cli, "timeline", parent["id"], "--children", "--json")
     owners = [r["session_id"] for r in rows]
     first, last = owners.index(child["id"]), len(owners) - 1 - owners[::-1].index(child["id"])
     assert set(owners[first:last + 1]) == {child["id"]}  # the child's rows together, in place
     before, after = rows[first - 1], rows[last + 1]
     assert (before["kind"], before["tool"], before["outcome"]) == ("receipt", "delegate", "dispatched")
     assert (after["kind"], after["tool"], after["outcome"]) == ("receipt", "delegate", "done")
-    assert len(rows) == (len(cli.json_lines("timeline", parent["id"], "--json"))
-                         + len(cli.json_lines("timeline", child["id"], "--json")))
-    table = cli.run("timeline", parent["id"], "--children").stdout
+    assert len(rows) == (len(json_lines_in_process(cli, "timeline", parent["id"], "--json"))
+                         + len(json_lines_in_process(cli, "timeline", child["id"], "--json")))
+    table = run_in_process(cli, "timeline", parent["id"], "--children").stdout
     assert f"[child {child['id'][:8]}]" in table
 
 
@@ -261,7 +264,7 @@ def test_a_fork_of_a_child_is_listed_right_after_it_at_its_depth(cli: StrataCLI,
     later = _script(tmp_path / "later.json", "true")  # another session, older than the fork
     assert cli.run("run", "--model", f"script:{later}", "--workspace", str(workspace), "later").returncode == 0
     (forked,) = cli.json_lines("fork", child["id"], "--at-event", "2", "--json")
-    listing = [line for line in cli.run("sessions").stdout.splitlines()[1:] if line.strip()]
+    listing = [line for line in run_in_process(cli, "sessions").stdout.splitlines()[1:] if line.strip()]
     ids = [line.split()[0] for line in listing]
     at = ids.index(child["id"])
     assert ids[at - 1:at + 2] == [parent["id"], child["id"], forked["session_id"]]
@@ -290,7 +293,7 @@ def test_the_html_export_nests_the_childs_waterfall_under_the_delegate_call(cli:
     assert finished.run.returncode == 0, finished.run.stderr
     parent, child = _one_parent_one_child(cli)
     page = tmp_path / "parent.html"
-    assert cli.run("export", parent["id"], "--format", "html", "-o", str(page)).returncode == 0
+    assert run_in_process(cli, "export", parent["id"], "--format", "html", "-o", str(page)).returncode == 0
     island = re.search(r'<script id="strata-data" type="application/json">(.*?)</script>', page.read_text(), re.S)
     assert island is not None
     rows = json.loads(island.group(1))["rows"]
@@ -302,7 +305,7 @@ def test_the_html_export_nests_the_childs_waterfall_under_the_delegate_call(cli:
     call = rows[at]
     assert all(call["x0"] <= r["x0"] and r["x1"] <= call["x1"] for r in nested)  # within the call's bar
     child_page = tmp_path / "child.html"
-    assert cli.run("export", child["id"], "--format", "html", "-o", str(child_page)).returncode == 0
+    assert run_in_process(cli, "export", child["id"], "--format", "html", "-o", str(child_page)).returncode == 0
     assert f"child of <code>{parent['id']}</code>" in child_page.read_text()
 
 
@@ -352,11 +355,11 @@ def test_a_new_prompt_for_a_parent_whose_child_still_waits_is_refused_not_droppe
     """`strata resume PARENT PROMPT` while the child waits for a decision would park again and lose the prompt:
     it is refused before anything is recorded, naming the child to decide; once decided, the same command runs."""
     parent, child = _parked_parent(cli, tmp_path, workspace)
-    events = len(cli.json_lines("timeline", parent["id"], "--json"))
+    events = len(json_lines_in_process(cli, "timeline", parent["id"], "--json"))
     refused = cli.run("resume", parent["id"], "and then say hi")
     assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
     assert f"strata approve {child['id']} --all" in refused.stderr, refused.stderr
-    assert len(cli.json_lines("timeline", parent["id"], "--json")) == events  # nothing recorded
+    assert len(json_lines_in_process(cli, "timeline", parent["id"], "--json")) == events  # nothing recorded
     assert (_status(cli, parent["id"]), _status(cli, child["id"])) == ("awaiting_approval", "awaiting_approval")
     assert cli.run("approve", child["id"], "--all").returncode == 0
     resumed = cli.run("resume", parent["id"], "and then say hi", "--json")
@@ -433,7 +436,7 @@ def test_every_export_of_a_child_masks_the_call_id_that_started_it(cli: StrataCL
     config.write_text(f'[secrets]\nvalues = ["{call_id}"]\n', encoding="utf-8")
     (_, child) = _one_parent_one_child(cli)
     for fmt in ("jsonl", "html", "otlp"):
-        exported = cli.run("export", child["id"], "--format", fmt, "--output", "-")
+        exported = run_in_process(cli, "export", child["id"], "--format", fmt, "--output", "-")
         assert exported.returncode == 0, exported.stderr
         assert call_id not in exported.stdout, fmt
         assert "[MASKED:" in exported.stdout, fmt
@@ -466,9 +469,9 @@ def _waits_for_its_child(cli: StrataCLI, parent_id: str) -> None:
     """The parent is listed (the quick way and the full way) and shown as waiting for its child, not for a
     decision; its row's status stays `awaiting_approval`."""
     for args in (("sessions", "--json"), ("--verbose", "sessions", "--json")):
-        row = next(r for r in cli.json_lines(*args) if r["id"] == parent_id)
+        row = next(r for r in json_lines_in_process(cli, *args) if r["id"] == parent_id)
         assert (row["status"], row["stored_status"]) == ("waiting_for_child", "awaiting_approval"), args
-    assert cli.show(parent_id)["session"]["status"] == "waiting_for_child"
+    assert show_in_process(cli, parent_id)["session"]["status"] == "waiting_for_child"
 
 
 def test_a_delegate_call_whose_child_another_process_drives_parks_and_a_later_resume_finishes_it_once(
@@ -483,7 +486,7 @@ def test_a_delegate_call_whose_child_another_process_drives_parks_and_a_later_re
         assert waits.returncode == 4, (waits.stdout, waits.stderr)
         assert "Traceback" not in waits.stderr
         assert f"child session {child['id']} is being run by another process" in waits.stdout, waits.stdout
-        (receipt,) = cli.json_lines("receipts", parent["id"], "--json")
+        (receipt,) = json_lines_in_process(cli, "receipts", parent["id"], "--json")
         assert receipt["status"] == "dispatched"
         assert driver.poll() is None  # the other process still drives the child, untouched
         _waits_for_its_child(cli, parent["id"])
@@ -496,7 +499,7 @@ def test_a_delegate_call_whose_child_another_process_drives_parks_and_a_later_re
     parent2, child2 = _one_parent_one_child(cli)
     assert (parent2["status"], child2["status"]) == ("completed", "completed")
     assert (workspace / EFFECTS_LOG).read_text() == "once\n"
-    (receipt,) = cli.json_lines("receipts", parent["id"], "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", parent["id"], "--json")
     assert receipt["status"] == "done"
 
 
@@ -507,12 +510,12 @@ def test_a_new_prompt_for_a_parent_whose_child_another_process_drives_is_refused
     once the child is done, the same command runs with the prompt."""
     parent, child, driver = _busy_child(cli, tmp_path, workspace)
     try:
-        events = len(cli.json_lines("timeline", parent["id"], "--json"))
+        events = len(json_lines_in_process(cli, "timeline", parent["id"], "--json"))
         refused = cli.run("resume", parent["id"], "and then say hi")
         assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
         (line,) = [line for line in refused.stderr.splitlines() if line.startswith("strata: error:")]
         assert f"waiting for child session {child['id']}, which another process runs (pid {driver.pid}" in line
-        assert len(cli.json_lines("timeline", parent["id"], "--json")) == events  # nothing recorded
+        assert len(json_lines_in_process(cli, "timeline", parent["id"], "--json")) == events  # nothing recorded
         assert driver.poll() is None
         _waits_for_its_child(cli, parent["id"])
     finally:
@@ -543,7 +546,7 @@ def test_a_delegate_call_waits_a_moment_for_its_childs_lease_and_takes_the_resul
     assert resume.returncode == 0, (out, err)
     result = _delegate_result(out)
     assert result["status"] == "ok" and CHILD_ANSWER in result["content"], result
-    rows = cli.json_lines("timeline", child["id"], "--json")
+    rows = json_lines_in_process(cli, "timeline", child["id"], "--json")
     resumed = [r for r in rows if r["kind"] == "lifecycle" and r["outcome"] == "resumed"]
     assert len(resumed) == 1, resumed  # by the other process only: the parent did not resume the child again
     assert _status(cli, child["id"]) == "completed" and (workspace / EFFECTS_LOG).read_text() == "once\n"

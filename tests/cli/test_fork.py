@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests._in_process_cli import show_in_process
 from tests._terminal import CHAT_SESSION, answer, leave_chat
 from tests.cli._helpers import (
     ALLOW_EFFECTS,
@@ -63,7 +64,7 @@ def fork_json(p: Parent, seq: int) -> dict[str, Any]:
 
 def state_of(cli: StrataCLI, session_id: str) -> dict[str, Any]:
     """Everything `strata` can tell about a session: show, timeline and receipts."""
-    return {"show": cli.show(session_id), "timeline": strata_json(cli, "timeline", session_id, "--json"),
+    return {"show": show_in_process(cli, session_id), "timeline": strata_json(cli, "timeline", session_id, "--json"),
             "receipts": strata_json(cli, "receipts", session_id, "--json")}
 
 
@@ -77,7 +78,7 @@ def test_fork_copies_the_log_up_to_a_batch_boundary(parent: Parent) -> None:
     assert (out["type"], out["parent_id"], out["fork_seq"], out["events"], out["turns"], out["status"]) == (
         "fork", parent.session_id, at, at, 1, "idle")
     assert out["resume"] == f"strata resume {new} PROMPT"
-    view, original = parent.cli.show(new), parent.cli.show(parent.session_id)
+    view, original = show_in_process(parent.cli, new), show_in_process(parent.cli, parent.session_id)
     assert view["messages"] == original["messages"][:3]
     assert (view["session"]["last_seq"], view["session"]["turns"], view["open_batch"]) == (at, 1, None)
     assert view["session"]["parent_id"] == parent.session_id
@@ -112,7 +113,7 @@ def test_resumed_fork_continues_from_the_fork_point_without_rerunning_effects(pa
 
     assert effect_counts(parent.workspace) == {marker("a1"): 1, marker("a2"): 1, marker("b1"): 2, marker("b2"): 2}
     original = before["show"]["messages"]
-    messages = parent.cli.show(new)["messages"]
+    messages = show_in_process(parent.cli, new)["messages"]
     assert messages[:2] == original[:2]
     assert messages[2]["content"] == [*original[2]["content"], {"type": "text", "text": "carry on"}]
     assert [b.get("id") for b in messages[3]["content"] if b["type"] == "tool_use"] == ["b1", "b2"]
@@ -165,7 +166,7 @@ def test_fork_prints_how_to_resume(parent: Parent) -> None:
     new = json_lines(strata(parent.cli, "sessions", "--json").stdout)[-1]["id"]
     assert lines[0].startswith(f"forked session {parent.session_id} at event {last} into {new}")
     assert lines[1] == f"resume it: strata resume {new} PROMPT"
-    assert parent.cli.show(new)["session"]["ended"] == "completed"
+    assert show_in_process(parent.cli, new)["session"]["ended"] == "completed"
 
 
 def test_fork_names_the_always_approvals_it_inherits(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:

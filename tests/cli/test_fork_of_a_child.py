@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tests._in_process_cli import json_lines_in_process, run_in_process
 from tests.cli._helpers import EFFECTS_LOG, text, tool_use
 from tests.conftest import StrataCLI
 
@@ -28,7 +29,7 @@ def _script(path: Path) -> Path:
 
 
 def _events(cli: StrataCLI, session_id: str) -> list[dict[str, Any]]:
-    return [e for e in cli.json_lines("export", session_id, "--format", "jsonl") if e["type"] == "event"]
+    return [e for e in json_lines_in_process(cli, "export", session_id, "--format", "jsonl") if e["type"] == "event"]
 
 
 def test_a_fork_of_a_child_names_its_source_and_no_parents_call_and_keeps_its_plan_bounds(
@@ -37,7 +38,7 @@ def test_a_fork_of_a_child_names_its_source_and_no_parents_call_and_keeps_its_pl
     ran = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "bash", "--allow",
                   "delegate", "--json", "go", env=ONE_DEEP)
     assert ran.returncode == 0, ran.stderr
-    (child,) = [r for r in cli.json_lines("sessions", "--json") if r["parent_id"] is not None]
+    (child,) = [r for r in json_lines_in_process(cli, "sessions", "--json") if r["parent_id"] is not None]
     child_started = _events(cli, child["id"])[0]
     assert (child_started["kind"], child_started["parent_call_id"], child_started["depth"]) == (
         "session_started", "p1", 1)
@@ -48,7 +49,7 @@ def test_a_fork_of_a_child_names_its_source_and_no_parents_call_and_keeps_its_pl
     assert (fork_started["kind"], fork_started["parent_id"]) == ("session_started", child["id"])
     assert fork_started.get("parent_call_id") is None, fork_started  # no delegate call started it
     assert (fork_started["depth"], fork_started["tools_allowed"]) == (1, child_started["tools_allowed"])
-    listed = {r["id"]: r for r in cli.json_lines("sessions", "--json")}[fork_id]
+    listed = {r["id"]: r for r in json_lines_in_process(cli, "sessions", "--json")}[fork_id]
     assert (listed["parent_id"], listed["depth"], listed["fork_seq"]) == (child["id"], 1, forked["fork_seq"])
 
     resumed = cli.run("resume", fork_id, "go on", "--json", "--allow", "bash", env=ONE_DEEP)
@@ -56,7 +57,7 @@ def test_a_fork_of_a_child_names_its_source_and_no_parents_call_and_keeps_its_pl
     (again,) = [e for e in _events(cli, fork_id) if e["kind"] == "session_resumed"]
     assert again["plan_digest"] == child_started["plan_digest"]  # the child's plan: no `delegate` handed out
     assert (workspace / EFFECTS_LOG).read_text(encoding="utf-8") == "once\n"  # nothing before the fork ran again
-    page = cli.run("export", fork_id, "--format", "html")
+    page = run_in_process(cli, "export", fork_id, "--format", "html")
     assert page.returncode == 0, page.stderr
     html = Path(page.stdout.strip()).read_text(encoding="utf-8")
     assert "Forked from" in html and "Delegated by" not in html

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process, show_in_process
 from tests.cli._helpers import result_line, strata, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -30,7 +31,7 @@ def _hook(cli: StrataCLI, tmp_path: Path, answer: str, event: str = "pre_tool_us
 
 
 def _messages(cli: StrataCLI, session_id: str) -> str:
-    return json.dumps(cli.show(session_id)["messages"], ensure_ascii=False)
+    return json.dumps(show_in_process(cli, session_id)["messages"], ensure_ascii=False)
 
 
 @pytest.mark.parametrize("answer", REWRITES.values(), ids=REWRITES.keys())
@@ -45,11 +46,11 @@ def test_a_rewrite_with_text_that_is_not_utf8_blocks_the_call_and_is_recorded(cl
     result = result_line(run.stdout)
     assert result is not None and result["status"] == "completed"
     assert not (workspace / "out.txt").exists()
-    rows = cli.json_lines("timeline", result["session_id"], "--json")
+    rows = json_lines_in_process(cli, "timeline", result["session_id"], "--json")
     (hook_row,) = [r for r in rows if r["kind"] == "hook"]
     (call_row,) = [r for r in rows if r["kind"] == "call"]
     assert hook_row["outcome"] == "block" and "fail closed" in hook_row["summary"], hook_row
-    (denied,) = [b for m in cli.show(result["session_id"])["messages"] if m["role"] == "user"
+    (denied,) = [b for m in show_in_process(cli, result["session_id"])["messages"] if m["role"] == "user"
                  for b in m["content"] if b["type"] == "tool_result"]
     assert denied["is_error"] and "answered a rewrite whose input holds text that is not valid UTF-8" in \
         denied["content"], denied
@@ -71,7 +72,7 @@ def test_a_hook_ask_whose_reason_is_not_utf8_parks_and_resumes(cli: StrataCLI, w
     resumed = strata(cli, "resume", result["session_id"])
     assert resumed.returncode == 0, resumed.stderr
     assert (workspace / "out.txt").read_text() == "hi\n"
-    rows = cli.json_lines("timeline", result["session_id"], "--json")
+    rows = json_lines_in_process(cli, "timeline", result["session_id"], "--json")
     assert any(r["kind"] == "hook" and r["outcome"] == "ask" and "look\ufffd first" in r["summary"] for r in rows)
 
 

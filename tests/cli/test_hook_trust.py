@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import assert_clean_stderr, call_results, error_lines, events_of, result_line, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -285,7 +286,7 @@ def test_resume_refuses_when_the_trusted_hooks_would_be_lost(cli: StrataCLI, wor
     _trust(cli, workspace)
     session_id = _session_that_edits_its_config(cli, workspace, tmp_path, "a")
     assert config.read_text().endswith("# just a comment\n")
-    timeline_before = cli.json_lines("timeline", session_id, "--json")
+    timeline_before = json_lines_in_process(cli, "timeline", session_id, "--json")
 
     refused = _resume(cli, session_id)
     assert refused.returncode == 2, (refused.stdout, refused.stderr)
@@ -294,7 +295,7 @@ def test_resume_refuses_when_the_trusted_hooks_would_be_lost(cli: StrataCLI, wor
     assert f"strata trust {workspace.resolve()}" in refused.stderr and "--without-project-hooks" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 2, refused.stderr  # the error and its hint
     assert not (workspace / "blocked-a.txt").exists()
-    assert cli.json_lines("timeline", session_id, "--json") == timeline_before
+    assert json_lines_in_process(cli, "timeline", session_id, "--json") == timeline_before
 
     _trust(cli, workspace)
     resumed = _resume(cli, session_id)
@@ -320,7 +321,7 @@ def test_resume_without_project_hooks_is_the_persons_recorded_choice(cli: Strata
     assert (workspace / "blocked-b.txt").exists()  # the person chose to run without the hook that blocked it
     resumed = [e for e in events_of(waived.stdout) if e["kind"] == "session_resumed"]
     assert len(resumed) == 1 and resumed[0]["project_hooks_waived_by"].startswith("person:"), resumed
-    rows = [r for r in cli.json_lines("timeline", session_id, "--json", "--kind", "lifecycle")
+    rows = [r for r in json_lines_in_process(cli, "timeline", session_id, "--json", "--kind", "lifecycle")
             if r["outcome"] == "resumed"]
     assert "without the project's hooks" in rows[-1]["summary"], rows[-1]
     assert _resume(cli, session_id).returncode == 0

@@ -12,8 +12,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._groups import finish, kill_group, wait_for, wait_group_gone
-from tests.cli._helpers import assert_clean_stderr, events_of, strata, strata_json, text, tool_use
+from tests.cli._helpers import assert_clean_stderr, events_of, strata, strata_read, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
 TICKER = "echo $$ > cmd.pid; while true; do echo tick >> ticks; sleep 0.1; done"
@@ -25,7 +26,7 @@ def _at(value: str) -> datetime:
 
 
 def _rows(cli: StrataCLI, session_id: str) -> list[dict[str, Any]]:
-    return strata_json(cli, "timeline", session_id, "--json")
+    return json_lines_in_process(cli, "timeline", session_id, "--json")
 
 
 def _receipt_rows(rows: list[dict[str, Any]], call_id: str) -> dict[str, dict[str, Any]]:
@@ -80,12 +81,12 @@ def test_ctrl_c_during_a_command_leaves_its_call_row_and_receipt_rows_in_the_clo
     receipts = _receipt_rows(rows, "tick")
     assert set(receipts) == {"dispatched", "unknown"}, receipts
     assert _at(receipts["unknown"]["at"]) == closed_at, receipts
-    (receipt,) = strata_json(cli, "receipts", session_id, "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", session_id, "--json")
     # `dispatched` is observed in the commit that made the receipt durable, before the command started.
     assert _at(receipts["dispatched"]["at"]) == _at(receipt["created_at"]), (receipts, receipt)
     assert receipts["unknown"]["check"] == receipt["id"] == receipts["dispatched"]["check"], (receipts, receipt)
     assert receipts["dispatched"]["seq"] < receipts["unknown"]["seq"] < closing["seq"], rows
-    verified = strata(cli, "timeline", session_id, "--verify")
+    verified = strata_read(cli, "timeline", session_id, "--verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
@@ -98,7 +99,7 @@ def test_sigkill_during_a_command_leaves_its_call_row_and_unknown_receipt_row_af
         pgid = int((workspace / "cmd.pid").read_text())
         proc.send_signal(signal.SIGKILL)
         killed = finish(proc, timeout=15)
-        (session,) = strata_json(cli, "sessions", "--json")
+        (session,) = json_lines_in_process(cli, "sessions", "--json")
         session_id = session["id"]
         before = _rows(cli, session_id)
         assert set(_receipt_rows(before, "tick")) == {"dispatched"}, before
@@ -121,7 +122,7 @@ def test_sigkill_during_a_command_leaves_its_call_row_and_unknown_receipt_row_af
     assert set(receipts) == {"dispatched", "unknown"}, receipts
     assert _at(receipts["unknown"]["at"]) == closed_at, receipts
 
-    (receipt,) = strata_json(cli, "receipts", session_id, "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", session_id, "--json")
     reconciled = strata(cli, "reconcile", receipt["id"], "--not-applied", "--note", "checked by hand")
     assert reconciled.returncode == 0, reconciled.stderr
     rows = _rows(cli, session_id)
@@ -129,5 +130,5 @@ def test_sigkill_during_a_command_leaves_its_call_row_and_unknown_receipt_row_af
     assert set(receipts) == {"dispatched", "unknown", "reconciled"}, receipts
     assert receipts["reconciled"]["seq"] == rows[-1]["seq"], rows
     assert "not applied" in receipts["reconciled"]["summary"], receipts
-    verified = strata(cli, "timeline", session_id, "--verify")
+    verified = strata_read(cli, "timeline", session_id, "--verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -19,7 +19,8 @@ import pytest
 
 from core.hashing import canonical_json
 from memory._encoding import EVENT_KINDS, time_sql
-from tests.cli._helpers import error_lines, events_of, strata, strata_json, text, tool_use
+from tests._in_process_cli import json_lines_in_process
+from tests.cli._helpers import error_lines, events_of, strata, strata_read, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
 SEQ_MASK = (1 << 40) - 1
@@ -51,9 +52,9 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Made:
     assert run.returncode == 0, run.stderr
     events = events_of(run.stdout)
     session_id = events[0]["session_id"]
-    ok = strata(cli, "timeline", session_id, "--verify")
+    ok = strata_read(cli, "timeline", session_id, "--verify")
     assert ok.returncode == 0, ok.stderr
-    return Made(cli, session_id, strata_json(cli, "timeline", session_id, "--json"), len(events))
+    return Made(cli, session_id, json_lines_in_process(cli, "timeline", session_id, "--json"), len(events))
 
 
 def copy_home(made: Made, tmp_path: Path, name: str = "tampered") -> StrataCLI:
@@ -89,7 +90,7 @@ def unkeyed_hash(prev: str, row: dict[str, Any]) -> str:
 
 
 def verify(cli: StrataCLI, session_id: str, *args: str) -> tuple[int, str, list[str]]:
-    proc = strata(cli, "timeline", session_id, "--verify", *args)
+    proc = strata_read(cli, "timeline", session_id, "--verify", *args)
     return proc.returncode, proc.stdout, [*error_lines(proc.stderr), proc.stderr]
 
 
@@ -166,7 +167,7 @@ def test_an_edited_event_payload_fails_the_state_log_chain(made: Made, tmp_path:
     code, out, (line, *_) = verify(cli, made.session_id)
     assert code == 1 and "chain verified" not in out
     assert line == f"strata: error: state log of session {made.session_id}: event {seq} was changed (hash mismatch)"
-    checked = json.loads(strata(cli, "timeline", made.session_id, "--verify", "--json").stdout)
+    checked = json.loads(strata_read(cli, "timeline", made.session_id, "--verify", "--json").stdout)
     assert checked["ok"] is False and checked["events"]["first_bad_seq"] == seq
 
 
@@ -187,7 +188,7 @@ def test_untouched_session_verifies_both_chains_and_both_heads(made: Made) -> No
     assert code == 0
     assert out.startswith(f"chain verified: {len(made.timeline)} rows")
     assert f"state log verified: {made.events} events" in out
-    (checked,) = [json.loads(line) for line in strata(made.cli, "timeline", made.session_id, "--verify",
+    (checked,) = [json.loads(line) for line in strata_read(made.cli, "timeline", made.session_id, "--verify",
                                                        "--json").stdout.splitlines()]
     assert checked["ok"] is True and checked["rows"] == len(made.timeline)
     assert checked["events"]["rows"] == made.events

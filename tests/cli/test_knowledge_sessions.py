@@ -15,6 +15,7 @@ import pytest
 from core.events import StoredEvent
 from core.messages import TextBlock
 from core.state import fold
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import events_of, json_lines, result_line, strata, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -58,7 +59,7 @@ def manifest_digest(cli: StrataCLI) -> str:
 def stored_events(cli: StrataCLI, session_id: str) -> list[StoredEvent]:
     """The session's state log as `strata export` gives it, typed again (to fold it as resume does)."""
     out = []
-    for obj in cli.json_lines("export", session_id):
+    for obj in json_lines_in_process(cli, "export", session_id):
         if obj.pop("type") != "event":
             continue
         envelope = {k: obj.pop(k) for k in ("seq", "at", "turn")}
@@ -99,11 +100,11 @@ def test_a_session_whose_mode_reads_a_dataset_has_the_tools_and_records_its_mani
     denied = json.loads(results["k3"]["content"])
     assert results["k3"]["is_error"] and (denied["result"], denied["kind"]) == ("miss", "dataset_denied")
     session_id = result_line(proc.stdout)["session_id"]  # type: ignore[index]
-    rows = [r for r in cli.json_lines("timeline", session_id, "--json") if r["kind"] == "call"]
+    rows = [r for r in json_lines_in_process(cli, "timeline", session_id, "--json") if r["kind"] == "call"]
     assert [(r["tool"], r["decision"]) for r in rows] == [
         ("knowledge_search", "allowed"), ("knowledge_get", "allowed"), ("knowledge_search", "allowed")]
     assert all(r["data"]["plan_digest"] == started["plan_digest"] for r in rows)
-    assert cli.json_lines("receipts", session_id, "--json") == []
+    assert json_lines_in_process(cli, "receipts", session_id, "--json") == []
 
 
 def test_a_session_whose_mode_reads_no_dataset_has_no_knowledge_tools(
@@ -166,7 +167,7 @@ def test_a_document_edited_between_sessions_is_recorded_on_resume_and_the_model_
     assert conversation[-1].role == "user"
     assert [b.text for b in conversation[-1].content if isinstance(b, TextBlock)] == [
         changed["notice"], "Restart it again"]
-    rows = [r for r in cli.json_lines("timeline", session_id, "--json") if r["kind"] == "lifecycle"]
+    rows = [r for r in json_lines_in_process(cli, "timeline", session_id, "--json") if r["kind"] == "lifecycle"]
     assert any(r["outcome"] == "knowledge_changed" for r in rows)
     assert any(r["outcome"] == "resumed" and "the knowledge corpus changed" in r["summary"] for r in rows)
 

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import (
     ALLOW_EFFECTS,
     assert_clean_stderr,
     check_pairing,
     error_lines,
     strata,
-    strata_json,
     text,
     tool_use,
 )
@@ -46,7 +46,7 @@ def session(cli: StrataCLI, workspace: Path, tmp_path: Path) -> Iterator[str]:
     proc = strata(cli, "run", "--model", f"script:{_script(tmp_path)}", "--workspace", str(workspace), *ALLOW_EFFECTS,
                    "start")
     assert proc.returncode == 0, proc.stderr
-    (row,) = strata_json(cli, "sessions", "--json")
+    (row,) = json_lines_in_process(cli, "sessions", "--json")
     try:
         yield row["id"]
     finally:
@@ -64,7 +64,7 @@ def _kill_sleeper(pid_file: Path) -> None:
 
 
 def _row(cli: StrataCLI, session_id: str) -> dict[str, Any]:
-    (row,) = [r for r in strata_json(cli, "sessions", "--json") if r["id"] == session_id]
+    (row,) = [r for r in json_lines_in_process(cli, "sessions", "--json") if r["id"] == session_id]
     return row
 
 
@@ -97,10 +97,10 @@ def _assert_recovered(cli: StrataCLI, session_id: str, third: subprocess.Complet
     """The third process took the dead owner's lease and finished the session; the killed call is unknown."""
     assert_clean_stderr(third)
     assert "is active" not in third.stderr
-    unknown = strata_json(cli, "receipts", session_id, "--status", "unknown", "--json")
+    unknown = json_lines_in_process(cli, "receipts", session_id, "--status", "unknown", "--json")
     assert [r["call_id"] for r in unknown] == ["call_sleep"]  # dispatched when its owner died: never re-run
     assert third.returncode == 5, (third.returncode, third.stdout, third.stderr)
-    (view,) = strata_json(cli, "show", session_id, "--json")
+    (view,) = json_lines_in_process(cli, "show", session_id, "--json")
     assert view["session"]["ended"] == "completed" and view["session"]["lease_owner"] is None
     results = check_pairing(view["messages"])
     assert results["call_sleep"]["is_error"] and "unknown" in results["call_sleep"]["content"].lower()

@@ -9,6 +9,7 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import error_lines, result_line, strata, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -30,7 +31,7 @@ def cut_timeline(cli: StrataCLI, session_id: str, keep: int) -> None:
 
 
 def last_row(cli: StrataCLI, session_id: str) -> int:
-    rows = cli.json_lines("timeline", session_id, "--json")
+    rows = json_lines_in_process(cli, "timeline", session_id, "--json")
     return int(rows[-1]["seq"])
 
 
@@ -49,8 +50,8 @@ def test_removing_a_reconcile_and_moving_the_head_back_fails_verify(cli: StrataC
     killed = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "write_file",
                      "go", env={"STRATA_FAULT": "after_receipt"})
     assert killed.returncode == -9
-    (session,) = cli.json_lines("sessions", "--json")
-    (receipt,) = cli.json_lines("receipts", session["id"], "--json")
+    (session,) = json_lines_in_process(cli, "sessions", "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", session["id"], "--json")
     before = last_row(cli, session["id"])
     decided = strata(cli, "reconcile", receipt["id"], "--not-applied")
     assert decided.returncode == 0, decided.stderr

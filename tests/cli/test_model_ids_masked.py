@@ -1,6 +1,7 @@
 """Model-chosen tool-use ids that hold a secret (a scripted or non-Anthropic endpoint may send anything as an id).
 
-Two layers, both through the real `strata` process:
+Two layers, both through the real `strata` command (runs in a process of their own; what reads them back, in the
+test's process: tests/_in_process_cli.py):
 - the plan phase renames an id that masking recognises as a secret (or that is outside the API's alphabet, too
   long, or already used), so the raw id is never stored: no surface, and not the database either, ever sees it;
 - every observation surface masks ids anyway: a session whose stored log and rows do hold a secret id (written
@@ -24,7 +25,8 @@ from core.masking import Masker
 from core.messages import ToolUseBlock
 from core.timeline import TimelineEntry
 from memory import NewReceipt, SessionRecord, SqliteEventStore, Write
-from tests.cli._helpers import result_line, strata, text, tool_use
+from tests._in_process_cli import json_lines_in_process, show_in_process
+from tests.cli._helpers import result_line, strata, strata_read, text, tool_use
 from tests.conftest import StrataCLI, write_script
 from tool_executor import CallEnv, CallRecord
 
@@ -43,7 +45,7 @@ def surfaces(cli: StrataCLI, session_id: str) -> dict[str, str]:
         **{f"export {fmt}": ("export", session_id, "--format", fmt, "--output", "-")
            for fmt in ("jsonl", "html", "otlp")},
     }.items():
-        proc = strata(cli, *args)
+        proc = strata_read(cli, *args)  # in this process (tests/_in_process_cli.py)
         assert proc.returncode == 0, (name, proc.stderr)
         out[name] = proc.stdout + proc.stderr
     for folder in (LEDGER_DIR, "logs"):
@@ -75,9 +77,9 @@ def test_secret_ids_from_the_model_never_reach_a_surface_or_the_database(cli: St
     assert result is not None
     session_id = result["session_id"]
     shown.update(surfaces(cli, session_id))  # listings, receipts, ledgers and logs cover both sessions
-    for sid in {s["id"] for s in cli.json_lines("sessions", "--json")}:
+    for sid in {s["id"] for s in json_lines_in_process(cli, "sessions", "--json")}:
         for args in (("show", sid, "--json"), ("timeline", sid, "--json")):
-            proc = strata(cli, *args)
+            proc = strata_read(cli, *args)
             shown[" ".join(args)] = proc.stdout + proc.stderr
     assert (workspace / "out.txt").read_text() == "x"
     leaks = [name for name, out in shown.items() if "Qm7vX2pL9sT4" in out or "Fk2_Jd8-Lw4N" in out]
@@ -85,7 +87,8 @@ def test_secret_ids_from_the_model_never_reach_a_surface_or_the_database(cli: St
     for path in cli.home.glob("strata.db*"):
         data = path.read_bytes()
         assert b"Qm7vX2pL9sT4" not in data and b"Fk2_Jd8-Lw4N" not in data, path
-    ids = [b["id"] for m in cli.show(session_id)["messages"] for b in m["content"] if b["type"] == "tool_use"]
+    ids = [b["id"] for m in show_in_process(cli, session_id)["messages"] for b in m["content"]
+           if b["type"] == "tool_use"]
     assert len(ids) == 2 and not any(i.startswith("sk-") for i in ids), ids
 
 

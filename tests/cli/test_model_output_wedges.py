@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from core.proposal import MAX_INPUT_DEPTH
+from tests._in_process_cli import json_lines_in_process, run_in_process, show_in_process
 from tests.cli._helpers import assert_clean_stderr, check_pairing, error_lines, events_of, result_line, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -42,18 +43,18 @@ def tool_uses(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def assert_session_usable(cli: StrataCLI, session_id: str, workspace: Path) -> dict[str, Any]:
     """The session shows, every tool_use has one tool_result and no id repeats; it resumes with a new prompt and
     forks. Returns the `show --json` view taken first."""
-    view = cli.show(session_id)
+    view = show_in_process(cli, session_id)
     results = check_pairing(view["messages"])
     ids = [b["id"] for b in tool_uses(view["messages"])]
     assert len(ids) == len(set(ids)), f"a tool_use id is used twice: {ids}"
     assert set(results) == set(ids)
-    text_view = cli.run("show", session_id)
+    text_view = run_in_process(cli, "show", session_id)
     assert_clean_stderr(text_view)
     assert text_view.returncode == 0, text_view.stderr
     again = cli.run("resume", session_id, "--json", "one more thing")
     assert_clean_stderr(again)
     assert again.returncode == 0, again.stderr
-    check_pairing(cli.show(session_id)["messages"])
+    check_pairing(show_in_process(cli, session_id)["messages"])
     last = max(e["seq"] for e in events_of(again.stdout))
     fork = cli.run("fork", session_id, "--at-event", str(last), "--json")
     assert_clean_stderr(fork)
@@ -77,7 +78,7 @@ def test_tool_input_nested_past_the_limit_is_denied_by_the_plan_check(cli: Strat
     view = assert_session_usable(cli, result["session_id"], workspace)
     (use,) = tool_uses(view["messages"])
     assert "deep" not in use["input"] and len(json.dumps(use["input"])) < 400, use["input"]
-    rows = cli.json_lines("timeline", result["session_id"], "--json", "--kind", "call")
+    rows = json_lines_in_process(cli, "timeline", result["session_id"], "--json", "--kind", "call")
     assert [(r["decision"], r["check"]) for r in rows] == [("denied", "plan")], rows
 
 
@@ -99,7 +100,7 @@ def test_unpaired_surrogates_in_a_tool_input_and_in_text_are_replaced(cli: Strat
     view = assert_session_usable(cli, result["session_id"], workspace)
     dumped = json.dumps(view["messages"], ensure_ascii=False)
     assert "\ufffd" in dumped and "look \ufffd here" in dumped and "done \ufffd" in dumped
-    plan_rows = [r for r in cli.json_lines("timeline", result["session_id"], "--json", "--kind", "phase")
+    plan_rows = [r for r in json_lines_in_process(cli, "timeline", result["session_id"], "--json", "--kind", "phase")
                  if r["outcome"] == "plan"]
     assert plan_rows and all("U+FFFD" in r["summary"] for r in plan_rows), plan_rows
 
@@ -134,7 +135,7 @@ def test_script_nested_thousands_of_levels_is_one_usage_error(cli: StrataCLI, wo
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     (line,) = error_lines(proc.stderr)
     assert "nested deeper than" in line and str(script) in line, line
-    assert cli.json_lines("sessions", "--json") == []
+    assert json_lines_in_process(cli, "sessions", "--json") == []
 
 
 def test_tool_output_that_is_not_utf8_is_stored_repaired(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
@@ -162,5 +163,6 @@ def test_a_prompt_that_is_not_utf8_is_stored_repaired(cli: StrataCLI, workspace:
     again = cli.run("resume", result["session_id"], "--json", bad)
     assert_clean_stderr(again)
     assert again.returncode == 0, again.stderr
-    texts = [b["text"] for m in cli.show(result["session_id"])["messages"] if m["role"] == "user" for b in m["content"]]
+    texts = [b["text"] for m in show_in_process(cli, result["session_id"])["messages"] if m["role"] == "user"
+             for b in m["content"]]
     assert texts.count("caf\ufffd now") == 2, texts

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from memory.postgres._nul_text import MARK, loaded, stored
+from tests._in_process_cli import json_lines_in_process, run_in_process
 from tests._postgres import Cluster
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI, write_script
@@ -35,28 +36,28 @@ def _run(cli: StrataCLI, tmp_path: Path) -> str:
     run = cli.run("run", "--model", f"script:{script}", "--workspace", str(ws), "--allow", "bash", "--json",
                   PROMPT)
     assert run.returncode == 0, run.stderr
-    (session,) = cli.json_lines("sessions", "--json")
+    (session,) = json_lines_in_process(cli, "sessions", "--json")
     assert session["status"] == "completed"
     return str(session["id"])
 
 
 def _contents(cli: StrataCLI, session_id: str) -> tuple[list[object], list[object]]:
-    shown = cli.json_lines("show", session_id, "--json")
-    timeline = cli.json_lines("timeline", session_id, "--json")
+    shown = json_lines_in_process(cli, "show", session_id, "--json")
+    timeline = json_lines_in_process(cli, "timeline", session_id, "--json")
     return shown, timeline
 
 
 def _check(cli: StrataCLI, session_id: str) -> None:
-    verify = cli.run("timeline", session_id, "--verify")
+    verify = run_in_process(cli, "timeline", session_id, "--verify")
     assert verify.returncode == 0, verify.stdout + verify.stderr
-    (shown,) = cli.json_lines("show", session_id, "--json")
+    (shown,) = json_lines_in_process(cli, "show", session_id, "--json")
     assert shown["session"]["title"] == PROMPT
     results = {b["tool_use_id"]: b["content"] for m in shown["messages"] for b in m["content"]
                if b["type"] == "tool_result"}
     assert results["r1"] == "PK\x00\x05 binary\x00after\n" and results["b1"].endswith("head\x00tail")
     assert results["b2"].endswith(f"{MARK}starts with the mark\x00 and a nul {MARK}0")
     assert shown["messages"][-1]["content"] == [{"type": "text", "text": "read it: \x00 done"}]
-    rows = cli.json_lines("timeline", session_id, "--json", "--kind", "call")
+    rows = json_lines_in_process(cli, "timeline", session_id, "--json", "--kind", "call")
     assert [r["decision"] for r in rows] == ["allowed", "allowed", "allowed", "denied"]
     assert ["\x00" in r["summary"] for r in rows] == [True, True, True, False]
 

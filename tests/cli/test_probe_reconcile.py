@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process, run_in_process, show_in_process
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -26,13 +27,13 @@ def test_probe_decides_a_killed_write(cli: StrataCLI, workspace: Path, tmp_path:
                      "go", env={"STRATA_FAULT": fault})
     assert killed.returncode == -9
     assert (workspace / "out.txt").exists() is written
-    (session,) = cli.json_lines("sessions", "--json")
-    (receipt,) = cli.json_lines("receipts", session["id"], "--json")
+    (session,) = json_lines_in_process(cli, "sessions", "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", session["id"], "--json")
     assert receipt["status"] == "dispatched"
 
     probed = cli.run("reconcile", "--probe", session["id"])
     assert probed.returncode == 0, probed.stderr
-    (after,) = cli.json_lines("receipts", session["id"], "--json")
+    (after,) = json_lines_in_process(cli, "receipts", session["id"], "--json")
     assert after["status"] == status and after["reconciled_by"] == "probe:write_file"
     assert "probe:" in after["note"]
 
@@ -40,7 +41,7 @@ def test_probe_decides_a_killed_write(cli: StrataCLI, workspace: Path, tmp_path:
         (workspace / "out.txt").write_text("changed by a person after the probe\n")
     resumed = cli.run("resume", session["id"])
     assert resumed.returncode == 0, resumed.stderr
-    view = cli.show(session["id"])
+    view = show_in_process(cli, session["id"])
     (result,) = [b for m in view["messages"] if m["role"] == "user" for b in m["content"]
                  if b["type"] == "tool_result"]
     assert ("reconciled as applied" if written else "reconciled as not applied") in result["content"]
@@ -64,20 +65,20 @@ def test_probe_decides_nothing_when_the_session_workspace_is_gone(cli: StrataCLI
                      "go", env={"STRATA_FAULT": "after_dispatch"})
     assert killed.returncode == -9
     assert (workspace / "out.txt").read_text() == "hello\n"
-    (session,) = cli.json_lines("sessions", "--json")
+    (session,) = json_lines_in_process(cli, "sessions", "--json")
     moved = tmp_path / "moved-away"
     workspace.rename(moved)
 
     probed = cli.run("reconcile", "--probe", session["id"])
     assert probed.returncode == 0, probed.stderr
     assert "skipped" in probed.stdout and "workspace" in probed.stdout, probed.stdout
-    (receipt,) = cli.json_lines("receipts", session["id"], "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", session["id"], "--json")
     assert receipt["status"] == "dispatched" and receipt["reconciled_by"] is None, receipt
 
     moved.rename(workspace)
     again = cli.run("reconcile", "--probe", session["id"])
     assert again.returncode == 0, again.stderr
-    (after,) = cli.json_lines("receipts", session["id"], "--json")
+    (after,) = json_lines_in_process(cli, "receipts", session["id"], "--json")
     assert after["status"] == "done" and after["reconciled_by"] == "probe:write_file", after
-    verified = cli.run("timeline", session["id"], "--verify")
+    verified = run_in_process(cli, "timeline", session["id"], "--verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -1,7 +1,8 @@
 """`strata sessions` the quick way (agent/cli/quick_sessions.py): the same listing as the full way (which restores
 each session's state for its counters), byte for byte, in a real process that imports no models, no event loop and
 no logging: sessions with denied and parked calls, unknown receipts, snapshots, a delegated child, a fork, a
-masked secret in a title, and a damaged event."""
+masked secret in a title, and a damaged event. The full way it is compared with (`--verbose`) runs in the test's
+process (tests/_in_process_cli.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from config.checked import CHECKED_FILE, digest
+from tests._in_process_cli import run_in_process
 from tests.cli._helpers import QUICK_NEVER, result_line, run_noting_modules, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -29,7 +31,7 @@ def _same_both_ways(cli: StrataCLI, tmp_path: Path) -> list[dict[str, object]]:
     for args in ([], ["--json"]):
         quick, took_quick = _sessions(cli, tmp_path, *args)
         assert quick.returncode == 0 and took_quick, (args, quick.stderr)
-        full = cli.run("--verbose", "sessions", *args)
+        full = run_in_process(cli, "--verbose", "sessions", *args)
         assert full.returncode == 0, full.stderr
         assert quick.stdout == full.stdout, (args, quick.stdout, full.stdout)
     return [json.loads(line) for line in quick.stdout.splitlines()]
@@ -161,7 +163,7 @@ def test_an_unknown_receipt_the_store_would_not_read_sends_the_listing_the_full_
             before = db.execute(f"SELECT {column} FROM receipts").fetchone()[0]
             db.execute(f"UPDATE receipts SET {column} = ?", (value,))
         quick, took_quick = _sessions(cli, tmp_path)
-        full = cli.run("--verbose", "sessions")
+        full = run_in_process(cli, "--verbose", "sessions")
         assert not took_quick and quick.returncode == full.returncode != 0 and quick.stdout == full.stdout == "", column
         with sqlite3.connect(cli.home / "strata.db") as db:
             db.execute(f"UPDATE receipts SET {column} = ?", (before,))

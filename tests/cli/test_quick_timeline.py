@@ -1,6 +1,7 @@
 """`strata timeline ID` the quick way (agent/cli/quick_timeline.py): the same table as the full way, in a real
 process that imports no models, no event loop and no logging, and only when the config files are known valid;
-any config file not known valid, a malformed one above all, goes the full way and is reported as before."""
+any config file not known valid, a malformed one above all, goes the full way and is reported as before. The full
+way it is compared with (`--verbose`) runs in the test's process (tests/_in_process_cli.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 from agent.cli.timeline_table import fitted_lines
 from config.checked import CHECKED_FILE
+from tests._in_process_cli import run_in_process
 from tests.cli._helpers import QUICK_NEVER, result_line, run_noting_modules, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -55,7 +57,7 @@ def test_the_quick_way_prints_exactly_what_the_full_way_prints_for_every_filter(
                  [session, "--since", "2020-01-01T00:00:00"], [session, "--since", "2999-01-01T00:00:00+05:00"]):
         quick, took_quick = _timeline(cli, tmp_path, *args)
         assert quick.returncode == 0 and took_quick, (args, quick.stderr)
-        full = cli.run("--verbose", "timeline", *args)
+        full = run_in_process(cli, "--verbose", "timeline", *args)
         assert full.returncode == 0, (args, full.stderr)
         assert quick.stdout == full.stdout, args
     denied = _timeline(cli, tmp_path, session, "--kind", "call", "--decision", "denied")[0].stdout
@@ -166,7 +168,7 @@ def test_a_workspace_that_cannot_be_looked_at_goes_the_full_way_and_is_one_error
     with sqlite3.connect(cli.home / "strata.db") as db:
         db.execute("UPDATE sessions SET workspace = ? WHERE id = ?", (unreachable, session))
     quick, took_quick = _timeline(cli, tmp_path, session)
-    full = cli.run("--verbose", "timeline", session)
+    full = run_in_process(cli, "--verbose", "timeline", session)
     assert not took_quick and quick.returncode == full.returncode == 1 and not quick.stdout, quick.stderr
     assert quick.stderr.startswith(f"strata: error: cannot look at the workspace '{unreachable}' of session {session}")
     assert "internal error" not in quick.stderr + full.stderr and "Traceback" not in quick.stderr + full.stderr
@@ -189,11 +191,11 @@ def test_a_session_row_the_store_would_not_read_goes_the_full_way_for_every_read
             before = db.execute(f"SELECT {column} FROM sessions WHERE id = ?", (other_id,)).fetchone()[0]
             db.execute(f"UPDATE sessions SET {column} = ? WHERE id = ?", (value, other_id))
         quick, took_quick = _timeline(cli, tmp_path, session)
-        full = cli.run("--verbose", "timeline", session)
+        full = run_in_process(cli, "--verbose", "timeline", session)
         assert not took_quick and quick.returncode == full.returncode == 0, (column, quick.stderr)
         assert quick.stdout == full.stdout and f"timeline of session {session}" in quick.stdout, column
         quick, took_quick = _timeline(cli, tmp_path, "last")
-        full = cli.run("--verbose", "timeline", "last")
+        full = run_in_process(cli, "--verbose", "timeline", "last")
         assert not took_quick and quick.returncode == full.returncode == 1, (column, quick.stdout)
         assert quick.stdout == full.stdout == "" and f"session {other_id} has a damaged session row" in quick.stderr
         listing, loaded = run_noting_modules(cli, ["sessions"], tmp_path)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process, show_in_process
 from tests.cli._helpers import text
 from tests.conftest import StrataCLI, write_script
 
@@ -25,7 +26,7 @@ def _setup(cli: StrataCLI, workspace: Path, tmp_path: Path, budget: int | None =
 
 
 def _repairs(cli: StrataCLI, session_id: str) -> int:
-    view = cli.show(session_id)
+    view = show_in_process(cli, session_id)
     return sum(b["text"].count("REPAIR-PLEASE") for m in view["messages"] if m["role"] == "user"
                for b in m["content"] if b["type"] == "text")
 
@@ -40,7 +41,7 @@ def test_stop_hook_repairs_stop_at_the_budget(cli: StrataCLI, workspace: Path, t
     assert proc.returncode == 3, proc.stderr
     expected = 2 if budget is None else budget
     assert f"repair budget ({expected}) is used up" in proc.stdout
-    (session,) = cli.json_lines("sessions", "--json")
+    (session,) = json_lines_in_process(cli, "sessions", "--json")
     assert _repairs(cli, session["id"]) == expected
     assert session["status"] == "incomplete"
 
@@ -51,7 +52,7 @@ def test_repair_count_survives_a_crash(cli: StrataCLI, workspace: Path, tmp_path
     killed = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "go",
                      env={"STRATA_FAULT": "after_repair"})
     assert killed.returncode == -9
-    (session,) = cli.json_lines("sessions", "--json")
+    (session,) = json_lines_in_process(cli, "sessions", "--json")
     assert _repairs(cli, session["id"]) == 1
     resumed = cli.run("resume", session["id"])
     assert resumed.returncode == 3, resumed.stderr
@@ -63,7 +64,7 @@ def test_a_new_request_gets_a_fresh_budget(cli: StrataCLI, workspace: Path, tmp_
     """The budget is per request of the person: a new prompt on resume may be repaired again."""
     script = _setup(cli, workspace, tmp_path, 1)
     assert cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "go").returncode == 3
-    (session,) = cli.json_lines("sessions", "--json")
+    (session,) = json_lines_in_process(cli, "sessions", "--json")
     again = cli.run("resume", session["id"], "and another thing")
     assert again.returncode == 3, again.stderr
     assert _repairs(cli, session["id"]) == 2

@@ -8,6 +8,7 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import bash_mark, effect_counts, error_lines, marker, strata, text
 from tests.conftest import StrataCLI, write_script
 
@@ -19,12 +20,12 @@ def test_resume_refuses_when_a_dispatched_calls_receipt_was_removed(cli: StrataC
                      env={"STRATA_FAULT": "after_dispatch"})
     assert killed.returncode == -9
     assert effect_counts(workspace)[marker("b1")] == 1
-    (session,) = cli.json_lines("sessions", "--json")
+    (session,) = json_lines_in_process(cli, "sessions", "--json")
     sid = session["id"]
-    (receipt,) = cli.json_lines("receipts", sid, "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", sid, "--json")
     with closing(sqlite3.connect(cli.home / "strata.db", isolation_level=None)) as conn:
         conn.execute("DELETE FROM receipts WHERE id = ?", (receipt["id"],))
-    events_before = len(cli.json_lines("export", sid, "--format", "jsonl"))
+    events_before = len(json_lines_in_process(cli, "export", sid, "--format", "jsonl"))
 
     resumed = strata(cli, "resume", sid)
     assert resumed.returncode == 1, resumed.stdout
@@ -32,5 +33,5 @@ def test_resume_refuses_when_a_dispatched_calls_receipt_was_removed(cli: StrataC
         f"strata: error: session {sid}: call b1's receipt {receipt['id']} is on the timeline (row 6) but gone from "
         "the receipts table; resuming would run its effect again, so nothing was resumed"]
     assert effect_counts(workspace)[marker("b1")] == 1
-    assert len(cli.json_lines("export", sid, "--format", "jsonl")) == events_before
-    assert cli.json_lines("sessions", "--json")[0]["status"] == session["status"]
+    assert len(json_lines_in_process(cli, "export", sid, "--format", "jsonl")) == events_before
+    assert json_lines_in_process(cli, "sessions", "--json")[0]["status"] == session["status"]

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from tests._in_process_cli import run_in_process
 from tests.cli._helpers import (
     ALLOW_EFFECTS,
     EFFECTS_LOG,
@@ -93,8 +94,16 @@ class Scene:
         return self.run(name, "run", "--model", f"script:{self.scripts[turns]}", "--workspace", str(self.ws), *flags,
                         "--json", prompt, env=env)
 
+    def read(self, name: str, *args: str) -> subprocess.CompletedProcess[str]:
+        """A reading command (`show`, `sessions`), run in this process (tests/_in_process_cli.py): what it prints
+        is what the scenario notes, not that it is a process of its own; kept with the processes as `run` keeps
+        them (`check_world` checks every one's stderr)."""
+        proc = run_in_process(self.cli, *args)
+        self.procs[name] = proc
+        return proc
+
     def show(self, name: str, sid: str | None = None) -> dict[str, Any]:
-        proc = self.run(name, "show", sid or self.sid, "--json")
+        proc = self.read(name, "show", sid or self.sid, "--json")
         assert proc.returncode == 0, proc.stderr
         (view,) = json_lines(proc.stdout)
         self.notes[name] = view
@@ -117,7 +126,7 @@ class Scene:
         self.receipts(f"receipts:{sid}", sid)
 
     def status(self, name: str) -> str:
-        proc = self.run(name, "sessions", "--json")
+        proc = self.read(name, "sessions", "--json")
         (row,) = [s for s in json_lines(proc.stdout) if s["id"] == self.sid]
         self.notes[name] = row["status"]
         return str(row["status"])

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from memory.migrations import MIGRATIONS
+from tests._in_process_cli import json_lines_in_process, run_in_process
 from tests._postgres import Cluster
 from tests.cli._helpers import events_of, strata
 from tests.conftest import StrataCLI, write_script
@@ -53,13 +54,13 @@ def _expected(session_id: str, name: str) -> str:
 
 
 def _printed(cli: StrataCLI, session_id: str, args: tuple[str, ...]) -> str:
-    proc = cli.run(args[0], session_id, *args[1:])
+    proc = run_in_process(cli, args[0], session_id, *args[1:])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
 
 def _verified(cli: StrataCLI, session_id: str) -> None:
-    proc = cli.run("timeline", session_id, "--verify")
+    proc = run_in_process(cli, "timeline", session_id, "--verify")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("chain verified:"), proc.stdout
 
@@ -69,7 +70,7 @@ def test_a_schema_9_home_prints_the_same_after_the_upgrade_and_takes_new_rows(tm
     for session_id in (RUN, FORK):
         for name, args in COMMANDS.items():
             assert _printed(cli, session_id, args) == _expected(session_id, name), (session_id, name)
-    assert cli.run("sessions", "--json").stdout == (FIXTURE / "expected" / "sessions.json").read_text()
+    assert run_in_process(cli, "sessions", "--json").stdout == (FIXTURE / "expected" / "sessions.json").read_text()
     with closing(sqlite3.connect(cli.home / "strata.db")) as conn:  # upgraded: the words are stored as numbers
         assert conn.execute("PRAGMA user_version").fetchone() == (len(MIGRATIONS),)
         assert conn.execute("SELECT DISTINCT typeof(kind) FROM timeline").fetchall() == [("integer",)]
@@ -88,7 +89,7 @@ def test_a_schema_9_home_prints_the_same_after_the_upgrade_and_takes_new_rows(tm
     new = events_of(run.stdout)[0]["session_id"]
     for session_id in (RUN, FORK, forked, new):
         _verified(cli, session_id)
-    phases = cli.json_lines("timeline", new, "--kind", "phase", "--json")
+    phases = json_lines_in_process(cli, "timeline", new, "--kind", "phase", "--json")
     assert [r["outcome"] for r in phases] == ["perceive", "commit", "act", "observe", "perceive", "reflect"]
     assert phases[1]["data"] != {} and phases[2]["data"] == {}
 
@@ -103,7 +104,8 @@ def test_a_schema_9_home_prints_the_same_after_the_upgrade_and_takes_new_rows(tm
             assert _printed(there, session_id, COMMANDS[name]) == _expected(session_id, name), (session_id, name)
     for session_id in (RUN, FORK, forked, new):
         _verified(there, session_id)
-        assert there.json_lines("timeline", session_id, "--json") == cli.json_lines("timeline", session_id, "--json")
+        assert (json_lines_in_process(there, "timeline", session_id, "--json")
+                == json_lines_in_process(cli, "timeline", session_id, "--json"))
 
 
 def test_an_upgraded_schema_9_home_copied_to_postgresql_reads_the_same(postgres_cluster: Cluster,

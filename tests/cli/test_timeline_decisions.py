@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests._in_process_cli import json_lines_in_process, run_in_process
 from tests.cli._helpers import result_line, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -31,7 +32,7 @@ def test_every_call_has_a_row_with_its_deciding_check(cli: StrataCLI, workspace:
     assert cli.run("approve", session_id, "toolu_asked").returncode == 0
     assert cli.run("resume", session_id).returncode == 0
 
-    rows = cli.json_lines("timeline", session_id, "--json", "--kind", "call")
+    rows = json_lines_in_process(cli, "timeline", session_id, "--json", "--kind", "call")
     final = {r["call_id"]: r for r in rows}  # the last row of a call is its final decision
     assert set(final) == {"toolu_ok", "toolu_scope", "toolu_schema", "toolu_policy", "toolu_unknown", "toolu_asked"}
     expected = {
@@ -47,9 +48,9 @@ def test_every_call_has_a_row_with_its_deciding_check(cli: StrataCLI, workspace:
     assert [r["decision"] for r in asked] == ["parked", "approved"]
     assert asked[-1]["check"].startswith("person:") and asked[-1]["outcome"] == "ok"
     assert all(r["prev_hash"] and r["hash"] for r in rows)
-    approvals = cli.json_lines("timeline", session_id, "--json", "--kind", "approval")
+    approvals = json_lines_in_process(cli, "timeline", session_id, "--json", "--kind", "approval")
     assert [r["decision"] for r in approvals if r["call_id"] == "toolu_asked"] == ["parked", "approved", "approved"]
-    denied = cli.json_lines("timeline", session_id, "--json", "--decision", "denied")
+    denied = json_lines_in_process(cli, "timeline", session_id, "--json", "--decision", "denied")
     assert {r["call_id"] for r in denied} == {"toolu_scope", "toolu_schema", "toolu_policy", "toolu_unknown"}
-    verify = cli.run("timeline", session_id, "--verify")
+    verify = run_in_process(cli, "timeline", session_id, "--verify")
     assert verify.returncode == 0 and "chain verified" in verify.stdout

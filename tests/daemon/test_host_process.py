@@ -17,6 +17,7 @@ import anyio
 import pytest
 
 from agent.daemon import TurnResult
+from tests._in_process_cli import json_lines_in_process, run_in_process, show_in_process
 from tests.conftest import REPO, StrataCLI
 from tests.daemon._support import host_on, is_result, read_until, script, text, tool_use
 
@@ -56,17 +57,17 @@ def _wait_started(proc: subprocess.Popen[str], workspaces: list[Path], timeout: 
 
 def _sessions(cli: StrataCLI) -> dict[str, dict[str, Any]]:
     """The hosted sessions by workspace."""
-    return {s["workspace"]: s for s in cli.json_lines("sessions", "--json")}
+    return {s["workspace"]: s for s in json_lines_in_process(cli, "sessions", "--json")}
 
 
 def _verified(cli: StrataCLI, sid: str) -> None:
-    proc = cli.run("timeline", sid, "--verify", "--json")
+    proc = run_in_process(cli, "timeline", sid, "--verify", "--json")
     report = json.loads(proc.stdout)
     assert proc.returncode == 0 and report["ok"] is True and report["verdict"] == "verified", proc.stdout
 
 
 def _receipt(cli: StrataCLI, sid: str) -> dict[str, Any]:
-    (receipt,) = cli.json_lines("receipts", sid, "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", sid, "--json")
     return receipt
 
 
@@ -106,7 +107,7 @@ def test_sigterm_drains_three_hosted_sessions_within_the_grace_period_and_leaves
     assert results[finished["id"]]["status"] == "interrupted"
     assert finished["status"] == "idle" and _receipt(cli, finished["id"])["status"] == "done"
     assert (workspaces[0] / "marks").read_text() == "start\nend\n"
-    assert [c["result"] for c in cli.show(finished["id"])["open_batch"] or []] == []
+    assert [c["result"] for c in show_in_process(cli, finished["id"])["open_batch"] or []] == []
     for session, ws in zip(stopped, workspaces[1:], strict=True):
         sid = session["id"]
         assert (results[sid]["status"], results[sid]["exit_code"]) == ("interrupted", 130)
@@ -114,7 +115,7 @@ def test_sigterm_drains_three_hosted_sessions_within_the_grace_period_and_leaves
         assert session["status"] == "idle" and session["lease_owner"] is None
         receipt = _receipt(cli, sid)
         assert receipt["status"] == "unknown" and "SIGTERM stopped the run" in receipt["note"]
-        assert cli.show(sid)["open_batch"] is None  # closed, with a result for the call
+        assert show_in_process(cli, sid)["open_batch"] is None  # closed, with a result for the call
         assert (ws / "marks").read_text() == "start\n"  # its process group was killed
     for session in sessions.values():
         _verified(cli, session["id"])
@@ -170,4 +171,4 @@ async def test_after_sigkill_of_the_host_each_session_continues_with_its_command
     assert (workspaces[1] / "marks").read_text() == "start\nend\n"
     for sid in (by_cli, in_host, killed):
         await anyio.to_thread.run_sync(lambda sid=sid: _verified(cli, sid))
-        assert cli.show(sid)["session"]["status"] == "completed"
+        assert show_in_process(cli, sid)["session"]["status"] == "completed"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import text
 from tests.conftest import StrataCLI
 from tests.serve._procs import Client, Daemon, lease_owner, script, wait_until
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 def _kinds(cli: StrataCLI, sid: str) -> list[str]:
     """The kinds of the session's committed events, in order (`strata export ID --format jsonl`)."""
-    return [e["kind"] for e in cli.json_lines("export", sid, "--format", "jsonl") if e["type"] == "event"]
+    return [e["kind"] for e in json_lines_in_process(cli, "export", sid, "--format", "jsonl") if e["type"] == "event"]
 
 
 def test_a_driver_that_only_looks_after_the_release_is_recorded_as_one_resume_and_a_watcher_as_none(

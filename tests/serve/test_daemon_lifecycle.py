@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process, run_in_process, show_in_process
 from tests.cli._helpers import assert_clean_stderr, bash_mark, effect_counts, marker, text, tool_use
 from tests.conftest import StrataCLI
 from tests.serve._procs import Client, Daemon, allow_in_user_config, script, status, wait_until
@@ -23,13 +24,13 @@ GRACE_S = 2.0
 
 
 def _verified(cli: StrataCLI, sid: str) -> None:
-    proc = cli.run("timeline", sid, "--verify", "--json")
+    proc = run_in_process(cli, "timeline", sid, "--verify", "--json")
     report = json.loads(proc.stdout)
     assert proc.returncode == 0 and report["ok"] is True and report["verdict"] == "verified", proc.stdout
 
 
 def _receipt(cli: StrataCLI, sid: str) -> dict[str, object]:
-    (receipt,) = cli.json_lines("receipts", sid, "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", sid, "--json")
     return receipt
 
 
@@ -76,7 +77,7 @@ def test_after_sigkill_of_the_daemon_during_bash_the_call_is_unknown_never_rerun
     receipt = _receipt(cli, sid)
     assert receipt["status"] == "unknown"
     assert _marks(ws) == "start\nend\n"  # it ran once, to its end, by itself; never again
-    assert cli.show(sid)["session"]["status"] == "completed"
+    assert show_in_process(cli, sid)["session"]["status"] == "completed"
     _verified(cli, sid)
 
 
@@ -123,7 +124,7 @@ def test_sigterm_drains_three_sessions_mid_turn_within_the_grace_period_each_res
         assert receipt["status"] == "unknown" and "SIGTERM" in str(receipt["note"])
         assert _marks(ws) == "start\n"  # its process group was killed
     for sid in sids:
-        view = cli.show(sid)
+        view = show_in_process(cli, sid)
         assert view["session"]["lease_owner"] is None and view["open_batch"] is None
         _verified(cli, sid)
     for sid in sids:  # resumable, and nothing runs twice

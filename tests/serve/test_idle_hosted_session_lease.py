@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process, show_in_process
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
 from tests.ipc._wire import RawClient
@@ -66,7 +67,7 @@ def test_a_session_only_watched_in_the_daemon_can_be_resumed_elsewhere_and_drive
     finally:
         daemon.stop()
     assert daemon.proc.returncode == 0, daemon.stderr
-    prompts = [b["text"] for m in cli.show(sid)["messages"] if m["role"] == "user" for b in m["content"]
+    prompts = [b["text"] for m in show_in_process(cli, sid)["messages"] if m["role"] == "user" for b in m["content"]
                if b["type"] == "text"]
     assert prompts == ["first", "second", "third"], prompts  # each ran once, in order
 
@@ -133,5 +134,5 @@ def test_a_call_another_process_parked_while_the_daemon_held_no_lease_is_asked_o
         daemon.stop()
     assert daemon.proc.returncode == 0, daemon.stderr
     assert (ws / "a.txt").read_text() == "A\n"
-    (receipt,) = cli.json_lines("receipts", sid, "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", sid, "--json")
     assert receipt["status"] == "done"

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import text
 from tests.conftest import StrataCLI
 from tests.ipc._wire import RawClient
@@ -49,8 +50,9 @@ def test_a_watcher_gets_the_events_another_process_committed_while_the_daemon_he
         assert driver.wait_for("result")["status"] == "completed"
         assert driver.finish().returncode == 0
         seen = _events_until(watcher, lambda line: line["type"] == "result")
-        wait_until(lambda: next(r for r in cli.json_lines("sessions", "--json") if r["id"] == sid)["lease_owner"]
-                   is None, timeout=10, what="the watched session's lease to go")
+        wait_until(lambda: next(r for r in json_lines_in_process(cli, "sessions", "--json")
+                                if r["id"] == sid)["lease_owner"] is None,
+                   timeout=10, what="the watched session's lease to go")
         resumed = cli.run("resume", sid, "second", "--json")  # another terminal, the watcher still attached
         assert resumed.returncode == 0, resumed.stderr
         again = Client(cli, sid)
@@ -66,5 +68,5 @@ def test_a_watcher_gets_the_events_another_process_committed_while_the_daemon_he
     assert seqs == list(range(1, len(seqs) + 1)), seqs
     prompts = [e["text"] for e in seen if e["kind"] == "user_message"]
     assert prompts == ["first", "second", "third"], prompts
-    stored = cli.json_lines("timeline", sid, "--json")
+    stored = json_lines_in_process(cli, "timeline", sid, "--json")
     assert len(seqs) == len(stored), (seqs, len(stored))

@@ -22,6 +22,7 @@ import pytest
 from agent.models import NO_API_KEY
 from agent.session import Runtime
 from observability.session_timeline import verify_session
+from tests._in_process_cli import json_lines_in_process, run_in_process, show_in_process
 from tests.cli._helpers import assert_clean_stderr, check_pairing
 from tests.conftest import StrataCLI
 from tests.wire.in_process import resume_headless, run_headless, timeline_in_process
@@ -54,11 +55,11 @@ def result_of(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 
 
 def timeline(cli: StrataCLI, session_id: str, *args: str) -> list[dict[str, Any]]:
-    return cli.json_lines("timeline", session_id, "--json", *args)
+    return json_lines_in_process(cli, "timeline", session_id, "--json", *args)
 
 
 def verify_chain(cli: StrataCLI, session_id: str) -> None:
-    proc = cli.run("timeline", session_id, "--verify")
+    proc = run_in_process(cli, "timeline", session_id, "--verify")
     assert proc.returncode == 0 and "chain verified" in proc.stdout, (proc.stdout, proc.stderr)
 
 
@@ -106,7 +107,7 @@ def test_run_with_parallel_tool_calls_sends_only_valid_requests(cli: StrataCLI, 
     assert not written.get("is_error")
     assert (ws / "b.txt").read_text() == "beta\n"
     # What the session recorded is the conversation the server received.
-    view = cli.show(summary["session_id"])
+    view = show_in_process(cli, summary["session_id"])
     check_pairing(view["messages"])
     assert view["session"]["model"] == MODEL
     rows = timeline(cli, summary["session_id"], "--kind", "model_attempt")
@@ -129,7 +130,7 @@ def test_killed_run_resumes_with_valid_requests(cli: StrataCLI, messages_server:
     killed = cli.run("run", "--model", MODEL, "--workspace", str(ws), "--allow", "write_file", "--json", "go",
                      env={**model_env(messages_server), "STRATA_FAULT": fault})
     assert killed.returncode == -9, (killed.returncode, killed.stderr)
-    (session,) = cli.json_lines("sessions", "--json")
+    (session,) = json_lines_in_process(cli, "sessions", "--json")
     assert messages_server.pending == 0 and len(messages_server.requests) == 1
 
     messages_server.script(Reply([text("Resumed and finished.")]))
@@ -141,7 +142,7 @@ def test_killed_run_resumes_with_valid_requests(cli: StrataCLI, messages_server:
     read, listing, write = results_after(messages, 1)
     assert result_text(read) == "alpha\n" and not read.get("is_error")
     assert "a.txt" in result_text(listing)
-    receipts = {r["call_id"]: r["status"] for r in cli.json_lines("receipts", session["id"], "--json")}
+    receipts = {r["call_id"]: r["status"] for r in json_lines_in_process(cli, "receipts", session["id"], "--json")}
     if unknown:
         assert write["is_error"] is True and "unknown" in result_text(write).lower()
         assert "not re-run" in result_text(write)
@@ -240,7 +241,7 @@ async def test_a_retry_after_of_infinity_is_no_wait_and_the_timeline_stays_json(
     messages_server.script(Fault(429, headers={"retry-after": "inf"}), Reply([text("Recovered.")]))
     outcome = await run_headless(home_runtime, messages_server.url, ws, "hello")
     assert (outcome.exit_code, outcome.status) == (0, "completed"), outcome
-    shown = cli.run("timeline", outcome.session_id, "--json", "--kind", "model_attempt")
+    shown = run_in_process(cli, "timeline", outcome.session_id, "--json", "--kind", "model_attempt")
     assert shown.returncode == 0, shown.stderr
 
     def refuse(name: str) -> None:
@@ -280,7 +281,7 @@ def test_without_an_api_key_one_line_and_exit_2(cli: StrataCLI, workspace: Path,
     out = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
     assert out == [f"strata: error: {NO_API_KEY}"]
     assert "ANTHROPIC_API_KEY" in out[0] and "--model script:" in out[0]
-    assert cli.json_lines("sessions", "--json") == []
+    assert json_lines_in_process(cli, "sessions", "--json") == []
 
 
 @pytest.mark.parametrize("prompt", ["", "   "])

@@ -27,6 +27,7 @@ from core.messages import TextBlock, ToolUseBlock
 from core.model.anthropic import AnthropicModel
 from core.state import fold
 from observability.session_timeline import load_timeline
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import assert_clean_stderr, json_lines
 from tests.conftest import StrataCLI
 from tests.wire.conftest import TEST_KEY
@@ -87,9 +88,10 @@ def fails_and_resumes(cli: StrataCLI, server: RawSSEServer, ws: Path, stream: li
         assert part in result["reason"], result["reason"]
     assert len(server.requests) == 1, "a tool ran that the model did not fully propose"
     sid = result["session_id"]
-    (view,) = cli.json_lines("show", sid, "--json")
+    (view,) = json_lines_in_process(cli, "show", sid, "--json")
     assert not [b for m in view["messages"] for b in m["content"] if b.get("type") == "tool_use"], view["messages"]
-    ended = [row for row in cli.json_lines("timeline", sid, "--json") if "session failed" in row.get("summary", "")]
+    ended = [row for row in json_lines_in_process(cli, "timeline", sid, "--json")
+             if "session failed" in row.get("summary", "")]
     assert ended and reason[0] in ended[-1]["summary"], ended
     again = run(cli, server, "resume", sid, "--model", MODEL, "--json", "and now?")
     assert (again.returncode, result_of(again)["status"]) == (0, "completed"), (again.stdout, again.stderr)

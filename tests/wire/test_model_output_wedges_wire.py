@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from agent.session import Runtime
+from tests._in_process_cli import show_in_process
 from tests.cli._helpers import assert_clean_stderr, check_pairing, json_lines
 from tests.conftest import StrataCLI
 from tests.wire.in_process import logged_messages, resume_headless, run_headless
@@ -58,7 +59,7 @@ def ws(workspace: Path) -> Path:
 def finish(cli: StrataCLI, server: MessagesServer, session_id: str) -> dict[str, Any]:
     """The session afterwards: it shows with valid pairing and unique safe ids, and resumes with a new prompt,
     sending a valid request."""
-    view = cli.show(session_id)
+    view = show_in_process(cli, session_id)
     check_pairing(view["messages"])
     ids = ids_of(view["messages"])
     assert len(ids) == len(set(ids)) and all(SAFE_ID.match(i) for i in ids), ids
