@@ -54,6 +54,7 @@ from memory._encoding import (
     pack_snapshot,
     pack_summary,
     pack_time,
+    packed_data_json,
     stored_datetime,
     unpack_hash,
     unpack_payload,
@@ -365,9 +366,8 @@ class SqliteEventStore:
         for entry in entries:
             seq += 1
             e, data, digest = seal(key, session_id, seq, stamp, prev, entry)
-            packed = pack_data(e.kind, e.check, e.data)
-            if packed is not None:  # the hash is of `data` as given; the reader puts the detail back
-                data = _canonical_json(packed)
+            # The hash is of `data` as given; the table keeps it packed, and the reader puts the detail back.
+            data = packed_data_json(e.kind, e.check, e.data, data, _canonical_json)
             # prev_hash is left NULL: it is the hash of the row before (memory/_encoding.py).
             rows.append((base | seq, TIMELINE_KINDS.pack(e.kind), e.turn, e.tool, e.decision, stamp_packed, e.call_id,
                          CHECKS.pack(e.check), OUTCOMES.pack(e.outcome), e.duration_ms, None, bytes.fromhex(digest),
