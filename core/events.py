@@ -5,7 +5,6 @@ Sequence numbers, times and turns are assigned by the store inside the append tr
 teach `fold` to read the old shape."""
 
 
-import json
 from datetime import datetime
 from typing import Annotated, Any, Literal, Self, get_args
 
@@ -14,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from core.errors import UnstorableEvent
 from core.event_readback import reads_back, register, same, same_plain
 from core.hashing import sha256_json
+from core.json_text import encoder as json_encoder
 from core.messages import ContentBlock, TextBlock, ToolUseBlock
 from core.policy import PermissionRule
 from core.vocabulary import EVENT_SCHEMA_VERSION, CheckName, EndStatus, OnAsk
@@ -136,7 +136,7 @@ class BatchProposed(_Event):
             for c, b in zip(self.calls, uses, strict=True))
 
 
-_dumps = json.JSONEncoder(ensure_ascii=False).encode
+_dumps = json_encoder(ensure_ascii=False)
 """`json.dumps(value, ensure_ascii=False)` with its encoder built once (json.dumps builds one per call when given an
 option): the same text, the same errors."""
 

@@ -17,7 +17,6 @@ Databases made before the chain was keyed (schema 4 and older) hashed with plain
 `legacy_row_hash` keeps that rule for the one check made when such a database is re-chained under a key."""
 
 import hashlib
-import json
 import math
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -29,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from core.chain import GENESIS_HASH, ChainKey, LinkVerifier, VerifyResult
 from core.clock import canonical_time as canonical_time
 from core.errors import DamagedRow
+from core.json_text import encoder as json_encoder
 from core.vocabulary import TIMELINE_DECISIONS, TimelineDecision
 
 __all__ = ["GENESIS_HASH", "TIMELINE_DECISIONS", "ChainVerifier", "DamagedTimelineRow", "TimelineDecision",
@@ -38,10 +38,10 @@ __all__ = ["GENESIS_HASH", "TIMELINE_DECISIONS", "ChainVerifier", "DamagedTimeli
 
 _TEXT_FIELDS = ("kind", "call_id", "tool", "check", "outcome", "summary")
 
-_encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+_encode = json_encoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 """`core.hashing.canonical_json` with its encoder built once, not per call: the chain hashes every row inside the
 commit. tests/observability/test_timeline_chain.py pins the two to the same output."""
-_encode_stored = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+_encode_stored = json_encoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 """The same, refusing NaN and the infinities (JSON has none), for what `seal` stores: such a number is stored as its
 text, so a stored row that holds one was edited, or written by a Strata before this rule (memory/_encoding.py
 `stored_data`). Rows already stored are
