@@ -493,6 +493,32 @@ def stored_event(session_id: str, seq: int, at: datetime, turn: int, event: Even
     return stored
 
 
+_FINISHED_GIVEN = frozenset({"batch_id", "call_id", "tool", "status", "content", "is_error", "receipt_id",
+                             "duration_ms"})
+
+
+def finished_result(batch_id: str, call_id: str, tool: str, status: Literal["ok", "error"], content: str,
+                    is_error: bool, receipt_id: str | None, duration_ms: float) -> CallResult:
+    """`CallResult(batch_id=..., call_id=..., tool=..., status=..., content=..., is_error=..., receipt_id=...,
+    duration_ms=...)`, a handler's result (tool_executor/result.py `finished`, once per call), built as validating
+    these values builds it (the same `__dict__`, fields set, no extra, no private values) without the validation
+    where every value is already exactly of its field's type; anything else is validated, as always.
+    tests/core/test_event_readback.py holds the two equal."""
+    if (type(batch_id) is str and type(call_id) is str and type(tool) is str and (status == "ok" or status == "error")
+            and type(status) is str and type(content) is str and type(is_error) is bool
+            and (receipt_id is None or type(receipt_id) is str) and type(duration_ms) is float):
+        result = CallResult.__new__(CallResult)
+        _set(result, "__dict__", {"kind": "call_result", "batch_id": batch_id, "call_id": call_id, "tool": tool,
+                                  "status": status, "content": content, "is_error": is_error, "check": None,
+                                  "reasons": (), "receipt_id": receipt_id, "duration_ms": duration_ms, "blob": None})
+        _set(result, "__pydantic_fields_set__", set(_FINISHED_GIVEN))
+        _set(result, "__pydantic_extra__", None)
+        _set(result, "__pydantic_private__", None)
+        return result
+    return CallResult(batch_id=batch_id, call_id=call_id, tool=tool, status=status, content=content,
+                      is_error=is_error, receipt_id=receipt_id, duration_ms=duration_ms)
+
+
 def text_block(text: str) -> TextBlock:
     return TextBlock(text=text)
 
