@@ -39,7 +39,7 @@ _text = st.none() | st.text(max_size=4) | st.just(_Text("x")) | st.integers(0, 2
 _given = st.sets(st.sampled_from(NAMES[2:8])).map(lambda more: frozenset({"kind", "turn", "summary", "data", *more}))
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(given_=_given, kind=st.text(max_size=3) | st.just(_Text("call")) | st.integers(0, 1),
        turn=st.integers(-2, 2) | st.booleans() | st.just(_Number(3)) | st.floats(0, 2) | st.text(max_size=1),
        call_id=_text, tool=_text, check=_text, outcome=_text,

@@ -48,7 +48,7 @@ def _outcome(encode: Any, value: Any) -> tuple[str, str]:
         return type(exc).__name__, str(exc)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(value=_value)
 def test_the_text_and_the_errors_are_json_s_own(value: Any) -> None:
     for options in OPTIONS:

@@ -276,7 +276,7 @@ _piece = _word | st.just("\ud800")  # a lone surrogate only in the text after th
 _words = st.lists(_word, max_size=6).map("".join)  # a row into valid text first: core/timeline.py `seal`)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(parts=st.lists(_piece, max_size=6), outcome=st.none() | _words, tool=st.none() | _words,
        batch=st.none() | st.integers() | _words, prefix=st.sampled_from(["", "outcome", "tool"]),
        subclass=st.sampled_from(["", "outcome", "tool", "data"]))
