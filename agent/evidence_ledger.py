@@ -44,6 +44,7 @@ from core.chain import ChainHead
 from core.clock import Clock, iso
 from core.events import StoredEvent
 from core.hashing import canonical_json, sha256_text
+from core.json_text import encoder
 from core.masking import Masker
 from core.model import ModelAttempt, ModelListener
 from core.record import record
@@ -51,6 +52,10 @@ from memory.session_writer import SessionWriter
 from tool_executor import CallRecord, ReceiptChange, Recorder
 
 log = structlog.get_logger("strata.ledger")
+_row_json = encoder(ensure_ascii=False)
+"""`json.dumps(row, ensure_ascii=False)` with its C encoder built once (core/json_text.py): the same text."""
+_head_json = encoder()
+"""`json.dumps(line)`, the same way."""
 
 ROW_VERSION = 1
 EXCERPT_CHARS = 1000
@@ -241,7 +246,7 @@ class EvidenceLedger:
             head = moved or head
             for obs in observations:
                 try:
-                    lines.append(json.dumps(self._row(obs, committed_at), ensure_ascii=False) + "\n")
+                    lines.append(_row_json(self._row(obs, committed_at)) + "\n")
                 except Exception as exc:
                     self._failed(1, "cannot build a ledger row", exc)
         if lines:
@@ -312,7 +317,7 @@ class EvidenceLedger:
 
 def head_line(session_id: str, head: ChainHead, now: datetime) -> str:
     """A heads file's line: where the session's logs ended, as of `now`."""
-    return json.dumps({"v": ROW_VERSION, "kind": "head", "session_id": session_id, **head.model_dump(),
+    return _head_json({"v": ROW_VERSION, "kind": "head", "session_id": session_id, **head.model_dump(),
                        "observed_at": iso(now)}) + "\n"
 
 

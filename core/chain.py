@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict
 
+from core.json_text import encoder
 from core.record import record
 from core.vocabulary import GENESIS_HASH as GENESIS_HASH
 
 KEY_ID_LABEL = b"strata chain key id v1"
 
-_encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+_encode = encoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 class ChainKey:

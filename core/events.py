@@ -5,7 +5,6 @@ Sequence numbers, times and turns are assigned by the store inside the append tr
 teach `fold` to read the old shape."""
 
 
-import json
 from datetime import datetime
 from typing import Annotated, Any, Literal, Self, get_args
 
@@ -14,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from core.errors import UnstorableEvent
 from core.event_readback import reads_back, register, same, same_plain
 from core.hashing import sha256_json
+from core.json_text import encoder as json_encoder
 from core.messages import ContentBlock, TextBlock, ToolUseBlock
 from core.policy import PermissionRule
 from core.vocabulary import EVENT_SCHEMA_VERSION, CheckName, EndStatus, OnAsk
@@ -136,7 +136,7 @@ class BatchProposed(_Event):
             for c, b in zip(self.calls, uses, strict=True))
 
 
-_dumps = json.JSONEncoder(ensure_ascii=False).encode
+_dumps = json_encoder(ensure_ascii=False)
 """`json.dumps(value, ensure_ascii=False)` with its encoder built once (json.dumps builds one per call when given an
 option): the same text, the same errors."""
 
@@ -491,6 +491,32 @@ def stored_event(session_id: str, seq: int, at: datetime, turn: int, event: Even
     _set(stored, "__pydantic_extra__", None)
     _set(stored, "__pydantic_private__", None)
     return stored
+
+
+_FINISHED_GIVEN = frozenset({"batch_id", "call_id", "tool", "status", "content", "is_error", "receipt_id",
+                             "duration_ms"})
+
+
+def finished_result(batch_id: str, call_id: str, tool: str, status: Literal["ok", "error"], content: str,
+                    is_error: bool, receipt_id: str | None, duration_ms: float) -> CallResult:
+    """`CallResult(batch_id=..., call_id=..., tool=..., status=..., content=..., is_error=..., receipt_id=...,
+    duration_ms=...)`, a handler's result (tool_executor/result.py `finished`, once per call), built as validating
+    these values builds it (the same `__dict__`, fields set, no extra, no private values) without the validation
+    where every value is already exactly of its field's type; anything else is validated, as always.
+    tests/core/test_event_readback.py holds the two equal."""
+    if (type(batch_id) is str and type(call_id) is str and type(tool) is str and (status == "ok" or status == "error")
+            and type(status) is str and type(content) is str and type(is_error) is bool
+            and (receipt_id is None or type(receipt_id) is str) and type(duration_ms) is float):
+        result = CallResult.__new__(CallResult)
+        _set(result, "__dict__", {"kind": "call_result", "batch_id": batch_id, "call_id": call_id, "tool": tool,
+                                  "status": status, "content": content, "is_error": is_error, "check": None,
+                                  "reasons": (), "receipt_id": receipt_id, "duration_ms": duration_ms, "blob": None})
+        _set(result, "__pydantic_fields_set__", set(_FINISHED_GIVEN))
+        _set(result, "__pydantic_extra__", None)
+        _set(result, "__pydantic_private__", None)
+        return result
+    return CallResult(batch_id=batch_id, call_id=call_id, tool=tool, status=status, content=content,
+                      is_error=is_error, receipt_id=receipt_id, duration_ms=duration_ms)
 
 
 def text_block(text: str) -> TextBlock:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
 
-_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
-"""What `json.dumps` with these options builds anew on every call, built once (the encoder keeps no state between
-calls): the plan phase hashes every call's input."""
+from core.json_text import encoder
+
+_canonical = encoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""What `json.dumps` with these options builds anew on every call, built once, its C encoder too (core/json_text.py;
+it keeps no state between calls): the plan phase hashes every call's input."""
 
 
 def canonical_json(value: Any) -> str:

@@ -17,7 +17,6 @@ Databases made before the chain was keyed (schema 4 and older) hashed with plain
 `legacy_row_hash` keeps that rule for the one check made when such a database is re-chained under a key."""
 
 import hashlib
-import json
 import math
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -29,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from core.chain import GENESIS_HASH, ChainKey, LinkVerifier, VerifyResult
 from core.clock import canonical_time as canonical_time
 from core.errors import DamagedRow
+from core.json_text import encoder as json_encoder
 from core.vocabulary import TIMELINE_DECISIONS, TimelineDecision
 
 __all__ = ["GENESIS_HASH", "TIMELINE_DECISIONS", "ChainVerifier", "DamagedTimelineRow", "TimelineDecision",
@@ -38,10 +38,10 @@ __all__ = ["GENESIS_HASH", "TIMELINE_DECISIONS", "ChainVerifier", "DamagedTimeli
 
 _TEXT_FIELDS = ("kind", "call_id", "tool", "check", "outcome", "summary")
 
-_encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+_encode = json_encoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 """`core.hashing.canonical_json` with its encoder built once, not per call: the chain hashes every row inside the
 commit. tests/observability/test_timeline_chain.py pins the two to the same output."""
-_encode_stored = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+_encode_stored = json_encoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 """The same, refusing NaN and the infinities (JSON has none), for what `seal` stores: such a number is stored as its
 text, so a stored row that holds one was edited, or written by a Strata before this rule (memory/_encoding.py
 `stored_data`). Rows already stored are
@@ -68,6 +68,39 @@ class TimelineEntry(BaseModel):
     duration_ms: float | None = None
     summary: str = ""
     data: dict[str, Any] = Field(default_factory=dict)
+
+
+_DECISIONS = frozenset(TIMELINE_DECISIONS)
+_set = object.__setattr__
+
+
+def entry_of(given: frozenset[str], kind: str, turn: int, summary: str, data: dict[str, Any], *,
+             call_id: str | None = None, tool: str | None = None, decision: TimelineDecision | None = None,
+             check: str | None = None, outcome: str | None = None,
+             duration_ms: float | None = None) -> TimelineEntry:
+    """`TimelineEntry(**fields)` of the fields named in `given` (the others are their defaults), as validating them
+    builds it (the same `__dict__`, `data` a copy, the same fields set, no extra, no private values), without the
+    validation where every value is already exactly of its field's type: a str, an int, a float, a dict with str
+    keys, a decision of the list. Anything else is validated, as always (and refused, or converted, as always).
+    The loop's row builders (core/timeline_rows.py) make four or five rows a call. tests/core/test_entry_of.py holds
+    the two equal."""
+    if (type(kind) is str and type(turn) is int and type(summary) is str and type(data) is dict
+            and (call_id is None or type(call_id) is str) and (tool is None or type(tool) is str)
+            and (check is None or type(check) is str) and (outcome is None or type(outcome) is str)
+            and (decision is None or (type(decision) is str and decision in _DECISIONS))
+            and (duration_ms is None or type(duration_ms) is float) and all(type(k) is str for k in data)):
+        entry = TimelineEntry.__new__(TimelineEntry)
+        _set(entry, "__dict__", {"kind": kind, "turn": turn, "call_id": call_id, "tool": tool, "decision": decision,
+                                 "check": check, "outcome": outcome, "duration_ms": duration_ms, "summary": summary,
+                                 "data": dict(data)})
+        _set(entry, "__pydantic_fields_set__", set(given))
+        _set(entry, "__pydantic_extra__", None)
+        _set(entry, "__pydantic_private__", None)
+        return entry
+    values: dict[str, Any] = {"kind": kind, "turn": turn, "call_id": call_id, "tool": tool, "decision": decision,
+                              "check": check, "outcome": outcome, "duration_ms": duration_ms, "summary": summary,
+                              "data": data}
+    return TimelineEntry(**{name: values[name] for name in given})
 
 
 class TimelineRow(TimelineEntry):

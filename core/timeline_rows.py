@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from core.timeline import TimelineDecision, TimelineEntry
+from core.timeline import TimelineDecision, TimelineEntry, entry_of
 
 
 class _Row(BaseModel):
@@ -22,6 +22,13 @@ class _Row(BaseModel):
 
     turn: int = 0
     summary: str = ""
+
+
+_PHASE_GIVEN = frozenset({"kind", "turn", "outcome", "summary", "data"})
+_ATTEMPT_GIVEN = _PHASE_GIVEN | {"check", "duration_ms"}
+_CALL_GIVEN = _ATTEMPT_GIVEN | {"call_id", "tool", "decision"}
+_RECEIPT_GIVEN = _PHASE_GIVEN | {"call_id", "tool", "check"}
+"""The fields each row builder gives its entry (`entry_of`): the fields set of the entry it always built."""
 
 
 def _present(**fields: Any) -> dict[str, Any]:
@@ -60,7 +67,7 @@ def phase_entry(turn: int, name: str, summary: str, *, batch_id: str | None = No
         data["calls"] = list(calls)
     if notes is not None:
         data["notes"] = list(notes)
-    return TimelineEntry(kind="phase", turn=turn, outcome=name, summary=summary, data=data)
+    return entry_of(_PHASE_GIVEN, "phase", turn, summary, data, outcome=name)
 
 
 class Usage(BaseModel):
@@ -108,8 +115,8 @@ def attempt_entry(turn: int, number: int, outcome: str, summary: str, *, duratio
                                                          delay_s=delay_s)}
     if usage is not None:
         data["usage"] = usage
-    return TimelineEntry(kind="model_attempt", turn=turn, outcome=outcome, check=error_kind, duration_ms=duration_ms,
-                         summary=summary, data=data)
+    return entry_of(_ATTEMPT_GIVEN, "model_attempt", turn, summary, data, outcome=outcome, check=error_kind,
+                    duration_ms=duration_ms)
 
 
 StepEntry = tuple[str, str, str]
@@ -167,8 +174,8 @@ def call_entry(*, turn: int, call_id: str, tool: str, summary: str = "", decisio
                         ("settled_on_resume", settled_on_resume), ("settled_by", settled_by)):
         if value is not None:
             data[name] = value
-    return TimelineEntry(kind="call", turn=turn, call_id=call_id, tool=tool, decision=decision, check=by,
-                         outcome=outcome, duration_ms=duration_ms, summary=summary, data=data)
+    return entry_of(_CALL_GIVEN, "call", turn, summary, data, call_id=call_id, tool=tool, decision=decision, check=by,
+                    outcome=outcome, duration_ms=duration_ms)
 
 
 class HookRow(_Row):
@@ -275,8 +282,8 @@ def receipt_entry(*, turn: int, call_id: str, tool: str, receipt_id: str, transi
         data["status"] = status
     if by is not None:
         data["by"] = by
-    return TimelineEntry(kind="receipt", turn=turn, call_id=call_id, tool=tool, check=receipt_id, outcome=transition,
-                         summary=summary, data=data)
+    return entry_of(_RECEIPT_GIVEN, "receipt", turn, summary, data, call_id=call_id, tool=tool, check=receipt_id,
+                    outcome=transition)
 
 
 class LifecycleRow(_Row):

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -115,6 +115,36 @@ def pack_data(kind: str, check: str | None, data: dict[str, Any]) -> dict[str, A
     packed = [[s[0], s[1], 0] if type(s) is list and len(s) == 3 and s[1] == "allow" and s[2] == check else s
               for s in steps]
     return {**data, "steps": packed} if packed != steps else None
+
+
+def packed_data_json(kind: str, check: str | None, data: dict[str, Any], data_json: str,
+                     encode: Callable[[Any], str]) -> str:
+    """The `data` text the table keeps for a row whose `data` is `data_json` (its canonical JSON, as the hash
+    covers it): `encode(pack_data(...))`, or `data_json` itself when there is nothing to pack. A call row's packed
+    steps and a model attempt's packed usage are written as the same text with each packed value's own text
+    replaced (canonical JSON is written value by value, so a value's text is the same wherever it stands), when
+    that replaced text is found exactly where the packed values stand; anything else is encoded again from
+    `pack_data`, as always. The text is the same either way (tests/memory/test_packed_data_json.py): the row's
+    data is serialised once, not once for the hash and again for the table."""
+    if kind == "model_attempt":
+        usage = data.get("usage")
+        if type(usage) is dict and usage.keys() == _USAGE_KEY_SET and all(type(n) is int for n in usage.values()):
+            counts = [usage[name] for name in _USAGE_KEYS]
+            whole = '"usage":{' + ",".join(f'"{name}":{int.__repr__(n)}' for name, n in zip(_USAGE_KEYS, counts,
+                                                                                          strict=True)) + "}"
+            if data_json.count(whole) == 1:
+                return data_json.replace(whole, '"usage":[' + ",".join(int.__repr__(n) for n in counts) + "]")
+    elif kind == "call" and check and type(check) is str and "]" not in check:
+        steps = data.get("steps")
+        if type(steps) is list:
+            packed = sum(1 for s in steps if type(s) is list and len(s) == 3 and s[1] == "allow" and s[2] == check)
+            if not packed:
+                return data_json
+            tail = f'"allow",{_json_text(check)}]'
+            if data_json.count(tail) == packed:
+                return data_json.replace(tail, _PACKED_STEP)
+    packed_data = pack_data(kind, check, data)
+    return data_json if packed_data is None else encode(packed_data)
 
 
 def unpack_data(kind: object, check: object, text: str) -> str:
@@ -206,7 +236,7 @@ def pack_summary(summary: str, outcome: str | None, tool: str | None,
                  data: dict[str, Any]) -> str | bytes | None:
     """A timeline row's summary as the table keeps it: NULL when it is the text `derived_summary` makes from the
     row's other values (schema 10); else a BLOB (UTF-8) with what the row's other columns repeat replaced by a mark
-    (`_OUTCOME`, `_TOOL`, `_BATCH`), when that is shorter and `unpack_summary` gives the very text back; else the
+    (`_OUTCOME`, `_TOOL`, `_BATCH`), when that is shorter (`unpack_summary` gives the very text back); else the
     text as it is (a TEXT value, as every summary before schema 9)."""
     if summary == derived_summary(outcome, tool, data):
         return None
@@ -228,7 +258,14 @@ def pack_summary(summary: str, outcome: str | None, tool: str | None,
         return summary
     if len(blob) >= len(summary.encode("utf-8")):
         return summary
-    return blob if unpack_summary(blob, outcome, tool, data) == summary else summary
+    # `unpack_summary` gives `summary` back, so the blob is not decoded to check it: the summary holds no mark, so
+    # neither does the outcome or tool it starts with, and replacing each batch id by the mark and the mark by the
+    # batch id again gives the same text; what `unpack_summary` reads only from exact types is checked here
+    # (tests/memory/test_packed_summaries.py holds this equal to decoding the blob, over generated rows).
+    if (head == _OUTCOME and type(outcome) is not str) or (head == _TOOL and type(tool) is not str) \
+            or (_BATCH in rest and type(data) is not dict):
+        return summary
+    return blob
 
 
 def unpack_summary(stored: object, outcome: object, tool: object, data: object) -> Any:

@@ -38,6 +38,7 @@ from core.errors import (
 )
 from core.events import SCHEMA_VERSION, StoredEvent, parse_event_json, storable_json, stored_event
 from core.hashing import canonical_json as _canonical_json
+from core.json_text import encoder as _json_encoder
 from core.timeline import TimelineDecision, TimelineEntry, TimelineRow, canonical_time, seal
 from core.vocabulary import Durability, SessionStatus
 from memory import _bind_params, _read_only
@@ -54,6 +55,7 @@ from memory._encoding import (
     pack_snapshot,
     pack_summary,
     pack_time,
+    packed_data_json,
     stored_datetime,
     unpack_hash,
     unpack_payload,
@@ -89,6 +91,8 @@ from memory.timeline_rows import with_prev_hash as _with_prev_hash
 T = TypeVar("T")
 _bind_params.register()  # None and bytes bound without sqlite3's adaptation look-up (memory/_bind_params.py)
 log = logging.getLogger("strata.store")
+_keys_json = _json_encoder()
+"""`json.dumps` (its default options: the receipts' resource keys as they were always written), built once."""
 """Standard logging, as aiosqlite's: silent below warnings where nobody configured logging."""
 _SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 SEQ_BITS = 40
@@ -323,7 +327,7 @@ class SqliteEventStore:
                 f"INSERT INTO receipts({_RECEIPT_INSERT}) VALUES (?, ?, ?, ?, 'dispatched', ?, ?, ?, ?, ?, "
                 "NULL, NULL, NULL)",
                 [(r.id, session_id, r.call_id, r.tool, r.idempotency_key, r.args_sha256,
-                  json.dumps(list(r.resource_keys)), at, at) for r in write.new_receipts])
+                  _keys_json(list(r.resource_keys)), at, at) for r in write.new_receipts])
         for update in write.receipt_updates:
             self._update_receipt(conn, update, at)
         if write.status is not None:
@@ -365,9 +369,8 @@ class SqliteEventStore:
         for entry in entries:
             seq += 1
             e, data, digest = seal(key, session_id, seq, stamp, prev, entry)
-            packed = pack_data(e.kind, e.check, e.data)
-            if packed is not None:  # the hash is of `data` as given; the reader puts the detail back
-                data = _canonical_json(packed)
+            # The hash is of `data` as given; the table keeps it packed, and the reader puts the detail back.
+            data = packed_data_json(e.kind, e.check, e.data, data, _canonical_json)
             # prev_hash is left NULL: it is the hash of the row before (memory/_encoding.py).
             rows.append((base | seq, TIMELINE_KINDS.pack(e.kind), e.turn, e.tool, e.decision, stamp_packed, e.call_id,
                          CHECKS.pack(e.check), OUTCOMES.pack(e.outcome), e.duration_ms, None, bytes.fromhex(digest),

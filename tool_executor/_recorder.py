@@ -5,16 +5,16 @@ the call's result (for a call settled by an interrupt or a resume: in the commit
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from core.json_text import encoder
 from core.masking import Masker
 from core.timeline_rows import ApprovalRow, Asker, CallRow, HookRow, ReceiptRow, call_entry, receipt_entry
 from memory.session_writer import SessionWriter
 from tool_executor._call_record import CallRecord, ReceiptChange, Recorder
 
 SUMMARY_CHARS = 240
-_args_json = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
+_args_json = encoder(ensure_ascii=False, sort_keys=True)
 """`json.dumps(..., ensure_ascii=False, sort_keys=True)` with its encoder built once, not per call row."""
 
 

@@ -7,7 +7,7 @@ resume, so it would stop every resume too."""
 
 from __future__ import annotations
 
-from core.events import CallResult, CallStatus, PlannedCall
+from core.events import CallResult, CallStatus, PlannedCall, finished_result
 from core.utf8 import valid_text
 from memory.rows import Receipt
 from tool_executor.verdicts import Deny
@@ -36,9 +36,8 @@ def denied(batch_id: str, call: PlannedCall, deny: Deny) -> CallResult:
 
 def finished(batch_id: str, call: PlannedCall, text: str, *, is_error: bool, receipt_id: str | None,
              duration_ms: float) -> CallResult:
-    return CallResult(batch_id=batch_id, call_id=call.call_id, tool=call.tool,
-                      status="error" if is_error else "ok", content=cap(text), is_error=is_error,
-                      receipt_id=receipt_id, duration_ms=round(duration_ms, 3))
+    return finished_result(batch_id, call.call_id, call.tool, "error" if is_error else "ok", cap(text), is_error,
+                           receipt_id, round(duration_ms, 3))
 
 
 def timed_out(batch_id: str, call: PlannedCall, detail: str, *, effectful: bool, receipt_id: str | None,
