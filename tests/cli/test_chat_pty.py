@@ -60,8 +60,10 @@ def test_terminal_approvals_interrupt_and_resume(cli: StrataCLI, workspace: Path
     child.expect("strata>")
     # A slow tool, approved once, then Ctrl-C: the turn stops, the prompt comes back.
     child.sendline("now something slow")
+    # The proposal line (`-> bash`) may show before the question or after the answer, depending on when the
+    # proposal is committed; the running status after the answer is there in either case.
     answer(child, "bash", "y")
-    child.expect("-> bash")
+    child.expect(r"running \[bash\]")
     wait_until(lambda: (workspace / "started").exists(), what="the slow command started")
     child.sendintr()
     child.expect("bash UNKNOWN")
