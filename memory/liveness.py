@@ -8,26 +8,16 @@ import os
 import socket
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from core.clock import Clock
+from core.errors import LeaseOwner
 from core.process_facts import boot_id, is_zombie, pid_namespace, process_start
 
-if TYPE_CHECKING:
-    from core.errors import LeaseOwner
 
+class Holder(LeaseOwner, Protocol):
+    """A lease holder with its expiry (memory/rows.py LeaseHolder)."""
 
-class Holder(Protocol):
-    @property
-    def pid(self) -> int: ...
-    @property
-    def host(self) -> str: ...
-    @property
-    def proc_start(self) -> str: ...
-    @property
-    def boot_id(self) -> str: ...
-    @property
-    def pid_ns(self) -> str: ...
     @property
     def expires_at(self) -> datetime: ...
 
