@@ -18,7 +18,8 @@ from tests.serve._procs import Client, Daemon, allow_in_user_config, status, wai
 pytestmark = pytest.mark.slow
 
 
-def test_a_childs_approval_reaches_the_attached_client_naming_the_child(cli: StrataCLI, tmp_path: Path) -> None:
+def _child_writes_c(tmp_path: Path) -> tuple[Path, Path]:
+    """A workspace, and a script whose parent delegates one task and whose child writes c.txt (an asked call)."""
     ws = tmp_path / "ws"
     ws.mkdir()
     path = tmp_path / "s.json"
@@ -26,6 +27,11 @@ def test_a_childs_approval_reaches_the_attached_client_naming_the_child(cli: Str
         "turns": [[tool_use("p1", "delegate", task="write c.txt")], [text("parent done")]],
         "children": [[[tool_use("c1", "write_file", path="c.txt", content="c\n")], [text("child wrote c.txt")]]],
     }), encoding="utf-8")
+    return ws, path
+
+
+def test_a_childs_approval_reaches_the_attached_client_naming_the_child(cli: StrataCLI, tmp_path: Path) -> None:
+    ws, path = _child_writes_c(tmp_path)
     daemon = Daemon(cli)
     try:
         driver = Client(cli, "--new", "--workspace", str(ws), "--model", f"script:{path}")
@@ -198,13 +204,7 @@ def test_a_driver_attaching_after_the_last_one_left_during_a_childs_ask_is_asked
     child's call, as a driver attaching to a session whose own calls are parked is; approved, it runs once and
     the parent completes. Before, the parent was hosted as `idle` with nothing waiting: the new driver was asked
     nothing and nothing went on until a prompt came."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    path = tmp_path / "s.json"
-    path.write_text(json.dumps({
-        "turns": [[tool_use("p1", "delegate", task="write c.txt")], [text("parent done")]],
-        "children": [[[tool_use("c1", "write_file", path="c.txt", content="c\n")], [text("child wrote c.txt")]]],
-    }), encoding="utf-8")
+    ws, path = _child_writes_c(tmp_path)
     allow_in_user_config(cli, "delegate")
     daemon = Daemon(cli)
     try:
