@@ -10,14 +10,18 @@ state's JSON schema, which changes by itself when a field of the state or of a m
 pins `STATE_SCHEMA_DIGEST` to the code, so a change to the state cannot slip through unnoticed). A snapshot of
 another version, or one that fails to load, is ignored and the whole log is folded instead.
 
-The data is two JSON documents on two lines: the state without its conversation, then the conversation (a list
-of messages). A `StateEncoder` kept by the writer encodes each message once and reuses its bytes in later
-snapshots (messages are immutable), so a snapshot costs little more than the messages added since the last one,
-however long the conversation the model still sees."""
+The data is two JSON documents on two lines: the state without its conversation (its head, written and read by
+hand, core/snapshot_head.py, so that no process builds a pydantic adapter of the whole state to load or write one),
+then the conversation (a list of messages, validated by pydantic). A `StateEncoder` kept by the writer encodes each
+message once and reuses its bytes in later snapshots (messages are immutable), so a snapshot costs little more than
+the messages added since the last one, however long the conversation the model still sees.
+
+The head's bytes are what `TypeAdapter(SessionState).dump_json` writes (tests/core/test_snapshot_head.py holds them
+equal); that adapter is built only for `state_schema_digest`, which a test compares with the pinned digest and no
+command runs."""
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from functools import cache
@@ -40,6 +44,8 @@ class SnapshotError(ValueError):
 
 @cache
 def _adapter() -> TypeAdapter[SessionState]:
+    """The whole state's adapter: only for its JSON schema (`state_schema_digest`), and as the reference the tests
+    hold the hand-written head to."""
     return TypeAdapter(SessionState)
 
 
@@ -71,7 +77,9 @@ class StateEncoder:
             parts[id(message)] = hit
             encoded.append(hit[1])
         self._parts = parts
-        head = _adapter().dump_json(dataclasses.replace(state, messages=[]))
+        from core.snapshot_head import encode_head  # imported where used, as in `load_state`
+
+        head = encode_head(state)
         return head + b"\n[" + b",".join(encoded) + b"]"
 
 
@@ -92,11 +100,18 @@ def load_state(data: bytes, version: str, seq: int) -> SessionState:
     head, newline, conversation = data.partition(b"\n")
     if not newline:
         raise SnapshotError("snapshot does not load: no conversation part")
+    # Imported here, not at the top: a command that neither loads nor writes a snapshot (the resume of a short
+    # session) never builds the head's codec tables.
+    from core.snapshot_head import decode_head
+
     try:
-        state = _adapter().validate_json(head)
+        state = decode_head(head)
         state.messages = _messages().validate_json(conversation)
-    except ValidationError as exc:
+    except ValidationError as exc:  # a model inside the head, or the conversation
         raise SnapshotError(f"snapshot does not load: {exc.error_count()} error(s)") from None
+    except (ValueError, RecursionError) as exc:  # the head is not one encode_head writes
+        reason = str(exc).partition("\n")[0]
+        raise SnapshotError(f"snapshot does not load: {type(exc).__name__}: {reason}") from None
     if not state.started or state.last_seq != seq:
         raise SnapshotError(f"snapshot at seq {seq} holds the state at seq {state.last_seq}")
     return state

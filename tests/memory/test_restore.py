@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -179,6 +180,64 @@ async def test_untrusted_snapshot_is_ignored(store: EventStore, bad: str) -> Non
     restored = await restore(store, "s1")
     assert restored.snapshot_seq == 0
     assert restored.state == expected
+
+
+def _damage(data: bytes, kind: str) -> bytes:
+    """A genuine snapshot with one kind of damage to its head or its conversation."""
+    head_text, _, conversation_text = data.partition(b"\n")
+    head, conversation = json.loads(head_text), json.loads(conversation_text)
+    match kind:
+        case "none":
+            pass
+        case "wrong type":
+            head["counters"]["tool_calls"] = str(head["counters"]["tool_calls"])
+        case "missing field":
+            del head["depth"]
+        case "extra field":
+            head["open_batch"]["surprise"] = 1
+        case "bad nested message":
+            conversation[0]["role"] = "robot"
+        case "bad nested model":
+            head["open_batch"]["calls"][0]["input"] = "not an object"
+    return json.dumps(head).encode() + b"\n" + json.dumps(conversation).encode()
+
+
+async def _snapshot_with_a_batch_open(store: EventStore, kind: str) -> None:
+    """Seven events, with a snapshot at seq 6 (damaged by `kind`) taken while a batch is open, so that its head
+    holds the batch's content, calls and results, and its conversation the first round trip."""
+    writer, _ = await live_writer(store)
+    await round_trip(writer, 1)
+    writer.stage(proposal("b2", "c2"), 2)
+    await writer.flush()
+    writer.stage(result("b2", "c2", "partial"), 2)
+    await writer.flush()  # seq 6: the batch is open, with one result
+    at_six = fold(await store.read_events("s1"))
+    assert at_six.open_batch is not None and at_six.open_batch.results and at_six.messages
+    snapshot = Snapshot(seq=6, version=SNAPSHOT_VERSION, data=_damage(dump_state(at_six), kind))
+    await store.commit("s1", Write(events=[(BatchCompleted(batch_id="b2"), 2)], snapshot=snapshot))
+
+
+@pytest.mark.parametrize("kind", ["wrong type", "missing field", "extra field", "bad nested message",
+                                  "bad nested model"])
+async def test_damaged_snapshot_is_ignored_and_the_whole_log_folded(store: EventStore, kind: str,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """A snapshot of this version whose data is damaged (a value of the wrong type, a field missing or unknown, a
+    message or a model inside that does not validate) is ignored with a warning: restore folds the whole log and
+    gets the same state as without any snapshot."""
+    await _snapshot_with_a_batch_open(store, kind)
+    with caplog.at_level("WARNING", logger="strata.restore"):
+        restored = await restore(store, "s1")
+    assert (restored.snapshot_seq, restored.events_read) == (0, 7)
+    assert restored.state == fold(await store.read_events("s1"))
+    assert any("snapshot ignored" in r.getMessage() for r in caplog.records)
+
+
+async def test_undamaged_snapshot_with_a_batch_open_is_used(store: EventStore) -> None:
+    """The control for the damage above: the same snapshot, rewritten by `_damage` unchanged, is used."""
+    await _snapshot_with_a_batch_open(store, "none")
+    restored = await restore(store, "s1")
+    assert (restored.snapshot_seq, restored.events_read) == (6, 1)
+    assert restored.state == fold(await store.read_events("s1"))
 
 
 async def test_snapshot_whose_tail_does_not_apply_is_ignored(store: EventStore) -> None:
