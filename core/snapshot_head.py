@@ -16,8 +16,9 @@ table (`FIELDS`):
   call, a content block) is validated by its own class. Anything else raises HeadError (a ValueError), and the
   snapshot is ignored and the whole log folded, as for any snapshot that does not load.
 
-It is stricter than the adapter was (a missing or extra field, a number in a string, are refused, not defaulted,
-ignored or converted), never looser: what it accepts is what `encode_head` writes. Each table row names the field's
+It is stricter than the adapter was (a missing or extra field, a number in a string, a `\\uXXXX` escape of a
+surrogate, are refused, not defaulted, ignored or converted): what it accepts is a state of exactly the declared
+types, which `encode_head` writes again. Each table row names the field's
 annotation too, so a field added to, removed from or retyped in the state fails a test until the table learns it
 (and the state's schema digest, core/snapshot_version.py, changes with it)."""
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable
 from typing import Any, Literal, get_args
 
@@ -276,6 +278,13 @@ def _no_constant(name: str) -> Any:
     raise HeadError(f"{name} is not JSON")
 
 
+_SURROGATE_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u[dD][89a-fA-F]")
+"""A `\\uD800`-`\\uDFFF` escape (a backslash that starts one: after an even run of backslashes). `json.loads`
+reads a lone one as a lone surrogate, which pydantic's parser refused and `encode_head` cannot write: a state
+holding one would fail its next snapshot. A pair is refused too: `encode_head` writes every character but the
+control ones as itself, never as escapes."""
+
+
 def encode_head(state: SessionState) -> bytes:
     """The state without its conversation: `TypeAdapter(SessionState).dump_json` of it with no messages, byte for
     byte. A string that UTF-8 cannot encode (a lone surrogate) raises a ValueError, as pydantic's did."""
@@ -286,6 +295,8 @@ def decode_head(data: bytes) -> SessionState:
     """The state `encode_head` wrote (its `messages` empty). HeadError, or another ValueError (pydantic's
     ValidationError of a model inside, undecodable text), or RecursionError for JSON nested too deep, when `data`
     is not such a head."""
+    if b"\\u" in data and _SURROGATE_ESCAPE.search(data):
+        raise HeadError("a UTF-16 surrogate escape")
     value = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
     state: SessionState = _SESSION.read(value)
     return state

@@ -297,6 +297,12 @@ DAMAGE = {
     "bad nested model: a rule's action": _set("rules.0.action", "maybe"),
     "not an object": lambda v, m: v.clear(),
 }
+SURROGATE_ESCAPES = {  # (what the head holds, what it is replaced with)
+    "a lone surrogate escape": (b'"workspace":"/ws"', rb'"workspace":"\ud800"'),
+    "a lone surrogate escape after an escaped backslash": (b'"workspace":"/ws"', rb'"workspace":"\\\udfff"'),
+    "a surrogate pair escape": (b'"workspace":"/ws"', rb'"workspace":"\ud83d\ude00"'),
+    "a lone surrogate escape inside a model": (b'"command":"ls"', rb'"command":"\uDC00"'),
+}
 
 
 def test_the_undamaged_snapshot_loads() -> None:
@@ -310,6 +316,22 @@ def test_damaged_snapshot_is_refused(kind: str) -> None:
     """Each kind of damage to the head or the conversation is a SnapshotError (so resume folds the log)."""
     with pytest.raises(SnapshotError, match="does not load"):
         load_state(damaged(DAMAGE[kind]), SNAPSHOT_VERSION, 12)
+
+
+@pytest.mark.parametrize("kind", SURROGATE_ESCAPES)
+def test_surrogate_escape_is_refused(kind: str) -> None:
+    """A `\\uD800`-`\\uDFFF` escape anywhere in the head (pydantic's parser refused a lone one; the head's writer
+    writes none) is a SnapshotError, never a state whose next snapshot cannot be written."""
+    data, (old, new) = dump_state(rich_state()), SURROGATE_ESCAPES[kind]
+    assert data.count(old) == 1
+    with pytest.raises(SnapshotError, match="surrogate"):
+        load_state(data.replace(old, new), SNAPSHOT_VERSION, 12)
+
+
+def test_backslash_u_text_is_not_taken_for_an_escape() -> None:
+    """Text holding a backslash followed by `ud800` (a Windows path, say) is written as `\\\\ud800` and loads."""
+    state = dataclasses.replace(rich_state(), workspace="C:\\ud800\\\\udc00 \x01", model="\\\\\\udfff")
+    assert_same(load_state(dump_state(state), SNAPSHOT_VERSION, 12), state)
 
 
 @pytest.mark.parametrize("head", [b"NaN", b'{"session_id": Infinity}', b"[" * 100_000, b"\xff{}", b'"text"', b"null"])
