@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Callable
 from typing import Any, Literal, get_args
 
@@ -278,11 +277,26 @@ def _no_constant(name: str) -> Any:
     raise HeadError(f"{name} is not JSON")
 
 
-_SURROGATE_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u[dD][89a-fA-F]")
-"""A `\\uD800`-`\\uDFFF` escape (a backslash that starts one: after an even run of backslashes). `json.loads`
-reads a lone one as a lone surrogate, which pydantic's parser refused and `encode_head` cannot write: a state
-holding one would fail its next snapshot. A pair is refused too: `encode_head` writes every character but the
-control ones as itself, never as escapes."""
+_BACKSLASH = ord("\\")
+_SURROGATE_HEX = (frozenset(b"dD"), frozenset(b"89abcdefABCDEF"))
+
+
+def _surrogate_escape(data: bytes) -> bool:
+    """Whether `data` holds a `\\uD800`-`\\uDFFF` escape (a `\\u` whose backslash starts an escape: after an even
+    run of backslashes). `json.loads` reads a lone one as a lone surrogate, which pydantic's parser refused and
+    `encode_head` cannot write: a state holding one would fail its next snapshot. A pair is refused too:
+    `encode_head` writes every character but the control ones as itself, never as escapes."""
+    first, second = _SURROGATE_HEX
+    at = data.find(b"\\u")
+    while at >= 0:
+        start = at
+        while start and data[start - 1] == _BACKSLASH:
+            start -= 1
+        hex_digits = data[at + 2:at + 4]
+        if (at - start) % 2 == 0 and len(hex_digits) == 2 and hex_digits[0] in first and hex_digits[1] in second:
+            return True
+        at = data.find(b"\\u", at + 2)
+    return False
 
 
 def encode_head(state: SessionState) -> bytes:
@@ -295,7 +309,7 @@ def decode_head(data: bytes) -> SessionState:
     """The state `encode_head` wrote (its `messages` empty). HeadError, or another ValueError (pydantic's
     ValidationError of a model inside, undecodable text), or RecursionError for JSON nested too deep, when `data`
     is not such a head."""
-    if b"\\u" in data and _SURROGATE_ESCAPE.search(data):
+    if _surrogate_escape(data):
         raise HeadError("a UTF-16 surrogate escape")
     value = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
     state: SessionState = _SESSION.read(value)
