@@ -132,12 +132,18 @@ def _status(socket_path: Path | None, as_json: bool) -> None:
         ratio = f" ({store.commits / store.fsyncs:.2f} commits per fsync)" if store.fsyncs else ""
         echo(f"  store: {store.commits} commits in {store.fsyncs} fsyncs since the daemon started{ratio}")
     for info in sessions:
-        waiting = ", ".join(f"{w.call_id} {w.tool} ({w.how})" for w in info.waiting) or "-"
+        waiting = ", ".join(_waiting_call(w) for w in info.waiting) or "-"
         echo(f"  {info.session_id}  {info.status:<18} {info.phase or '-':<9} drivers {info.drivers} watchers "
              f"{info.watchers}  waiting: {waiting}")
         echo(f"      {info.model}  {info.workspace}")
     if any(info.phase == "elsewhere" for info in sessions):
         echo(ELSEWHERE_LEGEND)
+
+
+def _waiting_call(call: ipc.WaitingCall) -> str:
+    """`c1 write_file (parked)`; a child's call names the session to decide it in."""
+    where = f" in child session {call.session_id}" if call.session_id is not None else ""
+    return f"{call.call_id} {call.tool} ({call.how}){where}"
 
 
 @click.command()

@@ -119,8 +119,10 @@ class DriverApprover:
         """A call of the current run was parked because its driver was gone (or the host is draining)."""
         return self._parking is not None
 
-    def waiting(self) -> tuple[WaitingCall, ...]:
-        return tuple(WaitingCall(call_id=w.request.call_id, tool=w.request.tool, how="asking")
+    def waiting(self, session_id: str) -> tuple[WaitingCall, ...]:
+        """What the driver of session `session_id` is asked now; a child's call names the child."""
+        return tuple(WaitingCall(call_id=w.request.call_id, tool=w.request.tool, how="asking",
+                                 session_id=None if w.request.session_id == session_id else w.request.session_id)
                      for w in self._waiting.values() if w.open)
 
     def _park(self, why: str) -> Parked:

@@ -49,7 +49,7 @@ from agent.daemon._messages import (
     TurnResult,
     WaitingCall,
 )
-from agent.delegation import busy_child
+from agent.delegation import busy_child, waiting_child
 from agent.outcome import RunOutcome
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
 from config import LoadedConfig
@@ -631,6 +631,17 @@ class HostedSession:
 
     # ---- status -----------------------------------------------------------------------------------------------
 
+    async def _child_waiting(self) -> tuple[WaitingCall, ...]:
+        """Parked on a delegate call whose child waits for a decision: the calls that wait, naming the session that
+        holds them (the child, or a session below it the child waits on in turn), so that a person knows what to
+        approve and where. Empty when no child holds an undecided call (or it cannot be read)."""
+        store = self._parts.rt.store
+        with contextlib.suppress(StrataError):
+            if (child := await waiting_child(store, self.id)) is not None:
+                return tuple(WaitingCall(call_id=p.call_id, tool=p.tool, how="parked", session_id=child)
+                             for p in _undecided((await restore_or_report(store, child)).state))
+        return ()
+
     async def info(self) -> SessionInfo:
         lease: LeaseHolder | None = None
         try:
@@ -640,7 +651,8 @@ class HostedSession:
         except StrataError:
             status = "unknown"
         await self.reread_parked()  # no lease here: another process may have decided and run them meanwhile
-        phase: Phase = "approval" if self.approver.waiting() else self.phase
+        asking = self.approver.waiting(self.id)
+        phase: Phase = "approval" if asking else self.phase
         if (self.live is None and not self.turn_running and lease is not None and not held_here(lease)
                 and make_liveness(self._parts.rt.clock)(lease)):
             phase = "elsewhere"  # hosted without its lease, which another live process holds: it runs there
@@ -651,8 +663,9 @@ class HostedSession:
                 parked = _undecided((await restore_or_report(self._parts.rt.store, self.id)).state)
             if parked and phase == "idle":
                 phase = "parked"
-        waiting = (*self.approver.waiting(),
-                   *(WaitingCall(call_id=p.call_id, tool=p.tool, how="parked") for p in parked))
+        waiting = (*asking, *(WaitingCall(call_id=p.call_id, tool=p.tool, how="parked") for p in parked))
+        if not waiting and self.live is None and not self.turn_running and status == "awaiting_approval":
+            waiting = await self._child_waiting()
         return SessionInfo(session_id=self.id, status=status, phase=phase, turn_running=self.turn_running,
                            workspace=self.workspace, model=self.model,
                            drivers=1 if self.driver is not None else 0,

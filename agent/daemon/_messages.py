@@ -151,6 +151,9 @@ class WaitingCall(_Out):
     tool: str
     how: Literal["asking", "parked"]
     """`asking`: the driver has the request now; `parked`: it waits for `strata approve` or a driver."""
+    session_id: str | None = None
+    """The session whose call it is when not the row's own: a child (or a session below it) that the row's delegate
+    call waits on; None for the row's own call."""
 
 
 class SessionInfo(_Out):

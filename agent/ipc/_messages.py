@@ -162,6 +162,9 @@ class WaitingCall(_Wire):
     how: Literal["asking", "parked"] = "asking"
     """`asking`: the driving client has its approval request now; `parked`: it waits for `strata approve|deny`
     or a driving client that attaches."""
+    session_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The session whose call it is when not the row's own: a child (or a session below it) that the row's delegate
+    call waits on. Absent for the row's own call."""
 
 
 class SessionInfo(_Wire):

@@ -42,7 +42,8 @@ def info_of(info: daemon.SessionInfo) -> ipc.SessionInfo:
     return ipc.SessionInfo(
         session_id=info.session_id, status=info.status, phase=info.phase, workspace=info.workspace,
         model=info.model, turn_running=info.turn_running, drivers=info.drivers, watchers=info.watchers,
-        waiting=tuple(ipc.WaitingCall(call_id=w.call_id, tool=w.tool, how=w.how) for w in info.waiting))
+        waiting=tuple(ipc.WaitingCall(call_id=w.call_id, tool=w.tool, how=w.how, session_id=w.session_id)
+                      for w in info.waiting))
 
 
 def refusal_of(err: StrataError, masker: Masker) -> ipc.Refused:
