@@ -1,0 +1,120 @@
+"""`strata resume ID` and `strata approve ID CALL` started at the same moment on one parked session: each takes the
+session's lease, and whichever comes second finds it held by the other. The decision holds it for milliseconds, the
+resume for as long as it runs the session; each waits for a lease held that briefly (memory/short_lease.py), so
+neither is refused for the other. Whatever the order, the approved call's effect runs exactly once (by this resume
+or the next), no process prints a traceback, each ends with one of the statuses its order allows, and the hash
+chain verifies. Several rounds, each a fresh session, real processes on one real SQLite file."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli._helpers import EFFECTS_LOG, bash_mark, hold_lease, marker, text
+from tests.conftest import StrataCLI, write_script
+
+pytestmark = pytest.mark.slow
+
+STAGGERS = (0.0, 0.02, 0.04, 0.06, 0.08, 0.1)
+"""Seconds between the two starts, one round each: where each reaches the lease moves across the other's hold."""
+
+
+def _parked(cli: StrataCLI, workspace: Path, script: Path) -> str:
+    parked = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--on-ask", "park", "go")
+    assert parked.returncode == 4, parked.stdout + parked.stderr
+    return parked.stdout.split("strata approve ", 1)[1].split()[0]
+
+
+def _ended(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err and "Traceback" not in out, err
+    return proc.returncode, out, err
+
+
+@pytest.mark.parametrize("first", ["resume", "approve"])
+def test_resume_racing_approve_runs_the_call_once_and_neither_is_refused(cli: StrataCLI, tmp_path: Path,
+                                                                        first: str) -> None:
+    seen: set[tuple[int, int]] = set()
+    for k, stagger in enumerate(STAGGERS):
+        workspace = tmp_path / f"ws{k}"
+        workspace.mkdir()
+        script = write_script(tmp_path / f"turns{k}.json", [[bash_mark(f"c{k}")], [text("done")]])
+        sid = _parked(cli, workspace, script)
+        argvs = {"resume": ("resume", sid), "approve": ("approve", sid, f"c{k}")}
+        order = [first, "approve" if first == "resume" else "resume"]
+        procs = {order[0]: cli.popen(*argvs[order[0]])}
+        time.sleep(stagger)
+        procs[order[1]] = cli.popen(*argvs[order[1]])
+        resume_rc, resume_out, resume_err = _ended(procs["resume"])
+        approve_rc, approve_out, approve_err = _ended(procs["approve"])
+        seen.add((resume_rc, approve_rc))
+
+        # The decision is always recorded: a resume before it holds the lease only while it parks the call again.
+        assert approve_rc == 0 and f"approved call c{k}" in approve_out, approve_out + approve_err
+        # The resume either came after it (and ran the call: completed) or before (the call undecided: parked again).
+        assert resume_rc in (0, 4), resume_out + resume_err
+        assert "is active in another process" not in resume_err + approve_err
+        if resume_rc == 4:
+            assert "waiting for approval" in resume_out and not (workspace / EFFECTS_LOG).exists()
+            again = cli.run("resume", sid)
+            assert again.returncode == 0, again.stdout + again.stderr
+        assert (workspace / EFFECTS_LOG).read_text() == f"{marker(f'c{k}')}\n"  # once, whichever won
+        (row,) = [r for r in cli.json_lines("sessions", "--json") if r["id"] == sid]
+        assert row["status"] == "completed" and row["lease_owner"] is None, row
+        (receipt,) = cli.json_lines("receipts", sid, "--json")
+        assert (receipt["call_id"], receipt["status"]) == (f"c{k}", "done"), receipt
+        verified = cli.run("timeline", sid, "--verify")
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert seen <= {(0, 0), (4, 0)}, seen
+
+
+def _approved(cli: StrataCLI, tmp_path: Path) -> tuple[str, Path]:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    sid = _parked(cli, workspace, write_script(tmp_path / "turns.json", [[bash_mark("c1")], [text("done")]]))
+    approved = cli.run("approve", sid, "c1")
+    assert approved.returncode == 0, approved.stderr
+    return sid, workspace
+
+
+def test_a_resume_waits_for_a_lease_a_decision_holds_for_a_moment(cli: StrataCLI, tmp_path: Path) -> None:
+    """The loser's side made certain: the lease is held (as `strata approve` holds it while it records) when the
+    resume asks for it. The resume waits and runs the approved call, once; before, it was refused at once ("active
+    in another process", exit 1) though the holder let go a moment later."""
+    sid, workspace = _approved(cli, tmp_path)
+    holder = hold_lease(cli, sid, 1.0)
+    try:
+        resumed = cli.run("resume", sid)
+    finally:
+        holder.communicate(timeout=30)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "is active in another process" not in resumed.stderr and "Traceback" not in resumed.stderr
+    assert (workspace / EFFECTS_LOG).read_text() == f"{marker('c1')}\n"
+
+
+def test_a_resume_of_a_session_another_process_keeps_running_is_refused_in_one_line_naming_it(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """A lease held past the short wait is a running session: the resume gives up within a bound, with one line
+    naming the holder's pid and a hint, runs nothing, and the session resumes once that process is done."""
+    sid, workspace = _approved(cli, tmp_path)
+    holder = hold_lease(cli, sid, 8.0)
+    try:
+        started = time.monotonic()
+        refused = cli.run("resume", sid)
+        waited = time.monotonic() - started
+    finally:
+        holder.kill()
+        holder.communicate()
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "Traceback" not in refused.stderr and refused.stdout == "", refused.stdout + refused.stderr
+    (line, hint) = refused.stderr.splitlines()
+    assert f"session {sid} is active in another process (pid {holder.pid} on " in line, line
+    assert "wait for it to finish, or stop that process" in hint, hint
+    assert 2.5 < waited < 7.5, waited
+    assert not (workspace / EFFECTS_LOG).exists()
+    resumed = cli.run("resume", sid)  # the holder is gone (killed): its lease is recovered
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert (workspace / EFFECTS_LOG).read_text() == f"{marker('c1')}\n"
