@@ -36,14 +36,16 @@ on after the decision answers; the thread's second message is answered."""
 
 
 def parking_channel(cli: StrataCLI, tmp_path: Path, *turns: list[dict[str, Any]],
-                    settings: str = "") -> tuple[Path, Path]:
+                    settings: str = "", model: str | None = None) -> tuple[Path, Path]:
     """The user's config for a spool channel `park` whose sessions may run `bash` and park a call that asks
-    (on_ask park), on the scripted `turns`, with top-level `settings` lines before it (say `max_turns = 1`).
-    Returns the channel's workspace (made) and its spool root."""
+    (on_ask park), on the scripted `turns` (or on `model`, say `anthropic:NAME` against a loopback Messages API,
+    without turns), with top-level `settings` lines before it (say `max_turns = 1`). Returns the channel's
+    workspace (made) and its spool root."""
+    assert (model is None) != (not turns), "scripted turns or another model, not both"
     ws = tmp_path / "ws"
     ws.mkdir()
     spool = tmp_path / "spool"
-    model = script(tmp_path / "s.json", *turns)
+    model = model or script(tmp_path / "s.json", *turns)
     write_config(cli, settings + '[daemon]\nenable = ["bash"]\n\n' + spool_table("park", spool, ws, model,
                                                                                    on_ask='"park"'))
     return ws, spool

@@ -1,11 +1,13 @@
 """A task whose turn parked (a call waits for `strata approve|deny`) does not stay `parked` for ever once the
 thread goes on: the thread's next message first finishes the parked turn (running the approved call, or telling the
 model of the denial), and the task ends as that turn ends (`done` when it completes), before the next message's own
-turn. A turn that parks again leaves its task `parked` (a real `strata serve` process, a scripted model, real spool
-files, the decisions made with the real `strata approve` and `strata deny`)."""
+turn. A turn that parks again leaves its task `parked`; one the model fails ends it `failed` (a real `strata serve`
+process, a scripted model or a strict loopback Messages API, real spool files, the decisions made with the real
+`strata approve` and `strata deny`)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,8 @@ from tests.channels._support import task_statuses as _tasks
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
 from tests.serve._procs import Daemon, wait_until
+from tests.wire.conftest import TEST_KEY
+from tests.wire.messages_server import Fault, MessagesServer, Reply
 
 pytestmark = pytest.mark.slow
 
@@ -70,3 +74,36 @@ def test_a_task_whose_turn_parks_again_stays_parked_until_that_call_is_decided(c
         daemon.stop()
     assert daemon.proc.returncode == 0, daemon.stderr
     assert _tasks(cli) == {"m1": "done"}
+
+
+def test_a_parked_task_ends_failed_when_the_model_fails_the_turn_that_goes_on(cli: StrataCLI, tmp_path: Path) -> None:
+    """The approved call runs; the model's answer to the turn that carries its result is an error (a 400, which the
+    client does not retry): that turn ends `failed`, and so does the task. The thread's next message is then heard
+    in its own turn and answered."""
+    with MessagesServer(api_key=TEST_KEY) as server:
+        server.script(Reply([{"type": "tool_use", "id": "b1", "name": "bash", "input": {"command": "touch ran-$$"}}]),
+                      Fault(400, message="scripted fault at the resumed turn"),
+                      Reply([{"type": "text", "text": "second answered"}]))
+        ws, spool = parking_channel(cli, tmp_path, model="anthropic:claude-test")
+        daemon = Daemon(cli, env={"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": TEST_KEY})
+        try:
+            drop(spool / "in", "m1", thread="t", id="m1", text="Run the tests on the release branch")
+            wait_until(lambda: len(replies(spool / "out")) == 1 and not pending(spool / "in"), what="m1 parked")
+            [parked] = replies(spool / "out")
+            assert parked["status"] == "parked" and _tasks(cli) == {"m1": "parked"}
+            assert cli.run("approve", parked["session_id"], "b1").returncode == 0
+            drop(spool / "in", "m2", thread="t", id="m2", text="And the changelog?")
+            wait_until(lambda: len(replies(spool / "out")) == 2 and not pending(spool / "in"), what="m2 answered")
+        finally:
+            daemon.stop()
+        assert daemon.proc.returncode == 0, daemon.stderr
+        assert server.pending == 0 and server.unexpected == [], server.requests
+        resumed = server.requests[1]
+        assert resumed.status == 400 and [b["tool_use_id"] for b in resumed.body["messages"][-1]["content"]
+                                          if b["type"] == "tool_result"] == ["b1"]
+    assert len(list(ws.glob("ran-*"))) == 1
+    answered = {r["in_reply_to"]: (r["status"], r["text"]) for r in replies(spool / "out")}
+    assert answered["m2"] == ("completed", "second answered")
+    assert _tasks(cli) == {"m1": "failed"}
+    ended = [r for r in cli.json_lines("timeline", parked["session_id"], "--json") if r["kind"] == "lifecycle"]
+    assert any("scripted fault at the resumed turn" in json.dumps(r) for r in ended), ended
