@@ -2,9 +2,11 @@
 
 Committed events are rendered by chat's own view (Markdown, result blocks, and during a turn the live status
 line, paused while an approval is asked); an approval request shows every argument and takes an explicit
-y/n/a, sent back bound to the arguments' sha256 and the plan digest it was shown with; Ctrl-C during a turn asks
-the daemon to interrupt it (the batch is closed as Ctrl-C closes it in chat); /timeline and /receipts read the
-store; /exit, Ctrl-D or Ctrl-C at the prompt detach, and the session goes on in the daemon. The model's text
+y/n/a, sent back bound to the arguments' sha256 and the plan digest it was shown with (Ctrl-C or Ctrl-D there, or at
+the reason of a no, denies and stops the turn, as in chat; a question whose turn ended meanwhile is closed, not left
+to be answered in vain); Ctrl-C during a turn asks the daemon to interrupt it (the batch is closed as Ctrl-C
+closes it in chat); /timeline and /receipts read the store; /exit, Ctrl-D or Ctrl-C at the prompt detach, and the
+session goes on in the daemon. The model's text
 streams as in chat (the daemon's `text_delta` pushes, through chat's view): text of a failed attempt is marked void
 as chat marks it, and if the daemon dropped some deltas (this client was behind) the committed message is shown
 whole after what streamed. A watching client shows what happens and takes only the slash commands."""
@@ -40,6 +42,11 @@ def _as_request(push: ipc.ApprovalRequest) -> ApprovalRequest:
                            reasons=push.reasons, asked_by=push.asked_by, plan_digest=push.plan_digest)
 
 
+class _Withdrawn(Exception):
+    """The turn ended while its approval question was on the screen (interrupted, or its call parked by the daemon):
+    nothing waits for the answer any more."""
+
+
 class TerminalAttach:
     def __init__(self, client: ipc.IpcClient, session_id: str, role: str, console: Console,
                  prompt: PromptSession[str], commands: dict[str, Command]) -> None:
@@ -51,6 +58,10 @@ class TerminalAttach:
         self.commands = commands
         self.view = ChatView(console)
         self._in_turn = False
+        self._asking = False
+        """An approval question (or its reason) is being read."""
+        self._withdrawn = False
+        """The turn ended while this client was asked: a question still open is closed, none is asked again."""
         self._turn_items: MemoryObjectSendStream[ipc.ApprovalRequest | ipc.ResultPush | None]
         self._turn_out: MemoryObjectReceiveStream[ipc.ApprovalRequest | ipc.ResultPush | None]
         self._turn_items, self._turn_out = anyio.create_memory_object_stream(math.inf)
@@ -79,6 +90,8 @@ class TerminalAttach:
         return 0
 
     async def _pushes(self, tg: anyio.abc.TaskGroup) -> None:
+        ended = (f"the connection to the daemon ended (it stopped, or was killed); session {self.session_id} is "
+                 f"kept: attach again once `strata serve` runs, or `strata resume {self.session_id}`")
         async for push in self.client.pushes():
             match push:
                 case ipc.TextDelta():
@@ -103,6 +116,7 @@ class TerminalAttach:
                         self.say(f"parked: {escape(parked.tool)} call {parked.call_id} waits for "
                                  f"`strata approve|deny {push.session_id} {parked.call_id}`")
                     if self._in_turn:
+                        self._withdraw_question()
                         await self._turn_items.send(push)
                 case ipc.Notice():
                     ending = push.kind in ENDING_NOTICES and push.session_id == self.session_id
@@ -112,8 +126,9 @@ class TerminalAttach:
                         return
                     self.say(f"[yellow]{escape(push.text)}[/]" if push.level == "warning" else escape(push.text))
                     if ending:
+                        ended = "the daemon ended this attachment"
                         break
-        self._ended = self._ended or "the daemon ended this attachment"
+        self._ended = self._ended or ended
         await self._turn_items.send(None)
         tg.cancel_scope.cancel()  # the prompt may be waiting for input: nothing more will happen here
 
@@ -196,10 +211,16 @@ class TerminalAttach:
             if not self.prompt.app.is_done:
                 self.prompt.app.exit(result="")
 
+        left: KeyboardInterrupt | EOFError | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(watch)
-            text = await self.prompt.prompt_async("strata> ", handle_sigint=False, pre_run=running.set)
+            try:
+                text = await self.prompt.prompt_async("strata> ", handle_sigint=False, pre_run=running.set)
+            except (KeyboardInterrupt, EOFError) as exc:  # Ctrl-C, Ctrl-D: raised out of the task group they
+                left = exc  # would reach the caller wrapped in an exception group, which it does not catch
             tg.cancel_scope.cancel()
+        if left is not None:
+            raise left
         if not asked:
             return text
         if text.strip():
@@ -210,6 +231,7 @@ class TerminalAttach:
         """Until the turn's result: answer the approvals it asks (`first`: one that arrived already). False when
         the attachment ended."""
         self.view.begin_turn()  # the live area (status line) only while no prompt is on the screen
+        self._withdrawn = False
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._interrupt_on_sigint)
             tg.start_soon(self.view.area.animate)
@@ -238,11 +260,38 @@ class TerminalAttach:
         with self.view.area.paused():
             await self._decide(asked)
 
+    def _withdraw_question(self) -> None:
+        """The turn's result came: an approval question still open is answered by nobody (the daemon withdrew it)."""
+        self._withdrawn = True
+        self._exit_if_withdrawn()
+
+    def _exit_if_withdrawn(self) -> None:
+        app = self.prompt.app
+        if self._withdrawn and self._asking and app.is_running and not app.is_done:
+            app.exit(exception=_Withdrawn())
+
+    async def _ask(self, question: str) -> str:
+        """A line read for an approval; _Withdrawn once the turn ended (before the question or while it is open)."""
+        if self._withdrawn:
+            raise _Withdrawn()
+        self._asking = True
+        try:  # pre_run: a result that came after the check above but before the prompt ran closes it too
+            return await self.prompt.prompt_async(question, handle_sigint=False, pre_run=self._exit_if_withdrawn)
+        finally:
+            self._asking = False
+
     async def _decide(self, asked: ipc.ApprovalRequest) -> None:
+        try:
+            await self._decide_or_withdrawn(asked)
+        except _Withdrawn:
+            self.say(f"[yellow]not answered[/]: the turn ended while call {escape(asked.call_id)} was asked; nothing "
+                     "waits for this answer")
+
+    async def _decide_or_withdrawn(self, asked: ipc.ApprovalRequest) -> None:
         show_request(self.console, _as_request(asked))
         while True:
             try:
-                raw = await self.prompt.prompt_async("approve? [y/n/a] ", handle_sigint=False)
+                raw = await self._ask("approve? [y/n/a] ")
             except (KeyboardInterrupt, EOFError):
                 await self._request(ipc.Deny, call_id=asked.call_id, reason="the person interrupted the approval "
                                     "prompt")
@@ -253,15 +302,17 @@ class TerminalAttach:
                 break
             self.say("  answer y, n or a (Enter alone is not an answer)")
         if choice == "no":
+            interrupt = False
             try:
-                reason = (await self.prompt.prompt_async("reason for the model (optional): ",
-                                                         handle_sigint=False)).strip()
-            except (KeyboardInterrupt, EOFError):
-                reason = ""
+                reason = (await self._ask("reason for the model (optional): ")).strip()
+            except (KeyboardInterrupt, EOFError):  # the "no" stands, without a reason; the turn stops (as in chat)
+                reason, interrupt = "", True
             if len(reason) > MAX_REASON:  # the protocol's bound: a longer one would be refused, the call left waiting
                 reason = reason[:MAX_REASON]
                 self.say(f"  [yellow]the reason was cut to {MAX_REASON} characters[/]")
             await self._request(ipc.Deny, call_id=asked.call_id, reason=reason)
+            if interrupt:
+                await self._request(ipc.Interrupt)
             return
         await self._request(ipc.Approve, call_id=asked.call_id, args_sha256=asked.args_sha256,
                             plan_digest=asked.plan_digest, scope=choice)

@@ -20,6 +20,7 @@ from prompt_toolkit import PromptSession
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.history import FileHistory, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.keys import Keys
 from rich.console import Console
 from rich.markup import escape
 
@@ -213,6 +214,13 @@ def make_prompt(history_path: str | None, keys: CtrlC | None = None) -> PromptSe
     @bindings.add("escape", "enter")
     def _newline(event: object) -> None:
         event.current_buffer.insert_text("\n")  # type: ignore[attr-defined]
+
+    @bindings.add(Keys.Vt100MouseEvent)
+    def _no_mouse(event: KeyPressEvent) -> None:
+        """No prompt here asks the terminal for mouse reports, so what parses as one was typed or pasted: an SGR
+        colour such as `ESC [ 3 1 m` reads as a mouse report without coordinates, on which prompt_toolkit's own
+        handler raised (a traceback on the screen and "Press ENTER to continue"). Dropped, as a terminal drops a
+        sequence it does not know."""
 
     if keys is not None:
         at_main = keys

@@ -112,3 +112,28 @@ def test_terminal_approvals_interrupt_and_resume(cli: StrataCLI, workspace: Path
     last = cli.show(session_id)["messages"][-1]
     assert last["role"] == "assistant" and last["content"][0]["text"] == "continued after resume"
     assert json.loads(cli.run("sessions", "--json").stdout.splitlines()[-1])["id"] == session_id
+
+
+def test_an_escape_sequence_typed_at_the_approval_question_is_no_answer_and_no_traceback(
+        cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    """An SGR colour typed or pasted (`ESC [ 3 1 m`, say from copied coloured output) parses as a mouse report
+    without coordinates, whose prompt_toolkit handler raised: a traceback on the screen and "Press ENTER to
+    continue". The prompt (agent/terminal/chat.py `make_prompt`, chat's and attach's) drops it: the question comes
+    again, and the call runs after a yes."""
+    script = write_script(tmp_path / "turns.json", [[tool_use("toolu_a", "write_file", path="a.txt", content="A\n")],
+                                                     [text("wrote a")]])
+    child = _spawn(cli, "chat", "--model", f"script:{script}", "--workspace", str(workspace))
+    child.expect(CHAT_SESSION)
+    session_id = child.match.group(1)
+    child.expect("strata>")
+    child.sendline("write a")
+    asked(child, "write_file")
+    for sequence in ("\x1b[31m", "\x1b[31mred", "\x1b[Mxyz"):
+        child.sendline(sequence)
+        child.expect(r"answer y, n or a \(Enter alone is not an answer\)")
+        child.expect(r"approve\? \[y/n/a\]")
+    assert "Press ENTER" not in child.before and "Traceback" not in child.before
+    child.sendline("y")
+    child.expect("assistant: wrote a")
+    leave_chat(child, session_id)
+    assert (workspace / "a.txt").read_text() == "A\n"
