@@ -18,6 +18,7 @@ from agent.terminal.safe_text import SafeConsole
 from core.errors import StrataError, UsageError
 from core.messages import Message
 from core.vocabulary import SessionStatus
+from memory.short_lease import unless_held_long
 
 DEFAULT_CHAT_MODEL = "anthropic"
 TIMELINE_ROWS = 30
@@ -81,9 +82,13 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
             asking = Asking(approver=TerminalApprover(console, session.ask_line, on_interrupt=session.interrupt))
             live: LiveSession
             if record is not None:
-                live = await resume_session(rt, record.id, rules=rules, model=model, max_turns=max_turns,
-                                            observer=view, listener=view, asking=asking,
-                                            without_project_hooks=waiver(without_project_hooks, "chat"))
+                # As `strata resume` does: a lease held for a moment (`strata approve|deny` recording a decision, a
+                # reconcile, a probe) is waited for; one held longer is a running session, refused in one line
+                # naming its holder (SessionActive, exit 1). resume_session raises it before anything is recorded.
+                resumed = record.id
+                live = await unless_held_long(lambda: resume_session(
+                    rt, resumed, rules=rules, model=model, max_turns=max_turns, observer=view, listener=view,
+                    asking=asking, without_project_hooks=waiver(without_project_hooks, "chat")))
                 notices(loaded)
                 _replay(console, live)
             else:
