@@ -448,6 +448,17 @@ _VIEWS_AND_TRIGGERS_10 = f"""
         """
 
 
+def _m011_unknown_receipts(conn: sqlite3.Connection) -> None:
+    """An index of the receipts whose outcome is `unknown`, by session. Every run, resume and channel turn asks for
+    its session's unknown receipts at its end (agent/loop.py `_outcome`), as do the daemon and a delegate call:
+    before, that walked every receipt of the session (the idempotency key's range; ~5,150 receipts in a 10,000-turn
+    session). A receipt becomes `unknown` only when its call's outcome cannot be known (a deadline passed, an
+    interrupt, a crash: tool_executor/_receipts.py), so it is partial: a receipt written `dispatched` and then
+    `done` or `failed` costs a commit no index write. The store's query names `status = 'unknown'` as a literal
+    (memory/read_sql.py `receipts_filter`), which SQLite sees the index's condition in when it plans the query."""
+    conn.execute("CREATE INDEX receipts_unknown ON receipts(session_id) WHERE status = 'unknown'")
+
+
 Migration = tuple[str, Callable[[sqlite3.Connection], None]]
 
 MIGRATIONS: tuple[Migration, ...] = (("001_initial", _m001_initial), ("002_timeline", _m002_timeline),
@@ -458,7 +469,18 @@ MIGRATIONS: tuple[Migration, ...] = (("001_initial", _m001_initial), ("002_timel
                                      ("007_rare_decisions", _m007_rare_decisions),
                                      ("008_packed_rows", _m008_packed_rows),
                                      ("009_packed_summaries", _m009_packed_summaries),
-                                     ("010_coded_words", _m010_coded_words))
+                                     ("010_coded_words", _m010_coded_words),
+                                     ("011_unknown_receipts", _m011_unknown_receipts))
+
+READ_AS_IS_SINCE = 10
+"""The oldest schema a reading command reads as it stands, without migrating it: the migrations after it only add
+indexes (011), which every query is right without (only slower), so a home at schema 10 that cannot be written
+(a read-only mount, a backup) is still read. A writer's open migrates it."""
+
+
+def read_as_is(version: int) -> bool:
+    """Whether a database at `version` is read without migrating it (READ_AS_IS_SINCE up to the current one)."""
+    return READ_AS_IS_SINCE <= version <= len(MIGRATIONS)
 
 
 def migrate(conn: sqlite3.Connection, path: str, now: str) -> int:

@@ -31,7 +31,7 @@ from memory._encoding import (
     unpack_snapshot,
     unpack_summary,
 )
-from memory.migrations import MIGRATIONS
+from memory.migrations import read_as_is
 from memory.read_sql import (
     SEQ_BITS,
     SEQ_MASK,
@@ -172,8 +172,8 @@ class QuickRead:
 
     @classmethod
     def open(cls, path: Path) -> QuickRead | None:
-        """The database read-only, or None when the full way must open it: no file, a schema this Strata would
-        migrate (or does not know), or any error opening it."""
+        """The database read-only, or None when the full way must open it: no file, a schema this Strata must
+        migrate before it reads it (memory/migrations.py `read_as_is`) or does not know, or any error opening it."""
         if not path.is_file():
             return None
         try:
@@ -181,7 +181,7 @@ class QuickRead:
         except sqlite3.Error:
             return None
         try:
-            if int(conn.execute("PRAGMA user_version").fetchone()[0]) == len(MIGRATIONS):
+            if read_as_is(int(conn.execute("PRAGMA user_version").fetchone()[0])):
                 return cls(conn)
         except sqlite3.Error:
             pass

@@ -94,7 +94,14 @@ def receipts_filter(session_id: str | None, status: str | None) -> tuple[str, li
     """The WHERE clause (with the word, or "") and its parameters for the receipts `strata receipts` lists: one
     session's (or all), of one status (or any). A session's by a range of the idempotency key's unique index (a key
     starts with its session id and a colon, which the store enforces): no scan of the table, and no index of its
-    own, which would cost every receipt insert another page."""
+    own, which would cost every receipt insert another page. The `unknown` ones (asked for at the end of every run,
+    resume and channel turn) through the partial index of them (migration 011), whose condition the query names as
+    a literal: SQLite proves it from the literal when it prepares the statement, where a bound value is only seen
+    by preparing it again at every execution."""
+    if status == "unknown":
+        if session_id is None:
+            return "WHERE status = 'unknown'", []
+        return "WHERE session_id = ? AND status = 'unknown'", [session_id]
     clauses, params = [], []
     if session_id is not None:
         clauses.append("idempotency_key > ? AND idempotency_key < ? AND session_id = ?")

@@ -67,7 +67,7 @@ from memory._journal import is_locked, use_wal
 from memory.chain_binding import ChainBinding, bind
 from memory.copy import SessionDump
 from memory.leases import describe
-from memory.migrations import MIGRATIONS, migrate
+from memory.migrations import MIGRATIONS, migrate, read_as_is
 from memory.read_sql import SESSION_SELECT, receipts_filter, timeline_filter
 from memory.rows import (
     ChainRecord,
@@ -218,7 +218,8 @@ class SqliteEventStore:
 
     @classmethod
     async def _open_read_only(cls, path: Path, clock: Clock, busy_timeout_ms: int) -> SqliteEventStore | None:
-        """The database opened read-only, or None when it must be opened as a writer (absent, or older schema)."""
+        """The database opened read-only, or None when it must be opened as a writer (absent, or a schema older
+        than one read as it is: memory/migrations.py `read_as_is`)."""
         where = str(path)
         # pathlib's is_file off the loop, as anyio.Path does it, without importing anyio's file module (~1 ms)
         if not await anyio.to_thread.run_sync(Path(path).is_file, abandon_on_cancel=True):
@@ -231,7 +232,7 @@ class SqliteEventStore:
             def setup(conn: sqlite3.Connection, store: SqliteEventStore = store) -> int:
                 conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
                 version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-                if version == len(MIGRATIONS):  # the chains are checked as a writer's open checks them
+                if read_as_is(version):  # the chains are checked as a writer's open checks them
                     store._binding = bind(conn, path.parent, iso(clock.now()), read_only=True)
                 return version
 
@@ -247,7 +248,7 @@ class SqliteEventStore:
                                               "a writable copy of the whole home") from None
                     continue  # no WAL to lose: the database file holds everything (immutable)
                 raise _store_error(exc, where) from None
-            if version == len(MIGRATIONS):
+            if read_as_is(version):  # current, or older only by indexes (memory/migrations.py)
                 return store
             await db.close()
             if version > len(MIGRATIONS):

@@ -13,13 +13,24 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
-from tests.cli._helpers import ALLOW_EFFECTS, assert_clean_stderr, bash_mark, events_of, strata, text, tool_use
+from tests.cli._helpers import (
+    ALLOW_EFFECTS,
+    assert_clean_stderr,
+    bash_mark,
+    events_of,
+    json_lines,
+    strata,
+    text,
+    tool_use,
+)
 from tests.conftest import StrataCLI, write_script
 
 Runner = Callable[..., subprocess.CompletedProcess[str]]
@@ -161,3 +172,32 @@ def test_a_command_that_writes_fails_in_one_line_in_a_read_only_home(cli: Strata
     errors = [line for line in proc.stderr.splitlines() if line.startswith("strata: error")]
     assert len(errors) == 1 and str(cli.home) in errors[0], proc.stderr
     assert os.path.exists(cli.home / "strata.db")
+
+
+def test_a_schema_10_home_is_read_as_it_stands_where_it_cannot_be_written(cli: StrataCLI, workspace: Path,
+                                                                          tmp_path: Path,
+                                                                          read_only: Runner) -> None:
+    """A home Strata at schema 10 left (before migration 011, which only adds the index of the unknown receipts),
+    read-only: every reading command prints what it printed at schema 11, the unknown receipts included, and
+    nothing is migrated or created (before, its open needed a migration, which a read-only home cannot take)."""
+    sid = _session(cli, workspace, tmp_path, kill=True)
+    resumed = strata(cli, "resume", sid)  # the killed run's dispatched receipts become unknown
+    assert resumed.returncode == 5, resumed.stdout + resumed.stderr
+    reads = [*_READS, ("receipts", "--status", "unknown"), ("receipts", "{sid}", "--status", "unknown", "--json")]
+    at_11 = {}
+    for args in reads:
+        proc = strata(cli, *[a.replace("{sid}", sid) for a in args])
+        assert proc.returncode == 0, (args, proc.stderr)
+        at_11[args] = proc.stdout
+    assert [r["status"] for r in json_lines(at_11[reads[-1]])] == ["unknown"]
+    with closing(sqlite3.connect(cli.home / "strata.db", isolation_level=None)) as conn:
+        conn.execute("DROP INDEX receipts_unknown")
+        conn.execute("DELETE FROM schema_migrations WHERE name = '011_unknown_receipts'")
+        conn.execute("PRAGMA user_version = 10")
+    before = _tree(cli.home)
+    for args in reads:
+        ro = read_only(*[a.replace("{sid}", sid) for a in args])
+        assert (ro.returncode, ro.stderr, ro.stdout) == (0, "", at_11[args]), args
+    assert _tree(cli.home) == before
+    with closing(sqlite3.connect(cli.home / "strata.db")) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (10,)
