@@ -352,11 +352,12 @@ class QuickRead:
             try:
                 head = json.loads(unpack_snapshot(bytes(snap[2])).partition(b"\n")[0])
                 counters = head["counters"]
-                if head.get("started") and head.get("last_seq") == snap[0] & SEQ_MASK:
+                counted = (counters["assistant_turns"], counters["tool_calls"], counters["denials"])
+                if (head.get("started") is True and head.get("last_seq") == snap[0] & SEQ_MASK
+                        and all(type(n) is int for n in counted)):  # as core/snapshot_head.py reads them
                     start = snap[0] & SEQ_MASK
-                    turns, calls, denials = (int(counters["assistant_turns"]), int(counters["tool_calls"]),
-                                             int(counters["denials"]))
-            except (ValueError, TypeError, KeyError, AttributeError):
+                    turns, calls, denials = counted
+            except (ValueError, TypeError, KeyError, AttributeError, RecursionError):  # restore folds the log
                 pass
         (more_turns, more_calls, more_denials, damaged, other_version) = self._conn.execute(
             "SELECT count(*) FILTER (WHERE kind IN (?, ?, ?, ?)), count(*) FILTER (WHERE kind IN (?, ?)), "

@@ -7,8 +7,10 @@ process (tests/_in_process_cli.py)."""
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import subprocess
+import zlib
 from pathlib import Path
 
 import pytest
@@ -192,3 +194,36 @@ def test_a_record_that_calls_an_invalid_user_file_valid_still_gets_the_full_ways
         done = cli.run("sessions", *args)
         assert done.returncode == 2 and done.stdout == "", (args, done.stdout, done.stderr)
         assert "internal error" not in done.stderr and f"file {user}, key " in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("damage", ["nested too deep", "counters as floats", "counters infinite", "counters as bools"])
+def test_a_snapshot_head_restore_ignores_is_ignored_by_the_quick_listing_too(
+        cli: StrataCLI, workspace: Path, tmp_path: Path, damage: str) -> None:
+    """A snapshot row whose head restore refuses (core/snapshot_head.py) costs the listing a fold of the log, the
+    quick way as the full way: the same counters, never an internal error (a head nested too deep raised
+    RecursionError; `Infinity` counters OverflowError) nor a float or bool counter taken as a count."""
+    user_config = cli.home / "xdg-config" / "strata" / "config.toml"
+    user_config.parent.mkdir(parents=True)
+    user_config.write_text("snapshot_every = 1\n", encoding="utf-8")
+    script = write_script(tmp_path / "turns.json", [[tool_use("t1", "read_file", path="nothing.txt")],
+                                                   [tool_use("t2", "launch_rockets")], [text("ok")]])
+    assert cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "x").returncode == 0
+    undamaged = _same_both_ways(cli, tmp_path)
+    assert [(v["turns"], v["tool_calls"], v["denials"]) for v in undamaged] == [(3, 2, 1)]
+
+    with sqlite3.connect(cli.home / "strata.db") as db:  # no strata runs now: edited in place
+        key, stored = db.execute("SELECT key, data FROM snapshots").fetchone()
+        head, newline, conversation = zlib.decompress(bytes(stored)[len(b"strata-zlib:"):]).partition(b"\n")
+        state = json.loads(head)
+        counters = state["counters"]
+        if damage == "nested too deep":
+            head = b"[" * 100_000 + head
+        else:
+            for name in ("assistant_turns", "tool_calls", "denials"):
+                counters[name] = {"counters as floats": float(counters[name]), "counters infinite": math.inf,
+                                  "counters as bools": True}[damage]
+            head = json.dumps(state, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        db.execute("UPDATE snapshots SET data = ? WHERE key = ?",
+                   (b"strata-zlib:" + zlib.compress(head + newline + conversation), key))
+
+    assert _same_both_ways(cli, tmp_path) == undamaged
