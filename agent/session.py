@@ -425,7 +425,7 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
                          max_turns: int | None = None, observer: Observer | None = None,
                          asking: Asking | None = None, listener: ModelListener | None = None,
                          prompt: str | None = None, without_project_hooks: str | None = None,
-                         kill_orphans: bool = False) -> LiveSession:
+                         kill_orphans: bool = False, leased: Callable[[], None] | None = None) -> LiveSession:
     """Take the lease (or fail with SessionActive), restore the state (the latest snapshot plus the tail of the
     log, see memory/restore.py), record the resume. The model is `model`, or `model_factory` applied to the model
     the session recorded. `prompt`, the one the caller will run with, is checked here, before anything is
@@ -433,7 +433,8 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
     (ProjectHooksMissing, agent/project_hooks.py) unless `without_project_hooks` names the person who chose so
     (then the project's hooks do not run, and the choice is recorded). A resume refused before it is recorded
     leaves the session's status as it was. `kill_orphans`: a command of the open batch that outlived its Strata
-    process is killed instead of waited for (tool_executor/orphans.py)."""
+    process is killed instead of waited for (tool_executor/orphans.py). `leased` is called once the lease is this
+    process's (before that, an interrupt leaves the session as it was: `strata resume` says so)."""
     if prompt is not None and not prompt.strip():
         raise UsageError("the prompt is empty", hint="say what the agent should do, or leave the prompt out")
     session = await rt.store.get_session(session_id)
@@ -442,6 +443,8 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
     before = session.status
     holder = new_holder(rt.ids.uuid7(), rt.clock)
     await rt.store.acquire_lease(session_id, holder, make_liveness(rt.clock), rt.clock.now())
+    if leased is not None:
+        leased()
     state: SessionState | None = None
     try:
         restored = await restore_or_report(rt.store, session_id)

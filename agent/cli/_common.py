@@ -80,6 +80,9 @@ class Command:
         self._masker: Masker | None = None
         self.session_id = ""
         """The session `session_config` resolved (a prefix or `last` made a full id)."""
+        self.took_session = False
+        """Whether this command took `session_id`'s lease (and so may have changed the session): what an interrupt
+        says of the session depends on it (agent/cli/interrupted.py)."""
         self.receipt: Receipt | None = None
         """The receipt `session_config` resolved, when it was given one."""
 

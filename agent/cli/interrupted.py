@@ -56,6 +56,10 @@ def interrupted_hints(cmd: Command) -> Callable[[], list[str]]:
         if not cmd.session_id or loaded is None:
             return []
         session_id = cmd.session_id
+        if not cmd.took_session:  # interrupted before it had the lease (waiting for another process to let go)
+            return [f"session {session_id} was not resumed: this process had not taken it, and it is as it was",
+                    f"continue it: strata resume {session_id}    see what happened: strata timeline {session_id}",
+                    "(exit code 130: interrupted by Ctrl-C)"]
 
         async def read() -> list[Receipt]:
             store = await open_store(loaded.settings, read_only=True)

@@ -137,7 +137,7 @@ def run(model_spec: str | None, workspace: Path, allow: tuple[str, ...], deny: t
             live = await start_session(rt, model=model, workspace=workspace, mode="headless", rules=rules,
                                        prompt=prompt, max_turns=settings.max_turns,
                                        observer=_observer(as_json, tally), asking=Asking(on_ask=settings.on_ask))
-            cmd.session_id = live.id
+            cmd.session_id, cmd.took_session = live.id, True
             return await _drive(live, None, as_json, tally)
 
     sys.exit(cmd.run(main, on_interrupt=interrupted_hints(cmd)).exit_code)
@@ -164,6 +164,9 @@ def resume(session_id: str, prompt: str | None, model_spec: str | None, allow: t
     cmd = Command()
     rules = cmd.rules(allow, deny)
 
+    def took() -> None:
+        cmd.took_session = True
+
     async def main() -> RunOutcome:
         loaded = await cmd.session_config(session_id=session_id, on_ask=on_ask)
         async with cmd.session_runtime(loaded) as rt:
@@ -177,7 +180,7 @@ def resume(session_id: str, prompt: str | None, model_spec: str | None, allow: t
                 observer=_observer(as_json, tally),
                 asking=Asking(on_ask=on_ask),  # type: ignore[arg-type]  # None: the session's
                 prompt=prompt, without_project_hooks=waiver(without_project_hooks, "resume"),
-                kill_orphans=kill_orphans))
+                kill_orphans=kill_orphans, leased=took))
             notices(loaded)  # once the resume goes on (a refusal says everything in its own line)
             return await _drive(live, prompt, as_json, tally)
 

@@ -7,6 +7,8 @@ chain verifies. Several rounds, each a fresh session, real processes on one real
 
 from __future__ import annotations
 
+import signal
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -114,6 +116,42 @@ def test_a_resume_of_a_session_another_process_keeps_running_is_refused_in_one_l
     assert f"session {sid} is active in another process (pid {holder.pid} on " in line, line
     assert "wait for it to finish, or stop that process" in hint, hint
     assert 2.5 < waited < 7.5, waited
+    assert not (workspace / EFFECTS_LOG).exists()
+    resumed = cli.run("resume", sid)  # the holder is gone (killed): its lease is recovered
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert (workspace / EFFECTS_LOG).read_text() == f"{marker('c1')}\n"
+
+
+def test_a_resume_interrupted_while_it_waits_for_a_lease_says_it_left_the_session_as_it_was(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """Ctrl-C while the resume waits for a lease another live process holds: exit 130, and the lines after
+    `strata: interrupted` say the session was not resumed. Before, they said it 'was stopped safely: its open
+    batch was closed and its lease released', of a session this process never took, which the holder still
+    drives. Nothing is recorded, the holder keeps its lease, and the session resumes once that process is gone."""
+    sid, workspace = _approved(cli, tmp_path)
+    holder = hold_lease(cli, sid, 30.0)
+    try:
+        with sqlite3.connect(cli.home / "strata.db") as db:
+            before = [db.execute(f"SELECT * FROM {t}").fetchall() for t in ("sessions", "events", "timeline")]
+        resume = cli.popen("resume", sid)
+        time.sleep(1.5)  # well inside SHORT_LEASE_S of its first try (or before it: the same answer)
+        resume.send_signal(signal.SIGINT)
+        out, err = resume.communicate(timeout=30)
+        assert resume.returncode == 130, out + err
+        assert "Traceback" not in err and out == "", out + err
+        assert err.splitlines()[:2] == ["strata: interrupted",
+                                        f"session {sid} was not resumed: this process had not taken it, and it is "
+                                        "as it was"], err
+        assert "stopped safely" not in err and "lease released" not in err, err
+        with sqlite3.connect(cli.home / "strata.db") as db:
+            after = [db.execute(f"SELECT * FROM {t}").fetchall() for t in ("sessions", "events", "timeline")]
+        assert after == before
+        assert holder.poll() is None
+        (row,) = [r for r in cli.json_lines("sessions", "--json") if r["id"] == sid]
+        assert row["lease_owner"]["pid"] == holder.pid, row
+    finally:
+        holder.kill()
+        holder.communicate()
     assert not (workspace / EFFECTS_LOG).exists()
     resumed = cli.run("resume", sid)  # the holder is gone (killed): its lease is recovered
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
