@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable
 from contextvars import ContextVar
 from pathlib import Path
@@ -110,17 +111,49 @@ def _resolve(workspace: Path, raw: str) -> Path:
     if "\x00" in raw:
         raise OutsideWorkspace(f"path {raw!r} contains a NUL byte")
     root = workspace_root(workspace)
-    try:
-        candidate = Path(raw).expanduser() if raw.startswith("~") else Path(raw)
-    except RuntimeError:
-        raise OutsideWorkspace(f"path {raw!r} names a home directory that cannot be resolved") from None
-    if not candidate.is_absolute():
-        candidate = root / candidate
-    resolved = os.path.realpath(candidate)
-    if not _inside(resolved, os.fspath(root)):
+    top = os.fspath(root)
+    resolved = _beneath(top, raw)
+    if resolved is None:
+        try:
+            candidate = Path(raw).expanduser() if raw.startswith("~") else Path(raw)
+        except RuntimeError:
+            raise OutsideWorkspace(f"path {raw!r} names a home directory that cannot be resolved") from None
+        if not candidate.is_absolute():
+            candidate = root / candidate
+        resolved = os.path.realpath(candidate)
+    if not _inside(resolved, top):
         shown = f"{raw!r} resolves to {resolved}" if resolved != raw else f"{raw!r}"
         raise OutsideWorkspace(f"path {shown}, which is outside the workspace {root}")
     return Path(resolved)
+
+
+def _beneath(root: str, raw: str) -> str | None:
+    """`os.path.realpath` of `raw` for the common case, walking only the part below the workspace's root: `root` is
+    already a realpath (`workspace_root`), and `raw` is relative or spelled under `root`, with no `..` and no
+    component that is a symlink now. Each component is checked with `lstat` just as `realpath` checks it (a missing
+    one is kept as written, as `realpath` does), so the answer is `realpath`'s; None when any component is `..` or a
+    symlink (or `raw` is elsewhere): the caller resolves it with `realpath`, following the link. Nothing is
+    remembered: every call walks its components afresh."""
+    if raw.startswith("/"):
+        if not raw.startswith(root if root.endswith("/") else root + "/"):
+            return None
+        raw = raw[len(root):]
+    elif raw.startswith("~"):
+        return None
+    path = root
+    for name in raw.split("/"):
+        if not name or name == ".":
+            continue
+        if name == "..":
+            return None
+        path = path + name if path.endswith("/") else path + "/" + name
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            continue  # as `realpath` (not strict): a component that cannot be read is kept as it is
+        if stat.S_ISLNK(mode):
+            return None
+    return path
 
 
 def _inside(resolved: str, root: str) -> bool:

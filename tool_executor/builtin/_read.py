@@ -81,11 +81,16 @@ def read_whole(path: Path, shown: str, stop: Stop, *, verb: str) -> bytes:
     return data
 
 
+def shows_whole(offset: int, got: int, size: int) -> bool:
+    """Whether a read of `got` bytes from `offset` shows the whole file of `size` bytes (it needs no note)."""
+    return offset == 0 and got >= size
+
+
 def read_note(shown: str, offset: int, got: int, size: int) -> str | None:
     """The first line of a read that does not show the whole file, or None when it does."""
-    end = offset + got
-    if offset == 0 and end >= size:
+    if shows_whole(offset, got, size):
         return None
+    end = offset + got
     if got == 0:
         return f"[nothing at offset {offset}: {shown} has {size} bytes]"
     more = f"; read on with offset={end}" if end < size else ""

@@ -27,7 +27,7 @@ from core.tools import (
     run_stoppable,
     skipped_note,
 )
-from tool_executor.builtin._read import READ_CAP, os_error, read_capped, read_note, read_whole
+from tool_executor.builtin._read import READ_CAP, os_error, read_capped, read_note, read_whole, shows_whole
 from tool_executor.builtin._walk import Walker
 from tool_executor.paths import OutsideWorkspace, relative_pattern_problem, resolve_in_workspace, workspace_root
 
@@ -91,6 +91,8 @@ async def read_file(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
     def run(stop: Stop) -> str:
         data, size = read_capped(path, args["path"], stop, offset=offset, limit=limit)
         text = data.decode("utf-8", errors="replace")
+        if shows_whole(offset, len(data), size):  # no note, so no workspace-relative name to show in it
+            return text
         note = read_note(_rel(ctx, path), offset, len(data), size)
         return text if note is None else f"{note}\n{text}"
 
