@@ -11,13 +11,23 @@ belongs in a child process that can be killed (tool_executor/builtin/_grep.py)."
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import weakref
 from collections.abc import Callable
 from typing import TypeVar
 
 import anyio
+import anyio.lowlevel
+import anyio.to_thread
+
+from core.tools._workers import Workers
 
 T = TypeVar("T")
+
+_WORKERS = Workers("strata-stoppable")
+_limiter: tuple[weakref.ref[asyncio.AbstractEventLoop], anyio.CapacityLimiter] | None = None
+"""anyio's default thread limiter of the last event loop that asked (looked up in its run variables otherwise)."""
 
 
 class Stopped(Exception):
@@ -39,9 +49,35 @@ class Stop:
 
 
 async def run_stoppable(work: Callable[[Stop], T]) -> T:
-    """`work(stop)` in a worker thread; a cancellation (the call's deadline, Ctrl-C) ends the wait at once."""
+    """`work(stop)` in a worker thread; a cancellation (the call's deadline, Ctrl-C) ends the wait at once.
+
+    As `anyio.to_thread.run_sync(work, stop, abandon_on_cancel=True)`: a cancelled scope raises before anything
+    starts, the work holds a token of anyio's default thread limiter while it is waited for (so no more run at once
+    than anyio lets), and the work runs in a copy of the caller's context; an abandoned thread holds no token. The
+    threads are core/tools/_workers.py's, which cost no pass of the event loop to start a job (anyio's cost two)."""
     stop = Stop()
+    loop = asyncio.get_running_loop()
+    limiter = _default_limiter(loop)
+    await anyio.lowlevel.checkpoint_if_cancelled()
     try:
-        return await anyio.to_thread.run_sync(work, stop, abandon_on_cancel=True)
+        limiter.acquire_on_behalf_of_nowait(stop)
+    except anyio.WouldBlock:
+        await limiter.acquire_on_behalf_of(stop)
+    try:
+        done: asyncio.Future[T] = loop.create_future()
+        _WORKERS.submit(done, loop, work, stop)
+        return await done
     finally:
         stop.set()
+        limiter.release_on_behalf_of(stop)
+
+
+def _default_limiter(loop: asyncio.AbstractEventLoop) -> anyio.CapacityLimiter:
+    """`anyio.to_thread.current_default_thread_limiter()` for `loop` (the running one)."""
+    global _limiter
+    known = _limiter
+    if known is not None and known[0]() is loop:
+        return known[1]
+    limiter = anyio.to_thread.current_default_thread_limiter()
+    _limiter = (weakref.ref(loop), limiter)
+    return limiter
