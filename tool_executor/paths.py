@@ -21,7 +21,8 @@ class OutsideWorkspace(ValueError):
     pass
 
 
-_ROOTS: dict[str, tuple[tuple[int, int, int], Path]] = {}
+_ROOTS: dict[str, tuple[tuple[int, int, int], Path, bool]] = {}
+"""Per workspace as given: the identity of the directory it led to, its realpath, and whether that is the same text."""
 _ROOTS_MAX = 256
 
 _Readings = dict[tuple[str, str | None], "Path | OutsideWorkspace"]
@@ -57,7 +58,8 @@ def workspace_root(workspace: Path) -> Path:
     """The workspace with every symlink resolved (`os.path.realpath`), as each check of a call needs it. A realpath
     walks every component of the path, and a call's checks need the root a few times over, so it is remembered per
     workspace and confirmed with two stats instead: the workspace and the remembered path must both still lead to
-    the very directory it was resolved to (same device, inode and change time), else it is resolved again.
+    the very directory it was resolved to (same device, inode and change time), else it is resolved again (one stat
+    when the workspace is given as its realpath: both are then the same path).
     Arguments are never remembered beyond one pass of a call's checks (`one_reading`): each is resolved afresh,
     symlinks followed (`resolve_in_workspace`)."""
     key = os.fspath(workspace)
@@ -76,14 +78,17 @@ def _workspace_root(key: str) -> Path:
     known = _ROOTS.get(key)
     if known is not None:
         here = _identity(key)
-        if here is not None and here == known[0] and _identity(known[1]) == here:
+        # A workspace given as its own realpath (the usual case: sessions record it resolved) is confirmed by that
+        # one stat: the remembered path is the same text, so a second stat would ask the same question again.
+        if here is not None and here == known[0] and (known[2] or _identity(known[1]) == here):
             return known[1]
-    root = Path(os.path.realpath(key))
+    text = os.path.realpath(key)
+    root = Path(text)
     there = _identity(root)
     if there is not None:
         if len(_ROOTS) >= _ROOTS_MAX:
             _ROOTS.clear()
-        _ROOTS[key] = (there, root)
+        _ROOTS[key] = (there, root, text == key)
     return root
 
 

@@ -134,3 +134,31 @@ def test_a_refusal_within_one_pass_is_repeated_for_every_check(tmp_path: Path) -
 
     reasons = one_reading(twice)
     assert len(reasons) == 2 and reasons[0] == reasons[1] and "outside the workspace" in reasons[0]
+
+
+def test_a_workspace_given_as_its_realpath_is_confirmed_with_one_stat_and_through_a_link_with_two(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = Path(os.path.realpath(tmp_path)) / "ws"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    stats: list[str] = []
+    stat = os.stat
+
+    def counting(path: str | os.PathLike[str], *args: object, **kw: object) -> os.stat_result:
+        stats.append(os.fspath(path))
+        return stat(path, *args, **kw)  # type: ignore[arg-type]
+
+    assert workspace_root(real) == real and workspace_root(link) == real  # both remembered
+    monkeypatch.setattr(os, "stat", counting)
+    assert workspace_root(real) == real
+    assert stats == [str(real)]
+    stats.clear()
+    assert workspace_root(link) == real
+    assert stats == [str(link), str(real)]
+    monkeypatch.undo()
+    real.rmdir()  # the same name made anew as another directory: resolved again, however it was confirmed
+    other = real.with_name("other")
+    other.mkdir()
+    real.symlink_to(other)
+    assert workspace_root(real) == other
