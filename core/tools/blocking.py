@@ -12,7 +12,6 @@ belongs in a child process that can be killed (tool_executor/builtin/_grep.py)."
 from __future__ import annotations
 
 import asyncio
-import threading
 import weakref
 from collections.abc import Callable
 from typing import TypeVar
@@ -35,16 +34,20 @@ class Stopped(Exception):
 
 
 class Stop:
-    """Raised by the waiting side when it stops waiting; checked by the work between steps."""
+    """Raised by the waiting side when it stops waiting; checked by the work between steps. A plain flag (nobody
+    waits on it, so no `threading.Event` with its condition and lock is made for every call): an attribute written
+    in one thread is read as written in another."""
+
+    __slots__ = ("_raised",)
 
     def __init__(self) -> None:
-        self._event = threading.Event()
+        self._raised = False
 
     def set(self) -> None:
-        self._event.set()
+        self._raised = True
 
     def check(self) -> None:
-        if self._event.is_set():
+        if self._raised:
             raise Stopped
 
 
