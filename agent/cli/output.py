@@ -13,7 +13,9 @@ from core.terminal_text import json_line, json_text, one_line, safe_text
 
 
 def echo(text: str = "", *, err: bool = False, nl: bool = True) -> None:
-    click.echo(safe_text(text), err=err, nl=nl)
+    # `color=True`: click would otherwise ask, for every line, whether the stream is a terminal, and strip ANSI
+    # styles from what is not; `safe_text` has left none (no ESC survives it), so stripping changes nothing.
+    click.echo(safe_text(text), err=err, nl=nl, color=True)
 
 
 def say_error(message: str, hint: str | None = None, *, listing: Sequence[str] = (),

@@ -3,7 +3,6 @@ issue)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Collection
 
 from core.events import (
@@ -19,13 +18,18 @@ from core.events import (
     ToolsChanged,
     UserMessage,
 )
+from core.json_text import encoder
 from core.messages import TextBlock
 
 _MARK = {"ok": "ok", "error": "error", "denied": "DENIED", "timeout": "TIMEOUT", "unknown": "UNKNOWN"}
 
 
+_json = encoder(ensure_ascii=False)
+"""`json.dumps(value, ensure_ascii=False)` with its C encoder built once (core/json_text.py): the same text."""
+
+
 def _short(value: object, limit: int = 90) -> str:
-    text = json.dumps(value, ensure_ascii=False)
+    text = _json(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
