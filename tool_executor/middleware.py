@@ -4,13 +4,14 @@ would slip past the policy the original call met (`bash` rewritten into `read_fi
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from core.record import record
 from core.tools import PII_ORDER, SAFETY_ORDER, ToolSpec
-from tool_executor.paths import OutsideWorkspace, resolve_in_workspace, workspace_root
+from tool_executor.paths import OutsideWorkspace, relative_text, resolved_text, workspace_root
 
 
 @record
@@ -31,17 +32,17 @@ def normalise_paths(spec: ToolSpec, args: Mapping[str, Any], workspace: Path) ->
     followed), so the handler acts on exactly what was checked and rules see one spelling."""
     if not spec.path_args:
         return None
-    root = workspace_root(workspace)
+    root = os.fspath(workspace_root(workspace))
     changed: dict[str, Any] = {}
     for name in spec.path_args:
         value = args.get(name)
         if not isinstance(value, str) or not value:
             continue  # absent, mistyped or empty: the schema check reports it (checks flag, never fix)
         try:
-            resolved = resolve_in_workspace(workspace, value)
+            resolved = resolved_text(workspace, value)
         except OutsideWorkspace:
             continue  # the scope check refuses it
-        rel = "." if resolved == root else str(resolved.relative_to(root))
+        rel = relative_text(root, resolved)
         if rel != value:
             changed[name] = rel
     if not changed:

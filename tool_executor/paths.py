@@ -25,7 +25,7 @@ _ROOTS: dict[str, tuple[tuple[int, int, int], Path, bool]] = {}
 """Per workspace as given: the identity of the directory it led to, its realpath, and whether that is the same text."""
 _ROOTS_MAX = 256
 
-_Readings = dict[tuple[str, str | None], "Path | OutsideWorkspace"]
+_Readings = dict[tuple[str, str | None], "Path | str | OutsideWorkspace"]
 _READINGS: ContextVar[_Readings | None] = ContextVar("strata_path_readings", default=None)
 _T = TypeVar("_T")
 
@@ -96,6 +96,12 @@ def resolve_in_workspace(workspace: Path, raw: str) -> Path:
     """Resolve `raw` (relative to the workspace, or absolute) following every symlink of its existing part.
     Raises OutsideWorkspace with the reason if the result leaves the workspace. Within `one_reading` the answer
     (or the refusal) for the same workspace and argument is given once and repeated."""
+    return Path(resolved_text(workspace, raw))
+
+
+def resolved_text(workspace: Path, raw: str) -> str:
+    """`resolve_in_workspace`'s answer as the text of the path (a realpath: absolute, normalised), for the checks
+    and handlers that need only its text: no `Path` is made (and none is asked for its text or parts)."""
     readings = _READINGS.get()
     if readings is None:
         return _resolve(workspace, raw)
@@ -109,10 +115,20 @@ def resolve_in_workspace(workspace: Path, raw: str) -> Path:
         readings[key] = read
     if isinstance(read, OutsideWorkspace):
         raise OutsideWorkspace(*read.args)
+    assert isinstance(read, str)
     return read
 
 
-def _resolve(workspace: Path, raw: str) -> Path:
+def relative_text(root: str, resolved: str) -> str:
+    """The workspace-relative form of `resolved` (a `resolved_text` of a workspace whose root's text is `root`):
+    `.` for the root itself, else the text below it (`str(Path(resolved).relative_to(root))`: both are realpaths,
+    whose text has no empty or `.` component, so the text below the root is that relative path's text)."""
+    if resolved == root:
+        return "."
+    return resolved[len(root):] if root.endswith("/") else resolved[len(root) + 1:]
+
+
+def _resolve(workspace: Path, raw: str) -> str:
     if "\x00" in raw:
         raise OutsideWorkspace(f"path {raw!r} contains a NUL byte")
     root = workspace_root(workspace)
@@ -129,7 +145,7 @@ def _resolve(workspace: Path, raw: str) -> Path:
     if not _inside(resolved, top):
         shown = f"{raw!r} resolves to {resolved}" if resolved != raw else f"{raw!r}"
         raise OutsideWorkspace(f"path {shown}, which is outside the workspace {root}")
-    return Path(resolved)
+    return resolved
 
 
 def _beneath(root: str, raw: str) -> str | None:

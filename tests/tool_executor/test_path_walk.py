@@ -1,7 +1,9 @@
 """A path argument below the workspace is resolved by walking only its own components from the workspace's root
 (tool_executor/paths.py `_beneath`), each checked with `lstat` as `os.path.realpath` checks it; any `..` or symlink
 sends it to `realpath` whole. The answer (or the refusal) is always the one `realpath` gives, and nothing is
-remembered between two resolutions: a component swapped for a symlink in between is followed the next time."""
+remembered between two resolutions: a component swapped for a symlink in between is followed the next time. Its
+text (`resolved_text`) is the `Path`'s text, and its workspace-relative text (`relative_text`) is the text of
+`Path.relative_to`."""
 
 from __future__ import annotations
 
@@ -12,7 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tool_executor.paths import OutsideWorkspace, resolve_in_workspace, workspace_root
+from tool_executor.paths import (
+    OutsideWorkspace,
+    relative_text,
+    resolve_in_workspace,
+    resolved_text,
+    workspace_root,
+)
 
 _NAMES = ["d", "e", "f.txt", "missing", "in_dir", "in_file", "out_dir", "out_file", "dangling", "loop", ".", "..",
           ""]
@@ -66,6 +74,13 @@ def test_a_path_below_the_workspace_resolves_as_realpath_resolves_it(
     if absolute:  # spelled under the workspace's resolved root
         raw = os.path.realpath(workspace) + "/" + raw
     assert _resolved(workspace, raw) == _as_realpath_says(workspace, raw)
+    try:
+        text = resolved_text(workspace, raw)
+    except OutsideWorkspace:
+        return
+    path, root = Path(text), workspace_root(workspace)
+    assert resolve_in_workspace(workspace, raw) == path and str(path) == text
+    assert relative_text(str(root), text) == ("." if path == root else str(path.relative_to(root)))
 
 
 @pytest.mark.parametrize("raw", ["f.txt", "d/e/f.txt", "./d//e/", "d/missing/more", "f.txt/below", "", "."])
@@ -105,3 +120,11 @@ def test_a_file_swapped_for_an_outside_symlink_is_followed_at_the_next_resolutio
     (ws / "a.txt").unlink()
     (ws / "a.txt").symlink_to(ws / "inside.txt")  # a link that stays inside is followed to its target
     assert resolve_in_workspace(ws, "a.txt") == (ws / "inside.txt").resolve()
+
+
+@pytest.mark.parametrize(("root", "resolved", "relative"), [
+    ("/ws", "/ws", "."), ("/ws", "/ws/a", "a"), ("/ws", "/ws/a/b.txt", "a/b.txt"), ("/", "/", "."),
+    ("/", "/etc/x", "etc/x"), ("//ws", "//ws/a", "a")])
+def test_the_relative_text_is_the_text_of_relative_to(root: str, resolved: str, relative: str) -> None:
+    assert relative_text(root, resolved) == relative
+    assert relative == ("." if Path(resolved) == Path(root) else str(Path(resolved).relative_to(Path(root))))

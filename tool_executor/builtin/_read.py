@@ -33,7 +33,7 @@ def _refuse_irregular(mode: int, shown: str, verb: str) -> None:
         raise ToolError(f"{shown} is not a regular file ({kind}); {verb} regular files only")
 
 
-def open_regular(path: Path, shown: str, verb: str = "read_file reads") -> int:
+def open_regular(path: Path | str, shown: str, verb: str = "read_file reads") -> int:
     """A read-only descriptor of `path`, which must be a regular file. `path` was resolved (symlinks followed) by
     the caller: a symlink put in its place since is refused (O_NOFOLLOW), and a FIFO swapped in between the
     check and the open cannot block the open (O_NONBLOCK) and is refused by the second check."""
@@ -50,7 +50,7 @@ def open_regular(path: Path, shown: str, verb: str = "read_file reads") -> int:
     return fd
 
 
-def read_capped(path: Path, shown: str, stop: Stop, *, offset: int = 0, limit: int = READ_CAP,
+def read_capped(path: Path | str, shown: str, stop: Stop, *, offset: int = 0, limit: int = READ_CAP,
                 verb: str = "read_file reads") -> tuple[bytes, int]:
     """At most `limit` bytes of `path` from `offset`, and the file's size."""
     fd = open_regular(path, shown, verb)

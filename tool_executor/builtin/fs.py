@@ -29,21 +29,32 @@ from core.tools import (
 )
 from tool_executor.builtin._read import READ_CAP, os_error, read_capped, read_note, read_whole, shows_whole
 from tool_executor.builtin._walk import Walker
-from tool_executor.paths import OutsideWorkspace, relative_pattern_problem, resolve_in_workspace, workspace_root
+from tool_executor.paths import (
+    OutsideWorkspace,
+    relative_pattern_problem,
+    relative_text,
+    resolve_in_workspace,
+    resolved_text,
+    workspace_root,
+)
 
 MAX_LIST = 1000
 
 
 def _path(ctx: ToolContext, raw: str) -> Path:
+    return Path(_path_text(ctx, raw))
+
+
+def _path_text(ctx: ToolContext, raw: str) -> str:
     try:
-        return resolve_in_workspace(ctx.workspace, raw)
+        return resolved_text(ctx.workspace, raw)
     except OutsideWorkspace as exc:
         raise ToolError(str(exc)) from None
 
 
-def _rel(ctx: ToolContext, path: Path) -> str:
-    root = workspace_root(ctx.workspace)
-    return str(path.relative_to(root)) if path != root else "."
+def _rel(ctx: ToolContext, path: Path | str) -> str:
+    """The workspace-relative form of a path `_path` (or `_path_text`) resolved."""
+    return relative_text(os.fspath(workspace_root(ctx.workspace)), os.fspath(path))
 
 
 def _umask() -> int:
@@ -85,7 +96,7 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 async def read_file(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-    path = _path(ctx, args["path"])
+    path = _path_text(ctx, args["path"])
     offset, limit = int(args.get("offset", 0)), int(args.get("limit", READ_CAP))
 
     def run(stop: Stop) -> str:

@@ -16,7 +16,7 @@ from tool_executor.paths import (
     in_project_dir,
     names_project_dir,
     relative_pattern_problem,
-    resolve_in_workspace,
+    resolved_text,
 )
 from tool_executor.verdicts import Deny, Pass, Verdict
 
@@ -30,11 +30,11 @@ def check_scope(spec: ToolSpec, args: Mapping[str, Any], workspace: Path) -> Ver
         if not isinstance(value, str):
             continue  # absent or mistyped: the schema check reports it
         try:
-            resolved = resolve_in_workspace(workspace, value)
+            resolved = resolved_text(workspace, value)
         except OutsideWorkspace as exc:
             reasons.append(f"{name}: {exc}")
             continue
-        if spec.safety != "read" and in_project_dir(workspace, resolved):
+        if spec.safety != "read" and in_project_dir(workspace, Path(resolved)):
             reasons.append(f"{name}: path {value!r} is in the project's {PROJECT_DIR}/ directory; {_WHY}")
     command = args.get(spec.primary_arg) if spec.primary_kind == "command" and spec.primary_arg else None
     if isinstance(command, str) and names_project_dir(command):
