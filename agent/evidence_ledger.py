@@ -40,7 +40,7 @@ from agent.loop import Observer
 from agent.timeline_rows import AttemptTee, attempt_row
 from config.ledger_files import HEADS_SUFFIX
 from config.private_files import open_private, private_dir
-from core.chain import ChainHead
+from core.chain import ChainHead, same_head
 from core.clock import Clock, iso
 from core.events import StoredEvent
 from core.hashing import canonical_json, sha256_text
@@ -136,7 +136,7 @@ class EvidenceLedger:
     def note_head(self, head: ChainHead) -> None:
         """A commit made outside the loop (a reconcile, a decision, a fork) left `head`: it goes to the writer,
         after whatever is queued already, so the heads file's last line stays the newest (never raises)."""
-        if head == self._last_head:
+        if same_head(head, self._last_head):
             return
         self._last_head = head
         if self._writer_started(0):
@@ -162,7 +162,7 @@ class EvidenceLedger:
             head = self.head() if self.head is not None else None
         except Exception:
             return None
-        if head is None or head == self._last_head:
+        if head is None or same_head(head, self._last_head):
             return None
         self._last_head = head
         return head

@@ -75,6 +75,35 @@ class ChainHead(BaseModel):
 
 
 EMPTY_HEAD = ChainHead(events_seq=0, events_hash=GENESIS_HASH, timeline_seq=0, timeline_hash=GENESIS_HASH)
+_HEAD_FIELDS = frozenset(ChainHead.model_fields)
+_set = object.__setattr__
+
+
+def chain_head(events_seq: int, events_hash: str, timeline_seq: int, timeline_hash: str) -> ChainHead:
+    """`ChainHead(events_seq=..., events_hash=..., timeline_seq=..., timeline_hash=...)`, as validating these values
+    builds it (the same `__dict__`, every field set, no extra, no private values), without the validation when each
+    is exactly an int or a str as its field wants (a store's head after each commit, which the evidence ledger asks
+    for at every commit); anything else is validated, as always. tests/core/test_chain_head.py holds the two
+    equal."""
+    if (type(events_seq) is int and type(events_hash) is str and type(timeline_seq) is int
+            and type(timeline_hash) is str):
+        head = ChainHead.__new__(ChainHead)
+        _set(head, "__dict__", {"events_seq": events_seq, "events_hash": events_hash, "timeline_seq": timeline_seq,
+                                "timeline_hash": timeline_hash})
+        _set(head, "__pydantic_fields_set__", set(_HEAD_FIELDS))
+        _set(head, "__pydantic_extra__", None)
+        _set(head, "__pydantic_private__", None)
+        return head
+    return ChainHead(events_seq=events_seq, events_hash=events_hash, timeline_seq=timeline_seq,
+                     timeline_hash=timeline_hash)
+
+
+def same_head(a: ChainHead, b: ChainHead | None) -> bool:
+    """`a == b` for two heads (a ChainHead has no private or extra values: its fields are the whole of it), compared
+    field by field instead of through pydantic's `__eq__`."""
+    return b is not None and (a is b or (a.events_seq == b.events_seq and a.events_hash == b.events_hash
+                                         and a.timeline_seq == b.timeline_seq
+                                         and a.timeline_hash == b.timeline_hash))
 
 
 class EventChainRow(BaseModel):

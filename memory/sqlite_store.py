@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from config.ledger_files import HEADS_SUFFIX, LEDGER_DIR
 from config.private_files import create_private, private_dir
-from core.chain import GENESIS_HASH, ChainHead, ChainKey, EventChainRow, event_canonical
+from core.chain import GENESIS_HASH, ChainHead, ChainKey, EventChainRow, chain_head, event_canonical
 from core.clock import Clock, SystemClock, iso
 from core.errors import (
     DamagedEvent,
@@ -384,8 +384,7 @@ class SqliteEventStore:
         events, timeline = self._event_head.get(session_id), self._timeline_head.get(session_id)
         if events is None or timeline is None:
             return None
-        return ChainHead(events_seq=events[0], events_hash=events[1], timeline_seq=timeline[0],
-                         timeline_hash=timeline[1])
+        return chain_head(events[0], events[1], timeline[0], timeline[1])
 
     @staticmethod
     def _put_snapshot(conn: sqlite3.Connection, base: int, last_seq: int, snap: Snapshot, at: str) -> None:
