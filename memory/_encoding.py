@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from core.clock import iso
+
 GENESIS_HASH = "0" * 64
 """core/chain.py's, repeated here so the quick read of the command line (memory/quick_read.py, which imports the
 migrations) stays free of pydantic; tests/memory/test_packed_rows_migration.py holds them equal."""
@@ -69,7 +71,7 @@ def unpack_time(value: object) -> str:
     """A stored time as the canonical ISO text it stands for (text stays as it is)."""
     if type(value) is int:
         try:
-            return (_EPOCH + timedelta(microseconds=value)).isoformat(timespec="microseconds")
+            return iso(_EPOCH + timedelta(microseconds=value))
         except OverflowError:
             return str(value)
     return value if type(value) is str else str(value)
