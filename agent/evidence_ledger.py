@@ -37,7 +37,7 @@ import anyio
 import structlog
 
 from agent.loop import Observer
-from agent.timeline_rows import AttemptTee, attempt_row
+from agent.timeline_rows import AttemptTee, attempt_row, plain_attempt
 from config.ledger_files import HEADS_SUFFIX
 from config.private_files import open_private, private_dir
 from core.chain import ChainHead, same_head
@@ -369,14 +369,22 @@ def _call_row(record: CallRecord, masker: Masker) -> dict[str, Any]:
 
 
 def _attempt_row(attempt: ModelAttempt, turn: int, masker: Masker) -> dict[str, Any]:
-    """The ledger's projection of a model attempt (the timeline's is its typed row: the usage is that row's)."""
-    typed = attempt_row(attempt, turn, masker)
+    """The ledger's projection of a model attempt (the timeline's is its typed row: the duration and usage are that
+    row's, taken without building it when its fields are of the exact types it keeps: `plain_attempt`)."""
+    duration: float | None
+    usage: dict[str, Any] | None
+    plain = plain_attempt(attempt, turn)
+    if plain is None:
+        typed = attempt_row(attempt, turn, masker)
+        duration, usage = typed.duration_ms, None if typed.usage is None else typed.usage.model_dump()
+    else:
+        duration, usage = plain
     return {"kind": "model_attempt", "turn": turn, "attempt": attempt.number, "outcome": attempt.outcome,
             "error_kind": attempt.error_kind, "status_code": attempt.status_code,
             "request_id": masker.mask(attempt.request_id) if attempt.request_id else None,
-            "duration_ms": typed.duration_ms, "retry_after_s": attempt.retry_after_s,
+            "duration_ms": duration, "retry_after_s": attempt.retry_after_s,
             "delay_s": attempt.delay_s, "message": masker.excerpt(attempt.message, EXCERPT_CHARS),
-            "usage": None if typed.usage is None else typed.usage.model_dump()}
+            "usage": usage}
 
 
 def excerpt(masker: Masker, text: str, limit: int = EXCERPT_CHARS) -> str:

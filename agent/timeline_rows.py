@@ -57,11 +57,10 @@ def attempt_row(attempt: ModelAttempt, turn: int, masker: Masker) -> ModelAttemp
 _OUTCOMES = frozenset({"ok", "retry", "error"})
 
 
-def _plain_attempt_entry(attempt: ModelAttempt, turn: int, masker: Masker) -> TimelineEntry | None:
-    """`attempt_row(...).entry()` without the typed rows (ModelAttemptRow and Usage, three pydantic models a model
-    turn) when every field already has exactly the type those rows would keep unchanged (an int where they want an
-    int, a float where they want a float: the adapters' usual output); None otherwise, and the typed row is built,
-    converting or refusing as it always did. The same entry, field for field (tests/agent/test_timeline_rows.py)."""
+def plain_attempt(attempt: ModelAttempt, turn: int) -> tuple[float, dict[str, int] | None] | None:
+    """What `attempt_row(attempt, turn, ...)` keeps of the attempt's duration and usage (`duration_ms`, and
+    `usage.model_dump()` or None), when every field already has exactly the type the typed rows would keep
+    unchanged; None otherwise (the typed row must be built: it converts or refuses)."""
     a, u = attempt, attempt.usage
     duration = round(a.duration_ms, 3)
     if not (type(turn) is int and type(a.number) is int and type(a.outcome) is str and a.outcome in _OUTCOMES
@@ -78,6 +77,18 @@ def _plain_attempt_entry(attempt: ModelAttempt, turn: int, masker: Masker) -> Ti
                  "cache_read_tokens": u.cache_read_tokens, "cache_write_tokens": u.cache_write_tokens}
         if any(type(v) is not int for v in usage.values()):
             return None
+    return duration, usage
+
+
+def _plain_attempt_entry(attempt: ModelAttempt, turn: int, masker: Masker) -> TimelineEntry | None:
+    """`attempt_row(...).entry()` without the typed rows (ModelAttemptRow and Usage, three pydantic models a model
+    turn) when every field already has exactly the type those rows would keep unchanged (an int where they want an
+    int, a float where they want a float: the adapters' usual output); None otherwise, and the typed row is built,
+    converting or refusing as it always did. The same entry, field for field (tests/agent/test_timeline_rows.py)."""
+    plain = plain_attempt(attempt, turn)
+    if plain is None:
+        return None
+    a, (duration, usage) = attempt, plain
     return attempt_entry(turn, a.number, a.outcome, masker.mask(a.message or a.outcome), duration_ms=duration,
                          error_kind=a.error_kind, status_code=a.status_code, request_id=a.request_id,
                          retry_after_s=a.retry_after_s, delay_s=a.delay_s, usage=usage)
