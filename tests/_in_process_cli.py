@@ -3,7 +3,8 @@ real `strata` command group (agent/cli/main.py) through click's test runner, wit
 directory a `StrataCLI` would give a `strata` process. For checks of what a command prints and its exit status when
 being a process of its own is not what is tested: each such process costs 0.15-0.30 s of CPU, most of it importing
 the command, which a worker does once. Every command keeps whole-process tests elsewhere (its exit codes, stderr,
-what the quick way imports, signals).
+what the quick way imports, signals). Likewise a command that only makes the state a test reads back (a set-up
+`strata run`, `resume`, `approve`, `fork`: `set_up_in_process`), with the real runtime and store.
 
 What a command leaves behind in the process is undone after it, so the tests after it on the same worker see the
 worker as it was: the environment and the working directory, the logging set up (the full setup, the one deferred
@@ -80,6 +81,18 @@ def _run(args: list[str], cli: StrataCLI, env: dict[str, str] | None) -> subproc
         root.handlers, root.level = handlers, level
         logging_setup.full_way.verbose = logging_setup.full_way.deferred = False
     return subprocess.CompletedProcess(["strata", *args], code, stdout.decode(), stderr.decode())
+
+
+def set_up_in_process(cli: StrataCLI, *args: str,
+                      env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`cli.run(*args)` in this process for a command that makes the state a test then checks (`run`, `resume`,
+    `approve`, `deny`, `fork`, `reconcile`), where that state is what the test is about and the command being a
+    process of its own is not: the real command group and runtime, the same store, the same rows (guarded by
+    tests/cli/test_in_process_setup.py), without the ~0.3-0.45 s of CPU a `strata run` process costs, most of it
+    importing the command, which a worker does once. Only for a command that ends by itself: one a test kills,
+    interrupts or signals, or watches as it runs, is a process of its own (`cli.run`, `cli.popen`). Held under
+    ENVIRON_LOCK as a reading is, so a thread of the test that starts a `strata` meanwhile waits for it."""
+    return run_in_process(cli, *args, env=env)
 
 
 def json_lines_in_process(cli: StrataCLI, *args: str) -> list[dict[str, Any]]:

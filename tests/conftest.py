@@ -87,12 +87,58 @@ def _save_generated_code() -> None:
     """The same for the methods `dataclasses` generates (agent/cli/startup_code.py): a `strata` process saves the
     ones it compiled only where Python writes bytecode, so under PYTHONDONTWRITEBYTECODE each of them compiled
     them all again (~250 functions, about 18 ms of CPU each start). One process that imports every product module
-    saves them before the tests start."""
+    saves them before the tests start.
+
+    That process costs ~2.5 s of CPU, and every pytest started paid it: each run of a single test file, and the
+    pytest processes some tests start (tests/test_system_programs.py). So it runs only when what it saves could
+    have changed since it last ran here: another Python or environment, a product file added, edited or removed, a
+    package installed or removed, or a saved file gone (`_generated_code_stamp`). A saved file that lacks a source
+    costs only speed, never correctness: the code is keyed by its whole source (core/code_cache.py), and a start
+    compiles what the file lacks."""
+    stamp, mark = _generated_code_stamp()
+    if mark is not None and _read_text(mark) == stamp:
+        return
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(REPO)
     done = subprocess.run([sys.executable, "-c", _GENERATE, *PRODUCT_PACKAGES], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+    stamp, mark = _generated_code_stamp()
+    if mark is not None:
+        tmp = mark.with_name(f"{mark.name}.{os.getpid()}.tmp")
+        tmp.write_text(stamp, encoding="utf-8")
+        tmp.replace(mark)  # atomic: a pytest starting meanwhile reads the old stamp or the new one
+
+
+def _generated_code_stamp() -> tuple[str, Path | None]:
+    """What the saved start-up code depends on, as one line, and the file beside it that holds the line as of the
+    last generation (None where Python keeps no such file, or a saved file is missing: generate again)."""
+    import hashlib
+    import site
+
+    from core import code_cache, pattern_cache
+
+    saved = [code_cache.default_path(), pattern_cache.default_path()]
+    if any(path is None or not path.is_file() for path in saved):
+        return "", None
+    digest = hashlib.sha256(f"{sys.version}\0{sys.executable}\0{sys.pycache_prefix}\0".encode())
+    for package in PRODUCT_PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            info = path.stat()
+            digest.update(f"{path.relative_to(REPO)}\0{info.st_mtime_ns}\0{info.st_size}\0".encode())
+    for packages_dir in site.getsitepackages():  # a package installed or removed changes its directory
+        with_time = os.stat(packages_dir).st_mtime_ns if os.path.isdir(packages_dir) else 0
+        digest.update(f"{packages_dir}\0{with_time}\0".encode())
+    first = saved[0]
+    assert first is not None
+    return digest.hexdigest(), first.with_name(first.name.replace(".marshal", ".tests-stamp"))
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return None
 
 
 @pytest.fixture

@@ -130,6 +130,17 @@ def strata_read(cli: StrataCLI, *args: str) -> subprocess.CompletedProcess[str]:
     return proc
 
 
+def strata_set_up(cli: StrataCLI, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`strata(cli, *args)` for a command that makes the state a test then checks (a `run`, `resume`, decision or
+    fork whose process is not what the test is about), run in this process (tests/_in_process_cli.py
+    `set_up_in_process`): whatever it exits with, its stderr never carries a traceback."""
+    from tests._in_process_cli import set_up_in_process
+
+    proc = set_up_in_process(cli, *args, env=env)
+    assert_clean_stderr(proc)
+    return proc
+
+
 PEAK_RSS_LAUNCHER = (
     "import os, resource, sys\n"
     "limit = int(sys.argv[2])\n"

@@ -15,13 +15,25 @@ from typing import Any
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process, show_in_process
 from tests.cli._groups import finish, wait_for
-from tests.cli._helpers import error_lines, json_lines, result_line, strata, strata_json, text, tool_use
+from tests.cli._helpers import (
+    error_lines,
+    result_line,
+    strata,
+    strata_json,
+    strata_read,
+    strata_set_up,
+    text,
+    tool_use,
+)
 from tests.conftest import StrataCLI, write_script
 
 
 def _run(cli: StrataCLI, workspace: Path, script: Path, *args: str, prompt: str = "go") -> tuple[str, Any]:
-    proc = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), *args, "--json", prompt)
+    """A session these tests then name, decide on or fork: made in this process (tests/_in_process_cli.py)."""
+    proc = strata_set_up(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), *args, "--json",
+                         prompt)
     result = result_line(proc.stdout)
     assert result is not None, proc.stderr
     return result["session_id"], proc
@@ -133,9 +145,10 @@ def test_last_names_the_most_recently_updated_session(cli: StrataCLI, workspace:
     twice = write_script(tmp_path / "twice.json", [[text("hello")], [text("again")]])
     older, _ = _run(cli, workspace, twice)
     newer, _ = _run(cli, workspace, twice)
-    assert cli.show("last")["session"]["id"] == newer
-    assert strata(cli, "resume", older, "again").returncode == 0  # the older one is now the most recently updated
-    assert cli.show("last")["session"]["id"] == older
+    assert show_in_process(cli, "last")["session"]["id"] == newer
+    # the older one is now the most recently updated
+    assert strata_set_up(cli, "resume", older, "again").returncode == 0
+    assert show_in_process(cli, "last")["session"]["id"] == older
 
 
 # -- approvals ----------------------------------------------------------------------------------------------------
@@ -146,10 +159,13 @@ PARKED = [[text("Two writes."), tool_use("call_alpha_1", "write_file", path="a.t
 
 
 def _parked(cli: StrataCLI, workspace: Path, tmp_path: Path) -> str:
+    """A session parked on PARKED's two writes, made in this process (tests/_in_process_cli.py): what the run
+    prints is the process's (tests/cli/test_in_process_setup.py)."""
     script = write_script(tmp_path / "parked.json", PARKED)
-    proc = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--on-ask", "park", "go")
+    proc = strata_set_up(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--on-ask", "park",
+                         "go")
     assert proc.returncode == 4, proc.stderr
-    sid = json_lines(strata(cli, "sessions", "--json").stdout)[-1]["id"]
+    sid = json_lines_in_process(cli, "sessions", "--json")[-1]["id"]
     assert f"strata approve {sid} --all" in proc.stdout
     assert "PROMPT" not in proc.stdout  # no "resume with a prompt" while calls wait for a decision
     assert f"once every call is decided: strata resume {sid}" in proc.stdout
@@ -165,7 +181,7 @@ def test_approve_all_decides_every_waiting_call_at_once(cli: StrataCLI, workspac
                                         f"continue it: strata resume {sid}"]
     again = strata(cli, "approve", sid, "--all")
     assert again.returncode == 2 and "no call waiting" in again.stderr
-    resumed = strata(cli, "resume", sid)
+    resumed = strata_set_up(cli, "resume", sid)  # the approvals carried out
     assert resumed.returncode == 0, resumed.stderr
     assert (workspace / "a.txt").read_text() == "a\n" and (workspace / "b.txt").read_text() == "b\n"
 
@@ -216,7 +232,7 @@ def test_ctrl_c_names_the_receipt_when_another_session_awaits_a_decision_on_the_
         assert done.returncode == 130, done.stderr
         errs.append(done.stderr)
     assert "strata reconcile c1 --applied|--not-applied" in errs[0]
-    second = [r for r in strata_json(cli, "receipts", "--json") if r["status"] == "unknown"][-1]
+    second = [r for r in json_lines_in_process(cli, "receipts", "--json") if r["status"] == "unknown"][-1]
     assert f"strata reconcile {second['id']} --applied|--not-applied" in errs[1], errs[1]
     assert strata(cli, "reconcile", second["id"], "--not-applied").returncode == 0
 
@@ -235,7 +251,7 @@ def test_ctrl_c_exits_130_naming_resume_and_reconcile_with_the_call_id(cli: Stra
                                                                        tmp_path: Path) -> None:
     done = _interrupted(cli, workspace, tmp_path, "toolu_slow_01", "echo started >> started; sleep 30")
     assert done.returncode == 130, done.stderr
-    sid = json_lines(strata(cli, "sessions", "--json").stdout)[-1]["id"]
+    sid = json_lines_in_process(cli, "sessions", "--json")[-1]["id"]
     err = done.stderr
     assert "strata: interrupted" in err and "Traceback" not in err
     assert "call toolu_slow_01 (bash) had started" in err and "outcome is unknown" in err
@@ -247,14 +263,14 @@ def test_ctrl_c_exits_130_naming_resume_and_reconcile_with_the_call_id(cli: Stra
     reconciled = strata(cli, "reconcile", "toolu_slo", "--not-applied")
     assert reconciled.returncode == 0, reconciled.stderr
     assert ": unknown -> not applied" in reconciled.stdout.splitlines()[0]
-    (receipt,) = strata_json(cli, "receipts", sid, "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", sid, "--json")
     assert (receipt["status"], receipt["reads"]) == ("failed", "not applied")
-    assert " not applied " in strata(cli, "receipts", sid).stdout
+    assert " not applied " in strata_read(cli, "receipts", sid).stdout
     # show and sessions count the same unknown outcomes after the reconcile
-    listed = next(s for s in strata_json(cli, "sessions", "--json") if s["id"] == sid)
-    shown = cli.show(sid)["session"]
+    listed = next(s for s in json_lines_in_process(cli, "sessions", "--json") if s["id"] == sid)
+    shown = show_in_process(cli, sid)["session"]
     assert listed["unknown_receipts"] == shown["unknown_receipts"] == 0
-    assert "unknown outcomes 0 (1 reconciled since)" in strata(cli, "show", sid).stdout
+    assert "unknown outcomes 0 (1 reconciled since)" in strata_read(cli, "show", sid).stdout
 
 
 def test_an_interrupted_command_that_printed_says_how_much_and_stays_unknown(cli: StrataCLI, workspace: Path,
@@ -262,8 +278,8 @@ def test_an_interrupted_command_that_printed_says_how_much_and_stays_unknown(cli
     done = _interrupted(cli, workspace, tmp_path, "toolu_talk_01", "echo hello; echo started >> started; sleep 30")
     assert done.returncode == 130, done.stderr
     assert "the command was killed after it had printed 6 bytes; its whole process group is gone" in done.stderr
-    sid = json_lines(strata(cli, "sessions", "--json").stdout)[-1]["id"]
-    (receipt,) = strata_json(cli, "receipts", sid, "--json")
+    sid = json_lines_in_process(cli, "sessions", "--json")[-1]["id"]
+    (receipt,) = json_lines_in_process(cli, "receipts", sid, "--json")
     assert receipt["status"] == "unknown"  # the verdict informs the person; it decides nothing
     assert "what is known: the command was killed after it had printed 6 bytes" in receipt["note"]
 
