@@ -412,10 +412,13 @@ class ScriptCLI(StrataCLI):
 
 
 def scripted_session(cli: StrataCLI, scripts: Path, prompt: str = "hello") -> str:
-    """One session made by a real `strata run` with an empty script (past its end the scripted model gives one short
-    final answer); its id. The script is written in `scripts`."""
+    """One session made by `strata run` with an empty script (past its end the scripted model gives one short final
+    answer), in this process (tests/_in_process_cli.py `set_up_in_process`): what the tests that call this check
+    is what is done with the session, not the run; its id. The script is written in `scripts`."""
+    from tests._in_process_cli import set_up_in_process
+
     script = write_script(scripts / "script.json", [])
-    proc = cli.run("run", "--json", "--model", f"script:{script}", prompt)
+    proc = set_up_in_process(cli, "run", "--json", "--model", f"script:{script}", prompt)
     assert proc.returncode == 0, proc.stderr
     return str((result_line(proc.stdout) or {})["session_id"])
 

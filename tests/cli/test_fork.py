@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests._in_process_cli import show_in_process
+from tests._in_process_cli import json_lines_in_process, show_in_process
 from tests._terminal import CHAT_SESSION, answer, leave_chat
 from tests.cli._helpers import (
     ALLOW_EFFECTS,
@@ -21,11 +21,12 @@ from tests.cli._helpers import (
     effect_counts,
     error_lines,
     events_of,
-    json_lines,
     marker,
     result_line,
     strata,
     strata_json,
+    strata_read,
+    strata_set_up,
     text,
     tool_use,
 )
@@ -49,9 +50,10 @@ class Parent:
 
 @pytest.fixture
 def parent(cli: StrataCLI, workspace: Path, tmp_path: Path) -> Parent:
+    """The session the tests fork: made in this process (tests/_in_process_cli.py), the forks are processes."""
     script = write_script(tmp_path / "script.json", TURNS)
-    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), *ALLOW_EFFECTS, "--json",
-                 "mark twice")
+    run = strata_set_up(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), *ALLOW_EFFECTS,
+                        "--json", "mark twice")
     assert run.returncode == 0, run.stderr
     events = events_of(run.stdout)
     return Parent(cli, workspace, events[0]["session_id"], events)
@@ -64,8 +66,9 @@ def fork_json(p: Parent, seq: int) -> dict[str, Any]:
 
 def state_of(cli: StrataCLI, session_id: str) -> dict[str, Any]:
     """Everything `strata` can tell about a session: show, timeline and receipts."""
-    return {"show": show_in_process(cli, session_id), "timeline": strata_json(cli, "timeline", session_id, "--json"),
-            "receipts": strata_json(cli, "receipts", session_id, "--json")}
+    return {"show": show_in_process(cli, session_id),
+            "timeline": json_lines_in_process(cli, "timeline", session_id, "--json"),
+            "receipts": json_lines_in_process(cli, "receipts", session_id, "--json")}
 
 
 def test_fork_copies_the_log_up_to_a_batch_boundary(parent: Parent) -> None:
@@ -82,17 +85,17 @@ def test_fork_copies_the_log_up_to_a_batch_boundary(parent: Parent) -> None:
     assert view["messages"] == original["messages"][:3]
     assert (view["session"]["last_seq"], view["session"]["turns"], view["open_batch"]) == (at, 1, None)
     assert view["session"]["parent_id"] == parent.session_id
-    listed = {s["id"]: s for s in strata_json(parent.cli, "sessions", "--json")}
+    listed = {s["id"]: s for s in json_lines_in_process(parent.cli, "sessions", "--json")}
     assert listed[new]["parent_id"] == parent.session_id and listed[new]["status"] == "idle"
-    assert strata_json(parent.cli, "receipts", new, "--json") == []
-    (row,) = strata_json(parent.cli, "timeline", new, "--json")
+    assert json_lines_in_process(parent.cli, "receipts", new, "--json") == []
+    (row,) = json_lines_in_process(parent.cli, "timeline", new, "--json")
     assert (row["kind"], row["outcome"], row["data"]["parent_id"], row["data"]["fork_seq"]) == (
         "lifecycle", "forked", parent.session_id, at)
-    assert strata(parent.cli, "timeline", new, "--verify").returncode == 0
+    assert strata_read(parent.cli, "timeline", new, "--verify").returncode == 0
     with closing(sqlite3.connect(parent.cli.home / "strata.db")) as conn:
         assert conn.execute("SELECT parent_id, fork_seq FROM sessions WHERE id = ?", (new,)).fetchone() == (
             parent.session_id, at)
-    started = strata_json(parent.cli, "export", new, "--format", "jsonl")[1]
+    started = json_lines_in_process(parent.cli, "export", new, "--format", "jsonl")[1]
     assert (started["kind"], started["session_id"], started["parent_id"]) == ("session_started", new,
                                                                            parent.session_id)
 
@@ -118,7 +121,7 @@ def test_resumed_fork_continues_from_the_fork_point_without_rerunning_effects(pa
     assert messages[2]["content"] == [*original[2]["content"], {"type": "text", "text": "carry on"}]
     assert [b.get("id") for b in messages[3]["content"] if b["type"] == "tool_use"] == ["b1", "b2"]
     assert messages[-1] == {"role": "assistant", "content": [{"type": "text", "text": "done"}]}
-    assert [r["call_id"] for r in strata_json(parent.cli, "receipts", new, "--json")] == ["b1", "b2"]
+    assert [r["call_id"] for r in json_lines_in_process(parent.cli, "receipts", new, "--json")] == ["b1", "b2"]
     assert state_of(parent.cli, parent.session_id) == before
 
 
@@ -128,7 +131,7 @@ def test_fork_inside_an_open_batch_is_a_usage_error(parent: Parent) -> None:
     proposed = parent.seq_of("batch_proposed", 1)
     closed = parent.seq_of("batch_completed", 1)
     previous = parent.seq_of("batch_completed", 0)
-    sessions = strata_json(parent.cli, "sessions", "--json")
+    sessions = json_lines_in_process(parent.cli, "sessions", "--json")
     for inside in (proposed, proposed + 1):
         proc = strata(parent.cli, "fork", parent.session_id, "--at-event", str(inside))
         assert proc.returncode == 2, proc.stderr
@@ -136,7 +139,7 @@ def test_fork_inside_an_open_batch_is_a_usage_error(parent: Parent) -> None:
         assert f"seq {inside}" in line and "is open there" in line, line
         assert f"seq {previous} and seq {closed}" in line, line
         assert f"--at-event {closed}" in proc.stderr
-    assert strata_json(parent.cli, "sessions", "--json") == sessions
+    assert json_lines_in_process(parent.cli, "sessions", "--json") == sessions
 
 
 @pytest.mark.parametrize("seq", ["0", "999"])
@@ -163,7 +166,7 @@ def test_fork_prints_how_to_resume(parent: Parent) -> None:
     proc = strata(parent.cli, "fork", parent.session_id, "--at-event", str(last))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    new = json_lines(strata(parent.cli, "sessions", "--json").stdout)[-1]["id"]
+    new = json_lines_in_process(parent.cli, "sessions", "--json")[-1]["id"]
     assert lines[0].startswith(f"forked session {parent.session_id} at event {last} into {new}")
     assert lines[1] == f"resume it: strata resume {new} PROMPT"
     assert show_in_process(parent.cli, new)["session"]["ended"] == "completed"
@@ -205,8 +208,8 @@ def test_fork_at_the_end_of_an_unfinished_turn_is_a_usage_error(cli: StrataCLI, 
     the last point before it, and creates no session: before, it forked silently at the end of turn T-1, a fork
     without the turn that was asked for."""
     script = write_script(tmp_path / "park.json", [[text("p"), bash_mark("p1")], [text("after")]])
-    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--on-ask", "park",
-                 "--json", "park me")
+    run = strata_set_up(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--on-ask", "park",
+                        "--json", "park me")
     assert run.returncode == 4, run.stderr
     sid = str((result_line(run.stdout) or {})["session_id"])
     fork = strata(cli, "fork", sid, "--at-turn", "1")
@@ -214,5 +217,5 @@ def test_fork_at_the_end_of_an_unfinished_turn_is_a_usage_error(cli: StrataCLI, 
     (line,) = error_lines(fork.stderr)
     assert "turn 1" in line and "has not ended" in line and "the last point before it is event 2" in line, line
     assert "Traceback" not in fork.stderr and "--points" in fork.stderr
-    assert [s["id"] for s in strata_json(cli, "sessions", "--json")] == [sid]
+    assert [s["id"] for s in json_lines_in_process(cli, "sessions", "--json")] == [sid]
     assert strata(cli, "fork", sid, "--at-turn", "0").returncode == 0  # the turn before it is still a fork point

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._in_process_cli import run_in_process
+from tests._in_process_cli import run_in_process, set_up_in_process
 from tests.cli._helpers import QUICK_NEVER, result_line, run_noting_modules, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -72,22 +72,22 @@ def _make_sessions(cli: StrataCLI, tmp_path: Path) -> dict[str, str]:
         [tool_use("t5", "write_file", path="c.txt", content="c")],
         [text("done")],
     ])
-    run = cli.run("run", "--model", f"script:{busy}", "--workspace", str(ws), "--deny", "bash(rm*)", "--allow",
-                  "write_file", "--json", f"write, then tell {SECRET}")
+    run = set_up_in_process(cli, "run", "--model", f"script:{busy}", "--workspace", str(ws), "--deny", "bash(rm*)",
+                            "--allow", "write_file", "--json", f"write, then tell {SECRET}")
     assert run.returncode == 0, run.stderr
     ids = {"busy": str((result_line(run.stdout) or {})["session_id"])}
     parked = write_script(tmp_path / "parked.json", [[tool_use("w1", "write_file", path="d.txt", content="d")],
                                                      [text("ok")]])
-    run = cli.run("run", "--model", f"script:{parked}", "--workspace", str(ws), "--on-ask", "park", "--json",
-                  "write d")
+    run = set_up_in_process(cli, "run", "--model", f"script:{parked}", "--workspace", str(ws), "--on-ask", "park",
+                            "--json", "write d")
     assert run.returncode == 4, run.stderr
     ids["parked"] = str((result_line(run.stdout) or {})["session_id"])
     example = Path(__file__).resolve().parents[2] / "examples" / "delegate.json"
-    run = cli.run("run", "--model", f"script:{example}", "--workspace", str(ws), "--allow", "bash", "--allow",
-                  "delegate", "--json", "delegate it")
+    run = set_up_in_process(cli, "run", "--model", f"script:{example}", "--workspace", str(ws), "--allow", "bash",
+                            "--allow", "delegate", "--json", "delegate it")
     assert run.returncode == 0, run.stderr
     ids["parent"] = str((result_line(run.stdout) or {})["session_id"])
-    fork = cli.run("fork", ids["busy"], "--at-turn", "2", "--json")
+    fork = set_up_in_process(cli, "fork", ids["busy"], "--at-turn", "2", "--json")
     assert fork.returncode == 0, fork.stderr
     with sqlite3.connect(cli.home / "strata.db") as db:
         ids["child"] = db.execute("SELECT id FROM sessions WHERE parent_id = ? AND fork_seq IS NULL",
@@ -96,7 +96,7 @@ def _make_sessions(cli: StrataCLI, tmp_path: Path) -> dict[str, str]:
         # an effect whose outcome nobody knows (as a killed run leaves it), then decided by a person with a note
         receipt = db.execute("SELECT id FROM receipts WHERE call_id = 't5'").fetchone()[0]
         db.execute("UPDATE receipts SET status = 'unknown' WHERE id = ?", (receipt,))
-    decided = cli.run("reconcile", receipt, "--applied", "--note", f"checked c.txt in {SECRET}")
+    decided = set_up_in_process(cli, "reconcile", receipt, "--applied", "--note", f"checked c.txt in {SECRET}")
     assert decided.returncode == 0, decided.stderr
     return ids
 
@@ -168,8 +168,8 @@ def test_a_project_file_naming_secrets_sends_the_json_and_the_receipts_the_full_
     (ws / ".strata" / "config.toml").write_text(f'[secrets]\nvalues = ["{PROJECT_SECRET}"]\n', encoding="utf-8")
     script = write_script(tmp_path / "w.json", [[tool_use("w1", "write_file", path="x.txt", content="x")],
                                                 [text("ok")]])
-    run = cli.run("run", "--model", f"script:{script}", "--workspace", str(ws), "--allow", "write_file", "--json",
-                  "write x")
+    run = set_up_in_process(cli, "run", "--model", f"script:{script}", "--workspace", str(ws), "--allow", "write_file",
+                            "--json", "write x")
     assert run.returncode == 0, run.stderr
     sid = str((result_line(run.stdout) or {})["session_id"])
     out = _same_both_ways(cli, tmp_path, "timeline", sid, "--json", quick=False)

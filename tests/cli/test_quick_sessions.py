@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from config.checked import CHECKED_FILE, digest
-from tests._in_process_cli import run_in_process
+from tests._in_process_cli import run_in_process, set_up_in_process
 from tests.cli._helpers import QUICK_NEVER, result_line, run_noting_modules, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -51,19 +51,19 @@ def test_the_quick_listing_is_the_full_listing(cli: StrataCLI, workspace: Path, 
         [tool_use("t5", "read_file", path="a.txt")],
         [text("done")],
     ])
-    run = cli.run("run", "--model", f"script:{busy}", "--workspace", str(workspace), "--deny", "bash(rm*)", "--json",
-                  f"look at a.txt, then tell {SECRET} about it")
+    run = set_up_in_process(cli, "run", "--model", f"script:{busy}", "--workspace", str(workspace), "--deny",
+                            "bash(rm*)", "--json", f"look at a.txt, then tell {SECRET} about it")
     assert run.returncode == 0, run.stderr
     busy_id = str((result_line(run.stdout) or {})["session_id"])
     parked = write_script(tmp_path / "parked.json", [[tool_use("w1", "write_file", path="b.txt", content="b")],
                                                      [text("ok")]])
-    assert cli.run("run", "--model", f"script:{parked}", "--workspace", str(workspace), "--on-ask", "park",
-                   "write b").returncode == 4
+    assert set_up_in_process(cli, "run", "--model", f"script:{parked}", "--workspace", str(workspace), "--on-ask",
+                             "park", "write b").returncode == 4
     example = Path(__file__).resolve().parents[2] / "examples" / "delegate.json"
-    delegated = cli.run("run", "--model", f"script:{example}", "--workspace", str(workspace), "--allow", "bash",
-                        "--allow", "delegate", "delegate it")
+    delegated = set_up_in_process(cli, "run", "--model", f"script:{example}", "--workspace", str(workspace), "--allow",
+                                  "bash", "--allow", "delegate", "delegate it")
     assert delegated.returncode == 0, delegated.stderr
-    fork = cli.run("fork", busy_id, "--at-turn", "2", "--json")
+    fork = set_up_in_process(cli, "fork", busy_id, "--at-turn", "2", "--json")
     assert fork.returncode == 0, fork.stderr
 
     with sqlite3.connect(cli.home / "strata.db") as db:
@@ -79,7 +79,8 @@ def test_the_quick_listing_is_the_full_listing(cli: StrataCLI, workspace: Path, 
 def test_a_damaged_event_shows_unknown_counters_both_ways(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
     script = write_script(tmp_path / "turns.json", [[tool_use("t1", "read_file", path="nothing.txt")], [text("ok")]])
     for _ in range(2):
-        assert cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "x").returncode == 0
+        assert set_up_in_process(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace),
+                                 "x").returncode == 0
     with sqlite3.connect(cli.home / "strata.db") as db:  # no strata runs now: edited in place
         db.execute("DROP TRIGGER events_no_update")
         db.execute("UPDATE events SET payload = '{not json' WHERE pos = (SELECT max(pos) FROM events)")
@@ -102,7 +103,8 @@ def _home_files(home: Path) -> dict[str, bytes]:
 def test_a_home_without_a_masking_key_goes_the_full_way_and_the_quick_way_creates_none(
         cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
     script = write_script(tmp_path / "t.json", [[text("ok")]])
-    assert cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "hello").returncode == 0
+    assert set_up_in_process(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace),
+                             "hello").returncode == 0
     (cli.home / "masking.key").unlink()
     before = _home_files(cli.home)
     done, took_quick = _sessions(cli, tmp_path)
@@ -117,7 +119,8 @@ def test_a_secret_the_home_has_not_remembered_goes_the_full_way_which_remembers_
         cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
     script = write_script(tmp_path / "t.json", [[text("ok")]])
     token = "tok-quick-remember-5521"
-    assert cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "hello").returncode == 0
+    assert set_up_in_process(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace),
+                             "hello").returncode == 0
     with sqlite3.connect(cli.home / "strata.db") as db:  # a title holding a value that is a secret only now
         db.execute("UPDATE sessions SET title = ?", (f"deploy with {token}",))
     before = _home_files(cli.home)
@@ -152,8 +155,8 @@ def test_an_unknown_receipt_the_store_would_not_read_sends_the_listing_the_full_
     not ISO, resource keys that are not JSON, a process group of other fields) fails it, so the quick way must not
     print a listing with it counted."""
     script = write_script(tmp_path / "t.json", [[tool_use("k1", "bash", command="true")], [text("ok")]])
-    assert cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "bash",
-                   "x").returncode == 0
+    assert set_up_in_process(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow",
+                             "bash", "x").returncode == 0
     with sqlite3.connect(cli.home / "strata.db") as db:
         for (trigger,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'receipts'"):
             db.execute(f"DROP TRIGGER {trigger}")
@@ -185,7 +188,8 @@ def test_a_record_that_calls_an_invalid_user_file_valid_still_gets_the_full_ways
     from another Strata) sends the listing the full way, which names the file and key (exit 2); the quick way
     read the file's secrets as they were and ended in an internal error."""
     script = write_script(tmp_path / "t.json", [[text("ok")]])
-    assert cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "hello").returncode == 0
+    assert set_up_in_process(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace),
+                             "hello").returncode == 0
     user = cli.home / "xdg-config" / "strata" / "config.toml"
     user.parent.mkdir(parents=True, exist_ok=True)
     user.write_bytes(user_file)

@@ -16,7 +16,7 @@ import pytest
 
 from agent.cli.timeline_table import fitted_lines
 from config.checked import CHECKED_FILE
-from tests._in_process_cli import run_in_process
+from tests._in_process_cli import run_in_process, set_up_in_process
 from tests.cli._helpers import QUICK_NEVER, result_line, run_noting_modules, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -39,8 +39,8 @@ def session(cli: StrataCLI, workspace: Path, tmp_path: Path) -> str:
         [tool_use("toolu_again", "read_file", path="a.txt")],
         [text("done")],
     ])
-    run = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--deny", "bash(rm*)",
-                  "--json", "go")
+    run = set_up_in_process(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--deny",
+                            "bash(rm*)", "--json", "go")
     assert run.returncode == 0, run.stderr
     result = result_line(run.stdout)
     assert result is not None
@@ -87,7 +87,8 @@ def test_a_malformed_user_config_is_reported_whether_or_not_an_earlier_one_was_k
     assert (done.returncode, took_quick) == (0, False), done.stderr
     # a run validates it and remembers its digest (never its contents): from then on the quick way is taken
     script = write_script(tmp_path / "answer.json", [[text("ok")]])
-    assert cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "hi").returncode == 0
+    assert set_up_in_process(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace),
+                             "hi").returncode == 0
     assert "max_turns" not in (cli.home / CHECKED_FILE).read_text(encoding="utf-8")
     done, took_quick = _timeline(cli, tmp_path, session)
     assert (done.returncode, took_quick) == (0, True), done.stderr
@@ -184,7 +185,8 @@ def test_a_session_row_the_store_would_not_read_goes_the_full_way_for_every_read
     import sqlite3
 
     script = write_script(tmp_path / "other.json", [[text("ok")]])
-    other = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "other")
+    other = set_up_in_process(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json",
+                              "other")
     other_id = str((result_line(other.stdout) or {})["session_id"])
     for column, value in (("status", "weird"), ("created_at", "garbage"), ("fork_seq", "x"), ("mode", "robot")):
         with sqlite3.connect(cli.home / "strata.db") as db:

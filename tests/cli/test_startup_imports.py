@@ -13,6 +13,7 @@ import click
 
 from agent.cli._lazy import LazyGroup
 from agent.cli.main import COMMANDS, cli
+from tests._in_process_cli import set_up_in_process
 from tests.cli._helpers import QUICK_NEVER, run_noting_modules
 from tests.conftest import REPO, StrataCLI, write_script
 
@@ -60,7 +61,7 @@ def test_reading_commands_import_neither_the_session_machinery_nor_the_model_sdk
     (tmp_path / "notes.txt").write_text("hello\n", encoding="utf-8")
     script = write_script(tmp_path / "turns.json", [[{"type": "tool_use", "name": "read_file",
                                                       "input": {"path": "notes.txt"}}]])
-    ran = cli.run("run", "--json", "--model", f"script:{script}", "read the notes")
+    ran = set_up_in_process(cli, "run", "--json", "--model", f"script:{script}", "read the notes")
     assert ran.returncode == 0, ran.stderr
     sid = json.loads(ran.stdout.splitlines()[-1])["session_id"]
 
@@ -123,7 +124,7 @@ def test_resume_of_a_session_without_a_bash_call_never_imports_the_shell_command
     """The reader of bash command lines (tool_executor/shell) is imported by the check of a bash call, not by the
     executor's import: a resume whose turns call no bash does without it (bench/cli_startup.py)."""
     script = write_script(tmp_path / "turns.json", [])
-    ran = cli.run("run", "--json", "--model", f"script:{script}", "hello")
+    ran = set_up_in_process(cli, "run", "--json", "--model", f"script:{script}", "hello")
     assert ran.returncode == 0, ran.stderr
     sid = json.loads(ran.stdout.splitlines()[-1])["session_id"]
     done, loaded = run_noting_modules(cli, ["resume", sid, "one more question"], tmp_path)
@@ -146,7 +147,7 @@ of trusted projects (only where the workspace has a project file), the models of
 def test_a_plain_resume_imports_neither_reconciliation_nor_child_timelines_nor_grep_nor_json_views(
         cli: StrataCLI, tmp_path: Path) -> None:
     script = write_script(tmp_path / "turns.json", [])
-    ran = cli.run("run", "--json", "--model", f"script:{script}", "hello")
+    ran = set_up_in_process(cli, "run", "--json", "--model", f"script:{script}", "hello")
     assert ran.returncode == 0, ran.stderr
     sid = json.loads(ran.stdout.splitlines()[-1])["session_id"]
     done, loaded = run_noting_modules(cli, ["resume", sid, "one more question"], tmp_path)
