@@ -180,8 +180,12 @@ def status(cli: StrataCLI) -> list[Line]:
 
 
 def lease_owner(cli: StrataCLI, sid: str) -> object:
-    """The session's lease holder as `strata sessions --json` shows it (None when nobody holds it)."""
-    (row,) = [r for r in cli.json_lines("sessions", "--json") if r["id"] == sid]
+    """The session's lease holder as `strata sessions --json` shows it (None when nobody holds it), read in this
+    process (tests/_in_process_cli.py): the tests poll it every 50 ms while a daemon lets a lease go, and a `strata
+    sessions` process per poll cost ~0.1 s of CPU each."""
+    from tests._in_process_cli import json_lines_in_process
+
+    (row,) = [r for r in json_lines_in_process(cli, "sessions", "--json") if r["id"] == sid]
     return row["lease_owner"]
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
 from tests.ipc._wire import RawClient
@@ -47,7 +48,7 @@ def test_a_prompt_waiting_for_a_busy_childs_lease_blocks_no_other_request(cli: S
         first.send(type="prompt", text="delegate it")
         child = first.wait_for("approval_request", call_id="c1")["session_id"]
         first.kill()  # the child's call parks; so does the parent's delegate call, the parent still hosted
-        wait_until(lambda: {r["id"]: r["status"] for r in cli.json_lines("sessions", "--json")}.get(child)
+        wait_until(lambda: {r["id"]: r["status"] for r in json_lines_in_process(cli, "sessions", "--json")}.get(child)
                    == "awaiting_approval", what="the child to park")
         holder = subprocess.Popen([sys.executable, "-m", "tests.serve._hold_lease", child], cwd=cli.cwd,
                                   env=cli.env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,

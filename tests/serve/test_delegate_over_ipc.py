@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import EFFECTS_LOG, text, tool_use
 from tests.conftest import StrataCLI
 from tests.ipc._wire import RawClient
@@ -52,14 +53,15 @@ def test_a_childs_approval_reaches_the_attached_client_naming_the_child(cli: Str
     finally:
         daemon.stop()
     assert (ws / "c.txt").read_text() == "c\n"
-    rows = cli.json_lines("sessions", "--json")
+    rows = _sessions(cli)
     assert {r["id"]: r["parent_id"] for r in rows} == {sid: None, child: sid}
     delegated = next(e for e in driver.events() if e["kind"] == "call_result" and e["call_id"] == "p1")
     assert delegated["status"] == "ok" and "child wrote c.txt" in delegated["content"]
 
 
 def _sessions(cli: StrataCLI) -> list[dict[str, Any]]:
-    return cli.json_lines("sessions", "--json")
+    """`strata sessions --json`, read in this process (tests/_in_process_cli.py): the tests poll it."""
+    return json_lines_in_process(cli, "sessions", "--json")
 
 
 def test_a_prompt_to_a_hosted_parent_whose_child_another_process_drives_is_refused_not_lost(
