@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import set_up_in_process
 from tests.cli._helpers import assert_clean_stderr, error_lines, text
 from tests.conftest import StrataCLI, write_script
 
@@ -17,7 +18,7 @@ from tests.conftest import StrataCLI, write_script
 @pytest.fixture
 def session(cli: StrataCLI, tmp_path: Path, workspace: Path) -> str:
     script = write_script(tmp_path / "s.json", [[text("done")]])
-    run = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "go")
+    run = set_up_in_process(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "go")
     assert run.returncode == 0, run.stderr
     return str(json.loads(run.stdout.splitlines()[0])["session_id"])
 

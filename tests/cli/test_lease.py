@@ -23,6 +23,7 @@ from tests.cli._helpers import (
     check_pairing,
     error_lines,
     strata,
+    strata_set_up,
     text,
     tool_use,
 )
@@ -42,9 +43,10 @@ def _script(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def session(cli: StrataCLI, workspace: Path, tmp_path: Path) -> Iterator[str]:
-    """A completed headless session whose next turn is the long command; the command is killed afterwards."""
-    proc = strata(cli, "run", "--model", f"script:{_script(tmp_path)}", "--workspace", str(workspace), *ALLOW_EFFECTS,
-                   "start")
+    """A completed headless session whose next turn is the long command; the command is killed afterwards. Made in
+    this process (tests/_in_process_cli.py): the resumes are what the tests are about."""
+    proc = strata_set_up(cli, "run", "--model", f"script:{_script(tmp_path)}", "--workspace", str(workspace),
+                         *ALLOW_EFFECTS, "start")
     assert proc.returncode == 0, proc.stderr
     (row,) = json_lines_in_process(cli, "sessions", "--json")
     try:
