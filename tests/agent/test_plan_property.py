@@ -35,6 +35,7 @@ from core.proposal import MAX_CALLS_PER_BATCH, MAX_INPUT_BYTES, MAX_INPUT_DEPTH
 from core.state import fold
 from memory import SqliteEventStore
 from observability.session_timeline import verify_session
+from tests._in_process_cli import show_in_process
 from tests.cli._helpers import assert_clean_stderr, check_pairing
 from tests.conftest import StrataCLI
 from tests.wire.messages_validation import validate_request
@@ -191,4 +192,4 @@ def test_no_answer_wedges_a_session(turns: list[list[dict[str, Any]]]) -> None:
                 proc = cli.run(*args)
                 assert_clean_stderr(proc)
                 assert proc.returncode == 0, (args, proc.stderr)
-            check_pairing(cli.show(session_id)["messages"])
+            check_pairing(show_in_process(cli, session_id)["messages"])

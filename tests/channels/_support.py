@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from core.events import EventAdapter
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
 from tests.serve._procs import Daemon, script, wait_until
@@ -52,10 +53,9 @@ def parking_channel(cli: StrataCLI, tmp_path: Path, *turns: list[dict[str, Any]]
 
 
 def task_statuses(cli: StrataCLI) -> dict[str, str]:
-    """The tasks `strata tasks` lists: message id -> status."""
-    listed = cli.run("tasks", "--json")
-    assert listed.returncode == 0, listed.stderr
-    return {t["message"]: t["status"] for t in (json.loads(line) for line in listed.stdout.splitlines())}
+    """The tasks `strata tasks` lists: message id -> status, read in this process (tests/_in_process_cli.py; the
+    command's own process is tested by tests/channels/test_spool_round_trip.py)."""
+    return {t["message"]: t["status"] for t in json_lines_in_process(cli, "tasks", "--json")}
 
 
 def drop(inbox: Path, name: str, **message: Any) -> None:
@@ -114,6 +114,4 @@ def tasks_made_from(cli: StrataCLI, tmp_path: Path, messages: dict[str, str]) ->
     finally:
         daemon.stop()
     assert daemon.proc.returncode == 0, daemon.stderr
-    listed = cli.run("tasks", "--json")
-    assert listed.returncode == 0, listed.stderr
-    return {t["message"]: t["rule"] for t in (json.loads(line) for line in listed.stdout.splitlines())}
+    return {t["message"]: t["rule"] for t in json_lines_in_process(cli, "tasks", "--json")}

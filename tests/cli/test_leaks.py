@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli._helpers import json_lines, result_line, strata, text, tool_use
+from tests._in_process_cli import json_lines_in_process
+from tests.cli._helpers import result_line, strata, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
 RNG = random.Random(20261202)
@@ -355,7 +356,7 @@ action = "ask"
     sid = summary["session_id"]
     denied = strata(cli, "deny", sid, "p1", "--reason", f"never paste {v['deny_reason']} into a command")
     assert denied.returncode == 0, denied.stderr
-    (unknown,) = [r for r in json_lines(strata(cli, "receipts", sid, "--json").stdout) if r["status"] == "unknown"]
+    (unknown,) = [r for r in json_lines_in_process(cli, "receipts", sid, "--json") if r["status"] == "unknown"]
     note = strata(cli, "reconcile", unknown["id"], "--applied", "--note", f"rotated {v['reconcile_note']} after")
     assert note.returncode == 0, note.stderr
     resumed = strata(cli, "resume", sid, "--json")

@@ -30,7 +30,8 @@ from typing import Any
 import pytest
 
 from memory.migrations import MIGRATIONS
-from tests.cli._helpers import assert_clean_stderr, error_lines, json_lines, result_line, strata_json, text, tool_use
+from tests._in_process_cli import json_lines_in_process
+from tests.cli._helpers import assert_clean_stderr, error_lines, json_lines, result_line, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
 # The helper: `python HELPER MODE ARGS...` with MP_PATCHES (a JSON list) applied first.
@@ -205,7 +206,7 @@ def _ready(procs: list[subprocess.Popen[str]]) -> None:
 
 
 def _sessions(cli: StrataCLI) -> list[dict[str, Any]]:
-    return strata_json(cli, "sessions", "--json")
+    return json_lines_in_process(cli, "sessions", "--json")
 
 
 @contextlib.contextmanager
@@ -545,7 +546,7 @@ def test_an_expired_lease_of_a_live_owner_is_not_taken(cli: StrataCLI, helper: P
     assert second.returncode == 1 and "is active" in error_lines(second.stderr)[0], second.stderr
     assert refused.returncode == 1 and "running now" in refused.stderr, refused.stderr
     assert done.returncode == 0, done.stderr
-    (row,) = strata_json(cli, "receipts", sid, "--json")
+    (row,) = json_lines_in_process(cli, "receipts", sid, "--json")
     assert row["status"] == "done"
 
 
@@ -575,7 +576,7 @@ def test_a_busy_database_at_lease_renewal_does_not_kill_the_run(cli: StrataCLI, 
     assert done.returncode == 0, done.stderr
     summary = result_line(done.stdout)
     assert summary is not None
-    (row,) = strata_json(cli, "receipts", summary["session_id"], "--json")
+    (row,) = json_lines_in_process(cli, "receipts", summary["session_id"], "--json")
     assert row["status"] == "done"
 
 
@@ -630,7 +631,7 @@ def test_reconcile_racing_a_resume_of_the_crashed_session(cli: StrataCLI, helper
     crashed = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "bash",
                       "--json", "go", env={"STRATA_FAULT": "after_receipt"})
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
-    (row,) = strata_json(cli, "receipts", "--json")
+    (row,) = json_lines_in_process(cli, "receipts", "--json")
     assert row["status"] == "dispatched"
     sid, receipt = row["session_id"], row["id"]
     r_reached, r_go = tmp_path / "reconcile-reached", tmp_path / "reconcile-go"
@@ -652,7 +653,7 @@ def test_reconcile_racing_a_resume_of_the_crashed_session(cli: StrataCLI, helper
     assert_clean_stderr(decided, resumed)
     assert "not in the expected state" not in resumed.stderr, resumed.stderr
     assert resumed.returncode in (0, 5) or "is active" in resumed.stderr, resumed.stderr
-    (after,) = strata_json(cli, "receipts", "--json")
+    (after,) = json_lines_in_process(cli, "receipts", "--json")
     assert after["status"] == "done"
     assert not (workspace / "effects.log").exists()  # killed before its handler started, and never re-run
 
@@ -679,7 +680,7 @@ def test_two_reconciles_of_one_receipt_at_once_one_wins(cli: StrataCLI, workspac
     crashed = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "bash",
                       "--json", "go", env={"STRATA_FAULT": "after_receipt"})
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
-    (row,) = strata_json(cli, "receipts", "--json")
+    (row,) = json_lines_in_process(cli, "receipts", "--json")
     procs = [cli.popen("reconcile", row["id"], verdict) for verdict in ("--applied", "--not-applied")]
     with _killing(*procs):
         done = [_finish(p) for p in procs]
@@ -690,5 +691,5 @@ def test_two_reconciles_of_one_receipt_at_once_one_wins(cli: StrataCLI, workspac
     (line,) = error_lines(loser.stderr)
     said = "applied" if "--applied" in winner.args else "not applied"  # what was decided, and by whom:
     assert f"receipt {row['id']} was already reconciled as {said} by person:" in line, line
-    (after,) = strata_json(cli, "receipts", "--json")
+    (after,) = json_lines_in_process(cli, "receipts", "--json")
     assert after["status"] == ("done" if "--applied" in winner.args else "failed")

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._groups import finish, group_members, kill_group, wait_for, wait_group_gone
 from tests.cli._helpers import (
     assert_clean_stderr,
@@ -27,7 +28,6 @@ from tests.cli._helpers import (
     error_lines,
     events_of,
     result_line,
-    strata_json,
     text,
     tool_use,
 )
@@ -49,7 +49,7 @@ class Orphaned:
         self.pgid = pgid
 
     def receipts(self) -> dict[str, dict[str, Any]]:
-        return {r["call_id"]: r for r in strata_json(self.cli, "receipts", self.session_id, "--json")}
+        return {r["call_id"]: r for r in json_lines_in_process(self.cli, "receipts", self.session_id, "--json")}
 
     def read(self, name: str) -> list[str]:
         path = self.workspace / name
@@ -75,7 +75,7 @@ def orphaned(cli: StrataCLI, workspace: Path, tmp_path: Path) -> Any:
         killed = finish(proc)
         assert killed.returncode == -signal.SIGKILL
         assert group_members(pgid), "the command did not outlive the killed runtime: nothing to test"
-        (row,) = strata_json(cli, "sessions", "--json")
+        (row,) = json_lines_in_process(cli, "sessions", "--json")
         yield Orphaned(cli, workspace, row["id"], pgid)
     finally:
         if proc.poll() is None:
@@ -153,7 +153,7 @@ def test_resume_with_kill_orphans_kills_the_group_before_anything_runs(orphaned:
     orphaned.release()
     time.sleep(0.5)
     assert orphaned.read("f") == [], "the orphan's command finished although it was killed"
-    (view,) = strata_json(orphaned.cli, "show", orphaned.session_id, "--json")
+    (view,) = json_lines_in_process(orphaned.cli, "show", orphaned.session_id, "--json")
     results = check_pairing(view["messages"])
     assert results["orphan"]["is_error"] and "unknown" in results["orphan"]["content"].lower()
 
@@ -174,6 +174,6 @@ def test_another_session_in_the_workspace_does_not_run_a_command_beside_an_orpha
     assert group_members(orphaned.pgid)
     summary = result_line(other.stdout)
     assert summary is not None
-    (receipt,) = strata_json(orphaned.cli, "receipts", summary["session_id"], "--json")
+    (receipt,) = json_lines_in_process(orphaned.cli, "receipts", summary["session_id"], "--json")
     assert receipt["status"] == "failed", receipt  # never started
 

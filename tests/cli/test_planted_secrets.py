@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.cli._helpers import json_lines, result_line, strata, text, tool_use
+from tests._in_process_cli import json_lines_in_process
+from tests.cli._helpers import result_line, strata, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
 URL_SAFE = string.ascii_letters + string.digits + "-_"
@@ -146,7 +147,7 @@ def test_the_secrets_did_flow_through_the_session(session: tuple[StrataCLI, str,
     """The state log holds the raw content the model saw, so the checks above are not vacuous; the observation
     surfaces show mask tokens where the secrets were."""
     cli, sid, planted, outputs = session
-    (view,) = json_lines(strata(cli, "show", sid, "--json").stdout)
+    (view,) = json_lines_in_process(cli, "show", sid, "--json")
     conversation = json.dumps(view, ensure_ascii=False)
     assert sorted(leaks(conversation, planted)) == sorted(p.name for p in planted if p.line)
     ledger = [json.loads(line) for line in outputs["ledger"].splitlines()]

@@ -14,6 +14,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._groups import finish, group_members, kill_group, wait_for, wait_group_gone
 from tests.cli._helpers import (
     assert_clean_stderr,
@@ -21,7 +22,6 @@ from tests.cli._helpers import (
     check_pairing,
     events_of,
     result_line,
-    strata_json,
     text,
     tool_use,
 )
@@ -51,16 +51,16 @@ def _assert_stopped_cleanly(cli: StrataCLI, workspace: Path, done: subprocess.Co
         assert f"stopped by {sig.name}" in done.stderr, done.stderr
     finally:
         kill_group(pgid)
-    (receipt,) = [r for r in strata_json(cli, "receipts", session_id, "--json") if r["call_id"] == call_id]
+    (receipt,) = [r for r in json_lines_in_process(cli, "receipts", session_id, "--json") if r["call_id"] == call_id]
     assert receipt["status"] == "unknown", receipt
     assert sig.name in receipt["note"], receipt
     assert receipt["process"]["pgid"] == pgid, receipt
-    (view,) = strata_json(cli, "show", session_id, "--json")
+    (view,) = json_lines_in_process(cli, "show", session_id, "--json")
     assert view["open_batch"] is None
     assert view["session"]["lease_owner"] is None
     results = check_pairing(view["messages"])
     assert results[call_id]["is_error"], results[call_id]
-    rows = strata_json(cli, "timeline", session_id, "--json", "--kind", "lifecycle")
+    rows = json_lines_in_process(cli, "timeline", session_id, "--json", "--kind", "lifecycle")
     assert any(r["outcome"] == "interrupted" and sig.name in r["summary"] for r in rows), rows
 
 
@@ -153,8 +153,8 @@ def test_chat_hung_up_during_a_command_kills_its_group_and_closes_the_batch(
     assert gone, "the command's group outlived strata"
     assert "stopped by SIGHUP" in child.before, child.before
     assert child.exitstatus == 128 + signal.SIGHUP.value, (child.exitstatus, child.signalstatus)
-    (receipt,) = strata_json(cli, "receipts", session_id, "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", session_id, "--json")
     assert receipt["status"] == "unknown", receipt
-    (view,) = strata_json(cli, "show", session_id, "--json")
+    (view,) = json_lines_in_process(cli, "show", session_id, "--json")
     assert view["open_batch"] is None and view["session"]["lease_owner"] is None
     check_pairing(view["messages"])

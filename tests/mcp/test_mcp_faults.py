@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import call_results, events_of, json_lines, result_line, strata, text, tool_use
 from tests.conftest import StrataCLI, write_script
 from tests.mcp._servers import POLICIES, http_server, http_table, stdio_table, user_config
@@ -42,11 +43,11 @@ def test_a_server_killed_during_an_effectful_call_leaves_an_unknown_receipt_for_
     assert starts(state) == 1 and not (state / "closed.log").exists()  # never re-run, not even retried
     session_id = result_line(run.stdout)["session_id"]  # type: ignore[index]
 
-    (receipt,) = json_lines(strata(cli, "receipts", session_id, "--json").stdout)
+    (receipt,) = json_lines_in_process(cli, "receipts", session_id, "--json")
     assert receipt["status"] == "unknown" and receipt["tool"] == "mcp__tracker__close_issue"
     decided = strata(cli, "reconcile", receipt["id"], "--not-applied", "--note", "the server died first")
     assert decided.returncode == 0, decided.stderr
-    (after,) = json_lines(strata(cli, "receipts", session_id, "--json").stdout)
+    (after,) = json_lines_in_process(cli, "receipts", session_id, "--json")
     assert after["status"] == "failed" and after["reconciled_by"]
 
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.cli._helpers import call_results, events_of, json_lines, result_line, strata, text, tool_use
+from tests._in_process_cli import json_lines_in_process
+from tests.cli._helpers import call_results, events_of, result_line, strata, strata_set_up, text, tool_use
 from tests.conftest import StrataCLI, write_script
 from tests.mcp._servers import POLICIES, stdio_table, user_config
 
 
 def plan_digest(cli: StrataCLI, session_id: str) -> str:
-    events = json_lines(strata(cli, "export", session_id, "--format", "jsonl").stdout)
+    events = json_lines_in_process(cli, "export", session_id, "--format", "jsonl")
     (started,) = [e for e in events if e.get("kind") == "session_started"]
     return str(started["plan_digest"])
 
@@ -29,7 +30,7 @@ def test_a_changed_tool_schema_on_resume_is_a_plan_change_and_the_old_approval_i
                    "--on-ask", "park", "close it")
     assert first.returncode == 4, first.stderr
     session_id = result_line(first.stdout)["session_id"]  # type: ignore[index]
-    assert strata(cli, "approve", session_id, "c1").returncode == 0  # bound to this plan's digest
+    assert strata_set_up(cli, "approve", session_id, "c1").returncode == 0  # bound to this plan's digest
 
     (state / "schema-v2").touch()  # the server now lists close_issue with another input schema
     resumed = strata(cli, "resume", session_id, "--json")
@@ -37,7 +38,7 @@ def test_a_changed_tool_schema_on_resume_is_a_plan_change_and_the_old_approval_i
     assert not (state / "closed.log").exists()
     assert "c1" not in call_results(events_of(resumed.stdout))
 
-    rows = json_lines(strata(cli, "timeline", session_id, "--json").stdout)
+    rows = json_lines_in_process(cli, "timeline", session_id, "--json")
     (row,) = [r for r in rows if r["kind"] == "lifecycle" and r["summary"].startswith("session resumed")]
     assert "the tool plan changed since the last run" in row["summary"], row
     detail = json.dumps(row)
@@ -45,7 +46,7 @@ def test_a_changed_tool_schema_on_resume_is_a_plan_change_and_the_old_approval_i
     asked = [r for r in rows if r["kind"] == "approval" and r["summary"].startswith("asked")]
     assert len(asked) == 2 and asked[-1]["seq"] > row["seq"], asked  # asked again after the resume
 
-    assert strata(cli, "approve", session_id, "c1").returncode == 0  # a new decision, under the new plan
+    assert strata_set_up(cli, "approve", session_id, "c1").returncode == 0  # a new decision, under the new plan
     done = strata(cli, "resume", session_id, "--json")
     assert done.returncode == 0, done.stderr
     assert call_results(events_of(done.stdout))["c1"]["status"] == "ok"

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli._helpers import call_results, events_of, json_lines, result_line, strata, text, tool_use
+from tests._in_process_cli import json_lines_in_process
+from tests.cli._helpers import call_results, events_of, json_lines, result_line, strata, strata_set_up, text, tool_use
 from tests.conftest import StrataCLI, write_script
 from tests.mcp._servers import POLICIES, http_server, http_table, stdio_table, user_config
 
@@ -61,17 +62,17 @@ def test_a_declared_mcp_tool_goes_through_policy_hooks_and_approval(cli: StrataC
         assert "c2" not in results and closed(state) == []  # parked by the default (write asks): nothing ran
         session_id = result_line(first.stdout)["session_id"]  # type: ignore[index]
 
-        assert strata(cli, "approve", session_id, "c2").returncode == 0
+        assert strata_set_up(cli, "approve", session_id, "c2").returncode == 0
         second = strata(cli, "resume", session_id, "--json")
         assert second.returncode == 0, second.stderr
         after = call_results(events_of(second.stdout))
         assert after["c2"]["status"] == "ok" and after["c2"]["content"] == "closed a/b#7"
         assert closed(state) == ["a/b#7"]  # once, and never issue 13
 
-    (receipt,) = json_lines(strata(cli, "receipts", session_id, "--json").stdout)
+    (receipt,) = json_lines_in_process(cli, "receipts", session_id, "--json")
     assert receipt["tool"] == "mcp__tracker__close_issue" and receipt["status"] == "done"
     assert receipt["resource_keys"] == ["issue:a/b/7"]
-    rows = json_lines(strata(cli, "timeline", session_id, "--json").stdout)
+    rows = json_lines_in_process(cli, "timeline", session_id, "--json")
     timeline = json.dumps(rows)
     assert "alice@example.com" not in timeline and "[MASKED:" in timeline  # masked like a built-in's result
     decisions = {(r.get("call_id"), r.get("decision")) for r in rows if r.get("call_id")}

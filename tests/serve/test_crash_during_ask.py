@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import bash_mark, effect_counts, marker, text, tool_use
 from tests.conftest import StrataCLI
 from tests.serve._procs import Client, Daemon, allow_in_user_config, killed_while_asking, script, status, wait_until
@@ -40,7 +41,7 @@ def test_after_sigkill_during_an_ask_the_next_driver_is_asked_again_and_the_call
         restarted.stop()
     assert restarted.proc.returncode == 0, restarted.stderr
     assert (ws / "a.txt").read_text() == "A\n"
-    (receipt,) = cli.json_lines("receipts", sid, "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", sid, "--json")
     assert receipt["status"] == "done"
     proc = cli.run("timeline", sid, "--verify", "--json")
     assert proc.returncode == 0 and json.loads(proc.stdout)["ok"] is True, proc.stdout
@@ -88,9 +89,9 @@ def test_the_answer_about_a_batchs_first_call_and_its_outcome_survive_a_daemon_k
         restarted.stop()
     ran_b1 = first == "approve"
     assert effect_counts(ws) == {marker("b1"): 1, marker("b2"): 1} if ran_b1 else {marker("b2"): 1}
-    receipts = {r["call_id"]: r["status"] for r in cli.json_lines("receipts", sid, "--json")}
+    receipts = {r["call_id"]: r["status"] for r in json_lines_in_process(cli, "receipts", sid, "--json")}
     assert receipts == ({"b1": "done", "b2": "done"} if ran_b1 else {"b2": "done"})
-    approvals = [(r["call_id"], r["decision"]) for r in cli.json_lines("timeline", sid, "--json")
+    approvals = [(r["call_id"], r["decision"]) for r in json_lines_in_process(cli, "timeline", sid, "--json")
                  if r["kind"] == "approval"]
     assert approvals == [("b1", "approved" if ran_b1 else "rejected"), ("b2", "approved")]
     proc = cli.run("timeline", sid, "--verify", "--json")
