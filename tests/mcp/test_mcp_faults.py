@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests._in_process_cli import json_lines_in_process
-from tests.cli._helpers import call_results, events_of, json_lines, result_line, strata, text, tool_use
+from tests.cli._helpers import call_results, events_of, result_line, strata, text, tool_use
 from tests.conftest import StrataCLI, write_script
 from tests.mcp._servers import POLICIES, http_server, http_table, stdio_table, user_config
 
@@ -131,6 +131,6 @@ def test_a_server_whose_command_does_not_exist_could_not_be_started_and_the_othe
     for server, command in (("ghost", "no-such-mcp-server-zq9"), ("pathless", "./bin/also-missing-zq9")):
         (line,) = [line for line in lines if f"MCP server {server!r}" in line]
         assert "could not be started" in line and command in line, line
-    listed = {view["name"]: view for view in json_lines(strata(cli, "mcp", "list", "--json").stdout)}
+    listed = {view["name"]: view for view in json_lines_in_process(cli, "mcp", "list", "--json")}
     assert listed["tracker"]["up"] and not listed["ghost"]["up"]
     assert listed["ghost"]["problem"].startswith("could not be started (no-such-mcp-server-zq9: "), listed["ghost"]

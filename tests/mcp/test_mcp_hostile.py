@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.cli._helpers import call_results, events_of, json_lines, strata, text, tool_use
+from tests._in_process_cli import json_lines_in_process
+from tests.cli._helpers import call_results, events_of, strata, text, tool_use
 from tests.conftest import StrataCLI, write_script
 from tests.mcp._servers import user_config
 
@@ -54,7 +55,7 @@ def test_a_tool_name_the_server_lists_twice_is_unavailable_and_the_session_runs(
     results = call_results(events_of(run.stdout))
     assert results["c1"]["check"] == "resolve" and results["c2"]["status"] == "ok"  # not in the plan
     assert calls(state) == ['other {"q": "y"}']
-    (server,) = json_lines(strata(cli, "mcp", "list", "--json").stdout)
+    (server,) = json_lines_in_process(cli, "mcp", "list", "--json")
     searches = [t for t in server["tools"] if t["tool"] == "search"]
     assert len(searches) == 2 and not any(t["callable"] for t in searches), searches
     assert all("lists more than one tool named so" in t["reason"] for t in searches), searches
@@ -107,7 +108,7 @@ def test_every_page_of_a_paginated_tool_listing_is_read(cli: StrataCLI, tmp_path
     assert run.returncode == 0, run.stderr
     assert call_results(events_of(run.stdout))["c1"]["status"] == "ok"
     assert calls(state) == ['t4 {"q": "last page"}']
-    (server,) = json_lines(strata(cli, "mcp", "list", "--json").stdout)
+    (server,) = json_lines_in_process(cli, "mcp", "list", "--json")
     assert [t["tool"] for t in server["tools"]] == ["t0", "t1", "t2", "t3", "t4"], server["tools"]
 
 
@@ -129,7 +130,7 @@ def test_a_tool_whose_input_schema_is_too_large_is_unavailable_and_its_server_st
     results = call_results(events_of(run.stdout))
     assert results["c1"]["check"] == "resolve" and results["c2"]["status"] == "ok", results  # not in the plan
     assert calls(state) == ['other {"q": "y"}']
-    (server,) = json_lines(strata(cli, "mcp", "list", "--json").stdout)
+    (server,) = json_lines_in_process(cli, "mcp", "list", "--json")
     (listed,) = [t for t in server["tools"] if t["tool"] == "huge"]
     assert not listed["callable"] and "its input schema cannot be used: it is too large" in listed["reason"], listed
     assert f"at most {65536} bytes" in listed["reason"], listed
