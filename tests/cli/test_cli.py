@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._in_process_cli import show_in_process
+from tests._in_process_cli import json_lines_in_process, show_in_process
 from tests.cli._helpers import (
     ALLOW_EFFECTS,
     assert_clean_stderr,
@@ -185,7 +185,7 @@ def test_reconcile_unknown_receipts_and_the_model_hears_it(cli: StrataCLI, works
     assert strata(cli, "resume", sid, env=kill).returncode == -signal.SIGKILL  # call_a settled, call_b killed
     pending = strata(cli, "resume", sid)
     assert pending.returncode == 5, pending.stderr  # unknown effects pending
-    unknown = {r["call_id"]: r for r in strata_json(cli, "receipts", sid, "--status", "unknown", "--json")}
+    unknown = {r["call_id"]: r for r in json_lines_in_process(cli, "receipts", sid, "--status", "unknown", "--json")}
     assert set(unknown) == {"call_a", "call_b"}
 
     usage = strata(cli, "reconcile", unknown["call_a"]["id"])
@@ -194,15 +194,15 @@ def test_reconcile_unknown_receipts_and_the_model_hears_it(cli: StrataCLI, works
     assert applied.returncode == 0, applied.stderr
     not_applied = strata(cli, "reconcile", unknown["call_b"]["id"], "--not-applied", "--note", "no trace of it")
     assert not_applied.returncode == 0, not_applied.stderr
-    rows = {r["call_id"]: r for r in strata_json(cli, "receipts", sid, "--json")}
+    rows = {r["call_id"]: r for r in json_lines_in_process(cli, "receipts", sid, "--json")}
     assert rows["call_a"]["status"] == "done" and rows["call_a"]["note"] == "saw it in effects.log"
     assert rows["call_b"]["status"] == "failed" and rows["call_b"]["note"] == "no trace of it"
     assert rows["call_a"]["reconciled_by"] and rows["call_b"]["reconciled_by"]
-    before = len(strata_json(cli, "show", sid, "--json")[0]["messages"])
+    before = len(json_lines_in_process(cli, "show", sid, "--json")[0]["messages"])
 
     resumed = strata(cli, "resume", sid, "carry on")
     assert resumed.returncode == 0, resumed.stderr  # nothing unknown remains
-    messages = strata_json(cli, "show", sid, "--json")[0]["messages"]
+    messages = json_lines_in_process(cli, "show", sid, "--json")[0]["messages"]
     check_pairing(messages)
     nxt = messages[before]
     assert nxt["role"] == "user"

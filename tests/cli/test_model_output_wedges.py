@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from core.proposal import MAX_INPUT_DEPTH
-from tests._in_process_cli import json_lines_in_process, run_in_process, show_in_process
+from tests._in_process_cli import json_lines_in_process, run_in_process, set_up_in_process, show_in_process
 from tests.cli._helpers import assert_clean_stderr, check_pairing, error_lines, events_of, result_line, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -42,7 +42,8 @@ def tool_uses(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def assert_session_usable(cli: StrataCLI, session_id: str, workspace: Path) -> dict[str, Any]:
     """The session shows, every tool_use has one tool_result and no id repeats; it resumes with a new prompt and
-    forks. Returns the `show --json` view taken first."""
+    forks. Returns the `show --json` view taken first. The resume and the fork run in this process
+    (tests/_in_process_cli.py): the run is the process these tests are about."""
     view = show_in_process(cli, session_id)
     results = check_pairing(view["messages"])
     ids = [b["id"] for b in tool_uses(view["messages"])]
@@ -51,12 +52,12 @@ def assert_session_usable(cli: StrataCLI, session_id: str, workspace: Path) -> d
     text_view = run_in_process(cli, "show", session_id)
     assert_clean_stderr(text_view)
     assert text_view.returncode == 0, text_view.stderr
-    again = cli.run("resume", session_id, "--json", "one more thing")
+    again = set_up_in_process(cli, "resume", session_id, "--json", "one more thing")
     assert_clean_stderr(again)
     assert again.returncode == 0, again.stderr
     check_pairing(show_in_process(cli, session_id)["messages"])
     last = max(e["seq"] for e in events_of(again.stdout))
-    fork = cli.run("fork", session_id, "--at-event", str(last), "--json")
+    fork = set_up_in_process(cli, "fork", session_id, "--at-event", str(last), "--json")
     assert_clean_stderr(fork)
     assert fork.returncode == 0, fork.stderr
     return view
