@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tests._in_process_cli import json_lines_in_process
+from tests._in_process_cli import json_lines_in_process, set_up_in_process
 from tests.cli._helpers import assert_clean_stderr, call_results, error_lines, events_of, result_line, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -50,7 +50,8 @@ def _project(workspace: Path, hook_command: str, *, guard_at: str, extra: str = 
 
 
 def _trust(cli: StrataCLI, workspace: Path) -> None:
-    proc = cli.run("trust", str(workspace))
+    """The project trusted, as a set-up step: `strata trust` in this process (tests/_in_process_cli.py)."""
+    proc = set_up_in_process(cli, "trust", str(workspace))
     assert proc.returncode == 0, proc.stderr
 
 

@@ -9,6 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
+from tests._in_process_cli import set_up_in_process
 from tests.cli._helpers import call_results, events_of, strata
 from tests.conftest import StrataCLI
 
@@ -19,7 +20,7 @@ def test_the_example_agent_cites_the_procedure_by_id_and_the_hash_of_its_bytes(c
                                                                                tmp_path: Path) -> None:
     ws = tmp_path / "project"
     shutil.copytree(EXAMPLE, ws)
-    assert strata(cli, "trust", str(ws)).returncode == 0
+    assert set_up_in_process(cli, "trust", str(ws)).returncode == 0
     proc = strata(cli, "run", "--model", f"script:{ws / 'script.json'}", "--workspace", str(ws), "--json",
                   "How do I restart the database?")
     assert proc.returncode == 0, proc.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests._in_process_cli import set_up_in_process
 from tests.cli._helpers import result_line, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -88,7 +89,7 @@ def test_a_call_changed_after_its_approval_is_not_run(cli: StrataCLI, workspace:
     """The approval binds the arguments the hook produced; when the hook produces different ones on resume, the
     call is parked again instead of run, and runs only after a new approval."""
     _project(workspace, CONFIG.replace('action = "allow"', 'action = "ask"'))
-    assert cli.run("trust", str(workspace)).returncode == 0
+    assert set_up_in_process(cli, "trust", str(workspace)).returncode == 0
     (workspace / "suffix.txt").write_text("-v1")
     code, result, stderr = _run(cli, workspace, tmp_path, "--on-ask", "park")
     assert code == 4, stderr
@@ -116,7 +117,7 @@ def test_the_readme_command_hook_example_works(cli: StrataCLI, workspace: Path, 
     (workspace / ".strata").mkdir()
     (workspace / ".strata" / "config.toml").write_text((examples / "config.toml").read_text())
     (workspace / ".strata" / "deny_env_writes.sh").write_text((examples / "deny_env_writes.sh").read_text())
-    assert cli.run("trust", str(workspace)).returncode == 0
+    assert set_up_in_process(cli, "trust", str(workspace)).returncode == 0
     script = write_script(tmp_path / "turns.json", [
         [tool_use("toolu_env", "write_file", path=".env", content="X=1\n"),
          tool_use("toolu_ok", "write_file", path="notes.txt", content="fine\n")], [text("done")]])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._in_process_cli import json_lines_in_process, show_in_process
+from tests._in_process_cli import json_lines_in_process, set_up_in_process, show_in_process
 from tests.cli._helpers import text
 from tests.conftest import StrataCLI, write_script
 
@@ -21,7 +21,7 @@ def _setup(cli: StrataCLI, workspace: Path, tmp_path: Path, budget: int | None =
     (workspace / ".strata").mkdir()
     extra = f"repair_budget = {budget}\n" if budget is not None else ""
     (workspace / ".strata" / "config.toml").write_text(extra + STOP_HOOK)
-    assert cli.run("trust", str(workspace)).returncode == 0
+    assert set_up_in_process(cli, "trust", str(workspace)).returncode == 0
     return write_script(tmp_path / "turns.json", [[text(f"answer {i}")] for i in range(8)])
 
 

@@ -37,6 +37,7 @@ from core.ids import IdFactory
 from core.state import Approval, Grant
 from core.tools import BoundToolPlan, ToolContext, ToolOutput, ToolSpec
 from memory.session_writer import SessionWriter
+from tests._in_process_cli import set_up_in_process
 from tests.cli._helpers import result_line, text, tool_use
 from tests.conftest import StrataCLI, write_script
 from tests.tool_executor._pipeline import (
@@ -281,7 +282,7 @@ def test_strata_run_survives_a_hook_answering_a_huge_integer(cli: StrataCLI, wor
     (workspace / ".strata" / "config.toml").write_text(
         '[[hooks.pre_tool_use]]\nmatcher = "read_file"\ncommand = "bash hook.sh"\ntimeout_s = 10\n')
     (workspace / "a.txt").write_text("alpha\n")
-    assert cli.run("trust", str(workspace)).returncode == 0
+    assert set_up_in_process(cli, "trust", str(workspace)).returncode == 0
     turns = write_script(tmp_path / "turns.json", [[tool_use("toolu_r", "read_file", path="a.txt")],
                                                    [text("done")]])
     proc_ = cli.run("run", "--model", f"script:{turns}", "--workspace", str(workspace), "--json", "go")
