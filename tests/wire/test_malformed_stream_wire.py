@@ -28,7 +28,7 @@ from core.model.anthropic import AnthropicModel
 from core.state import fold
 from observability.session_timeline import load_timeline
 from tests._in_process_cli import json_lines_in_process
-from tests.cli._helpers import assert_clean_stderr, json_lines, strata_set_up
+from tests.cli._helpers import assert_clean_stderr, json_lines
 from tests.conftest import StrataCLI
 from tests.wire.conftest import TEST_KEY
 from tests.wire.raw_sse_server import (
@@ -79,9 +79,7 @@ def result_of(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 
 def fails_and_resumes(cli: StrataCLI, server: RawSSEServer, ws: Path, stream: list[bytes], *reason: str) -> None:
     """`strata run` on `stream` fails in one line naming `reason`, runs no tool (a tool that ran would be answered
-    in a second request), records the reason, and the session resumes with a new prompt (`strata resume` in this
-    process, tests/_in_process_cli.py: the run is the process these tests are about, and each process that calls
-    the API pays ~2.5 s of CPU importing the SDK)."""
+    in a second request), records the reason, and the session resumes with a new prompt."""
     server.script(stream, text_answer("Should not be asked."))
     proc = run(cli, server, "run", "--model", MODEL, "--workspace", str(ws), "--json", "look")
     result = result_of(proc)
@@ -95,7 +93,7 @@ def fails_and_resumes(cli: StrataCLI, server: RawSSEServer, ws: Path, stream: li
     ended = [row for row in json_lines_in_process(cli, "timeline", sid, "--json")
              if "session failed" in row.get("summary", "")]
     assert ended and reason[0] in ended[-1]["summary"], ended
-    again = strata_set_up(cli, "resume", sid, "--model", MODEL, "--json", "and now?", env=env(server))
+    again = run(cli, server, "resume", sid, "--model", MODEL, "--json", "and now?")
     assert (again.returncode, result_of(again)["status"]) == (0, "completed"), (again.stdout, again.stderr)
 
 

@@ -24,7 +24,7 @@ import pytest
 
 from agent.session import Runtime
 from tests._in_process_cli import show_in_process
-from tests.cli._helpers import assert_clean_stderr, check_pairing, json_lines, strata_set_up
+from tests.cli._helpers import assert_clean_stderr, check_pairing, json_lines
 from tests.conftest import StrataCLI
 from tests.wire.in_process import logged_messages, resume_headless, run_headless
 from tests.wire.messages_server import MessagesServer, Reply
@@ -58,14 +58,13 @@ def ws(workspace: Path) -> Path:
 
 def finish(cli: StrataCLI, server: MessagesServer, session_id: str) -> dict[str, Any]:
     """The session afterwards: it shows with valid pairing and unique safe ids, and resumes with a new prompt,
-    sending a valid request (`strata resume` in this process, tests/_in_process_cli.py: the run is the process
-    these tests are about, and each process that calls the API pays ~2.5 s of CPU importing the SDK)."""
+    sending a valid request."""
     view = show_in_process(cli, session_id)
     check_pairing(view["messages"])
     ids = ids_of(view["messages"])
     assert len(ids) == len(set(ids)) and all(SAFE_ID.match(i) for i in ids), ids
     server.script(Reply([text("Still here.")]))
-    again = strata_set_up(cli, "resume", session_id, "--model", MODEL, "--json", "and now?", env=model_env(server))
+    again = run(cli, server, "resume", session_id, "--model", MODEL, "--json", "and now?")
     assert again.returncode == 0, again.stderr
     assert_all_valid(server)
     return view
