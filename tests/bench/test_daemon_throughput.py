@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process, run_in_process, show_in_process
 from tests.conftest import REPO, StrataCLI
 
 pytestmark = pytest.mark.slow
@@ -47,12 +48,13 @@ def test_the_daemon_bench_small_reports_well_formed_plausible_figures_and_every_
     assert report["summary"][-1].startswith("sessions_1=") and "speedup_4=" in report["summary"][-1]
     assert report["machine"]["cpus"] >= 1 and len(report["load_average_before"]) == 3
 
-    # every call the bench counted is in the store: one `call` row with outcome ok per call, chain verified
+    # every call the bench counted is in the store: one `call` row with outcome ok per call, chain verified (read
+    # in this process: tests/_in_process_cli.py)
     for size in report["sizes"]:
         for sid in size["session_ids"]:
-            rows = cli.json_lines("timeline", sid, "--kind", "call", "--json")
+            rows = json_lines_in_process(cli, "timeline", sid, "--kind", "call", "--json")
             assert len(rows) == calls * report["rounds"], sid
             assert all(r["outcome"] == "ok" and r["tool"] == "read_file" for r in rows), rows
-            assert cli.show(sid)["session"]["status"] == "completed"
-    verify = cli.run("timeline", report["sizes"][-1]["session_ids"][-1], "--verify", "--json")
+            assert show_in_process(cli, sid)["session"]["status"] == "completed"
+    verify = run_in_process(cli, "timeline", report["sizes"][-1]["session_ids"][-1], "--verify", "--json")
     assert verify.returncode == 0 and json.loads(verify.stdout)["ok"] is True, verify.stdout

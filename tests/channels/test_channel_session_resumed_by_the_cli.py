@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import show_in_process
 from tests.channels._support import drop, pending, replies, session_events, spool_table, write_config
 from tests.cli._helpers import EFFECTS_LOG, text, tool_use
 from tests.conftest import StrataCLI
@@ -41,7 +42,7 @@ def test_a_channel_session_is_not_resumed_by_the_cli_and_the_daemon_runs_its_app
     assert "continue it: the thread's next message continues it in the serve daemon" in approved.stdout, \
         approved.stdout
     assert "strata resume" not in approved.stdout  # what the refusal below would answer
-    before, status = session_events(cli.home, sid), cli.show(sid)["session"]["status"]
+    before, status = session_events(cli.home, sid), show_in_process(cli, sid)["session"]["status"]
 
     for argv in (("resume", sid), ("resume", sid, "and then?"), ("resume", sid, "--json")):
         resumed = cli.run(*argv)
@@ -51,7 +52,7 @@ def test_a_channel_session_is_not_resumed_by_the_cli_and_the_daemon_runs_its_app
         assert "channel ops" in lines[0] and "thread t" in lines[0] and "strata serve" in lines[0], lines[0]
     assert session_events(cli.home, sid) == before  # nothing recorded, nothing run
     assert not (ws / EFFECTS_LOG).exists()
-    assert cli.show(sid)["session"]["status"] == status
+    assert show_in_process(cli, sid)["session"]["status"] == status
 
     daemon = Daemon(cli)
     try:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process, show_in_process
 from tests.channels._support import drop, replies, session_events, spool_table, write_config
 from tests.cli._helpers import EFFECTS_LOG, text, tool_use
 from tests.conftest import StrataCLI
@@ -38,13 +39,13 @@ def test_a_channel_sessions_child_resumed_by_the_cli_takes_its_recorded_approval
         wait_until(lambda: len(replies(tmp_path / "spool" / "out")) == 1, what="the message answered (parked)")
     finally:
         daemon.stop()
-    (child,) = [r["id"] for r in cli.json_lines("sessions", "--json") if r["parent_id"] is not None]
+    (child,) = [r["id"] for r in json_lines_in_process(cli, "sessions", "--json") if r["parent_id"] is not None]
     assert cli.run("approve", child, "--all").returncode == 0
     resumed = cli.run("resume", child, "--json")
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr
     assert (ws / EFFECTS_LOG).read_text() == "once\n"
     kinds = [kind for _, kind, _ in session_events(cli.home, child)]
     assert kinds.count("calls_parked") == 1 and kinds.count("approval_granted") == 1, kinds  # asked once, in serve
-    assert cli.show(child)["session"]["status"] == "completed"
+    assert show_in_process(cli, child)["session"]["status"] == "completed"
     started = next(p for _, kind, p in session_events(cli.home, child) if kind == "session_started")
     assert "reply" not in started["tools_allowed"], started  # the channel's door is the parent's, not the child's

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process
 from tests.channels._support import drop, pending, replies, session_events, spool_table, write_config
 from tests.cli._helpers import EFFECTS_LOG, text, tool_use
 from tests.conftest import StrataCLI
@@ -47,7 +48,7 @@ def _config(cli: StrataCLI, tmp_path: Path, ws: Path) -> Path:
 
 
 def _child_of(cli: StrataCLI) -> str:
-    (child,) = [r["id"] for r in cli.json_lines("sessions", "--json") if r["parent_id"] is not None]
+    (child,) = [r["id"] for r in json_lines_in_process(cli, "sessions", "--json") if r["parent_id"] is not None]
     return child
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import error_lines, strata, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -24,7 +25,7 @@ def with_blob(tmp_path_factory: pytest.TempPathFactory) -> tuple[StrataCLI, str,
     script = write_script(base / "turns.json", [[tool_use("b1", "bash", command="seq 1 10000")], [text("done")]])
     run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(ws), "--allow", "bash", "go")
     assert run.returncode == 0, run.stderr
-    (session,) = cli.json_lines("sessions", "--json")
+    (session,) = json_lines_in_process(cli, "sessions", "--json")
     with closing(sqlite3.connect(cli.home / "strata.db")) as conn:
         (sha,) = conn.execute("SELECT sha256 FROM blobs").fetchone()
     return cli, session["id"], sha

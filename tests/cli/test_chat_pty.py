@@ -11,6 +11,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from tests._in_process_cli import json_lines_in_process, show_in_process
 from tests._terminal import CHAT_SESSION, answer, asked, enter_alone_is_refused, leave_chat
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI, write_script
@@ -73,11 +74,11 @@ def test_terminal_approvals_interrupt_and_resume(cli: StrataCLI, workspace: Path
     assert not (workspace / "a.txt").exists() and (workspace / "b.txt").read_text() == "B\n"
     time.sleep(0.3)
     assert not (workspace / "late.txt").exists(), "the interrupted command's process group was not killed"
-    view = cli.show(session_id)
+    view = show_in_process(cli, session_id)
     results = {b["tool_use_id"]: b for m in view["messages"] for b in m["content"] if b["type"] == "tool_result"}
     assert "not a.txt" in results["toolu_a"]["content"] and "rejected by person:" in results["toolu_a"]["content"]
     assert results["toolu_slow"]["is_error"] and "interrupted" in results["toolu_slow"]["content"]
-    receipts = {r["call_id"]: r["status"] for r in cli.json_lines("receipts", session_id, "--json")}
+    receipts = {r["call_id"]: r["status"] for r in json_lines_in_process(cli, "receipts", session_id, "--json")}
     assert receipts == {"toolu_b": "done", "toolu_slow": "unknown"}
 
     # The "always" grant is in the log: a headless resume writes c.txt without anyone to ask.
@@ -109,7 +110,7 @@ def test_terminal_approvals_interrupt_and_resume(cli: StrataCLI, workspace: Path
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
-    last = cli.show(session_id)["messages"][-1]
+    last = show_in_process(cli, session_id)["messages"][-1]
     assert last["role"] == "assistant" and last["content"][0]["text"] == "continued after resume"
     assert json.loads(cli.run("sessions", "--json").stdout.splitlines()[-1])["id"] == session_id
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process, show_in_process
 from tests._system import TMUX
 from tests._tmux import save_svg, style_of, tmux_pane
 from tests.cli._helpers import text, tool_use
@@ -89,7 +90,7 @@ def test_chat_screen_markdown_spinner_diff_and_ctrl_c(cli: StrataCLI, workspace:
         pane.keys("C-c")
         pane.wait_for(r"left session [0-9a-f-]{36}\. resume it: strata chat --resume")
     # The first prompt named the session, as `strata run` names one.
-    assert [r["title"] for r in cli.json_lines("sessions", "--json")] == ["make greet.py nicer"]
+    assert [r["title"] for r in json_lines_in_process(cli, "sessions", "--json")] == ["make greet.py nicer"]
 
 
 def test_chat_without_a_terminal_refuses_in_one_line_and_creates_nothing(cli: StrataCLI, workspace: Path,
@@ -100,7 +101,7 @@ def test_chat_without_a_terminal_refuses_in_one_line_and_creates_nothing(cli: St
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
     assert len(lines) == 1 and "needs a terminal" in lines[0] and "strata run" in lines[0], lines
-    assert cli.json_lines("sessions", "--json") == []
+    assert json_lines_in_process(cli, "sessions", "--json") == []
     assert not (cli.home / "chat_history").exists()
 
 
@@ -188,7 +189,7 @@ def test_always_offers_the_command_pattern_first_and_the_grant_holds_only_for_it
     assert not (workspace / "compound.txt").exists() and not (workspace / "other.txt").exists()
     resumed = cli.run("resume", session_id, "more")
     assert "b5" not in resumed.stdout or "DENIED" not in resumed.stdout.split("b5")[0]
-    view = cli.show(session_id)
+    view = show_in_process(cli, session_id)
     results = {b["tool_use_id"]: b for m in view["messages"] for b in m["content"] if b["type"] == "tool_result"}
     assert "four" in results["b5"]["content"] and not results["b5"]["is_error"], results["b5"]
     assert results["b6"]["is_error"] and not (workspace / "headless.txt").exists(), results["b6"]
@@ -216,7 +217,7 @@ def test_ctrl_c_at_an_approval_prompt_denies_the_call_and_asks_the_model_nothing
         assert "SHOULD NOT BE ASKED" not in pane.screen()
         pane.keys("C-d")
         pane.wait_for(r"left session")
-    rows = cli.json_lines("timeline", "last", "--json")
+    rows = json_lines_in_process(cli, "timeline", "last", "--json")
     assert [r["summary"] for r in rows if r["kind"] == "model_attempt"] == ["scripted turn 0"], rows
     assert not [r for r in rows if r["kind"] == "lifecycle" and r["outcome"] == "ended"], rows
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from tests._in_process_cli import show_in_process
 from tests._terminal import leave_chat
 from tests.cli._helpers import EFFECTS_LOG
 from tests.cli.test_delegation import CHILD_ANSWER, _busy_child, _finish, _waits_for_its_child
@@ -41,7 +42,7 @@ def test_a_prompt_in_chat_for_a_parent_whose_child_another_process_drives_is_ref
             chat.terminate(force=True)
         if driver.poll() is None:
             _finish(driver, workspace)
-    view = cli.show(parent["id"])
+    view = show_in_process(cli, parent["id"])
     said = [b["text"] for m in view["messages"] if m["role"] == "user" for b in m["content"] if b["type"] == "text"]
     assert "and then say hi" in said, said
     assert (workspace / EFFECTS_LOG).read_text() == "once\n"

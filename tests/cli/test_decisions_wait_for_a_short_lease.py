@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import hold_lease, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -21,7 +22,7 @@ def _park_two(cli: StrataCLI, workspace: Path, tmp_path: Path) -> str:
     ])
     parked = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--on-ask", "park", "go")
     assert parked.returncode == 4, parked.stderr
-    (session,) = cli.json_lines("sessions", "--json")
+    (session,) = json_lines_in_process(cli, "sessions", "--json")
     return str(session["id"])
 
 
@@ -59,4 +60,4 @@ def test_a_decision_on_a_session_that_stays_running_is_refused(cli: StrataCLI, w
     (line, *_) = approved.stderr.splitlines()
     assert "is active in another process" in line and "Traceback" not in approved.stderr, approved.stderr
     assert waited < 7.5, waited
-    assert cli.json_lines("receipts", session_id, "--json") == []
+    assert json_lines_in_process(cli, "receipts", session_id, "--json") == []

@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import EFFECTS_LOG
 from tests.cli.test_delegation import (
     CHILD_ANSWER,
@@ -109,7 +110,7 @@ def test_a_delegate_call_whose_child_was_taken_over_while_the_parent_was_stopped
         assert parent_proc.returncode == 4, (out, err)
         assert "Traceback" not in err, err
         assert f"child session {child['id']} is being run by another process (pid {other.pid}" in out, out
-        (receipt,) = cli.json_lines("receipts", parent["id"], "--json")
+        (receipt,) = json_lines_in_process(cli, "receipts", parent["id"], "--json")
         assert receipt["status"] == "dispatched"
         assert other.poll() is None  # the other process still drives the child, untouched
     finally:
@@ -150,5 +151,5 @@ def _all_done_once(cli: StrataCLI, workspace: Path, parent_id: str) -> None:
     parent, child = _one_parent_one_child(cli)
     assert (parent["status"], child["status"]) == ("completed", "completed")
     assert (workspace / EFFECTS_LOG).read_text() == "once\n"
-    (receipt,) = cli.json_lines("receipts", parent_id, "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", parent_id, "--json")
     assert receipt["status"] == "done"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import error_lines, strata, text
 from tests.conftest import StrataCLI, write_script
 
@@ -33,7 +34,7 @@ def test_an_ambiguous_prefix_still_lists_the_sessions_it_names(cli: StrataCLI, w
     ids: list[str] = []
     while len(ids) < 2 or ids[-1][:8] != ids[-2][:8]:  # ids begin with the time: the next one shares 8 characters
         assert strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "go").returncode == 0
-        ids = sorted(row["id"] for row in cli.json_lines("sessions", "--json"))
+        ids = sorted(row["id"] for row in json_lines_in_process(cli, "sessions", "--json"))
     prefix = ids[-1][:8]
     named = [i for i in ids if i.startswith(prefix)]
     shown = strata(cli, "show", prefix)

@@ -10,6 +10,7 @@ import os
 import signal
 from pathlib import Path
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._groups import finish, group_members, kill_group, wait_for, wait_group_gone
 from tests.cli._helpers import result_line, strata, text, tool_use
 from tests.conftest import StrataCLI, write_script
@@ -49,7 +50,7 @@ def test_a_blocking_hook_and_its_grandchild_die_with_a_killed_strata(cli: Strata
 
         # The resume runs the hook again (alone: the first one is gone), and this time it answers.
         (workspace / "release").touch()
-        (row,) = cli.json_lines("sessions", "--json")
+        (row,) = json_lines_in_process(cli, "sessions", "--json")
         resumed = strata(cli, "resume", row["id"], "--json")
         assert resumed.returncode == 0, resumed.stderr
         result = result_line(resumed.stdout)

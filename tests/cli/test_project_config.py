@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests._in_process_cli import set_up_in_process
+from tests._in_process_cli import json_lines_in_process, set_up_in_process, show_in_process
 from tests.cli._helpers import result_line, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -125,7 +125,7 @@ def test_the_readme_command_hook_example_works(cli: StrataCLI, workspace: Path, 
     assert proc.returncode == 0, proc.stderr
     assert not (workspace / ".env").exists()
     assert (workspace / "notes.txt").read_text() == "fine\n"
-    (session,) = cli.json_lines("sessions", "--json")
-    results = {b["tool_use_id"]: b for m in cli.show(session["id"])["messages"] for b in m["content"]
+    (session,) = json_lines_in_process(cli, "sessions", "--json")
+    results = {b["tool_use_id"]: b for m in show_in_process(cli, session["id"])["messages"] for b in m["content"]
                if b["type"] == "tool_result"}
     assert "never write .env files" in results["toolu_env"]["content"]

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests._in_process_cli import show_in_process
 from tests.cli._helpers import (
     PEAK_RSS_LAUNCHER,
     assert_clean_stderr,
@@ -125,7 +126,7 @@ def test_ctrl_c_during_a_catastrophic_grep_ends_the_run_promptly(cli: StrataCLI,
     assert_clean_stderr(done)
     assert done.returncode == 130, (done.returncode, done.stderr)
     session_id = events_of(done.stdout)[0]["session_id"]
-    view = cli.show(session_id)
+    view = show_in_process(cli, session_id)
     assert view["open_batch"] is None
     (result,) = [b for m in view["messages"] for b in m["content"] if b["type"] == "tool_result"]
     assert "interrupted" in str(result["content"]), result
@@ -180,7 +181,7 @@ def test_resume_after_a_kill_during_a_catastrophic_grep_completes(cli: StrataCLI
     assert time.monotonic() - started < 30
     assert call_results(events_of(resumed.stdout))["g1"]["status"] == "timeout"
     assert result_line(resumed.stdout)["status"] == "completed"  # type: ignore[index]
-    assert cli.show(session_id)["open_batch"] is None
+    assert show_in_process(cli, session_id)["open_batch"] is None
 
 
 def test_read_file_and_edit_file_on_a_fifo_fail_at_once(cli: StrataCLI, workspace: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI, write_script
 
@@ -17,8 +18,8 @@ def _uncertain_receipt(cli: StrataCLI, workspace: Path, tmp_path: Path) -> tuple
     killed = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--allow", "write_file",
                      "go", env={"STRATA_FAULT": "after_receipt"})
     assert killed.returncode == -9
-    (session,) = cli.json_lines("sessions", "--json")
-    (receipt,) = cli.json_lines("receipts", session["id"], "--json")
+    (session,) = json_lines_in_process(cli, "sessions", "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", session["id"], "--json")
     assert receipt["status"] == "dispatched"
     return str(session["id"]), str(receipt["id"])
 
@@ -47,7 +48,7 @@ def test_contradicting_reconciles_at_once_record_one_and_tell_the_other_what_was
     assert f"already reconciled as {said}" in first and "via strata reconcile" in first, first
     assert " is done," not in first and " is failed," not in first, first
 
-    (after,) = cli.json_lines("receipts", session_id, "--json")
+    (after,) = json_lines_in_process(cli, "receipts", session_id, "--json")
     assert after["status"] == ("done" if winner == "applied" else "failed")
     assert after["note"] == f"I say {winner}"
     again = cli.run("reconcile", receipt_id, f"--{loser}")  # the same line when it comes later, not at once

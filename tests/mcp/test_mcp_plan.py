@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests._in_process_cli import json_lines_in_process
+from tests._in_process_cli import json_lines_in_process, show_in_process
 from tests.cli._helpers import call_results, events_of, result_line, strata, strata_set_up, text, tool_use
 from tests.conftest import StrataCLI, write_script
 from tests.mcp._servers import POLICIES, stdio_table, user_config
@@ -52,7 +52,7 @@ def test_a_changed_tool_schema_on_resume_is_a_plan_change_and_the_old_approval_i
     assert call_results(events_of(done.stdout))["c1"]["status"] == "ok"
     (told,) = [e for e in events_of(done.stdout) if e["kind"] == "tools_changed"]  # once the batch is closed
     assert told["changed"] == ["mcp__tracker__close_issue"] and not told["added"] and not told["removed"]
-    messages = json.dumps(cli.show(session_id)["messages"])
+    messages = json.dumps(show_in_process(cli, session_id)["messages"])
     assert "Tools from MCP servers changed since you last used them" in messages  # the model is told
     assert (state / "closed.log").read_text(encoding="utf-8").splitlines() == ["a/b#7 "]
 

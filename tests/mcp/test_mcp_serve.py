@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import json_lines, text, tool_use
 from tests.conftest import StrataCLI, write_script
 from tests.mcp._servers import user_config
@@ -174,7 +175,7 @@ async def test_run_agent_refuses_to_continue_a_session_a_person_started_so_its_b
     started = cli.run("run", "--workspace", str(workspace), "--model", f"script:{script}", "--json", "hello")
     assert started.returncode == 0, started.stderr
     sid = json.loads(started.stdout.splitlines()[-1])["session_id"]
-    events_before = len(cli.json_lines("timeline", sid, "--json"))
+    events_before = len(json_lines_in_process(cli, "timeline", sid, "--json"))
     async with strata_mcp(cli, workspace, "--model", f"script:{script}") as session:
         for ref in (sid, sid[:13]):
             refused = await session.call_tool("run_agent", {"prompt": "run the shell", "session_id": ref})
@@ -183,7 +184,7 @@ async def test_run_agent_refuses_to_continue_a_session_a_person_started_so_its_b
             assert "not by run_agent" in message and f"strata resume {sid}" in message, message
             assert "\n" not in message and "Traceback" not in message
     assert not (workspace / "escaped.txt").exists()
-    assert len(cli.json_lines("timeline", sid, "--json")) == events_before
+    assert len(json_lines_in_process(cli, "timeline", sid, "--json")) == events_before
 
 
 async def test_run_agent_on_a_session_another_process_holds_is_one_busy_line_not_an_internal_error(

@@ -23,6 +23,7 @@ from memory import SqliteEventStore
 from memory.rows import Receipt, ReceiptStatus
 from memory.store import EventStore
 from observability.chain_verify import verify_chains
+from tests._in_process_cli import json_lines_in_process
 from tests._postgres import Cluster
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
@@ -116,7 +117,7 @@ async def test_receipts_committed_while_verify_reads_are_not_reported_as_tamperi
                        "--allow", "bash", "go")
     try:
         _until(workspace / "at.1", writer)
-        (session,) = cli.json_lines("sessions", "--json")
+        (session,) = json_lines_in_process(cli, "sessions", "--json")
         gate = _Gate(workspace, writer)
         async with _store("sqlite" if cli.store_url is None else "postgres", cli, gate) as store:
             for _ in range(CALLS - 1):

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
 from tests.ipc._wire import RawClient
@@ -65,5 +66,5 @@ def test_an_approval_sent_after_the_interrupt_is_refused_and_the_call_is_not_run
         daemon.stop()
     assert daemon.proc.returncode == 0, daemon.stderr
     assert not (ws / "a.txt").exists()
-    events = cli.json_lines("timeline", sid, "--json")
+    events = json_lines_in_process(cli, "timeline", sid, "--json")
     assert not [e for e in events if e.get("decision") == "approved"], events

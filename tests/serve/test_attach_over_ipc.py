@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process, show_in_process
 from tests.cli._helpers import bash_mark, effect_counts, marker, text, tool_use
 from tests.conftest import StrataCLI
 from tests.serve._procs import Client, Daemon, parked_session, script
@@ -58,11 +59,11 @@ def test_an_ask_reaches_the_driver_with_full_arguments_watchers_see_the_same_eve
         assert watched == result
 
         assert (ws / "out.txt").read_text() == content
-        (receipt,) = cli.json_lines("receipts", sid, "--json")
+        (receipt,) = json_lines_in_process(cli, "receipts", sid, "--json")
         assert (receipt["call_id"], receipt["status"]) == ("w1", "done")  # written exactly once
         results = {e["call_id"]: e for e in driver.events() if e["kind"] == "call_result"}
         assert results["r1"]["status"] == "ok" and "read me" in results["r1"]["content"]
-        approvals = [r for r in cli.json_lines("timeline", sid, "--json") if r["kind"] == "approval"]
+        approvals = [r for r in json_lines_in_process(cli, "timeline", sid, "--json") if r["kind"] == "approval"]
         assert len(approvals) == 1 and "strata attach" in json.dumps(approvals[0])
 
         # The watcher saw exactly the driver's events, in commit order; only the driver was asked.
@@ -88,7 +89,7 @@ def test_a_driver_killed_while_a_call_waits_leaves_it_parked_and_approve_plus_a_
     try:
         # The driver is SIGKILLed while the call waits for its answer.
         sid = parked_session(cli, ws, model, asked="b1", prompt="mark it")
-        assert cli.show(sid)["session"]["status"] == "awaiting_approval"
+        assert show_in_process(cli, sid)["session"]["status"] == "awaiting_approval"
         assert effect_counts(ws) == {}
 
         approved = cli.run("approve", sid, "b1")
@@ -102,6 +103,6 @@ def test_a_driver_killed_while_a_call_waits_leaves_it_parked_and_approve_plus_a_
     finally:
         daemon.stop()
     assert effect_counts(ws) == {marker("b1"): 1}
-    (receipt,) = cli.json_lines("receipts", sid, "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", sid, "--json")
     assert receipt["status"] == "done"
     assert daemon.proc.returncode == 0, daemon.stderr

@@ -10,6 +10,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from tests._in_process_cli import json_lines_in_process
 from tests._terminal import APPROVE, answer, asked, enter_alone_is_refused
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
@@ -129,5 +130,5 @@ def test_a_denial_reason_longer_than_the_protocol_allows_is_cut_and_the_call_is_
     finally:
         daemon.stop()
     assert not (ws / "a.txt").exists()
-    rejected = [r for r in cli.json_lines("timeline", sid, "--json") if r["kind"] == "approval"]
+    rejected = [r for r in json_lines_in_process(cli, "timeline", sid, "--json") if r["kind"] == "approval"]
     assert [r["decision"] for r in rejected] == ["rejected"], rejected

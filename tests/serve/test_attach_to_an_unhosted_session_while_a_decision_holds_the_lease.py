@@ -17,6 +17,7 @@ from typing import Literal
 import pytest
 
 from agent.daemon._hosted import WAITING_FOR_LEASE as WAITING
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import text
 from tests.conftest import StrataCLI
 from tests.ipc._wire import RawClient
@@ -41,7 +42,7 @@ def test_an_attach_that_hosts_a_session_waits_for_a_lease_another_process_holds_
     model = script(tmp_path / "s.json", [text("one")], [text("two")])
     done = cli.run("run", "--model", model, "--workspace", str(ws), "first", timeout=120)
     assert done.returncode == 0, done.stderr
-    (row,) = cli.json_lines("sessions", "--json")
+    (row,) = json_lines_in_process(cli, "sessions", "--json")
     sid = row["id"]
     daemon = Daemon(cli)
     holder: subprocess.Popen[str] | None = None

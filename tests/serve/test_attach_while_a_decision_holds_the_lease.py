@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent.daemon._hosted import WAITING_FOR_LEASE as WAITING
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
 from tests.serve._procs import Client, Daemon, parked_session, script, wait_until
@@ -62,7 +63,7 @@ def test_a_driver_attaching_while_another_process_briefly_holds_the_lease_is_ask
         daemon.stop()
     assert daemon.proc.returncode == 0, daemon.stderr
     assert (ws / "a.txt").read_text() == "A\n"
-    (receipt,) = cli.json_lines("receipts", sid, "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", sid, "--json")
     assert receipt["status"] == "done"
 
 
@@ -94,5 +95,6 @@ def test_strata_approve_losing_to_the_daemons_driver_says_who_decided_first(cli:
     finally:
         daemon.stop()
     assert (ws / "a.txt").exists() == (driver_says == "approve")
-    decisions = [r["decision"] for r in cli.json_lines("timeline", sid, "--json") if r["kind"] == "approval"]
+    decisions = [r["decision"] for r in json_lines_in_process(cli, "timeline", sid, "--json")
+                 if r["kind"] == "approval"]
     assert decisions == ["parked", "approved" if driver_says == "approve" else "rejected"]

@@ -194,7 +194,7 @@ def test_a_childs_approval_request_is_answered_naming_the_session_it_names(cli: 
         daemon.stop()
     assert daemon.proc.returncode == 0, daemon.stderr
     assert (ws / "c.txt").read_text() == "c\n" and not (ws / "d.txt").exists()
-    decisions = [(r["call_id"], r["decision"]) for r in cli.json_lines("timeline", child, "--json")
+    decisions = [(r["call_id"], r["decision"]) for r in json_lines_in_process(cli, "timeline", child, "--json")
                  if r["kind"] == "approval"]
     assert decisions == [("c1", "approved"), ("c2", "rejected")]
 
@@ -230,5 +230,5 @@ def test_a_driver_attaching_after_the_last_one_left_during_a_childs_ask_is_asked
         daemon.stop()
     assert daemon.proc.returncode == 0, daemon.stderr
     assert (ws / "c.txt").read_text() == "c\n"
-    (receipt,) = cli.json_lines("receipts", child, "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", child, "--json")
     assert (receipt["call_id"], receipt["status"]) == ("c1", "done")

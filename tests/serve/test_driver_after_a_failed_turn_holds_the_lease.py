@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
 from tests.serve._procs import Client, Daemon, kill_if_running, lease_owner, parked_session, script
@@ -56,5 +57,5 @@ def test_a_driver_whose_turn_failed_is_told_the_session_was_released_and_the_nex
         daemon.stop()
     assert daemon.proc.returncode == 0, daemon.stderr
     assert (ws / "a.txt").read_text() == "A\n"
-    (receipt,) = cli.json_lines("receipts", sid, "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", sid, "--json")
     assert receipt["status"] == "done"

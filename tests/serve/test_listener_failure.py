@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import text
 from tests.conftest import StrataCLI
 from tests.ipc._wire import RawClient
@@ -98,5 +99,5 @@ def test_a_daemon_whose_listening_socket_fails_drains_and_exits_non_zero(cli: St
     assert "socket" in daemon.stderr and "failed" in daemon.stderr and "drained" in daemon.stderr, daemon.stderr
     assert any(m["type"] == "notice" and m.get("session_id") == sid for m in said), said  # the drain reached it
     assert "shutting down" in str(said), said
-    (row,) = [r for r in cli.json_lines("sessions", "--json") if r["id"] == sid]
+    (row,) = [r for r in json_lines_in_process(cli, "sessions", "--json") if r["id"] == sid]
     assert row["lease_owner"] is None, row  # released: resumable by id

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process, show_in_process
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
 from tests.serve._procs import Client, Daemon, parked_session, script, status
@@ -42,9 +43,9 @@ def test_a_parked_session_finished_elsewhere_is_idle_in_the_daemon_and_the_next_
         daemon.stop()
     assert daemon.proc.returncode == 0, daemon.stderr
     assert (ws / "a.txt").read_text() == "A\n"
-    (receipt,) = cli.json_lines("receipts", sid, "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", sid, "--json")
     assert receipt["status"] == "done"
     verified = cli.run("timeline", sid, "--verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
-    texts = [b["text"] for m in cli.show(sid)["messages"] for b in m["content"] if b["type"] == "text"]
+    texts = [b["text"] for m in show_in_process(cli, sid)["messages"] for b in m["content"] if b["type"] == "text"]
     assert texts[-2:] == ["next", "after"], texts

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import assert_clean_stderr, text, tool_use
 from tests.conftest import StrataCLI
 from tests.serve._procs import Daemon, killed_while_asking, parked_session, script
@@ -38,9 +39,9 @@ def _parks_then_runs_once(cli: StrataCLI, sid: str, ws: Path) -> None:
     proc, result = _resume(cli, sid)
     assert (proc.returncode, result["status"]) == (0, "completed"), proc.stdout
     assert (ws / "a.txt").read_text() == "A\n"
-    (receipt,) = cli.json_lines("receipts", sid, "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", sid, "--json")
     assert receipt["status"] == "done"
-    assert not [row for row in cli.json_lines("timeline", sid, "--json") if row.get("decision") == "denied"]
+    assert not [row for row in json_lines_in_process(cli, "timeline", sid, "--json") if row.get("decision") == "denied"]
 
 
 def test_a_call_parked_when_its_driver_left_stays_parked_on_a_plain_resume(cli: StrataCLI, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from tests._in_process_cli import json_lines_in_process, show_in_process
 from tests._terminal import CHAT_SESSION, answer, asked, leave_chat
 from tests.conftest import StrataCLI
 from tests.serve._procs import wait_until
@@ -123,7 +124,7 @@ def test_chat_streams_approves_interrupts_and_resumes(cli: StrataCLI, messages_s
     assert last[:6] == after_interrupt[:6]  # the resumed session rebuilt the same conversation from its log
     assert results_after(last, 5)[0]["tool_use_id"] == "toolu_slow" and user_texts(last[6]) == ["what happened?"]
     assert messages_server.pending == 0
-    receipts = {r["call_id"]: r["status"] for r in cli.json_lines("receipts", session_id, "--json")}
+    receipts = {r["call_id"]: r["status"] for r in json_lines_in_process(cli, "receipts", session_id, "--json")}
     assert receipts == {"toolu_w": "done", "toolu_slow": "unknown"}
 
 
@@ -157,7 +158,7 @@ def test_ctrl_c_while_the_model_streams(cli: StrataCLI, messages_server: Message
     second = messages_of(messages_server.requests[1])
     assert [m["role"] for m in second] == ["user"]
     assert user_texts(second[0]) == ["tell me a long story", "shorter please"]
-    view = cli.show(session_id)
+    view = show_in_process(cli, session_id)
     assert [m["role"] for m in view["messages"]] == ["user", "assistant"]
 
 
@@ -185,7 +186,7 @@ def test_ctrl_c_at_the_approval_prompt(cli: StrataCLI, messages_server: Messages
         child.close(force=True)
     assert_all_valid(messages_server)
     assert not (workspace / "b.txt").exists()
-    logged = cli.show(session_id)["messages"]
+    logged = show_in_process(cli, session_id)["messages"]
     assert [m["role"] for m in logged] == ["user", "assistant", "user", "assistant"]
     last = messages_of(messages_server.requests[1])
     assert [m["role"] for m in last] == ["user", "assistant", "user"], last
