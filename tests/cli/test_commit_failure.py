@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import (
     ALLOW_EFFECTS,
     EFFECTS_LOG,
@@ -32,7 +33,6 @@ from tests.cli._helpers import (
     events_of,
     marker,
     strata,
-    strata_json,
     text,
     tool_use,
 )
@@ -107,7 +107,7 @@ def test_resume_with_read_only_database_runs_no_tool_and_exits_1(
                  "append a line", env={"STRATA_FAULT": "after_commit:1"})
     assert run.returncode == -signal.SIGKILL, run.stderr
     sid = events_of(run.stdout)[0]["session_id"]
-    (before,) = strata_json(cli, "show", sid, "--json")
+    (before,) = json_lines_in_process(cli, "show", sid, "--json")
     assert [c["result"] for c in before["open_batch"]["calls"]] == [None, None]
 
     db = cli.home / "strata.db"
@@ -115,7 +115,7 @@ def test_resume_with_read_only_database_runs_no_tool_and_exits_1(
         refused = unprivileged("resume", sid)
     _assert_commit_refused(refused, db)
     assert log.read_text() == BEFORE  # the tool did not run
-    (after,) = strata_json(cli, "show", sid, "--json")
+    (after,) = json_lines_in_process(cli, "show", sid, "--json")
     assert after["messages"] == before["messages"] and after["open_batch"] == before["open_batch"]
     assert after["session"]["last_seq"] == before["session"]["last_seq"]  # nothing half-done in the log
 
@@ -132,11 +132,11 @@ def test_run_with_read_only_database_runs_no_tool_and_exits_1(
     log = workspace / EFFECTS_LOG
     log.write_text(BEFORE)
     script = write_script(tmp_path / "script.json", [[bash_mark("append")], [text("done")]])
-    assert strata_json(cli, "sessions", "--json") == []  # the database exists, empty
+    assert json_lines_in_process(cli, "sessions", "--json") == []  # the database exists, empty
     db = cli.home / "strata.db"
     with read_only(db):
         refused = unprivileged("run", "--model", f"script:{script}", "--workspace", str(workspace), *ALLOW_EFFECTS,
                                "append a line")
     _assert_commit_refused(refused, db)
     assert log.read_text() == BEFORE
-    assert strata_json(cli, "sessions", "--json") == []
+    assert json_lines_in_process(cli, "sessions", "--json") == []

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import (
     ALLOW_EFFECTS,
     CrashCase,
@@ -30,7 +31,6 @@ from tests.cli._helpers import (
     parallel,
     script_calls,
     settle,
-    strata_json,
     text,
     tool_use,
 )
@@ -154,7 +154,7 @@ def fault_cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CrashCase
     base = tmp_path_factory.mktemp("crash-faults")
     cli = StrataCLI(base / "home", base)
     script = write_script(base / "script.json", CRASH_SCRIPT)
-    assert strata_json(cli, "sessions", "--json") == []  # creates the database before the parallel runs
+    assert json_lines_in_process(cli, "sessions", "--json") == []  # creates the database before the parallel runs
     cases = {f"{p}:{n}": _new_case(base, f"{p}-{n}", CRASH_SCRIPT) for p, n in FAULTS}
     parallel(lambda item: _run_with_fault(cli, script, item[1], item[0]), list(cases.items()))
     settle(list(cases.values()), cli)
@@ -224,7 +224,7 @@ def test_sigkill_at_random_moments_then_resume(tmp_path: Path) -> None:
     rng = random.Random(RANDOM_SEED)
     cli = StrataCLI(tmp_path / "home", tmp_path)
     script = write_script(tmp_path / "script.json", RANDOM_SCRIPT)
-    assert strata_json(cli, "sessions", "--json") == []
+    assert json_lines_in_process(cli, "sessions", "--json") == []
     items = [_Killed(_new_case(tmp_path, f"random-{i}", RANDOM_SCRIPT), rng.uniform(0, MAX_DELAY_S))
              for i in range(RANDOM_RUNS)]
     parallel(lambda item: _run_and_kill(cli, script, item), items)

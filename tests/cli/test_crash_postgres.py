@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process
 from tests._postgres import Cluster
-from tests.cli._helpers import CrashCase, check_invariants, settle, strata_json
+from tests.cli._helpers import CrashCase, check_invariants, settle
 from tests.cli.test_crash import CRASH_SCRIPT, FAULTS, _check_fault_outcome, _new_case, _run_with_fault
 from tests.conftest import StrataCLI, write_script
 
@@ -19,7 +20,7 @@ def fault_cases(tmp_path_factory: pytest.TempPathFactory, postgres_cluster: Clus
     base = tmp_path_factory.mktemp("crash-faults-pg")
     cli = StrataCLI(base / "home", base, store_url=postgres_cluster.new_database())
     script = write_script(base / "script.json", CRASH_SCRIPT)
-    assert strata_json(cli, "sessions", "--json") == []  # creates the schema before the parallel runs
+    assert json_lines_in_process(cli, "sessions", "--json") == []  # creates the schema before the parallel runs
     assert not (base / "home" / "strata.db").exists()
     cases = {f"{p}:{n}": _new_case(base, f"{p}-{n}", CRASH_SCRIPT) for p, n in FAULTS}
     from tests.cli._helpers import parallel

@@ -25,10 +25,11 @@ from typing import Any
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process
 from tests._otlp_check import validate_otlp
 from tests._png import read_png
 from tests._system import CHROMIUM
-from tests.cli._helpers import ALLOW_EFFECTS, error_lines, events_of, json_lines, strata, strata_json, text, tool_use
+from tests.cli._helpers import ALLOW_EFFECTS, error_lines, events_of, json_lines, strata, text, tool_use
 from tests.conftest import REPO, StrataCLI, write_script
 
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -164,7 +165,7 @@ def test_jsonl_round_trips(exported: Exported) -> None:
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     assert [(e["seq"], e["kind"]) for e in events] == [(e["seq"], e["kind"]) for e in exported.run_events]
     rows = [o for o in objs if o["type"] == "timeline"]
-    timeline = strata_json(exported.cli, "timeline", exported.session_id, "--json")
+    timeline = json_lines_in_process(exported.cli, "timeline", exported.session_id, "--json")
     assert [{k: v for k, v in r.items() if k != "type"} for r in rows] == timeline
     receipts = [o for o in objs if o["type"] == "receipt"]
     assert {r["call_id"]: r["status"] for r in receipts} == {"missing": "failed", "save": "done", "slow": "unknown"}

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._groups import finish, wait_for
 from tests.cli._helpers import (
     assert_clean_stderr,
     error_lines,
     json_lines,
     result_line,
-    strata_json,
     text,
     tool_use,
 )
@@ -95,10 +95,10 @@ def test_resume_in_another_pid_namespace_is_refused_while_the_owner_lives(
     assert done.returncode == 0, (done.returncode, done.stderr)
     summary = result_line(done.stdout)
     assert summary is not None and summary["status"] == "completed" and summary["unknown_receipts"] == 0
-    (receipt,) = strata_json(cli, "receipts", session_id, "--json")
+    (receipt,) = json_lines_in_process(cli, "receipts", session_id, "--json")
     assert receipt["status"] == "done", receipt
     assert (workspace / "out").read_text().splitlines() == ["finished"]
-    (view,) = strata_json(cli, "show", session_id, "--json")
+    (view,) = json_lines_in_process(cli, "show", session_id, "--json")
     assert view["session"]["ended"] == "completed" and view["session"]["lease_owner"] is None
 
 

@@ -10,8 +10,9 @@ import signal
 import subprocess
 from pathlib import Path
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._groups import finish, wait_for
-from tests.cli._helpers import error_lines, strata, strata_json, tool_use
+from tests.cli._helpers import error_lines, strata, tool_use
 from tests.conftest import StrataCLI, write_script
 
 SLEEPS = "echo started >> started; sleep %d"
@@ -33,7 +34,7 @@ def test_reconcile_names_a_dead_owners_dispatched_receipt_and_never_a_running_se
     live_run = _run(cli, live_ws, write_script(tmp_path / "b.json", [[tool_use("k1", "bash", command=SLEEPS % 60)]]))
     try:
         wait_for(live_ws / "started", live_run)
-        receipts = strata_json(cli, "receipts", "--json")
+        receipts = json_lines_in_process(cli, "receipts", "--json")
         assert [r["status"] for r in receipts] == ["dispatched", "dispatched"], receipts
         dead, live = receipts  # in the order they were made
 
@@ -57,7 +58,7 @@ def test_reconcile_names_a_dead_owners_dispatched_receipt_and_never_a_running_se
         assert ambiguous.returncode == 2, ambiguous.stderr
         [line] = [ln for ln in ambiguous.stderr.splitlines() if ln.strip().startswith(dead["id"])]
         assert "  not applied  " in line and "failed" not in line, line
-        assert [r["reads"] for r in strata_json(cli, "receipts", "--json")] == ["not applied", "dispatched"]
+        assert [r["reads"] for r in json_lines_in_process(cli, "receipts", "--json")] == ["not applied", "dispatched"]
         assert "no receipt awaits a decision" in strata(cli, "reconcile").stderr
     finally:
         live_run.send_signal(signal.SIGINT)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import (
     ALLOW_EFFECTS,
     bash_mark,
@@ -27,7 +28,6 @@ from tests.cli._helpers import (
     marker,
     result_line,
     strata,
-    strata_json,
     text,
     tool_use,
 )
@@ -48,7 +48,7 @@ def test_a_deleted_wal_stops_the_run_before_the_next_effect(cli: StrataCLI, work
     """A bash call deletes strata.db-wal (or -shm) in the middle of a batch of effects: no later effect runs,
     the run exits 1 with one line naming the file, every effect that ran has its receipt even though the other
     process that had the database open is killed, and a resume runs the rest exactly once."""
-    assert strata_json(cli, "sessions", "--json") == []  # the database exists
+    assert json_lines_in_process(cli, "sessions", "--json") == []  # the database exists
     db = cli.home / "strata.db"
     reader = subprocess.Popen([sys.executable, "-c", _READER, str(db)], stdout=subprocess.PIPE, text=True)
     try:
@@ -69,7 +69,7 @@ def test_a_deleted_wal_stops_the_run_before_the_next_effect(cli: StrataCLI, work
     assert effect_counts(workspace) == {marker("m1"): 1, marker("m2"): 1}
 
     session_id = events_of(run.stdout)[0]["session_id"]
-    receipts = {r["call_id"]: r["status"] for r in strata_json(cli, "receipts", session_id, "--json")}
+    receipts = {r["call_id"]: r["status"] for r in json_lines_in_process(cli, "receipts", session_id, "--json")}
     assert receipts == {"m1": "done", "m2": "done", "zap": "dispatched"}
 
     resumed = strata(cli, "resume", session_id, "--json")
@@ -77,5 +77,5 @@ def test_a_deleted_wal_stops_the_run_before_the_next_effect(cli: StrataCLI, work
     summary = result_line(resumed.stdout)
     assert summary is not None and summary["unknown_receipts"] == 1
     assert effect_counts(workspace) == {marker(c): 1 for c in ("m1", "m2", "m3", "m4")}
-    receipts = {r["call_id"]: r["status"] for r in strata_json(cli, "receipts", session_id, "--json")}
+    receipts = {r["call_id"]: r["status"] for r in json_lines_in_process(cli, "receipts", session_id, "--json")}
     assert receipts == {"m1": "done", "m2": "done", "zap": "unknown", "m3": "done", "m4": "done"}
