@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-from tests.cli._helpers import assert_clean_stderr
+from tests.cli._helpers import assert_clean_stderr, text, tool_use
 from tests.conftest import StrataCLI
 from tests.ipc._wire import RawClient
 
@@ -304,3 +304,15 @@ def notices_until(client: RawClient, kind: str) -> list[Line]:
             if line["kind"] == kind:
                 return notices
     raise AssertionError(f"the connection ended before a {kind} notice; notices: {notices}")
+
+
+def child_writes_c(tmp_path: Path) -> tuple[Path, Path]:
+    """A workspace, and a script whose parent delegates one task and whose child writes c.txt (an asked call)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({
+        "turns": [[tool_use("p1", "delegate", task="write c.txt")], [text("parent done")]],
+        "children": [[[tool_use("c1", "write_file", path="c.txt", content="c\n")], [text("child wrote c.txt")]]],
+    }), encoding="utf-8")
+    return ws, path

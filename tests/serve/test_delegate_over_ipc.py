@@ -14,25 +14,13 @@ from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import EFFECTS_LOG, text, tool_use
 from tests.conftest import StrataCLI
 from tests.ipc._wire import RawClient
-from tests.serve._procs import Client, Daemon, allow_in_user_config, status, wait_until
+from tests.serve._procs import Client, Daemon, allow_in_user_config, child_writes_c, status, wait_until
 
 pytestmark = pytest.mark.slow
 
 
-def _child_writes_c(tmp_path: Path) -> tuple[Path, Path]:
-    """A workspace, and a script whose parent delegates one task and whose child writes c.txt (an asked call)."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    path = tmp_path / "s.json"
-    path.write_text(json.dumps({
-        "turns": [[tool_use("p1", "delegate", task="write c.txt")], [text("parent done")]],
-        "children": [[[tool_use("c1", "write_file", path="c.txt", content="c\n")], [text("child wrote c.txt")]]],
-    }), encoding="utf-8")
-    return ws, path
-
-
 def test_a_childs_approval_reaches_the_attached_client_naming_the_child(cli: StrataCLI, tmp_path: Path) -> None:
-    ws, path = _child_writes_c(tmp_path)
+    ws, path = child_writes_c(tmp_path)
     daemon = Daemon(cli)
     try:
         driver = Client(cli, "--new", "--workspace", str(ws), "--model", f"script:{path}")
@@ -206,7 +194,7 @@ def test_a_driver_attaching_after_the_last_one_left_during_a_childs_ask_is_asked
     child's call, as a driver attaching to a session whose own calls are parked is; approved, it runs once and
     the parent completes. Before, the parent was hosted as `idle` with nothing waiting: the new driver was asked
     nothing and nothing went on until a prompt came."""
-    ws, path = _child_writes_c(tmp_path)
+    ws, path = child_writes_c(tmp_path)
     allow_in_user_config(cli, "delegate")
     daemon = Daemon(cli)
     try:

@@ -14,7 +14,7 @@ import pytest
 
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
-from tests.serve._procs import Client, Daemon, allow_in_user_config, status, wait_until
+from tests.serve._procs import Client, Daemon, allow_in_user_config, child_writes_c, status, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -32,13 +32,7 @@ def _ps_line(cli: StrataCLI, session_id: str) -> str:
 
 
 def test_a_parent_waiting_on_its_childs_call_names_the_child_and_the_call(cli: StrataCLI, tmp_path: Path) -> None:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    path = tmp_path / "s.json"
-    path.write_text(json.dumps({
-        "turns": [[tool_use("p1", "delegate", task="write c.txt")], [text("parent done")]],
-        "children": [[[tool_use("c1", "write_file", path="c.txt", content="c\n")], [text("child wrote c.txt")]]],
-    }), encoding="utf-8")
+    ws, path = child_writes_c(tmp_path)
     allow_in_user_config(cli, "delegate")
     daemon = Daemon(cli)
     try:
