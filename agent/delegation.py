@@ -30,7 +30,7 @@ import anyio
 import structlog
 
 from agent.lineage import ChildLink, children_of
-from agent.models import child_model_name, model_from_spec
+from agent.models import child_model_name, closed_on_failure, model_from_spec
 from agent.outcome import RunOutcome
 from core.delegate_keys import DELEGATE, child_of
 from core.errors import LeaseLost, SessionActive, SessionNotFound, StrataError, UsageError
@@ -210,15 +210,16 @@ class Delegator:
         allowed = self._allowed(args)
         max_turns = self._max_turns(args)
         index = len(await children_of(self.store, parent.session_id))
-        model = model_from_spec(child_model_name(parent.model, index))
         link = ChildLink(session_id=child_id, parent_id=parent.session_id, parent_call_id=ctx.call_id,
                          depth=parent.depth + 1, tools_allowed=allowed,
                          grants=tuple(parent.grants) if self.pass_grants else ())
         log.info("delegate: starting child", child=child_id, depth=link.depth, tools=list(allowed))
-        return await self.sessions.start(NewChild(
-            link=link, model=model, workspace=Path(parent.workspace), mode=parent.mode, rules=tuple(parent.rules),
-            prompt=str(args["task"]), max_turns=max_turns,
-            approver=self._approver(child_id), on_ask=self.on_ask))
+        # the child's once it started: closed when it is released (`_drive`)
+        async with closed_on_failure(model_from_spec(child_model_name(parent.model, index))) as model:
+            return await self.sessions.start(NewChild(
+                link=link, model=model, workspace=Path(parent.workspace), mode=parent.mode,
+                rules=tuple(parent.rules), prompt=str(args["task"]), max_turns=max_turns,
+                approver=self._approver(child_id), on_ask=self.on_ask))
 
     async def _free(self, child_id: str, record: SessionRecord) -> SessionRecord:
         """The child's record once no other live process holds its lease, waiting up to CHILD_LEASE_WAIT_S for

@@ -1,16 +1,23 @@
-"""Choosing the model adapter from `--model` (`script:PATH`, `anthropic[:NAME]`)."""
+"""Choosing the model adapter from `--model` (`script:PATH`, `anthropic[:NAME]`), and closing it once its session is
+done with it."""
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TypeVar
+
+import anyio
 
 from core.env_block import take_secret
 from core.errors import UsageError
 from core.model import ModelAdapter
 from core.model.scripted import CHILD_MARK, ScriptedModel
+
+M = TypeVar("M", bound=ModelAdapter | None)
 
 _CHILD = re.compile(r"\d+(\.\d+)*")
 
@@ -44,6 +51,33 @@ def model_from_spec(spec: str | None, env: Mapping[str, str] | None = None) -> M
         base_url = env.get("ANTHROPIC_BASE_URL", "").strip() or None
         return AnthropicModel(rest.strip() or DEFAULT_MODEL, api_key=api_key, base_url=base_url)
     raise UsageError(f"unknown model {spec!r}", hint="use script:PATH or anthropic:NAME")
+
+
+async def close_model(model: ModelAdapter | None) -> None:
+    """Close what `model` holds open: the Anthropic adapter's HTTP client, with its pooled connections (left open,
+    the interpreter closes them after the event loop is gone: an unclosed-socket warning, a connection the server
+    keeps waiting on). An adapter without `aclose()` (the scripted model) holds nothing. Closing one again does
+    nothing. Shielded: it closes on an interrupt too, which is when it matters most.
+
+    Who closes: a session closes the model it runs with when it is released (agent/session.py `LiveSession`), and
+    `resume_session` one its `model_factory` made when the resume fails; whoever made a model closes it when the
+    session it was made for was never returned (a failed start, a refused resume): `closed_on_failure`."""
+    aclose = getattr(model, "aclose", None)
+    if aclose is None:
+        return
+    with anyio.CancelScope(shield=True):
+        await aclose()
+
+
+@asynccontextmanager
+async def closed_on_failure(model: M) -> AsyncIterator[M]:
+    """`model` for a block that starts or resumes a session with it: closed if the block fails (no session took
+    it); once a session is returned it is the session's, closed by its release."""
+    try:
+        yield model
+    except BaseException:
+        await close_model(model)
+        raise
 
 
 def held_api_key() -> str:

@@ -20,7 +20,7 @@ from agent.evidence_ledger import Ledgers
 from agent.knowledge import KnowledgeSource, SessionKnowledge, knowledge_change
 from agent.lineage import ChildLink
 from agent.loop import AgenticLoop, LoopParts, Observer
-from agent.models import model_from_spec
+from agent.models import close_model, model_from_spec
 from agent.outcome import RunOutcome
 from agent.project_hooks import ProjectHooks, resume_refusal
 from agent.reading import configured_secrets
@@ -290,10 +290,15 @@ class LiveSession:
             self.holder = holder
 
     async def release(self, status: SessionStatus | None) -> None:
+        """Let the session go: its ledger's writer ends, its lease is released with `status`, and its model is
+        closed (the session's from the start or resume that returned it; agent/models.py `close_model`)."""
         with anyio.CancelScope(shield=True):
-            if self.runtime.ledgers is not None:  # its writer ends with the run (before the lease: none drives it)
-                await self.runtime.ledgers.close(self.id)
-            await self.runtime.store.release_lease(self.id, self.holder.token, status)
+            try:
+                if self.runtime.ledgers is not None:  # its writer ends with the run (before the lease: none drives it)
+                    await self.runtime.ledgers.close(self.id)
+                await self.runtime.store.release_lease(self.id, self.holder.token, status)
+            finally:
+                await close_model(self.loop.model)
 
 
 def _workspace(path: Path) -> Path:
@@ -358,7 +363,8 @@ async def start_session(rt: Runtime, *, model: ModelAdapter, workspace: Path, mo
                         rules: list[PermissionRule], prompt: str | None, max_turns: int,
                         observer: Observer | None = None, asking: Asking | None = None,
                         listener: ModelListener | None = None, child: ChildLink | None = None) -> LiveSession:
-    """`child`: the session is a delegated child (agent/delegation.py): its id, parent, depth and narrowed plan."""
+    """`child`: the session is a delegated child (agent/delegation.py): its id, parent, depth and narrowed plan.
+    `model` is the returned session's, closed when it is released; a start that fails leaves it to the caller."""
     refuse_empty_prompt(prompt)
     if prompt is not None:
         prompt = valid_text(prompt)  # argv bytes that are not UTF-8 arrive as surrogates (core/utf8.py)
@@ -428,13 +434,15 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
                          kill_orphans: bool = False, leased: Callable[[], None] | None = None) -> LiveSession:
     """Take the lease (or fail with SessionActive), restore the state (the latest snapshot plus the tail of the
     log, see memory/restore.py), record the resume. The model is `model`, or `model_factory` applied to the model
-    the session recorded. `prompt`, the one the caller will run with, is checked here, before anything is
-    recorded. A session that started with trusted project hooks does not continue without them
-    (ProjectHooksMissing, agent/project_hooks.py) unless `without_project_hooks` names the person who chose so
-    (then the project's hooks do not run, and the choice is recorded). A resume refused before it is recorded
-    leaves the session's status as it was. `kill_orphans`: a command of the open batch that outlived its Strata
-    process is killed instead of waited for (tool_executor/orphans.py). `leased` is called once the lease is this
-    process's (before that, an interrupt leaves the session as it was: `strata resume` says so)."""
+    the session recorded; the returned session closes it when released, and a failed resume closes one the factory
+    made (a `model` passed in stays the caller's until a session is returned). `prompt`, the one the caller will
+    run with, is checked here, before anything is recorded. A session that started with trusted project hooks does
+    not continue without them (ProjectHooksMissing, agent/project_hooks.py) unless `without_project_hooks` names
+    the person who chose so (then the project's hooks do not run, and the choice is recorded). A resume refused
+    before it is recorded leaves the session's status as it was. `kill_orphans`: a command of the open batch that
+    outlived its Strata process is killed instead of waited for (tool_executor/orphans.py). `leased` is called once
+    the lease is this process's (before that, an interrupt leaves the session as it was: `strata resume` says
+    so)."""
     if prompt is not None and not prompt.strip():
         raise UsageError("the prompt is empty", hint="say what the agent should do, or leave the prompt out")
     session = await rt.store.get_session(session_id)
@@ -446,6 +454,7 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
     if leased is not None:
         leased()
     state: SessionState | None = None
+    made: ModelAdapter | None = None
     try:
         restored = await restore_or_report(rt.store, session_id)
         state = restored.state
@@ -478,7 +487,7 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
         if model is None:
             if model_factory is None:
                 raise UsageError("no model to resume with")
-            model = model_factory(state.model)
+            model = made = model_factory(state.model)
         asking = asking or Asking()
         knowledge = await rt.session_knowledge(Path(state.workspace), state.mode)
         told = knowledge_change(rt.knowledge.home if rt.knowledge else None, state.knowledge_told, knowledge)
@@ -496,7 +505,11 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
         return LiveSession(rt, loop.state, holder, loop)
     except BaseException:
         with anyio.CancelScope(shield=True):
-            await rt.store.release_lease(session_id, holder.token, resting_status(state, before))
+            try:
+                await rt.store.release_lease(session_id, holder.token, resting_status(state, before))
+            finally:
+                if made is not None:  # the caller never sees it; a model it passed stays its own (it may retry)
+                    await close_model(made)
         raise
 
 

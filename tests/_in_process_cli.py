@@ -90,10 +90,11 @@ def set_up_in_process(cli: StrataCLI, *args: str,
     process of its own is not: the real command group and runtime, the same store, the same rows (guarded by
     tests/cli/test_in_process_setup.py), without the ~0.3-0.45 s of CPU a `strata run` process costs, most of it
     importing the command, which a worker does once. Only for a command that ends by itself: one a test kills,
-    interrupts or signals, or watches as it runs, is a process of its own (`cli.run`, `cli.popen`); so is one on the
-    Anthropic API model: the command leaves the SDK's HTTP client to the process's exit, and in a worker it would
-    be closed after its event loop (an unclosed-socket warning in a later test). Held under ENVIRON_LOCK as a
-    reading is, so a thread of the test that starts a `strata` meanwhile waits for it."""
+    interrupts or signals, or watches as it runs, is a process of its own (`cli.run`, `cli.popen`). One on the
+    Anthropic API model closes the SDK's HTTP client as its session is released (tests/wire/
+    test_cli_closes_the_model.py); it takes the API key out of the environment and keeps it for the process
+    (core/env_block.py), so a test running one keeps that for itself. Held under ENVIRON_LOCK as a reading is, so a
+    thread of the test that starts a `strata` meanwhile waits for it."""
     return run_in_process(cli, *args, env=env)
 
 

@@ -45,6 +45,7 @@ from agent.channels._retention import PRUNE_INTERVAL_S, Prune, every, prune_file
 from agent.channels._spool import SpoolChannel
 from agent.channels._turns import ChannelParts, daemon_runtime, handle, reject_taken
 from agent.channels._webhook import WebhookChannel
+from agent.models import close_model
 from agent.session import Runtime
 from config import ChannelEntry, LoadedConfig
 from config.channels import DEFAULT_KEEP_IDS_DAYS
@@ -376,7 +377,7 @@ class ChannelRunner:
                     if not spec:
                         raise ConfigError("no model for the channel's sessions", key=f"channels.{entry.name}.model",
                                           hint="set `model` in the channel's table or in the config")
-                    model_factory(spec)  # a bad spec is an error now, not at the first message
+                    await close_model(model_factory(spec))  # a bad spec is an error now, not at the first message
                     current: Current = {}
                     drt = daemon_runtime(base, config.enable, reply_tool(channel, book, current), entry.name)
                     parts = ChannelParts(rt=drt, book=book, channel=channel, entry=entry,

@@ -28,6 +28,7 @@ import structlog
 from agent.channels._messages import Channel, InboundMessage, Reply
 from agent.channels._reply_tool import Current, reply_rule
 from agent.delegation import busy_child, waiting_child
+from agent.models import closed_on_failure
 from agent.outcome import RunOutcome
 from agent.reconcile import probe_receipts
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
@@ -115,8 +116,9 @@ async def handle(parts: ChannelParts, message: InboundMessage, handle: str) -> O
     session_id = await anyio.to_thread.run_sync(book.session_of, message.channel, message.thread)
     try:
         if session_id is None:
-            live = await start_session(parts.rt, model=parts.model(), workspace=Path(entry.workspace), mode="daemon",
-                                       rules=[], prompt=None, max_turns=parts.max_turns, asking=asking)
+            async with closed_on_failure(parts.model()) as model:
+                live = await start_session(parts.rt, model=model, workspace=Path(entry.workspace), mode="daemon",
+                                           rules=[], prompt=None, max_turns=parts.max_turns, asking=asking)
             session_id = await anyio.to_thread.run_sync(book.bind, message.channel, message.thread, live.id)
             assert session_id == live.id  # one poller a channel, one worker a thread: nothing else binds it
         else:
@@ -131,8 +133,9 @@ async def handle(parts: ChannelParts, message: InboundMessage, handle: str) -> O
                          thread=message.thread, message_id=message.id, reason=child)
                 return "deferred"
             await _probe_uncertain(parts.rt, session_id)
-            live = await resume_session(parts.rt, session_id, rules=[], model=parts.model(),
-                                        max_turns=parts.max_turns, asking=asking)
+            async with closed_on_failure(parts.model()) as model:
+                live = await resume_session(parts.rt, session_id, rules=[], model=model,
+                                            max_turns=parts.max_turns, asking=asking)
     except (SessionActive, StrataError) as exc:
         log.warning("thread's session cannot take the message now; it stays queued", channel=message.channel,
                     thread=message.thread, message_id=message.id, reason=str(exc))

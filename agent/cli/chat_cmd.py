@@ -12,7 +12,7 @@ import click
 
 from agent.cli._common import Command, notices, waiver
 from agent.cli.options import WorkspacePath
-from agent.models import model_from_spec
+from agent.models import close_model, model_from_spec
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
 from agent.terminal.safe_text import SafeConsole
 from core.errors import StrataError, UsageError
@@ -71,38 +71,41 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
             record = await rt.store.get_session(target) if target is not None else None
             # The model first: a missing API key is one line before the terminal is taken over.
             model = model_from_spec(model_spec or (record.model if record else settings.model or DEFAULT_CHAT_MODEL))
-            if not sys.stdin.isatty():  # after what would refuse anyway, before anything is recorded
-                if record is not None and not without_project_hooks:
-                    await _refuse_resume_early(rt, record.id)
-                raise UsageError("strata chat needs a terminal on stdin; for a script or a pipe use "
-                                 "`strata run PROMPT` (nothing was started)")
-            view.max_attempts = getattr(getattr(model, "_retry", None), "max_attempts", None)
-            keys = CtrlC()
-            session = Chat(console, make_prompt(str(settings.home / "chat_history"), keys), view, keys=keys)
-            asking = Asking(approver=TerminalApprover(console, session.ask_line, on_interrupt=session.interrupt))
-            live: LiveSession
-            if record is not None:
-                # As `strata resume` does: a lease held for a moment (`strata approve|deny` recording a decision, a
-                # reconcile, a probe) is waited for; one held longer is a running session, refused in one line
-                # naming its holder (SessionActive, exit 1). resume_session raises it before anything is recorded.
-                resumed = record.id
-                live = await unless_held_long(lambda: resume_session(
-                    rt, resumed, rules=rules, model=model, max_turns=max_turns, observer=view, listener=view,
-                    asking=asking, without_project_hooks=waiver(without_project_hooks, "chat")))
-                notices(loaded)
-                _replay(console, live)
-            else:
-                live = await start_session(rt, model=model, workspace=workspace, mode="interactive", rules=rules,
-                                           prompt=None, max_turns=settings.max_turns, observer=view, listener=view,
-                                           asking=asking)
-            session.commands = slash_commands(console, rt, live.id)
-            session.untitled = record is None or not record.title
             try:
-                if live.state.open_batch is not None:
-                    await session.turn(live, None)  # finish the batch a crash or an interrupt left open
-                await session.loop(live)
-            finally:
-                await live.release(await _leaving_status(rt, live))
+                if not sys.stdin.isatty():  # after what would refuse anyway, before anything is recorded
+                    if record is not None and not without_project_hooks:
+                        await _refuse_resume_early(rt, record.id)
+                    raise UsageError("strata chat needs a terminal on stdin; for a script or a pipe use "
+                                     "`strata run PROMPT` (nothing was started)")
+                view.max_attempts = getattr(getattr(model, "_retry", None), "max_attempts", None)
+                keys = CtrlC()
+                session = Chat(console, make_prompt(str(settings.home / "chat_history"), keys), view, keys=keys)
+                asking = Asking(approver=TerminalApprover(console, session.ask_line, on_interrupt=session.interrupt))
+                live: LiveSession
+                if record is not None:
+                    # As `strata resume` does: a lease held for a moment (`strata approve|deny` recording a decision, a
+                    # reconcile, a probe) is waited for; one held longer is a running session, refused in one line
+                    # naming its holder (SessionActive, exit 1). resume_session raises it before anything is recorded.
+                    resumed = record.id
+                    live = await unless_held_long(lambda: resume_session(
+                        rt, resumed, rules=rules, model=model, max_turns=max_turns, observer=view, listener=view,
+                        asking=asking, without_project_hooks=waiver(without_project_hooks, "chat")))
+                    notices(loaded)
+                    _replay(console, live)
+                else:
+                    live = await start_session(rt, model=model, workspace=workspace, mode="interactive", rules=rules,
+                                               prompt=None, max_turns=settings.max_turns, observer=view, listener=view,
+                                               asking=asking)
+                session.commands = slash_commands(console, rt, live.id)
+                session.untitled = record is None or not record.title
+                try:
+                    if live.state.open_batch is not None:
+                        await session.turn(live, None)  # finish the batch a crash or an interrupt left open
+                    await session.loop(live)
+                finally:
+                    await live.release(await _leaving_status(rt, live))
+            finally:  # closed by the session's release already, unless it never started
+                await close_model(model)
 
     cmd.run(main)
     sys.exit(0)

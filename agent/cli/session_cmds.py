@@ -28,7 +28,7 @@ from agent.cli.options import WorkspacePath
 from agent.cli.output import echo, echo_json, say_error
 from agent.cli.render import Tally, printer
 from agent.default_model import DEFAULT_MODEL_SPEC
-from agent.models import model_from_spec
+from agent.models import close_model, model_from_spec
 from agent.outcome import RunOutcome
 from agent.session import Asking, LiveSession, Runtime, refuse_empty_prompt, resume_session, start_session
 from core.errors import StrataError
@@ -132,13 +132,16 @@ def run(model_spec: str | None, workspace: Path, allow: tuple[str, ...], deny: t
     async def main() -> RunOutcome:
         refuse_empty_prompt(prompt)  # before the model is made (an API model's SDK import: ~1 s of CPU)
         model = model_from_spec(settings.model or DEFAULT_MODEL_SPEC)  # the one chat uses too
-        async with cmd.session_runtime(loaded) as rt:
-            tally = Tally(_effectful(rt))
-            live = await start_session(rt, model=model, workspace=workspace, mode="headless", rules=rules,
-                                       prompt=prompt, max_turns=settings.max_turns,
-                                       observer=_observer(as_json, tally), asking=Asking(on_ask=settings.on_ask))
-            cmd.session_id, cmd.took_session = live.id, True
-            return await _drive(live, None, as_json, tally)
+        try:
+            async with cmd.session_runtime(loaded) as rt:
+                tally = Tally(_effectful(rt))
+                live = await start_session(rt, model=model, workspace=workspace, mode="headless", rules=rules,
+                                           prompt=prompt, max_turns=settings.max_turns,
+                                           observer=_observer(as_json, tally), asking=Asking(on_ask=settings.on_ask))
+                cmd.session_id, cmd.took_session = live.id, True
+                return await _drive(live, None, as_json, tally)
+        finally:  # closed by the session's release already, unless the start failed
+            await close_model(model)
 
     sys.exit(cmd.run(main, on_interrupt=interrupted_hints(cmd)).exit_code)
 
@@ -171,17 +174,21 @@ def resume(session_id: str, prompt: str | None, model_spec: str | None, allow: t
         loaded = await cmd.session_config(session_id=session_id, on_ask=on_ask)
         async with cmd.session_runtime(loaded) as rt:
             model = model_from_spec(model_spec) if model_spec else None
-            tally = Tally(_effectful(rt))
-            # A lease held for a moment (`strata approve|deny` recording a decision, a reconcile, a probe) is waited
-            # for, as those wait for each other; one held longer is a running session (SessionActive, its holder
-            # named). resume_session raises it before anything is recorded.
-            live = await unless_held_long(lambda: resume_session(
-                rt, cmd.session_id, model=model, model_factory=model_from_spec, rules=rules, max_turns=max_turns,
-                observer=_observer(as_json, tally),
-                asking=Asking(on_ask=on_ask),  # type: ignore[arg-type]  # None: the session's
-                prompt=prompt, without_project_hooks=waiver(without_project_hooks, "resume"),
-                kill_orphans=kill_orphans, leased=took))
-            notices(loaded)  # once the resume goes on (a refusal says everything in its own line)
-            return await _drive(live, prompt, as_json, tally)
+            try:
+                tally = Tally(_effectful(rt))
+                # A lease held for a moment (`strata approve|deny` recording a decision, a reconcile, a probe) is
+                # waited for, as those wait for each other; one held longer is a running session (SessionActive,
+                # its holder named). resume_session raises it before anything is recorded.
+                live = await unless_held_long(lambda: resume_session(
+                    rt, cmd.session_id, model=model, model_factory=model_from_spec, rules=rules,
+                    max_turns=max_turns, observer=_observer(as_json, tally),
+                    asking=Asking(on_ask=on_ask),  # type: ignore[arg-type]  # None: the session's
+                    prompt=prompt, without_project_hooks=waiver(without_project_hooks, "resume"),
+                    kill_orphans=kill_orphans, leased=took))
+                notices(loaded)  # once the resume goes on (a refusal says everything in its own line)
+                return await _drive(live, prompt, as_json, tally)
+            finally:  # one made from the session's record is the session's, closed by its release
+                if model is not None:
+                    await close_model(model)
 
     sys.exit(cmd.run(main, on_interrupt=interrupted_hints(cmd)).exit_code)

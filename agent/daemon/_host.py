@@ -30,7 +30,7 @@ from agent.daemon._attachment import DEFAULT_QUEUE, Attachment, Role
 from agent.daemon._errors import HostRefused
 from agent.daemon._hosted import HostedSession, HostParts
 from agent.daemon._messages import SessionInfo
-from agent.models import model_from_spec
+from agent.models import closed_on_failure, model_from_spec
 from agent.reconcile import person
 from agent.session import Runtime, refuse_prompt_while_child_busy
 from config import LoadedConfig
@@ -102,14 +102,15 @@ class SessionHost:
         """Start a session in mode `ipc` (its asks go to its driving attachment) and host it. Its id."""
         self._refuse_if_draining(None)
         adapter = await anyio.to_thread.run_sync(self._parts.model_factory, model)  # it may read a script file
-        replaced = self._make_room(None)
-        hosted = HostedSession(self._parts, quiet=replaced)
-        self._opening += 1
-        try:
-            session_id: str = await self._tg.start(
-                hosted.serve, partial(hosted.start_new, workspace, adapter, rules, max_turns))
-        finally:
-            self._opening -= 1
+        async with closed_on_failure(adapter):  # the session's once it started (closed when it is released)
+            replaced = self._make_room(None)
+            hosted = HostedSession(self._parts, quiet=replaced)
+            self._opening += 1
+            try:
+                session_id: str = await self._tg.start(
+                    hosted.serve, partial(hosted.start_new, workspace, adapter, rules, max_turns))
+            finally:
+                self._opening -= 1
         self._hosted(hosted)
         return session_id
 

@@ -50,6 +50,7 @@ from agent.daemon._messages import (
     WaitingCall,
 )
 from agent.delegation import busy_child, waiting_child
+from agent.models import close_model
 from agent.outcome import RunOutcome
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
 from config import LoadedConfig
@@ -111,6 +112,10 @@ class _StopPoint:
             return await self._model.complete(request, listener)
         finally:
             self._session.in_model = False
+
+    async def aclose(self) -> None:
+        """The session's release closes the model it wraps (agent/models.py `close_model`)."""
+        await close_model(self._model)
 
 
 class _Deltas:

@@ -15,7 +15,7 @@ import anyio
 
 from agent.mcp import with_mcp_tools
 from agent.mcp_serve._roots import allowed_roots, model_in_roots, workspace_in_roots
-from agent.models import model_from_spec
+from agent.models import closed_on_failure, model_from_spec
 from agent.outcome import RunOutcome
 from agent.reading import recorded_session
 from agent.session import Asking, LiveSession, Runtime, resume_session, start_session
@@ -118,12 +118,12 @@ async def _session(rt: Runtime, loaded: LoadedConfig, ws: Path, prompt: str, mod
             raise UsageError(f"session {session_id} was started in mode {mode}, not by run_agent; an MCP host may "
                              "continue only the sessions run_agent started",
                              hint=f"continue it from a terminal with `strata resume {session_id}`")
-        return await resume_session(rt, session_id, rules=[], model=model_from_spec(model) if model else None,
-                                    model_factory=model_from_spec, max_turns=max_turns, observer=observe,
-                                    asking=asking, prompt=prompt)
-    return await start_session(rt, model=model_from_spec(loaded.settings.model), workspace=ws, mode="mcp",
-                               rules=[], prompt=prompt, max_turns=max_turns or DEFAULT_MAX_TURNS, observer=observe,
-                               asking=asking)
+        async with closed_on_failure(model_from_spec(model) if model else None) as given:
+            return await resume_session(rt, session_id, rules=[], model=given, model_factory=model_from_spec,
+                                        max_turns=max_turns, observer=observe, asking=asking, prompt=prompt)
+    async with closed_on_failure(model_from_spec(loaded.settings.model)) as made:
+        return await start_session(rt, model=made, workspace=ws, mode="mcp", rules=[], prompt=prompt,
+                                   max_turns=max_turns or DEFAULT_MAX_TURNS, observer=observe, asking=asking)
 
 
 def _busy_here(busy: SessionActive) -> StrataError:

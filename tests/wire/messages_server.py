@@ -203,6 +203,13 @@ class MessagesServer:
         with self._lock:
             return list(self._errors)
 
+    @property
+    def open_connections(self) -> int:
+        """Client connections the server still has open: one a client keeps alive in its pool counts until the client
+        closes it (the handler then reads the end of the stream and lets it go)."""
+        httpd = self._httpd
+        return httpd.open_connections() if httpd is not None else 0
+
     # -- answering (runs in the server's handler threads)
 
     def _next_request_id(self) -> str:
@@ -420,6 +427,10 @@ class _HTTPServer(ThreadingHTTPServer):
         with self._conns_lock:
             self._conns.discard(request)
         super().shutdown_request(request)
+
+    def open_connections(self) -> int:
+        with self._conns_lock:
+            return len(self._conns)
 
     def close_connections(self) -> None:
         """End idle keep-alive connections, so their handler threads finish."""
