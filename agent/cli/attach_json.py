@@ -61,6 +61,8 @@ class DenyIn(_In):
     type: Literal["deny"]
     call_id: str
     reason: str = ""
+    interrupt: bool = False
+    """And stop the turn with the denial, in one request (the protocol's `deny` with `interrupt`)."""
 
 
 class InterruptIn(_In):
@@ -196,7 +198,8 @@ class JsonAttach:
                                               scope=line.scope)
                     self._asked.pop(line.call_id, None)
                 case DenyIn():
-                    await self.client.request(ipc.Deny, session_id=sid, call_id=line.call_id, reason=line.reason)
+                    await self.client.request(ipc.Deny, session_id=sid, call_id=line.call_id, reason=line.reason,
+                                              interrupt=line.interrupt)
                     self._asked.pop(line.call_id, None)
                 case InterruptIn():
                     await self.client.request(ipc.Interrupt, session_id=sid)

@@ -292,10 +292,9 @@ class TerminalAttach:
         while True:
             try:
                 raw = await self._ask("approve? [y/n/a] ")
-            except (KeyboardInterrupt, EOFError):
-                await self._request(ipc.Deny, call_id=asked.call_id, reason="the person interrupted the approval "
-                                    "prompt")
-                await self._request(ipc.Interrupt)
+            except (KeyboardInterrupt, EOFError):  # denied, and the turn stopped with it (one request: nothing
+                await self._request(ipc.Deny, call_id=asked.call_id, interrupt=True,  # runs in between)
+                                    reason="the person interrupted the approval prompt")
                 return
             choice = _CHOICES.get(raw.strip().lower())
             if choice is not None:
@@ -310,9 +309,7 @@ class TerminalAttach:
             if len(reason) > MAX_REASON:  # the protocol's bound: a longer one would be refused, the call left waiting
                 reason = reason[:MAX_REASON]
                 self.say(f"  [yellow]the reason was cut to {MAX_REASON} characters[/]")
-            await self._request(ipc.Deny, call_id=asked.call_id, reason=reason)
-            if interrupt:
-                await self._request(ipc.Interrupt)
+            await self._request(ipc.Deny, call_id=asked.call_id, reason=reason, interrupt=interrupt)
             return
         await self._request(ipc.Approve, call_id=asked.call_id, args_sha256=asked.args_sha256,
                             plan_digest=asked.plan_digest, scope=choice)

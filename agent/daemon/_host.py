@@ -222,9 +222,15 @@ class SessionHost:
         answer = ApprovalAnswer("always" if always else "yes", attachment.who)
         hosted.approver.answer(attachment, call_id, answer, args_sha256=args_sha256, plan_digest=plan_digest)
 
-    async def deny(self, attachment: Attachment, call_id: str, reason: str = "") -> None:
+    async def deny(self, attachment: Attachment, call_id: str, reason: str = "", *, interrupt: bool = False) -> None:
+        """Deny a call this driver was asked about. `interrupt`: and stop the running turn, in the same step (nothing
+        of the session runs between the two), as Ctrl-C at an approval question in `strata chat` does: the denial
+        is recorded and no model call follows it. Denied and then interrupted by a second request instead, the turn
+        could go on in between (a model that answers at once ends it), and the interrupt find nothing to stop."""
         hosted = self._driving(attachment)
         hosted.approver.answer(attachment, call_id, ApprovalAnswer("no", attachment.who, reason))
+        if interrupt:
+            hosted.interrupt()
 
     def asked_through(self, attachments: Iterable[Attachment], session_id: str, call_id: str) -> Attachment | None:
         """Of `attachments` (one client's), the driver that was asked about call `call_id` of `session_id` and has

@@ -115,6 +115,9 @@ class Deny(_Request):
     session_id: SessionId
     call_id: Short
     reason: Short = ""
+    interrupt: bool = Field(default=False, exclude_if=lambda v: not v)
+    """True: the denial also stops the running turn, in the same step, as `interrupt` would (Ctrl-C at an approval
+    question): no model call follows the denial. Absent (false): the turn goes on, the model told of the denial."""
 
 
 class Interrupt(_Request):

@@ -90,7 +90,7 @@ class HostDispatcher:
                 await host.approve(attachment, request.call_id, args_sha256=request.args_sha256,
                                    plan_digest=request.plan_digest, always=request.scope == "session")
             case ipc.Deny():
-                await host.deny(attachment, request.call_id, request.reason)
+                await host.deny(attachment, request.call_id, request.reason, interrupt=request.interrupt)
             case ipc.Interrupt():
                 if not await host.interrupt(attachment):
                     return ipc.Refused(code="refused", message=f"no turn of session {request.session_id} is "

@@ -125,6 +125,17 @@ class Daemon:
             self.wait()
 
 
+@contextmanager
+def serving(cli: StrataCLI, *args: str) -> Iterator[Daemon]:
+    """`Daemon(cli, *args)` while the block runs, stopped after it (SIGTERM); it exited 0, unless the block failed."""
+    daemon = Daemon(cli, *args)
+    try:
+        yield daemon
+    finally:
+        daemon.stop()
+    assert daemon.proc.returncode == 0, daemon.stderr
+
+
 class Client:
     """`strata attach ... --json`: JSON lines in on stdin, out on stdout."""
 
@@ -171,6 +182,13 @@ class Client:
     def kill(self) -> None:
         self.proc.kill()
         self.collect()
+
+
+def prompted(cli: StrataCLI, ws: Path, path: Path, prompt: str) -> Client:
+    """The driver of a new session in `ws` on the scripted model at `path`, its first prompt sent."""
+    client = Client(cli, "--new", "--workspace", str(ws), "--model", f"script:{path}")
+    client.send(type="prompt", text=prompt)
+    return client
 
 
 def status(cli: StrataCLI) -> list[Line]:

@@ -10,6 +10,8 @@ import io
 import re
 import signal
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pexpect
@@ -19,7 +21,7 @@ from tests._terminal import APPROVE
 from tests.cli._helpers import text, tool_use
 from tests.cli.test_terminal_escapes import HOSTILE
 from tests.conftest import StrataCLI
-from tests.serve._procs import Daemon, allow_in_user_config, script, status, wait_until
+from tests.serve._procs import Daemon, allow_in_user_config, script, serving, status, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -53,6 +55,23 @@ def _detach(child: pexpect.spawn, sid: str) -> None:
     assert child.exitstatus == 0, out
 
 
+def _approve_and_detach(child: pexpect.spawn, sid: str) -> None:
+    """A yes to the question on the screen, the turn's answer, back at the prompt, detached."""
+    child.sendline("y")
+    child.expect("assistant: ")
+    child.expect("strata>")
+    _detach(child, sid)
+
+
+@contextmanager
+def _serving(cli: StrataCLI, tmp_path: Path) -> Iterator[Path]:
+    """A workspace, with a daemon serving the home while the block runs; it stopped cleanly (SIGTERM, exit 0)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with serving(cli):
+        yield ws
+
+
 def _row(cli: StrataCLI, sid: str) -> dict[str, object]:
     (row,) = [r for r in status(cli) if r["session_id"] == sid]
     return row
@@ -68,10 +87,7 @@ def test_ctrl_d_or_ctrl_c_at_the_prompt_detaches_and_the_session_stays_in_the_da
     """What the greeting promises ("/exit or Ctrl-D detaches"). Before, Ctrl-D ended the client with "strata: internal
     error: ExceptionGroup" (exit 1) and Ctrl-C with a traceback: the key's exception, raised inside a task group,
     reached the prompt loop wrapped in an exception group, which it did not catch."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    daemon = Daemon(cli)
-    try:
+    with _serving(cli, tmp_path) as ws:
         child, sid = _attached(cli, ws, script(tmp_path / "s.json", [text("hi")]))
         child.sendline("say hi")
         child.expect("assistant: ")
@@ -81,9 +97,6 @@ def test_ctrl_d_or_ctrl_c_at_the_prompt_detaches_and_the_session_stays_in_the_da
         assert f"detached from session {sid}. attach again: strata attach {sid}" in out, out
         assert child.exitstatus == 0, out
         assert (_row(cli, sid)["drivers"], _row(cli, sid)["status"]) == (0, "completed")
-    finally:
-        daemon.stop()
-    assert daemon.proc.returncode == 0, daemon.stderr
 
 
 GARBAGE = ("maybe", "yy", "\x1b[31m", "\x1b[31mred", "\x1b[Mxyz", "\x1b[<99;1;1M", "\x1b[200~y\x1b[201~x",
@@ -95,10 +108,7 @@ report shapes, a bracketed paste, an OSC 52."""
 
 def test_garbage_and_escape_sequences_at_the_approval_question_ask_again_and_nothing_runs(
         cli: StrataCLI, tmp_path: Path) -> None:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    daemon = Daemon(cli)
-    try:
+    with _serving(cli, tmp_path) as ws:
         child, sid = _attached(cli, ws, script(tmp_path / "s.json", WRITE_A, [text("wrote a")]))
         child.sendline("\x1b[31m")  # at `strata>`: nothing but a sequence, an empty line: no turn
         child.sendline("write a")
@@ -109,13 +119,7 @@ def test_garbage_and_escape_sequences_at_the_approval_question_ask_again_and_not
             child.expect(APPROVE)
             assert not (ws / "a.txt").exists()
         assert "Press ENTER" not in child.before and "Traceback" not in child.before
-        child.sendline("y")
-        child.expect("assistant: ")
-        child.expect("strata>")
-        _detach(child, sid)
-    finally:
-        daemon.stop()
-    assert daemon.proc.returncode == 0, daemon.stderr
+        _approve_and_detach(child, sid)
     assert (ws / "a.txt").read_text() == "A\n"
     assert _approvals(cli, sid) == [("w1", "approved")]
     attempts = [r for r in cli.json_lines("timeline", sid, "--json") if r["kind"] == "model_attempt"]
@@ -125,33 +129,34 @@ def test_garbage_and_escape_sequences_at_the_approval_question_ask_again_and_not
 @pytest.mark.parametrize("key", ["c", "d"])
 def test_ctrl_c_or_ctrl_d_at_the_approval_question_denies_stops_the_turn_and_the_prompt_comes_back(
         cli: StrataCLI, tmp_path: Path, key: str) -> None:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    daemon = Daemon(cli)
-    try:
+    """The denial and the stop are one request (`deny` with `interrupt`): the model, which answers at once, is not
+    asked again. Before, they were two, and the turn could end in between: the model's answer to the denial
+    committed, the turn `completed`, and the interrupt then refused (nothing ran any more)."""
+    with _serving(cli, tmp_path) as ws:
         child, sid = _attached(cli, ws, script(tmp_path / "s.json", WRITE_A, [text("after the denial")]))
         child.sendline("write a")
         child.expect(APPROVE)
         child.sendcontrol(key)
+        child.expect("interrupted: ")
         child.expect("strata>")
+        assert "refused" not in child.before and "after the denial" not in child.before, child.before
         _detach(child, sid)
-    finally:
-        daemon.stop()
-    assert daemon.proc.returncode == 0, daemon.stderr
     assert not (ws / "a.txt").exists()
     assert _approvals(cli, sid) == [("w1", "rejected")]
+    rows = cli.json_lines("timeline", sid, "--json")
+    assert [r["turn"] for r in rows if r["kind"] == "model_attempt"] == [1], rows  # none after the denial
+    lifecycle = [r["summary"] for r in rows if r["kind"] == "lifecycle"]
+    assert "the person interrupted the turn" in lifecycle, lifecycle
+    assert not any("completed" in line for line in lifecycle), lifecycle
 
 
 def test_ctrl_c_at_the_reason_question_denies_without_a_reason_and_stops_the_turn(
         cli: StrataCLI, tmp_path: Path) -> None:
     """As in chat: the "no" stands, without a reason, and the turn stops. Before, attach only sent the denial: the
     turn went on (here into a 30 s command) as if the person had pressed Enter."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
     allow_in_user_config(cli, "bash")
     slow = tool_use("s1", "bash", command="touch started; sleep 30; touch late")
-    daemon = Daemon(cli)
-    try:
+    with _serving(cli, tmp_path) as ws:
         child, sid = _attached(cli, ws, script(tmp_path / "s.json", WRITE_A, [slow], [text("end")]))
         child.sendline("write a")
         child.expect(APPROVE)
@@ -161,9 +166,6 @@ def test_ctrl_c_at_the_reason_question_denies_without_a_reason_and_stops_the_tur
         child.expect(r"interrupted: ")
         child.expect("strata>")
         _detach(child, sid)
-    finally:
-        daemon.stop()
-    assert daemon.proc.returncode == 0, daemon.stderr
     assert not (ws / "a.txt").exists() and not (ws / "late").exists()
     assert _approvals(cli, sid) == [("w1", "rejected")]
     lifecycle = [r["summary"] for r in cli.json_lines("timeline", sid, "--json") if r["kind"] == "lifecycle"]
@@ -175,10 +177,7 @@ def test_an_interrupt_while_asked_closes_the_question_instead_of_leaving_it_open
     """SIGINT reaches the client while its approval question is on the screen (`kill -INT`, or a terminal whose
     Ctrl-C is a signal): the daemon interrupts the turn and withdraws the question. Before, the question stayed on
     the screen, and the answer typed into it was refused: the call was no longer waiting."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    daemon = Daemon(cli)
-    try:
+    with _serving(cli, tmp_path) as ws:
         child, sid = _attached(cli, ws, script(tmp_path / "s.json", WRITE_A, [text("end")]))
         child.sendline("write a")
         child.expect(APPROVE)
@@ -188,9 +187,6 @@ def test_an_interrupt_while_asked_closes_the_question_instead_of_leaving_it_open
         child.expect("strata>")
         assert "refused" not in child.before
         _detach(child, sid)
-    finally:
-        daemon.stop()
-    assert daemon.proc.returncode == 0, daemon.stderr
     assert not (ws / "a.txt").exists() and _approvals(cli, sid) == []
 
 
@@ -198,10 +194,7 @@ def test_a_hung_up_terminal_parks_the_call_and_the_next_terminal_is_asked_and_ru
         cli: StrataCLI, tmp_path: Path) -> None:
     """The terminal closes while a call is asked (its window closed: the pty hangs up): the call parks, undecided;
     attached again (and hung up again), the next terminal is asked again, and a yes runs it once."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    daemon = Daemon(cli)
-    try:
+    with _serving(cli, tmp_path) as ws:
         child, sid = _attached(cli, ws, script(tmp_path / "s.json", WRITE_A, [text("wrote a")]))
         child.sendline("write a")
         child.expect(APPROVE)
@@ -213,13 +206,7 @@ def test_a_hung_up_terminal_parks_the_call_and_the_next_terminal_is_asked_and_ru
             child = cli.spawn_pty("attach", sid)
             child.expect(r"\(driving\)")
             child.expect(APPROVE)
-        child.sendline("y")
-        child.expect("assistant: ")
-        child.expect("strata>")
-        _detach(child, sid)
-    finally:
-        daemon.stop()
-    assert daemon.proc.returncode == 0, daemon.stderr
+        _approve_and_detach(child, sid)
     assert (ws / "a.txt").read_text() == "A\n"
     assert _approvals(cli, sid) == [("w1", "parked"), ("w1", "parked"), ("w1", "approved")]
 
@@ -251,33 +238,21 @@ def test_the_daemon_killed_while_asked_ends_the_client_in_one_line_and_the_termi
         child = cli.spawn_pty("attach", sid)
         child.expect(r"\(driving\)")
         child.expect(APPROVE)
-        child.sendline("y")
-        child.expect("assistant: ")
-        child.expect("strata>")
-        _detach(child, sid)
+        _approve_and_detach(child, sid)
     finally:
         restarted.stop()
     assert (ws / "a.txt").read_text() == "A\n"
 
 
 def test_a_resized_terminal_keeps_the_question_and_its_answer(cli: StrataCLI, tmp_path: Path) -> None:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    daemon = Daemon(cli)
-    try:
+    with _serving(cli, tmp_path) as ws:
         child, sid = _attached(cli, ws, script(tmp_path / "s.json", WRITE_A, [text("wrote a")]))
         child.sendline("write a")
         child.expect(APPROVE)
         for rows, cols in ((10, 20), (3, 8), (1, 1), (200, 500), (60, 250)):
             child.setwinsize(rows, cols)  # SIGWINCH each time
             time.sleep(0.2)
-        child.sendline("y")
-        child.expect("assistant: ")
-        child.expect("strata>")
-        _detach(child, sid)
-    finally:
-        daemon.stop()
-    assert daemon.proc.returncode == 0, daemon.stderr
+        _approve_and_detach(child, sid)
     assert (ws / "a.txt").read_text() == "A\n" and _approvals(cli, sid) == [("w1", "approved")]
 
 
@@ -286,14 +261,11 @@ def test_hostile_model_text_arguments_and_tool_output_reach_the_attached_termina
     """The model's streamed text, a write_file argument, a command's stdout and stderr, /timeline and /receipts carry
     OSC 52, OSC 8, DCS, BEL, backspace, CR, C1 controls and bidi overrides: every one is shown as text, none reaches
     the terminal (the terminal's own sequences, which prompt_toolkit and rich write, are CSI only)."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
     allow_in_user_config(cli, "bash")
     printed = ("printf 'x\\033]52;c;cHduZWQ=\\007y\\033P1$r0m\\033\\\\z\\302\\233w\\010v\\rq\\n'; "
                "printf 'e\\033]0;title\\007f\\n' >&2")
     seen = io.StringIO()
-    daemon = Daemon(cli)
-    try:
+    with _serving(cli, tmp_path) as ws:
         child, sid = _attached(cli, ws, script(
             tmp_path / "s.json",
             [text(f"look: {HOSTILE}"), tool_use("w1", "write_file", path="evil.txt", content=HOSTILE),
@@ -312,9 +284,6 @@ def test_hostile_model_text_arguments_and_tool_output_reach_the_attached_termina
         child.expect("write_file")
         child.expect("strata>")
         _detach(child, sid)
-    finally:
-        daemon.stop()
-    assert daemon.proc.returncode == 0, daemon.stderr
     out = seen.getvalue()
     assert "52;c;cHduZWQ=" in out  # shown, as text
     for intro in ("\x1b]", "\x1bP", "\x1b_", "\x1b^", "\x1bX", "\x07", "\x08"):
