@@ -10,34 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from agent.testing import T0
 from core.errors import PersistError
-from core.events import SessionStarted
-from core.hashing import idempotency_key
-from memory import NewReceipt, ReceiptUpdate, SessionRecord, SqliteEventStore, Write
-
-
-def _record(session_id: str) -> SessionRecord:
-    return SessionRecord(id=session_id, created_at=T0, updated_at=T0, mode="headless", workspace="/ws",
-                         model="script:test", status="idle")
-
-
-def _started(session_id: str) -> Write:
-    return Write(events=[(SessionStarted(session_id=session_id, mode="headless", workspace="/ws",
-                                         model="script:test", max_turns=10, plan_digest="p"), 0)])
-
-
-def _receipt(session_id: str, n: int) -> NewReceipt:
-    call = f"call-{n}"
-    return NewReceipt(id=f"{session_id}-r{n:03d}", call_id=call, tool="bash",
-                      idempotency_key=idempotency_key(session_id, call, f"{n:064x}"), args_sha256=f"{n:064x}")
+from memory import NewReceipt, ReceiptUpdate, SqliteEventStore, Write
+from tests.memory._receipts import new_receipt, started
+from tests.memory._sqlite import record
 
 
 async def _store_with_receipts(path: Path, sessions: list[str], per_session: int) -> SqliteEventStore:
     store = await SqliteEventStore.open(path)
     for sid in sessions:
-        await store.create_session(_record(sid), _started(sid))
-        await store.commit(sid, Write(new_receipts=[_receipt(sid, n) for n in range(per_session)]))
+        await store.create_session(record(sid), started(sid))
+        await store.commit(sid, Write(new_receipts=[new_receipt(sid, n) for n in range(per_session)]))
     return store
 
 

@@ -12,13 +12,12 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-from agent.testing import T0
-from core.events import SessionStarted
-from core.hashing import idempotency_key
-from memory import NewReceipt, ReceiptUpdate, SessionRecord, SqliteEventStore, Write
+from memory import ReceiptUpdate, SqliteEventStore, Write
 from memory.migrations import MIGRATIONS, READ_AS_IS_SINCE, apply_in_order
 from memory.quick_read import QuickRead
 from memory.read_sql import receipts_filter
+from tests.memory._receipts import new_receipt, receipt_id, started
+from tests.memory._sqlite import record
 
 SESSIONS = ["01a00000-0000-7000-8000-00000000000a", "01a00000-0000-7000-8000-00000000000b",
             "01a00000-0000-7000-8000-00000000000c"]
@@ -28,41 +27,22 @@ PER_SESSION = 30
 COLS = "id, session_id, status"
 
 
-def _record(session_id: str) -> SessionRecord:
-    return SessionRecord(id=session_id, created_at=T0, updated_at=T0, mode="headless", workspace="/ws",
-                         model="script:test", status="idle")
-
-
-def _started(session_id: str) -> Write:
-    return Write(events=[(SessionStarted(session_id=session_id, mode="headless", workspace="/ws",
-                                         model="script:test", max_turns=10, plan_digest="p"), 0)])
-
-
-def _rid(session_id: str, n: int) -> str:
-    return f"{session_id}-r{n:03d}"
-
-
-def _receipt(session_id: str, n: int) -> NewReceipt:
-    call = f"call-{n}"
-    return NewReceipt(id=_rid(session_id, n), call_id=call, tool="bash",
-                      idempotency_key=idempotency_key(session_id, call, f"{n:064x}"), args_sha256=f"{n:064x}")
-
-
 async def _filled(path: Path) -> SqliteEventStore:
     """Each session's receipts dispatched, then settled as the executor settles them: most `done` or `failed`, a
     few `unknown`."""
     store = await SqliteEventStore.open(path)
     for sid in SESSIONS:
-        await store.create_session(_record(sid), _started(sid))
-        await store.commit(sid, Write(new_receipts=[_receipt(sid, n) for n in range(PER_SESSION)]))
+        await store.create_session(record(sid), started(sid))
+        await store.commit(sid, Write(new_receipts=[new_receipt(sid, n) for n in range(PER_SESSION)]))
         await store.commit(sid, Write(receipt_updates=[
-            ReceiptUpdate(id=_rid(sid, n), status="unknown" if n in UNKNOWN[sid] else "done" if n % 3 else "failed")
+            ReceiptUpdate(id=receipt_id(sid, n),
+                          status="unknown" if n in UNKNOWN[sid] else "done" if n % 3 else "failed")
             for n in range(PER_SESSION)]))
     return store
 
 
 def _expected(session_id: str | None) -> list[str]:
-    return [_rid(sid, n) for sid in SESSIONS if session_id in (None, sid) for n in UNKNOWN[sid]]
+    return [receipt_id(sid, n) for sid in SESSIONS if session_id in (None, sid) for n in UNKNOWN[sid]]
 
 
 def _plan(conn: sqlite3.Connection, session_id: str | None) -> str:
@@ -130,16 +110,16 @@ async def test_a_receipt_that_never_becomes_unknown_is_never_in_the_index(tmp_pa
     sid = SESSIONS[0]
     store = await SqliteEventStore.open(db)
     try:
-        await store.create_session(_record(sid), _started(sid))
-        await store.commit(sid, Write(new_receipts=[_receipt(sid, n) for n in range(3)]))
+        await store.create_session(record(sid), started(sid))
+        await store.commit(sid, Write(new_receipts=[new_receipt(sid, n) for n in range(3)]))
         with closing(sqlite3.connect(db)) as conn:
             assert _index_entries(conn) == []
-        await store.commit(sid, Write(receipt_updates=[ReceiptUpdate(id=_rid(sid, 0), status="done"),
-                                                       ReceiptUpdate(id=_rid(sid, 1), status="failed"),
-                                                       ReceiptUpdate(id=_rid(sid, 2), status="unknown")]))
+        await store.commit(sid, Write(receipt_updates=[ReceiptUpdate(id=receipt_id(sid, 0), status="done"),
+                                                       ReceiptUpdate(id=receipt_id(sid, 1), status="failed"),
+                                                       ReceiptUpdate(id=receipt_id(sid, 2), status="unknown")]))
         with closing(sqlite3.connect(db)) as conn:
-            assert _index_entries(conn) == [_rid(sid, 2)]
-        await store.update_receipt(ReceiptUpdate(id=_rid(sid, 2), status="done", expect=("unknown",),
+            assert _index_entries(conn) == [receipt_id(sid, 2)]
+        await store.update_receipt(ReceiptUpdate(id=receipt_id(sid, 2), status="done", expect=("unknown",),
                                                  reconciled_by="person"))
         with closing(sqlite3.connect(db)) as conn:
             assert _index_entries(conn) == []

@@ -14,7 +14,16 @@ from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import EFFECTS_LOG, text, tool_use
 from tests.conftest import StrataCLI
 from tests.ipc._wire import RawClient
-from tests.serve._procs import Client, Daemon, allow_in_user_config, child_writes_c, status, wait_until
+from tests.serve._procs import (
+    Client,
+    Daemon,
+    allow_in_user_config,
+    child_writes_c,
+    prompted,
+    serving,
+    status,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -196,11 +205,9 @@ def test_a_driver_attaching_after_the_last_one_left_during_a_childs_ask_is_asked
     nothing and nothing went on until a prompt came."""
     ws, path = child_writes_c(tmp_path)
     allow_in_user_config(cli, "delegate")
-    daemon = Daemon(cli)
-    try:
-        first = Client(cli, "--new", "--workspace", str(ws), "--model", f"script:{path}")
+    with serving(cli):
+        first = prompted(cli, ws, path, "delegate it")
         parent = first.session_id
-        first.send(type="prompt", text="delegate it")
         child = first.wait_for("approval_request", call_id="c1")["session_id"]
         assert first.finish().returncode == 0  # stdin ended while asked: it detaches at once, the call parks
         wait_until(lambda: [(r["session_id"], r["phase"]) for r in status(cli)] == [(parent, "parked")],
@@ -214,9 +221,6 @@ def test_a_driver_attaching_after_the_last_one_left_during_a_childs_ask_is_asked
         result = again.wait_for("result")
         assert (result["status"], result["exit_code"]) == ("completed", 0), result
         assert again.finish().returncode == 0
-    finally:
-        daemon.stop()
-    assert daemon.proc.returncode == 0, daemon.stderr
     assert (ws / "c.txt").read_text() == "c\n"
     (receipt,) = json_lines_in_process(cli, "receipts", child, "--json")
     assert (receipt["call_id"], receipt["status"]) == ("c1", "done")

@@ -14,7 +14,7 @@ import pytest
 
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
-from tests.serve._procs import Client, Daemon, allow_in_user_config, child_writes_c, status, wait_until
+from tests.serve._procs import Client, allow_in_user_config, child_writes_c, prompted, serving, status, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -34,11 +34,9 @@ def _ps_line(cli: StrataCLI, session_id: str) -> str:
 def test_a_parent_waiting_on_its_childs_call_names_the_child_and_the_call(cli: StrataCLI, tmp_path: Path) -> None:
     ws, path = child_writes_c(tmp_path)
     allow_in_user_config(cli, "delegate")
-    daemon = Daemon(cli)
-    try:
-        first = Client(cli, "--new", "--workspace", str(ws), "--model", f"script:{path}")
+    with serving(cli):
+        first = prompted(cli, ws, path, "delegate it")
         parent = first.session_id
-        first.send(type="prompt", text="delegate it")
         child = first.wait_for("approval_request", call_id="c1")["session_id"]
         assert child != parent
 
@@ -64,9 +62,6 @@ def test_a_parent_waiting_on_its_childs_call_names_the_child_and_the_call(cli: S
         again.send(type="prompt", text="go on")
         assert again.wait_for("result")["status"] == "completed"
         assert again.finish().returncode == 0
-    finally:
-        daemon.stop()
-    assert daemon.proc.returncode == 0, daemon.stderr
     assert (ws / "c.txt").read_text() == "c\n"
 
 
@@ -84,11 +79,9 @@ def test_a_parent_whose_child_waits_on_a_grandchild_names_the_grandchild(cli: St
                                     [text("grandchild wrote")]]]}],
     }), encoding="utf-8")
     allow_in_user_config(cli, "delegate")
-    daemon = Daemon(cli)
-    try:
-        first = Client(cli, "--new", "--workspace", str(ws), "--model", f"script:{path}")
+    with serving(cli):
+        first = prompted(cli, ws, path, "delegate it")
         parent = first.session_id
-        first.send(type="prompt", text="delegate it")
         grandchild = first.wait_for("approval_request", call_id="g1")["session_id"]
         assert first.finish().returncode == 0
         wait_until(lambda: _row(cli, parent)["phase"] == "parked", what="the parent to park")
@@ -99,9 +92,6 @@ def test_a_parent_whose_child_waits_on_a_grandchild_names_the_grandchild(cli: St
             {"call_id": "g2", "tool": "write_file", "how": "parked", "session_id": grandchild}]
         assert _ps_line(cli, parent).endswith(f"waiting: g1 write_file (parked) in child session {grandchild}, "
                                               f"g2 write_file (parked) in child session {grandchild}")
-    finally:
-        daemon.stop()
-    assert daemon.proc.returncode == 0, daemon.stderr
     assert not (ws / "g.txt").exists() and not (ws / "h.txt").exists()
 
 
@@ -112,16 +102,11 @@ def test_a_sessions_own_parked_call_carries_no_session_id(cli: StrataCLI, tmp_pa
     path = tmp_path / "s.json"
     path.write_text(json.dumps([[tool_use("w1", "write_file", path="w.txt", content="w\n")], [text("done")]]),
                     encoding="utf-8")
-    daemon = Daemon(cli)
-    try:
-        driver = Client(cli, "--new", "--workspace", str(ws), "--model", f"script:{path}")
-        driver.send(type="prompt", text="write")
+    with serving(cli):
+        driver = prompted(cli, ws, path, "write")
         driver.wait_for("approval_request", call_id="w1")
         assert driver.finish().returncode == 0
         sid = driver.session_id
         wait_until(lambda: _row(cli, sid)["waiting"] == [{"call_id": "w1", "tool": "write_file", "how": "parked"}],
                    what="the call to park")
         assert _ps_line(cli, sid).endswith("waiting: w1 write_file (parked)")
-    finally:
-        daemon.stop()
-    assert daemon.proc.returncode == 0, daemon.stderr
