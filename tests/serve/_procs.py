@@ -126,9 +126,10 @@ class Daemon:
 
 
 @contextmanager
-def serving(cli: StrataCLI, *args: str) -> Iterator[Daemon]:
-    """`Daemon(cli, *args)` while the block runs, stopped after it (SIGTERM); it exited 0, unless the block failed."""
-    daemon = Daemon(cli, *args)
+def serving(cli: StrataCLI, *args: str, env: dict[str, str] | None = None) -> Iterator[Daemon]:
+    """`Daemon(cli, *args, env=env)` while the block runs, stopped after it (SIGTERM); it exited 0, unless the block
+    failed."""
+    daemon = Daemon(cli, *args, env=env)
     try:
         yield daemon
     finally:
