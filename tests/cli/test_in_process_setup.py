@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import sqlite3
+import subprocess
 import sys
 from collections.abc import Callable
 from contextlib import closing
@@ -19,7 +20,7 @@ import structlog
 
 from tests._in_process_cli import set_up_in_process
 from tests.cli._helpers import bash_mark, result_line, text, tool_use
-from tests.conftest import StrataCLI, write_script
+from tests.conftest import REPO, StrataCLI, write_script
 
 # A batch that runs a bash call and parks a write, then (approved or denied, resumed) an answer.
 TURNS = [[text("tidy up"), bash_mark("b0"), tool_use("w1", "write_file", path="out.txt", content="kept\n")],
@@ -115,3 +116,45 @@ def test_a_session_made_in_this_process_is_the_one_real_processes_make(tmp_path:
             assert (ws / "out.txt").exists() == (decision == "approve")
         forked = json.loads(inside[3][1].splitlines()[-1])
         assert forked["fork_seq"] > 0, forked
+
+
+DEV_MODE_CHILD = """
+import json, sys, time
+from pathlib import Path
+
+import agent.cli._timeline_full as full
+from tests._in_process_cli import run_in_process, set_up_in_process
+from tests.cli._helpers import result_line, text
+from tests.conftest import StrataCLI, write_script
+
+root = Path(sys.argv[1])
+cli = StrataCLI(root / "home", root)
+script = write_script(root / "script.json", [[text("hello")]])
+made = set_up_in_process(cli, "run", "--model", f"script:{script}", "--workspace", str(root), "--json", "hi")
+sid = str(result_line(made.stdout)["session_id"])
+load, slowed = full.load_timeline, []
+
+async def slow_load(*args, **kwargs):
+    time.sleep(0.2)  # a step of the command's event loop held up for 0.2 s, as a loaded machine holds one up
+    slowed.append(True)
+    return await load(*args, **kwargs)
+
+full.load_timeline = slow_load
+done = run_in_process(cli, "--verbose", "timeline", sid, "--json")
+print(json.dumps({"dev_mode": sys.flags.dev_mode, "slowed": len(slowed), "code": done.returncode,
+                  "rows": len(done.stdout.splitlines()), "stderr": done.stderr}))
+"""
+
+
+def test_a_command_run_here_under_python_dev_mode_prints_no_line_about_a_slow_event_loop_step(tmp_path: Path) -> None:
+    """`python -X dev -m pytest` puts the event loop of a command run in the test's process in asyncio's debug mode,
+    which logs a warning for each step over 0.1 s; the command prints warnings on its stderr, which a `strata`
+    process (never in debug mode) does not. A comparison of the two (tests/cli/test_quick_json.py) failed on a loaded
+    machine. The runner leaves that one line out; the command's own output is untouched."""
+    proc = subprocess.run([sys.executable, "-X", "dev", "-c", DEV_MODE_CHILD, str(tmp_path)], capture_output=True,
+                          text=True, timeout=120, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert (out["dev_mode"], out["slowed"], out["code"]) == (1, 1, 0), out  # debug mode, and the step was slow
+    assert out["rows"] > 0, out
+    assert "Executing" not in out["stderr"] and "took" not in out["stderr"], out["stderr"]
