@@ -37,7 +37,6 @@ from core.compaction import DEFAULT_CONTEXT_BUDGET
 from core.errors import ModelError, ReceiptError, UsageError
 from core.events import (
     AssistantMessage,
-    BatchCompleted,
     CallsParked,
     Compacted,
     Event,
@@ -50,6 +49,7 @@ from core.events import (
     StoredEvent,
     TurnVerified,
     UserMessage,
+    batch_completed,
 )
 from core.faults import fault_point
 from core.hooks import HookSet, ObserveInput
@@ -351,7 +351,7 @@ class AgenticLoop:
     async def _close_batch(self, batch_id: str, turn: int) -> None:
         fault_point("before_batch_completed")
         self.rec.phase("observe", turn, f"observe: batch {batch_id} closed", batch_id=batch_id)
-        self.writer.stage(BatchCompleted(batch_id=batch_id), turn)
+        self.writer.stage(batch_completed(batch_id), turn)
         await self.writer.flush()
         fault_point("after_batch_completed")
 

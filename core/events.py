@@ -14,7 +14,7 @@ from core.errors import UnstorableEvent
 from core.event_readback import reads_back, register, same, same_plain
 from core.hashing import sha256_json
 from core.json_text import encoder as json_encoder
-from core.messages import ContentBlock, TextBlock, ToolUseBlock
+from core.messages import BLOCK_CLASSES, ContentBlock, TextBlock, ToolUseBlock
 from core.policy import PermissionRule
 from core.vocabulary import EVENT_SCHEMA_VERSION, CheckName, EndStatus, OnAsk
 from core.vocabulary import Mode as Mode  # defined with the other shared words; imported from here too
@@ -525,3 +525,59 @@ def text_block(text: str) -> TextBlock:
 
 def tool_uses(content: tuple[ContentBlock, ...]) -> list[ToolUseBlock]:
     return [b for b in content if isinstance(b, ToolUseBlock)]
+
+
+def _built(cls: type[BaseModel], values: dict[str, Any], given: frozenset[str]) -> Any:
+    """An instance of `cls` holding `values` (every field, in field order) with `given` as its fields set, no extra
+    and no private values: what validating values already of their fields' exact types builds."""
+    built = cls.__new__(cls)
+    _set(built, "__dict__", values)
+    _set(built, "__pydantic_fields_set__", set(given))
+    _set(built, "__pydantic_extra__", None)
+    _set(built, "__pydantic_private__", None)
+    return built
+
+
+_COMPLETED_GIVEN = frozenset({"batch_id"})
+
+
+def batch_completed(batch_id: str) -> BatchCompleted:
+    """`BatchCompleted(batch_id=batch_id)`, without the validation when `batch_id` is exactly a str (the loop closes
+    every batch with one). tests/core/test_fast_models.py holds the two equal."""
+    if type(batch_id) is str:
+        return _built(BatchCompleted, {"kind": "batch_completed", "batch_id": batch_id},  # type: ignore[no-any-return]
+                      _COMPLETED_GIVEN)
+    return BatchCompleted(batch_id=batch_id)
+
+
+_PLANNED_GIVEN = frozenset({"call_id", "tool", "input", "input_sha256", "refused"})
+
+
+def planned_call(call_id: str, tool: str, args: dict[str, Any], input_sha256: str,
+                 refused: tuple[str, ...]) -> PlannedCall:
+    """`PlannedCall(call_id=..., tool=..., input=args, input_sha256=..., refused=...)` (the plan phase's, one a
+    call), without the validation when every value is exactly of its field's type; the input is copied, as
+    validation copies a dict (its values are kept as they are, as `Any` keeps them). Anything else is validated.
+    tests/core/test_fast_models.py holds the two equal."""
+    if (type(call_id) is str and type(tool) is str and type(args) is dict and all(type(k) is str for k in args)
+            and type(input_sha256) is str and type(refused) is tuple and all(type(r) is str for r in refused)):
+        return _built(PlannedCall, {"call_id": call_id, "tool": tool, "input": dict(args),  # type: ignore[no-any-return]
+                                    "input_sha256": input_sha256, "refused": refused}, _PLANNED_GIVEN)
+    return PlannedCall(call_id=call_id, tool=tool, input=args, input_sha256=input_sha256, refused=refused)
+
+
+_PROPOSED_GIVEN = frozenset({"batch_id", "content", "calls", "usage"})
+
+
+def batch_proposed(batch_id: str, content: tuple[ContentBlock, ...], calls: tuple[PlannedCall, ...],
+                   usage: TokenUsage | None) -> BatchProposed:
+    """`BatchProposed(batch_id=..., content=..., calls=..., usage=...)` (the plan phase's, one a model turn with
+    calls), without the validation when every value is exactly of its field's type: blocks and calls of exactly
+    their classes, which validation keeps as they are (and calls given leave `_calls_of_the_content` nothing to
+    do). Anything else is validated. tests/core/test_fast_models.py holds the two equal."""
+    if (type(batch_id) is str and type(content) is tuple and all(type(b) in BLOCK_CLASSES for b in content)
+            and type(calls) is tuple and all(type(c) is PlannedCall for c in calls)
+            and (usage is None or type(usage) is TokenUsage)):
+        return _built(BatchProposed, {"kind": "batch_proposed", "batch_id": batch_id,  # type: ignore[no-any-return]
+                                      "content": content, "calls": calls, "usage": usage}, _PROPOSED_GIVEN)
+    return BatchProposed(batch_id=batch_id, content=content, calls=calls, usage=usage)

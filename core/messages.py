@@ -44,3 +44,41 @@ class Message(_Frozen):
 
 
 MessageAdapter: TypeAdapter[Message] = TypeAdapter(Message)
+
+
+_set = object.__setattr__
+BLOCK_CLASSES = frozenset({TextBlock, ToolUseBlock, ToolResultBlock})
+"""The block classes a validated block is exactly one of (validation keeps such a block as it is)."""
+_MESSAGE_GIVEN = frozenset({"role", "content"})
+_RESULT_GIVEN = frozenset({"tool_use_id", "content", "is_error"})
+
+
+def message_of(role: Role, content: tuple[ContentBlock, ...]) -> Message:
+    """`Message(role=role, content=content)`, built as validating these values builds it (the same `__dict__`, the
+    same blocks, fields set, no extra, no private values) without the validation where `role` is one of its words
+    and `content` a tuple of blocks of exactly the block classes (validation keeps such a block as it is); anything
+    else is validated, as always. The fold makes two a model turn. tests/core/test_fast_models.py holds the two
+    equal."""
+    if (role == "assistant" or role == "user") and type(role) is str and type(content) is tuple \
+            and all(type(b) in BLOCK_CLASSES for b in content):
+        built = Message.__new__(Message)
+        _set(built, "__dict__", {"role": role, "content": content})
+        _set(built, "__pydantic_fields_set__", set(_MESSAGE_GIVEN))
+        _set(built, "__pydantic_extra__", None)
+        _set(built, "__pydantic_private__", None)
+        return built
+    return Message(role=role, content=content)
+
+
+def tool_result_of(tool_use_id: str, content: str, is_error: bool) -> ToolResultBlock:
+    """`ToolResultBlock(tool_use_id=..., content=..., is_error=...)`, built as validating them builds it, without
+    the validation where each is exactly of its field's type; anything else is validated, as always."""
+    if type(tool_use_id) is str and type(content) is str and type(is_error) is bool:
+        built = ToolResultBlock.__new__(ToolResultBlock)
+        _set(built, "__dict__", {"type": "tool_result", "tool_use_id": tool_use_id, "content": content,
+                                 "is_error": is_error})
+        _set(built, "__pydantic_fields_set__", set(_RESULT_GIVEN))
+        _set(built, "__pydantic_extra__", None)
+        _set(built, "__pydantic_private__", None)
+        return built
+    return ToolResultBlock(tool_use_id=tool_use_id, content=content, is_error=is_error)

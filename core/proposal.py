@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable, Container, Mapping, Sequence
 from typing import Any
 
-from core.events import PlannedCall
+from core.events import PlannedCall, planned_call
 from core.hashing import canonical_json, sha256_text
 from core.messages import ContentBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from core.record import record
@@ -125,8 +125,7 @@ def review(content: Sequence[ContentBlock], *, used_ids: Container[str], id_seed
             blocks.append(block)
         else:
             blocks.append(ToolUseBlock(id=call_id, name=name, input=args))
-        calls.append(PlannedCall(call_id=call_id, tool=name, input=args, input_sha256=sha256_text(canonical),
-                                 refused=tuple(refused)))
+        calls.append(planned_call(call_id, name, args, sha256_text(canonical), tuple(refused)))
     if surrogates:
         notes.append(f"replaced {surrogates} unpaired surrogate(s) with U+FFFD")
     if dropped:

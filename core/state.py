@@ -37,7 +37,7 @@ from core.events import (
     UserMessage,
 )
 from core.id_digests import IdDigests
-from core.messages import ContentBlock, Message, TextBlock, ToolResultBlock
+from core.messages import ContentBlock, Message, TextBlock, message_of, tool_result_of
 from core.policy import PermissionRule
 from core.record import record
 from core.vocabulary import EndStatus, OnAsk
@@ -250,10 +250,11 @@ def apply(state: SessionState, stored: StoredEvent) -> None:
             if missing:
                 raise FoldError(f"batch {ev.batch_id} completed without results for "
                                 f"{', '.join(c.call_id for c in missing)}")
-            proposal = Message(role="assistant", content=batch.content)
-            results = Message(role="user", content=tuple(
-                ToolResultBlock(tool_use_id=c.call_id, content=batch.results[c.call_id].content,
-                                is_error=batch.results[c.call_id].is_error)
+            # Built as validation builds them, without it where the values are already of their exact types
+            # (core/messages.py): the fold makes these every model turn.
+            proposal = message_of("assistant", batch.content)
+            results = message_of("user", tuple(
+                tool_result_of(c.call_id, batch.results[c.call_id].content, batch.results[c.call_id].is_error)
                 for c in batch.calls
             ))
             state.messages += (proposal, results)

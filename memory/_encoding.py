@@ -67,6 +67,17 @@ def pack_time(at: str) -> int | str:
     return micros if micros >= 0 and unpack_time(micros) == at else at
 
 
+def packed_time(at: str, at_dt: datetime, stamp: str) -> int | str:
+    """`pack_time(at)` for `at_dt` = `datetime.fromisoformat(at)` and `stamp` = `canonical_time(at_dt)`
+    (core/timeline.py), which a commit has already, without parsing `at` and writing its instant out again:
+    `unpack_time` of the instant's microseconds is the canonical text of that instant, `stamp`, so `at` comes back
+    exactly when it is `stamp`. tests/memory/test_packed_time.py holds the two equal."""
+    if at_dt.tzinfo is None:
+        return at
+    micros = (at_dt - _EPOCH) // _ONE_US
+    return micros if micros >= 0 and stamp == at else at
+
+
 def unpack_time(value: object) -> str:
     """A stored time as the canonical ISO text it stands for (text stays as it is)."""
     if type(value) is int:

@@ -56,6 +56,7 @@ from memory._encoding import (
     pack_summary,
     pack_time,
     packed_data_json,
+    packed_time,
     stored_datetime,
     unpack_hash,
     unpack_payload,
@@ -308,7 +309,8 @@ class SqliteEventStore:
         rows = []
         stored = []
         at_dt = datetime.fromisoformat(at)
-        at_packed = pack_time(at)
+        stamp = canonical_time(at_dt)  # the timeline's time text; the commit's own when the clock is in UTC
+        at_packed = packed_time(at, at_dt, stamp)  # pack_time(at), without parsing and writing it again
         for event, turn in write.events:
             seq += 1
             # Read back before it is kept: an event that would not is UnstorableEvent, and the transaction rolls back.
@@ -334,7 +336,7 @@ class SqliteEventStore:
         if write.status is not None:
             conn.execute("UPDATE sessions SET status = ?, updated_at = ? WHERE id = ?", (write.status, at, session_id))
         if rows or write.timeline:
-            timeline = (self._append_timeline(conn, key, session_id, base, write.timeline, at, at_dt, at_packed)
+            timeline = (self._append_timeline(conn, key, session_id, base, write.timeline, at, stamp, at_packed)
                         if write.timeline
                         else self._timeline_head.get(session_id) or self._last(conn, "timeline", base))
             events = (seq, prev)
@@ -358,13 +360,12 @@ class SqliteEventStore:
         self._timeline_head.pop(session_id, None)
 
     def _append_timeline(self, conn: sqlite3.Connection, key: ChainKey, session_id: str, base: int,
-                         entries: list[TimelineEntry], at: str, at_dt: datetime,
+                         entries: list[TimelineEntry], at: str, stamp: str,
                          at_packed: int | str) -> tuple[int, str]:
         """Chain and insert timeline rows in the commit's transaction: seq, time and hashes are assigned here
-        (`at` is the commit's time as text, `at_dt` that parsed, `at_packed` that as the events' column keeps it).
-        Returns the new head (seq, hash)."""
+        (`at` is the commit's time as text, `stamp` its `canonical_time`, `at_packed` `at` as the events' column
+        keeps it). Returns the new head (seq, hash)."""
         seq, prev = self._timeline_head.get(session_id) or self._last(conn, "timeline", base)
-        stamp = canonical_time(at_dt)
         stamp_packed = at_packed if stamp == at else pack_time(stamp)  # the same text (a UTC clock): packed once
         rows = []
         for entry in entries:

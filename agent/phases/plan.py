@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container
 
-from core.events import AssistantMessage, BatchProposed, TokenUsage
+from core.events import AssistantMessage, BatchProposed, TokenUsage, batch_proposed
 from core.messages import TextBlock
 from core.model import ModelResponse
 from core.proposal import review
@@ -46,5 +46,5 @@ def propose(response: ModelResponse, batch_id: str, *, used_ids: Container[str] 
     if not reviewed.calls:
         return Planned(AssistantMessage(content=content or (TextBlock(text=EMPTY_ANSWER),), usage=usage),
                        reviewed.notes)
-    return Planned(BatchProposed(batch_id=batch_id, content=content, calls=reviewed.calls, usage=usage),
+    return Planned(batch_proposed(batch_id, content, reviewed.calls, usage),
                    reviewed.notes)
