@@ -56,6 +56,7 @@ _row_json = encoder(ensure_ascii=False)
 """`json.dumps(row, ensure_ascii=False)` with its C encoder built once (core/json_text.py): the same text."""
 _head_json = encoder()
 """`json.dumps(line)`, the same way."""
+_ascii_text = json.encoder.encode_basestring_ascii  # how that encoder writes a str
 
 ROW_VERSION = 1
 EXCERPT_CHARS = 1000
@@ -316,9 +317,21 @@ class EvidenceLedger:
 
 
 def head_line(session_id: str, head: ChainHead, now: datetime) -> str:
-    """A heads file's line: where the session's logs ended, as of `now`."""
+    """A heads file's line: where the session's logs ended, as of `now`. Written field by field when every value
+    is exactly of the type its field holds (a head the store made: ints and hex text), the same text `json.dumps`
+    writes of the row (tests/agent/test_ledger_head_line.py); anything else through the encoder, as always."""
+    values = head.__dict__
+    events_seq, events_hash = values["events_seq"], values["events_hash"]
+    timeline_seq, timeline_hash = values["timeline_seq"], values["timeline_hash"]
+    at = iso(now)
+    if (type(session_id) is str and type(events_seq) is int and type(events_hash) is str
+            and type(timeline_seq) is int and type(timeline_hash) is str and type(at) is str and len(values) == 4):
+        return (f'{{"v": {ROW_VERSION}, "kind": "head", "session_id": {_ascii_text(session_id)}, '
+                f'"events_seq": {int.__repr__(events_seq)}, "events_hash": {_ascii_text(events_hash)}, '
+                f'"timeline_seq": {int.__repr__(timeline_seq)}, "timeline_hash": {_ascii_text(timeline_hash)}, '
+                f'"observed_at": {_ascii_text(at)}}}\n')
     return _head_json({"v": ROW_VERSION, "kind": "head", "session_id": session_id, **head.model_dump(),
-                       "observed_at": iso(now)}) + "\n"
+                       "observed_at": at}) + "\n"
 
 
 def _open_lines(path: Path) -> BinaryIO:

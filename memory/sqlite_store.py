@@ -112,6 +112,10 @@ _RECEIPT_COLS = f"{_RECEIPT_INSERT}, process"
 _TIMELINE_INSERT = f"INSERT INTO timeline({_TIMELINE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _EVENT_INSERT = ("INSERT INTO events(key, seq, kind, at, turn, payload, schema_version, hash) "
                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+_hash_blob = bytearray.fromhex
+"""A new row's hash as the BLOB it is stored as (its 32 bytes, `pack_hash`), as a bytearray: sqlite3 binds a
+bytearray as it is, the same BLOB as the bytes of it, without the adaptation look-up every bytes parameter goes
+through (memory/_bind_params.py)."""
 _SET_HEAD = ("UPDATE sessions SET head_events_seq = ?, head_events_hash = ?, head_timeline_seq = ?, "
              "head_timeline_hash = ? WHERE num = ?")
 
@@ -317,7 +321,7 @@ class SqliteEventStore:
             payload = storable_json(event, session_id=session_id, path=self.path)
             prev = key.digest(prev, event_canonical(session_id, seq, at, turn, event.kind, payload, SCHEMA_VERSION))
             rows.append((base | seq, seq, EVENT_KINDS.pack(event.kind), at_packed, turn,
-                         pack_payload(event.kind, payload), SCHEMA_VERSION, bytes.fromhex(prev)))
+                         pack_payload(event.kind, payload), SCHEMA_VERSION, _hash_blob(prev)))
             stored.append(stored_event(session_id, seq, at_dt, turn, event))
         if rows:
             conn.executemany(_EVENT_INSERT, rows)
@@ -375,7 +379,7 @@ class SqliteEventStore:
             data = packed_data_json(e.kind, e.check, e.data, data, _canonical_json)
             # prev_hash is left NULL: it is the hash of the row before (memory/_encoding.py).
             rows.append((base | seq, TIMELINE_KINDS.pack(e.kind), e.turn, e.tool, e.decision, stamp_packed, e.call_id,
-                         CHECKS.pack(e.check), OUTCOMES.pack(e.outcome), e.duration_ms, None, bytes.fromhex(digest),
+                         CHECKS.pack(e.check), OUTCOMES.pack(e.outcome), e.duration_ms, None, _hash_blob(digest),
                          pack_summary(e.summary, e.outcome, e.tool, e.data), pack_empty(data)))
             prev = digest
         conn.executemany(_TIMELINE_INSERT, rows)
