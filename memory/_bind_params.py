@@ -15,6 +15,7 @@ these changes no binding anywhere, only what it costs."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 
 
 def register() -> None:
@@ -22,5 +23,7 @@ def register() -> None:
     Python frame: `bytes(b)` is `b`, and an empty dict's `get` gives None back for None (the dict is this call's
     own, never written). A new row's hash, the most frequent BLOB, is bound as a bytearray, which sqlite3 binds
     without any look-up (memory/sqlite_store.py)."""
-    sqlite3.register_adapter(type(None), {}.get)
+    empty: dict[object, None] = {}
+    none_as_is: Callable[[None], None] = empty.get
+    sqlite3.register_adapter(type(None), none_as_is)
     sqlite3.register_adapter(bytes, bytes)
