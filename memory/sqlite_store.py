@@ -118,6 +118,8 @@ bytearray as it is, the same BLOB as the bytes of it, without the adaptation loo
 through (memory/_bind_params.py)."""
 _SET_HEAD = ("UPDATE sessions SET head_events_seq = ?, head_events_hash = ?, head_timeline_seq = ?, "
              "head_timeline_hash = ? WHERE num = ?")
+_SET_HEAD_HELD = f"{_SET_HEAD} AND lease_token = ?"
+"""The head, set only where the session's row holds the write's lease: no row changed means the lease is gone."""
 
 
 class _RaceLost(Exception):
@@ -305,10 +307,9 @@ class SqliteEventStore:
                 committed: list[Callable[[], None]]) -> list[StoredEvent]:
         key = self._key()
         base = self._num(conn, session_id) << SEQ_BITS
-        if write.lease_token is not None:  # in the write transaction: a takeover commits before or after this
-            holding = conn.execute("SELECT lease_token FROM sessions WHERE num = ?", (base >> SEQ_BITS,)).fetchone()
-            if holding is None or holding[0] != write.lease_token:
-                raise LeaseGone(session_id, path=self.path)
+        token = write.lease_token
+        if token is not None and not (write.events or write.timeline):  # (else checked with the head, below)
+            self._hold(conn, session_id, base, token)
         seq, prev = self._event_head.get(session_id) or self._last(conn, "events", base)
         rows = []
         stored = []
@@ -344,8 +345,14 @@ class SqliteEventStore:
                         if write.timeline
                         else self._timeline_head.get(session_id) or self._last(conn, "timeline", base))
             events = (seq, prev)
-            # The head in the session row, in the same transaction: a truncated tail no longer matches it.
-            conn.execute(_SET_HEAD, (seq, prev, timeline[0], timeline[1], base >> SEQ_BITS))
+            # The head in the session row, in the same transaction: a truncated tail no longer matches it. A write
+            # made under a lease sets it only where the row still holds that lease: the lease check and the head in
+            # one statement (no row changed: the lease is gone, and the whole transaction is rolled back).
+            if token is None:
+                conn.execute(_SET_HEAD, (seq, prev, timeline[0], timeline[1], base >> SEQ_BITS))
+            elif conn.execute(_SET_HEAD_HELD, (seq, prev, timeline[0], timeline[1], base >> SEQ_BITS,
+                                               token)).rowcount != 1:
+                raise LeaseGone(session_id, path=self.path)
             committed.append(lambda: self._set_heads(session_id, events, timeline))
         if write.blobs:
             conn.executemany("INSERT OR IGNORE INTO blobs(sha256, size, data) VALUES (?, ?, ?)",
@@ -353,6 +360,13 @@ class SqliteEventStore:
         if write.snapshot is not None:
             self._put_snapshot(conn, base, seq, write.snapshot, at)
         return stored
+
+    def _hold(self, conn: sqlite3.Connection, session_id: str, base: int, token: str) -> None:
+        """In the write transaction (a takeover commits before or after it): LeaseGone unless the session's row
+        holds the lease `token`."""
+        holding = conn.execute("SELECT lease_token FROM sessions WHERE num = ?", (base >> SEQ_BITS,)).fetchone()
+        if holding is None or holding[0] != token:
+            raise LeaseGone(session_id, path=self.path)
 
     def _set_heads(self, session_id: str, events: tuple[int, str], timeline: tuple[int, str]) -> None:
         self._event_head[session_id] = events
