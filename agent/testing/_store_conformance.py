@@ -613,6 +613,30 @@ class StoreConformance:
         assert [e.seq for e in await store.commit("s1", events(user("unchecked"), turn=1))] == [4]
         assert (await store.read_events("s1"))[0] == before[0]
 
+    async def test_a_status_or_timeline_write_under_a_lease_another_process_took_is_refused(
+            self, store: EventStore) -> None:
+        """Writes without events are checked too: a status alone, and timeline rows alone, carrying a lease token
+        another process has taken over are refused (LeaseGone) and leave nothing; with the holder's token they are
+        kept."""
+        await new_session(store, "s1")
+        await store.acquire_lease("s1", holder("tok-1"), alive, T0)
+        await store.acquire_lease("s1", holder("tok-2"), dead, T0)
+        rows_before = len(await store.read_timeline("s1"))
+        status_only = Write(status="idle")
+        status_only.lease_token = "tok-1"
+        rows_only = Write(timeline=[TimelineEntry(kind="phase", turn=1, summary="late")])
+        rows_only.lease_token = "tok-1"
+        for late in (status_only, rows_only):
+            with pytest.raises(LeaseGone):
+                await store.commit("s1", late)
+        assert (await store.get_session("s1")).status == "active"
+        assert len(await store.read_timeline("s1")) == rows_before
+        held = Write(status="idle", timeline=[TimelineEntry(kind="phase", turn=1, summary="mine")])
+        held.lease_token = "tok-2"
+        await store.commit("s1", held)
+        assert (await store.get_session("s1")).status == "idle"
+        assert len(await store.read_timeline("s1")) == rows_before + 1
+
     async def test_lease_holder_boot_and_namespace_round_trip(self, store: EventStore) -> None:
         """A holder's boot id and PID namespace are stored with the lease (taken, or given at creation) and read back;
         release clears them."""
