@@ -409,7 +409,7 @@ def compact_json(event: Event, left_out: Any) -> str:
     options that differ from their defaults (`model_dump_json` passes all sixteen, each of which the serializer
     parses, about half of what serialising a small event costs; every other one's default is the serializer's
     own). tests/core/test_compact_json.py holds the two to the same text."""
-    return type(event).__pydantic_serializer__.to_json(  # type: ignore[no-any-return]
+    return type(event).__pydantic_serializer__.to_json(
         event, exclude=left_out, exclude_none=True).decode()
 
 
