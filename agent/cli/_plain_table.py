@@ -27,6 +27,16 @@ class Column:
     max_width: int | None = None
 
 
+_PRINTABLE_ASCII = bytes(range(0x20, 0x7F))
+
+
+def printable_ascii(text: str) -> bool:
+    """`text.isascii() and text.isprintable()`, for a long text (a whole table: ~400 KB for the denied calls of a
+    long session): the printable characters deleted from its ASCII bytes, rather than each character looked up in
+    the Unicode tables (~3x fewer instructions)."""
+    return text.isascii() and not text.encode("ascii").translate(None, _PRINTABLE_ASCII)
+
+
 def cell_width(text: str) -> int:
     """rich's measure of terminal cells; printable ASCII (almost every cell) is one cell a character, measured
     without importing rich."""
@@ -60,7 +70,7 @@ def plain_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, hea
     text = "".join(map("".join, shown))  # every cell as one text: one check, not one per row or cell
     if "\n" in text or "\t" in text or "\r" in text:
         return None
-    printable = text.isascii() and text.isprintable()  # then so is every cell, and every line drawn of them
+    printable = printable_ascii(text)  # then so is every cell, and every line drawn of them
     widths = []
     for index, column in enumerate(columns):
         if column.width is not None:
@@ -68,7 +78,7 @@ def plain_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, hea
             continue
         cells = [row[index] for row in shown]
         joined = "".join(cells)
-        if printable or (joined.isascii() and joined.isprintable()):  # a character a cell (cell_width)
+        if printable or printable_ascii(joined):  # a character a cell (cell_width)
             widest = max(map(len, cells), default=0)
         else:
             widest = max(map(cell_width, cells), default=0)
@@ -85,10 +95,9 @@ def plain_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, hea
     wide = sum(widths) + 2 * last
     right = [index for index, (_, justify) in enumerate(plan) if justify == "right"]
     # Printable ASCII cells that are too long for their column (a denied call's check, on every such row) are cut as
-    # `_fit` cuts them, a character a cell; only the columns that hold one are looked at.
-    too_long = [(index, width) for index, (width, cells) in enumerate(zip(widths, zip(*shown, strict=True),
-                                                                          strict=True))
-                if max(map(len, cells), default=0) > width] if printable and shown else []
+    # `_fit` cuts them, a character a cell: each cell of a line that came out too long is looked at (measuring every
+    # column first to find those that hold one was ~2% of a long denied-calls table).
+    columns_at = list(enumerate(widths))
     lines = []
     for row in shown:
         values = list(row)
@@ -99,7 +108,7 @@ def plain_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, hea
             lines.append(line)
             continue
         if printable:
-            for index, width in too_long:
+            for index, width in columns_at:
                 if len(values[index]) > width:
                     values[index] = values[index][: width - 1] + "…"
             line = layout % tuple(values)
