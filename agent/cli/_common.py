@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import anyio
-import click
 
 from agent.cli.options import json_option as json_option
 from agent.cli.output import echo, say_error
@@ -204,15 +203,3 @@ class Command:
             return [parse_rule("allow", r) for r in allow] + [parse_rule("deny", r) for r in deny]
         except StrataError as err:
             self.fail(err)
-
-
-allow_option = click.option("--allow", multiple=True, metavar="RULE",
-                            help="Allow a tool, optionally with a pattern: bash, 'bash(git status*)'. Repeatable.")
-deny_option = click.option("--deny", multiple=True, metavar="RULE", help="Deny a tool (beats allow). Repeatable.")
-without_project_hooks_option = click.option(
-    "--without-project-hooks", is_flag=True,
-    help="Continue a session without its project's hooks although it started with them trusted (recorded in the "
-         "session as your choice); otherwise such a resume is refused until the project is trusted again.")
-on_ask_option = click.option("--on-ask", type=click.Choice(["deny", "park"]), default=None,
-                             help="What `ask` means with no person at the terminal: deny the call (default), or park "
-                                  "the session (exit 4) until `strata approve` / `strata deny`.")

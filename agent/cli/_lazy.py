@@ -24,6 +24,10 @@ class Entry:
     quick: bool = False
     """The command sets up logging itself (agent/cli/logging_setup.py): its module is imported without structlog
     first. A quick way needs no logging and the full way sets it up; `strata show` sets it up at its first record."""
+    settles: bool = False
+    """The command's module declares its arguments only: its body imports what it runs (`import_body`, with the
+    group's hooks around that import instead of around the module's) and sets up logging itself, so that its
+    arguments are parsed (a usage error said, `--help` shown) before any of it is imported."""
 
 
 class LazyGroup(click.Group):
@@ -46,13 +50,21 @@ class LazyGroup(click.Group):
         if entry is None:
             return None
         module, attribute = entry.target.split(":")
-        if self._before_import is not None and not entry.quick:
+        if self._before_import is not None and not (entry.quick or entry.settles):
             self._before_import()
         command = getattr(importlib.import_module(module), attribute)
-        if self._after_import is not None:
+        if self._after_import is not None and not entry.settles:
             self._after_import()
         assert isinstance(command, click.Command), entry.target
         return command
+
+    def import_body(self, module: str) -> None:
+        """`module` imported between the hooks a command's module is imported between (`Entry.settles`)."""
+        if self._before_import is not None:
+            self._before_import()
+        importlib.import_module(module)
+        if self._after_import is not None:
+            self._after_import()
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The listing from the table, without importing the commands."""
@@ -65,3 +77,13 @@ class LazyGroup(click.Group):
                 for name in names]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def import_body(module: str) -> None:
+    """What the body of a command whose entry `settles` runs first: `module`, what the command runs, imported as the
+    group imports a command's module (LazyGroup `import_body`); plainly imported under any other group."""
+    group = click.get_current_context().find_root().command
+    if isinstance(group, LazyGroup):
+        group.import_body(module)
+    else:
+        importlib.import_module(module)

@@ -1,7 +1,9 @@
-"""When a command sets up logging. Most commands get it from the group before they run (agent/cli/main.py). A
-command with a quick way (`strata timeline`: agent/cli/quick_timeline.py) gets it only when it takes the full way,
-so the quick way imports neither structlog nor the logging setup; `--verbose` always means the full way, since
-it asks to see what the runtime does. `strata show`, which seldom logs, gets it at its first record."""
+"""When a command sets up logging. Most commands get it from the group before they run (agent/cli/main.py);
+`strata run` and `strata resume` once they have imported what they run, after their arguments are parsed
+(agent/cli/_lazy.py `Entry.settles`). A command with a quick way (`strata timeline`: agent/cli/quick_timeline.py)
+gets it only when it takes the full way, so the quick way imports neither structlog nor the logging setup;
+`--verbose` always means the full way, since it asks to see what the runtime does. `strata show`, which seldom
+logs, gets it at its first record."""
 
 from __future__ import annotations
 

@@ -24,8 +24,9 @@ from agent.cli.startup_pydantic import refuse_pydantic_plugins  # noqa: E402
 from agent.outcome import EXIT_ERROR  # noqa: E402
 
 COMMANDS = (
-    Entry("run", "agent.cli.session_cmds:run", "Run a headless session on PROMPT."),
-    Entry("resume", "agent.cli.session_cmds:resume", "Resume session SESSION_ID by id, optionally with a new PROMPT."),
+    Entry("run", "agent.cli.session_cmds:run", "Run a headless session on PROMPT.", settles=True),
+    Entry("resume", "agent.cli.session_cmds:resume", "Resume session SESSION_ID by id, optionally with a new PROMPT.",
+          settles=True),
     Entry("sessions", "agent.cli.sessions_cmd:sessions",
           "List sessions, oldest first, each delegated child indented under its parent.", quick=True),
     Entry("show", "agent.cli.inspect_cmds:show",
@@ -132,6 +133,9 @@ def cli(verbose: bool) -> None:
             from core.env_block import take_secret
 
             take_secret(name)
+    if entry is not None and entry.settles:  # it sets up logging once it imported what it runs (agent/cli/_lazy.py)
+        full_way.defer(verbose)
+        return
     setup_logging(verbose)
 
 

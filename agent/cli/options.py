@@ -1,5 +1,6 @@
-"""Options several commands share and that a command with a quick way declares before it knows which way it takes
-(agent/cli/_common.py has the rest)."""
+"""Options several commands share, declared without what the commands run: a command with a quick way declares them
+before it knows which way it takes, and `strata run` / `strata resume` (agent/cli/session_cmds.py) parse them
+before they import the session machinery."""
 
 from __future__ import annotations
 
@@ -14,6 +15,16 @@ from core.errors import ConfigError
 from core.utf8 import unpaired_surrogates
 
 json_option = click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+allow_option = click.option("--allow", multiple=True, metavar="RULE",
+                            help="Allow a tool, optionally with a pattern: bash, 'bash(git status*)'. Repeatable.")
+deny_option = click.option("--deny", multiple=True, metavar="RULE", help="Deny a tool (beats allow). Repeatable.")
+without_project_hooks_option = click.option(
+    "--without-project-hooks", is_flag=True,
+    help="Continue a session without its project's hooks although it started with them trusted (recorded in the "
+         "session as your choice); otherwise such a resume is refused until the project is trusted again.")
+on_ask_option = click.option("--on-ask", type=click.Choice(["deny", "park"]), default=None,
+                             help="What `ask` means with no person at the terminal: deny the call (default), or park "
+                                  "the session (exit 4) until `strata approve` / `strata deny`.")
 
 
 class WorkspacePath(click.Path):

@@ -279,3 +279,31 @@ def test_a_scripted_run_and_a_run_without_an_api_key_never_import_the_model_sdk(
     assert done.returncode == 2, done.stderr
     assert "the prompt is empty" in done.stderr
     assert not loaded & _RUN_NEVER, sorted(loaded & _RUN_NEVER)
+
+
+_PARSING_NEVER = {"structlog", "pydantic", "asyncio", "anyio", "core.events", "config.loader", "agent.session",
+                  "agent.cli._common", "agent.cli._session_run", "observability.logging"}
+"""What `strata run` and `strata resume` need not import to parse their arguments (agent/cli/session_cmds.py):
+a usage error or `--help` is said before any of it (a mistyped option cost the whole start of a session)."""
+
+
+def test_run_and_resume_parse_their_arguments_before_importing_what_they_run(cli: StrataCLI, tmp_path: Path) -> None:
+    for args, says, code in ((["run", "--bogus", "hello"], "No such option '--bogus'", 2),
+                             (["run"], "Missing argument 'PROMPT'", 2),
+                             (["resume"], "Missing argument 'SESSION_ID'", 2),
+                             (["resume", "some-id", "--max-turns", "0"], "Invalid value for '--max-turns'", 2),
+                             (["run", "--help"], "Run a headless session on PROMPT.", 0),
+                             (["--verbose", "resume", "--help"], "--kill-orphans", 0)):
+        done, loaded = run_noting_modules(cli, args, tmp_path)
+        assert done.returncode == code, (args, done.stderr)
+        assert says in done.stdout + done.stderr, (args, done.stdout, done.stderr)
+        assert not loaded & _PARSING_NEVER, (args, sorted(loaded & _PARSING_NEVER))
+    # once parsed, the command imports what it runs and works as before (the collector and logging as before:
+    # tests/cli/test_startup_gc.py, test_reading_commands_... above)
+    script = write_script(tmp_path / "turns.json", [])
+    done, loaded = run_noting_modules(cli, ["--verbose", "run", "--json", "--model", f"script:{script}", "hello"],
+                                      tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["status"] == "completed"
+    assert {"agent.cli._session_run", "observability.logging"} <= loaded
+    assert "event committed" in done.stderr  # --verbose: the logging the body set up shows each event
