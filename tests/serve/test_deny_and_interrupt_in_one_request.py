@@ -97,3 +97,50 @@ def test_a_plain_deny_lets_the_turn_go_on_and_an_interrupt_after_it_finds_nothin
     rows = _timeline(cli, sid)
     assert [(r["call_id"], r["decision"]) for r in rows if r["kind"] == "approval"] == [("w1", "rejected")], rows
     assert len([r for r in rows if r["kind"] == "model_attempt"]) == 2, rows  # the model heard of the denial
+
+
+NOT_BOOLEANS: list[Any] = ["true", 1, 0, None, "", [True], {"interrupt": True}]
+
+
+def test_a_refused_deny_with_interrupt_neither_denies_nor_stops_the_turn(cli: StrataCLI, tmp_path: Path) -> None:
+    """Every deny that is refused leaves the turn as it was: an `interrupt` that is not a JSON boolean (strict: no
+    "true", 1 or null) is `invalid`, one naming a call not asked is `no_such_call`, one from a watcher is
+    `not_driver`; each one clear line, none of them stops the turn, and the call they named still waits: approved
+    after them, it runs once and the turn completes. The daemon serves on (it stops cleanly after the block)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model = script(tmp_path / "s.json", WRITE_A, [text("wrote a")])
+    with serving(cli):
+        client = RawClient(cli.home / "run" / "daemon.sock", timeout=30)
+        watcher = RawClient(cli.home / "run" / "daemon.sock", timeout=30)
+        try:
+            client.hello()
+            sid = client.ask({"type": "new_session", "id": "n", "workspace": str(ws), "model": model})["session_id"]
+            assert client.ask({"type": "attach", "id": "a", "session_id": sid})["type"] == "ok"
+            client.send(json.dumps({"type": "prompt", "id": "p", "session_id": sid, "text": "write a"}).encode()
+                        + b"\n")
+            while (asked := client.line()) is not None and asked["type"] != "approval_request":
+                pass
+            assert asked is not None and asked["call_id"] == "w1", asked
+            deny = {"type": "deny", "session_id": sid, "call_id": "w1", "reason": "no"}
+            refusals = [client.ask({**deny, "id": f"v{i}", "interrupt": value}) for i, value in enumerate(NOT_BOOLEANS)]
+            refusals.append(client.ask({**deny, "id": "x", "call_id": "not-asked", "interrupt": True}))
+            watcher.hello()
+            assert watcher.ask({"type": "attach", "id": "w", "session_id": sid, "role": "watch"})["type"] == "ok"
+            refusals.append(watcher.ask({**deny, "id": "o", "interrupt": True}))
+            codes = [(r["type"], r["code"]) for r in refusals]
+            assert codes == [("error", "invalid")] * len(NOT_BOOLEANS) + [("error", "no_such_call"),
+                                                                           ("error", "not_driver")], refusals
+            assert all(r["message"] and "\n" not in r["message"] for r in refusals), refusals
+            reply, result = _reply_and_result(client, {"type": "approve", "id": "y", "session_id": sid, "call_id": "w1",
+                                                       "args_sha256": asked["args_sha256"],
+                                                       "plan_digest": asked["plan_digest"]})
+            assert reply["type"] == "ok", reply
+            assert result["status"] == "completed", result
+        finally:
+            watcher.close()
+            client.close()
+    assert (ws / "a.txt").read_text() == "A\n"
+    rows = _timeline(cli, sid)
+    assert [(r["call_id"], r["decision"]) for r in rows if r["kind"] == "approval"] == [("w1", "approved")], rows
+    assert cli.run("timeline", sid, "--verify").returncode == 0

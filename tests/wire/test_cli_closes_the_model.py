@@ -19,7 +19,7 @@ from core import env_block
 from tests._in_process_cli import set_up_in_process
 from tests.conftest import StrataCLI
 from tests.wire.messages_server import Fault, MessagesServer, Reply
-from tests.wire.wire_helpers import model_env, text
+from tests.wire.wire_helpers import model_env, text, use
 
 MODEL = "anthropic:claude-test"
 CLOSED_WITHIN_S = 5.0
@@ -107,3 +107,14 @@ def test_resume_closes_the_client_of_the_model_it_is_given(cli: StrataCLI, messa
     messages_server.script(Reply([text("Again.")]))
     result = _closing(messages_server, cli, "resume", session_id, "--model", MODEL, "once more")
     assert result["status"] == "completed" and len(messages_server.requests) == 2
+
+
+def test_run_closes_the_api_client_of_a_delegate_child_whose_model_call_fails(
+        cli: StrataCLI, messages_server: MessagesServer, workspace: Path) -> None:
+    """A child session on the parent's API model has a client of its own: its model call refused (400), the child
+    fails, the parent is told and completes, and neither client is left open."""
+    messages_server.script(Reply([use("delegate", "p1", task="do a thing")]), Fault(400), Reply([text("Done.")]))
+    result = _closing(messages_server, cli, "run", "--model", MODEL, "--workspace", str(workspace),
+                      "--allow", "delegate", "go")
+    assert result["status"] == "completed"
+    assert [r.outcome for r in messages_server.requests] == ["reply", "fault", "reply"]
