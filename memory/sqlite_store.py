@@ -305,6 +305,19 @@ class SqliteEventStore:
 
     def _append(self, conn: sqlite3.Connection, session_id: str, write: Write, at: str,
                 committed: list[Callable[[], None]]) -> list[StoredEvent]:
+        try:
+            return self._append_rows(conn, session_id, write, at, committed)
+        except (sqlite3.IntegrityError, _RaceLost):
+            # A write made under a lease is checked by the head's UPDATE, after its INSERTs: a writer whose lease
+            # another process took can collide first (its remembered heads are stale: UNIQUE on events.key or
+            # timeline.key; a receipt the new holder settled). Then the failure is LeaseGone, as when the UPDATE
+            # finds the lease gone; the transaction is rolled back either way. Nothing more on the normal path.
+            if write.lease_token is not None:
+                self._hold(conn, session_id, self._num(conn, session_id) << SEQ_BITS, write.lease_token)
+            raise
+
+    def _append_rows(self, conn: sqlite3.Connection, session_id: str, write: Write, at: str,
+                     committed: list[Callable[[], None]]) -> list[StoredEvent]:
         key = self._key()
         base = self._num(conn, session_id) << SEQ_BITS
         token = write.lease_token
