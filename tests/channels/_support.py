@@ -75,6 +75,20 @@ def pending(inbox: Path) -> list[str]:
     return sorted(p.name for p in inbox.glob("*.json")) if inbox.is_dir() else []
 
 
+def deferrals(home: Path, message_id: str) -> int:
+    """How many times the daemons of `home` have put the message `message_id` off so far (each offer of a queued
+    message that its thread's session could not take yet logs one "... the message stays queued" line)."""
+    log = home / "logs" / "strata.log"
+    if not log.is_file():
+        return 0
+    count = 0
+    for line in log.read_text(encoding="utf-8").splitlines():
+        if "stays queued" in line and f'"{message_id}"' in line:
+            record = json.loads(line)
+            count += "stays queued" in record.get("event", "") and record.get("message_id") == message_id
+    return count
+
+
 def session_events(home: Path, session_id: str) -> list[tuple[int, str, dict[str, Any]]]:
     with sqlite3.connect(f"file:{home / 'strata.db'}?mode=ro", uri=True) as conn:
         rows = conn.execute("SELECT seq, kind, payload FROM session_events WHERE session_id = ? ORDER BY seq",

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from tests._in_process_cli import json_lines_in_process
-from tests.channels._support import drop, pending, replies, session_events, spool_table, write_config
+from tests.channels._support import deferrals, drop, pending, replies, session_events, spool_table, write_config
 from tests.cli._helpers import EFFECTS_LOG, text, tool_use
 from tests.conftest import StrataCLI
 from tests.serve._procs import Daemon, wait_until
@@ -68,7 +67,8 @@ def test_a_threads_message_waits_while_its_sessions_child_is_undecided_or_driven
         assert first["status"] == "parked" and child in first["text"], first
 
         drop(inbox, "m2", thread="t", id="m2", text="And then?")  # the child undecided: m2 waits
-        time.sleep(3.0)  # past the daemon's retry interval (DEFERRED_RETRY_S): offered again, still waiting
+        # put off when offered, then offered again at the daemon's retry (DEFERRED_RETRY_S later): still waiting
+        wait_until(lambda: deferrals(cli.home, "m2") >= 2, what="m2 put off at its offer and again at the retry")
         assert pending(inbox) == ["m2.json"] and len(replies(outbox)) == 1
 
         daemon.stop()  # else its next offer of m2 could drive the decided child before `strata resume` does
@@ -76,8 +76,10 @@ def test_a_threads_message_waits_while_its_sessions_child_is_undecided_or_driven
         driver = cli.popen("resume", child)  # another process drives the child: m2 still waits
         wait_until(lambda: (ws / "started").exists() or driver.poll() is not None, what="the child's bash started")
         assert driver.poll() is None, driver.communicate()
+        put_off = deferrals(cli.home, "m2")
         daemon = Daemon(cli)
-        time.sleep(3.0)
+        wait_until(lambda: deferrals(cli.home, "m2") >= put_off + 2,
+                   what="m2 put off by the new daemon at its offer and again at the retry")
         assert pending(inbox) == ["m2.json"] and len(replies(outbox)) == 1
         assert driver.poll() is None, driver.communicate()
 

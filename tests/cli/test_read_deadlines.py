@@ -118,7 +118,7 @@ def test_ctrl_c_during_a_catastrophic_grep_ends_the_run_promptly(cli: StrataCLI,
     proc = cli.popen("run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "search")
     reader = _Reader(proc)
     reader.wait_for('"batch_proposed"')
-    time.sleep(1.0)  # the grep is running now
+    _search_started(proc)  # the grep is running now
     interrupted_at = time.monotonic()
     proc.send_signal(signal.SIGINT)
     done = reader.finish(within_s=15)
@@ -144,6 +144,15 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _search_started(proc: subprocess.Popen[str], within_s: float = 30) -> list[int]:
+    """The search process(es) `proc` started for the grep call, once there is one."""
+    deadline = time.monotonic() + within_s
+    while not (searching := _children(proc.pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert searching, "the search process never started"
+    return searching
+
+
 def _gone(pid: int, within_s: float) -> bool:
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
@@ -165,10 +174,7 @@ def test_resume_after_a_kill_during_a_catastrophic_grep_completes(cli: StrataCLI
     proc = cli.popen("run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "search")
     reader = _Reader(proc)
     reader.wait_for('"batch_proposed"')
-    deadline = time.monotonic() + 30
-    while not (searching := _children(proc.pid)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert searching, "the search process never started"
+    searching = _search_started(proc)
     proc.send_signal(signal.SIGKILL)
     killed = reader.finish(within_s=15)
     assert all(_gone(child, within_s=5) for child in searching), "the search process outlived strata"

@@ -17,12 +17,14 @@ from typing import Any
 from tests.ipc._wire import RawClient, start_fake_daemon
 
 EVENTS = 30
-STOPPED_S = 3.0
+STOPPED_S = 2.0
+"""How long the daemon stays stopped: twice each timeout the tests set (1 s), so every deadline a client's timer
+had running passes while the daemon cannot run."""
 
 
 def test_a_reading_client_whose_write_was_pending_when_the_daemon_stopped_keeps_its_connection(
         tmp_path: Path) -> None:
-    """A watcher reading 3 MB of events steadily, a little at a time, while the daemon stops for 3 s (its write
+    """A watcher reading 3 MB of events steadily, a little at a time, while the daemon stops for 2 s (its write
     timeout is 1 s) gets every event: the write that waited across the stop is not taken for a client that
     does not read."""
     daemon = start_fake_daemon(tmp_path / "home", "--send-timeout", "1")
@@ -73,7 +75,7 @@ def test_a_reading_client_whose_write_was_pending_when_the_daemon_stopped_keeps_
 
 def test_a_request_sent_while_the_daemon_was_stopped_is_answered_not_taken_for_idleness(tmp_path: Path) -> None:
     """An idle client (attached to nothing; the idle timeout is 1 s) sends a request while the daemon is stopped
-    for 3 s: when it continues, the request is answered, not met with `idle_timeout`."""
+    for 2 s: when it continues, the request is answered, not met with `idle_timeout`."""
     daemon = start_fake_daemon(tmp_path / "home", "--idle-timeout", "1")
     client = RawClient(daemon.socket, timeout=30)
     try:
@@ -92,7 +94,7 @@ def test_a_request_sent_while_the_daemon_was_stopped_is_answered_not_taken_for_i
 
 
 def test_a_hello_sent_while_the_daemon_was_stopped_is_answered_not_taken_for_silence(tmp_path: Path) -> None:
-    """A client the daemon accepted just before it stopped says hello during a 3 s stop (the hello timeout is
+    """A client the daemon accepted just before it stopped says hello during a 2 s stop (the hello timeout is
     1 s): when the daemon continues, the hello is answered, not met with `hello_timeout`."""
     daemon = start_fake_daemon(tmp_path / "home", "--hello-timeout", "1")
     client = RawClient(daemon.socket, timeout=30)
