@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import json_lines_in_process, run_in_process, set_up_in_process
 from tests.cli._helpers import EFFECTS_LOG, bash_mark, hold_lease, marker, text
 from tests.conftest import StrataCLI, write_script
 
@@ -25,7 +26,8 @@ STAGGERS = (0.0, 0.02, 0.04, 0.06, 0.08, 0.1)
 
 
 def _parked(cli: StrataCLI, workspace: Path, script: Path) -> str:
-    parked = cli.run("run", "--model", f"script:{script}", "--workspace", str(workspace), "--on-ask", "park", "go")
+    parked = set_up_in_process(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--on-ask",
+                               "park", "go")
     assert parked.returncode == 4, parked.stdout + parked.stderr
     return parked.stdout.split("strata approve ", 1)[1].split()[0]
 
@@ -64,11 +66,11 @@ def test_resume_racing_approve_runs_the_call_once_and_neither_is_refused(cli: St
             again = cli.run("resume", sid)
             assert again.returncode == 0, again.stdout + again.stderr
         assert (workspace / EFFECTS_LOG).read_text() == f"{marker(f'c{k}')}\n"  # once, whichever won
-        (row,) = [r for r in cli.json_lines("sessions", "--json") if r["id"] == sid]
+        (row,) = [r for r in json_lines_in_process(cli, "sessions", "--json") if r["id"] == sid]
         assert row["status"] == "completed" and row["lease_owner"] is None, row
-        (receipt,) = cli.json_lines("receipts", sid, "--json")
+        (receipt,) = json_lines_in_process(cli, "receipts", sid, "--json")
         assert (receipt["call_id"], receipt["status"]) == (f"c{k}", "done"), receipt
-        verified = cli.run("timeline", sid, "--verify")
+        verified = run_in_process(cli, "timeline", sid, "--verify")
         assert verified.returncode == 0, verified.stdout + verified.stderr
     assert seen <= {(0, 0), (4, 0)}, seen
 
@@ -77,7 +79,7 @@ def _approved(cli: StrataCLI, tmp_path: Path) -> tuple[str, Path]:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     sid = _parked(cli, workspace, write_script(tmp_path / "turns.json", [[bash_mark("c1")], [text("done")]]))
-    approved = cli.run("approve", sid, "c1")
+    approved = set_up_in_process(cli, "approve", sid, "c1")
     assert approved.returncode == 0, approved.stderr
     return sid, workspace
 
@@ -147,7 +149,7 @@ def test_a_resume_interrupted_while_it_waits_for_a_lease_says_it_left_the_sessio
             after = [db.execute(f"SELECT * FROM {t}").fetchall() for t in ("sessions", "events", "timeline")]
         assert after == before
         assert holder.poll() is None
-        (row,) = [r for r in cli.json_lines("sessions", "--json") if r["id"] == sid]
+        (row,) = [r for r in json_lines_in_process(cli, "sessions", "--json") if r["id"] == sid]
         assert row["lease_owner"]["pid"] == holder.pid, row
     finally:
         holder.kill()
