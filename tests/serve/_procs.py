@@ -198,6 +198,15 @@ def status(cli: StrataCLI) -> list[Line]:
     return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
 
 
+def status_in_process(cli: StrataCLI) -> list[Line]:
+    """`status(cli)` read in this process (tests/_in_process_cli.py), for the polls of a wait: a `strata serve
+    --status` process per poll cost ~0.5 s of CPU and as much wall time before the wait saw its condition. The
+    command as a process of its own is what `status` runs, and the tests that read the table check it."""
+    from tests._in_process_cli import json_lines_in_process
+
+    return json_lines_in_process(cli, "serve", "--status", "--json")
+
+
 def lease_owner(cli: StrataCLI, sid: str) -> object:
     """The session's lease holder as `strata sessions --json` shows it (None when nobody holds it), read in this
     process (tests/_in_process_cli.py): the tests poll it every 50 ms while a daemon lets a lease go, and a `strata
@@ -252,7 +261,7 @@ def parked_session(cli: StrataCLI, ws: Path, model: str, *, asked: str, parks: t
         assert driver.finish().returncode == 0
 
     def waiting() -> list[tuple[str, str]]:
-        rows = [row for row in status(cli) if row.get("session_id") == driver.session_id]
+        rows = [row for row in status_in_process(cli) if row.get("session_id") == driver.session_id]
         return sorted((w["call_id"], w["how"]) for row in rows for w in row["waiting"])
 
     wait_until(lambda: waiting() == expected, what=f"the session's waiting calls to be {expected}")

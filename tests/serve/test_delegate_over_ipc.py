@@ -21,7 +21,7 @@ from tests.serve._procs import (
     child_writes_c,
     prompted,
     serving,
-    status,
+    status_in_process,
     wait_until,
 )
 
@@ -210,7 +210,7 @@ def test_a_driver_attaching_after_the_last_one_left_during_a_childs_ask_is_asked
         parent = first.session_id
         child = first.wait_for("approval_request", call_id="c1")["session_id"]
         assert first.finish().returncode == 0  # stdin ended while asked: it detaches at once, the call parks
-        wait_until(lambda: [(r["session_id"], r["phase"]) for r in status(cli)] == [(parent, "parked")],
+        wait_until(lambda: [(r["session_id"], r["phase"]) for r in status_in_process(cli)] == [(parent, "parked")],
                    what="the parent to park")
 
         again = Client(cli, parent)
