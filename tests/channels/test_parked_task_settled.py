@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._in_process_cli import run_in_process
 from tests.channels._support import PARKS_THEN_ANSWERS, drop, parking_channel, pending, replies
 from tests.channels._support import task_statuses as _tasks
 from tests.cli._helpers import text, tool_use
@@ -65,7 +66,7 @@ def test_a_task_whose_turn_parks_again_stays_parked_until_that_call_is_decided(c
         assert cli.run("approve", sid, "b1").returncode == 0
         drop(spool / "in", "m2", thread="t", id="m2", text="And the changelog?")
         # b1 runs, then the same turn parks on b2: m2 stays queued, m1's task still waits
-        wait_until(lambda: "waiting for approval of b2" in cli.run("timeline", sid).stdout,
+        wait_until(lambda: "waiting for approval of b2" in run_in_process(cli, "timeline", sid).stdout,
                    what="the turn parked again on b2")
         assert pending(spool / "in") == ["m2.json"] and _tasks(cli) == {"m1": "parked"}
         assert cli.run("approve", sid, "b2").returncode == 0

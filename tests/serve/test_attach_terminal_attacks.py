@@ -21,7 +21,7 @@ from tests._terminal import APPROVE
 from tests.cli._helpers import text, tool_use
 from tests.cli.test_terminal_escapes import HOSTILE
 from tests.conftest import StrataCLI
-from tests.serve._procs import Daemon, allow_in_user_config, script, serving, status, wait_until
+from tests.serve._procs import Daemon, allow_in_user_config, script, serving, status, status_in_process, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -74,6 +74,16 @@ def _serving(cli: StrataCLI, tmp_path: Path) -> Iterator[Path]:
 
 def _row(cli: StrataCLI, sid: str) -> dict[str, object]:
     (row,) = [r for r in status(cli) if r["session_id"] == sid]
+    return row
+
+
+PARKED_W1 = [{"call_id": "w1", "tool": "write_file", "how": "parked"}]
+"""The daemon's status of a session whose write_file call w1 is parked."""
+
+
+def _polled_row(cli: StrataCLI, sid: str) -> dict[str, object]:
+    """`_row` read in this process, for the polls of a wait (the rows the test checks are read by `_row`)."""
+    (row,) = [r for r in status_in_process(cli) if r["session_id"] == sid]
     return row
 
 
@@ -200,8 +210,7 @@ def test_a_hung_up_terminal_parks_the_call_and_the_next_terminal_is_asked_and_ru
         child.expect(APPROVE)
         for again in range(2):
             child.close(force=False)  # the master closes: SIGHUP
-            wait_until(lambda: _row(cli, sid)["waiting"] == [{"call_id": "w1", "tool": "write_file", "how": "parked"}],
-                       what="the call to park")
+            wait_until(lambda: _polled_row(cli, sid)["waiting"] == PARKED_W1, what="the call to park")
             assert _approvals(cli, sid) == [("w1", "parked")] * (again + 1) and not (ws / "a.txt").exists()
             child = cli.spawn_pty("attach", sid)
             child.expect(r"\(driving\)")

@@ -14,13 +14,28 @@ import pytest
 
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
-from tests.serve._procs import Client, allow_in_user_config, child_writes_c, prompted, serving, status, wait_until
+from tests.serve._procs import (
+    Client,
+    allow_in_user_config,
+    child_writes_c,
+    prompted,
+    serving,
+    status,
+    status_in_process,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 
 
 def _row(cli: StrataCLI, session_id: str) -> dict[str, Any]:
     (row,) = [r for r in status(cli) if r["session_id"] == session_id]
+    return row
+
+
+def _polled_row(cli: StrataCLI, session_id: str) -> dict[str, Any]:
+    """`_row` read in this process, for the polls of a wait (the rows the test checks are read by `_row`)."""
+    (row,) = [r for r in status_in_process(cli) if r["session_id"] == session_id]
     return row
 
 
@@ -48,7 +63,7 @@ def test_a_parent_waiting_on_its_childs_call_names_the_child_and_the_call(cli: S
 
         # The driver leaves: the child's call parks, and the parent with it (no lease, nobody driving).
         assert first.finish().returncode == 0
-        wait_until(lambda: _row(cli, parent)["phase"] == "parked", what="the parent to park")
+        wait_until(lambda: _polled_row(cli, parent)["phase"] == "parked", what="the parent to park")
         parked = _row(cli, parent)
         assert parked["status"] == "awaiting_approval"
         assert parked["waiting"] == [{"call_id": "c1", "tool": "write_file", "how": "parked", "session_id": child}]
@@ -56,7 +71,7 @@ def test_a_parent_waiting_on_its_childs_call_names_the_child_and_the_call(cli: S
 
         # What the line names is what decides it: approved in the child, the parent has nothing left waiting.
         assert cli.run("approve", child, "c1").returncode == 0
-        wait_until(lambda: _row(cli, parent)["waiting"] == [], what="the parent's waiting calls to clear")
+        wait_until(lambda: _polled_row(cli, parent)["waiting"] == [], what="the parent's waiting calls to clear")
         assert not (ws / "c.txt").exists()  # decided, not run: that is the parent's resume
         again = Client(cli, parent)
         again.send(type="prompt", text="go on")
@@ -84,7 +99,7 @@ def test_a_parent_whose_child_waits_on_a_grandchild_names_the_grandchild(cli: St
         parent = first.session_id
         grandchild = first.wait_for("approval_request", call_id="g1")["session_id"]
         assert first.finish().returncode == 0
-        wait_until(lambda: _row(cli, parent)["phase"] == "parked", what="the parent to park")
+        wait_until(lambda: _polled_row(cli, parent)["phase"] == "parked", what="the parent to park")
         rows = [r["id"] for r in cli.json_lines("sessions", "--json")]
         assert grandchild in rows and len(rows) == 3
         assert _row(cli, parent)["waiting"] == [
@@ -107,6 +122,6 @@ def test_a_sessions_own_parked_call_carries_no_session_id(cli: StrataCLI, tmp_pa
         driver.wait_for("approval_request", call_id="w1")
         assert driver.finish().returncode == 0
         sid = driver.session_id
-        wait_until(lambda: _row(cli, sid)["waiting"] == [{"call_id": "w1", "tool": "write_file", "how": "parked"}],
-                   what="the call to park")
+        parked = [{"call_id": "w1", "tool": "write_file", "how": "parked"}]
+        wait_until(lambda: _polled_row(cli, sid)["waiting"] == parked, what="the call to park")
         assert _ps_line(cli, sid).endswith("waiting: w1 write_file (parked)")
