@@ -293,8 +293,8 @@ class TerminalAttach:
             try:
                 raw = await self._ask("approve? [y/n/a] ")
             except (KeyboardInterrupt, EOFError):  # denied, and the turn stopped with it (one request: nothing
-                await self._request(ipc.Deny, call_id=asked.call_id, interrupt=True,  # runs in between)
-                                    reason="the person interrupted the approval prompt")
+                await self._deny(asked, reason="the person interrupted the approval prompt",  # runs in between)
+                                 interrupt=True)
                 return
             choice = _CHOICES.get(raw.strip().lower())
             if choice is not None:
@@ -309,10 +309,17 @@ class TerminalAttach:
             if len(reason) > MAX_REASON:  # the protocol's bound: a longer one would be refused, the call left waiting
                 reason = reason[:MAX_REASON]
                 self.say(f"  [yellow]the reason was cut to {MAX_REASON} characters[/]")
-            await self._request(ipc.Deny, call_id=asked.call_id, reason=reason, interrupt=interrupt)
+            await self._deny(asked, reason=reason, interrupt=interrupt)
             return
         await self._request(ipc.Approve, call_id=asked.call_id, args_sha256=asked.args_sha256,
                             plan_digest=asked.plan_digest, scope=choice)
+
+    async def _deny(self, asked: ipc.ApprovalRequest, *, reason: str, interrupt: bool) -> None:
+        if await self._request(ipc.Deny, call_id=asked.call_id, reason=reason, interrupt=interrupt) and interrupt:
+            # The turn is stopped: its status line is not drawn again, whatever of the stop's events (the denied
+            # call's result: "thinking" in chat's view) comes before the turn's end (which re-enables the area).
+            self.view.area.enabled = False
+            self.view.area.status(None)
 
     async def _request(self, kind: type[ipc.SessionRequest], **fields: object) -> bool:
         try:

@@ -148,8 +148,10 @@ def test_ctrl_c_or_ctrl_d_at_the_approval_question_denies_stops_the_turn_and_the
         child.expect(APPROVE)
         child.sendcontrol(key)
         child.expect("interrupted: ")
+        shown = child.before
         child.expect("strata>")
-        assert "refused" not in child.before and "after the denial" not in child.before, child.before
+        assert "refused" not in shown + child.before and "after the denial" not in shown + child.before, shown
+        assert "thinking" not in child.before, child.before  # the stopped turn's status line is not drawn again
         _detach(child, sid)
     assert not (ws / "a.txt").exists()
     assert _approvals(cli, sid) == [("w1", "rejected")]
@@ -175,6 +177,7 @@ def test_ctrl_c_at_the_reason_question_denies_without_a_reason_and_stops_the_tur
         child.sendcontrol("c")
         child.expect(r"interrupted: ")
         child.expect("strata>")
+        assert "thinking" not in child.before, child.before  # the stopped turn's status line is not drawn again
         _detach(child, sid)
     assert not (ws / "a.txt").exists() and not (ws / "late").exists()
     assert _approvals(cli, sid) == [("w1", "rejected")]
