@@ -3,6 +3,9 @@ what the prompt looks like and how a person answers it."""
 
 from __future__ import annotations
 
+import termios
+import time
+
 import pexpect
 
 APPROVE = r"approve\? \[y/n/a(?:/e)?\]"
@@ -39,3 +42,15 @@ def leave_chat(child: pexpect.spawn, session_id: str) -> None:
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0, child.before
+
+
+def keys_read_as_keys(child: pexpect.spawn, timeout: float = 30) -> None:
+    """Wait until the program in the pty reads keys itself (prompt_toolkit's raw mode: the terminal's ISIG is off), so
+    that a control key sent next reaches the prompt as a key. A prompt's text can be on the screen a moment before:
+    Ctrl-C sent then is turned into SIGINT by the terminal, Ctrl-D into an end of line, and the test takes the other
+    path than the one it means to."""
+    deadline = time.monotonic() + timeout
+    while termios.tcgetattr(child.child_fd)[3] & termios.ISIG:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the terminal did not go into raw mode within {timeout} s")
+        time.sleep(0.01)

@@ -284,6 +284,7 @@ class TerminalAttach:
         try:
             await self._decide_or_withdrawn(asked)
         except _Withdrawn:
+            self._turn_over()
             self.say(f"[yellow]not answered[/]: the turn ended while call {escape(asked.call_id)} was asked; nothing "
                      "waits for this answer")
 
@@ -316,10 +317,14 @@ class TerminalAttach:
 
     async def _deny(self, asked: ipc.ApprovalRequest, *, reason: str, interrupt: bool) -> None:
         if await self._request(ipc.Deny, call_id=asked.call_id, reason=reason, interrupt=interrupt) and interrupt:
-            # The turn is stopped: its status line is not drawn again, whatever of the stop's events (the denied
-            # call's result: "thinking" in chat's view) comes before the turn's end (which re-enables the area).
-            self.view.area.enabled = False
-            self.view.area.status(None)
+            self._turn_over()
+
+    def _turn_over(self) -> None:
+        """The turn is stopped or ended while a question was on the screen: its status line is not drawn again when
+        the question goes, whatever of its last events (a denied call's result: "thinking" in chat's view) comes
+        before the turn's end (whose `begin_turn` for the next turn enables the area again)."""
+        self.view.area.enabled = False
+        self.view.area.status(None)
 
     async def _request(self, kind: type[ipc.SessionRequest], **fields: object) -> bool:
         try:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from tests._terminal import APPROVE
+from tests._terminal import APPROVE, keys_read_as_keys
 from tests.cli._helpers import text, tool_use
 from tests.cli.test_terminal_escapes import HOSTILE
 from tests.conftest import StrataCLI
@@ -102,6 +102,7 @@ def test_ctrl_d_or_ctrl_c_at_the_prompt_detaches_and_the_session_stays_in_the_da
         child.sendline("say hi")
         child.expect("assistant: ")
         child.expect("strata>")
+        keys_read_as_keys(child)
         child.sendcontrol(key)
         out = _ended(child)
         assert f"detached from session {sid}. attach again: strata attach {sid}" in out, out
@@ -146,6 +147,7 @@ def test_ctrl_c_or_ctrl_d_at_the_approval_question_denies_stops_the_turn_and_the
         child, sid = _attached(cli, ws, script(tmp_path / "s.json", WRITE_A, [text("after the denial")]))
         child.sendline("write a")
         child.expect(APPROVE)
+        keys_read_as_keys(child)
         child.sendcontrol(key)
         child.expect("interrupted: ")
         shown = child.before
@@ -174,6 +176,7 @@ def test_ctrl_c_at_the_reason_question_denies_without_a_reason_and_stops_the_tur
         child.expect(APPROVE)
         child.sendline("n")
         child.expect("reason for the model")
+        keys_read_as_keys(child)
         child.sendcontrol("c")
         child.expect(r"interrupted: ")
         child.expect("strata>")
@@ -199,6 +202,7 @@ def test_an_interrupt_while_asked_closes_the_question_instead_of_leaving_it_open
         child.expect("not answered: the turn ended while call w1 was asked; nothing waits for this answer")
         child.expect("strata>")
         assert "refused" not in child.before
+        assert "thinking" not in child.before, child.before  # the ended turn's status line is not drawn again
         _detach(child, sid)
     assert not (ws / "a.txt").exists() and _approvals(cli, sid) == []
 
