@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -44,6 +45,16 @@ class LazyGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(self._entries)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """The command, with Ctrl-C before its body takes the interrupt over (while its module is imported, its
+        config read) ended as the body ends it: `strata: interrupted`, exit 130 (click's own way says "Aborted!"
+        and exits 1)."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("strata: interrupted", err=True)
+            raise SystemExit(130) from None
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         entry = self._entries.get(cmd_name)

@@ -6,11 +6,16 @@ agent.cli.main as the tests do, leaves the collector alone."""
 
 from __future__ import annotations
 
+import sys
+
 from agent.cli.startup_gc import startup_gc
 
 
 def main() -> None:
     startup_gc.pause()
-    from agent.cli.main import main as run_command_line
-
+    try:
+        from agent.cli.main import main as run_command_line
+    except KeyboardInterrupt:  # Ctrl-C while the command line is imported: as later, no traceback (exit 130)
+        sys.stderr.write("strata: interrupted\n")
+        raise SystemExit(130) from None
     run_command_line()

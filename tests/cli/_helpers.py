@@ -448,6 +448,15 @@ anyio.run(main)
 """
 
 
+def holds_open(pid: int, path: Path) -> bool:
+    """Whether process `pid` has `path` open (Linux: its /proc fd links)."""
+    fds = Path(f"/proc/{pid}/fd")
+    try:
+        return any(os.readlink(fds / fd) == str(path) for fd in os.listdir(fds))
+    except OSError:
+        return False
+
+
 def hold_lease(cli: StrataCLI, session_id: str, seconds: float) -> subprocess.Popen[str]:
     """Another process holding the session's lease for `seconds` (as another decision, a reconcile or a probe holds
     it for a moment, or a running session for long), once it says it holds it."""

@@ -25,6 +25,7 @@ from tests.cli._helpers import (
     effect_counts,
     error_lines,
     events_of,
+    holds_open,
     json_lines,
     marker,
     parallel,
@@ -347,14 +348,6 @@ def test_missing_session_id_is_a_clear_error(cli: StrataCLI) -> None:
         assert missing in line, line
 
 
-def _holds_open(pid: int, path: Path) -> bool:
-    fds = Path(f"/proc/{pid}/fd")
-    try:
-        return any(os.readlink(fds / fd) == str(path) for fd in os.listdir(fds))
-    except OSError:
-        return False
-
-
 def test_processes_opening_a_new_database_at_once_all_succeed(cli: StrataCLI) -> None:
     """Several processes that find the database not yet migrated at the same moment all succeed."""
     # Staging: the test holds the write lock of a new, empty WAL database, as a first process in the middle of
@@ -371,7 +364,7 @@ def test_processes_opening_a_new_database_at_once_all_succeed(cli: StrataCLI) ->
         holder.execute("BEGIN IMMEDIATE")
         procs = [cli.popen("sessions", "--json") for _ in range(3)]
         deadline = time.monotonic() + 30
-        while not all(_holds_open(p.pid, db) or p.poll() is not None for p in procs):
+        while not all(holds_open(p.pid, db) or p.poll() is not None for p in procs):
             assert time.monotonic() < deadline, "the processes never opened the database"
             time.sleep(0.02)
         time.sleep(0.3)  # they read the schema version, then queue for the write lock (busy_timeout is 5 s)

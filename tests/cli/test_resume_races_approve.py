@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests._in_process_cli import json_lines_in_process, run_in_process, set_up_in_process
-from tests.cli._helpers import EFFECTS_LOG, bash_mark, hold_lease, marker, text
+from tests.cli._helpers import EFFECTS_LOG, bash_mark, hold_lease, holds_open, marker, text
 from tests.conftest import StrataCLI, write_script
 
 pytestmark = pytest.mark.slow
@@ -136,7 +136,11 @@ def test_a_resume_interrupted_while_it_waits_for_a_lease_says_it_left_the_sessio
         with sqlite3.connect(cli.home / "strata.db") as db:
             before = [db.execute(f"SELECT * FROM {t}").fetchall() for t in ("sessions", "events", "timeline")]
         resume = cli.popen("resume", sid)
-        time.sleep(1.5)  # well inside SHORT_LEASE_S of its first try (or before it: the same answer)
+        deadline = time.monotonic() + 60  # its start (imports) may take long on a loaded machine
+        while not holds_open(resume.pid, cli.home / "strata.db"):  # in its body, which takes the interrupt over
+            assert resume.poll() is None and time.monotonic() < deadline, resume.communicate()
+            time.sleep(0.02)
+        time.sleep(0.5)  # well inside SHORT_LEASE_S of its first try (or before it: the same answer)
         resume.send_signal(signal.SIGINT)
         out, err = resume.communicate(timeout=30)
         assert resume.returncode == 130, out + err
