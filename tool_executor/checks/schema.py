@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.hashing import canonical_json
 from core.tools import ToolSpec
+from tool_executor.checks._patterns import PatternUnusable, pattern_budget
 from tool_executor.checks.fast_schema import Predicate, compile_fast
 from tool_executor.verdicts import Deny, Pass, Verdict
 
@@ -38,10 +39,22 @@ class SchemaValidator:
     @property
     def full(self) -> Draft202012Validator:
         if self._full is None:
-            from jsonschema import Draft202012Validator
-
-            self._full = Draft202012Validator(self.schema)
+            self._full = _bounded_validator()(self.schema)
         return self._full
+
+
+@functools.cache
+def _bounded_validator() -> type[Draft202012Validator]:
+    """Draft 2020-12 with its regular expressions matched within a time budget (tool_executor/checks/_patterns.py)."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.validators import extend
+
+    from tool_executor.checks import _patterns
+
+    bounded: type[Draft202012Validator] = extend(  # type: ignore[no-untyped-call]  # the stub leaves it untyped
+        Draft202012Validator, {"pattern": _patterns.pattern, "patternProperties": _patterns.pattern_properties,
+                               "additionalProperties": _patterns.additional_properties})
+    return bounded
 
 
 _CHECKED: set[str] = set()
@@ -129,12 +142,15 @@ def _not_numbers(args: Mapping[str, Any]) -> list[str]:
 
 def check_schema(validator: SchemaValidator, args: Mapping[str, Any]) -> Verdict:
     """A schema that passes the meta-schema can still fail to evaluate (a `$ref` to a remote document, which is
-    never fetched, or a cycle of references that never descends into the arguments, as an MCP server may send):
+    never fetched, a cycle of references that never descends into the arguments, or a `pattern` that takes longer
+    than its budget to match, as an MCP server may send):
     the call is denied with the reason, never run unchecked, and the session goes on."""
     try:
         return _check(validator, args)
     except RecursionError:
         return _unevaluable("a reference cycle")
+    except PatternUnusable as exc:
+        return _unevaluable(str(exc))
     except Exception as exc:
         from referencing.exceptions import Unresolvable  # jsonschema's: imported once it has raised
 
@@ -150,10 +166,13 @@ def _unevaluable(detail: str) -> Deny:
 def _check(validator: SchemaValidator, args: Mapping[str, Any]) -> Verdict:
     bad = _not_numbers(args)
     fast = validator.fast
-    if not bad and ((fast is not None and fast(args)) or validator.full.is_valid(args)):
+    if not bad and fast is not None and fast(args):
         return _PASS
-    errors = sorted(validator.full.iter_errors(dict(args)),
-                    key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    with pattern_budget():  # the patterns the full validator matches, all of this call's together
+        if not bad and validator.full.is_valid(args):
+            return _PASS
+        errors = sorted(validator.full.iter_errors(dict(args)),
+                        key=lambda e: (list(map(str, e.absolute_path)), e.message))
     reasons = tuple(bad) + tuple(
         f"{'/'.join(str(p) for p in e.absolute_path) or '(arguments)'}: {e.message}" for e in errors)
     return Deny("schema", reasons) if reasons else _PASS

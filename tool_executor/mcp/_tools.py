@@ -103,7 +103,24 @@ def _schema_problem(schema: Mapping[str, Any]) -> str | None:
     if size > MAX_SCHEMA_BYTES:
         return (f"it is too large ({size} bytes of JSON, at most {MAX_SCHEMA_BYTES} bytes): it would "
                 "go into every model request")
+    if {"unevaluatedProperties", "patternProperties"} <= _keywords(schema):
+        return ("it uses unevaluatedProperties with patternProperties, whose patterns Strata cannot match there "
+                "within a time limit")
     return meta_schema_problem(schema)
+
+
+def _keywords(schema: Mapping[str, Any]) -> set[str]:
+    """Every key of every object in `schema` (so also property names: a superset of the keywords it uses)."""
+    found: set[str] = set()
+    stack: list[Any] = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            found.update(str(k) for k in node)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
 
 
 def tool_specs(link: ServerLink) -> list[ToolSpec]:
