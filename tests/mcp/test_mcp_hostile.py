@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -181,3 +182,27 @@ def test_a_tool_name_with_a_line_break_cannot_forge_a_line_of_mcp_list_or_doctor
     assert "mcp__h__x\\n  mcp__h__forged" in listed.stdout, listed.stdout
     doctor = strata(cli, "doctor")
     assert not any(line.lstrip().startswith(forged) for line in doctor.stdout.splitlines()), doctor.stdout
+
+
+def test_a_listing_of_many_tools_without_a_policy_is_not_schema_checked_and_the_session_starts_at_once(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """A server listing 2,000 tools, each with a schema of its own of 80 properties (5 MB, a page the client reads),
+    held every start for minutes after the listing, past its startup timeout: each schema was checked against the
+    meta-schema (about a millisecond per subschema) although no policy was declared for the tool, which is
+    unavailable whatever its schema. A tool without a policy is unavailable for that reason, its schema left
+    unchecked; the declared tool serves."""
+    many = [{"name": f"t{k}", "inputSchema": {"type": "object", "properties": {
+        f"p{k}_{j}": {"type": "string", "minLength": 1} for j in range(80)}}} for k in range(2000)]
+    state = hostile(cli, tmp_path, [*many, {"name": "other", "inputSchema": OBJECT_Q}], policies=["other"])
+    script = write_script(tmp_path / "script.json", [[tool_use("c1", "mcp__h__other", q="y")], [text("done")]])
+    started = time.monotonic()
+    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "look")
+    took = time.monotonic() - started
+    assert run.returncode == 0, run.stderr
+    assert call_results(events_of(run.stdout))["c1"]["status"] == "ok"
+    assert calls(state) == ['other {"q": "y"}']
+    assert took < 40, took  # the checks alone took 90 s before; seconds now
+    (server,) = json_lines_in_process(cli, "mcp", "list", "--json")
+    tools = {t["tool"]: t for t in server["tools"]}
+    assert len(tools) == 2001 and tools["other"]["callable"], tools["other"]
+    assert "no resource policy declared" in tools["t7"]["reason"], tools["t7"]

@@ -75,11 +75,11 @@ def tool_statuses(link: ServerLink) -> list[ToolStatus]:
             reason = "the server lists more than one tool named so: none of them is offered"
         elif not _MODEL_NAME.match(name):
             reason = "its name cannot be offered to a model (letters, digits, '_' and '-', at most 128)"
-        elif (problem := _schema_problem(tool.input_schema)) is not None:
-            reason = f"its input schema cannot be used: {problem}"
-        elif policy is None:
+        elif policy is None:  # before the schema check (milliseconds a schema): a server may list thousands
             reason = (f"no resource policy declared: add [mcp.servers.{decl.name}.tools.{tool.name}] with safety, "
                       "effect, pii and resource_keys to make it callable")
+        elif (problem := _schema_problem(tool.input_schema)) is not None:
+            reason = f"its input schema cannot be used: {problem}"
         out.append(ToolStatus(decl.name, tool.name, name, reason is None, reason, policy, tool.description,
                               tool.input_schema))
     for declared, declared_policy in decl.tools:
