@@ -206,3 +206,33 @@ def test_a_listing_of_many_tools_without_a_policy_is_not_schema_checked_and_the_
     tools = {t["tool"]: t for t in server["tools"]}
     assert len(tools) == 2001 and tools["other"]["callable"], tools["other"]
     assert "no resource policy declared" in tools["t7"]["reason"], tools["t7"]
+
+
+def test_a_path_argument_that_is_not_a_string_is_denied_when_the_servers_schema_lets_it_through(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """`path_args` names the arguments the scope check confines to the workspace; it looked at strings only, leaving
+    any other value to the schema check, which for a built-in tool declares them strings. A server's schema may
+    declare nothing of the kind (`{"type": "object"}`), so a path given as a list or an object (`["/etc/passwd"]`)
+    passed both checks and reached the server, which read it as it liked. Such a value is denied by the scope
+    check, naming the argument; a string is confined as before, and a call within the workspace runs."""
+    loose = {"type": "object"}
+    typed = {"type": "object", "properties": {"path": {"type": "string"}}}
+    policy = 'safety = "read"\neffect = "read_only"\npath_args = ["path"]\n'
+    state = hostile(cli, tmp_path, [{"name": "open", "inputSchema": loose}, {"name": "typed", "inputSchema": typed}],
+                    policies=[], extra=f"[mcp.servers.h.tools.open]\n{policy}[mcp.servers.h.tools.typed]\n{policy}")
+    (workspace / "notes.txt").write_text("notes\n", encoding="utf-8")
+    script = write_script(tmp_path / "script.json", [
+        [tool_use("c1", "mcp__h__open", path=["/etc/passwd"]), tool_use("c2", "mcp__h__open", path={"p": "/etc"}),
+         tool_use("c3", "mcp__h__open", path="/etc/passwd"), tool_use("c4", "mcp__h__typed", path=["/etc/passwd"]),
+         tool_use("c5", "mcp__h__open", path="notes.txt")],
+        [text("done")]])
+    run = strata(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace), "--json", "look")
+    assert run.returncode == 0, run.stderr
+    results = call_results(events_of(run.stdout))
+    for call, kind in (("c1", "array"), ("c2", "object")):
+        assert results[call]["status"] == "denied" and results[call]["check"] == "scope", results[call]
+        assert f"path: a path argument must be a string (got {kind})" in results[call]["content"], results[call]
+    assert results["c3"]["check"] == "scope", results["c3"]  # outside the workspace, as before
+    assert results["c4"]["check"] == "schema", results["c4"]  # the schema declares a string: it says so, as before
+    assert results["c5"]["status"] == "ok", results["c5"]
+    assert calls(state) == ['open {"path": "notes.txt"}']

@@ -27,8 +27,13 @@ def check_scope(spec: ToolSpec, args: Mapping[str, Any], workspace: Path) -> Ver
     reasons: list[str] = []
     for name in spec.path_args:
         value = args.get(name)
+        if value is None:
+            continue  # absent: nothing to confine
         if not isinstance(value, str):
-            continue  # absent or mistyped: the schema check reports it
+            if not _declared_string(spec, name):  # an MCP server's schema may let any value through
+                reasons.append(f"{name}: a path argument must be a string (got {_json_kind(value)}); the scope "
+                               "check cannot confine anything else to the workspace")
+            continue  # mistyped where the schema declares a string: the schema check reports it
         try:
             resolved = resolved_text(workspace, value)
         except OutsideWorkspace as exc:
@@ -46,3 +51,19 @@ def check_scope(spec: ToolSpec, args: Mapping[str, Any], workspace: Path) -> Ver
         if problem:
             reasons.append(f"pattern: {problem}")
     return Deny("scope", tuple(reasons)) if reasons else Pass()
+
+
+def _declared_string(spec: ToolSpec, name: str) -> bool:
+    """Whether the tool's schema declares argument `name` a string (every built-in path argument): the schema check
+    then refuses any other value."""
+    properties = spec.input_schema.get("properties")
+    declared = properties.get(name) if isinstance(properties, Mapping) else None
+    return isinstance(declared, Mapping) and declared.get("type") == "string"
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    return "array" if isinstance(value, list | tuple) else "object" if isinstance(value, Mapping) else "a value"
