@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tests._in_process_cli import json_lines_in_process
-from tests.cli._helpers import call_results, events_of, strata, text, tool_use
+from tests.cli._helpers import call_results, events_of, strata, strata_peak_rss, text, tool_use
 from tests.conftest import StrataCLI, write_script
 from tests.mcp._servers import user_config
 
@@ -236,3 +236,23 @@ def test_a_path_argument_that_is_not_a_string_is_denied_when_the_servers_schema_
     assert results["c4"]["check"] == "schema", results["c4"]  # the schema declares a string: it says so, as before
     assert results["c5"]["status"] == "ok", results["c5"]
     assert calls(state) == ['open {"path": "notes.txt"}']
+
+
+PAGED = Path(__file__).with_name("paged_server.py")
+
+
+def test_a_tool_listing_of_many_large_pages_is_read_up_to_a_bound_of_tools_and_memory_stays_bounded(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """Each page of a listing is bounded (a message line of 8 MiB), and so was their number (100), but not what they
+    add up to: a server listing 100 pages of 20,000 tools made Strata hold millions of them (gigabytes, past its
+    memory) before the session could start. Pages are read until they hold 10,000 tools: here the first page."""
+    state = tmp_path / "paged"
+    user_config(cli, f'[mcp.servers.p]\ncommand = "{sys.executable}"\nargs = ["{PAGED}", "{state}", "100", "20000"]\n'
+                     'startup_timeout_s = 60\n[mcp.servers.p.tools.echo]\nsafety = "read"\neffect = "read_only"\n')
+    script = write_script(tmp_path / "script.json", [[tool_use("c1", "mcp__p__echo", q="y")], [text("done")]])
+    run, peak_mib = strata_peak_rss(cli, "run", "--model", f"script:{script}", "--workspace", str(workspace),
+                                    "--json", "look", timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert call_results(events_of(run.stdout))["c1"]["status"] == "ok"
+    assert (state / "listed").read_text(encoding="ascii") == "1"  # the first page holds more than 10,000 tools
+    assert peak_mib < 600, f"peak RSS {peak_mib:.0f} MiB"

@@ -226,6 +226,8 @@ def _client_session() -> type[Any]:
 
 MAX_TOOL_PAGES = 100
 """A server that lists its tools in more pages than this (or repeats a cursor) is read up to there."""
+MAX_TOOLS = 10_000
+"""Pages are read until they hold this many tools: each page is bounded (a message line), their sum must be too."""
 
 
 async def _list_tools(session: Any) -> list[Any]:
@@ -239,7 +241,7 @@ async def _list_tools(session: Any) -> list[Any]:
         page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
         tools.extend(page.tools)
         cursor = page.next_cursor
-        if not cursor or cursor in seen:
+        if not cursor or cursor in seen or len(tools) >= MAX_TOOLS:
             break
         seen.add(cursor)
     return tools
