@@ -321,6 +321,8 @@ OBSERVATION: TypeAdapter[Observation] = TypeAdapter(Observation, config=ConfigDi
 
 _READERS: dict[str, Any] = {"phase": PhaseRow, "model_attempt": ModelAttemptRow, "call": CallRow, "hook": HookRow,
                             "approval": ApprovalRow, "receipt": ReceiptRow, "lifecycle": LifecycleRow}
+ROW_KINDS: tuple[str, ...] = tuple(_READERS)
+"""The kinds of row Strata writes."""
 
 
 def observation(entry: TimelineEntry) -> Observation | OtherRow:

@@ -25,6 +25,8 @@ from core.errors import SessionActive, StrataError, UsageError
 from core.events import AssistantMessage, BatchProposed, StoredEvent
 from core.messages import TextBlock
 from core.record import record
+from core.timeline_rows import ROW_KINDS
+from core.vocabulary import TIMELINE_DECISIONS
 from memory.leases import make_liveness
 from memory.liveness import held_here
 from observability.session_timeline import load_timeline, shown_record
@@ -152,14 +154,20 @@ async def _drive(live: LiveSession, prompt: str | None) -> RunOutcome:
 async def get_timeline(serving: Serving, session_id: str, *, kind: str | None = None, tool: str | None = None,
                        decision: str | None = None, since: int | None = None) -> list[dict[str, Any]]:
     """The session's timeline rows (masked when written; call ids and a row's workspace masked again on the way
-    out), filtered."""
+    out), filtered. A kind or decision Strata does not write is refused (an empty answer would say that nothing of
+    the kind happened), unless the session holds rows of that kind (an older Strata's), as `strata timeline` does."""
+    if decision is not None and decision not in TIMELINE_DECISIONS:
+        raise UsageError(f"get_timeline: decision {decision!r} is not one of {', '.join(TIMELINE_DECISIONS)}")
     loaded = await anyio.to_thread.run_sync(lambda: serving.for_workspace(serving.cwd))
     rt = await Runtime.open(loaded, read_only=True)
     try:
         rows = await load_timeline(rt.store, session_id, kinds=[kind] if kind else None,
                                    tools=[tool] if tool else None,
-                                   decisions=[decision] if decision else None,  # type: ignore[list-item]
+                                   decisions=[decision] if decision else None,
                                    since_seq=since)
+        if kind is not None and kind not in ROW_KINDS and not rows and \
+                not await rt.store.read_timeline(session_id, kinds=[kind]):
+            raise UsageError(f"get_timeline: kind {kind!r} is not one of {', '.join(ROW_KINDS)}")
         return [shown_record(row, rt.masker.mask) for row in rows]  # as `timeline --json` shows them
     finally:
         with anyio.CancelScope(shield=True):

@@ -207,3 +207,23 @@ async def test_a_refusal_of_a_served_tool_reaches_the_host_in_our_words_only(cli
         assert refused.content[0].text.startswith(f"the workspace {outside} is not under the roots"), \
             refused.content[0].text
         assert "Error executing tool" not in refused.content[0].text
+
+
+async def test_get_timeline_refuses_a_kind_or_decision_it_does_not_know_instead_of_answering_no_rows(
+        cli: StrataCLI, tmp_path: Path, workspace: Path) -> None:
+    """`get_timeline` with a kind or decision Strata never writes (a typo: `calls`, `deny`) answered an empty list,
+    which a host reads as "nothing of the kind happened"; `strata timeline --kind calls` is a usage error listing
+    the kinds. It is refused in one line naming the values it takes; a known kind with no rows is still []."""
+    script = write_script(tmp_path / "script.json", [[text("hello")]])
+    async with strata_mcp(cli, workspace, "--model", f"script:{script}") as session:
+        sid = structured(await session.call_tool("run_agent", {"prompt": "hi"}))["session_id"]
+        assert structured(await session.call_tool("get_timeline", {"session_id": sid, "kind": "call"})) == []  # no call
+        refused = await session.call_tool("get_timeline", {"session_id": sid, "kind": "calls"})
+        assert refused.is_error and refused.content[0].text == (
+            "get_timeline: kind 'calls' is not one of phase, model_attempt, call, hook, approval, receipt, "
+            "lifecycle"), refused.content
+        refused = await session.call_tool("get_timeline", {"session_id": sid, "decision": "deny"})
+        assert refused.is_error and refused.content[0].text == (
+            "get_timeline: decision 'deny' is not one of allowed, denied, approved, rejected, parked"), refused.content
+        lifecycle = structured(await session.call_tool("get_timeline", {"session_id": sid, "kind": "lifecycle"}))
+        assert lifecycle and all(r["kind"] == "lifecycle" for r in lifecycle)
