@@ -63,6 +63,7 @@ from memory._encoding import (
     unpack_snapshot,
     unpack_time,
 )
+from memory._foreign import ForeignDatabase, kept_from_checkpoint, refuse_foreign
 from memory._group_commit import GroupCommit, GroupHooks
 from memory._journal import is_locked, use_wal
 from memory.chain_binding import ChainBinding, bind
@@ -201,6 +202,7 @@ class SqliteEventStore:
             def setup(conn: sqlite3.Connection) -> None:
                 conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
                 conn.execute("PRAGMA schema_version").fetchone()  # fails fast on a non-database file
+                refuse_foreign(conn, where)  # before anything writes to it (the journal mode included)
                 mode = use_wal(conn, busy_timeout_ms / 1000)
                 if mode.lower() != "wal":
                     raise StoreError(f"{where}: could not switch to WAL journal mode (got {mode})", path=where)
@@ -215,6 +217,10 @@ class SqliteEventStore:
                           _SYNCHRONOUS.get(synchronous, synchronous))
 
             await store._run(setup)
+        except ForeignDatabase:
+            with kept_from_checkpoint(where):
+                await db.close()
+            raise
         except StoreError:
             await db.close()
             raise
