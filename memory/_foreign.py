@@ -41,8 +41,9 @@ def refuse_foreign(conn: sqlite3.Connection, path: str) -> None:
     shown = ", ".join(tables[:_SHOWN]) + (f" and {len(tables) - _SHOWN} more" if len(tables) > _SHOWN else "")
     raise ForeignDatabase(f"{path} is an SQLite database, but not a Strata one (no schema version, and tables "
                           f"Strata does not make: {shown}); it was left untouched", path=path,
-                          hint=f"if a {path}-wal from another database lies next to it, move that aside; otherwise "
-                               "move the file aside or set STRATA_HOME to another directory")
+                          hint=f"if a {path}-wal of another database lies next to it, move that aside; otherwise "
+                               "the file is another program's: use another path (for a home's database, set "
+                               "STRATA_HOME to another directory)")
 
 
 @contextlib.contextmanager

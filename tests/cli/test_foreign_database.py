@@ -1,11 +1,12 @@
 """A home's strata.db that is an SQLite database but not a Strata one (another program's file copied over it, or a
-write-ahead log of another database left next to it, which SQLite applies without asking whose it is) is refused
-in one line naming the file, and left as it was: Strata's tables are never added to another program's database,
-and the foreign log is never checkpointed into the home's database file, which would overwrite its pages.
+write-ahead log of another database left next to it, which SQLite applies without asking whose it is), or such a
+file named by `strata db copy --to`, is refused in one line naming the file, and left as it was: Strata's tables
+are never added to another program's database, and the foreign log is never checkpointed into the home's database
+file, which would overwrite its pages.
 
 Before the fix both were taken for a new, empty home: the schema was migrated into the foreign database, the
-home's sessions were gone (`no sessions yet`), and the foreign WAL was copied into strata.db when the command
-closed the database."""
+home's sessions were gone (`no sessions yet`), the foreign WAL was copied into strata.db when the command
+closed the database, and `db copy` copied the sessions into the other program's file."""
 
 from __future__ import annotations
 
@@ -81,6 +82,18 @@ def test_another_programs_database_is_refused_and_left_as_it_was(cli: StrataCLI,
     with sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True) as conn:
         tables = [name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
     assert tables == ["notes"]
+
+
+def test_a_copy_into_another_programs_database_is_refused_and_adds_nothing_to_it(had_sessions: StrataCLI,
+                                                                                 tmp_path: Path) -> None:
+    """`strata db copy --to` a path that is another program's SQLite file (a typo, say)."""
+    target = tmp_path / "app.db"
+    _other_program_database(target, keep_wal=False)
+    before = _digest(target)
+    proc = strata(had_sessions, "db", "copy", "--to", str(target))
+    assert proc.returncode == 1, proc.stdout
+    _refused(proc.stderr, target)
+    assert _digest(target) == before
 
 
 @pytest.mark.parametrize("args", [("sessions",), ("run", "--model", "script:turns.json", "hi")])
