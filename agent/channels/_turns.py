@@ -4,8 +4,10 @@ The steps, each durable before the next, so a crash anywhere is recovered by doi
 
 1. the book says whether the message was taken in already: replied or acknowledged means only the
    acknowledgement may be missing (it is given again), and a reply found in the outbox (the probe) means only
-   the book's note of it is; taken in by another thread, the id is that thread's message's, and this one is
-   rejected with the reason (never acknowledged as a redelivery, nor run on the other message's record);
+   the book's note of it is, unless the thread's session is still in the middle of the message's turn (the reply
+   came from the model's `reply` call): that turn is finished as step 4 says; taken in by another thread, the
+   id is that thread's message's, and this one is rejected with the reason (never acknowledged as a
+   redelivery, nor run on the other message's record);
 2. the thread's session: the one the book binds the thread to, or a new one in DAEMON mode bound now, for ever;
 3. the message is taken in (book row, with the gate's verdict, and its task when the gate says so);
 4. the turn: the message is the user message that starts it, headed by a line naming the channel, thread and
@@ -105,7 +107,8 @@ async def handle(parts: ChannelParts, message: InboundMessage, handle: str) -> O
     known = await anyio.to_thread.run_sync(book.intake, message.channel, message.id)
     if known is not None and known.thread_id != message.thread:  # the id is another thread's message: not this one
         return await reject_taken(parts, message, handle, known.thread_id)
-    if known is not None and (known.status != "started" or await anyio.to_thread.run_sync(channel.sent, key)):
+    if known is not None and (known.status != "started" or (await anyio.to_thread.run_sync(channel.sent, key)
+                                                            and not await _cut_short(parts, known.session_id))):
         await _finish(parts, message, handle)
         log.info("message redelivered: acknowledged again", channel=message.channel, message_id=message.id)
         return "redelivered"
@@ -179,6 +182,15 @@ async def handle(parts: ChannelParts, message: InboundMessage, handle: str) -> O
     log.info("message processed", channel=message.channel, thread=message.thread, message_id=message.id,
              session_id=session_id, status=reply.status, task=task.id if task else None)
     return "processed"
+
+
+async def _cut_short(parts: ChannelParts, session_id: str) -> bool:
+    """Whether the thread's session is in the middle of a turn that nothing waits on (a reply found in the outbox
+    for a message the book calls `started` then came from the model's `reply` call, and the daemon died before
+    the turn ended): the turn is finished (step 4), not only acknowledged, else its task stayed `open` and the
+    calls after the reply never ran. A turn that waits for approval is the thread's next message's to finish."""
+    state = (await restore_or_report(parts.rt.store, session_id)).state
+    return _unfinished(state) and not _undecided(state)
 
 
 async def _child_in_the_way(rt: Runtime, session_id: str) -> str | None:
