@@ -48,7 +48,7 @@ from core.tools.modes import for_mode
 from core.utf8 import valid_text
 from core.vocabulary import OnAsk, SessionStatus
 from memory import SessionRecord
-from memory.leases import LEASE_TTL, describe, make_liveness, new_holder, resting_status
+from memory.leases import LEASE_TTL, describe, make_liveness, new_holder, release, resting_status
 from memory.opening import open_store
 from memory.restore import restore_or_report
 from memory.rows import LeaseHolder
@@ -296,7 +296,7 @@ class LiveSession:
             try:
                 if self.runtime.ledgers is not None:  # its writer ends with the run (before the lease: none drives it)
                     await self.runtime.ledgers.close(self.id)
-                await self.runtime.store.release_lease(self.id, self.holder.token, status)
+                await release(self.runtime.store, self.id, self.holder.token, status)
             finally:
                 await close_model(self.loop.model)
 
@@ -506,7 +506,7 @@ async def resume_session(rt: Runtime, session_id: str, *, rules: list[Permission
     except BaseException:
         with anyio.CancelScope(shield=True):
             try:
-                await rt.store.release_lease(session_id, holder.token, resting_status(state, before))
+                await release(rt.store, session_id, holder.token, resting_status(state, before))
             finally:
                 if made is not None:  # the caller never sees it; a model it passed stays its own (it may retry)
                     await close_model(made)

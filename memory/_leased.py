@@ -24,7 +24,7 @@ import anyio
 from core.clock import Clock
 from core.state import SessionState
 from core.vocabulary import SessionStatus
-from memory.leases import make_liveness, new_holder, resting_status
+from memory.leases import make_liveness, new_holder, release, resting_status
 from memory.restore import restore_or_report
 from memory.rows import LeaseHolder
 from memory.store import EventStore
@@ -85,4 +85,4 @@ async def leased(rt: HasStore, session_id: str, *, token: str | None = None) -> 
     finally:
         if not lease._handed_over:
             with anyio.CancelScope(shield=True):
-                await store.release_lease(session_id, holder.token, lease.release_status())
+                await release(store, session_id, holder.token, lease.release_status())

@@ -12,21 +12,34 @@ import socket
 from datetime import timedelta
 
 from core.clock import Clock
+from core.errors import StoreError
 from core.processes import boot_id, pid_namespace, process_start
 from core.state import SessionState
 from core.vocabulary import SessionStatus
-from memory.liveness import make_liveness
+from memory.liveness import given_up, make_liveness
 from memory.rows import LeaseHolder
+from memory.store import EventStore
 
 LEASE_TTL = timedelta(seconds=60)
 
-__all__ = ["LEASE_TTL", "describe", "make_liveness", "new_holder", "process_start", "resting_status"]
+__all__ = ["LEASE_TTL", "describe", "make_liveness", "new_holder", "process_start", "release", "resting_status"]
 
 
 def new_holder(token: str, clock: Clock) -> LeaseHolder:
     pid = os.getpid()
     return LeaseHolder(token=token, pid=pid, host=socket.gethostname(), proc_start=process_start(pid),
                        boot_id=boot_id(), pid_ns=pid_namespace(), expires_at=clock.now() + LEASE_TTL)
+
+
+async def release(store: EventStore, session_id: str, token: str, status: SessionStatus | None) -> None:
+    """Release the lease `token` of `session_id`. When that cannot be written (StoreError: the database locked past
+    the busy timeout, a full disk), this process gives the lease up all the same (memory/liveness.py `given_up`),
+    so that it can take the session again once the database can be written; the error is raised."""
+    try:
+        await store.release_lease(session_id, token, status)
+    except StoreError:
+        given_up(token)
+        raise
 
 
 def describe(holder: LeaseHolder) -> str:

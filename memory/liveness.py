@@ -22,10 +22,23 @@ class Holder(LeaseOwner, Protocol):
     def expires_at(self) -> datetime: ...
 
 
+_given_up: set[str] = set()
+
+
+def given_up(token: str) -> None:
+    """This process let go of the lease `token` but could not write that down (its release failed: the database
+    locked past the busy timeout, a full disk). The row still names this process, which runs on, so without this
+    the session would look driven, to this very process too, for as long as it lives: a daemon's thread session
+    was refused to the daemon itself for good. Its liveness checks take that lease as free from now on."""
+    _given_up.add(token)
+
+
 def make_liveness(clock: Clock) -> Callable[[Holder], bool]:
     host, boot, namespace = socket.gethostname(), boot_id(), pid_namespace()
 
     def alive(holder: Holder) -> bool:
+        if _given_up and getattr(holder, "token", None) in _given_up:
+            return False  # this process's own lease, let go of (`given_up`)
         # A row written before boots and namespaces were recorded has '' there: its pid is checked as before.
         if holder.host != host or (holder.boot_id or boot) != boot or (holder.pid_ns or namespace) != namespace:
             return holder.expires_at > clock.now()  # its pid cannot be checked from here
