@@ -120,12 +120,14 @@ class Runtime:
         try:
             masker = home_masker(settings.home, os.environ, extra_secrets=configured_secrets(config),
                                  read_only=read_only)
-        except BaseException:
-            await store.close()
+            if not read_only:  # the files this load validated: a reading command may trust them (config/checked.py)
+                checked: list[tuple[Role, str | None]] = [("user", config.user_sha256),
+                                                          ("project", config.project_sha256)]
+                await anyio.to_thread.run_sync(remember_checked, settings.home, checked)
+        except BaseException:  # cancellation (Ctrl-C) included: the store's worker thread must not outlive it
+            with anyio.CancelScope(shield=True):
+                await store.close()
             raise
-        if not read_only:  # the files this load validated: a reading command may trust them (config/checked.py)
-            checked: list[tuple[Role, str | None]] = [("user", config.user_sha256), ("project", config.project_sha256)]
-            await anyio.to_thread.run_sync(remember_checked, settings.home, checked)
         return cls(store=store, clock=clock, ids=IdFactory(clock), tools=tools, hooks=config.hook_set(),
                    locks=ResourceLocks(settings.home / "locks", settings.lock_timeout_s, store.shared_locks()),
                    repair_budget=settings.repair_budget, context_budget=settings.context_budget_tokens,

@@ -227,6 +227,10 @@ class SqliteEventStore:
         except sqlite3.Error as exc:
             await db.close()
             raise _store_error(exc, where) from None
+        except BaseException:  # cancelled (Ctrl-C while the open waits on a lock): the worker thread goes with it
+            with anyio.CancelScope(shield=True):
+                await db.close()
+            raise
         return store
 
     @classmethod
@@ -741,13 +745,17 @@ async def _connect(target: str, where: str, **options: Any) -> aiosqlite.Connect
     connecting = aiosqlite.connect(target, isolation_level=None, **options)
     try:
         return await connecting
-    except sqlite3.Error as exc:
+    except BaseException as exc:
         # aiosqlite queues a stop on its worker thread and does not wait for it; the thread then resolves a
-        # future on this loop. Wait for it here, or it may do so after the loop has closed (a traceback).
+        # future on this loop. Wait for it here, or it may do so after the loop has closed (a traceback); so too
+        # when the connect was cancelled (Ctrl-C), the thread finishing the connect it had begun.
         thread = getattr(connecting, "_thread", None)
         if thread is not None:
-            await anyio.to_thread.run_sync(thread.join, 5.0)
-        raise _store_error(exc, where) from None
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(thread.join, 5.0)
+        if isinstance(exc, sqlite3.Error):
+            raise _store_error(exc, where) from None
+        raise
 
 
 def _prepare(path: Path) -> None:
