@@ -77,8 +77,8 @@ class HostDispatcher:
             case ipc.Attach():
                 return await self._attach(request, connection)
         link = self._links.get((connection.id, request.session_id))
-        if link is None and isinstance(request, ipc.Approve | ipc.Deny):
-            link = self._asked_for_child(connection, request.session_id, request.call_id)
+        if isinstance(request, ipc.Approve | ipc.Deny):  # the attachment that was asked, whichever session it is to
+            link = self._asked_for_child(connection, request.session_id, request.call_id) or link
         if link is None:
             return ipc.Refused(code="not_attached", message=f"this connection is not attached to session "
                                f"{request.session_id}; attach first")
@@ -107,9 +107,10 @@ class HostDispatcher:
         return ipc.Ok(session_id=request.session_id)
 
     def _asked_for_child(self, connection: ipc.Connection, session_id: str, call_id: str) -> _Link | None:
-        """The link through which this connection was asked about call `call_id` of `session_id`, a session it is
-        not attached to: a child's call is asked of the parent's driver, its approval request naming the child, and
-        an answer naming what the request named is taken (as one naming the parent is)."""
+        """The link through which this connection was asked about call `call_id` of `session_id`: a child's call is
+        asked of the parent's driver, its approval request naming the child, and an answer naming what the request
+        named is taken (as one naming the parent is), even when this connection also watches the child itself (that
+        attachment was asked nothing)."""
         links = {link.attachment: link for (conn, _), link in self._links.items() if conn == connection.id}
         asked = self._host.asked_through(links, session_id, call_id)
         return None if asked is None else links[asked]

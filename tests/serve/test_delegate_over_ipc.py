@@ -19,6 +19,7 @@ from tests.serve._procs import (
     Daemon,
     allow_in_user_config,
     child_writes_c,
+    parked_session,
     prompted,
     serving,
     status_in_process,
@@ -221,6 +222,52 @@ def test_a_driver_attaching_after_the_last_one_left_during_a_childs_ask_is_asked
         result = again.wait_for("result")
         assert (result["status"], result["exit_code"]) == ("completed", 0), result
         assert again.finish().returncode == 0
+    assert (ws / "c.txt").read_text() == "c\n"
+    (receipt,) = json_lines_in_process(cli, "receipts", child, "--json")
+    assert (receipt["call_id"], receipt["status"]) == ("c1", "done")
+
+
+def _reply(client: RawClient, request: dict[str, Any]) -> dict[str, Any]:
+    """The reply to `request`, past the pushes that come before it."""
+    client.send(json.dumps(request).encode() + b"\n")
+    return _until_reply(client, request["id"])
+
+
+def _until_reply(client: RawClient, request_id: str) -> dict[str, Any]:
+    while True:
+        line = client.line()
+        assert line is not None, f"the daemon closed the connection before answering {request_id}"
+        if line["type"] in ("ok", "error") and line["id"] == request_id:
+            return line
+
+
+def test_a_childs_call_is_decided_naming_the_child_on_a_connection_that_also_watches_the_child(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """A client watches a parked child session (hosted for it without a lease) and drives the child's parent, whose
+    delegate call waits on that child: the child's call is asked of it naming the child, and an `approve` naming the
+    child, on that connection, decides it, as PROTOCOL.md says ("answered on that connection naming either"); the
+    call runs once. Before, the watch attachment to the child was taken for the request's and the approval refused
+    `not_driver` ("this client watches session ..."), though this very connection had been asked."""
+    ws, path = child_writes_c(tmp_path)
+    allow_in_user_config(cli, "delegate")
+    with serving(cli):
+        parent = parked_session(cli, ws, f"script:{path}", asked="c1")  # the parent waits on its child's call
+        child = next(r["id"] for r in _sessions(cli) if r["parent_id"] == parent)
+        client = RawClient(cli.home / "run" / "daemon.sock", timeout=60)
+        try:
+            client.hello()
+            watch = {"type": "attach", "id": "w", "session_id": child, "role": "watch"}
+            assert _reply(client, watch)["type"] == "ok"
+            assert _reply(client, {"type": "attach", "id": "d", "session_id": parent})["type"] == "ok"
+            ask = _until(client, "approval_request", call_id="c1")
+            assert ask["session_id"] == child and not (ws / "c.txt").exists()
+            approved = _reply(client, {"type": "approve", "id": "ap", "session_id": child, "call_id": "c1",
+                                       "args_sha256": ask["args_sha256"], "plan_digest": ask["plan_digest"]})
+            assert approved["type"] == "ok" and approved["session_id"] == child, approved
+            result = _until(client, "result", session_id=parent)
+            assert result["status"] == "completed", result
+        finally:
+            client.close()
     assert (ws / "c.txt").read_text() == "c\n"
     (receipt,) = json_lines_in_process(cli, "receipts", child, "--json")
     assert (receipt["call_id"], receipt["status"]) == ("c1", "done")
