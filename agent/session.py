@@ -101,6 +101,9 @@ class Runtime:
     channel: str | None = None
     """The channel whose thread sessions this runtime drives (set by agent/channels' `daemon_runtime`): only such a
     runtime resumes a channel session (a top-level session of mode `daemon`); any other refuses to."""
+    child_observer: Observer | None = None
+    """Told every event a child session (delegation) commits, as it commits it: the daemon's host passes it on to
+    the clients that watch that child (agent/daemon/_host.py); None: nobody is told."""
 
     @classmethod
     async def open(cls, config: LoadedConfig, clock: Clock | None = None, tools: list[ToolSpec] | None = None, *,
@@ -572,11 +575,12 @@ class _ChildSessions:
     async def start(self, child: NewChild) -> LiveChild:
         return await start_session(self.rt, model=child.model, workspace=child.workspace, mode=child.mode,
                                    rules=list(child.rules), prompt=child.prompt, max_turns=child.max_turns,
-                                   asking=Asking(approver=child.approver, on_ask=child.on_ask), child=child.link)
+                                   asking=Asking(approver=child.approver, on_ask=child.on_ask), child=child.link,
+                                   observer=self.rt.child_observer)
 
     async def resume(self, child_id: str, approver: Approver | None, on_ask: OnAsk) -> LiveChild:
         return await resume_session(self.rt, child_id, rules=[], model_factory=model_from_spec,
-                                    asking=Asking(approver=approver, on_ask=on_ask))
+                                    asking=Asking(approver=approver, on_ask=on_ask), observer=self.rt.child_observer)
 
 
 @asynccontextmanager

@@ -16,6 +16,7 @@ id, bound in its own task."""
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -35,6 +36,7 @@ from agent.reconcile import person
 from agent.session import Runtime, refuse_prompt_while_child_busy
 from config import LoadedConfig
 from core.errors import UsageError
+from core.events import StoredEvent
 from core.model import ModelAdapter
 from core.policy import PermissionRule
 from memory.restore import restore_or_report
@@ -64,7 +66,10 @@ class SessionHost:
         self._opening = 0
         """New sessions being started (not yet in `_sessions`): they count against `max_sessions` already."""
         self._tg = tg
-        self._parts = HostParts(rt=rt, model_factory=model_factory, max_turns=max_turns, queue_size=queue_size,
+        # A child session the hosted sessions' delegate calls run commits through their runtime: its events reach the
+        # clients attached to that child (hosted for them while it waited, without its lease), as they commit.
+        self._parts = HostParts(rt=dataclasses.replace(rt, child_observer=self._child_committed),
+                                model_factory=model_factory, max_turns=max_turns, queue_size=queue_size,
                                 workspace_config=workspace_config)
         self._sessions: dict[str, HostedSession] = {}
         self._draining = False
@@ -164,6 +169,14 @@ class SessionHost:
         if role == "drive":  # a watcher may have attached while the session opened
             hosted.driver_attached(attachment)
         return attachment
+
+    def _child_committed(self, item: StoredEvent) -> None:
+        """An event a child session committed, run by a hosted session's delegate call: to the clients attached to
+        that child, when the host holds it for them without driving it (it cannot drive it: the delegate call holds
+        its lease)."""
+        hosted = self._sessions.get(item.session_id)
+        if hosted is not None and hosted.live is None:
+            hosted.committed_elsewhere(item)
 
     def _hosted(self, hosted: HostedSession) -> None:
         """A session the host now drives. One that opened while a drain began leaves again at once (the drain

@@ -624,6 +624,12 @@ class HostedSession:
         for attachment in list(self.attachments):
             self.remove(attachment, kind, text)
 
+    def committed_elsewhere(self, item: StoredEvent) -> None:
+        """An event of this session committed by what holds its lease while the host does not (its parent's
+        delegate call, in this process): to every attachment, as its own commits go."""
+        self.head_seq = max(self.head_seq, item.seq)
+        self._broadcast(SessionEvent(session_id=item.session_id, item=item))
+
     def _observe(self, item: StoredEvent) -> None:
         """Every committed event, as it is committed (the loop's observer): to every attachment, in order."""
         self.head_seq = max(self.head_seq, item.seq)

@@ -271,3 +271,50 @@ def test_a_childs_call_is_decided_naming_the_child_on_a_connection_that_also_wat
     assert (ws / "c.txt").read_text() == "c\n"
     (receipt,) = json_lines_in_process(cli, "receipts", child, "--json")
     assert (receipt["call_id"], receipt["status"]) == ("c1", "done")
+
+
+def test_a_watcher_of_a_parked_child_gets_what_its_parents_delegate_call_then_commits_in_the_child_live(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """A client watches a parked child session (hosted for it without a lease); a driver of the parent is asked the
+    child's call and approves it, and the parent's delegate call runs the child to its end. The watcher gets every
+    event the child commits meanwhile (the approval, the call's result, the child's answer), live, each once and in
+    seq order, as a watcher of any session does. Before, it got the child's events up to its attach and then
+    nothing: the child's commits, made by the parent's delegate call, reached no attachment."""
+    ws, path = child_writes_c(tmp_path)
+    allow_in_user_config(cli, "delegate")
+    with serving(cli):
+        parent = parked_session(cli, ws, f"script:{path}", asked="c1")
+        child = next(r["id"] for r in _sessions(cli) if r["parent_id"] == parent)
+        watcher = RawClient(cli.home / "run" / "daemon.sock", timeout=20)
+        driver = RawClient(cli.home / "run" / "daemon.sock", timeout=60)
+        try:
+            watcher.hello()
+            driver.hello()
+            watch = {"type": "attach", "id": "w", "session_id": child, "role": "watch", "since_seq": 1}
+            assert _reply(watcher, watch)["type"] == "ok"
+            assert _reply(driver, {"type": "attach", "id": "d", "session_id": parent})["type"] == "ok"
+            ask = _until(driver, "approval_request", call_id="c1")
+            assert _reply(driver, {"type": "approve", "id": "ap", "session_id": parent, "call_id": "c1",
+                                   "args_sha256": ask["args_sha256"], "plan_digest": ask["plan_digest"]})[
+                "type"] == "ok"
+            assert _until(driver, "result", session_id=parent)["status"] == "completed"
+            events = _events_until(watcher, "assistant_message")  # the child's answer, once it ran c1
+        finally:
+            watcher.close()
+            driver.close()
+    assert [e["seq"] for e in events] == list(range(1, events[-1]["seq"] + 1)), events
+    kinds = [e["kind"] for e in events]
+    assert "approval_granted" in kinds and "call_result" in kinds, kinds
+    assert (ws / "c.txt").read_text() == "c\n"
+
+
+def _events_until(client: RawClient, kind: str) -> list[dict[str, Any]]:
+    """The events `client` gets up to and including the first of `kind` (a timeout if it never comes)."""
+    events = []
+    while True:
+        line = client.line()
+        assert line is not None, f"the daemon closed the connection before a {kind} event; events: {events}"
+        if line["type"] == "event":
+            events.append(line)
+            if line["kind"] == kind:
+                return events
