@@ -60,6 +60,7 @@ from core.model import ModelAdapter, ModelAttempt, ModelListener, ModelRequest, 
 from core.policy import PermissionRule
 from core.record import record
 from core.state import SessionState
+from core.vocabulary import SessionStatus
 from memory.leases import LEASE_TTL, describe
 from memory.liveness import held_here, make_liveness
 from memory.restore import restore_or_report
@@ -188,6 +189,11 @@ class HostedSession:
         """The session's last committed seq as this host knows it (what it read, or saw committed): an attachment
         starts after it, and reads from the store what it finds committed beyond it that the host never saw
         (agent/daemon/_attachment.py)."""
+        self._held_from: SessionStatus | None = None
+        """The session's status when the host took its lease for a driver between turns (its resume makes it
+        `active`): the lease is let go with it again unless a turn ran meanwhile (the turn commits its own). Left
+        `active`, a session nobody runs would read as one whose process died holding it, and the next driver's
+        attach would continue a turn the person interrupted."""
 
     # ---- opening (in the session's own task) ------------------------------------------------------------------
 
@@ -226,6 +232,7 @@ class HostedSession:
                 self._opened(state)
                 return
         self.live = await self._resume_when_free(None)
+        self._held_from = record.status
         state = self.live.loop.state
         self._opened(state)
         crashed = record.status == "active"  # its last process died holding the lease (a drain leaves it idle)
@@ -326,7 +333,7 @@ class HostedSession:
             with anyio.CancelScope(shield=True), contextlib.suppress(StrataError):
                 await live.release(None)
             return
-        self.live = live
+        self.live, self._held_from = live, before
         state = live.loop.state
         self._opened(state)
         self._wake.set()  # the idle task renews it from now on
@@ -428,6 +435,7 @@ class HostedSession:
         outcome: RunOutcome | None = None
         error: StrataError | None = None
         self._parked_by_run = False
+        self._held_from = None  # the turn's run commits the status the lease is let go with
         self.approver.new_run()
         try:
             if self._draining:  # accepted just before the drain began: it does not start
@@ -526,9 +534,10 @@ class HostedSession:
 
     async def _release(self) -> None:
         live, self.live = self.live, None
+        status, self._held_from = self._held_from, None
         if live is not None:
             with anyio.CancelScope(shield=True), contextlib.suppress(StrataError):
-                await live.release(None)  # the status is what the run committed
+                await live.release(status)  # None: the status is what the run committed
 
     # ---- interrupts and drains ----------------------------------------------------------------------------------
 

@@ -14,7 +14,18 @@ import pytest
 from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import bash_mark, effect_counts, marker, text, tool_use
 from tests.conftest import StrataCLI
-from tests.serve._procs import Client, Daemon, allow_in_user_config, killed_while_asking, script, status, wait_until
+from tests.serve._procs import (
+    Client,
+    Daemon,
+    allow_in_user_config,
+    killed_while_asking,
+    lease_owner,
+    script,
+    serving,
+    status,
+    status_in_process,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -126,3 +137,39 @@ def test_a_turn_the_driver_interrupted_is_not_continued_by_the_next_attach_after
     finally:
         restarted.stop()
     assert not any(e["kind"] == "assistant_message" for e in again.events())
+
+
+def test_a_turn_the_driver_interrupted_is_not_continued_by_a_driver_attaching_after_another_one_came_and_went(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """The driver interrupts a turn and leaves; a second driver attaches (the daemon takes the session's lease for
+    it) and leaves without a prompt; a third attaches. Nothing continues the interrupted turn: no model call, no
+    call runs, until a prompt says so. Before, the lease taken for the second driver was let go with the session
+    still `active` (as its resume left it), which is what a daemon that died holding the lease leaves: the third
+    driver's attach took it for a crash and continued the turn, and the model's next call (an allowed command)
+    ran unasked."""
+    allow_in_user_config(cli, "bash")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model = script(tmp_path / "s.json", [tool_use("b1", "bash", command="echo started > started.txt; sleep 30")],
+                   [tool_use("b2", "bash", command="echo ran > b2.txt")], [text("after the interrupt")])
+    with serving(cli):
+        driver = Client(cli, "--new", "--workspace", str(ws), "--model", model)
+        sid = driver.session_id
+        driver.send(type="prompt", text="run it")
+        wait_until(lambda: (ws / "started.txt").exists(), what="the command started")
+        driver.send(type="interrupt")
+        assert driver.wait_for("result")["status"] == "interrupted"
+        assert driver.finish().returncode == 0
+        wait_until(lambda: lease_owner(cli, sid) is None, what="the daemon to let the lease go")
+
+        between = Client(cli, sid)  # attached: the daemon holds the session's lease for it
+        assert lease_owner(cli, sid) is not None
+        assert between.finish().returncode == 0
+        wait_until(lambda: lease_owner(cli, sid) is None, what="the daemon to let the lease go again")
+
+        last = Client(cli, sid)
+        (row,) = status_in_process(cli)
+        assert (row["turn_running"], row["phase"]) == (False, "idle"), row
+        assert last.finish().returncode == 0
+    assert not (ws / "b2.txt").exists()
+    assert not any(e["kind"] == "assistant_message" for e in last.events())
