@@ -22,6 +22,9 @@ longer than a decision, a reconcile or a probe holds it (milliseconds, a few com
 than a person waits for a refusal."""
 POLL_S = 0.05
 """How often the lease is tried again meanwhile."""
+WAITING_FOR_LEASE = "another process holds the session's lease; waiting a moment for it"
+"""Logged once (info, so the log file has it) when a command, a turn or an attach waits for a lease another process
+holds: what the pause was."""
 
 T = TypeVar("T")
 

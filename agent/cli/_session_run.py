@@ -23,7 +23,7 @@ from agent.outcome import RunOutcome
 from agent.session import Asking, LiveSession, Runtime, refuse_empty_prompt, resume_session, start_session
 from core.errors import StrataError
 from core.events import StoredEvent
-from memory.short_lease import unless_held_long
+from memory.short_lease import WAITING_FOR_LEASE, unless_held_long
 
 
 def _observer(as_json: bool, tally: Tally) -> Callable[[StoredEvent], None]:
@@ -143,13 +143,15 @@ def resume_session_cmd(session_id: str, prompt: str | None, model_spec: str | No
                 tally = Tally(_effectful(rt))
                 # A lease held for a moment (`strata approve|deny` recording a decision, a reconcile, a probe) is
                 # waited for, as those wait for each other; one held longer is a running session (SessionActive,
-                # its holder named). resume_session raises it before anything is recorded.
+                # its holder named). resume_session raises it before anything is recorded. The wait is logged (the
+                # log file says what the pause was).
                 live = await unless_held_long(lambda: resume_session(
                     rt, cmd.session_id, model=model, model_factory=model_from_spec, rules=rules,
                     max_turns=max_turns, observer=_observer(as_json, tally),
                     asking=Asking(on_ask=on_ask),  # type: ignore[arg-type]  # None: the session's
                     prompt=prompt, without_project_hooks=waiver(without_project_hooks, "resume"),
-                    kill_orphans=kill_orphans, leased=took))
+                    kill_orphans=kill_orphans, leased=took), waiting=lambda exc: _log.info(
+                    WAITING_FOR_LEASE, session_id=cmd.session_id, owner=exc.owner))
                 notices(loaded)  # once the resume goes on (a refusal says everything in its own line)
                 return await _drive(live, prompt, as_json, tally)
             finally:  # one made from the session's record is the session's, closed by its release

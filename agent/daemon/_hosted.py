@@ -65,12 +65,10 @@ from memory.leases import LEASE_TTL, describe
 from memory.liveness import held_here, make_liveness
 from memory.restore import restore_or_report
 from memory.rows import LeaseHolder, SessionRecord
-from memory.short_lease import unless_held_long
+from memory.short_lease import WAITING_FOR_LEASE, unless_held_long
 
 log = structlog.get_logger("strata.daemon")
 
-WAITING_FOR_LEASE = "another process holds the session's lease; waiting a moment for it"
-"""Logged once when a turn or an attach waits for a lease another process holds (memory/short_lease.py)."""
 RELEASE_AFTER_S = 2.0
 """How long a session nobody drives keeps its lease once idle: long enough that the client that created it (or a
 driver that detached to attach again) attaches without a resume in between, short enough that `strata resume ID`

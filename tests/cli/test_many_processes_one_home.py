@@ -31,7 +31,7 @@ import pytest
 
 from memory.migrations import MIGRATIONS
 from tests._in_process_cli import json_lines_in_process
-from tests.cli._helpers import assert_clean_stderr, error_lines, json_lines, result_line, text, tool_use
+from tests.cli._helpers import assert_clean_stderr, error_lines, json_lines, parallel, result_line, text, tool_use
 from tests.conftest import StrataCLI, write_script
 
 # The helper: `python HELPER MODE ARGS...` with MP_PATCHES (a JSON list) applied first.
@@ -537,8 +537,11 @@ def test_an_expired_lease_of_a_live_owner_is_not_taken(cli: StrataCLI, helper: P
             time.sleep(0.6)
             expires = _lease_expires(cli.home, sid)
             assert expires is not None and expires < datetime.now(UTC).isoformat()  # expired, owner alive
-            second = cli.run("resume", sid, "me too")
-            refused = cli.run("reconcile", receipt, "--not-applied")
+            # Both at once: each waits out SHORT_LEASE_S for the owner's lease before it refuses, and neither
+            # takes the lease (one after the other they waited it out twice).
+            second, refused = parallel(lambda args: cli.run(*args),
+                                       [("resume", sid, "me too"), ("reconcile", receipt, "--not-applied")])
+            assert owner.poll() is None  # the owner ran all along: both were refused by a live owner
             (workspace / "release").touch()
             done = _finish(owner)
     finally:

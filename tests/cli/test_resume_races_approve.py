@@ -7,6 +7,7 @@ chain verifies. Several rounds, each a fresh session, real processes on one real
 
 from __future__ import annotations
 
+import json
 import signal
 import sqlite3
 import subprocess
@@ -15,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from memory.short_lease import WAITING_FOR_LEASE
 from tests._in_process_cli import json_lines_in_process, run_in_process, set_up_in_process
-from tests.cli._helpers import EFFECTS_LOG, bash_mark, hold_lease, holds_open, marker, text
+from tests.cli._helpers import EFFECTS_LOG, bash_mark, hold_lease, marker, text
 from tests.conftest import StrataCLI, write_script
 
 pytestmark = pytest.mark.slow
@@ -124,6 +126,22 @@ def test_a_resume_of_a_session_another_process_keeps_running_is_refused_in_one_l
     assert (workspace / EFFECTS_LOG).read_text() == f"{marker('c1')}\n"
 
 
+def _until_it_waits_for_the_lease(cli: StrataCLI, sid: str, resume: subprocess.Popen[str]) -> None:
+    """Until `resume` logged that it waits for the session's lease: the Ctrl-C then lands in that wait, what this test
+    is about (a fixed pause was too short for its start on a loaded machine, and a pause after its start may still
+    end before its first try)."""
+    log = cli.home / "logs" / "strata.log"
+    deadline = time.monotonic() + 30
+    while not (log.exists() and any(
+            (line := json.loads(raw)).get("event") == WAITING_FOR_LEASE and line.get("session_id") == sid
+            for raw in log.read_text(encoding="utf-8").splitlines())):
+        if resume.poll() is not None:
+            out, err = resume.communicate()
+            raise AssertionError(f"the resume ended ({resume.returncode}) before it waited: {out + err}")
+        assert time.monotonic() < deadline, "the resume never logged that it waits for the lease"
+        time.sleep(0.02)
+
+
 def test_a_resume_interrupted_while_it_waits_for_a_lease_says_it_left_the_session_as_it_was(
         cli: StrataCLI, tmp_path: Path) -> None:
     """Ctrl-C while the resume waits for a lease another live process holds: exit 130, and the lines after
@@ -136,11 +154,7 @@ def test_a_resume_interrupted_while_it_waits_for_a_lease_says_it_left_the_sessio
         with sqlite3.connect(cli.home / "strata.db") as db:
             before = [db.execute(f"SELECT * FROM {t}").fetchall() for t in ("sessions", "events", "timeline")]
         resume = cli.popen("resume", sid)
-        deadline = time.monotonic() + 60  # its start (imports) may take long on a loaded machine
-        while not holds_open(resume.pid, cli.home / "strata.db"):  # in its body, which takes the interrupt over
-            assert resume.poll() is None and time.monotonic() < deadline, resume.communicate()
-            time.sleep(0.02)
-        time.sleep(0.5)  # well inside SHORT_LEASE_S of its first try (or before it: the same answer)
+        _until_it_waits_for_the_lease(cli, sid, resume)  # then well inside SHORT_LEASE_S of its first try
         resume.send_signal(signal.SIGINT)
         out, err = resume.communicate(timeout=30)
         assert resume.returncode == 130, out + err
