@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tests._in_process_cli import json_lines_in_process
@@ -86,6 +89,17 @@ def _stopped_parent(cli: StrataCLI, tmp_path: Path, workspace: Path) -> subproce
     return proc
 
 
+def _until_expired(cli: StrataCLI, session_id: str) -> None:
+    """Until the session's lease, as recorded, has expired by this machine's clock (which the taking process reads
+    too): its holder is stopped, so it is not renewed. A fixed TTL_S + 0.5 s from here waited longer: the lease was
+    last renewed before the stop."""
+    with closing(sqlite3.connect(cli.home / "strata.db", timeout=10)) as conn:
+        (expires,) = conn.execute("SELECT lease_expires FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    left = (datetime.fromisoformat(expires) - datetime.now(UTC)).total_seconds()
+    assert left <= TTL_S, (expires, left)  # the short lease of the launcher, not the default minute
+    time.sleep(max(0.0, left) + 0.1)
+
+
 def _end(proc: subprocess.Popen[str]) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGCONT)
@@ -102,7 +116,7 @@ def test_a_delegate_call_whose_child_was_taken_over_while_the_parent_was_stopped
     other: subprocess.Popen[str] | None = None
     try:
         parent, child = _one_parent_one_child(cli)
-        time.sleep(TTL_S + 0.5)  # the child's lease, last renewed before the stop, expires unrenewed
+        _until_expired(cli, child["id"])  # the child's lease, last renewed before the stop, expires unrenewed
         other = cli.popen("resume", child["id"], "--json")  # takes the child over
         _until_started(other, workspace / "started")
         os.kill(parent_proc.pid, signal.SIGCONT)
@@ -133,7 +147,7 @@ def test_a_delegate_call_whose_child_another_process_took_over_and_finished_take
     parent_proc = _stopped_parent(cli, tmp_path, workspace)
     try:
         parent, child = _one_parent_one_child(cli)
-        time.sleep(TTL_S + 0.5)
+        _until_expired(cli, child["id"])
         (workspace / "release").touch()
         other = cli.run("resume", child["id"], "--json")  # takes the child over and finishes it
         assert other.returncode == 0, other.stderr
