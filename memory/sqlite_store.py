@@ -265,6 +265,10 @@ class SqliteEventStore:
                                               "a writable copy of the whole home") from None
                     continue  # no WAL to lose: the database file holds everything (immutable)
                 raise _store_error(exc, where) from None
+            except BaseException:  # cancelled (Ctrl-C while it waits on a lock): the worker thread goes with it
+                with anyio.CancelScope(shield=True):
+                    await db.close()
+                raise
             if read_as_is(version):  # current, or older only by indexes (memory/migrations.py)
                 return store
             await db.close()
