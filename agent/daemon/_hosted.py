@@ -506,6 +506,8 @@ class HostedSession:
         if self.driver is None or self._draining or self.stopping:
             return None
         try:
+            # the status the failed turn left, given back with the lease unless a turn runs meanwhile (`_held_from`)
+            before = (await self._parts.rt.store.get_session(self.id)).status
             live = await self._resume(None)
         except StrataError as exc:
             return self._mask(exc.message)
@@ -518,7 +520,7 @@ class HostedSession:
                 self.phase = "parked"
             return "a batch is still open" + (f": {', '.join(p.call_id for p in self.parked)} wait for a decision"
                                               if self.parked else "")
-        self.live, self.parked = live, ()
+        self.live, self.parked, self._held_from = live, (), before
         self._opened(state)
         return None
 

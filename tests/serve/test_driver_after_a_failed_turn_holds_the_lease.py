@@ -19,7 +19,18 @@ import pytest
 from tests._in_process_cli import json_lines_in_process
 from tests.cli._helpers import text, tool_use
 from tests.conftest import StrataCLI
-from tests.serve._procs import Client, Daemon, kill_if_running, lease_owner, parked_session, script
+from tests.serve._procs import (
+    Client,
+    Daemon,
+    allow_in_user_config,
+    kill_if_running,
+    lease_owner,
+    parked_session,
+    script,
+    serving,
+    status_in_process,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -59,3 +70,64 @@ def test_a_driver_whose_turn_failed_is_told_the_session_was_released_and_the_nex
     assert (ws / "a.txt").read_text() == "A\n"
     (receipt,) = json_lines_in_process(cli, "receipts", sid, "--json")
     assert receipt["status"] == "done"
+
+
+LOCK_S = 8
+"""How long another process holds the database's write lock: longer than the busy timeout (5 s), so the turn's
+first commit fails, and shorter than twice it, so the daemon's release of the lease and its taking the lease back
+for the driver, which wait on the lock next, succeed."""
+
+_LOCKER = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+conn.execute("ROLLBACK")
+"""
+
+
+def test_a_turn_the_driver_interrupted_is_not_continued_after_a_failed_turn_and_the_drivers_leaving(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """The driver interrupts a turn, then prompts while another process holds the database's write lock: that turn
+    fails (its prompt could not be recorded), the daemon takes the session's lease back for the driver, and the
+    driver leaves. A driver attaching next is not given the interrupted turn continued: no model call, no call
+    runs, until a prompt says so. Before, the lease taken back for the driver was let go with the session `active`
+    (as that resume left it), which is what a daemon that died holding the lease leaves: the next driver's attach
+    took it for a crash and continued the turn, and the model's next call (an allowed command) ran unasked."""
+    allow_in_user_config(cli, "bash")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model = script(tmp_path / "s.json", [tool_use("b1", "bash", command="echo started > started.txt; sleep 30")],
+                   [tool_use("b2", "bash", command="echo ran > b2.txt")], [text("after the interrupt")])
+    locker: subprocess.Popen[str] | None = None
+    with serving(cli):
+        try:
+            driver = Client(cli, "--new", "--workspace", str(ws), "--model", model)
+            sid = driver.session_id
+            driver.send(type="prompt", text="run it")
+            wait_until(lambda: (ws / "started.txt").exists(), what="the command started")
+            driver.send(type="interrupt")
+            assert driver.wait_for("result")["status"] == "interrupted"
+
+            locker = subprocess.Popen([sys.executable, "-c", _LOCKER, str(cli.home / "strata.db"), str(LOCK_S)],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            assert locker.stdout is not None and locker.stdout.readline() == "held\n", locker.communicate()
+            driver.send(type="prompt", text="go on")
+            failed = driver.wait_for("result", timeout=LOCK_S + 30)
+            assert failed["status"] == "failed", failed
+            _, err = locker.communicate(timeout=30)
+            assert locker.returncode == 0, err
+            assert not any(o["type"] == "notice" and o.get("kind") == "released" for o in driver.out.seen)
+            assert lease_owner(cli, sid) is not None  # taken back for the driver
+            assert driver.finish().returncode == 0
+            wait_until(lambda: lease_owner(cli, sid) is None, what="the daemon to let the lease go")
+
+            last = Client(cli, sid)
+            (row,) = status_in_process(cli)
+            assert (row["turn_running"], row["phase"]) == (False, "idle"), row
+            assert last.finish().returncode == 0
+        finally:
+            kill_if_running(locker)
+    assert not (ws / "b2.txt").exists()
+    assert not any(e["kind"] == "assistant_message" for e in last.events())
