@@ -21,6 +21,10 @@ def _target() -> tuple[str, int] | None:
     if not spec:
         return None
     name, _, n = spec.partition(":")
+    if not name or not (n or "1").isdecimal() or int(n or "1") < 1:
+        # read at import, before any command's error handling: a test's typo is one line (exit 1), not a bug report
+        raise SystemExit(f"strata: error: {FAULT_ENV}={spec!r} is malformed: it is for crash tests only, "
+                         "<point>[:<n>] with n a whole number from 1; unset it")
     return name, int(n or "1")
 
 
