@@ -3,7 +3,8 @@ time (default first) execution reaches `<point>`. Points: after_commit, after_re
 before_batch_completed, after_batch_completed, after_child (a delegated child session
 finished, its parent has not recorded the result), after_reply_sent (a channel's reply is out, the book not yet
 updated), after_parked_turn_finished (a channel thread's next message finished the parked turn, its task not yet
-settled). Unset in normal use, so each point costs one dict lookup."""
+settled), before_task_status (a channel message's turn has ended, its task's status not yet recorded nor its
+reply sent). Unset in normal use, so each point costs one dict lookup."""
 
 from __future__ import annotations
 

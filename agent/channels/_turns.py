@@ -170,11 +170,14 @@ async def handle(parts: ChannelParts, message: InboundMessage, handle: str) -> O
                         channel=message.channel, thread=message.thread, message_id=message.id, reason=exc.message)
             return "deferred"
     finally:
-        await live.release(None)
+        # a turn that ran recorded its end; one that did not (the message's turn had ended before a crash, or the
+        # message was empty) would leave the resumed session `active`, read as a crash: it rests as it ended
+        await live.release(live.loop.state.ended)
         if taken_by is not None:
             await reject_taken(parts, message, handle, taken_by)
     if task is not None:  # before the reply goes out: a redelivery after it is only acknowledged (step 1), and
         # a task set after the send stayed `open` for ever when the daemon died in between
+        fault_point("before_task_status")
         await anyio.to_thread.run_sync(book.set_task_status, task.id, task_status(reply.status))
     await anyio.to_thread.run_sync(channel.send, reply)
     fault_point("after_reply_sent")
@@ -327,7 +330,8 @@ async def _turn(parts: ChannelParts, live: LiveSession, message: InboundMessage,
             text = (f"A call waits for approval ({waiting}): decide with `strata approve|deny {live.id} CALL`; the "
                     "thread goes on after that.")
         return _reply(message, live.id, "parked", text, task)
-    status = outcome.status if outcome is not None else "completed"
+    # no run: the message's turn had ended before the daemon died (its reply unsent), and it ended as recorded
+    status = outcome.status if outcome is not None else (state.ended or "completed")
     return _reply(message, live.id, status, _answer(state.messages, _started_at(state, message)), task)
 
 
