@@ -114,8 +114,9 @@ class PersistError(StoreError):
 
     def __init__(self, message: str, *, session_id: str | None = None, path: str | None = None,
                  hint: str | None = None) -> None:
-        super().__init__(message, path=path, hint=hint or "no tool ran after the failed commit; fix the database "
-                                                          "and `strata resume` the session")
+        resume = f"`strata resume {session_id}`" if session_id else "resume the session (`strata sessions` lists it)"
+        super().__init__(message, path=path, hint=hint or f"no tool ran after the failed commit; fix the database "
+                                                          f"and {resume}")
         self.session_id = session_id
 
 
