@@ -33,6 +33,9 @@ from observability.session_timeline import load_timeline, shown_record
 
 Progress = Callable[[float, str], Awaitable[None]]
 DEFAULT_MAX_TURNS = 20
+CANCELLED = "the MCP client cancelled the run_agent call"
+"""How a run_agent run that was cut short names it (its interrupt note, its open calls' results and receipts): no
+person is there to interrupt it, the MCP host's cancellation of the call (`notifications/cancelled`) is what does."""
 
 
 @record
@@ -89,6 +92,7 @@ async def run_agent(serving: Serving, prompt: str, *, workspace: str | None = No
                     await progress(float(turn), message)
 
     rt = await Runtime.open(loaded)
+    rt.stop.reason = CANCELLED  # only read when the run is cut short (agent/loop.py, as a daemon's shutdown is)
     try:
         # A notice can quote an MCP server's secret: masked by the run's masker, which knows this workspace's.
         async with with_mcp_tools(rt, loaded, lambda line: notify(rt.masker.mask(line))) as session_rt, \
