@@ -62,3 +62,26 @@ def test_a_task_killed_before_its_status_was_set_ends_as_its_turn_did(cli: Strat
     assert session["status"] == status, session
     verified = cli.run("timeline", session_id, "--verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_an_empty_message_leaves_its_threads_ended_session_as_it_ended(cli: StrataCLI, tmp_path: Path) -> None:
+    """The same release, without a crash: an empty message (answered "empty", no turn run) on a thread whose session
+    had ended left that session resumed and `active`, which `strata sessions` reads as a crash (`interrupted`)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    spool = tmp_path / "spool"
+    write_config(cli, spool_table("team", spool, ws, script(tmp_path / "s.json", [text("the report is fine")],
+                                                              [text("never asked")])))
+    daemon = Daemon(cli)
+    try:
+        drop(spool / "in", "a", thread="t1", id="m1", text="Please review the report")
+        wait_until(lambda: len(replies(spool / "out")) == 1, what="m1 answered")
+        drop(spool / "in", "b", thread="t1", id="m2", text="  ")
+        wait_until(lambda: len(replies(spool / "out")) == 2 and not pending(spool / "in"), what="m2 answered")
+    finally:
+        daemon.stop()
+    assert daemon.proc.returncode == 0, daemon.stderr
+    empty = {r["in_reply_to"]: r for r in replies(spool / "out")}["m2"]
+    assert empty["status"] == "empty", empty
+    [session] = json_lines_in_process(cli, "sessions", "--json")
+    assert (session["id"], session["status"]) == (empty["session_id"], "completed"), session
