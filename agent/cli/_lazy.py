@@ -53,7 +53,9 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
-            click.echo("strata: interrupted", err=True)
+            from agent.cli.output import echo
+
+            echo("strata: interrupted", err=True)
             raise SystemExit(130) from None
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
