@@ -41,6 +41,17 @@ class Cluster:
         _run([str(self.bin / "pg_ctl"), "-D", str(self.root / "data"), "-l", str(self.root / "server.log"), "-m",
               "fast", "-w", "-t", "60", "restart"], as_root=as_root)
 
+    def stop(self) -> None:
+        """Stop the server (`pg_ctl stop -m fast`): every connection is ended and none is accepted until `start`."""
+        _run([str(self.bin / "pg_ctl"), "-D", str(self.root / "data"), "-m", "fast", "-w", "-t", "60", "stop"],
+             as_root=os.geteuid() == 0)
+
+    def start(self) -> None:
+        """Start a server `stop` stopped, on the same port, with the options it ran with."""
+        _run([str(self.bin / "pg_ctl"), "-D", str(self.root / "data"), "-l", str(self.root / "server.log"), "-w",
+              "-t", "60", "-o", _options(self.port, self.root / "sock", durable=False), "start"],
+             as_root=os.geteuid() == 0)
+
     def new_database(self) -> str:
         """A fresh, empty database on the cluster; its URL."""
         name = f"t{os.getpid()}_{next(_names)}"
@@ -81,6 +92,10 @@ def _run(cmd: list[str], *, as_root: bool) -> None:
         raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}): {done.stdout}{done.stderr}")
 
 
+def _options(port: int, sock: Path, *, durable: bool) -> str:
+    return f"{'' if durable else '-F '}-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c max_connections=200"
+
+
 def start_cluster(*, durable: bool = False) -> Iterator[Cluster]:
     """Start a cluster (a generator fixture body: yields it, stops and removes it afterwards). `durable`: fsync on,
     as a server runs by default (the benchmarks); off for the tests."""
@@ -97,9 +112,7 @@ def start_cluster(*, durable: bool = False) -> Iterator[Cluster]:
         _run(["mkdir", "-p", str(sock)], as_root=as_root)
         port = _free_port()
         _run([pg_ctl, "-D", str(data), "-l", str(root / "server.log"), "-w", "-t", "60", "-o",
-              f"{'' if durable else '-F '}-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c max_connections=200",
-              "start"],
-             as_root=as_root)
+              _options(port, sock, durable=durable), "start"], as_root=as_root)
         try:
             yield Cluster(initdb.parent, root, port)
         finally:
