@@ -54,7 +54,11 @@ class AdvisoryLocks:
         return await anyio.to_thread.run_sync(self._try_take, key)
 
     async def give_back(self, key: str) -> None:
-        await anyio.to_thread.run_sync(self._give_back, key)
+        # Shielded: a call ended by a cancellation (its driver's interrupt, Ctrl-C, a drain) gives its keys back in
+        # the cancelled scope; unshielded, the give-back was cancelled before it began and the key stayed held by
+        # this connection, refusing every other worker's call on it for as long as this process ran.
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._give_back, key)
 
     async def close(self) -> None:
         await anyio.to_thread.run_sync(self._close)
@@ -89,14 +93,14 @@ class AdvisoryLocks:
             while True:
                 try:
                     conn = self._connection()
-                    row = conn.execute("SELECT pg_try_advisory_lock(%s), extract(epoch FROM now() - "
-                                       "pg_postmaster_start_time())::float8", (lock_id(key),)).fetchone()
-                    taken, up_s = bool(row and row[0]), float(row[1]) if row else 0.0
-                    if taken and not self._held[key] and self._restarted_at is not None and up_s < RESTART_GRACE_S:
-                        # The server started anew under this process: the key may be a lock its holder lost
-                        # with the restart and is about to take back.
-                        conn.execute("SELECT pg_advisory_unlock(%s)", (lock_id(key),))
-                        taken = False
+                    # The server started anew under this process: a key it does not hold may be a lock its holder
+                    # lost with the restart and is about to take back, so it is not taken (not even for a moment:
+                    # that could make the holder's take-back fail) until the grace has passed.
+                    waits = not self._held[key] and self._restarted_at is not None
+                    row = conn.execute("SELECT CASE WHEN %s AND now() - pg_postmaster_start_time() < "
+                                       "make_interval(secs => %s) THEN false ELSE pg_try_advisory_lock(%s) END",
+                                       (waits, RESTART_GRACE_S, lock_id(key))).fetchone()
+                    taken = bool(row and row[0])
                 except psycopg.Error as exc:
                     self._drop()
                     if kept and isinstance(exc, psycopg.OperationalError):
