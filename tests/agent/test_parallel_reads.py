@@ -71,7 +71,9 @@ async def _run(tmp_path: Path, gauge: Gauge, batch: list[dict[str, Any]]) -> lis
 
 
 async def test_eight_slow_reads_run_side_by_side(tmp_path: Path) -> None:
-    """Eight read-only calls that each sleep 0.2 s are all in flight at once and finish in well under 8 x 0.2 s."""
+    """Eight read-only calls that each sleep 0.2 s are all in flight at once (the gauge's peak) and the whole session,
+    its start and commits included, takes less than the 8 x 0.2 s the calls would take one after another (a bound a
+    loaded machine still meets: half of it failed once in CI at load 6)."""
     gauge = Gauge()
     batch = [use(f"toolu_{i}", "slow_read", f"r{i}") for i in range(8)]
     started = time.perf_counter()
@@ -79,7 +81,7 @@ async def test_eight_slow_reads_run_side_by_side(tmp_path: Path) -> None:
     elapsed = time.perf_counter() - started
     assert gauge.peak == 8
     assert contents == [f"slow_read:r{i}" for i in range(8)]
-    assert elapsed < 8 * 0.2 / 2, elapsed
+    assert elapsed < 8 * 0.2, elapsed
 
 
 async def test_effectful_calls_run_alone_and_in_order_between_reads(tmp_path: Path) -> None:
