@@ -61,7 +61,7 @@ from core.policy import PermissionRule
 from core.record import record
 from core.state import SessionState
 from core.vocabulary import SessionStatus
-from memory.leases import LEASE_TTL, describe
+from memory.leases import LEASE_TTL, describe, resting_status
 from memory.liveness import held_here, make_liveness
 from memory.restore import restore_or_report
 from memory.rows import LeaseHolder, SessionRecord
@@ -188,10 +188,12 @@ class HostedSession:
         starts after it, and reads from the store what it finds committed beyond it that the host never saw
         (agent/daemon/_attachment.py)."""
         self._held_from: SessionStatus | None = None
-        """The session's status when the host took its lease for a driver between turns (its resume makes it
-        `active`): the lease is let go with it again unless a turn ran meanwhile (the turn commits its own). Left
-        `active`, a session nobody runs would read as one whose process died holding it, and the next driver's
-        attach would continue a turn the person interrupted."""
+        """The session's status when the host took its lease (its resume makes it `active`): for a driver between
+        turns, or by a turn that resumed it. The lease is let go with it again unless a run ended or was
+        interrupted meanwhile (the run commits its own status); after a failed turn, with the status derived from
+        the state the turn left (memory/leases.py `resting_status`). Left `active`, a session nobody runs would
+        read as one whose process died holding it, and the next driver's attach would continue a turn the person
+        interrupted."""
 
     # ---- opening (in the session's own task) ------------------------------------------------------------------
 
@@ -433,7 +435,6 @@ class HostedSession:
         outcome: RunOutcome | None = None
         error: StrataError | None = None
         self._parked_by_run = False
-        self._held_from = None  # the turn's run commits the status the lease is let go with
         self.approver.new_run()
         try:
             if self._draining:  # accepted just before the drain began: it does not start
@@ -444,8 +445,9 @@ class HostedSession:
                 self._turn_scope = scope
                 try:
                     if self.live is None:
+                        before = (await self._parts.rt.store.get_session(self.id)).status
                         self.live = await self._resume_when_free(prompt)
-                        self.parked = ()
+                        self.parked, self._held_from = (), before
                     self.phase = "act" if self.live.loop.state.open_batch is not None else "plan"
                     outcome = await self.live.run(prompt)
                 except StrataError as exc:
@@ -458,6 +460,12 @@ class HostedSession:
             self._turn_done.set()
 
     async def _ended(self, outcome: RunOutcome | None, error: StrataError | None, interrupted: bool) -> None:
+        if error is None:
+            self._held_from = None  # the run committed the status the lease is let go with (its end, or `idle`)
+        elif self.live is not None and self._held_from is not None:
+            # It committed none: the status the session had before it was resumed, unless what the turn committed
+            # changed it (a batch it finished, calls it parked), not the `active` of a process that died holding it.
+            self._held_from = resting_status(self.live.loop.state, self._held_from)
         if outcome is not None:
             assert self.live is not None
             if outcome.status == "awaiting_approval":

@@ -131,3 +131,53 @@ def test_a_turn_the_driver_interrupted_is_not_continued_after_a_failed_turn_and_
             kill_if_running(locker)
     assert not (ws / "b2.txt").exists()
     assert not any(e["kind"] == "assistant_message" for e in last.events())
+
+
+def test_a_turn_the_driver_interrupted_is_not_continued_after_a_resumed_session_s_turn_failed(
+        cli: StrataCLI, tmp_path: Path) -> None:
+    """The driver interrupts a turn and leaves (the daemon lets the lease go); a second driver attaches, which
+    resumes the session (its status `active` while held), and prompts while another process holds the database's
+    write lock: that turn fails, the daemon takes the lease back for the driver, and the driver leaves. A driver
+    attaching next is not given the interrupted turn continued. Before, the failed turn's release kept the status
+    the resume had set (`active`, the turn committed none), and the take-back gave it back so: what a daemon that
+    died holding the lease leaves, so the next driver's attach continued the turn and the model's next call (an
+    allowed command) ran unasked."""
+    allow_in_user_config(cli, "bash")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model = script(tmp_path / "s.json", [tool_use("b1", "bash", command="echo started > started.txt; sleep 30")],
+                   [tool_use("b2", "bash", command="echo ran > b2.txt")], [text("after the interrupt")])
+    locker: subprocess.Popen[str] | None = None
+    with serving(cli):
+        try:
+            driver = Client(cli, "--new", "--workspace", str(ws), "--model", model)
+            sid = driver.session_id
+            driver.send(type="prompt", text="run it")
+            wait_until(lambda: (ws / "started.txt").exists(), what="the command started")
+            driver.send(type="interrupt")
+            assert driver.wait_for("result")["status"] == "interrupted"
+            assert driver.finish().returncode == 0
+            wait_until(lambda: lease_owner(cli, sid) is None, what="the daemon to let the lease go")
+
+            second = Client(cli, sid)  # its attach resumes the session: the daemon holds its lease for it
+            assert lease_owner(cli, sid) is not None
+            locker = subprocess.Popen([sys.executable, "-c", _LOCKER, str(cli.home / "strata.db"), str(LOCK_S)],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            assert locker.stdout is not None and locker.stdout.readline() == "held\n", locker.communicate()
+            second.send(type="prompt", text="go on")
+            failed = second.wait_for("result", timeout=LOCK_S + 30)
+            assert failed["status"] == "failed", failed
+            _, err = locker.communicate(timeout=30)
+            assert locker.returncode == 0, err
+            assert lease_owner(cli, sid) is not None  # taken back for the driver
+            assert second.finish().returncode == 0
+            wait_until(lambda: lease_owner(cli, sid) is None, what="the daemon to let the lease go again")
+
+            last = Client(cli, sid)
+            (row,) = status_in_process(cli)
+            assert (row["turn_running"], row["phase"]) == (False, "idle"), row
+            assert last.finish().returncode == 0
+        finally:
+            kill_if_running(locker)
+    assert not (ws / "b2.txt").exists()
+    assert not any(e["kind"] == "assistant_message" for e in last.events())
