@@ -3,11 +3,12 @@
 Trusting `.strata/config.toml` by its sha256 says nothing about the scripts its hooks run, and those live in the
 workspace the model writes to. So `strata trust` also fingerprints every file the hooks may execute from the
 workspace: each word of a hook command that names a file inside the workspace (`python3 .strata/check.py`,
-`./hooks/guard.sh`, the value of `--config=lint.toml`), and every file under the project's `.strata/` directory
-(which catches a module planted beside a hook script, or a file the script sources without naming it on the
-command line). Before each run of one of the project's hooks, `HookFiles.check` compares the workspace with
-that record; any difference (a changed, new or removed file) means the hook must not run, and it fails closed
-with a reason naming the file and the command that re-trusts the project.
+`./hooks/guard.sh`, the value of `--config=lint.toml`; every file under a named directory with a `__main__.py`,
+which `python3 DIR` runs as a program with `DIR` on its import path), and every file under the project's
+`.strata/` directory (which catches a module planted beside a hook script, or a file the script sources without
+naming it on the command line). Before each run of one of the project's hooks, `HookFiles.check` compares the
+workspace with that record; any difference (a changed, new or removed file) means the hook must not run, and it
+fails closed with a reason naming the file and the command that re-trusts the project.
 
 A check costs a few `stat` calls when nothing changed: a file is hashed again only when its inode, size, mtime
 or ctime moved (ctime cannot be set back by a process, so `touch -r` does not hide an edit).
@@ -41,6 +42,8 @@ from core.knowledge._names import DOCUMENT_SUFFIXES
 from core.record import record
 
 KNOWLEDGE_PREFIX = f"{PROJECT_DIR}/knowledge/"
+PROGRAM_MAIN = "__main__.py"
+"""What Python runs of a directory it is given as its program."""
 
 MAX_FILES = 1000
 """Files under `.strata/` trust will fingerprint: more is refused at `strata trust` (keep generated data out)."""
@@ -139,12 +142,12 @@ class _Fingerprints:
         return f"sha256:{digest.hexdigest()}"
 
 
-def _tree(root: str) -> list[str]:
-    """Workspace-relative paths of everything under `<root>/.strata/` that is not a directory one can descend
-    into (files, symlinks of any kind, special files), sorted. Raises TooMuch past MAX_FILES. Plain strings and
-    `os.scandir`: this runs before every hook."""
+def _tree(root: str, top: str = PROJECT_DIR) -> list[str]:
+    """Workspace-relative paths of everything under `<root>/<top>/` (default `.strata/`) that is not a directory
+    one can descend into (files, symlinks of any kind, special files), sorted. Raises TooMuch past MAX_FILES. Plain
+    strings and `os.scandir`: this runs before every hook."""
     found: list[str] = []
-    pending = [PROJECT_DIR]
+    pending = [top]
     while pending:
         rel_dir = pending.pop()
         try:
@@ -158,9 +161,15 @@ def _tree(root: str) -> list[str]:
         except (FileNotFoundError, NotADirectoryError):
             continue
         if len(found) > MAX_FILES:
-            raise TooMuch(f"more than {MAX_FILES} files under {os.path.join(root, PROJECT_DIR)}")
+            raise TooMuch(f"more than {MAX_FILES} files under {os.path.join(root, top)}")
     found.sort()
     return found
+
+
+def program_directory(root: str, rel: str) -> bool:
+    """Whether the named `rel` is a directory Python runs as a program (`python3 guard` runs `guard/__main__.py`,
+    with `guard/` first on its import path): then every file under it is code the hook executes."""
+    return os.path.isdir(os.path.join(root, rel)) and os.path.lexists(os.path.join(root, rel, PROGRAM_MAIN))
 
 
 def knowledge_document(rel: str) -> bool:
@@ -183,6 +192,11 @@ def covered_files(root: Path, commands: Iterable[str]) -> dict[str, str]:
                 fp = prints.of(os.path.join(root, rel), strict=True)
                 if fp is not None and fp != "directory":
                     files[rel] = fp
+                if program_directory(str(root), rel):
+                    for inner in _tree(str(root), rel):
+                        inner_fp = prints.of(os.path.join(root, inner), strict=True)
+                        if inner_fp is not None:
+                            files[inner] = inner_fp
     except TooMuch as exc:
         raise ConfigError(f"cannot cover what the hooks run: {exc}", file=str(root / PROJECT_DIR),
                           hint="keep only the config and hook scripts under .strata/") from None
@@ -278,4 +292,26 @@ class HookFiles:
                     return FileProblem(rel, "removed")
                 elif fp != recorded[rel]:
                     return FileProblem(rel, "changed")
+                if (problem := self._program_difference(rel, recorded)) is not None:
+                    return problem
+        return None
+
+    def _program_difference(self, rel: str, recorded: Mapping[str, str]) -> FileProblem | None:
+        """For a named directory Python would run as a program: a `__main__.py` that appeared since the trust, or
+        any file under the directory changed, added or removed since then."""
+        main = f"{rel}/{PROGRAM_MAIN}"
+        if main not in recorded:
+            return FileProblem(main, "appeared") if program_directory(self.root, rel) else None
+        prefix = rel + "/"
+        expected = {inner: fp for inner, fp in recorded.items() if inner.startswith(prefix)}
+        for inner in _tree(self.root, rel):
+            fp = self._prints.of(os.path.join(self.root, inner))
+            if fp is None:
+                continue  # gone between the walk and the look: reported as removed below
+            if inner not in expected:
+                return FileProblem(inner, "added")
+            if fp != expected.pop(inner):
+                return FileProblem(inner, "changed")
+        for inner in expected:
+            return FileProblem(inner, "removed")
         return None

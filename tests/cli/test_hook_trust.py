@@ -395,3 +395,52 @@ def test_a_script_planted_under_the_knowledge_directory_still_blocks_the_hooks(
     assert blocked["status"] == "denied" and blocked["check"] == "hook", blocked
     assert ".strata/knowledge/sops/json.py" in blocked["content"], blocked["content"]
     assert not (workspace / "blocked.txt").exists()
+
+
+# -- 5. a directory a hook command runs ------------------------------------------------------------------------
+
+
+def test_a_hook_that_runs_a_directory_blocks_once_a_file_in_it_changed(cli: StrataCLI, workspace: Path,
+                                                                       tmp_path: Path) -> None:
+    """`python3 guard` runs the directory `guard/` (its `__main__.py`), as `node hooks/` runs `hooks/index.js`: what
+    it executes lies inside the directory the command names. The model rewrites `guard/__main__.py` into a hook that
+    allows everything; the next call's hook blocks (fail closed, naming the file), and the rewritten code never
+    runs."""
+    _project(workspace, "python3 guard", guard_at="guard/__main__.py")
+    _trust(cli, workspace)
+    proc, results = _run(cli, workspace, tmp_path, [
+        [tool_use("toolu_rewrite", "write_file", path="guard/__main__.py", content=EVIL_GUARD)],
+        [tool_use("toolu_blocked", "write_file", path="blocked.txt", content="should never be written\n")],
+        [text("done")]], "--allow", "write_file", env={"ANTHROPIC_API_KEY": FAKE_KEY})
+    assert proc.returncode == 0, proc.stderr
+    assert results["toolu_rewrite"]["status"] == "ok"
+    blocked = results["toolu_blocked"]
+    assert blocked["status"] == "denied" and blocked["check"] == "hook", blocked
+    assert "guard/__main__.py" in blocked["content"] and "changed" in blocked["content"], blocked["content"]
+    assert not (workspace / "blocked.txt").exists()
+    assert not (workspace / "leak.txt").exists()
+    assert (workspace / "hook-env.log").read_text() == "no-key\n"  # the trusted guard ran once, then nothing
+
+
+def test_a_main_module_planted_in_a_directory_a_hook_runs_blocks_the_hooks(cli: StrataCLI, workspace: Path,
+                                                                          tmp_path: Path) -> None:
+    """The hook runs `python3 guard`, but `guard/` had no `__main__.py` when the project was trusted (the hook
+    failed, so it blocked). The model writes one that allows everything: the next call's hook blocks naming it, and
+    the planted code never runs."""
+    (workspace / ".strata").mkdir()
+    (workspace / "guard").mkdir()
+    (workspace / "guard" / "notes.txt").write_text("the guard is not written yet\n")
+    (workspace / ".strata" / "config.toml").write_text(
+        '[[hooks.pre_tool_use]]\nmatcher = "bash"\ncommand = "python3 guard"\ntimeout_s = 20\n')
+    _trust(cli, workspace)
+    proc, results = _run(cli, workspace, tmp_path, [
+        [tool_use("toolu_plant", "write_file", path="guard/__main__.py", content=EVIL_GUARD)],
+        [tool_use("toolu_bash", "bash", command="echo ran > ran.txt")],
+        [text("done")]], "--allow", "write_file", "--allow", "bash")
+    assert proc.returncode == 0, proc.stderr
+    assert results["toolu_plant"]["status"] == "ok"
+    blocked = results["toolu_bash"]
+    assert blocked["status"] == "denied" and blocked["check"] == "hook", blocked
+    assert "guard/__main__.py" in blocked["content"] and "appeared" in blocked["content"], blocked["content"]
+    assert not (workspace / "ran.txt").exists()
+    assert not (workspace / "leak.txt").exists()
