@@ -4,10 +4,10 @@
         < project (<workspace>/.strata/config.toml) < environment (STRATA_*) < flags
 
 Scalars override; policy rules, hooks and secrets accumulate across files. A project file that is not trusted
-(`config/trust.py`) still contributes its settings and its `ask`/`deny` rules, never its hooks or `allow` rules;
-what was ignored is said once in `notices`. A trusted project's hooks check, before each run, that the files they
-execute are the ones trusted (config/hook_files.py). Every effective scalar records where it came from in
-`sources`."""
+(`config/trust.py`) still contributes its settings and its `ask`/`deny` rules, never its hooks, its `allow` rules
+or a setting of WIDENING_SETTINGS turned on; what was ignored is said once in `notices`. A trusted project's
+hooks check, before each run, that the files they execute are the ones trusted (config/hook_files.py). Every
+effective scalar records where it came from in `sources`."""
 
 import dataclasses
 import functools
@@ -53,6 +53,9 @@ if TYPE_CHECKING:  # the daemon's channels: imported when a file declares them o
     from config.channels import ChannelEntry, ChannelsConfig
 
 DEFAULTS_FILE = "defaults.toml"
+WIDENING_SETTINGS = frozenset({"delegate_grants"})
+"""Settings that, turned on, let calls run without a person being asked (as an allow rule does: a child session then
+starts with its parent's "always" grants): an untrusted project file cannot turn them on."""
 
 
 class Secrets(BaseModel):
@@ -187,9 +190,13 @@ def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
                           hint="set STRATA_DB, or `db` in the user's config file")
     values: dict[str, object] = {"home": home}
     sources: dict[str, str] = {"home": home_source}
+    widening: list[str] = []
     for doc in docs:
         for key in SETTING_KEYS:
             if (value := getattr(doc.data, key)) is not None:
+                if doc is project and state != "trusted" and key in WIDENING_SETTINGS and value is True:
+                    widening.append(key)  # like an allow rule: lets calls run unasked, so only from trust
+                    continue
                 values[key], sources[key] = value, doc.source
     for key in SETTING_KEYS:
         if env.get(var := env_var(key)):
@@ -237,6 +244,10 @@ def load_config(*, workspace: Path | None, env: Mapping[str, str] | None = None,
     if project is not None and knowledge.ignored:
         notices.append(f"project config {project.path} is not trusted: its knowledge datasets "
                        f"({', '.join(knowledge.ignored)}) are ignored; run "
+                       f"`{_trust_command(project.path.parent.parent)}` after reviewing it")
+    if project is not None and widening:
+        turned_on = ", ".join(f"{key} = true" for key in widening)
+        notices.append(f"project config {project.path} is not trusted: its {turned_on} is ignored; run "
                        f"`{_trust_command(project.path.parent.parent)}` after reviewing it")
     if project is not None and (ignored_rules or ignored_hooks):
         notices.append(untrusted_notice(project.path, state, hooks=len(ignored_hooks), allow_rules=len(ignored_rules)))

@@ -161,3 +161,26 @@ def test_a_home_with_a_name_longer_than_a_file_name_exits_2_in_one_line(cli: Str
             (line,) = error_lines(proc.stderr)
             assert line == f"strata: error: environment variable {variable}: a part of the path is longer than " \
                            "255 bytes, which no file name can be", line
+
+
+def test_an_untrusted_project_cannot_pass_a_sessions_grants_to_its_children(cli: StrataCLI, tmp_path: Path) -> None:
+    """`delegate_grants = true` lets a child session run, unasked, what a person granted its parent "always": like
+    an allow rule, an untrusted project file cannot turn it on (ignored, with a notice); once the person trusts the
+    project it applies, and `false` (narrower) applies either way."""
+    ws, path = _project(tmp_path, "delegate_grants = true\nmax_turns = 7\n")
+    view = _show(cli, tmp_path, ws)
+    assert view["settings"]["delegate_grants"] == {"value": False, "source": "built-in defaults"}
+    assert view["settings"]["max_turns"] == {"value": 7, "source": str(path)}  # other settings still apply
+    (notice,) = view["notices"]
+    assert "is not trusted: its delegate_grants = true is ignored" in notice and f"strata trust {ws}" in notice
+    proc = strata(cli, "trust", str(ws), env=_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    trusted = _show(cli, tmp_path, ws)
+    assert trusted["settings"]["delegate_grants"] == {"value": True, "source": str(path)}
+    assert trusted["notices"] == []
+    user = tmp_path / "xdg" / "strata" / "config.toml"
+    user.parent.mkdir(parents=True)
+    user.write_text("delegate_grants = true\n", encoding="utf-8")
+    path.write_text("delegate_grants = false\n", encoding="utf-8")  # edited, so untrusted again: narrowing applies
+    narrowed = _show(cli, tmp_path, ws)
+    assert narrowed["settings"]["delegate_grants"] == {"value": False, "source": str(path)}
