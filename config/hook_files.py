@@ -292,7 +292,9 @@ class HookFiles:
                     return FileProblem(rel, "removed")
                 elif fp != recorded[rel]:
                     return FileProblem(rel, "changed")
-                if (problem := self._program_difference(rel, recorded)) is not None:
+                leads_to_directory = fp is not None and fp.endswith("directory")  # itself, or through a link
+                program = leads_to_directory or f"{rel}/{PROGRAM_MAIN}" in recorded
+                if program and (problem := self._program_difference(rel, recorded)) is not None:
                     return problem
         return None
 
