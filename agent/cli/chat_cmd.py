@@ -80,7 +80,8 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
                 view.max_attempts = getattr(getattr(model, "_retry", None), "max_attempts", None)
                 keys = CtrlC()
                 session = Chat(console, make_prompt(str(settings.home / "chat_history"), keys), view, keys=keys)
-                asking = Asking(approver=TerminalApprover(console, session.ask_line, on_interrupt=session.interrupt))
+                asking = Asking(approver=TerminalApprover(console, session.ask_line, on_interrupt=session.interrupt,
+                                                           quiet=view.area.paused))
                 live: LiveSession
                 if record is not None:
                     # As `strata resume` does: a lease held for a moment (`strata approve|deny` recording a decision, a

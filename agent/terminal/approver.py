@@ -7,6 +7,7 @@ is recorded with the decision; the model never reaches this prompt's input."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, nullcontext
 
 from rich.console import Console
 from rich.markup import escape
@@ -39,14 +40,19 @@ def answer_of(raw: str, request: ApprovalRequest, identity: str) -> ApprovalAnsw
 
 
 class TerminalApprover:
-    def __init__(self, console: Console, ask_line: AskLine, on_interrupt: Callable[[], None] | None = None) -> None:
+    def __init__(self, console: Console, ask_line: AskLine, on_interrupt: Callable[[], None] | None = None,
+                 quiet: Callable[[], AbstractContextManager[object]] = nullcontext) -> None:
+        """`quiet`: what keeps the screen still while the request is printed (chat's live area paused: with it
+        drawn, each printed line redrew the area, and a write_file of 300,000 lines took minutes to show)."""
         self._console = console
         self._ask_line = ask_line
         self._on_interrupt = on_interrupt
+        self._quiet = quiet
         self.identity = person("strata chat")
 
     def _show(self, request: ApprovalRequest) -> None:
-        show_request(self._console, request)
+        with self._quiet():
+            show_request(self._console, request)
 
     async def ask(self, request: ApprovalRequest) -> ApprovalAnswer:
         self._show(request)
