@@ -98,7 +98,9 @@ async def _interactive(cmd: Command, loaded: LoadedConfig, where: tuple[Path, Pa
     from agent.cli.chat_cmd import show_history, slash_commands
     from agent.terminal.chat import make_prompt
     from agent.terminal.safe_text import SafeConsole
+    from agent.terminal.wakeup_fd import quiet_full_wakeup_fd
 
+    quiet_full_wakeup_fd()  # a resize storm printed a traceback a SIGWINCH over the screen
     console = SafeConsole(highlight=False, color_system=None if os.environ.get("NO_COLOR") else "auto")
     if session_ref is not None:
         loaded = await cmd.session_config(session_id=session_ref)

@@ -41,6 +41,7 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
     """Talk to an agent in this terminal; it asks before anything that writes, runs or reaches out."""
     from agent.terminal.approver import TerminalApprover  # the terminal (prompt_toolkit) loads only for chat
     from agent.terminal.chat import Chat, ChatView, CtrlC, make_prompt
+    from agent.terminal.wakeup_fd import quiet_full_wakeup_fd
 
     if resume_id and continue_latest:
         raise click.UsageError("use --resume ID or --continue, not both")
@@ -54,6 +55,7 @@ def chat(model_spec: str | None, workspace: Path, resume_id: str | None, continu
     view = ChatView(console)
 
     async def main() -> None:
+        quiet_full_wakeup_fd()  # a resize storm printed a traceback a SIGWINCH over the chat
         if resume_id is not None:  # the session's own project config, as `strata resume` has it
             loaded = await cmd.session_config(session_id=resume_id, model=model_spec, max_turns=max_turns)
         else:  # --continue continues the latest session of this workspace: its project config is this one
