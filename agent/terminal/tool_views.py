@@ -107,7 +107,7 @@ def _diff(c: Console, path: str, old: str, new: str) -> None:
 
 def _value(c: Console, key: str, value: object) -> None:
     if isinstance(value, str) and "\n" not in value:
-        c.print(Text(f"  {key}: ") + Text(value), overflow="fold", highlight=False)
+        c.print(Text(f"  {key}: ") + Text(safe_text(value)), overflow="fold", highlight=False)
     elif isinstance(value, str):
         c.print(f"  {escape(key)} ({len(value.splitlines())} lines, {size(len(value.encode('utf-8')))}):",
                 highlight=False)
@@ -122,11 +122,11 @@ def show_arguments(c: Console, tool: str, arguments: Mapping[str, Any]) -> None:
     rest = dict(arguments)
     if tool == "bash" and isinstance(rest.get("command"), str):
         c.print("  command:", highlight=False)
-        c.print(Padding(Syntax(rest.pop("command"), "bash", theme="monokai", word_wrap=True,
+        c.print(Padding(Syntax(safe_text(rest.pop("command")), "bash", theme="monokai", word_wrap=True,
                                background_color="default"), (0, 0, 0, 4)))
     elif tool == "edit_file" and all(isinstance(rest.get(k), str) for k in ("path", "old", "new")):
         path, old, new = rest.pop("path"), rest.pop("old"), rest.pop("new")
-        c.print(Text("  path: ") + Text(path), overflow="fold", highlight=False)
+        c.print(Text("  path: ") + Text(safe_text(path)), overflow="fold", highlight=False)
         c.print("  change (old -> new, every line of both):", highlight=False)
         _diff(c, path, old, new)
     elif tool == "write_file" and isinstance(rest.get("content"), str):
