@@ -52,7 +52,7 @@ def show_result(c: Console, ev: CallResult) -> None:
     head = f"  [bold]<-[/] {escape(ev.tool)} {mark}{check}"
     lines = body.rstrip().splitlines()
     if len(lines) <= 1 and len(body) <= 120:
-        c.print(f"{head}: {escape(body.strip())}" if body.strip() else head, highlight=False)
+        c.print(f"{head}: {escape(safe_text(body.strip()))}" if body.strip() else head, highlight=False)
         return
     total = ev.blob.size if ev.blob is not None else len(body.encode("utf-8"))
     timing = f", {ev.duration_ms / 1000:.1f} s" if ev.duration_ms is not None else ""
@@ -62,7 +62,8 @@ def show_result(c: Console, ev: CallResult) -> None:
     c.print(f"{head} [dim]({count}{size(total)}{timing})[/]", highlight=False)
     room = max(20, c.width - 7)
     for line in lines[:PREVIEW_LINES]:
-        c.print(Text("     │ ", style="dim") + Text(line), no_wrap=True, overflow="ellipsis", highlight=False)
+        c.print(Text("     │ ", style="dim") + Text(safe_text(line)), no_wrap=True, overflow="ellipsis",
+                highlight=False)
     hidden = len(lines) - PREVIEW_LINES
     cropped = any(len(line) > room for line in lines[:PREVIEW_LINES])
     if hidden > 0 or ev.blob is not None or cropped:

@@ -47,3 +47,21 @@ def test_an_approval_shows_backspaces_and_bells_in_a_path_and_a_command_as_escap
     child.sendline("")
     child.expect("assistant: done")
     leave_chat(child, session_id)
+
+
+def test_a_result_shows_a_bell_in_its_text_as_an_escape(cli: StrataCLI, workspace: Path, tmp_path: Path) -> None:
+    """A result's line (and its preview lines) showed ESC as its escape but dropped BEL (rich drops it on its own):
+    'cannot read f\\x1b]52;c;eA==.txt' for a path holding both."""
+    script = write_script(tmp_path / "turns.json", [
+        [tool_use("toolu_r", "read_file", path="f\x1b]52;c;eA==\a.txt")],
+        [text("done")],
+    ])
+    child = cli.spawn_pty("chat", "--model", f"script:{script}", "--workspace", str(workspace))
+    child.expect(CHAT_SESSION)
+    session_id = child.match.group(1)
+    child.expect("strata>")
+    child.sendline("go")
+    child.expect("read_file error")
+    child.expect("assistant: done")
+    assert r"cannot read f\x1b]52;c;eA==\x07.txt" in child.before, child.before
+    leave_chat(child, session_id)
