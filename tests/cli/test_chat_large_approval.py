@@ -17,8 +17,9 @@ from tests.conftest import StrataCLI, write_script
 pytestmark = pytest.mark.slow
 
 LINES = 120_000
-SHOWN_WITHIN_S = 15
-"""After the fix the question comes in ~2 s here (2 cores, shared); before, it came after ~35 s."""
+SHOWN_WITHIN_S = 25
+"""After the fix the question comes in ~2 s here (2 cores, shared; ~6 s for the whole test), more on a loaded CI
+machine; before, it came after ~35 s on a quiet one."""
 
 
 def test_a_write_file_approval_of_120000_lines_is_asked_within_seconds_every_line_shown(
