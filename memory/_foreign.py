@@ -38,6 +38,9 @@ def refuse_foreign(conn: sqlite3.Connection, path: str) -> None:
         "ORDER BY name")]
     if not tables:
         return  # a new database (or an empty one): made a Strata database as usual
+    if int(conn.execute("PRAGMA user_version").fetchone()[0]) != 0:
+        return  # another process migrated it between the two reads above (each its own snapshot): Strata's
+        # first migration sets the version in the transaction that makes the tables, and it never goes back to 0
     shown = ", ".join(tables[:_SHOWN]) + (f" and {len(tables) - _SHOWN} more" if len(tables) > _SHOWN else "")
     raise ForeignDatabase(f"{path} is an SQLite database, but not a Strata one (no schema version, and tables "
                           f"Strata does not make: {shown}); it was left untouched", path=path,
