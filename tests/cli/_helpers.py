@@ -3,15 +3,17 @@ output, and the invariants every crashed-and-resumed session must satisfy."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -446,6 +448,21 @@ async def main():
 
 anyio.run(main)
 """
+
+
+@contextlib.contextmanager
+def exclusively_locked(db: Path) -> Iterator[None]:
+    """`db` locked by this process (EXCLUSIVE) for the block: another process's open of it waits on the lock, up to
+    its busy timeout."""
+    holder = sqlite3.connect(db, isolation_level=None)
+    try:
+        holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+        holder.execute("BEGIN EXCLUSIVE")
+        yield
+    finally:
+        if holder.in_transaction:
+            holder.rollback()
+        holder.close()
 
 
 def holds_open(pid: int, path: Path) -> bool:

@@ -9,26 +9,18 @@ ran out, the thread printed its traceback (`RuntimeError: Event loop is closed`)
 
 from __future__ import annotations
 
-import os
 import signal
-import sqlite3
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.cli._helpers import exclusively_locked, holds_open
 from tests.conftest import StrataCLI
 from tests.serve._procs import wait_until
 
 pytestmark = pytest.mark.slow
-
-
-def _has_open(pid: int, path: Path) -> bool:
-    try:
-        return any(os.readlink(f"/proc/{pid}/fd/{fd}") == str(path) for fd in os.listdir(f"/proc/{pid}/fd"))
-    except OSError:  # it ended, or a descriptor closed while it was read
-        return False
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to see the command open the store")
@@ -37,14 +29,11 @@ def test_ctrl_c_while_a_reading_command_waits_on_the_locked_store_ends_it_in_one
     made = cli.run("sessions")  # the home and its store
     assert made.returncode == 0, made.stderr
     db = cli.home / "strata.db"
-    holder = sqlite3.connect(db, isolation_level=None)
-    try:
-        holder.execute("PRAGMA locking_mode = EXCLUSIVE")
-        holder.execute("BEGIN EXCLUSIVE")  # the read-only open now waits for it, up to its busy timeout (5 s)
+    with exclusively_locked(db):  # the read-only open now waits for it, up to its busy timeout (5 s)
         proc = subprocess.Popen(cli.argv(["sessions"]), cwd=cli.cwd, env=cli.env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
         try:
-            wait_until(lambda: _has_open(proc.pid, db), timeout=60, what="the command opening the store")
+            wait_until(lambda: holds_open(proc.pid, db), timeout=60, what="the command opening the store")
             time.sleep(1.0)  # into the open's wait on the lock
             proc.send_signal(signal.SIGINT)
             out, err = proc.communicate(timeout=30)  # a hang is a failure here, not a test that never ends
@@ -52,9 +41,6 @@ def test_ctrl_c_while_a_reading_command_waits_on_the_locked_store_ends_it_in_one
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
-    finally:
-        holder.rollback()
-        holder.close()
     assert (proc.returncode, err) == (130, "strata: interrupted\n"), err
     assert out == ""
     again = cli.run("sessions")  # nothing was left half-open: the store reads as before

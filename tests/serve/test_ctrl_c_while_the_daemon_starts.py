@@ -10,26 +10,18 @@ daemon holding its home's lock)."""
 
 from __future__ import annotations
 
-import os
 import signal
-import sqlite3
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.cli._helpers import exclusively_locked, holds_open
 from tests.conftest import StrataCLI
 from tests.serve._procs import Daemon, wait_until
 
 pytestmark = pytest.mark.slow
-
-
-def _has_open(pid: int, path: Path) -> bool:
-    try:
-        return any(os.readlink(f"/proc/{pid}/fd/{fd}") == str(path) for fd in os.listdir(f"/proc/{pid}/fd"))
-    except OSError:  # it ended, or a descriptor closed while it was read
-        return False
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to see the daemon open its store")
@@ -39,14 +31,11 @@ def test_ctrl_c_while_the_daemon_opens_its_store_ends_it_in_one_line_without_a_t
     first.stop()
     assert first.proc.returncode == 0, first.stderr
     db = cli.home / "strata.db"
-    holder = sqlite3.connect(db, isolation_level=None)
-    try:
-        holder.execute("PRAGMA locking_mode = EXCLUSIVE")
-        holder.execute("BEGIN EXCLUSIVE")  # the daemon's open now waits for it, up to its busy timeout (5 s)
+    with exclusively_locked(db):  # the daemon's open now waits for it, up to its busy timeout (5 s)
         proc = subprocess.Popen(cli.argv(["serve", "--foreground"]), cwd=cli.cwd, env=cli.env(),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            wait_until(lambda: _has_open(proc.pid, db), timeout=60, what="the daemon opening its store")
+            wait_until(lambda: holds_open(proc.pid, db), timeout=60, what="the daemon opening its store")
             time.sleep(0.3)  # into the open's wait on the lock
             proc.send_signal(signal.SIGINT)
             out, err = proc.communicate(timeout=30)  # a hang is a failure here, not a test that never ends
@@ -54,9 +43,6 @@ def test_ctrl_c_while_the_daemon_opens_its_store_ends_it_in_one_line_without_a_t
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
-    finally:
-        holder.rollback()
-        holder.close()
     assert "listening" not in out
     assert (proc.returncode, err) == (130, "strata: interrupted\n"), err
     assert not (cli.home / "run" / "daemon.sock").exists()
